@@ -1,0 +1,195 @@
+"""The check run: collect inputs, read each once, build the project view, run every enabled rule on every
+file it applies to, and turn diagnostics into findings. A rule that crashes is reported as an internal
+error for that file and rule; the findings of the other rules stand."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from dslint.config import Settings
+from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
+from dslint.project import ProjectView
+from dslint.rules import all_rules
+from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
+from dslint.sources import AnySource, ParseProblem, decode, kind_of, make_source
+from dslint.suppressions import parse_suppressions
+
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
+             ".mypy_cache", ".pytest_cache", ".ruff_cache", ".dslint_cache", "build", "dist", "site-packages",
+             ".eggs"}
+
+
+@dataclass
+class Inputs:
+    files: list[tuple[Path, bool]] = field(default_factory=list)   # (path, given explicitly)
+    errors: list[InputError] = field(default_factory=list)
+
+
+def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
+    out = Inputs()
+    seen: set[Path] = set()
+
+    def add(path: Path, explicit: bool) -> None:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.files.append((path, explicit))
+
+    for path in paths:
+        if not path.exists():
+            out.errors.append(InputError(kind="missing-path", path=str(path), message="no such file or directory"))
+        elif path.is_dir():
+            for folder, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
+                                 and not settings.excluded(Path(folder, d)))
+                for name in sorted(names):
+                    child = Path(folder, name)
+                    if not settings.excluded(child):
+                        add(child, False)
+        else:
+            add(path, True)
+    return out
+
+
+def shown_path(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def read_sources(inputs: Inputs) -> tuple[list[AnySource], list[tuple[str, str, ParseProblem]]]:
+    """Sources to check, and files that could not even be decoded (path, kind, problem)."""
+    sources: list[AnySource] = []
+    undecodable: list[tuple[str, str, ParseProblem]] = []
+    for path, explicit in inputs.files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            inputs.errors.append(InputError(kind="unreadable", path=str(path), message=exc.strerror or str(exc)))
+            continue
+        head = data[:4096].decode("utf-8", "replace")
+        kind = kind_of(path, explicit, head)
+        if kind is None:
+            if explicit:
+                inputs.errors.append(InputError(kind="unreadable", path=str(path),
+                                                message="not a Python, JSON or shell file; skipped"))
+            continue
+        text, problem = decode(data)
+        if problem is not None:
+            undecodable.append((shown_path(path), kind, problem))
+            continue
+        sources.append(make_source(path, shown_path(path), kind, text))
+    return sources, undecodable
+
+
+@dataclass
+class Checker:
+    settings: Settings
+    rules: list[Rule] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.rules:
+            self.rules = [cls() for cls in all_rules() if self.settings.code_enabled(cls.code)]
+
+    def check_paths(self, paths: list[Path]) -> Report:
+        inputs = collect(paths, self.settings)
+        sources, undecodable = read_sources(inputs)
+        report = self.check_sources(sources)
+        parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
+        for shown, _kind, problem in undecodable:
+            report.files_checked += 1
+            if parse_rule is not None:
+                report.findings.append(Finding(code="DSL001", name=parse_rule.name, severity=parse_rule.severity,
+                                               path=shown, line=problem.line, column=problem.column,
+                                               end_line=problem.line, end_column=problem.column,
+                                               message=problem.message))
+        report.errors[:0] = inputs.errors
+        report.findings.sort(key=Finding.sort_key)
+        return report
+
+    def check_sources(self, sources: list[AnySource]) -> Report:
+        project = ProjectView(sources, world_size_override=self.settings.world_size,
+                              deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
+        report = Report(files_checked=len(sources))
+        for source in sources:
+            self._check_one(source, project, report)
+        report.findings.sort(key=Finding.sort_key)
+        return report
+
+    def _check_one(self, source: AnySource, project: ProjectView, report: Report) -> None:
+        suppressions = parse_suppressions(source.text, source.kind)
+        per_file = self.settings.ignored_for(source.path)
+        broken = source.parse_problem() is not None
+        ctx = RuleContext(source, project)
+        for rule in self.rules:
+            if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
+                continue
+            try:
+                if not rule.wants(ctx):
+                    continue
+                diagnostics = list(rule.check(ctx))
+            except Exception as exc:  # a broken rule must not lose the other rules' findings
+                report.errors.append(_internal_error(rule, source.path, exc))
+                continue
+            for diag in diagnostics:
+                code = diag.code or rule.code
+                if code in per_file or not self.settings.code_enabled(code):
+                    continue
+                try:
+                    finding = _finding(rule, diag, source)
+                except Exception as exc:
+                    report.errors.append(_internal_error(rule, source.path, exc))
+                    continue
+                if finding.path == source.path and suppressions.covers(code, finding.line):
+                    continue
+                report.findings.append(finding)
+
+
+def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
+    return InputError(kind="internal-error", path=path, code=rule.code,
+                      message=f"internal error in rule {rule.code} {rule.name}: {type(exc).__name__}: {exc}{where}")
+
+
+def _finding(rule: Rule, diag: Diagnostic, source: AnySource) -> Finding:
+    from dslint.rules import rule_by_code
+
+    where = diag.source or source
+    span = span_of(where, diag.at)
+    code = diag.code or rule.code
+    owner = rule_by_code(code) or type(rule)
+    trace = []
+    for hop in diag.trace:
+        hop_src = hop.source or source
+        trace.append(TraceStep(path=hop_src.path, line=span_of(hop_src, hop.at).line, note=hop.note))
+    fix = diag.fix
+    if fix is None and owner.fix_advice:
+        fix = Fix(description=owner.fix_advice)
+    return Finding(code=code, name=owner.name, severity=diag.severity or owner.severity, path=where.path,
+                   line=span.line, column=span.column, end_line=max(span.end_line, span.line),
+                   end_column=span.end_column if span.end_line > span.line else max(span.end_column, span.column),
+                   message=diag.message, trace=trace, fix=fix)
+
+
+def check_texts(files: dict[str, str], settings: Optional[Settings] = None, rules: Optional[list[Rule]] = None
+                ) -> Report:
+    """Check in-memory files (name → text) as one run; used by rule examples and tests."""
+    settings = settings or Settings()
+    sources: list[AnySource] = []
+    for name, text in files.items():
+        path = Path(name)
+        kind = kind_of(path, True, text[:4096])
+        if kind is None:
+            raise ValueError(f"cannot tell the kind of {name}")
+        sources.append(make_source(path, name, kind, text))
+    return Checker(settings, rules or []).check_sources(sources)
+
+
+def fails(report: Report, level: Severity) -> bool:
+    return any(f.severity.rank >= level.rank for f in report.findings)

@@ -1,0 +1,7 @@
+"""The JSON contract of DESIGN.md §2.3."""
+
+from __future__ import annotations
+
+
+def render(report, rules) -> str:
+    return report.model_dump_json(indent=2) + "\n"

@@ -1,0 +1,61 @@
+"""Human output like ruff's `full` format: file:line:col, code, message, a code frame, the chain and the fix."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+
+@lru_cache(maxsize=64)
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _frame(path: str, line: int, column: int, end_line: int, end_column: int, color: bool) -> list[str]:
+    lines = _lines(path)
+    if not lines or line > len(lines):
+        return []
+    out = []
+    width = len(str(min(line + 1, len(lines))))
+    for n in range(max(1, line - 1), min(len(lines), line + 1) + 1):
+        out.append(f"  {n:>{width}} | {lines[n - 1]}")
+        if n == line:
+            stop = end_column if end_line == line and end_column > column else len(lines[n - 1]) + 1
+            marks = "^" * max(1, stop - column)
+            if color:
+                marks = f"\x1b[31m{marks}\x1b[0m"
+            out.append(f"  {' ' * width} | {' ' * (column - 1)}{marks}")
+    return out
+
+
+def render(report, rules, color: bool | None = None) -> str:
+    if color is None:
+        color = os.environ.get("FORCE_COLOR") is not None or (os.isatty(1) and "NO_COLOR" not in os.environ)
+    bold = (lambda s: f"\x1b[1m{s}\x1b[0m") if color else (lambda s: s)
+    red = (lambda s: f"\x1b[31m{s}\x1b[0m") if color else (lambda s: s)
+    yellow = (lambda s: f"\x1b[33m{s}\x1b[0m") if color else (lambda s: s)
+    out: list[str] = []
+    for f in report.findings:
+        sev = red(f.severity.value) if f.severity.value == "error" else yellow(f.severity.value)
+        out.append(f"{bold(f'{f.path}:{f.line}:{f.column}')}: {bold(f.code)} [{sev}] {f.message}")
+        out.extend(_frame(f.path, f.line, f.column, f.end_line, f.end_column, color))
+        for step in f.trace:
+            out.append(f"  = via {step.path}:{step.line}: {step.note}")
+        if f.fix:
+            out.append(f"  = help: {f.fix.description}")
+        out.append("")
+    for e in report.errors:
+        where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
+        out.append(f"{where}: {red('error')}: {e.message}")
+    n = len(report.findings)
+    errors = sum(1 for f in report.findings if f.severity.value == "error")
+    summary = (f"Found {n} finding{'s' if n != 1 else ''} ({errors} error{'s' if errors != 1 else ''}, "
+               f"{n - errors} warning{'s' if n - errors != 1 else ''}) in {report.files_checked} "
+               f"file{'s' if report.files_checked != 1 else ''}.") if n else \
+        f"All checks passed ({report.files_checked} file{'s' if report.files_checked != 1 else ''})."
+    out.append(summary)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,238 @@
+"""The project view: facts that span the files of one run.
+
+Which DeepSpeed config applies to which script (JSON arguments, launcher lines, literal paths and dicts
+in the script), the world size, the DeepSpeed version, and functions by qualified name across files
+(for the call graph that carries collective sites and rank-varying values between modules).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from dslint.facts import FunctionInfo
+from dslint.literals import UNKNOWN, literal_value
+from dslint.sources import AnySource, JsonSource, PythonSource, ShellSource
+
+# keyword/positional places where a DeepSpeed config (a path or a dict) is handed over
+_CONFIG_KEYWORDS = {"config", "config_params", "deepspeed", "deepspeed_config", "config_file", "hf_ds_config"}
+_CONFIG_CALLS = ("deepspeed.initialize", "deepspeed.init_inference", "TrainingArguments", "Seq2SeqTrainingArguments",
+                 "HfDeepSpeedConfig", "DeepSpeedPlugin", "HfTrainerDeepSpeedConfig")
+
+
+@dataclass
+class ConfigView:
+    """One DeepSpeed config as dslint understands it (a JSON file or a dict literal in a script)."""
+
+    data: dict
+    origin: str                                     # path of the JSON, or "script.py:LINE" for a dict literal
+    source: Optional[JsonSource] = None
+
+    def get(self, *path: str, default: Any = None) -> Any:
+        node: Any = self.data
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return default
+            node = node[key]
+        return node
+
+    @property
+    def zero_stage(self) -> Optional[int]:
+        stage = self.get("zero_optimization", "stage", default=0)
+        return stage if isinstance(stage, int) and not isinstance(stage, bool) else None
+
+    @property
+    def has_optimizer(self) -> bool:
+        return isinstance(self.data.get("optimizer"), dict)
+
+    @property
+    def uses_auto(self) -> bool:
+        return "\"auto\"" in repr(self.data).replace("'", "\"")
+
+
+@dataclass
+class ProjectView:
+    sources: list[AnySource]
+    world_size_override: Optional[int] = None
+    deepspeed_version_override: Optional[str] = None
+    root: Path = field(default_factory=Path.cwd)
+
+    # --- indexes ---------------------------------------------------------------------------------
+    @cached_property
+    def python(self) -> list[PythonSource]:
+        return [s for s in self.sources if isinstance(s, PythonSource) and s.parse_problem() is None]
+
+    @cached_property
+    def json_configs(self) -> list[JsonSource]:
+        return [s for s in self.sources if isinstance(s, JsonSource) and s.parse_problem() is None]
+
+    @cached_property
+    def shell(self) -> list[ShellSource]:
+        return [s for s in self.sources if isinstance(s, ShellSource) and s.parse_problem() is None]
+
+    @cached_property
+    def functions(self) -> dict[str, tuple[PythonSource, FunctionInfo]]:
+        """Every function and method by fully qualified name (`pkg.mod.Class.method`)."""
+        out: dict[str, tuple[PythonSource, FunctionInfo]] = {}
+        for src in self.python:
+            for qual, info in src.facts.functions.items():
+                out[f"{src.module_name}.{qual}" if src.module_name else qual] = (src, info)
+        return out
+
+    def find_function(self, qualified: Optional[str], near: Optional[PythonSource] = None
+                      ) -> Optional[tuple[PythonSource, FunctionInfo]]:
+        """A function by the name a call resolved to; local names are looked up in `near`'s module."""
+        if not qualified:
+            return None
+        if near is not None and near.module_name:
+            hit = self.functions.get(f"{near.module_name}.{qualified}")
+            if hit:
+                return hit
+        hit = self.functions.get(qualified)
+        if hit:
+            return hit
+        # `from utils import evaluate` when utils.py sits beside the script but is named differently
+        tail = qualified.split(".")
+        for n in range(len(tail) - 1, 0, -1):
+            hit = self.functions.get(".".join(tail[-n - 1:]))
+            if hit:
+                return hit
+        return None
+
+    # --- configs ---------------------------------------------------------------------------------
+    def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
+        wanted = {(base / ref).resolve(), (self.root / ref).resolve()}
+        hits = [c for c in self.json_configs if Path(c.path).resolve() in wanted]
+        if not hits:
+            hits = [c for c in self.json_configs if Path(c.path).name == Path(ref).name]
+        return hits
+
+    @cached_property
+    def launches(self):
+        return [(sh, launch) for sh in self.shell for launch in sh.launches]
+
+    def _launches_for(self, src: PythonSource):
+        name = Path(src.path).resolve()
+        for sh, launch in self.launches:
+            if launch.script:
+                base = Path(sh.path).parent
+                if (base / launch.script).resolve() == name or (self.root / launch.script).resolve() == name \
+                        or Path(launch.script).name == name.name:
+                    yield sh, launch
+            elif launch.module and src.module_name and (launch.module == src.module_name
+                                                        or launch.module.endswith("." + src.module_name)):
+                yield sh, launch
+
+    def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
+        """(value, node) of config arguments in `src`: JSON path strings or dict literals."""
+        facts = src.facts
+        for call in facts.calls:
+            callee = call.callee or ""
+            if not any(callee == c or callee.endswith("." + c) for c in _CONFIG_CALLS):
+                continue
+            for arg in call.node.args:
+                if arg.keyword is not None and arg.keyword.value in _CONFIG_KEYWORDS:
+                    value = literal_value(arg.value)
+                    if value is UNKNOWN:
+                        value = self._module_constant(src, arg.value)
+                    if value is not UNKNOWN:
+                        yield value, arg.value
+        for node, value in self._argparse_config_defaults(src):
+            yield value, node
+
+    def _module_constant(self, src: PythonSource, expr) -> Any:
+        import libcst as cst
+        if not isinstance(expr, cst.Name):
+            return UNKNOWN
+        for stmt in src.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                            isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == expr.value:
+                        return literal_value(small.value)
+        return UNKNOWN
+
+    def _argparse_config_defaults(self, src: PythonSource):
+        for call in src.facts.calls:
+            if call.attr != "add_argument" or not call.node.args:
+                continue
+            flag = literal_value(call.node.args[0].value)
+            if isinstance(flag, str) and re.search(r"deepspeed(_config)?$|ds_config$", flag):
+                default = call.keyword("default")
+                if default is not None:
+                    value = literal_value(default.value)
+                    if isinstance(value, str) and value.endswith(".json"):
+                        yield default.value, value
+
+    def configs_for(self, src: PythonSource) -> list[ConfigView]:
+        """The DeepSpeed configs that apply to a script, most specific evidence first."""
+        found: list[ConfigView] = []
+        seen: set[str] = set()
+
+        def add_json(cfgs: list[JsonSource]) -> None:
+            for c in cfgs:
+                if c.path not in seen and isinstance(c.data, dict):
+                    seen.add(c.path)
+                    found.append(ConfigView(c.data, c.path, c))
+
+        for sh, launch in self._launches_for(src):
+            for ref in launch.config_paths:
+                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+        for value, node in self.literal_configs(src):
+            if isinstance(value, str) and value.endswith(".json"):
+                add_json(self._json_by_reference(value, Path(src.path).parent))
+            elif isinstance(value, dict):
+                line = src.span(node).line
+                found.append(ConfigView(value, f"{src.path}:{line}"))
+        if not found and len(self.json_configs) == 1:
+            add_json(self.json_configs)
+        return found
+
+    # --- world size and version -----------------------------------------------------------------
+    def world_size_for(self, src: Optional[AnySource] = None) -> Optional[int]:
+        if self.world_size_override:
+            return self.world_size_override
+        sizes = set()
+        if isinstance(src, PythonSource):
+            sizes = {launch.world_size for _, launch in self._launches_for(src) if launch.world_size}
+        elif isinstance(src, JsonSource):
+            for sh, launch in self.launches:
+                if launch.world_size and any(src in self._json_by_reference(r, Path(sh.path).parent)
+                                             for r in launch.config_paths):
+                    sizes.add(launch.world_size)
+        if not sizes and src is not None:
+            sizes = {launch.world_size for _, launch in self.launches if launch.world_size}
+            if len(sizes) > 1:
+                return None
+        return sizes.pop() if len(sizes) == 1 else None
+
+    @cached_property
+    def deepspeed_version(self) -> Optional[str]:
+        """Version from --deepspeed-version/[tool.dslint], else a pin in the project, else the installed
+        distribution's metadata (never `import deepspeed`). None: unknown."""
+        if self.deepspeed_version_override:
+            return self.deepspeed_version_override
+        pin = re.compile(r"^\s*[\"']?deepspeed\s*==\s*([0-9][0-9A-Za-z.+-]*)", re.M)
+        for name in ("requirements.txt", "requirements-dev.txt", "pyproject.toml", "setup.cfg", "environment.yml"):
+            path = self.root / name
+            if path.is_file():
+                m = pin.search(path.read_text(errors="replace"))
+                if m:
+                    return m.group(1)
+        try:
+            from importlib.metadata import PackageNotFoundError, version
+            return version("deepspeed")
+        except PackageNotFoundError:
+            return None
+        except Exception:
+            return None
+
+
+def version_tuple(version: Optional[str]) -> Optional[tuple[int, ...]]:
+    if not version:
+        return None
+    nums = re.findall(r"\d+", version.split("+")[0])[:3]
+    return tuple(int(n) for n in nums) if nums else None

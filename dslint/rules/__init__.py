@@ -1,0 +1,44 @@
+"""The rule catalogue. Each family module defines Rule subclasses; this registry lists them by code.
+
+Codes are a public contract (DESIGN.md §2.2): keep them, add new ones rather than renumber.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+from dslint.rules.base import Rule
+
+# family modules, imported in this order; each defines its Rule subclasses at module level
+FAMILIES = (
+    "dslint.rules.parse",
+    "dslint.rules.collectives",
+    "dslint.rules.moe",
+    "dslint.rules.params",
+    "dslint.rules.config",
+    "dslint.rules.launch",
+)
+
+
+@lru_cache(maxsize=None)
+def all_rules() -> tuple[type[Rule], ...]:
+    found: dict[str, type[Rule]] = {}
+    for name in FAMILIES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:      # family not written yet
+                continue
+            raise
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == name \
+                    and getattr(obj, "code", None):
+                if obj.code in found:
+                    raise RuntimeError(f"duplicate rule code {obj.code}: {found[obj.code]} and {obj}")
+                found[obj.code] = obj
+    return tuple(sorted(found.values(), key=lambda r: r.code))
+
+
+def rule_by_code(code: str) -> type[Rule] | None:
+    return next((r for r in all_rules() if r.code == code.upper()), None)

@@ -1,0 +1,109 @@
+"""What a rule is: one class carrying its code, name, documentation, fix advice, the DeepSpeed reports it is
+grounded in, and VALID/INVALID examples that run as tests (Fixit's pattern, DESIGN.md §6).
+
+A rule's `check(ctx)` yields `Diagnostic`s located by a libcst node, a JSON path or a (line, column);
+the engine turns them into `Finding`s, resolving positions only for files that report something.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Optional, Union
+
+from dslint.findings import Fix, Severity
+from dslint.jsonpos import Span
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+    from dslint.sources import AnySource
+
+
+@dataclass(frozen=True)
+class Example:
+    """A snippet the rule must (INVALID) or must not (VALID) flag.
+
+    `source` is the file under test (its kind from `filename`); `files` are companions checked in the same
+    run (a DeepSpeed JSON, a launcher script, a helper module). In INVALID examples, lines that must be
+    flagged carry `# expect: CODE` (Python/shell); for JSON give `expect_lines`.
+    """
+
+    source: str
+    filename: str = "train.py"
+    files: Mapping[str, str] = field(default_factory=dict)
+    world_size: Optional[int] = None
+    deepspeed_version: Optional[str] = None
+    expect_lines: tuple[int, ...] = ()
+
+
+@dataclass
+class Trace:
+    """A hop in the chain to show (`evaluate() → engine(x)`); `at` as for Diagnostic."""
+
+    note: str
+    at: Any
+    source: Optional["AnySource"] = None
+
+
+@dataclass
+class Diagnostic:
+    message: str
+    at: Any                                       # libcst node | JSON path tuple | Span | (line, col)
+    source: Optional["AnySource"] = None          # defaults to the file being checked
+    severity: Optional[Severity] = None           # defaults to the rule's
+    trace: list[Trace] = field(default_factory=list)
+    fix: Optional[Fix] = None
+    code: Optional[str] = None                    # a family module may emit several codes from one pass
+
+
+@dataclass
+class RuleContext:
+    source: "AnySource"
+    project: "ProjectView"
+
+    def diagnostic(self, message: str, at: Any, **kw: Any) -> Diagnostic:
+        return Diagnostic(message, at, **kw)
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.ERROR
+    summary: ClassVar[str]                       # one line: what it flags
+    fix_advice: ClassVar[str] = ""               # use instead
+    references: ClassVar[tuple[str, ...]] = ()   # "DeepSpeed #5794", "transformers generate(synced_gpus)"
+    versions: ClassVar[str] = ""                 # which DeepSpeed/transformers versions are concerned
+    suppress_when: ClassVar[str] = ""            # when it is safe to suppress
+    kinds: ClassVar[frozenset[str]] = frozenset({"python"})
+    VALID: ClassVar[tuple[Union[Example, str], ...]] = ()
+    INVALID: ClassVar[tuple[Union[Example, str], ...]] = ()
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        raise NotImplementedError
+
+    def wants(self, ctx: RuleContext) -> bool:
+        """Cheap triage before `check`: skip files that cannot matter."""
+        return True
+
+    @classmethod
+    def documentation(cls) -> str:
+        """The rule's docstring (what it does / why it hangs), dedented."""
+        return textwrap.dedent(inspect.getdoc(cls) or "").strip()
+
+    @classmethod
+    def examples(cls, kind: str) -> list[Example]:
+        raw = cls.VALID if kind == "valid" else cls.INVALID
+        return [e if isinstance(e, Example) else Example(textwrap.dedent(e).lstrip("\n")) for e in raw]
+
+
+# A rule family may emit codes that have no class of their own yet; they are documented here.
+def span_of(source: "AnySource", at: Any) -> Span:
+    """Resolve a Diagnostic location to a span in `source`."""
+    if isinstance(at, Span):
+        return at
+    if isinstance(at, tuple) and len(at) == 2 and all(isinstance(x, int) for x in at):
+        return Span(at[0], at[1], at[0], at[1])
+    if isinstance(at, tuple):
+        return source.span_of(at)          # JSON path
+    return source.span(at)                 # libcst node

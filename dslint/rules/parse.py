@@ -1,0 +1,38 @@
+"""DSL001: inputs that cannot be read or parsed. Reported with a position; the other files are still checked."""
+
+from __future__ import annotations
+
+from dslint.findings import Severity
+from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
+
+
+class ParseError(Rule):
+    """A Python script, DeepSpeed JSON config or launcher shell script that dslint cannot read.
+
+    **Why it matters**: a config DeepSpeed cannot parse fails the job at start-up on every rank, after it
+    waited in the queue; a script that does not parse never trains. dslint reports it with the position
+    and goes on with the other inputs, so one broken file never hides the findings of the rest.
+    """
+
+    code = "DSL001"
+    name = "parse-error"
+    severity = Severity.ERROR
+    summary = "an input that cannot be parsed (Python, JSON or shell)"
+    fix_advice = "Fix the syntax at the reported position; JSON allows no trailing commas or comments."
+    suppress_when = "Never: a file that does not parse is not checked at all."
+    kinds = frozenset({"python", "json", "shell"})
+    VALID = (
+        "import deepspeed\nengine, *_ = deepspeed.initialize(model=model, config='ds.json')\n",
+        Example('{"train_micro_batch_size_per_gpu": 4}\n', filename="ds_config.json"),
+    )
+    INVALID = (
+        "def train(:  # expect: DSL001\n    pass\n",
+        Example('{\n  "train_batch_size": 8,\n}\n', filename="ds_config.json", expect_lines=(3,)),
+        Example("[1, 2, 3]\n", filename="ds_config.json", expect_lines=(1,)),
+        Example('deepspeed --num_gpus 2 train.py --deepspeed "ds.json  # expect: DSL001\n', filename="run.sh"),
+    )
+
+    def check(self, ctx: RuleContext):
+        problem = ctx.source.parse_problem()
+        if problem is not None:
+            yield Diagnostic(problem.message, (problem.line, problem.column))

@@ -1,0 +1,180 @@
+"""Inputs of a check run: Python scripts, DeepSpeed JSON configs and launcher shell scripts.
+
+Each kind is read once; a file that cannot be read or parsed becomes a `ParseProblem` (reported as
+DSL001 by the engine) and the run goes on with the other files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from dslint.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
+
+Kind = Literal["python", "json", "shell"]
+
+SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
+
+
+@dataclass
+class ParseProblem:
+    message: str
+    line: int = 1
+    column: int = 1
+
+
+@dataclass
+class Source:
+    path: str          # as shown to the user (relative to the cwd when possible)
+    text: str
+    kind: Kind = "python"
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+
+@dataclass
+class PythonSource(Source):
+    module_name: str = ""
+    kind: Kind = "python"
+
+    @cached_property
+    def module(self):
+        import libcst as cst
+        return cst.parse_module(self.text)
+
+    @cached_property
+    def facts(self):
+        from dslint.facts import collect_facts
+        package = self.module_name.rpartition(".")[0]
+        if Path(self.path).name == "__init__.py":
+            package = self.module_name
+        return collect_facts(self.module, package)
+
+    @cached_property
+    def _positions(self):
+        import libcst as cst
+        from libcst.metadata import MetadataWrapper, PositionProvider
+        # unsafe_skip_copy keeps node identity, so positions are resolved only for files that report.
+        wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+        return wrapper.resolve(PositionProvider)
+
+    def span(self, node) -> Span:
+        rng = self._positions[node]
+        return Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+
+    def parse_problem(self) -> Optional[ParseProblem]:
+        import libcst as cst
+        try:
+            self.module
+        except cst.ParserSyntaxError as exc:
+            # CPython's own parser places syntax errors more precisely than libcst's; ask it on failure only
+            try:
+                compile(self.text, self.path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
+            except SyntaxError as syn:
+                return ParseProblem(f"Python syntax error: {syn.msg}", syn.lineno or 1, syn.offset or 1)
+            except (ValueError, RecursionError):
+                pass
+            return ParseProblem(f"Python syntax error: {exc.message}", exc.raw_line, exc.raw_column + 1)
+        except RecursionError:
+            return ParseProblem("Python source nests too deeply to parse")
+        return None
+
+
+@dataclass
+class JsonSource(Source):
+    kind: Kind = "json"
+
+    @cached_property
+    def parsed(self) -> PositionedJson:
+        return load_positioned(self.text)
+
+    @property
+    def data(self) -> Any:
+        return self.parsed.value
+
+    def span_of(self, path) -> Span:
+        return self.parsed.span(tuple(path))
+
+    def parse_problem(self) -> Optional[ParseProblem]:
+        try:
+            parsed = self.parsed
+        except JsonPositionError as exc:
+            return ParseProblem(f"invalid JSON: {exc.message}", exc.line, exc.column)
+        if not isinstance(parsed.value, dict):
+            return ParseProblem(f"a DeepSpeed config must be a JSON object, found {type(parsed.value).__name__}")
+        return None
+
+
+@dataclass
+class ShellSource(Source):
+    kind: Kind = "shell"
+
+    @cached_property
+    def launches(self):
+        from dslint.launcher import parse_launches
+        return parse_launches(self.text)
+
+    def parse_problem(self) -> Optional[ParseProblem]:
+        from dslint.launcher import LauncherParseError
+        try:
+            self.launches
+        except LauncherParseError as exc:
+            return ParseProblem(f"shell syntax error: {exc.message}", exc.line, exc.column)
+        return None
+
+
+AnySource = Union[PythonSource, JsonSource, ShellSource]
+
+_DS_CONFIG_HINT = re.compile(
+    r'"(train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps|zero_optimization|'
+    r'fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping)"')
+
+
+def kind_of(path: Path, explicit: bool, head: str = "") -> Optional[Kind]:
+    """Which reader a path needs. Explicit arguments are taken at their word; walked files by suffix,
+    JSON only when it looks like a DeepSpeed config (a repo has package.json, tsconfig.json, …)."""
+    suffix = path.suffix.lower()
+    if suffix in (".py", ".pyi"):
+        return "python"
+    if suffix == ".json":
+        return "json" if explicit or _DS_CONFIG_HINT.search(head) else None
+    if suffix in SHELL_SUFFIXES:
+        return "shell"
+    if explicit and head.startswith("#!") and re.match(r"#!.*\b(ba|z|da)?sh\b", head):
+        return "shell"
+    return None
+
+
+def module_name_for(path: Path) -> str:
+    """Dotted module name: walk up while the folder is a package (has __init__.py)."""
+    parts = [path.stem] if path.stem != "__init__" else []
+    parent = path.parent
+    while (parent / "__init__.py").exists() and parent != parent.parent:
+        parts.insert(0, parent.name)
+        parent = parent.parent
+    return ".".join(parts)
+
+
+def make_source(path: Path, shown: str, kind: Kind, text: str) -> AnySource:
+    if kind == "python":
+        return PythonSource(shown, text, module_name=module_name_for(path))
+    if kind == "json":
+        return JsonSource(shown, text)
+    return ShellSource(shown, text)
+
+
+def decode(data: bytes) -> tuple[Optional[str], Optional[ParseProblem]]:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        return None, ParseProblem(f"file is not valid UTF-8 ({exc.reason} at byte {exc.start})", line, column)

@@ -1,0 +1,41 @@
+"""Running rule examples and annotated fixtures: the `# expect: CODE` convention (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from dslint.config import Settings
+from dslint.engine import check_texts
+from dslint.findings import Report
+from dslint.rules.base import Example, Rule
+
+EXPECT = re.compile(r"#\s*expect:\s*([A-Z]{3}\d{3}(?:\s*,\s*[A-Z]{3}\d{3})*)")
+
+
+def expected(text: str) -> set[tuple[int, str]]:
+    """(line, code) pairs announced by `# expect: DSL101[, DSL102]` comments."""
+    out = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        m = EXPECT.search(line)
+        if m:
+            out.update((number, c.strip()) for c in m.group(1).split(","))
+    return out
+
+
+def run_example(example: Example, settings: Optional[Settings] = None) -> Report:
+    files = {example.filename: example.source, **dict(example.files)}
+    settings = settings or Settings()
+    settings = settings.model_copy(update={
+        "world_size": example.world_size or settings.world_size,
+        "deepspeed_version": example.deepspeed_version or settings.deepspeed_version or "0.19.8",
+    })
+    return check_texts(files, settings)
+
+
+def example_expectations(rule: type[Rule], example: Example) -> set[tuple[str, int]]:
+    """(path, line) where an INVALID example must be flagged by `rule`."""
+    want = {(example.filename, line) for line in example.expect_lines}
+    for name, text in [(example.filename, example.source), *example.files.items()]:
+        want |= {(name, line) for line, code in expected(text) if code == rule.code}
+    return want
