@@ -1,0 +1,1 @@
+"""Static analyses shared by rule families."""
