@@ -70,6 +70,11 @@ def check(
                                                     help="DeepSpeed version the job runs (default: project pin, "
                                                          "then the installed one)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to a file."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings are reported "
+                                                              "(usage and internal errors still fail)."),
+    sniff_json: bool = typer.Option(False, "--sniff-json", help="Treat a JSON argument as a DeepSpeed config "
+                                                                "only when it looks like one (pre-commit, "
+                                                                "`git ls-files`)."),
 ) -> None:
     """Check scripts and configs statically (never imports or runs them)."""
     from dslint.config import ConfigFileError, load_settings
@@ -98,7 +103,7 @@ def check(
     if deepspeed_version:
         settings.deepspeed_version = deepspeed_version
 
-    checker = Checker(settings)
+    checker = Checker(settings, sniff_json=sniff_json)
     report = checker.check_paths(list(paths))
     used = [r for r in all_rules() if settings.code_enabled(r.code)]
     rendered = render(output_format.value, report, used)
@@ -106,7 +111,7 @@ def check(
         output.write_text(rendered)
     else:
         sys.stdout.write(rendered)
-    if output_format is not OutputFormat.text and report.errors:
+    if report.errors:
         for e in report.errors:
             where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
             typer.echo(f"{where}: error: {e.message}", err=True)
@@ -116,7 +121,7 @@ def check(
         if report.files_checked == 0:
             typer.echo("dslint: error: no input could be checked", err=True)
         raise typer.Exit(EXIT_USAGE)
-    raise typer.Exit(EXIT_FINDINGS if fails(report, settings.fail_level) else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if fails(report, settings.fail_level) and not exit_zero else EXIT_OK)
 
 
 @app.command()

@@ -62,7 +62,7 @@ def shown_path(path: Path) -> str:
         return path.as_posix()
 
 
-def read_sources(inputs: Inputs) -> tuple[list[AnySource], list[tuple[str, str, ParseProblem]]]:
+def read_sources(inputs: Inputs, sniff_json: bool = False) -> tuple[list[AnySource], list[tuple[str, str, ParseProblem]]]:
     """Sources to check, and files that could not even be decoded (path, kind, problem)."""
     sources: list[AnySource] = []
     undecodable: list[tuple[str, str, ParseProblem]] = []
@@ -73,9 +73,9 @@ def read_sources(inputs: Inputs) -> tuple[list[AnySource], list[tuple[str, str, 
             inputs.errors.append(InputError(kind="unreadable", path=str(path), message=exc.strerror or str(exc)))
             continue
         head = data[:4096].decode("utf-8", "replace")
-        kind = kind_of(path, explicit, head)
+        kind = kind_of(path, explicit and not (sniff_json and path.suffix.lower() == ".json"), head)
         if kind is None:
-            if explicit:
+            if explicit and not sniff_json:
                 inputs.errors.append(InputError(kind="unreadable", path=str(path),
                                                 message="not a Python, JSON or shell file; skipped"))
             continue
@@ -91,6 +91,7 @@ def read_sources(inputs: Inputs) -> tuple[list[AnySource], list[tuple[str, str, 
 class Checker:
     settings: Settings
     rules: list[Rule] = field(default_factory=list)
+    sniff_json: bool = False
 
     def __post_init__(self) -> None:
         if not self.rules:
@@ -98,7 +99,7 @@ class Checker:
 
     def check_paths(self, paths: list[Path]) -> Report:
         inputs = collect(paths, self.settings)
-        sources, undecodable = read_sources(inputs)
+        sources, undecodable = read_sources(inputs, self.sniff_json)
         report = self.check_sources(sources)
         parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
         for shown, _kind, problem in undecodable:

@@ -48,14 +48,12 @@ def render(report, rules, color: bool | None = None) -> str:
         if f.fix:
             out.append(f"  = help: {f.fix.description}")
         out.append("")
-    for e in report.errors:
-        where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
-        out.append(f"{where}: {red('error')}: {e.message}")
     n = len(report.findings)
     errors = sum(1 for f in report.findings if f.severity.value == "error")
     summary = (f"Found {n} finding{'s' if n != 1 else ''} ({errors} error{'s' if errors != 1 else ''}, "
                f"{n - errors} warning{'s' if n - errors != 1 else ''}) in {report.files_checked} "
                f"file{'s' if report.files_checked != 1 else ''}.") if n else \
+        ("No files were checked." if not report.files_checked else "") or \
         f"All checks passed ({report.files_checked} file{'s' if report.files_checked != 1 else ''})."
     out.append(summary)
     return "\n".join(out) + "\n"

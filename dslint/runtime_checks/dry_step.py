@@ -1,0 +1,300 @@
+"""The dry-step session of one rank: pre-issue fingerprint checks, the end-of-step summary exchange, verdicts.
+
+Every rank runs the same protocol through the store (``peer_exchange``); every rank computes the same
+verdict from the same published data, rank 0 writes the report, and all ranks leave with one exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Any
+
+from dslint.runtime_checks import compare, report
+from dslint.runtime_checks.execution_context import ExecutionContext
+from dslint.runtime_checks.exit_codes import ExitCode
+from dslint.runtime_checks.fingerprint import POINT_TO_POINT_OPS, check_group, describe
+from dslint.runtime_checks.peer_exchange import PeerExchange
+from dslint.runtime_checks.tracer import GroupInfo, Tracer
+
+
+class Options:
+    def __init__(self, timeout: float = 120.0, steps: int = 1, keep_going: bool = False,
+                 report_path: str | None = None) -> None:
+        self.timeout, self.steps, self.keep_going, self.report_path = timeout, steps, keep_going, report_path
+
+
+class DrySession:
+    """Owns the tracer, the exchange with the peers and the rank's observations."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.context = ExecutionContext()
+        self.tracer = Tracer(self.context)
+        self.tracer.before_issue = self.before_issue
+        self.exchange: PeerExchange | None = None
+        self.status = "running"  # running → done / passed / aborting
+        self.steps_done = 0
+        self.models: list[Any] = []  # roots whose MoE layers and parameters are inspected
+        self.grads_seen: set[str] = set()
+        self.trainable: dict[str, None] = {}
+        self.not_in_optimizer: list[str] = []
+        self.error: dict[str, Any] | None = None
+        self.scratch_dir = tempfile.mkdtemp(prefix="dslint-preflight-")
+        self.redirected_saves: list[str] = []
+        self._conclude_lock = threading.Lock()
+        self.waiting_for: dict[str, Any] | None = None
+
+    # ---- peers --------------------------------------------------------------------------------------
+    def peers(self) -> PeerExchange | None:
+        if self.exchange is None:
+            import torch.distributed as dist
+
+            if not (dist.is_available() and dist.is_initialized()):
+                return None
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+            self.exchange = PeerExchange.connect(self.rank, self.world_size)
+        return self.exchange
+
+    def before_issue(self, info: GroupInfo, record: dict[str, Any], fp: dict[str, Any]) -> bool:
+        """Publish this collective's fingerprint and wait for the group's; conclude on disagreement."""
+        if info.size == 1 or fp["op"] in POINT_TO_POINT_OPS:
+            return True
+        peers = self.peers()
+        if peers is None:
+            return True
+        seq = record["seq"]
+        fp = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"])
+        keys = [f"fp/{info.name}/{seq}/{i}" for i in range(info.size)]
+        peers.put(keys[info.my_index], fp)
+        deadline = time.monotonic() + self.options.timeout
+        self.waiting_for = {"what": "peers' fingerprints", "group": info.name, "seq": seq, "op": fp["op"]}
+        try:
+            while not peers.wait_keys(keys):
+                self._check_peers_while_waiting(info, record, keys, deadline)
+        finally:
+            self.waiting_for = None
+        fps = peers.get_many(keys)
+        mismatch = check_group(fps)
+        if mismatch is None:
+            return True
+        self.conclude(peers.abort({
+            "kind": "divergence", "mismatch": mismatch.kind, "detail": mismatch.detail,
+            "group": info.name, "group_ranks": list(info.ranks), "seq": seq,
+            "calls": [{"rank": f["rank"], "call": describe(f), "op": f["op"], "ins": f["ins"], "module": f["module"],
+                       "phase": f["phase"], "source": f["source"]} for f in fps],
+            "detected_by": self.rank,
+        }))
+        return False  # unreachable: conclude exits
+
+    def _check_peers_while_waiting(self, info: GroupInfo, record: dict[str, Any], keys: list[str],
+                                   deadline: float) -> None:
+        peers = self.exchange
+        assert peers is not None
+        verdict = peers.aborted()
+        if verdict is not None:
+            self.conclude(verdict)
+        missing = [info.ranks[i] for i, key in enumerate(keys) if not peers.has(key)]
+        for peer in missing:
+            if peers.has(f"fin/{peer}"):
+                summary = peers.get(f"fin/{peer}")
+                if summary.get("status") == "error":
+                    continue  # that rank publishes its own verdict
+                self.conclude(peers.abort({
+                    "kind": "hang", "cause": "extra-collective", "stuck_ranks": [self.rank],
+                    "group": info.name, "group_ranks": list(info.ranks), "seq": record["seq"],
+                    "finished_ranks": missing, "peer_count": summary["counts"].get(info.name, 0),
+                    "detail": (f"rank {self.rank} issues {record['op']} #{record['seq']} in group {info.name}, "
+                               f"but rank {peer} ended its {summary['ended_by']} after "
+                               f"{summary['counts'].get(info.name, 0)} collectives in that group: "
+                               f"it will never join"),
+                    "detected_by": self.rank,
+                }))
+        if time.monotonic() > deadline:
+            self.conclude(peers.abort({
+                "kind": "hang", "cause": "timeout", "stuck_ranks": [self.rank], "waiting_for": missing,
+                "group": info.name, "seq": record["seq"],
+                "detail": (f"rank {self.rank} waited {self.options.timeout:g} s at {record['op']} #{record['seq']} "
+                           f"in group {info.name} for ranks {missing}"),
+                "detected_by": self.rank,
+            }))
+
+    # ---- end of the dry step ------------------------------------------------------------------------
+    def finish(self, ended_by: str) -> None:
+        """The rank reached its step boundary (or its script ended): exchange summaries and decide."""
+        if self.status != "running":
+            return
+        self.status = "done"
+        peers = self.peers()
+        summary = self.summary(ended_by)
+        if peers is None:  # never initialised torch.distributed: nothing to compare
+            self._leave(report.build_pass(self, {self.rank: summary}, []), ExitCode.PASS, final=True)
+            return
+        peers.put(f"fin/{self.rank}", summary)
+        keys = [f"fin/{r}" for r in range(self.world_size)]
+        deadline = time.monotonic() + self.options.timeout
+        self.waiting_for = {"what": "peers' dry-step summaries"}
+        while not peers.wait_keys(keys):
+            verdict = peers.aborted()
+            if verdict is not None:
+                self.conclude(verdict)
+            if time.monotonic() > deadline:
+                missing = [r for r, k in enumerate(keys) if not peers.has(k)]
+                self.conclude(peers.abort({
+                    "kind": "hang", "cause": "timeout", "stuck_ranks": missing, "waiting_for": missing,
+                    "detail": (f"rank {self.rank} finished its dry step ({ended_by}) and waited "
+                               f"{self.options.timeout:g} s for ranks {missing}, which never finished theirs"),
+                    "detected_by": self.rank,
+                }))
+        self.waiting_for = None
+        summaries = dict(enumerate(peers.get_many(keys)))
+        if any(s.get("status") == "error" for s in summaries.values()):
+            self.conclude(peers.aborted() or {"kind": "error"})
+        findings = compare.compare(summaries, self.world_size)
+        failed = any(f["severity"] == "error" for f in findings)
+        built = report.build_pass(self, summaries, findings)
+        code = ExitCode.DIVERGENCE if failed else ExitCode.PASS
+        self._leave(built, code, final=failed or not self.options.keep_going)
+        self.status = "passed"
+        self.tracer.mode = "watch"
+
+    def _leave(self, built: dict[str, Any], code: ExitCode, final: bool) -> None:
+        peers = self.exchange
+        if self.rank == 0:
+            built["exit_code"] = int(code)
+            report.emit(built, self.options.report_path)
+            if peers is not None:
+                peers.put("report_done_pass", 1)
+        elif peers is not None:
+            self._wait_for(peers, "report_done_pass", 30)
+        if peers is not None:
+            peers.add("left_pass", 1)
+            if self.rank == 0 and final:  # the store may live in this process: let the others read first
+                end = time.monotonic() + 10
+                while peers.add("left_pass", 0) < self.world_size and time.monotonic() < end:
+                    time.sleep(0.05)
+        if final:
+            self.exit(code)
+
+    # ---- verdicts -----------------------------------------------------------------------------------
+    def conclude(self, verdict: dict[str, Any]) -> None:
+        """Publish this rank's state, let rank 0 write the report, and exit. Never returns."""
+        if not self._conclude_lock.acquire(blocking=False):
+            while True:  # another thread of this process is concluding and will exit the process
+                time.sleep(1)
+        self.status = "aborting"
+        peers = self.exchange
+        code = ExitCode.for_verdict(verdict)
+        try:
+            if peers is not None:
+                peers.put(f"state/{self.rank}", self.state())
+                if self.rank == 0:
+                    keys = [f"state/{r}" for r in range(self.world_size)]
+                    end = time.monotonic() + 8
+                    while not peers.wait_keys(keys) and time.monotonic() < end:
+                        pass
+                    states = {r: peers.get(k) for r, k in enumerate(keys) if peers.has(k)}
+                    built = report.build_abort(self, verdict, states)
+                    built["exit_code"] = int(code)
+                    report.emit(built, self.options.report_path)
+                    peers.put("report_done_abort", 1)
+                    end = time.monotonic() + 10
+                    while peers.add("left_abort", 0) < self.world_size - 1 and time.monotonic() < end:
+                        time.sleep(0.05)
+                else:
+                    self._wait_for(peers, "report_done_abort", 30)
+                    peers.add("left_abort", 1)
+            else:
+                built = report.build_abort(self, verdict, {self.rank: self.state()})
+                built["exit_code"] = int(code)
+                if self.rank == 0 or self.world_size == 1:
+                    report.emit(built, self.options.report_path)
+                else:
+                    print(report.render_text(built), file=sys.stderr)
+        except BaseException:  # the report is best effort; the exit code is not
+            traceback.print_exc()
+        self.exit(code)
+
+    @staticmethod
+    def _wait_for(peers: PeerExchange, key: str, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not peers.wait_keys([key]) and time.monotonic() < end:
+            pass
+
+    def exit(self, code: ExitCode) -> None:
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+
+    # ---- what this rank knows -----------------------------------------------------------------------
+    def summary(self, ended_by: str) -> dict[str, Any]:
+        tracer = self.tracer
+        sequences: dict[str, list[str]] = {}
+        for rec in tracer.records:
+            seq = sequences.setdefault(rec["group"], [])
+            if len(seq) < 4000:
+                seq.append(compare.call_key(rec))
+        return {
+            "rank": self.rank, "status": "error" if self.error else "done", "ended_by": ended_by,
+            "steps": self.steps_done, "counts": dict(tracer.counts),
+            "groups": {name: list(info.ranks) for name, info in tracer.groups.items()},
+            "group_labels": self.group_labels(),
+            "op_counts": {f"{g}/{op}": n for (g, op), n in tracer.op_counts.items()},
+            "sequences": sequences,
+            "trainable": list(self.trainable), "grads_seen": sorted(self.grads_seen),
+            "not_in_optimizer": self.not_in_optimizer,
+            "moe_layers": self.moe_layers(), "error": self.error,
+            "redirected_saves": self.redirected_saves,
+        }
+
+    def state(self) -> dict[str, Any]:
+        state = self.summary("abort")
+        state["pending"] = self.tracer.current()
+        state["waiting_for"] = self.waiting_for
+        state["module"] = self.context.module_path()
+        state["phase"] = self.context.phase()
+        records = list(self.tracer.records)
+        state["last_collectives"] = records[-8:]
+        state["sequences"] = {g: s[-64:] for g, s in state["sequences"].items()}
+        return state
+
+    def moe_layers(self) -> list[dict[str, Any]]:
+        layers = []
+        for root in self.models:
+            for name, module in root.named_modules():
+                if type(module).__name__ != "MOELayer":
+                    continue
+                group = getattr(module, "ep_group", None)
+                ranks = None
+                if group is not None:
+                    import torch.distributed as dist
+
+                    ranks = list(dist.get_process_group_ranks(group))
+                layers.append({"module": self.context.module_names.get(id(module), name),
+                               "ep_size": getattr(module, "ep_size", None), "ep_group_ranks": ranks,
+                               "num_experts": getattr(module, "num_experts", None)})
+        return layers
+
+    def group_labels(self) -> dict[str, str]:
+        labels = {}
+        ds_groups = sys.modules.get("deepspeed.utils.groups")
+        if ds_groups is not None:
+            for attr, kind in (("_EXPERT_PARALLEL_GROUP", "expert-parallel"),
+                               ("_EXPERT_DATA_PARALLEL_GROUP", "expert-data-parallel")):
+                for name, group in getattr(ds_groups, attr, {}).items():
+                    gname = getattr(group, "group_name", None)
+                    if gname is not None:
+                        labels[gname] = f"{kind} {name}"
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            labels.setdefault(dist.group.WORLD.group_name, "WORLD")
+        return labels

@@ -1,0 +1,117 @@
+"""Where a rank is when it issues a collective: innermost nn.Module path, phase, first user source line.
+
+Module paths come from global forward pre/post hooks (one dict lookup and a list push/pop per module call);
+names are resolved relative to the outermost model the rank calls, with DeepSpeed's engine wrapper and
+DDP-style ``.module`` wrappers stripped, so paths read like ``model.layers.1.mlp.deepspeed_moe``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from typing import Any
+
+_LIBRARY_ROOTS = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {
+        sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # dslint itself
+        *[p for p in sys.path if p.endswith(("site-packages", "dist-packages"))],
+    }
+)
+
+
+class ExecutionContext:
+    """Per-process tracking of the module stack, the phase and the most recent gradient."""
+
+    def __init__(self) -> None:
+        self.module_names: dict[int, str] = {}
+        self.stack: list[Any] = []
+        self.phase_stack: list[str] = []
+        self.last_grad_param: str | None = None
+        self._user_code: dict[Any, bool] = {}
+        self._hook_handles: list[Any] = []
+
+    # ---- module paths -------------------------------------------------------------------------------
+    def install(self) -> None:
+        from torch.nn.modules import module as nn_module
+
+        self._hook_handles.append(nn_module.register_module_forward_pre_hook(self._enter_module))
+        self._hook_handles.append(nn_module.register_module_forward_hook(self._leave_module, always_call=True))
+
+    def uninstall(self) -> None:
+        for handle in self._hook_handles:
+            handle.remove()
+        self._hook_handles.clear()
+
+    def name_model(self, root: Any, prefix: str = "") -> None:
+        """Register names for every submodule of ``root`` (wrappers with a lone ``module`` child stripped)."""
+        wrapper_chain = [root]
+        while True:
+            children = dict(root.named_children())
+            if list(children) == ["module"]:
+                root = children["module"]
+                wrapper_chain.append(root)
+            else:
+                break
+        for wrapper in wrapper_chain[:-1]:
+            self.module_names.setdefault(id(wrapper), prefix or type(wrapper).__name__)
+        for name, module in root.named_modules():
+            full = f"{prefix}.{name}" if prefix and name else (name or prefix or type(root).__name__)
+            self.module_names[id(module)] = full
+
+    def _enter_module(self, module: Any, args: Any) -> None:
+        if id(module) not in self.module_names:
+            if self.stack:
+                parent = self.module_names.get(id(self.stack[-1]), "?")
+                self.module_names[id(module)] = f"{parent}.<{type(module).__name__}>"
+            else:
+                self.name_model(module)
+        self.stack.append(module)
+
+    def _leave_module(self, module: Any, args: Any, output: Any) -> None:
+        # always_call: pops also when forward raised; tolerate mismatched nesting
+        stack = self.stack
+        while stack:
+            if stack.pop() is module:
+                break
+
+    def module_path(self) -> str | None:
+        if self.stack:
+            return self.module_names.get(id(self.stack[-1]))
+        if self.phase() == "backward" and self.last_grad_param:
+            return self.last_grad_param.rpartition(".")[0] or self.last_grad_param
+        return None
+
+    # ---- phase --------------------------------------------------------------------------------------
+    def push_phase(self, phase: str) -> None:
+        self.phase_stack.append(phase)
+
+    def pop_phase(self) -> None:
+        if self.phase_stack:
+            self.phase_stack.pop()
+
+    def phase(self) -> str:
+        if self.phase_stack:
+            return self.phase_stack[-1]
+        return "forward" if self.stack else "other"
+
+    # ---- user source line ---------------------------------------------------------------------------
+    def user_frame(self, skip: int = 2) -> tuple[str, int, str] | None:
+        """(file, line, function) of the innermost frame outside the stdlib, site-packages and dslint."""
+        frame = sys._getframe(skip)
+        known = self._user_code
+        while frame is not None:
+            code = frame.f_code
+            is_user = known.get(code)
+            if is_user is None:
+                path = os.path.realpath(code.co_filename)
+                is_user = not (path.startswith(_LIBRARY_ROOTS) or code.co_filename.startswith("<"))
+                known[code] = is_user
+            if is_user:
+                return code.co_filename, frame.f_lineno, code.co_name
+            frame = frame.f_back
+        return None

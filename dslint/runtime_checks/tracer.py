@@ -1,0 +1,269 @@
+"""The collective tracer: wraps every torch.distributed collective (deepspeed.comm reaches them too).
+
+Each call becomes a record: per-group sequence number, op, group, tensor shapes/dtypes, all_to_all split
+sizes, innermost module path, phase and first user source line.  In the dry step a ``before_issue``
+callback compares the call's fingerprint with the peers' (see ``dry_step``) before the call is issued.
+Async work stays "pending" until the watchdog sees it completed.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import threading
+import time
+from typing import Any, Callable
+
+from dslint.runtime_checks.execution_context import ExecutionContext
+
+# op name -> (input argument names, output argument names)
+TRACED_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "all_reduce": (("tensor",), ()),
+    "all_reduce_coalesced": (("tensors",), ()),
+    "broadcast": (("tensor",), ()),
+    "reduce": (("tensor",), ()),
+    "all_gather": (("tensor",), ("tensor_list",)),
+    "all_gather_into_tensor": (("input_tensor",), ("output_tensor",)),
+    "_all_gather_base": (("input_tensor",), ("output_tensor",)),
+    "reduce_scatter": (("input_list",), ("output",)),
+    "reduce_scatter_tensor": (("input",), ("output",)),
+    "_reduce_scatter_base": (("input",), ("output",)),
+    "all_to_all_single": (("input",), ("output",)),
+    "all_to_all": (("input_tensor_list",), ("output_tensor_list",)),
+    "gather": (("tensor",), ()),
+    "scatter": ((), ("tensor",)),
+    "barrier": ((), ()),
+    "monitored_barrier": ((), ()),
+    "all_gather_object": ((), ()),
+    "broadcast_object_list": ((), ()),
+    "gather_object": ((), ()),
+    "scatter_object_list": ((), ()),
+    "send": (("tensor",), ()),
+    "recv": ((), ("tensor",)),
+    "isend": (("tensor",), ()),
+    "irecv": ((), ("tensor",)),
+    "batch_isend_irecv": ((), ()),
+}
+SYMMETRIC_NUMEL_OPS = frozenset({"all_gather_into_tensor", "_all_gather_base", "reduce_scatter_tensor",
+                                 "_reduce_scatter_base"})
+
+
+def _tensors(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [t for t in value if hasattr(t, "shape")]
+    return [value] if hasattr(value, "shape") else []
+
+
+def _shape(t: Any) -> tuple[tuple[int, ...], str]:
+    return tuple(t.shape), str(t.dtype).removeprefix("torch.")
+
+
+class GroupInfo:
+    __slots__ = ("name", "ranks", "my_index", "size")
+
+    def __init__(self, name: str, ranks: tuple[int, ...], my_index: int) -> None:
+        self.name, self.ranks, self.my_index, self.size = name, ranks, my_index, len(ranks)
+
+
+class Tracer:
+    """Installed once per process; ``mode`` is "dry" (pre-issue checks), "watch" (record only) or "off"."""
+
+    def __init__(self, context: ExecutionContext, keep_last: int | None = None) -> None:
+        self.context = context
+        self.mode = "dry"
+        self.records: collections.deque[dict[str, Any]] | list[dict[str, Any]] = (
+            collections.deque(maxlen=keep_last) if keep_last else []
+        )
+        self.counts: dict[str, int] = collections.defaultdict(int)  # group name -> collectives issued
+        self.op_counts: dict[tuple[str, str], int] = collections.defaultdict(int)
+        self.groups: dict[str, GroupInfo] = {}
+        self.pending: dict[str, Any] | None = None  # the sync collective the main thread is inside
+        self.pending_async: list[tuple[dict[str, Any], Any]] = []
+        self.before_issue: Callable[[GroupInfo, dict[str, Any], dict[str, Any]], bool] | None = None
+        self._group_cache: dict[int, GroupInfo] = {}
+        self._local = threading.local()
+        self._originals: list[tuple[Any, str, Any]] = []
+        self._world: Any = None
+
+    # ---- installation -------------------------------------------------------------------------------
+    def install(self) -> None:
+        import torch.distributed as dist
+        from torch.distributed import distributed_c10d as c10d
+
+        self._world_group = lambda: c10d.GroupMember.WORLD
+        for op in TRACED_OPS:
+            original = getattr(c10d, op, None)
+            if original is None:
+                continue
+            wrapper = self._wrap(op, original)
+            for namespace in (dist, c10d):
+                if getattr(namespace, op, None) is original:
+                    self._originals.append((namespace, op, original))
+                    setattr(namespace, op, wrapper)
+        self._rebind_deepspeed_backend()
+
+    def _rebind_deepspeed_backend(self) -> None:
+        """DeepSpeed's TorchBackend caches all_gather_into_tensor/reduce_scatter_tensor at construction."""
+        import sys
+
+        comm = sys.modules.get("deepspeed.comm.comm")
+        cdb = getattr(comm, "cdb", None) if comm else None
+        if cdb is None:
+            return
+        import torch.distributed as dist
+
+        for attr, op in (("all_gather_function", "all_gather_into_tensor"),
+                         ("reduce_scatter_function", "reduce_scatter_tensor")):
+            if hasattr(cdb, attr):
+                setattr(cdb, attr, getattr(dist, op))
+
+    def uninstall(self) -> None:
+        for namespace, op, original in reversed(self._originals):
+            setattr(namespace, op, original)
+        self._originals.clear()
+        self.mode = "off"
+
+    # ---- groups -------------------------------------------------------------------------------------
+    def group_info(self, group: Any) -> GroupInfo:
+        if group is None:
+            group = self._world_group()
+        info = self._group_cache.get(id(group))
+        if info is None:
+            import torch.distributed as dist
+
+            ranks = tuple(dist.get_process_group_ranks(group))
+            name = getattr(group, "group_name", None) or ",".join(map(str, ranks))
+            info = GroupInfo(name, ranks, ranks.index(dist.get_rank()))
+            self._group_cache[id(group)] = info
+            self.groups[name] = info
+        return info
+
+    # ---- the wrapper --------------------------------------------------------------------------------
+    def _wrap(self, op: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        params = list(inspect.signature(original).parameters)
+        in_names, out_names = TRACED_OPS[op]
+        local = self._local
+        tracer = self
+
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if tracer.mode == "off" or getattr(local, "depth", 0):
+                return original(*args, **kwargs)
+            bound = dict(zip(params, args))
+            bound.update(kwargs)
+            record, fingerprint, info = tracer._describe(op, bound, in_names, out_names)
+            if tracer.mode == "dry" and tracer.before_issue is not None:
+                if not tracer.before_issue(info, record, fingerprint):
+                    return None  # simulated: the peers disagreed and the call is not issued
+            is_async = bool(bound.get("async_op")) or op in ("isend", "irecv", "batch_isend_irecv")
+            record["async"] = is_async
+            if not is_async:
+                tracer.pending = record
+            local.depth = 1
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                local.depth = 0
+                if not is_async:
+                    tracer.pending = None
+                    record["t1"] = time.monotonic()
+            if is_async and result is not None:
+                works = result if isinstance(result, list) else [result]
+                for work in works:
+                    tracer.pending_async.append((record, work))
+            return result
+
+        traced.__wrapped__ = original  # type: ignore[attr-defined]
+        traced.__name__ = getattr(original, "__name__", op)
+        traced.__doc__ = original.__doc__
+        return traced
+
+    def _describe(self, op: str, bound: dict[str, Any], in_names: tuple[str, ...],
+                  out_names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any], GroupInfo]:
+        info = self.group_info(bound.get("group"))
+        seq = self.counts[info.name]
+        self.counts[info.name] = seq + 1
+        self.op_counts[(info.name, op)] += 1
+        ins = [_shape(t) for name in in_names for t in _tensors(bound.get(name))]
+        outs = [_shape(t) for name in out_names for t in _tensors(bound.get(name))]
+        fp: dict[str, Any] = {"op": op, "ins": ins, "outs": outs}
+        root = bound.get("src", bound.get("dst"))
+        if root is not None and op not in ("send", "recv", "isend", "irecv"):
+            fp["root"] = root
+        rop = bound.get("op")
+        if rop is not None:
+            fp["rop"] = str(rop).rpartition(".")[2]
+        if op == "all_to_all_single":
+            self._pairwise_single(fp, bound, info.size)
+        elif op == "all_to_all":
+            fp["send"] = [t.numel() for t in _tensors(bound.get("input_tensor_list"))]
+            fp["recv"] = [t.numel() for t in _tensors(bound.get("output_tensor_list"))]
+        elif op in SYMMETRIC_NUMEL_OPS:
+            fp["sym"] = [sum(_numel(s) for s, _ in ins), sum(_numel(s) for s, _ in outs)]
+        else:
+            fp["sym"] = [ins, outs] if ins or outs else None
+        frame = self.context.user_frame(3)
+        record = {
+            "group": info.name, "seq": seq, "op": op, "ins": ins, "outs": outs,
+            "splits": fp.get("splits"), "root": fp.get("root"),
+            "module": self.context.module_path(), "phase": self.context.phase(),
+            "source": list(frame) if frame else None, "t0": time.monotonic(), "t1": None,
+        }
+        self.records.append(record)
+        return record, fp, info
+
+    @staticmethod
+    def _pairwise_single(fp: dict[str, Any], bound: dict[str, Any], size: int) -> None:
+        inp, out = bound.get("input"), bound.get("output")
+        in_splits, out_splits = bound.get("input_split_sizes"), bound.get("output_split_sizes")
+        fp["send"] = _split_counts(inp, in_splits, size)
+        fp["recv"] = _split_counts(out, out_splits, size)
+        if in_splits or out_splits:
+            fp["splits"] = [list(in_splits or []), list(out_splits or [])]
+
+    # ---- state for the watchdog and reports ---------------------------------------------------------
+    def stuck_collective(self, now: float, timeout: float) -> dict[str, Any] | None:
+        pending = self.pending
+        if pending is not None and now - pending["t0"] > timeout:
+            return pending
+        still = []
+        for record, work in self.pending_async:
+            try:
+                done = work.is_completed()
+            except Exception:
+                done = True
+            if done:
+                if record["t1"] is None:
+                    record["t1"] = now
+                continue
+            still.append((record, work))
+            if now - record["t0"] > timeout:
+                self.pending_async = still + self.pending_async[len(still):]
+                return record
+        self.pending_async = still
+        return None
+
+    def current(self) -> dict[str, Any] | None:
+        if self.pending is not None:
+            return self.pending
+        for record, _work in self.pending_async:
+            return record
+        return None
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _split_counts(t: Any, splits: Any, size: int) -> list[int]:
+    if t is None:
+        return [0] * size
+    numel = t.numel()
+    if splits:
+        row = numel // t.shape[0] if t.shape and t.shape[0] else 0
+        return [int(s) * row for s in splits]
+    return [numel // size if numel % size == 0 else numel / size] * size

@@ -1,0 +1,49 @@
+"""The real `pre-commit` tool runs this repository's hook in a temporary git repository."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+HAZARD = '{\n  "train_micro_batch_size_per_gpu": 4,\n  "fp16": {"enabled": true},\n  "bf16": {"enabled": true}\n}\n'
+CLEAN = '{\n  "train_micro_batch_size_per_gpu": 4,\n  "bf16": {"enabled": true}\n}\n'
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _pre_commit(cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    # try-repo installs the hook from this checkout (committed or not) into pre-commit's own virtualenv
+    return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "dslint", "--all-files",
+                           "--color", "never"], cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.mark.timeout(900)
+def test_pre_commit_hook_fails_on_hazard_and_passes_on_clean(tmp_path):
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "ci@example.com")
+    _git(repo, "config", "user.name", "ci")
+    (repo / "package.json").write_text('{"name": "frontend", "version": "1.0.0"}\n')   # not a DeepSpeed config
+    (repo / "ds_config.json").write_text(HAZARD)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "init")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "NO_COLOR": "1"}
+    bad = _pre_commit(repo, env)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "ds_config.json:3:3: DSL4" in bad.stdout or "ds_config.json:4:3: DSL4" in bad.stdout, bad.stdout
+    assert "package.json" not in bad.stdout
+
+    (repo / "ds_config.json").write_text(CLEAN)
+    _git(repo, "commit", "-qam", "fix")
+    good = _pre_commit(repo, env)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "Passed" in good.stdout
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)

@@ -1,0 +1,85 @@
+"""Suppression comments, [tool.dslint] settings, and the isolation of a crashing rule."""
+
+from pathlib import Path
+
+from dslint.config import Settings, load_settings
+from dslint.engine import Checker, check_texts
+from dslint.findings import Severity
+from dslint.rules.base import Diagnostic, Rule
+from dslint.suppressions import parse_suppressions
+
+BROKEN = "x = (\n"
+
+
+def test_same_line_and_line_above():
+    s = parse_suppressions("a()  # dslint: ignore[DSL101]\n# dslint: ignore[DSL102, dsl103]\nb()\nc()\n", "python")
+    assert s.covers("DSL101", 1) and not s.covers("DSL102", 1)
+    assert s.covers("DSL102", 3) and s.covers("DSL103", 3) and not s.covers("DSL101", 3)
+    assert not s.covers("DSL102", 4)
+
+
+def test_trailing_comment_does_not_cover_the_next_line():
+    s = parse_suppressions("a()  # dslint: ignore[DSL101]\nb()\n", "python")
+    assert not s.covers("DSL101", 2)
+
+
+def test_bare_ignore_and_file_level():
+    s = parse_suppressions("# dslint: ignore-file[DSL302]\nx = 1  # dslint: ignore\n", "python")
+    assert s.covers("DSL302", 40) and s.covers("DSL999", 2) and not s.covers("DSL101", 40)
+
+
+def test_directive_inside_a_string_is_not_a_suppression():
+    s = parse_suppressions('x = "# dslint: ignore-file"\n', "python")
+    assert not s.covers("DSL101", 1)
+
+
+def test_select_ignore_prefixes():
+    s = Settings(select=["DSL1", "DSL203"], ignore=["DSL104"])
+    assert s.code_enabled("DSL101") and s.code_enabled("DSL203")
+    assert not s.code_enabled("DSL104") and not s.code_enabled("DSL202")
+
+
+def test_pyproject_discovered_upward(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.dslint]\nworld-size = 8\nfail-level = "error"\nignore = ["dsl302"]\n'
+        '[tool.dslint.per-file-ignores]\n"tests/*" = ["DSL101"]\n')
+    (tmp_path / "src" / "deep").mkdir(parents=True)
+    settings = load_settings(None, [tmp_path / "src" / "deep"])
+    assert settings.world_size == 8 and settings.fail_level is Severity.ERROR and settings.ignore == ["DSL302"]
+    assert settings.ignored_for(str(tmp_path / "tests" / "t.py")) == {"DSL101"}
+    assert settings.ignored_for(str(tmp_path / "src" / "t.py")) == set()
+
+
+def test_file_level_suppression_in_a_real_run():
+    report = check_texts({"a.py": "# dslint: ignore-file[DSL001]\n" + BROKEN})
+    assert report.findings == []
+    report = check_texts({"a.py": "# dslint: ignore-file[DSL101]\n" + BROKEN})
+    assert [f.code for f in report.findings] == ["DSL001"]
+
+
+class _Crashing(Rule):
+    code = "DSL001"
+    name = "parse-error"
+    summary = "crashes"
+    kinds = frozenset({"python"})
+
+    def check(self, ctx):
+        raise KeyError("boom")
+
+
+class _Reporting(Rule):
+    code = "DSL001"
+    name = "parse-error"
+    summary = "reports every file"
+    kinds = frozenset({"python"})
+
+    def check(self, ctx):
+        yield Diagnostic("seen", (1, 1))
+
+
+def test_a_crashing_rule_does_not_lose_other_findings():
+    from dslint.sources import PythonSource
+    sources = [PythonSource("a.py", "x = 1\n"), PythonSource("b.py", "y = 2\n")]
+    report = Checker(Settings(), [_Crashing(), _Reporting()]).check_sources(sources)
+    assert [f.path for f in report.findings] == ["a.py", "b.py"]
+    assert len(report.errors) == 2 and all("KeyError" in e.message and e.code == "DSL001" for e in report.errors)
