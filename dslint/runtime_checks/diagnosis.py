@@ -46,26 +46,28 @@ def _tree(path: str) -> ast.AST | None:
         return None
 
 
-def enclosing_control(source: list[Any] | None) -> tuple[str, str] | None:
-    """("if", test text) or ("loop", header text) of the innermost compound statement around the line."""
+def enclosing_controls(source: list[Any] | None) -> list[tuple[str, str]]:
+    """("if", test) / ("loop", header) of the compound statements around the line, innermost first."""
     if not source:
-        return None
+        return []
     tree = _tree(source[0])
     if tree is None:
-        return None
+        return []
     line = source[1]
-    best: tuple[int, str, str] | None = None
+    found: list[tuple[int, str, str]] = []
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.If, ast.For, ast.While, ast.IfExp)):
+        if not isinstance(node, (ast.If, ast.For, ast.While)):
             continue
         end = getattr(node, "end_lineno", node.lineno) or node.lineno
-        if not (node.lineno <= line <= end) or node.lineno == line and not isinstance(node, ast.IfExp):
+        if not node.lineno <= line <= end:
             continue
-        if best is None or node.lineno >= best[0]:
-            kind = "loop" if isinstance(node, (ast.For, ast.While)) else "if"
-            header = ast.unparse(node.iter if isinstance(node, ast.For) else node.test)
-            best = (node.lineno, kind, header)
-    return (best[1], best[2]) if best else None
+        if isinstance(node, ast.For):
+            found.append((node.lineno, "loop", ast.unparse(node.iter)))
+        elif isinstance(node, ast.While):
+            found.append((node.lineno, "loop", ast.unparse(node.test)))
+        else:
+            found.append((node.lineno, "if", ast.unparse(node.test)))
+    return [(kind, text) for _, kind, text in sorted(found, reverse=True)]
 
 
 def diagnose(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -109,7 +111,8 @@ def _diagnose_divergence(verdict: dict[str, Any], states: dict[int, dict[str, An
         return {"code": None, "fix": "make the tensor sizes of this collective independent of per-rank data",
                 "cause": f"the ranks pass differently sized tensors to the same {'/'.join(sorted(ops))}"}
     # different ops at the same sequence position: control flow differs
-    return _control_flow_cause(calls[0].get("source") if calls else None, calls, "different collectives")
+    return _control_flow_cause(calls[0].get("user_stack") if calls else None,
+                               "the ranks issue different collectives at the same position")
 
 
 def _diagnose_hang(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -120,34 +123,43 @@ def _diagnose_hang(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -
         pending = state.get("pending") or (state.get("last_collectives") or [None])[-1]
         if pending:
             break
-    source = pending.get("source") if pending else None
+    stack = (pending.get("user_stack") or [pending.get("source")]) if pending else None
     partial = _params_with_partial_grads(states)
     if partial and pending and pending.get("phase") in ("backward", "step"):
         names = ", ".join(f"{n} (no gradient on ranks {r})" for n, r in partial[:4])
         return {"code": "DSL303", "fix": FIXES["DSL303"], "cause": f"gradients arrived on some ranks only: {names}"}
-    return _control_flow_cause(source, [], "an extra collective" if verdict.get("cause") == "extra-collective"
+    return _control_flow_cause(stack, "an extra collective" if verdict.get("cause") == "extra-collective"
                                else "a collective the other ranks never reach")
 
 
-def _control_flow_cause(source: list[Any] | None, calls: list[dict[str, Any]], what: str) -> dict[str, Any]:
-    text = source_text(source)
-    where = f" at {source[0]}:{source[1]} `{text}`" if source else ""
-    if ".generate(" in text or "generate(" in text:
-        return {"code": "DSL104", "fix": FIXES["DSL104"], "cause": (
-            f"{what}{where}: generate() stops at a per-rank length and its forwards are collective "
-            "(ZeRO-3 parameter gathers / MoE all_to_all); without synced_gpus=True finished ranks stop joining")}
-    control = enclosing_control(source)
-    if control and control[0] == "if" and RANK_WORDS.search(control[1]):
-        return {"code": "DSL101", "fix": FIXES["DSL101"],
-                "cause": f"{what}{where} runs under the rank-dependent condition `{control[1]}`"}
-    if control and control[0] == "loop":
-        return {"code": "DSL102", "fix": FIXES["DSL102"], "cause": (
-            f"{what}{where} runs in the loop over `{control[1]}`, whose trip count differs across ranks")}
-    if control:
-        return {"code": "DSL101", "fix": FIXES["DSL101"],
-                "cause": f"{what}{where} runs under the condition `{control[1]}`, which differs across ranks"}
-    return {"code": "DSL102", "fix": FIXES["DSL102"],
-            "cause": f"{what}{where}: the ranks issue different numbers of collectives"}
+def _control_flow_cause(stack: list[Any] | None, what: str) -> dict[str, Any]:
+    """Read the user frames (innermost first) for the reason the ranks' collective sequences part."""
+    stack = [f for f in (stack or []) if f]
+
+    def at(frame: list[Any]) -> str:
+        return f" at {frame[0]}:{frame[1]} `{source_text(frame)}`"
+
+    for frame in stack:
+        if "generate(" in source_text(frame):
+            return {"code": "DSL104", "fix": FIXES["DSL104"], "source": frame, "cause": (
+                f"{what}{at(frame)}: generate() stops at a per-rank length and its forwards are collective "
+                "(ZeRO-3 parameter gathers / MoE all_to_all); without synced_gpus=True finished ranks stop joining")}
+    controls = [(frame, kind, text) for frame in stack for kind, text in enclosing_controls(frame)]
+    for frame, kind, text in controls:
+        if kind == "if" and RANK_WORDS.search(text):
+            return {"code": "DSL101", "fix": FIXES["DSL101"], "source": frame,
+                    "cause": f"{what}{at(frame)} runs under the rank-dependent condition `{text}`"}
+    for frame, kind, text in controls:
+        if kind == "loop" and RANK_WORDS.search(text):
+            return {"code": "DSL102", "fix": FIXES["DSL102"], "source": frame, "cause": (
+                f"{what}{at(frame)} runs in the loop over `{text}`, whose trip count differs across ranks")}
+    outer = stack[-1] if stack else None
+    for frame, kind, text in reversed(controls):
+        if kind == "loop":
+            return {"code": "DSL102", "fix": FIXES["DSL102"], "source": frame, "cause": (
+                f"{what}{at(frame)} runs in the loop over `{text}`; its trip count seems to differ across ranks")}
+    return {"code": "DSL102", "fix": FIXES["DSL102"], "source": outer,
+            "cause": f"{what}{at(outer) if outer else ''}: the ranks issue different numbers of collectives"}
 
 
 def _params_with_partial_grads(states: dict[int, dict[str, Any]]) -> list[tuple[str, list[int]]]:

@@ -71,7 +71,8 @@ class DrySession:
         if peers is None:
             return True
         seq = record["seq"]
-        fp = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"])
+        fp = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"],
+                  user_stack=record["user_stack"])
         keys = [f"fp/{info.name}/{seq}/{i}" for i in range(info.size)]
         peers.put(keys[info.my_index], fp)
         deadline = time.monotonic() + self.options.timeout
@@ -89,7 +90,7 @@ class DrySession:
             "kind": "divergence", "mismatch": mismatch.kind, "detail": mismatch.detail,
             "group": info.name, "group_ranks": list(info.ranks), "seq": seq,
             "calls": [{"rank": f["rank"], "call": describe(f), "op": f["op"], "ins": f["ins"], "module": f["module"],
-                       "phase": f["phase"], "source": f["source"]} for f in fps],
+                       "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"]} for f in fps],
             "detected_by": self.rank,
         }))
         return False  # unreachable: conclude exits
@@ -112,7 +113,7 @@ class DrySession:
                     "group": info.name, "group_ranks": list(info.ranks), "seq": record["seq"],
                     "finished_ranks": missing, "peer_count": summary["counts"].get(info.name, 0),
                     "detail": (f"rank {self.rank} issues {record['op']} #{record['seq']} in group {info.name}, "
-                               f"but rank {peer} ended its {summary['ended_by']} after "
+                               f"but rank {peer} had finished ({summary['ended_by']}) after "
                                f"{summary['counts'].get(info.name, 0)} collectives in that group: "
                                f"it will never join"),
                     "detected_by": self.rank,
@@ -184,13 +185,15 @@ class DrySession:
             self.exit(code)
 
     # ---- verdicts -----------------------------------------------------------------------------------
-    def conclude(self, verdict: dict[str, Any]) -> None:
-        """Publish this rank's state, let rank 0 write the report, and exit. Never returns."""
+    def conclude(self, verdict: dict[str, Any], peers: PeerExchange | None = None) -> None:
+        """Publish this rank's state, let rank 0 write the report, and exit. Never returns.
+
+        ``peers``: the calling thread's own store client (the watchdog has one)."""
         if not self._conclude_lock.acquire(blocking=False):
             while True:  # another thread of this process is concluding and will exit the process
                 time.sleep(1)
         self.status = "aborting"
-        peers = self.exchange
+        peers = peers or self.exchange
         code = ExitCode.for_verdict(verdict)
         try:
             if peers is not None:
@@ -288,11 +291,15 @@ class DrySession:
         ds_groups = sys.modules.get("deepspeed.utils.groups")
         if ds_groups is not None:
             for attr, kind in (("_EXPERT_PARALLEL_GROUP", "expert-parallel"),
-                               ("_EXPERT_DATA_PARALLEL_GROUP", "expert-data-parallel")):
-                for name, group in getattr(ds_groups, attr, {}).items():
+                               ("_EXPERT_DATA_PARALLEL_GROUP", "expert-data-parallel"),
+                               ("_WORLD_GROUP", "deepspeed world"), ("_DATA_PARALLEL_GROUP", "data-parallel"),
+                               ("_MODEL_PARALLEL_GROUP", "model-parallel")):
+                found = getattr(ds_groups, attr, None)
+                items = found.items() if isinstance(found, dict) else [("", found)] if found is not None else []
+                for name, group in items:
                     gname = getattr(group, "group_name", None)
                     if gname is not None:
-                        labels[gname] = f"{kind} {name}"
+                        labels.setdefault(gname, f"{kind} {name}".strip())
         import torch.distributed as dist
 
         if dist.is_initialized():

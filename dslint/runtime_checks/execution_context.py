@@ -100,11 +100,13 @@ class ExecutionContext:
         return "forward" if self.stack else "other"
 
     # ---- user source line ---------------------------------------------------------------------------
-    def user_frame(self, skip: int = 2) -> tuple[str, int, str] | None:
-        """(file, line, function) of the innermost frame outside the stdlib, site-packages and dslint."""
+    def user_frames(self, skip: int = 2, limit: int = 6) -> list[tuple[str, int, str]]:
+        """(file, line, function) of up to ``limit`` frames outside the stdlib, site-packages and dslint,
+        innermost first: the first is where the collective came from, the outer ones say why it ran."""
         frame = sys._getframe(skip)
         known = self._user_code
-        while frame is not None:
+        found: list[tuple[str, int, str]] = []
+        while frame is not None and len(found) < limit:
             code = frame.f_code
             is_user = known.get(code)
             if is_user is None:
@@ -112,6 +114,6 @@ class ExecutionContext:
                 is_user = not (path.startswith(_LIBRARY_ROOTS) or code.co_filename.startswith("<"))
                 known[code] = is_user
             if is_user:
-                return code.co_filename, frame.f_lineno, code.co_name
+                found.append((code.co_filename, frame.f_lineno, code.co_name))
             frame = frame.f_back
-        return None
+        return found

@@ -170,6 +170,8 @@ class Tracer:
                     record["t1"] = time.monotonic()
             if is_async and result is not None:
                 works = result if isinstance(result, list) else [result]
+                if len(tracer.pending_async) > 64:
+                    tracer._prune_async()
                 for work in works:
                     tracer.pending_async.append((record, work))
             return result
@@ -203,12 +205,12 @@ class Tracer:
             fp["sym"] = [sum(_numel(s) for s, _ in ins), sum(_numel(s) for s, _ in outs)]
         else:
             fp["sym"] = [ins, outs] if ins or outs else None
-        frame = self.context.user_frame(3)
+        frames = self.context.user_frames(3)
         record = {
             "group": info.name, "seq": seq, "op": op, "ins": ins, "outs": outs,
             "splits": fp.get("splits"), "root": fp.get("root"),
             "module": self.context.module_path(), "phase": self.context.phase(),
-            "source": list(frame) if frame else None, "t0": time.monotonic(), "t1": None,
+            "source": list(frames[0]) if frames else None, "user_stack": [list(f) for f in frames], "t0": time.monotonic(), "t1": None,
         }
         self.records.append(record)
         return record, fp, info
@@ -224,25 +226,22 @@ class Tracer:
 
     # ---- state for the watchdog and reports ---------------------------------------------------------
     def stuck_collective(self, now: float, timeout: float) -> dict[str, Any] | None:
+        """The collective pending longer than ``timeout`` (called from the watchdog thread)."""
         pending = self.pending
         if pending is not None and now - pending["t0"] > timeout:
             return pending
-        still = []
-        for record, work in self.pending_async:
-            try:
-                done = work.is_completed()
-            except Exception:
-                done = True
-            if done:
-                if record["t1"] is None:
-                    record["t1"] = now
-                continue
-            still.append((record, work))
+        for record, work in list(self.pending_async):
             if now - record["t0"] > timeout:
-                self.pending_async = still + self.pending_async[len(still):]
-                return record
-        self.pending_async = still
+                try:
+                    done = work.is_completed()
+                except Exception:
+                    done = True
+                if not done:
+                    return record
         return None
+
+    def _prune_async(self) -> None:
+        self.pending_async = [(r, w) for r, w in self.pending_async if not _completed(w)]
 
     def current(self) -> dict[str, Any] | None:
         if self.pending is not None:
@@ -250,6 +249,13 @@ class Tracer:
         for record, _work in self.pending_async:
             return record
         return None
+
+
+def _completed(work: Any) -> bool:
+    try:
+        return bool(work.is_completed())
+    except Exception:
+        return True
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -1,0 +1,200 @@
+"""Hooks into DeepSpeed, torch.autograd and transformers: step boundaries, phases, gradients, saves.
+
+Saves are redirected into the session's scratch directory rather than skipped: DeepSpeed's
+``save_checkpoint`` is itself collective (barriers, ZeRO-3 gathers), so the dry step must still run it,
+but nothing may land in the user's output directories.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any, Callable
+
+from dslint.runtime_checks.dry_step import DrySession
+
+_installed: list[tuple[Any, str, Any]] = []
+
+
+def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    original = getattr(owner, name, None)
+    if original is None or getattr(original, "__dslint_original__", None) is not None:
+        return
+    replacement = functools.wraps(original)(make(original))
+    replacement.__dslint_original__ = original
+    setattr(owner, name, replacement)
+    _installed.append((owner, name, original))
+
+
+def uninstall() -> None:
+    while _installed:
+        owner, name, original = _installed.pop()
+        setattr(owner, name, original)
+
+
+def install(session: DrySession, script_text: str = "") -> None:
+    _install_autograd(session)
+    _install_torch_save(session)
+    if "deepspeed" in script_text or "deepspeed" in sys.modules or "transformers" in script_text:
+        try:
+            import deepspeed  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            install_engine(session)
+    if "transformers" in script_text or "transformers" in sys.modules:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            _install_transformers(session)
+
+
+def _install_autograd(session: DrySession) -> None:
+    import torch
+
+    ctx = session.context
+
+    def make(original: Any) -> Any:
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            ctx.push_phase("backward")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                ctx.pop_phase()
+        return backward
+
+    _patch(torch.autograd, "backward", make)
+
+
+def install_engine(session: DrySession) -> None:
+    from deepspeed.runtime.engine import DeepSpeedEngine
+
+    ctx = session.context
+
+    def make_init(original: Any) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            observe_engine(session, self)
+        return __init__
+
+    def make_phase(original: Any, phase: str) -> Any:
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            ctx.push_phase(phase)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                ctx.pop_phase()
+        return run
+
+    def make_step(original: Any) -> Any:
+        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            boundary = self.is_gradient_accumulation_boundary()
+            ctx.push_phase("step")
+            try:
+                result = original(self, *args, **kwargs)
+            finally:
+                ctx.pop_phase()
+            if boundary and session.status == "running":
+                session.steps_done += 1
+                if session.steps_done >= session.options.steps:
+                    session.finish(f"optimizer step {session.steps_done}")
+            return result
+        return step
+
+    def make_save(original: Any) -> Any:
+        def save_checkpoint(self: Any, save_dir: Any, *args: Any, **kwargs: Any) -> Any:
+            if session.status == "running":
+                save_dir = session_redirect(session, save_dir)
+            return original(self, save_dir, *args, **kwargs)
+        return save_checkpoint
+
+    _patch(DeepSpeedEngine, "__init__", make_init)
+    _patch(DeepSpeedEngine, "backward", lambda o: make_phase(o, "backward"))
+    _patch(DeepSpeedEngine, "step", make_step)
+    _patch(DeepSpeedEngine, "save_checkpoint", make_save)
+
+
+def observe_engine(session: DrySession, engine: Any) -> None:
+    """Name the model's modules, hook every trainable parameter's gradient, note optimizer coverage."""
+    model = engine.module
+    session.context.name_model(engine)
+    if all(m is not model for m in session.models):
+        session.models.append(model)
+    ctx = session.context
+    for name, param in model.named_parameters():
+        if not param.requires_grad or name in session.trainable:
+            continue
+        session.trainable[name] = None
+
+        def seen(grad: Any, name: str = name) -> None:
+            session.grads_seen.add(name)
+            ctx.last_grad_param = name
+
+        param.register_hook(seen)
+    covered: set[int] = set()
+    for opt in (getattr(engine, "optimizer", None), getattr(engine, "basic_optimizer", None),
+                getattr(engine, "client_optimizer", None)):
+        if opt is None:
+            continue
+        for attr in ("bit16_groups", "fp16_groups"):
+            for group in getattr(opt, attr, None) or []:
+                covered.update(id(p) for p in group)
+        for group in getattr(opt, "param_groups", None) or []:
+            covered.update(id(p) for p in group.get("params", []))
+    if covered:
+        session.not_in_optimizer = [n for n, p in model.named_parameters()
+                                    if p.requires_grad and id(p) not in covered]
+
+
+def session_redirect(session: DrySession, path: Any) -> str:
+    target = os.path.join(session.scratch_dir, "saves", str(len(session.redirected_saves)),
+                          os.path.basename(os.fspath(path).rstrip(os.sep)) or "save")
+    session.redirected_saves.append(os.fspath(path))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    return target
+
+
+def _install_torch_save(session: DrySession) -> None:
+    import torch
+
+    def make(original: Any) -> Any:
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            if session.status == "running" and isinstance(f, (str, os.PathLike)) \
+                    and not os.path.abspath(os.fspath(f)).startswith(session.scratch_dir):
+                f = session_redirect(session, f)
+            return original(obj, f, *args, **kwargs)
+        return save
+
+    _patch(torch, "save", make)
+
+
+def _install_transformers(session: DrySession) -> None:
+    from transformers import PreTrainedModel, Trainer
+
+    def make_dir_redirect(original: Any) -> Any:
+        def save(self: Any, directory: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if session.status == "running" and directory is not None:
+                directory = session_redirect(session, directory)
+            elif session.status == "running" and isinstance(self, Trainer):
+                directory = session_redirect(session, self.args.output_dir)
+            return original(self, directory, *args, **kwargs)
+        return save
+
+    def make_checkpoint(original: Any) -> Any:
+        def _save_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if session.status != "running":
+                return original(self, *args, **kwargs)
+            real = self.args.output_dir
+            self.args.output_dir = session_redirect(session, real)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                self.args.output_dir = real
+        return _save_checkpoint
+
+    _patch(PreTrainedModel, "save_pretrained", make_dir_redirect)
+    _patch(Trainer, "save_model", make_dir_redirect)
+    _patch(Trainer, "_save_checkpoint", make_checkpoint)

@@ -1,0 +1,99 @@
+"""Running the user's script unchanged in this rank, under the tracer, until its dry step ends."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from typing import Any
+
+from dslint.runtime_checks import engine_hooks
+from dslint.runtime_checks.dry_step import DrySession, Options
+from dslint.runtime_checks.exit_codes import ExitCode
+from dslint.runtime_checks.watchdog import Watchdog
+
+KNOWN_STARTUP_FAILURES = (
+    # (exception type name, text in the message, rule code, what it means)
+    ("AssertionError", "None of the param groups are marked as MoE", "DSL202",
+     "deepspeed.initialize rejected the client optimizer: the model has MoE layers but no optimizer param group "
+     "is marked {'moe': True}, so expert parameters would be reduced over the wrong group"),
+)
+
+
+def classify(exc: BaseException) -> dict[str, Any] | None:
+    for type_name, text, code, meaning in KNOWN_STARTUP_FAILURES:
+        if type(exc).__name__ == type_name and text in str(exc):
+            return {"code": code, "message": meaning}
+    return None
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if "site-packages" not in f.filename and "/dslint/" not in f.filename]
+    last = (user or frames or [None])[-1]
+    return {
+        "exception": type(exc).__name__, "message": str(exc)[:2000],
+        "source": [last.filename, last.lineno, last.name] if last else None,
+        "traceback": "".join(traceback.format_exception(exc))[-6000:],
+    }
+
+
+def run(options: Options, script: str, script_args: list[str], local_rank: int | None) -> int:
+    if not os.path.isfile(script):
+        print(f"dslint preflight: no such script: {script}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    script = os.path.abspath(script)
+    if local_rank is not None:
+        os.environ.setdefault("LOCAL_RANK", str(local_rank))
+    with open(script, encoding="utf-8", errors="replace") as f:
+        script_text = f.read()
+
+    session = DrySession(options)
+    session.context.install()
+    session.tracer.install()
+    engine_hooks.install(session, script_text)
+    watchdog = Watchdog(session)
+    watchdog.start()
+
+    # hand --local_rank on where the deepspeed launcher puts it for a plain script
+    sys.argv = [script] + ([f"--local_rank={local_rank}"] if local_rank is not None else []) + list(script_args)
+    sys.path.insert(0, os.path.dirname(script))
+    failure: BaseException | None = None
+    exit_code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            failure = exc
+            exit_code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:  # noqa: BLE001 - the script's failure is a verdict, not our crash
+        failure = exc
+    if failure is not None and session.status in ("running", "done"):
+        fail(session, failure)
+    if session.status == "running":
+        session.finish("script exit")
+    watchdog.stop()
+    session.tracer.uninstall()
+    session.context.uninstall()
+    engine_hooks.uninstall()
+    if failure is not None:  # failed after a passed dry step (--continue): the script's own status
+        traceback.print_exception(failure)
+        return exit_code or int(ExitCode.SCRIPT_ERROR)
+    return 0
+
+
+def fail(session: DrySession, exc: BaseException) -> None:
+    error = _error_record(exc)
+    finding = classify(exc)
+    session.error = error
+    verdict = {"kind": "error", "rank": session.rank, "exception": f"{error['exception']}: {error['message'][:300]}",
+               "detail": f"rank {session.rank}: the script raised {error['exception']}: {error['message'][:300]}",
+               "finding": finding, "detected_by": session.rank}
+    if not finding:
+        print(error["traceback"], file=sys.stderr, flush=True)
+    peers = session.peers()
+    if peers is not None:
+        peers.put(f"fin/{session.rank}", session.summary("error"))
+        verdict = peers.abort(verdict)
+    session.conclude(verdict)

@@ -1,0 +1,158 @@
+"""The pre-flight report: one JSON document (``--report FILE``) and its human rendering on rank 0."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from typing import Any
+
+from dslint.runtime_checks import compare, diagnosis
+
+VERDICT_TITLES = {
+    "pass": "PASS: all ranks agree",
+    "divergence": "DIVERGENCE: the ranks disagree",
+    "hang": "HANG: a collective would never complete",
+    "error": "ERROR: the script failed before its dry step ended",
+}
+
+
+def _count_table(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, list[int]] = {}
+    labels: dict[str, str] = {}
+    for summary in per_rank.values():
+        groups.update(summary.get("groups", {}))
+        labels.update(summary.get("group_labels", {}))
+    return {name: {"label": labels.get(name, f"group {name}"), "ranks": ranks,
+                   "per_rank": {str(r): per_rank[r].get("counts", {}).get(name, 0) for r in ranks if r in per_rank}}
+            for name, ranks in sorted(groups.items())}
+
+
+def _where(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not record:
+        return None
+    source = record.get("source")
+    return {"op": record["op"], "group": record["group"], "seq": record["seq"], "ins": record["ins"],
+            "outs": record["outs"], "splits": record.get("splits"), "module": record.get("module"),
+            "phase": record.get("phase"),
+            "source": _frame(source) if source else None,
+            "user_stack": [_frame(f) for f in record.get("user_stack") or []]}
+
+
+def _frame(frame: list[Any]) -> dict[str, Any]:
+    return {"path": frame[0], "line": frame[1], "function": frame[2], "text": diagnosis.source_text(frame)}
+
+
+def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: list[dict[str, Any]]) -> dict[str, Any]:
+    failed = any(f["severity"] == "error" for f in findings)
+    return {
+        "tool": "dslint preflight", "verdict": "divergence" if failed else "pass",
+        "world_size": session.world_size, "timeout_s": session.options.timeout,
+        "ended_by": {str(r): s.get("ended_by") for r, s in summaries.items()},
+        "counts": _count_table(summaries), "findings": findings,
+        "moe_layers": summaries.get(0, {}).get("moe_layers", []),
+        "redirected_saves": {str(r): s.get("redirected_saves", []) for r, s in summaries.items()},
+    }
+
+
+def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    ranks = {}
+    for rank, state in sorted(states.items()):
+        ranks[str(rank)] = {
+            "pending": _where(state.get("pending")), "waiting_for": state.get("waiting_for"),
+            "phase": state.get("phase"), "module": state.get("module"),
+            "last_collectives": [_where(r) for r in state.get("last_collectives", [])],
+            "error": state.get("error"),
+        }
+    missing = [r for r in range(session.world_size) if r not in states]
+    divergences = {}
+    groups: dict[str, list[int]] = {}
+    for state in states.values():
+        groups.update(state.get("groups", {}))
+    for group, members in groups.items():
+        seqs = {r: states[r]["sequences"].get(group, []) for r in members if r in states}
+        first = compare.first_divergence(seqs) if len(seqs) > 1 else None
+        if first:
+            divergences[group] = first
+    cause = diagnosis.diagnose(verdict, states)
+    return {
+        "tool": "dslint preflight", "verdict": verdict.get("kind", "error"), "world_size": session.world_size,
+        "timeout_s": session.options.timeout, "abort": verdict, "diagnosis": cause,
+        "findings": [{"code": cause["code"], "severity": "error", "message": cause["cause"], "fix": cause["fix"]}]
+        + ([dict(cause["related"], severity="error")] if cause.get("related") else []),
+        "ranks": ranks, "ranks_without_state": missing, "counts": _count_table(states),
+        "first_divergence": divergences,
+        "moe_layers": next((s.get("moe_layers") for s in states.values() if s.get("moe_layers")), []),
+    }
+
+
+def emit(built: dict[str, Any], path: str | None) -> None:
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(built, f, indent=2, default=str)
+    print(render_text(built), flush=True)
+
+
+def render_text(built: dict[str, Any]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=120, color_system=None, force_terminal=False, soft_wrap=True,
+                      markup=False, highlight=False)
+    verdict = built["verdict"]
+    console.print(f"dslint preflight: {VERDICT_TITLES.get(verdict, verdict)} "
+                  f"(exit {built.get('exit_code')}, {built['world_size']} ranks)")
+    abort = built.get("abort")
+    if abort:
+        console.print(f"  what happened: {abort.get('detail') or abort.get('message') or abort.get('exception')}")
+        for call in abort.get("calls", []):
+            src = call.get("source")
+            console.print(f"    rank {call['rank']}: {call['call']}  module={call.get('module')}  "
+                          f"phase={call.get('phase')}  at {src[0]}:{src[1]}" if src else
+                          f"    rank {call['rank']}: {call['call']}  module={call.get('module')}")
+    for rank, info in (built.get("ranks") or {}).items():
+        where = info.get("pending") or (info.get("last_collectives") or [None])[-1]
+        doing = "pending" if info.get("pending") else "last"
+        if info.get("error"):
+            console.print(f"  rank {rank}: raised {info['error'].get('exception')}: {info['error'].get('message')}")
+        elif where:
+            src = where.get("source") or {}
+            console.print(f"  rank {rank}: {doing} {where['op']} #{where['seq']} group {where['group']} "
+                          f"in={where['ins']} module={where.get('module')} phase={where.get('phase')} "
+                          f"at {src.get('path')}:{src.get('line')} `{src.get('text', '')}`"
+                          + "".join(f" <- {f['path']}:{f['line']} `{f['text']}`" for f in where["user_stack"][1:])
+                          + (f"; waiting for {info['waiting_for'].get('what')}" if info.get("waiting_for") else ""))
+        else:
+            console.print(f"  rank {rank}: no collective yet; phase={info.get('phase')}")
+    for group, first in (built.get("first_divergence") or {}).items():
+        console.print(f"  first divergence in group {group} at #{first['seq']}: "
+                      + ", ".join(f"rank {r}: {c}" for r, c in first["calls"].items()))
+    cause = built.get("diagnosis")
+    if cause:
+        console.print(f"  likely cause [{cause.get('code')}]: {cause['cause']}")
+        console.print(f"  fix: {cause['fix']}")
+        if cause.get("related"):
+            console.print(f"  also [{cause['related']['code']}]: {cause['related']['message']}")
+    counts = built.get("counts") or {}
+    if counts:
+        ranks = sorted({r for g in counts.values() for r in g["per_rank"]}, key=int)
+        table = Table(title="collectives per rank", show_edge=False)
+        table.add_column("group")
+        for r in ranks:
+            table.add_column(f"rank {r}", justify="right")
+        for name, group in counts.items():
+            table.add_row(f"{name} ({group['label']})", *[str(group["per_rank"].get(r, "-")) for r in ranks])
+        console.print(table)
+    if not abort:
+        for finding in built.get("findings", []):
+            console.print(f"  {finding['severity']} {finding['code']}: {finding['message']}")
+            if finding.get("fix"):
+                console.print(f"      fix: {finding['fix']}")
+    return buffer.getvalue().rstrip()
+
+
+def print_local_error(message: str) -> None:
+    print(f"dslint preflight: {message}", file=sys.stderr, flush=True)
