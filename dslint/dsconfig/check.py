@@ -1,0 +1,197 @@
+"""One pass over a parsed DeepSpeed config: the keys each section accepts, deprecated and removed keys, and
+value errors from the models — as `Problem`s addressed by JSON path, for the DSL4xx rules to report.
+
+`"auto"` values are taken out before validation, as DeepSpeed's own models do (`DeepSpeedConfigModel`
+drops them) and as the HF integration does (it fills them in); `auto_paths` lists them for DSL408.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal, Optional, Union
+
+from pydantic import ValidationError
+
+from dslint.dsconfig.base import Section, extra_of, field_for, keys_of, section_type
+from dslint.dsconfig.top import DeepSpeedConfig
+
+JsonPath = tuple[Union[str, int], ...]
+Kind = Literal["unknown", "deprecated", "removed", "invalid"]
+
+# "auto" values DeepSpeed itself understands (no HF integration needed)
+NATIVE_AUTO = {("data_types", "keep_in_fp32_modules"), ("pipeline", "stages"),
+               ("zero_optimization", "zenflow", "select_strategy"),
+               ("zero_optimization", "zenflow", "select_interval"),
+               ("zero_optimization", "zenflow", "update_interval")}
+
+
+@dataclass
+class Problem:
+    kind: Kind
+    path: JsonPath
+    message: str
+    deepspeed_fails: bool = False          # `deepspeed.initialize` raises (vs silently ignores/warns)
+    suggestion: Optional[str] = None
+
+
+@dataclass
+class Analysis:
+    problems: list[Problem] = field(default_factory=list)
+    auto_paths: list[JsonPath] = field(default_factory=list)
+
+    def of(self, kind: Kind) -> list[Problem]:
+        return [p for p in self.problems if p.kind == kind]
+
+
+def where(path: JsonPath) -> str:
+    return ".".join(str(p) for p in path) if path else "the top level"
+
+
+def _in(path: JsonPath) -> str:
+    return f"in `{where(path)}`" if path else "at the top level"
+
+
+@lru_cache(maxsize=None)
+def _key_homes() -> dict[str, list[str]]:
+    """key → the sections (dotted paths) where it is valid; to say where a misplaced key belongs."""
+    homes: dict[str, list[str]] = {}
+
+    def visit(model: type[Section], path: str) -> None:
+        for key in keys_of(model):
+            homes.setdefault(key, []).append(path)
+            found = field_for(model, key)
+            sub = section_type(found[1]) if found else None
+            if sub is not None:
+                visit(sub, f"{path}.{key}" if path else key)
+
+    visit(DeepSpeedConfig, "")
+    return homes
+
+
+def suggest(key: str, model: type[Section]) -> Optional[str]:
+    valid = keys_of(model)
+    lower = {k.lower(): k for k in valid}
+    if key.lower() in lower:
+        return lower[key.lower()]
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
+    fails = model.deepspeed_rejects_unknown
+    effect = ("`deepspeed.initialize` fails on it (this section forbids extra keys)" if fails
+              else "DeepSpeed ignores it silently, so the setting is not applied")
+    guess = suggest(key, model)
+    hint = ""
+    if guess:
+        hint = f"; did you mean `{guess}`?"
+    else:
+        homes = [h for h in _key_homes().get(key, []) if h != where(path[:-1])]
+        if homes:
+            hint = f"; `{key}` belongs in `{homes[0] or 'the top level'}`"
+            guess = f"{homes[0]}.{key}" if homes[0] else key
+    return Problem("unknown", path, f"unknown key `{key}` {_in(path[:-1])}: {effect}{hint}", fails, guess)
+
+
+def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean: dict) -> None:
+    for key, value in node.items():
+        child = path + (key,)
+        found = field_for(model, key)
+        if found is None:
+            out.problems.append(_unknown(key, child, model))
+            clean.pop(key, None)
+            continue
+        name, info = found
+        extra = extra_of(info)
+        if extra.get("removed"):
+            out.problems.append(Problem("removed", child, f"`{where(child)}` is no longer supported: "
+                                        f"{extra['removed']}", True))
+            clean.pop(key, None)
+            continue
+        if extra.get("deprecated"):
+            out.problems.append(Problem("deprecated", child, f"`{where(child)}` is deprecated: use "
+                                        f"`{extra['new_param']}` instead", False, extra["new_param"]))
+        sub = section_type(info)
+        if sub is not None and isinstance(value, dict) and isinstance(clean.get(key), dict):
+            _walk(value, sub, child, out, clean[key])
+
+
+def _strip_auto(node: Any, path: JsonPath, out: Analysis) -> Any:
+    """A copy of `node` without "auto" values, recording where they were."""
+    if isinstance(node, dict):
+        copy = {}
+        for key, value in node.items():
+            child = path + (key,)
+            if value == "auto":
+                if child not in NATIVE_AUTO:
+                    out.auto_paths.append(child)
+                    continue
+            copy[key] = _strip_auto(value, child, out)
+        return copy
+    if isinstance(node, list):
+        return [_strip_auto(v, path + (i,), out) for i, v in enumerate(node)]
+    return node
+
+
+def data_path(data: Any, loc: tuple, model: type[Section] = DeepSpeedConfig) -> JsonPath:
+    """Map a pydantic error location (field names or aliases, union tags) onto the JSON path."""
+    path: list = []
+    node: Any = data
+    current: Optional[type[Section]] = model
+    for elem in loc:
+        if isinstance(node, dict):
+            key = elem if elem in node else None
+            if key is None and current is not None and isinstance(elem, str):
+                found = field_for(current, elem)
+                if found:
+                    alias = found[1].alias
+                    key = alias if alias in node else (found[0] if found[0] in node else None)
+            if key is None:
+                continue
+            found = field_for(current, key) if current is not None else None
+            current = section_type(found[1]) if found else None
+            path.append(key)
+            node = node[key]
+        elif isinstance(node, list) and isinstance(elem, int) and 0 <= elem < len(node):
+            path.append(elem)
+            node = node[elem]
+    return tuple(path)
+
+
+def analyse(data: dict) -> Analysis:
+    out = Analysis()
+    clean = _strip_auto(data, (), out)
+    zero = data.get("zero_optimization")
+    if isinstance(zero, bool):
+        out.problems.append(Problem("deprecated", ("zero_optimization",), "`zero_optimization: "
+                                    f"{str(zero).lower()}` is the deprecated boolean form: use "
+                                    '`"zero_optimization": {"stage": N}` instead', False,
+                                    "zero_optimization.stage"))
+        clean.pop("zero_optimization")
+    _walk(data, DeepSpeedConfig, (), out, clean)
+    try:
+        DeepSpeedConfig.model_validate(clean)
+    except ValidationError as exc:
+        seen: set[JsonPath] = set()
+        for err in exc.errors():
+            if err["type"] == "extra_forbidden":
+                continue
+            path = data_path(data, err["loc"])
+            if path in seen:          # one message per key (unions report each member)
+                continue
+            seen.add(path)
+            value = err.get("input")
+            shown = f" (got {value!r})" if not isinstance(value, (dict, list)) else ""
+            out.problems.append(Problem("invalid", path, f"invalid value for `{where(path)}`{shown}: "
+                                        f"{_message(err)}", True))
+    return out
+
+
+def _message(err: dict) -> str:
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    return msg[:1].lower() + msg[1:]

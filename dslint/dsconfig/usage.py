@@ -1,0 +1,34 @@
+"""How the checked scripts use a config: which scripts reference it, whether they are driven by the Hugging Face
+integration (which fills `"auto"` values), whether they build DeepSpeed MoE layers. Python facts only —
+nothing is imported or run."""
+
+from __future__ import annotations
+
+from dslint.project import ProjectView
+from dslint.sources import JsonSource, PythonSource
+
+# the HF integration: Trainer/TrainingArguments (transformers.integrations.deepspeed), HfDeepSpeedConfig,
+# and Accelerate's DeepSpeedPlugin / `accelerate launch --deepspeed_config_file`
+HF_MODULES = ("transformers", "accelerate", "trl", "peft")
+HF_NAMES = ("Trainer", "TrainingArguments", "Seq2SeqTrainer", "Seq2SeqTrainingArguments", "HfDeepSpeedConfig",
+            "HfTrainerDeepSpeedConfig", "Accelerator", "DeepSpeedPlugin", "SFTTrainer", "SFTConfig")
+MOE_CLASSES = ("deepspeed.moe.layer.MoE", "deepspeed.moe.MoE", "deepspeed.MoE")
+
+
+def scripts_using(project: ProjectView, config: JsonSource) -> list[PythonSource]:
+    return [py for py in project.python
+            if any(view.source is config for view in project.configs_for(py))]
+
+
+def is_hf_driven(script: PythonSource) -> bool:
+    facts = script.facts
+    if facts.imports_any(*HF_MODULES):
+        return True
+    return any((c.callee or "").rsplit(".", 1)[-1] in HF_NAMES for c in facts.calls)
+
+
+def builds_moe_layers(script: PythonSource) -> bool:
+    facts = script.facts
+    if facts.imports_any("deepspeed.moe"):
+        return True
+    return any((c.callee or "") in MOE_CLASSES for c in facts.calls)

@@ -1,0 +1,374 @@
+"""DSL4xx: DeepSpeed JSON config rules — keys, values, batch arithmetic, precision, ZeRO/offload combinations,
+`"auto"` outside the HF integration, MoE-specific ZeRO settings.
+
+Every finding sits on the offending key. The key/value checks share one pass (`dslint.dsconfig.analyse`,
+memoised per source); configs for `deepspeed.init_inference` (a different schema) are left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from dslint.dsconfig import Analysis, analyse, is_inference_config, where
+from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
+                                       precision_findings)
+from dslint.dsconfig.usage import builds_moe_layers, is_hf_driven, scripts_using
+from dslint.findings import Severity
+from dslint.project import version_tuple
+from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
+
+DS_CONFIG_DOCS = "DeepSpeed config reference: https://www.deepspeed.ai/docs/config-json/"
+
+
+def analysis_of(src) -> Analysis:
+    cached = src.__dict__.get("_dslint_dsconfig")
+    if cached is None:
+        cached = src.__dict__["_dslint_dsconfig"] = analyse(src.data)
+    return cached
+
+
+class ConfigRule(Rule):
+    kinds = frozenset({"json"})
+    inference_too = False
+
+    def wants(self, ctx: RuleContext) -> bool:
+        data = ctx.source.data
+        return isinstance(data, dict) and (self.inference_too or not is_inference_config(data))
+
+
+class UnknownConfigKey(ConfigRule):
+    """A key DeepSpeed does not read, at any level of the config, with the closest valid key.
+
+    **Why it matters**: DeepSpeed reads the top level and several sections (`optimizer`, `aio`,
+    `flops_profiler`, `activation_checkpointing`, …) with `dict.get`: a misspelled key there is silently
+    ignored — `"gradient_acumulation_steps": 8` trains with accumulation 1 and a different global batch, and
+    nothing says so. Sections DeepSpeed builds with pydantic (`zero_optimization`, its `offload_*`, `fp16`,
+    `bf16`, `comms_logger`, monitors, `compile`, `tensor_parallel`, …) forbid extra keys: `deepspeed.initialize`
+    fails on every rank after the job waited in the queue. The message says which of the two happens.
+
+    Keys are those of DeepSpeed 0.19.8 (checked against the installed DeepSpeed by a test). Free-form
+    mappings (`optimizer.params`, `scheduler.params`, `checkpoint`, `pipeline`, `data_efficiency`,
+    `autotuning`, `expert_parallel`, `weight_quantization`) are not checked below their top.
+    """
+
+    code = "DSL401"
+    name = "unknown-config-key"
+    severity = Severity.ERROR
+    summary = "a config key DeepSpeed does not read (misspelled or misplaced), with a did-you-mean suggestion"
+    fix_advice = "Rename the key to the suggested one (or move it to the section it belongs to); delete it otherwise."
+    references = (DS_CONFIG_DOCS, "deepspeed/runtime/config.py", "deepspeed/runtime/zero/config.py")
+    versions = "Keys as of DeepSpeed 0.19.8."
+    suppress_when = "Never for a misspelling; a private annotation key (e.g. `_comment`) at a dict.get level is harmless."
+    VALID = (
+        Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 8,\n'
+                '  "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7,\n'
+                '                        "offload_optimizer": {"device": "cpu", "pin_memory": true}}\n}\n',
+                filename="ds_config.json"),
+    )
+    INVALID = (
+        Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_acumulation_steps": 8\n}\n',
+                filename="ds_config.json", expect_lines=(3,)),
+        Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
+                '    "offload_optimiser": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
+    )
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for p in analysis_of(ctx.source).of("unknown"):
+            sev = None if (p.deepspeed_fails or p.suggestion) else Severity.WARNING
+            yield Diagnostic(p.message, p.path, severity=sev)
+
+
+class DeprecatedConfigKey(ConfigRule):
+    """A key DeepSpeed still accepts but has replaced: `cpu_offload` → `offload_optimizer`,
+    `cpu_offload_param` → `offload_param`, `stage3_gather_fp16_weights_on_model_save` →
+    `stage3_gather_16bit_weights_on_model_save`, `bfloat16` → `bf16`, the boolean `"zero_optimization": true`,
+    `aio.thread_count` → `aio.intra_op_parallelism` (no longer read at all).
+
+    **Why it matters**: deprecated keys are translated with a warning today and removed later; giving both
+    the old and the new key fails `initialize` ("Cannot provide deprecated parameter … together").
+    """
+
+    code = "DSL402"
+    name = "deprecated-config-key"
+    severity = Severity.WARNING
+    summary = "a deprecated config key, named with its replacement"
+    fix_advice = "Use the replacement key named in the message."
+    references = ("deepspeed/runtime/zero/config.py (json_schema_extra deprecated)", DS_CONFIG_DOCS)
+    versions = "Deprecations as of DeepSpeed 0.19.8."
+    suppress_when = "When the config must also run on a DeepSpeed old enough not to know the replacement."
+    VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 2, '
+                     '"offload_optimizer": {"device": "cpu"}}\n}\n', filename="ds_config.json"),)
+    INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
+                       '    "cpu_offload": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),)
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for p in analysis_of(ctx.source).of("deprecated"):
+            yield Diagnostic(p.message, p.path)
+
+
+class RemovedConfigKey(ConfigRule):
+    """A config block for a feature DeepSpeed removed (issue #8489): `amp`, `sparse_attention`,
+    `elasticity`, `curriculum_learning` (top level), `progressive_layer_drop`, `compression_training`,
+    `quantize_training`, `eigenvalue`, `sparse_gradients`, `nebula`, `graph_harvesting`,
+    `zero_optimization.mics_*`, `zero_optimization.zeropp_loco_param`.
+
+    **Why it matters**: DeepSpeed 0.19.8 raises `DeepSpeedConfigError` on them at `initialize`; older
+    releases honour them. Reported as an error when the project's DeepSpeed version is ≥ 0.19.8, a warning
+    when it is unknown or older 0.19.x, nothing before 0.19.
+    """
+
+    code = "DSL403"
+    name = "removed-config-key"
+    severity = Severity.ERROR
+    summary = "a config key for a feature removed from DeepSpeed (initialize raises on it)"
+    fix_advice = "Delete the block, or use the replacement the message names."
+    references = ("DeepSpeed #8489", "deepspeed/runtime/config.py _reject_removed_config_keys")
+    versions = "Rejected by DeepSpeed 0.19.8; accepted by releases before 0.19."
+    suppress_when = "When the config only runs with a DeepSpeed release that still has the feature."
+    VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true}\n}\n',
+                     filename="ds_config.json"),)
+    INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "amp": {"enabled": true, "opt_level": "O1"}\n}\n',
+                       filename="ds_config.json", expect_lines=(3,)),)
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        version = version_tuple(ctx.project.deepspeed_version)
+        if version is not None and version < (0, 19):
+            return
+        sev = Severity.ERROR if version is not None and version >= (0, 19, 8) else Severity.WARNING
+        for p in analysis_of(ctx.source).of("removed"):
+            yield Diagnostic(p.message, p.path, severity=sev)
+
+
+class DuplicateConfigKey(ConfigRule):
+    """The same key twice in one JSON object.
+
+    **Why it matters**: DeepSpeed loads a config path with `object_pairs_hook=dict_raise_error_on_duplicate_keys`
+    and fails ("Duplicate keys in DeepSpeed config"); a config loaded by other code (`json.load` in the HF
+    integration or a script) silently keeps the last value, so the two loaders disagree on the setting.
+    """
+
+    code = "DSL404"
+    name = "duplicate-config-key"
+    severity = Severity.ERROR
+    summary = "a key given twice in one object of the config"
+    fix_advice = "Keep one occurrence with the value you mean."
+    references = ("deepspeed/runtime/config_utils.py dict_raise_error_on_duplicate_keys",)
+    versions = "All DeepSpeed versions."
+    inference_too = True
+    VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "steps_per_print": 10\n}\n',
+                     filename="ds_config.json"),)
+    INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "train_micro_batch_size_per_gpu": 4\n}\n',
+                       filename="ds_config.json", expect_lines=(3,)),)
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for path, span in ctx.source.parsed.duplicate_keys:
+            yield Diagnostic(f"duplicate key `{where(path)}`: DeepSpeed refuses a config with duplicate keys, "
+                             f"other loaders keep the last value", span)
+
+
+class InvalidConfigValue(ConfigRule):
+    """A value of the wrong type or out of range: a ZeRO stage outside 0–3, a negative bucket size, an offload
+    device other than `none`/`cpu`/`nvme`, a string where a number is expected, a ratio above 1, …
+
+    **Why it matters**: pydantic sections fail `deepspeed.initialize` on every rank; values read with
+    `dict.get` fail later or, worse, are used as-is (`"false"` is truthy).
+    """
+
+    code = "DSL405"
+    name = "invalid-config-value"
+    severity = Severity.ERROR
+    summary = "a config value of the wrong type or out of its valid range"
+    fix_advice = "Use a value of the type and range the message names."
+    references = (DS_CONFIG_DOCS, "deepspeed/runtime/zero/config.py", "deepspeed/runtime/precision_config.py")
+    versions = "Types and bounds as of DeepSpeed 0.19.8."
+    VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 3}\n}\n',
+                     filename="ds_config.json"),)
+    INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {\n    "stage": 4\n  }\n}\n',
+                       filename="ds_config.json", expect_lines=(4,)),)
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for p in analysis_of(ctx.source).of("invalid"):
+            yield Diagnostic(p.message, p.path)
+
+
+class BatchSizeMismatch(ConfigRule):
+    """`train_batch_size`, `train_micro_batch_size_per_gpu` and `gradient_accumulation_steps` that violate
+    DeepSpeed's `train_batch_size == micro × accumulation × data-parallel size`: impossible for any world size
+    (train_batch_size not a multiple of micro × accumulation), or wrong for the known world size
+    (`--world-size`, `[tool.dslint] world-size`, `deepspeed --num_gpus`/`torchrun --nproc-per-node` lines).
+
+    The data-parallel size is the world size divided by `sequence_parallel_size` and
+    `tensor_parallel.autotp_size` when set (or `data_parallel_size` with `sequence_parallel_size`); a `pipeline`
+    section makes it unknown (the stage count lives in the PipelineModule), and so does an `mpu` passed by
+    the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values (HF fills them) are skipped.
+
+    **Why it matters**: `deepspeed.initialize` asserts the product on every rank at start-up; a misspelled
+    accumulation key silently changes the derived values instead.
+    """
+
+    code = "DSL406"
+    name = "batch-size-mismatch"
+    severity = Severity.ERROR
+    summary = "train_batch_size != micro batch × gradient accumulation × data-parallel size"
+    fix_advice = ("Make train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × "
+                  "data-parallel size, or give only two of the three and let DeepSpeed derive the third.")
+    references = ("deepspeed/runtime/config.py _batch_assertion", DS_CONFIG_DOCS)
+    versions = "All DeepSpeed versions."
+    suppress_when = "When the script passes an mpu (Megatron tensor/pipeline parallel) that shrinks the data-parallel size."
+    VALID = (
+        Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 4,\n'
+                '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", world_size=4),
+        Example('{\n  "train_batch_size": "auto",\n  "train_micro_batch_size_per_gpu": "auto"\n}\n',
+                filename="ds_config.json", world_size=3),
+    )
+    INVALID = (
+        Example('{\n  "train_batch_size": 30,\n  "train_micro_batch_size_per_gpu": 4,\n'
+                '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", expect_lines=(2,)),
+        Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 4,\n'
+                '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", world_size=8,
+                expect_lines=(2,)),
+    )
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for f in batch_findings(ctx.source.data, ctx.project.world_size_for(ctx.source)):
+            yield Diagnostic(f.message, f.path, severity=f.severity)
+
+
+class FP16AndBF16(ConfigRule):
+    """`fp16.enabled` and `bf16.enabled` both true.
+
+    **Why it matters**: `deepspeed.initialize` asserts "bfloat16 and fp16 modes cannot be simultaneously
+    enabled" on every rank. With the HF integration use `"auto"` for both and let the training arguments decide.
+    """
+
+    code = "DSL407"
+    name = "fp16-and-bf16"
+    severity = Severity.ERROR
+    summary = "fp16 and bf16 both enabled"
+    fix_advice = "Enable one of fp16/bf16 (bf16 on Ampere or newer), or set both to \"auto\" under the HF Trainer."
+    references = ("deepspeed/runtime/config.py _initialize_params",)
+    versions = "All DeepSpeed versions with bf16 support."
+    VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": "auto"},\n'
+                     '  "bf16": {"enabled": "auto"}\n}\n', filename="ds_config.json"),)
+    INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": true},\n'
+                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),)
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for f in precision_findings(ctx.source.data):
+            yield Diagnostic(f.message, f.path, severity=f.severity)
+
+
+class ZeroOffloadConflict(ConfigRule):
+    """ZeRO stage and offload/precision settings that cannot work together (each from DeepSpeed 0.19.8's source):
+    `offload_param` below stage 3 (ignored: warning); `offload_optimizer` at stage 0 (CPUAdam on GPU
+    parameters fails at the first step); partial offload (`ratio` < 1) below stage 3; `nvme` without
+    `nvme_path` at stage 3; `compute_grad_norm: false` outside stages 1–2; `*_master_weights_and_grads` at stage
+    0; `bf16_optimizer_states` without `bf16_master_weights_and_grads`; `gradient_allreduce_op: "sum"` at stage 3.
+
+    **Why it matters**: all but the first fail `deepspeed.initialize` or the first step on every rank.
+    """
+
+    code = "DSL408"
+    name = "zero-offload-conflict"
+    severity = Severity.ERROR
+    summary = "a ZeRO stage/offload/precision combination DeepSpeed rejects or ignores"
+    fix_advice = "Raise the ZeRO stage to what the option needs, or remove the option."
+    references = ("deepspeed/runtime/zero/config.py validators", "deepspeed/runtime/zero/offload_config.py",
+                  "deepspeed/runtime/config.py _do_error_check", "deepspeed/ops/adam/cpu_adam.py")
+    versions = "DeepSpeed 0.19.8 (partial offload and compute_grad_norm since they were added)."
+    VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 3,\n'
+                     '    "offload_param": {"device": "nvme", "nvme_path": "/local_nvme"}}\n}\n',
+                     filename="ds_config.json"),)
+    INVALID = (
+        Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 0,\n'
+                '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
+        Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
+                '    "offload_param": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
+    )
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for f in offload_findings(ctx.source.data):
+            yield Diagnostic(f.message, f.path, severity=f.severity)
+
+
+class AutoOutsideHF(ConfigRule):
+    """`"auto"` values in a config used by scripts that are not driven by the Hugging Face integration.
+
+    Only the HF integration (transformers Trainer/TrainingArguments, HfDeepSpeedConfig, Accelerate) replaces
+    `"auto"` with real values. Plain `deepspeed.initialize` reads the string itself: in the top-level keys and
+    free-form sections (batch sizes, `gradient_clipping`, `optimizer.params`) it fails; inside DeepSpeed's pydantic
+    sections (`zero_optimization`, `fp16`, …) it is dropped and the default used, which is rarely what was meant.
+    Reported only when the scripts using the config are known (checked in the same run) and none is HF-driven.
+    DeepSpeed's own `"auto"` values (`pipeline.stages`, `data_types.keep_in_fp32_modules`, ZenFlow intervals)
+    are accepted.
+    """
+
+    code = "DSL409"
+    name = "auto-outside-hf"
+    severity = Severity.WARNING
+    summary = "\"auto\" config values in a config whose scripts do not use the HF integration"
+    fix_advice = "Replace \"auto\" with concrete values, or drive training through the HF Trainer/Accelerate."
+    references = ("transformers.integrations.deepspeed.HfTrainerDeepSpeedConfig", "deepspeed/runtime/config_utils.py")
+    versions = "All DeepSpeed versions."
+    suppress_when = "When the config is also used by an HF-driven script that dslint did not see."
+    _CFG = '{\n  "train_micro_batch_size_per_gpu": "auto",\n  "zero_optimization": {"stage": 2}\n}\n'
+    VALID = (
+        Example(_CFG, filename="ds.json", files={
+            "train.py": "from transformers import TrainingArguments\nargs = TrainingArguments('out', deepspeed='ds.json')\n"}),
+        Example(_CFG, filename="ds_config.json"),
+    )
+    INVALID = (
+        Example(_CFG, filename="ds.json", expect_lines=(2,), files={
+            "train.py": "import deepspeed\nengine, *_ = deepspeed.initialize(model=model, config='ds.json')\n"}),
+    )
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        autos = analysis_of(ctx.source).auto_paths
+        if not autos:
+            return
+        scripts = scripts_using(ctx.project, ctx.source)
+        if not scripts or any(is_hf_driven(s) for s in scripts):
+            return
+        names = ", ".join(sorted({s.path for s in scripts}))
+        for path in autos:
+            fails = len(path) == 1 or path[0] in ("optimizer", "scheduler")
+            effect = ("DeepSpeed reads the string \"auto\" and fails" if fails
+                      else "DeepSpeed drops it and uses its default")
+            yield Diagnostic(f"`{where(path)}` is \"auto\", but {names} does not use the HF integration (Trainer/"
+                             f"Accelerate), the only thing that fills \"auto\" in; {effect}. Set a concrete value",
+                             path)
+
+
+class MoEZeroSettings(ConfigRule):
+    """ZeRO-1/2 settings that DeepSpeed's ZeRO optimizer refuses when the model has DeepSpeed MoE layers:
+    `reduce_scatter: false` (stages 1–2) and `contiguous_gradients: false` (stage 2).
+
+    Reported only when a script using this config (checked in the same run) builds `deepspeed.moe` layers.
+    **Why it matters**: `DeepSpeedZeroOptimizer._configure_moe_settings` asserts both at `initialize`, on every rank.
+    MoE with ZeRO-3 is DSL205's business.
+    """
+
+    code = "DSL410"
+    name = "moe-zero-settings"
+    severity = Severity.ERROR
+    summary = "reduce_scatter/contiguous_gradients disabled at ZeRO-1/2 for a model with DeepSpeed MoE layers"
+    fix_advice = "Set zero_optimization.reduce_scatter and contiguous_gradients to true (their defaults)."
+    references = ("deepspeed/runtime/zero/stage_1_and_2.py _configure_moe_settings",)
+    versions = "DeepSpeed 0.5 … 0.19.8."
+    _SCRIPT = ("import deepspeed\nfrom deepspeed.moe.layer import MoE\nmoe = MoE(hidden_size=8, expert=e, num_experts=4)\n"
+               "engine, *_ = deepspeed.initialize(model=model, config='ds.json')\n")
+    VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 2}\n}\n',
+                     filename="ds.json", files={"train.py": _SCRIPT}),)
+    INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
+                       '    "contiguous_gradients": false\n  }\n}\n', filename="ds.json", files={"train.py": _SCRIPT},
+                       expect_lines=(5,)),)
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        findings = moe_zero_findings(ctx.source.data)
+        if not findings:
+            return
+        scripts = [s for s in scripts_using(ctx.project, ctx.source) if builds_moe_layers(s)]
+        if not scripts:
+            return
+        for f in findings:
+            yield Diagnostic(f"{f.message} ({scripts[0].path} builds MoE layers)", f.path, severity=f.severity)
