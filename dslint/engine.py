@@ -4,8 +4,11 @@ error for that file and rule; the findings of the other rules stand."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
+import re
 import traceback
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -15,12 +18,21 @@ from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceSte
 from dslint.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
-from dslint.sources import AnySource, ParseProblem, decode, kind_of, make_source
+from dslint.sources import AnySource, ParseProblem, PythonSource, decode, kind_of, make_source
 from dslint.suppressions import parse_suppressions
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", ".dslint_cache", "build", "dist", "site-packages",
              ".eggs"}
+
+
+PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
+_WORK = None                   # (checker, sources, project), inherited by forked workers
+
+
+def _analyse_chunk(indices: list[int]):
+    checker, sources, project = _WORK
+    return [(i, *checker._results_for(sources[i], project)) for i in indices]
 
 
 @dataclass
@@ -92,6 +104,8 @@ class Checker:
     settings: Settings
     rules: list[Rule] = field(default_factory=list)
     sniff_json: bool = False
+    cache_dir: Optional[Path] = None       # None: no cache
+    jobs: int = 1                          # 0: one worker per CPU
 
     def __post_init__(self) -> None:
         if not self.rules:
@@ -114,13 +128,97 @@ class Checker:
         return report
 
     def check_sources(self, sources: list[AnySource]) -> Report:
-        project = ProjectView(sources, world_size_override=self.settings.world_size,
-                              deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         report = Report(files_checked=len(sources))
-        for source in sources:
-            self._check_one(source, project, report)
+        from dslint.rules import FAMILY_ERRORS
+        for family, message in FAMILY_ERRORS:
+            report.errors.append(InputError(kind="internal-error", path=family.replace(".", "/") + ".py",
+                                            message=f"rule family {family} failed to load: {message}"))
+        relevant = [s for s in sources if self._relevant(s)]
+        project = ProjectView(relevant, world_size_override=self.settings.world_size,
+                              deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
+        cache = self._cache(relevant)
+        todo: list[int] = []
+        for i, source in enumerate(relevant):
+            hit = cache.get(self._source_key(source)) if cache else None
+            if hit is None:
+                todo.append(i)
+            else:
+                report.findings += [Finding.model_validate(f) for f in hit["findings"]]
+                report.errors += [InputError.model_validate(e) for e in hit["errors"]]
+        for i, findings, errors in self._analyse(relevant, project, todo):
+            report.findings += findings
+            report.errors += errors
+            if cache and not any(e.kind == "internal-error" for e in errors):
+                cache.put(self._source_key(relevant[i]), {"findings": [f.model_dump(mode="json") for f in findings],
+                                                          "errors": [e.model_dump(mode="json") for e in errors]})
         report.findings.sort(key=Finding.sort_key)
         return report
+
+    # --- triage, cache, workers ------------------------------------------------------------------
+    @property
+    def _triggers(self) -> Optional[re.Pattern]:
+        """One pattern of every enabled rule's trigger words; None when some rule needs every file."""
+        if not hasattr(self, "_trigger_re"):
+            words: set[str] = set()
+            self._trigger_re = None
+            if all(r.triggers for r in self.rules if "python" in r.kinds):
+                for r in self.rules:
+                    words.update(r.triggers)
+                self._trigger_re = re.compile("|".join(re.escape(w) for w in sorted(words))) if words else None
+                self._no_python_rules = not words
+        return self._trigger_re
+
+    def _relevant(self, source: AnySource) -> bool:
+        if not isinstance(source, PythonSource):
+            return True
+        pattern = self._triggers
+        if pattern is None and not getattr(self, "_no_python_rules", False):
+            return True
+        if pattern is not None and pattern.search(source.text):
+            return True
+        # triaged out: no rule can flag it or needs its facts -- but a syntax error is still DSL001
+        try:
+            compile(source.text, source.path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
+        except (SyntaxError, ValueError):
+            return True
+        except RecursionError:
+            return True
+        return False
+
+    def _cache(self, relevant: list[AnySource]):
+        if self.cache_dir is None:
+            return None
+        from dslint.cache import ResultCache, content_hash, run_key
+        self._hashes = {id(s): content_hash(s.text) for s in relevant}
+        fingerprint = content_hash("\n".join(sorted(f"{s.path}:{self._hashes[id(s)]}" for s in relevant)))
+        settings = self.settings.model_dump_json(exclude={"root"})
+        return ResultCache(self.cache_dir, run_key(settings, [r.code for r in self.rules], fingerprint))
+
+    def _source_key(self, source: AnySource) -> str:
+        return f"{source.kind}:{source.path}:{self._hashes[id(source)]}"
+
+    def _analyse(self, sources: list[AnySource], project: ProjectView, todo: list[int]):
+        jobs = self.jobs or (os.cpu_count() or 1)
+        if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or "fork" not in mp.get_all_start_methods():
+            for i in todo:
+                yield (i, *self._results_for(sources[i], project))
+            return
+        global _WORK
+        _WORK = (self, sources, project)
+        # largest files first, dealt round-robin, so workers finish together
+        order = sorted(todo, key=lambda i: -len(sources[i].text))
+        chunks = [order[k::jobs * 4] for k in range(jobs * 4)]
+        try:
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
+                for part in pool.map(_analyse_chunk, [c for c in chunks if c]):
+                    yield from part
+        finally:
+            _WORK = None
+
+    def _results_for(self, source: AnySource, project: ProjectView) -> tuple[list[Finding], list[InputError]]:
+        partial = Report()
+        self._check_one(source, project, partial)
+        return partial.findings, partial.errors
 
     def _check_one(self, source: AnySource, project: ProjectView, report: Report) -> None:
         suppressions = parse_suppressions(source.text, source.kind)

@@ -21,6 +21,11 @@ FAMILIES = (
 )
 
 
+# families that failed to import: (module, error). A broken family must not take the others down;
+# the engine reports these as internal errors (exit 3).
+FAMILY_ERRORS: list[tuple[str, str]] = []
+
+
 @lru_cache(maxsize=None)
 def all_rules() -> tuple[type[Rule], ...]:
     found: dict[str, type[Rule]] = {}
@@ -28,9 +33,13 @@ def all_rules() -> tuple[type[Rule], ...]:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:      # family not written yet
+            if exc.name == name:      # family not written (yet)
                 continue
-            raise
+            FAMILY_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
+            continue
+        except Exception as exc:
+            FAMILY_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
+            continue
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == name \
                     and getattr(obj, "code", None):

@@ -76,6 +76,9 @@ class Rule:
     versions: ClassVar[str] = ""                 # which DeepSpeed/transformers versions are concerned
     suppress_when: ClassVar[str] = ""            # when it is safe to suppress
     kinds: ClassVar[frozenset[str]] = frozenset({"python"})
+    # Words one of which a Python file's text must contain for this rule to flag it or to need its facts
+    # (the engine's triage skips parsing files that match no enabled rule). Empty: every file matters.
+    triggers: ClassVar[tuple[str, ...]] = ()
     VALID: ClassVar[tuple[Union[Example, str], ...]] = ()
     INVALID: ClassVar[tuple[Union[Example, str], ...]] = ()
 

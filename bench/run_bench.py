@@ -1,0 +1,126 @@
+"""Reproducible speed/memory benchmark of `dslint check` against the parsing floors and other linters.
+
+    python bench/run_bench.py [--corpus deepspeed|transformers|PATH]... [--repeat N] [--others]
+
+Runs, on the same files and in one invocation: dslint cold (cache cleared), dslint warm (cache kept),
+libcst parse-only and `ast` parse-only (1 process, the floors), a single training script cold, and -- with
+--others and when installed -- ruff, fixit and torchfix. Each tool runs as its own process; wall time is
+measured around it and peak RSS read from wait4(). Prints a table with ratios; --json FILE saves it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE.parent / "examples" / "expert_parallel" / "train.py"
+
+PARSE_ONLY = """
+import sys, pathlib
+files = sorted(p for p in pathlib.Path(sys.argv[2]).rglob("*.py"))
+if sys.argv[1] == "ast":
+    import ast
+    for f in files:
+        ast.parse(f.read_bytes())
+else:
+    import libcst
+    for f in files:
+        libcst.parse_module(f.read_bytes())
+print(len(files))
+"""
+
+
+def corpus_path(name: str) -> Path:
+    if name in ("deepspeed", "transformers"):
+        spec = importlib.util.find_spec(name)      # locates the package without importing it
+        if spec is None or spec.origin is None:
+            raise SystemExit(f"{name} is not installed: pip install {name}")
+        return Path(spec.origin).parent
+    return Path(name)
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS MiB, exit code) of a child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def best(cmd, repeat, env=None, before=None):
+    runs = []
+    for _ in range(repeat):
+        if before:
+            before()
+        runs.append(timed(cmd, env))
+    return min(runs, key=lambda r: r[0])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", action="append", default=None)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--others", action="store_true", help="also time ruff, fixit and torchfix if installed")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    corpora = args.corpus or ["deepspeed"]
+    cache = Path(tempfile.mkdtemp(prefix="dslint-bench-cache-"))
+    env = {"DSLINT_CACHE_DIR": str(cache), "NO_COLOR": "1"}
+    py = sys.executable
+    results: dict = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                                 "platform": platform.platform()}, "runs": {}}
+
+    def clear():
+        shutil.rmtree(cache, ignore_errors=True)
+
+    rows = []
+    single = best([py, "-m", "dslint", "check", "--exit-zero", str(SCRIPT)], max(args.repeat, 3), env, clear)
+    rows.append(("single script", "dslint cold", *single))
+    for name in corpora:
+        path = corpus_path(name)
+        n_files = sum(1 for _ in path.rglob("*.py"))
+        ast_run = best([py, "-c", PARSE_ONLY, "ast", str(path)], args.repeat)
+        cst_run = best([py, "-c", PARSE_ONLY, "libcst", str(path)], args.repeat)
+        cold = best([py, "-m", "dslint", "check", "--exit-zero", "--format", "json", "--output", os.devnull,
+                     str(path)], args.repeat, env, clear)
+        warm = best([py, "-m", "dslint", "check", "--exit-zero", "--format", "json", "--output", os.devnull,
+                     str(path)], args.repeat, env)
+        label = f"{name} ({n_files} files)"
+        rows += [(label, "ast parse-only", *ast_run), (label, "libcst parse-only", *cst_run),
+                 (label, "dslint cold", *cold), (label, "dslint warm", *warm)]
+        if args.others:
+            for tool, cmd in (("ruff", ["ruff", "check", "--no-cache", "--select", "ALL", "--exit-zero", str(path)]),
+                              ("fixit", ["fixit", "lint", str(path)]),
+                              ("torchfix", ["torchfix", str(path)])):
+                if shutil.which(cmd[0]):
+                    rows.append((label, tool, *timed(cmd)))
+        results["runs"][name] = {"files": n_files, "ast": ast_run[0], "libcst": cst_run[0], "cold": cold[0],
+                                 "warm": warm[0], "cold_rss_mib": cold[1],
+                                 "cold_vs_libcst": cold[0] / cst_run[0], "warm_vs_cold": warm[0] / cold[0]}
+    clear()
+    results["single_script_cold_s"] = single[0]
+    print(f"{'corpus':<28} {'tool':<20} {'wall s':>8} {'peak RSS MiB':>13} {'rc':>3}")
+    for corpus, tool, wall, rss, rc in rows:
+        print(f"{corpus:<28} {tool:<20} {wall:>8.2f} {rss:>13.0f} {rc:>3}")
+    for name, r in results["runs"].items():
+        print(f"{name}: dslint cold / libcst parse-only = {r['cold_vs_libcst']:.2f}; warm / cold = "
+              f"{r['warm_vs_cold']:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
