@@ -1,0 +1,372 @@
+"""Collective sites: calls every rank must make together, and the config under which they are collective.
+
+Explicit: `torch.distributed.*` / `deepspeed.comm.*` collectives, accelerate's gather/reduce/wait_for_everyone.
+Implicit: a DeepSpeed engine's forward (ZeRO-3 all-gathers partitioned parameters; a DeepSpeed MoE layer runs
+all_to_all over its expert group), `engine.backward`/`step` (gradient reductions), `save_checkpoint`/
+`load_checkpoint` (barriers and an all_reduce of the tag on every rank, deepspeed/runtime/engine.py), HF
+`generate` (one forward per new token), `Trainer.train/evaluate/predict` (and `save_model` under ZeRO-3).
+A function of the checked files that reaches a site is a site; `Site.chain` keeps the hops (`evaluate() →
+engine(x)`).
+
+Who is an engine is read from the checked files: targets of `deepspeed.initialize(...)`/`init_inference`, the
+`model=` they wrapped, instances of classes that build `deepspeed.moe.layer.MoE`, `*Trainer(...)`,
+`Accelerator(...)`, and names that say so (`model_engine`, `trainer`, `accelerator`). Matching is by the last
+name component (`self.engine` and `engine` are one role) — a deliberate over-approximation across functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.analysis.rank_taint import ProjectTaint, code_of
+from dslint.facts import FunctionInfo, dotted_name
+from dslint.literals import literal_value
+from dslint.project import version_tuple
+
+if TYPE_CHECKING:
+    from dslint.project import ConfigView, ProjectView
+    from dslint.sources import PythonSource
+
+EXPLICIT = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor",
+            "_all_gather_base", "all_gather_base", "allgather_fn", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+            "_reduce_scatter_base", "reduce_scatter_fn", "broadcast", "broadcast_object_list", "scatter",
+            "scatter_object_list", "gather", "gather_object", "all_to_all", "all_to_all_single", "new_group",
+            "all_reduce_coalesced", "inference_all_reduce"}
+_EXPLICIT_MODULES = ("torch.distributed.", "deepspeed.comm.", "deepspeed.utils.groups.")
+ACCELERATE_FUNCS = {"gather", "gather_object", "reduce", "broadcast", "broadcast_object_list", "wait_for_everyone",
+                    "pad_across_processes", "gather_for_metrics"}
+ACCELERATOR_METHODS = {"gather", "gather_for_metrics", "reduce", "wait_for_everyone", "pad_across_processes",
+                       "backward", "save_state", "load_state"}
+ACCELERATOR_Z3 = {"get_state_dict", "save_model"}
+ENGINE_ALWAYS = {"backward": "gradient all_reduce/reduce_scatter across data-parallel ranks",
+                 "step": "ZeRO overflow/grad-norm all_reduce and parameter updates across ranks",
+                 "save_checkpoint": "DeepSpeed checkpointing: barriers and an all_reduce of the tag on every rank",
+                 "load_checkpoint": "DeepSpeed checkpoint loading: barriers on every rank",
+                 "train_batch": "pipeline-parallel send/recv and gradient reduction",
+                 "eval_batch": "pipeline-parallel send/recv"}
+ENGINE_Z3 = {"save_16bit_model", "save_fp16_model", "consolidated_16bit_state_dict"}
+TRAINER_ALWAYS = {"train": "Trainer.train runs DeepSpeed/DDP gradient reductions",
+                  "evaluate": "Trainer.evaluate gathers predictions and metrics across ranks",
+                  "predict": "Trainer.predict gathers predictions across ranks"}
+_INIT_CALLS = ("deepspeed.initialize", "deepspeed.init_inference")
+
+
+@dataclass
+class Hop:
+    note: str
+    node: cst.CSTNode
+    source: "PythonSource"
+
+
+@dataclass
+class Site:
+    """A call that is (or reaches) a collective."""
+
+    call: cst.Call
+    source: "PythonSource"
+    label: str                     # `engine.save_checkpoint(...)`
+    why: str                       # which collective, on which group
+    certain: bool                  # collective under the known config (error) or only under some (warning)
+    kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function
+    chain: list[Hop] = field(default_factory=list)
+
+    @property
+    def target(self) -> str:
+        """The collective at the end of the chain (`engine(batch)`), for messages."""
+        return self.chain[-1].note.rsplit(" → ", 1)[-1] if self.chain else self.label
+
+
+@dataclass
+class ForwardFacts:
+    status: str                    # "yes" | "no" | "unknown"
+    why: str
+    moe: bool = False
+    zero3: bool = False
+
+
+def _tail(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    while isinstance(expr, cst.Call):
+        expr = expr.func.value if isinstance(expr.func, cst.Attribute) else None
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+class CollectiveSites:
+    def __init__(self, project: "ProjectView") -> None:
+        self.project = project
+        self.taint = ProjectTaint.of(project)
+        self._reach: dict[tuple[int, str], Optional[Site]] = {}
+        self._busy: set[tuple[int, str]] = set()
+        self._forward: dict[int, ForwardFacts] = {}
+
+    @classmethod
+    def of(cls, project: "ProjectView") -> "CollectiveSites":
+        memo = project.__dict__.get("_collective_sites")
+        if memo is None:
+            memo = project.__dict__["_collective_sites"] = cls(project)
+        return memo
+
+    # --- roles: who is an engine, a trainer, an accelerator, an MoE model ---------------------------------
+    @cached_property
+    def _assignments(self) -> list[tuple["PythonSource", str, Optional[str], cst.Call, bool]]:
+        """(source, target tail, resolved callee, call, first-of-tuple) for `x = f(...)`-like statements."""
+        out = []
+        for src in self.project.python:
+            text = src.text
+            if not any(w in text for w in ("initialize", "init_inference", "Trainer", "Accelerator", "MoE", "(")):
+                continue
+            for node in _assigns(src.module):
+                value = node.value
+                first = False
+                if isinstance(value, cst.Subscript) and literal_value(value.slice[0].slice.value
+                                                                     if isinstance(value.slice[0].slice, cst.Index)
+                                                                     else None) == 0:
+                    value, first = value.value, True
+                if not isinstance(value, cst.Call):
+                    continue
+                callee = src.facts.resolve_expr(value.func)
+                for target in node.targets:
+                    t = target.target
+                    if isinstance(t, (cst.Tuple, cst.List)) and t.elements:
+                        t, first = t.elements[0].value, True
+                    tail = _tail(t)
+                    if tail:
+                        out.append((src, tail, callee, value, first))
+        return out
+
+    @cached_property
+    def moe_layers(self) -> list[tuple["PythonSource", cst.Call]]:
+        out = []
+        for src in self.project.python:
+            if "MoE" not in src.text:
+                continue
+            for call in src.facts.calls:
+                callee = call.callee or ""
+                if callee.startswith("deepspeed.moe") and callee.endswith(".MoE") or callee == "deepspeed.moe.MoE":
+                    out.append((src, call.node))
+        return out
+
+    @cached_property
+    def moe_classes(self) -> set[str]:
+        """Classes of the checked files whose instances hold a DeepSpeed MoE layer (directly or nested)."""
+        holders = {id(node) for _, node in self.moe_layers}
+        found: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for src in self.project.python:
+                for cls in src.facts.classes.values():
+                    if cls.name in found:
+                        continue
+                    calls = [c for m in cls.methods.values() for c in m.calls]
+                    if any(id(c.node) in holders or (c.attr in found) for c in calls):
+                        found.add(cls.name)
+                        changed = True
+        return found
+
+    @cached_property
+    def roles(self) -> dict[str, set[str]]:
+        engine, wrapped, trainer, accel, moe = set(), set(), set(), set(), set()
+        for src, tail, callee, call, first in self._assignments:
+            last = (callee or "").rsplit(".", 1)[-1]
+            if callee and any(callee == c or callee.endswith("." + c.split(".")[-1]) and "deepspeed" in callee
+                              for c in _INIT_CALLS):
+                engine.add(tail)
+                for arg in call.args:
+                    if arg.keyword is not None and arg.keyword.value == "model":
+                        if _tail(arg.value):
+                            wrapped.add(_tail(arg.value))
+            elif last.endswith("Trainer"):
+                trainer.add(tail)
+            elif last == "Accelerator":
+                accel.add(tail)
+            elif last in self.moe_classes or (last in ("DistributedDataParallel", "DDP") and call.args
+                                              and _tail(call.args[0].value) in moe):
+                moe.add(tail)
+        return {"engine": engine, "wrapped": wrapped, "trainer": trainer, "accelerator": accel, "moe": moe}
+
+    def role(self, tail: Optional[str]) -> Optional[str]:
+        if not tail:
+            return None
+        r = self.roles
+        low = tail.lower()
+        if tail in r["engine"] or "engine" in low or low in ("ds_model", "dsmodel"):
+            return "engine"
+        if tail in r["moe"]:
+            return "moe"
+        if tail in r["wrapped"]:
+            return "wrapped"
+        if tail in r["trainer"] or low.endswith("trainer"):
+            return "trainer"
+        if tail in r["accelerator"] or low == "accelerator":
+            return "accelerator"
+        return None
+
+    # --- config: is a forward collective? ---------------------------------------------------------------
+    def configs(self, src: "PythonSource") -> list["ConfigView"]:
+        found = self.project.configs_for(src)
+        if not found:
+            for other in self.project.python:
+                if other is not src:
+                    found = self.project.configs_for(other)
+                    if found:
+                        break
+        return found
+
+    def forward(self, src: "PythonSource") -> ForwardFacts:
+        key = id(src)
+        if key in self._forward:
+            return self._forward[key]
+        facts = self._forward_facts(src)
+        self._forward[key] = facts
+        return facts
+
+    def _forward_facts(self, src: "PythonSource") -> ForwardFacts:
+        configs = self.configs(src)
+        stages = [c.zero_stage for c in configs]
+        zero3 = next((c for c in configs if c.zero_stage == 3), None)
+        moe = self._moe_collective()
+        if moe:
+            return ForwardFacts("yes", moe, moe=True, zero3=zero3 is not None)
+        if zero3 is not None:
+            return ForwardFacts("yes", f"ZeRO-3 ({zero3.origin}) all-gathers partitioned parameters in every forward",
+                                zero3=True)
+        if configs and all(s is not None for s in stages):
+            return ForwardFacts("no", f"ZeRO stage {max(stages)} keeps full parameters on every rank")
+        return ForwardFacts("unknown", "a collective if the DeepSpeed config enables ZeRO-3 (parameter all-gather) "
+                                       "or the model has expert-parallel MoE layers; no config was found")
+
+    def _moe_collective(self) -> str:
+        layers = self.moe_layers
+        if not layers:
+            return ""
+        sizes = []
+        for src, call in layers:
+            arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "ep_size"), None)
+            sizes.append(literal_value(arg.value) if arg is not None else 1)
+        initialised = any((c.callee or "") in _INIT_CALLS for s in self.project.python for c in s.facts.calls)
+        version = version_tuple(self.project.deepspeed_version)
+        if all(s == 1 for s in sizes) and (initialised or (version is not None and version >= (0, 19, 1))):
+            return ""
+        src, call = layers[0]
+        size = sizes[0] if isinstance(sizes[0], int) else "?"
+        return (f"DeepSpeed MoE (ep_size={size}, {src.path}:{src.span(call).line}) runs all_to_all over the "
+                f"expert-parallel group in every forward")
+
+    # --- classification -----------------------------------------------------------------------------------
+    def classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None) -> Optional[Site]:
+        callee = src.facts.resolve_expr(call.func)
+        func = call.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) \
+            else None
+        if last is None:
+            return None
+        label = f"{code_of(func, 48)}(...)"
+        if callee and callee.startswith(_EXPLICIT_MODULES) and last in EXPLICIT:
+            return Site(call, src, label, f"`{last}` on its process group", True, "explicit")
+        if callee and callee.startswith("accelerate.") and last in ACCELERATE_FUNCS:
+            return Site(call, src, label, f"accelerate `{last}` across all processes", True, "accelerate")
+        owner = func.value if isinstance(func, cst.Attribute) else None
+        owner_role = self.role(_tail(owner)) if owner is not None else None
+        if owner_role == "accelerator":
+            if last in ACCELERATOR_METHODS:
+                return Site(call, src, label, f"accelerate `{last}` across all processes", True, "accelerate")
+            if last in ACCELERATOR_Z3:
+                return self._forward_site(src, call, label, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
+        if owner_role == "trainer":
+            if last in TRAINER_ALWAYS:
+                return Site(call, src, label, TRAINER_ALWAYS[last], True, "trainer")
+            if last == "save_model":
+                return self._forward_site(src, call, label, "trainer", "Trainer.save_model gathers ZeRO-3 partitions")
+        if last in ENGINE_ALWAYS and (owner_role == "engine" or last in ("save_checkpoint", "load_checkpoint")
+                                      and owner is not None and "deepspeed" in src.text):
+            return Site(call, src, label, ENGINE_ALWAYS[last], True, "engine")
+        if last in ENGINE_Z3 and owner_role == "engine":
+            return self._forward_site(src, call, label, "engine", f"`{last}` gathers ZeRO-3 partitions")
+        if self._is_model(func):
+            return self._forward_site(src, call, label, "forward", "forward")
+        if last in ("generate", "forward") and owner is not None and self._is_model(owner):
+            return self._forward_site(src, call, label, "generate" if last == "generate" else "forward", last)
+        hit = self.taint.function_for_call(src, call, callee, cls)
+        if hit is not None:
+            inner = self.reaches(*hit)
+            if inner is not None:
+                hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
+                return Site(call, src, label, inner.why, inner.certain, "function", [hop, *inner.chain])
+        return None
+
+    def _is_model(self, expr: cst.BaseExpression) -> bool:
+        """`engine`, `model` (wrapped by deepspeed.initialize), an MoE model, or `engine.module`."""
+        tail = _tail(expr)
+        if self.role(tail) in ("engine", "wrapped", "moe"):
+            return True
+        return isinstance(expr, cst.Attribute) and tail == "module" and self.role(_tail(expr.value)) == "engine"
+
+    def _forward_site(self, src: "PythonSource", call: cst.Call, label: str, kind: str, what: str
+                      ) -> Optional[Site]:
+        fwd = self.forward(src)
+        tail = _tail(call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func)
+        if self.role(tail) == "moe" and self._moe_collective():
+            fwd = ForwardFacts("yes", self._moe_collective(), moe=True)
+        if fwd.status == "no":
+            return None
+        prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}.get(kind, f"{what}: ")
+        return Site(call, src, label, prefix + fwd.why, fwd.status == "yes", kind)
+
+    # --- interprocedural: does a function reach a site? ----------------------------------------------------
+    def reaches(self, src: "PythonSource", info: FunctionInfo) -> Optional[Site]:
+        key = (id(src), info.qualname)
+        if key in self._reach:
+            return self._reach[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        best: Optional[Site] = None
+        try:
+            for call in info.calls:
+                site = self.classify(src, call.node, info.class_name)
+                if site is not None and (best is None or site.certain and not best.certain):
+                    best = site
+                    if site.certain:
+                        break
+        finally:
+            self._busy.discard(key)
+        self._reach[key] = best
+        return best
+
+    def block_sites(self, src: "PythonSource", stmts, cls: Optional[str]) -> list[Site]:
+        out = []
+        for node in stmts:
+            for call in _calls(node):
+                site = self.classify(src, call, cls)
+                if site is not None:
+                    out.append(site)
+        return out
+
+
+def _assigns(module: cst.Module):
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign):
+            yield node
+        elif isinstance(node, (cst.BaseExpression, cst.Import, cst.ImportFrom)):
+            continue
+        else:
+            stack.extend(node.children)
+
+
+def _calls(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Call):
+            yield n
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(n.children)

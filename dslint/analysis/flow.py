@@ -1,0 +1,294 @@
+"""The walk over one function (or module) body that tracks rank-varying names in statement order and the
+rank-dependent control around every call: `if`/`elif`/`while`/ternary/`and`/`or` tests, loops whose trip
+count follows a rank-varying iterable, and early `return`/`continue`/`break`/`sys.exit()` under such a test.
+
+Subclasses override the hooks (`on_call`, `cond_guard`); the base walk alone computes what a function
+returns (helper summaries) and which names were ever bound to rank-varying values (module globals).
+Nested function and class bodies are walked on their own, as separate scopes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from dslint.analysis.rank_taint import Env, Origin, RankTaint
+
+EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
+
+
+@dataclass(frozen=True, eq=False)
+class Guard:
+    """Rank-dependent control around a statement."""
+
+    kind: str                         # "cond" | "loop" | "exit"
+    origin: Origin                    # why the test/iterable varies across ranks
+    node: cst.CSTNode                 # the test (cond), the loop statement (loop), the exit statement (exit)
+    exit_kind: str = ""               # return | continue | break | exit
+    test: Optional[cst.CSTNode] = None   # for exits: the test that leads to it
+
+
+class FlowWalk:
+    def __init__(self, taint: RankTaint, scope: str, env: Env, cls: Optional[str] = None,
+                 guards: tuple[Guard, ...] = ()) -> None:
+        self.taint = taint
+        self.scope = scope
+        self.env = env
+        self.cls = cls
+        self.base_guards = guards
+        self.ever_bound: Env = dict(env)
+        self.returned: Optional[Origin] = None
+        self.loop_depth = 0
+        self._tainted_loops = 0
+
+    # --- hooks ---------------------------------------------------------------------------------------
+    def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
+        pass
+
+    def cond_guard(self, node: cst.CSTNode, test: cst.BaseExpression, origin: Origin,
+                   body: Sequence[cst.CSTNode], orelse: Sequence[cst.CSTNode]) -> Optional[Guard]:
+        return Guard("cond", origin, test)
+
+    # --- driver --------------------------------------------------------------------------------------
+    def run(self, stmts: Sequence[cst.CSTNode]) -> None:
+        self.block(stmts, self.base_guards)
+
+    def eval(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
+        return self.taint.eval(e, self.env, self.cls)
+
+    def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin]) -> None:
+        self.taint.bind(target, value, origin, self.env, self.cls)
+        for name, o in self.env.items():
+            self.ever_bound.setdefault(name, o)
+
+    def block(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> list[Guard]:
+        """Walk statements in order; returns the rank-dependent exits that escape this block."""
+        pending: list[Guard] = []
+        for stmt in stmts:
+            pending.extend(self.stmt(stmt, guards + tuple(pending)))
+        return pending
+
+    def _branch(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> tuple[Env, list[Guard]]:
+        saved = self.env
+        self.env = dict(saved)
+        pending = self.block(stmts, guards)
+        out, self.env = self.env, saved
+        return out, pending
+
+    def _merge(self, *envs: Env) -> None:
+        merged: Env = {}
+        for env in envs:
+            for k, v in env.items():
+                merged.setdefault(k, v)
+        self.env = merged
+
+    def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.BaseSmallStatement):
+            return self.small(node, guards)
+        if isinstance(node, cst.SimpleStatementLine):
+            out: list[Guard] = []
+            for small in node.body:
+                out.extend(self.small(small, guards))
+            return out
+        if isinstance(node, cst.If):
+            return self.if_stmt(node, guards)
+        if isinstance(node, (cst.For, cst.While)):
+            return self.loop(node, guards)
+        if isinstance(node, cst.With):
+            for item in node.items:
+                self.expr(item.item, guards)
+                if item.asname is not None:
+                    origin = self.eval(item.item)
+                    if isinstance(item.item, cst.Call) and _last_attr(item.item.func) == "split_between_processes":
+                        origin = Origin("shard", item.item, self.taint.src)
+                    self.bind(item.asname.name, None, origin)
+            return self.block(_body(node.body), guards)
+        if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
+            pending = self.block(_body(node.body), guards)
+            envs = [self.env]
+            for handler in node.handlers:
+                env, more = self._branch(_body(handler.body), guards + tuple(pending))
+                envs.append(env)
+                pending.extend(more)
+            self._merge(*envs)
+            if node.orelse is not None:
+                pending.extend(self.block(_body(node.orelse.body), guards + tuple(pending)))
+            if node.finalbody is not None:
+                pending.extend(self.block(_body(node.finalbody.body), guards + tuple(pending)))
+            return pending
+        if isinstance(node, cst.Match):
+            self.expr(node.subject, guards)
+            origin = self.eval(node.subject)
+            inner = guards + ((Guard("cond", origin, node.subject),) if origin else ())
+            envs, pending = [], []
+            for case in node.cases:
+                env, more = self._branch(_body(case.body), inner)
+                envs.append(env)
+                pending.extend(more)
+            self._merge(self.env, *envs)
+            return pending
+        return []          # FunctionDef / ClassDef: their own scopes
+
+    def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.Assign):
+            self.expr(node.value, guards)
+            origin = self.eval(node.value)
+            for target in node.targets:
+                self.bind(target.target, node.value, origin)
+            self._uniformize(node.value)
+            return []
+        if isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self.expr(node.value, guards)
+                self.bind(node.target, node.value, self.eval(node.value))
+            return []
+        if isinstance(node, cst.AugAssign):
+            self.expr(node.value, guards)
+            self.bind(node.target, None, self.eval(node.target) or self.eval(node.value))
+            return []
+        if isinstance(node, cst.Expr):
+            self.expr(node.value, guards)
+            self._uniformize(node.value)
+            value = node.value
+            if isinstance(value, cst.Call) and self.taint.facts.resolve_expr(value.func) in EXIT_CALLS:
+                return self._exit(node, "exit", guards)
+            return []
+        if isinstance(node, cst.Return):
+            if node.value is not None:
+                self.expr(node.value, guards)
+                self.returned = self.returned or self.eval(node.value)
+            return self._exit(node, "return", guards)
+        if isinstance(node, (cst.Continue, cst.Break)):
+            if self._tainted_loops:       # the loop's own trip count already varies: DSL102 says it
+                return []
+            return self._exit(node, "continue" if isinstance(node, cst.Continue) else "break", guards)
+        if isinstance(node, (cst.Assert, cst.Raise, cst.Del)):
+            for field in ("test", "msg", "exc", "cause", "target"):
+                sub = getattr(node, field, None)
+                if isinstance(sub, cst.BaseExpression):
+                    self.expr(sub, guards)
+            return []
+        return []
+
+    def _exit(self, node: cst.CSTNode, kind: str, guards: tuple[Guard, ...]) -> list[Guard]:
+        cond = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards), None)
+        if cond is None:
+            return []
+        return [Guard("exit", cond.origin, node, kind, cond.node)]
+
+    def _uniformize(self, value: cst.BaseExpression) -> None:
+        if isinstance(value, cst.Call):
+            self.taint.uniformize(value, self.env)
+        elif isinstance(value, cst.Await) and isinstance(value.expression, cst.Call):
+            self.taint.uniformize(value.expression, self.env)
+
+    def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
+        self.expr(node.test, guards)
+        origin = self.eval(node.test)
+        body = _body(node.body)
+        orelse: Sequence[cst.CSTNode] = ()
+        if isinstance(node.orelse, cst.If):
+            orelse = (node.orelse,)
+        elif isinstance(node.orelse, cst.Else):
+            orelse = _body(node.orelse.body)
+        guard = self.cond_guard(node, node.test, origin, body, orelse) if origin is not None else None
+        inner = guards + ((guard,) if guard else ())
+        if guard is None and origin is not None:
+            # balanced branches: exits under the test still differ across ranks
+            inner = guards + (Guard("cond-balanced", origin, node.test),)
+        env_body, pending = self._branch(body, inner)
+        env_else, more = self._branch(orelse, inner)
+        self._merge(env_body, env_else)
+        return [g for g in pending + more if not _exits_together(g, pending, more, body, orelse)]
+
+    def loop(self, node, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.For):
+            self.expr(node.iter, guards)
+            origin = self.eval(node.iter)
+            self.bind(node.target, None, origin)
+            head: cst.CSTNode = node
+        else:
+            self.expr(node.test, guards)
+            origin = self.eval(node.test)
+            head = node
+        self.loop_depth += 1
+        tainted_before = origin is not None
+        inner = guards + ((Guard("loop", origin, head),) if origin else ())
+        self._tainted_loops += tainted_before
+        env_before = dict(self.env)
+        pending = self.block(_body(node.body), inner)
+        self._tainted_loops -= tainted_before
+        if isinstance(node, cst.While) and origin is None:
+            late = self.eval(node.test)         # `while not done:` where the body sets `done` per rank
+            if late is not None:
+                self.on_late_loop(node, Guard("loop", late, head), guards)
+        self.loop_depth -= 1
+        self._merge(self.env, env_before)
+        pending = [g for g in pending if g.exit_kind not in ("continue", "break")]
+        if node.orelse is not None:
+            pending.extend(self.block(_body(node.orelse.body), guards + tuple(pending)))
+        return pending
+
+    def on_late_loop(self, node: cst.CSTNode, guard: Guard, guards: tuple[Guard, ...]) -> None:
+        pass
+
+    # --- expressions: calls in evaluation order, with `x if c else y` and `a and b` as control ----------
+    def expr(self, e: cst.CSTNode, guards: tuple[Guard, ...]) -> None:
+        if isinstance(e, cst.Call):
+            self.expr(e.func, guards)
+            for arg in e.args:
+                self.expr(arg.value, guards)
+            self.on_call(e, guards)
+            return
+        if isinstance(e, cst.IfExp):
+            self.expr(e.test, guards)
+            origin = self.eval(e.test)
+            inner = guards + ((Guard("cond", origin, e.test),) if origin else ())
+            self.expr(e.body, inner)
+            self.expr(e.orelse, inner)
+            return
+        if isinstance(e, cst.BooleanOperation):
+            self.expr(e.left, guards)
+            origin = self.eval(e.left)
+            self.expr(e.right, guards + ((Guard("cond", origin, e.left),) if origin else ()))
+            return
+        if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            comp = e.for_in
+            inner = guards
+            while comp is not None:
+                self.expr(comp.iter, inner)
+                origin = self.eval(comp.iter)
+                if origin is not None:
+                    inner = inner + (Guard("loop", origin, e),)
+                comp = comp.inner_for_in
+            for part in ((e.key, e.value) if isinstance(e, cst.DictComp) else (e.elt,)):
+                self.expr(part, inner)
+            return
+        if isinstance(e, (cst.Lambda, cst.SimpleString, cst.Name, cst.Integer, cst.Float)):
+            return
+        for child in e.children:
+            if isinstance(child, (cst.BaseExpression, cst.Arg, cst.BaseElement, cst.BaseDictElement,
+                                  cst.SubscriptElement, cst.BaseSlice, cst.FormattedStringExpression,
+                                  cst.ComparisonTarget, cst.BaseFormattedStringContent)):
+                self.expr(child, guards)
+
+
+def _body(block) -> Sequence[cst.CSTNode]:
+    # an IndentedBlock holds statements; a one-line suite (`if rank: return`) holds small statements
+    return block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+
+
+def _last_attr(func: cst.BaseExpression) -> Optional[str]:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def _exits_together(g: Guard, pending: list[Guard], more: list[Guard], body, orelse) -> bool:
+    """Both branches leave the same way (`if rank == 0: return a` / `else: return b`): not rank-dependent."""
+    if g.kind != "exit":
+        return False
+    mine, other = (pending, more) if g in pending else (more, pending)
+    return any(o.exit_kind == g.exit_kind for o in other) and bool(orelse)

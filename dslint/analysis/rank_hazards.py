@@ -1,0 +1,191 @@
+"""Rank hazards: collective sites under rank-dependent control (DESIGN §2.1, rules DSL101–DSL104).
+
+One walk per function/module body of a source (`HazardWalk`, a `FlowWalk`) records, for every collective site,
+the rank-dependent tests, loops and early exits around it. The result is memoised per source on the project,
+so the four rules share one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Sequence
+
+import libcst as cst
+
+from dslint.analysis.collective_sites import CollectiveSites, Hop, Site
+from dslint.analysis.flow import FlowWalk, Guard
+from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
+from dslint.facts import MODULE_SCOPE
+from dslint.literals import UNKNOWN, literal_value
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+    from dslint.sources import PythonSource
+
+RANK_ONLY_DECORATORS = {"rank_zero_only", "master_only", "main_process_only", "on_main_process",
+                        "on_local_main_process", "rank0_only", "only_rank0", "run_on_main", "rank_zero",
+                        "on_process", "on_local_process", "main_process"}
+_P2P_PAIRED = {"barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "wait_for_everyone"}
+
+
+@dataclass
+class Hazard:
+    code: str                          # DSL101 | DSL102 | DSL103 | DSL104
+    at: cst.CSTNode                    # the call (101/104), the loop (102), the exit statement (103)
+    site: Site
+    guard: Optional[Guard]
+    scope: str
+    notes: list[str] = field(default_factory=list)
+
+
+class HazardWalk(FlowWalk):
+    def __init__(self, analysis: "RankHazards", src: "PythonSource", scope: str, env, cls, guards=()) -> None:
+        super().__init__(analysis.taint.taint(src), scope, env, cls, guards)
+        self.analysis = analysis
+        self.src = src
+        self.sites = analysis.sites
+        self.found: dict[tuple, Hazard] = {}
+
+    def _record(self, key: tuple, hazard: Hazard) -> None:
+        old = self.found.get(key)
+        if old is None or (hazard.site.certain and not old.site.certain):
+            self.found[key] = hazard
+
+    def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
+        site = self.sites.classify(self.src, call, self.cls)
+        if site is None:
+            return
+        conds = [g for g in guards if g.kind == "cond"]
+        if conds:
+            self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope))
+        for g in guards:
+            if g.kind == "exit":
+                self._record(("DSL103", id(g.node)), Hazard("DSL103", g.node, site, g, self.scope))
+            elif g.kind == "loop":
+                self._record(("DSL102", id(g.node)), Hazard("DSL102", g.node, site, g, self.scope))
+        if site.kind == "generate" and not conds:
+            self._generate(call, site, guards)
+
+    def _generate(self, call: cst.Call, site: Site, guards: tuple[Guard, ...]) -> None:
+        synced = next((a for a in call.args if a.keyword is not None and a.keyword.value == "synced_gpus"), None)
+        if synced is not None and literal_value(synced.value) is not False:
+            return                      # True, or decided by the script at run time
+        if synced is None and any(a.star == "**" for a in call.args) and "synced_gpus" in self.src.text:
+            return
+        fwd = self.sites.forward(self.src)
+        if synced is None and fwd.zero3 and not fwd.moe and self.analysis.hf_zero3_auto_sync:
+            return                      # transformers turns synced_gpus on while an HfDeepSpeedConfig is alive
+        sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
+        sampled = sample is not None and literal_value(sample.value) is True
+        tainted = next((self.eval(a.value) for a in call.args if self.eval(a.value) is not None), None)
+        if not (sampled or tainted or self.loop_depth):
+            return                      # one greedy generation of the same prompt on every rank
+        notes = []
+        if sampled:
+            notes.append("`do_sample=True` draws a different continuation on each rank")
+        if tainted is not None:
+            notes.append(f"its input is rank-dependent: {tainted.describe()}")
+        if self.loop_depth and not notes:
+            notes.append("each rank generates for its own inputs inside a loop")
+        loop = next((g for g in guards if g.kind == "loop"), None)
+        self._record(("DSL104", id(call)), Hazard("DSL104", call, site, loop, self.scope, notes))
+
+    def cond_guard(self, node, test, origin: Origin, body: Sequence, orelse: Sequence) -> Optional[Guard]:
+        if orelse and self.sites.block_sites(self.src, body, self.cls) and \
+                self.sites.block_sites(self.src, orelse, self.cls):
+            return None                 # every rank reaches a collective either way
+        return Guard("cond", origin, test)
+
+    def on_late_loop(self, node, guard: Guard, guards) -> None:
+        sites = self.sites.block_sites(self.src, node.body.body, self.cls)
+        if sites:
+            best = next((s for s in sites if s.certain), sites[0])
+            self._record(("DSL102", id(node)), Hazard("DSL102", node, best, guard, self.scope))
+
+
+class RankHazards:
+    """Per-run memo of hazards per source."""
+
+    def __init__(self, project: "ProjectView") -> None:
+        self.project = project
+        self.taint = ProjectTaint.of(project)
+        self.sites = CollectiveSites.of(project)
+        self._by_source: dict[int, list[Hazard]] = {}
+
+    @classmethod
+    def of(cls, project: "ProjectView") -> "RankHazards":
+        memo = project.__dict__.get("_rank_hazards")
+        if memo is None:
+            memo = project.__dict__["_rank_hazards"] = cls(project)
+        return memo
+
+    @property
+    def hf_zero3_auto_sync(self) -> bool:
+        """An HfDeepSpeedConfig kept alive (bound to a name), or a Trainer/accelerate run: transformers
+        (generation/utils.py, `is_deepspeed_zero3_enabled()`) then sets synced_gpus itself under ZeRO-3."""
+        roles = self.sites.roles
+        if roles["trainer"] or roles["accelerator"]:
+            return True
+        return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _ in self.sites._assignments)
+
+    def for_source(self, src: "PythonSource") -> list[Hazard]:
+        key = id(src)
+        if key not in self._by_source:
+            self._by_source[key] = self._analyse(src)
+        return self._by_source[key]
+
+    def _analyse(self, src: "PythonSource") -> list[Hazard]:
+        if not mentions_rank(src.text) and not self._calls_rank_helpers(src):
+            return []
+        found: dict[tuple, Hazard] = {}
+        walk = HazardWalk(self, src, MODULE_SCOPE, {}, None)
+        walk.run(src.module.body)
+        found.update(walk.found)
+        module_env = self.taint.module_env(src)
+        for qual, info in src.facts.functions.items():
+            guards = _decorator_guards(src, info.node)
+            body = info.node.body.body
+            walk = HazardWalk(self, src, qual, dict(module_env), info.class_name, guards)
+            walk.run(body)
+            found.update(walk.found)
+        return _drop_paired(list(found.values()))
+
+    def _calls_rank_helpers(self, src: "PythonSource") -> bool:
+        for call in src.facts.calls:
+            hit = self.taint.function_for_call(src, call.node, call.callee, None)
+            if hit is not None and hit[0] is not src and self.taint.returns(*hit) is not None:
+                return True
+        return False
+
+
+def _decorator_guards(src: "PythonSource", node: cst.FunctionDef) -> tuple[Guard, ...]:
+    for dec in node.decorators:
+        expr = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        name = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else ""
+        if name in RANK_ONLY_DECORATORS:
+            return (Guard("cond", Origin("rank", dec.decorator, src), dec.decorator),)
+    return ()
+
+
+def _drop_paired(hazards: list[Hazard]) -> list[Hazard]:
+    """`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0: barrier()` is the "rank 0 first"
+    idiom: each rank calls the barrier once, under complementary tests. Same op guarded twice in one scope
+    by different rank tests is taken as such a pair."""
+    by_op: dict[tuple[str, str], list[Hazard]] = {}
+    for h in hazards:
+        if h.code == "DSL101" and h.site.kind in ("explicit", "accelerate"):
+            op = h.site.label.rsplit(".", 1)[-1].split("(")[0]
+            if op in _P2P_PAIRED:
+                by_op.setdefault((h.scope, op), []).append(h)
+    drop = set()
+    for group in by_op.values():
+        if len(group) >= 2 and len({code_of(h.guard.node) for h in group if h.guard}) >= 2:
+            drop.update(id(h) for h in group)
+    return [h for h in hazards if id(h) not in drop]
+
+
+def rank_hazards(project: "ProjectView", src: "PythonSource") -> list[Hazard]:
+    return RankHazards.of(project).for_source(src)
+
+
+__all__ = ["Hazard", "Hop", "rank_hazards", "UNKNOWN"]

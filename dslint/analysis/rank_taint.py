@@ -1,0 +1,402 @@
+"""Rank-varying values: which expressions can differ from one rank to another (PARCOACH's taint, DESIGN §2.1).
+
+Sources are rank ids (`dist.get_rank()`, `os.environ["LOCAL_RANK"]`, `args.local_rank`,
+`accelerator.is_main_process`, `trainer.is_world_process_zero()`, helpers that return them) and per-rank data
+(slices and shards indexed by a rank id, loaders over them, `split_between_processes`, generation outputs).
+Taint flows through assignment, unpacking, operators, comparisons, containers, attributes, f-strings, calls and
+the returns of functions in the checked files. Collective outputs (all_reduce, broadcast, all_gather, accelerate
+gather/reduce) are uniform again, and so are values that only place work on a device (`.to(device)`,
+`device=`), a padded `DistributedSampler`, and comparisons with -1 (the "is this run distributed" test, which
+is the same on every rank).
+
+The evaluation is flow-sensitive inside a function body (see `FlowWalk`) and flow-insensitive for module
+globals and `self.` attributes, which functions see whenever they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional
+
+import libcst as cst
+
+from dslint.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.literals import literal_value
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+    from dslint.sources import PythonSource
+
+RANK_ENV_KEYS = {"RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                 "SLURM_PROCID", "SLURM_LOCALID", "PMI_RANK", "MV2_COMM_WORLD_RANK", "CROSS_RANK"}
+# attributes that hold a rank id or a "this is rank 0" flag (argparse, engine, accelerate, HF TrainingArguments)
+RANK_ATTRS = {"local_rank", "global_rank", "node_rank", "world_rank", "process_index", "local_process_index",
+              "is_main_process", "is_local_main_process", "is_last_process", "should_save", "should_log",
+              "dp_rank", "data_parallel_rank", "global_rank_id", "local_rank_id"}
+# `.rank` is a rank id on args/engine/self/state objects, but a matrix rank on LoRA/PEFT configs
+_NOT_PROCESS_RANK = ("lora", "peft", "config", "cfg", "adapter", "svd", "lowrank", "low_rank")
+# functions/methods whose result is a rank id or a rank-0 test
+RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_node_rank", "get_data_parallel_rank",
+              "get_model_parallel_rank", "get_tensor_model_parallel_rank", "get_pipeline_model_parallel_rank",
+              "get_expert_parallel_rank", "get_expert_data_parallel_rank", "get_sequence_parallel_rank",
+              "is_world_process_zero", "is_local_process_zero", "is_main_process", "is_local_main_process",
+              "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main", "get_ordinal", "current_device"}
+# collectives whose result (or first argument, in place) is the same on every rank afterwards
+UNIFORMIZING = {"all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast",
+                "broadcast_object_list", "gather", "gather_for_metrics", "gather_object", "reduce",
+                "pad_across_processes", "allreduce", "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor"}
+_COLLECTIVE_MODULES = ("torch.distributed", "deepspeed.comm", "accelerate")
+# calls whose result does not vary with a rank argument: device placement, seeding, padded samplers
+LAUNDERING = {"to", "cuda", "device", "device_name", "set_device", "manual_seed", "seed", "manual_seed_all",
+              "set_seed", "DistributedSampler", "DistributedLengthGroupedSampler", "deepspeed_io", "prepare",
+              "prepare_data_loader", "getLogger", "get_logger", "log_dist", "print_rank_0", "get_world_size",
+              "init_process_group", "init_distributed", "DistributedDataParallel", "DDP", "barrier"}
+# keyword arguments that carry a rank only for placement or display
+PLACEMENT_KWARGS = {"device", "device_ids", "output_device", "map_location", "rank", "local_rank", "device_map",
+                    "position", "disable", "num_replicas", "process_index", "seed", "leave", "dynamic_ncols",
+                    "main_process_only", "is_main_process", "world_size", "dist_rank"}
+# wrappers whose length/items follow their first argument only (tqdm(loader, disable=not main) is as long as loader)
+FIRST_ARG_ONLY = {"tqdm", "trange", "enumerate", "iter", "list", "tuple", "sorted", "reversed", "len", "int",
+                  "float", "bool", "str", "set", "next", "deepcopy", "copy", "islice"}
+SPLITTERS = {"array_split", "split", "chunk", "tensor_split", "array_split_list", "np_split", "distribute"}
+_RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
+                  "split_between", "RANK", "generate", "local_process")
+
+
+def mentions_rank(text: str) -> bool:
+    """Cheap pre-filter: can this text contain a rank source at all?"""
+    return any(word in text for word in _RANKISH_NAMES)
+
+
+@dataclass(frozen=True, eq=False)
+class Origin:
+    """Why a value is rank-varying: the source expression and what it is."""
+
+    kind: str                      # "rank" (a rank id / rank-0 test) | "shard" (per-rank data) | "generation"
+    node: cst.CSTNode
+    source: "PythonSource"
+    via: Optional[str] = None      # "is_main()" when it came through a helper
+
+    def text(self, limit: int = 60) -> str:
+        return code_of(self.node, limit)
+
+    def describe(self) -> str:
+        line = self.source.span(self.node).line
+        what = {"rank": "a rank id", "shard": "per-rank data", "generation": "a per-rank generation output"}
+        via = f" via {self.via}" if self.via else ""
+        return f"`{self.text()}` ({what.get(self.kind, self.kind)}{via}, line {line})"
+
+
+def code_of(node: cst.CSTNode, limit: int = 60) -> str:
+    try:
+        text = cst.Module(body=[]).code_for_node(node)
+    except Exception:
+        return type(node).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+Env = dict[str, Origin]
+
+
+def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
+    if callee:
+        return callee.rsplit(".", 1)[-1]
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+class RankTaint:
+    """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
+
+    def __init__(self, analysis: "ProjectTaint", src: "PythonSource") -> None:
+        self.analysis = analysis
+        self.src = src
+        self.facts = src.facts
+
+    # --- expressions ---------------------------------------------------------------------------------
+    def eval(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None) -> Optional[Origin]:
+        if e is None:
+            return None
+        if isinstance(e, cst.Name):
+            return env.get(e.value)
+        if isinstance(e, cst.Attribute):
+            return self._attribute(e, env, cls)
+        if isinstance(e, cst.Subscript):
+            return self._subscript(e, env, cls)
+        if isinstance(e, cst.Call):
+            return self._call(e, env, cls)
+        if isinstance(e, cst.Comparison):
+            return self._comparison(e, env, cls)
+        if isinstance(e, cst.BinaryOperation):
+            return self.eval(e.left, env, cls) or self.eval(e.right, env, cls)
+        if isinstance(e, cst.BooleanOperation):
+            return self.eval(e.left, env, cls) or self.eval(e.right, env, cls)
+        if isinstance(e, cst.UnaryOperation):
+            return self.eval(e.expression, env, cls)
+        if isinstance(e, cst.IfExp):
+            return self.eval(e.test, env, cls) or self.eval(e.body, env, cls) or self.eval(e.orelse, env, cls)
+        if isinstance(e, cst.FormattedString):
+            return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
+        if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
+            return self._any([el.value for el in e.elements], env, cls)
+        if isinstance(e, cst.Dict):
+            return self._any([x for el in e.elements for x in
+                              ((el.key, el.value) if isinstance(el, cst.DictElement) else (el.value,))], env, cls)
+        if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            parts: list = [e.key, e.value] if isinstance(e, cst.DictComp) else [e.elt]
+            comp: Optional[cst.CompFor] = e.for_in
+            while comp is not None:
+                parts.append(comp.iter)
+                parts.extend(i.test for i in comp.ifs)
+                comp = comp.inner_for_in
+            return self._any(parts, env, cls)
+        if isinstance(e, (cst.Await, cst.StarredElement)):
+            return self.eval(getattr(e, "expression", None) or getattr(e, "value", None), env, cls)
+        if isinstance(e, cst.NamedExpr):
+            return self.eval(e.value, env, cls)
+        return None
+
+    def _any(self, exprs: list, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        for x in exprs:
+            hit = self.eval(x, env, cls)
+            if hit is not None:
+                return hit
+        return None
+
+    def _attribute(self, e: cst.Attribute, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        name = dotted_name(e)
+        if name is not None:
+            if name in env:
+                return env[name]
+            if name.startswith("self.") and cls is not None:
+                hit = self.analysis.self_attrs(self.src).get(name)
+                if hit is not None:
+                    return hit
+        attr = e.attr.value
+        if attr in RANK_ATTRS:
+            return Origin("rank", e, self.src)
+        if attr == "rank" and not any(w in (name or "").lower() for w in _NOT_PROCESS_RANK):
+            return Origin("rank", e, self.src)
+        return self.eval(e.value, env, cls)
+
+    def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        base = self.facts.resolve_expr(e.value)
+        if base in ("os.environ", "environ") and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+            if literal_value(e.slice[0].slice.value) in RANK_ENV_KEYS:
+                return Origin("rank", e, self.src)
+        for el in e.slice:
+            s = el.slice
+            if isinstance(s, cst.Slice):
+                if any(self.eval(x, env, cls) for x in (s.lower, s.upper, s.step) if x is not None):
+                    return Origin("shard", e, self.src)
+            elif self.eval(s.value, env, cls) is not None:
+                # xs[rank], array_split(xs, world)[rank], chunk(...)[rank]: this rank's share
+                return Origin("shard", e, self.src)
+        return self.eval(e.value, env, cls)
+
+    def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        hit = self.eval(e.left, env, cls) or self._any([c.comparator for c in e.comparisons], env, cls)
+        if hit is None or len(e.comparisons) != 1:
+            return hit
+        # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
+        other = literal_value(e.comparisons[0].comparator)
+        op = e.comparisons[0].operator
+        if other == -1 and isinstance(op, (cst.Equal, cst.NotEqual, cst.GreaterThan, cst.LessThanEqual)):
+            return None
+        if other == 0 and isinstance(op, (cst.GreaterThanEqual, cst.LessThan)) and hit.kind == "rank":
+            return None
+        return hit
+
+    def _call(self, e: cst.Call, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        callee = self.facts.resolve_expr(e.func)
+        last = _last(callee, e.func)
+        if last in RANK_CALLS:
+            return Origin("rank", e, self.src)
+        if last in ("getenv", "get") and e.args and (last == "getenv" or (callee or "").endswith("environ.get")):
+            if literal_value(e.args[0].value) in RANK_ENV_KEYS:
+                return Origin("rank", e, self.src)
+        if last in UNIFORMIZING and (callee or "").startswith(_COLLECTIVE_MODULES) or \
+                last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and "accelerator" in (dotted_name(e.func) or ""):
+            return None
+        if last in LAUNDERING:
+            return None
+        if last == "generate" and isinstance(e.func, cst.Attribute):
+            return Origin("generation", e, self.src)
+        hit = self.analysis.returns_of_call(self.src, e, callee, cls)
+        if hit is not None:
+            return hit
+        if last in FIRST_ARG_ONLY:
+            first = next((a for a in e.args if a.keyword is None), None)
+            return self.eval(first.value, env, cls) if first is not None else None
+        if isinstance(e.func, cst.Attribute):
+            hit = self.eval(e.func.value, env, cls)
+            if hit is not None:
+                return hit
+        for arg in e.args:
+            if arg.keyword is not None and arg.keyword.value in PLACEMENT_KWARGS:
+                continue
+            hit = self.eval(arg.value, env, cls)
+            if hit is not None:
+                return hit
+        return None
+
+    # --- binding -----------------------------------------------------------------------------------
+    def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin],
+             env: Env, cls: Optional[str] = None) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            items = [el.value for el in target.elements]
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(items):
+                for t, v in zip(items, value.elements):
+                    self.bind(t, v.value, self.eval(v.value, env, cls), env, cls)
+            else:
+                for t in items:
+                    self.bind(t, None, origin, env, cls)
+            return
+        if isinstance(target, cst.StarredElement):
+            self.bind(target.value, None, origin, env, cls)
+            return
+        if isinstance(target, cst.Subscript):      # d["k"] = tainted: the container now holds it
+            if origin is not None:
+                self.bind(target.value, None, origin, env, cls)
+            return
+        name = dotted_name(target)
+        if name is None:
+            return
+        if origin is None:
+            env.pop(name, None)
+        else:
+            env[name] = origin
+
+    def uniformize(self, call: cst.Call, env: Env) -> None:
+        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now."""
+        callee = self.facts.resolve_expr(call.func) or ""
+        last = _last(callee, call.func)
+        if last in UNIFORMIZING and call.args and (callee.startswith(_COLLECTIVE_MODULES)
+                                                   or "accelerator" in callee):
+            name = dotted_name(call.args[0].value)
+            if name:
+                env.pop(name, None)
+
+
+class ProjectTaint:
+    """Per-run memo: module globals, `self.` attributes and helper return summaries for every source."""
+
+    def __init__(self, project: "ProjectView") -> None:
+        self.project = project
+        self._taints: dict[int, RankTaint] = {}
+        self._module_env: dict[int, Env] = {}
+        self._self_attrs: dict[int, Env] = {}
+        self._returns: dict[tuple[int, str], Optional[Origin]] = {}
+        self._in_progress: set[tuple[int, str]] = set()
+
+    @classmethod
+    def of(cls, project: "ProjectView") -> "ProjectTaint":
+        memo = project.__dict__.get("_rank_taint")
+        if memo is None:
+            memo = project.__dict__["_rank_taint"] = cls(project)
+        return memo
+
+    def taint(self, src: "PythonSource") -> RankTaint:
+        key = id(src)
+        if key not in self._taints:
+            self._taints[key] = RankTaint(self, src)
+        return self._taints[key]
+
+    def module_env(self, src: "PythonSource") -> Env:
+        """Names bound to rank-varying values anywhere at module level (functions see them whenever they run)."""
+        key = id(src)
+        if key not in self._module_env:
+            from dslint.analysis.flow import FlowWalk
+            self._module_env[key] = {}
+            walk = FlowWalk(self.taint(src), scope=MODULE_SCOPE, env={})
+            walk.run(src.module.body)
+            self._module_env[key] = walk.ever_bound
+        return self._module_env[key]
+
+    def self_attrs(self, src: "PythonSource") -> Env:
+        """`self.X` attributes assigned a rank-varying value in any method of the file."""
+        key = id(src)
+        if key in self._self_attrs:
+            return self._self_attrs[key]
+        self._self_attrs[key] = {}
+        out: Env = {}
+        taint = self.taint(src)
+        env = self.module_env(src)
+        for info in src.facts.functions.values():
+            if info.class_name is None:
+                continue
+            for node in _assignments(info.node.body):
+                for target in node.targets:
+                    name = dotted_name(target.target)
+                    if name and name.startswith("self."):
+                        hit = taint.eval(node.value, env, info.class_name)
+                        if hit is not None:
+                            out.setdefault(name, hit)
+        self._self_attrs[key] = out
+        return out
+
+    def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
+                          cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:
+        """The checked function a call runs: `helper()`, `utils.helper()`, `self.method()`."""
+        if callee is None:
+            return None
+        if callee.startswith("self.") and cls is not None and callee.count(".") == 1:
+            info = src.facts.classes.get(cls)
+            method = info.methods.get(callee[5:]) if info else None
+            if method is not None:
+                return src, method
+            for base in info.bases if info else ():
+                hit = self.project.find_function(f"{base}.{callee[5:]}", near=src)
+                if hit:
+                    return hit
+            return None
+        if callee in src.facts.functions and "." not in callee:
+            return src, src.facts.functions[callee]
+        if "." not in callee and callee not in src.facts.imports:
+            return None
+        return self.project.find_function(callee, near=src)
+
+    def returns_of_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
+                        cls: Optional[str]) -> Optional[Origin]:
+        hit = self.function_for_call(src, call, callee, cls)
+        if hit is None:
+            return None
+        origin = self.returns(*hit)
+        if origin is None:
+            return None
+        return Origin(origin.kind, origin.node, origin.source, via=f"{hit[1].name}()")
+
+    def returns(self, src: "PythonSource", info: FunctionInfo) -> Optional[Origin]:
+        """Does the function return a rank-varying value whatever its arguments (`def is_main(): …`)?"""
+        key = (id(src), info.qualname)
+        if key in self._returns:
+            return self._returns[key]
+        if key in self._in_progress:
+            return None
+        self._in_progress.add(key)
+        try:
+            from dslint.analysis.flow import FlowWalk
+            walk = FlowWalk(self.taint(src), scope=info.qualname, env=dict(self.module_env(src)),
+                            cls=info.class_name)
+            walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+            result = walk.returned
+        finally:
+            self._in_progress.discard(key)
+        self._returns[key] = result
+        return result
+
+
+def _assignments(block) -> Iterable[cst.Assign]:
+    stack = [block]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign):
+            yield node
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        elif isinstance(node, cst.BaseExpression):
+            continue
+        else:
+            stack.extend(node.children)

@@ -1,0 +1,312 @@
+"""Collective hazards: a collective that one rank enters and another never reaches (DSL101–DSL104).
+
+All four rules read one memoised analysis per file (dslint/analysis/rank_hazards.py); `RankGuardedCollective`
+would be enough to run it, but each rule filters its own code so `--select DSL102` runs only what it needs.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from dslint.analysis.rank_hazards import Hazard, rank_hazards
+from dslint.analysis.rank_taint import code_of
+from dslint.findings import Fix, Severity
+from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+
+_Z3_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
+_Z2_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'
+
+_ADVICE = {
+    "engine": "Call it on every rank; DeepSpeed itself writes the files from the ranks that own them.",
+    "explicit": "Call the collective on every rank of its group (each rank may pass its own data), or use "
+                "point-to-point send/recv paired on both sides.",
+    "accelerate": "Call it on every process; use `accelerator.is_main_process` only around the local work "
+                  "(printing, writing the result).",
+    "trainer": "Call it on every process; Trainer already saves/logs from the main process only.",
+    "forward": "Run the forward on every rank (each on its own shard, then gather the results), or keep only "
+               "local work (logging, writing files) under the rank test.",
+    "generate": "Generate on every rank, each on its own prompts, with `synced_gpus=True`; gather the outputs.",
+    "function": "Call it on every rank, or keep only local work under the rank test.",
+}
+
+
+def _sev(h: Hazard) -> Severity:
+    return Severity.ERROR if h.site.certain else Severity.WARNING
+
+
+def _trace(ctx: RuleContext, h: Hazard) -> list[Trace]:
+    out = []
+    origin = h.guard.origin if h.guard is not None else None
+    if origin is not None:
+        out.append(Trace(f"rank-varying value: `{origin.text()}`", origin.node, origin.source))
+    if h.code in ("DSL102", "DSL103"):
+        out.append(Trace(f"collective: {h.site.label} — {h.site.why}", h.site.call, h.site.source))
+    for hop in h.site.chain:
+        out.append(Trace(hop.note, hop.node, hop.source))
+    return out
+
+
+def _collective(h: Hazard, ctx: RuleContext) -> str:
+    """A noun phrase: "`engine.save_checkpoint(...)`, a collective (why)"."""
+    site = h.site
+    unknown = "" if site.certain else "; dslint found no DeepSpeed config that settles it"
+    if site.chain:
+        inner = site.chain[-1]
+        where = f"{inner.source.path}:{inner.source.span(inner.node).line}"
+        return f"`{site.label}`, which reaches the collective `{site.target}` at {where} ({site.why}{unknown})"
+    return f"`{site.label}`, a collective ({site.why}{unknown})"
+
+
+def _fix(h: Hazard) -> str:
+    return _ADVICE.get(h.site.kind if not h.site.chain else "function", _ADVICE["function"])
+
+
+def _line(ctx: RuleContext, node) -> int:
+    return ctx.source.span(node).line
+
+
+def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
+    g = h.guard
+    if h.code == "DSL101":
+        test = code_of(g.node)
+        msg = (f"{_collective(h, ctx)[0].upper()}{_collective(h, ctx)[1:]}, only runs when `{test}` holds (line {_line(ctx, g.node)}), "
+               f"which depends on {g.origin.describe()}: ranks that skip it leave the others blocked in the "
+               f"collective. {_fix(h)}")
+    elif h.code == "DSL102":
+        head = code_of(h.at.iter if hasattr(h.at, "iter") else getattr(h.at, "test", h.at))
+        kind = "for" if hasattr(h.at, "iter") else "while"
+        msg = (f"this `{kind}` loop over `{head}` runs a rank-dependent number of times ({g.origin.describe()}), "
+               f"and each iteration calls {_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}"
+               f"; a rank with fewer iterations stops calling it while the others wait. Pad every rank to the "
+               f"same number of iterations (DistributedSampler, or all_reduce the count with MAX and run dummy "
+               f"steps), or move the collective out of the loop.")
+    elif h.code == "DSL103":
+        test = code_of(g.test) if g.test is not None else "a rank-dependent test"
+        msg = (f"`{g.exit_kind}` under `{test}` ({g.origin.describe()}) lets some ranks leave before "
+               f"{_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}; the remaining "
+               f"ranks then wait in it forever. Reach the collective on every rank before leaving, or make the "
+               f"exit condition the same on all ranks (all_reduce it).")
+    else:
+        why = "; ".join(h.notes)
+        unsure = "" if h.site.certain else " (no DeepSpeed config found to confirm it)"
+        msg = (f"`{h.site.label}` without `synced_gpus=True` on a model where {h.site.why}{unsure}; {why}, so "
+               f"ranks stop generating after different numbers of steps and the ones still generating wait in a "
+               f"forward collective the finished ranks never join. Pass `synced_gpus=True`.")
+    fix = Fix(description=_fix(h) if h.code == "DSL101" else {
+        "DSL102": "Give every rank the same iteration count (pad the shard / DistributedSampler / all_reduce MAX).",
+        "DSL103": "Let every rank reach the collective, or agree on the exit (all_reduce the condition).",
+        "DSL104": "Pass synced_gpus=True to generate().",
+    }[h.code])
+    return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code)
+
+
+class _CollectiveRule(Rule):
+    def wants(self, ctx: RuleContext) -> bool:
+        return ctx.source.parse_problem() is None
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        for h in rank_hazards(ctx.project, ctx.source):
+            if h.code == self.code:
+                yield diagnose(h, ctx)
+
+
+class RankGuardedCollective(_CollectiveRule):
+    """A collective that runs only on the ranks where a rank-dependent test holds.
+
+    **What it flags**: a call that every rank must make together — an explicit `torch.distributed`/`deepspeed.comm`
+    collective, `engine.save_checkpoint`/`load_checkpoint`, `engine.backward`/`step`, a DeepSpeed engine's
+    forward or `generate` when the forward is collective (ZeRO-3, expert-parallel MoE), `Trainer.train/evaluate`,
+    accelerate `gather`/`wait_for_everyone` — or a function of the checked files that reaches one, under an
+    `if`/`elif`/`while`/ternary/`and`/`or` whose test depends on the rank (`dist.get_rank() == 0`,
+    `args.local_rank in [-1, 0]`, `accelerator.is_main_process`, `trainer.is_world_process_zero()`, a helper
+    such as `is_main()`), or in a function decorated `@rank_zero_only`.
+
+    **Why it hangs**: the ranks that enter the collective wait for the ones that never do, until the NCCL/gloo
+    timeout. `DeepSpeedEngine.save_checkpoint` runs `dist.barrier()` and an all_reduce of the checkpoint tag on
+    every rank (deepspeed/runtime/engine.py, 0.9 – 0.19.8), so `if rank == 0: engine.save_checkpoint(...)`
+    hangs in every version; a ZeRO-3 forward all-gathers each partitioned parameter, so a rank-0-only
+    evaluation hangs at the first layer; a DeepSpeed MoE layer's all_to_all (DeepSpeed #7141, #5794) likewise.
+
+    **Not flagged**: logging, printing, file writes, wandb/tensorboard, `torch.save` of a state dict, `tqdm`
+    under the test; `if/else` whose both branches reach a collective; the "rank 0 first" barrier pair
+    (`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0: barrier()`); tests against -1 ("is this
+    run distributed"), which are the same on every rank. A forward under ZeRO-0/1/2 without MoE is local: a
+    rank-0 `model.save_pretrained` of an unwrapped HF model is fine there. With no DeepSpeed config found, a
+    forward is reported as a warning.
+    """
+
+    code = "DSL101"
+    name = "rank-guarded-collective"
+    severity = Severity.ERROR
+    summary = "a collective site under a rank-dependent condition"
+    fix_advice = "Call the collective on every rank; keep only local work (logging, files) under the rank test."
+    references = ("DeepSpeed #7141", "DeepSpeed #5794", "deepspeed/runtime/engine.py save_checkpoint (barrier)")
+    versions = "All DeepSpeed versions (checkpointing and ZeRO-3 gathers are collective since 0.3)."
+    suppress_when = "The guarded block only does local work dslint mistook for a collective (say which in a comment)."
+    VALID = (
+        """\
+        import deepspeed, torch.distributed as dist
+        engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+        engine.save_checkpoint("ckpt")            # every rank
+        if dist.get_rank() == 0:
+            print("saved")
+            torch.save(model.state_dict(), "plain.pt")
+        """,
+        Example("""\
+import deepspeed, torch.distributed as dist
+model_engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+if dist.get_rank() == 0:
+    model_engine.module.save_pretrained("out")   # ZeRO-2: parameters are whole on every rank
+""", files={"ds.json": _Z2_CONFIG}),
+    )
+    INVALID = (
+        """\
+        import deepspeed, torch.distributed as dist
+        engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+        if dist.get_rank() == 0:
+            engine.save_checkpoint("ckpt")  # expect: DSL101
+        """,
+        Example("""\
+import os, deepspeed
+local_rank = int(os.environ["LOCAL_RANK"])
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+
+def evaluate(loader):
+    return [engine(batch) for batch in loader]
+
+if local_rank == 0:
+    evaluate(val_loader)  # expect: DSL101
+""", files={"ds.json": _Z3_CONFIG}),
+    )
+
+
+class RankDependentTripCount(_CollectiveRule):
+    """A collective inside a loop whose number of iterations can differ across ranks.
+
+    **What it flags**: `for`/`while` loops (and comprehensions) that reach a collective site and iterate over
+    this rank's share of the data — `batches[rank::world]`, `xs[rank*n:(rank+1)*n]`, `np.array_split(xs,
+    world)[rank]`, `torch.chunk(...)[rank]`, a DataLoader over such a set, `accelerator.split_between_processes`
+    — or `range()` of a rank-dependent count, or `while` on a rank-dependent condition.
+
+    **Why it hangs**: with 10 batches over 4 ranks, ranks 0–1 get 3 and ranks 2–3 get 2; the last forward of
+    ranks 0–1 waits in a ZeRO-3 all-gather or an MoE all_to_all (DeepSpeed #7141: `batches[local_rank::world]`
+    with an MoE model) that ranks 2–3 never join. DistributedSampler pads every rank to the same length and is
+    not flagged; neither is a loop whose count was made uniform with an all_reduce(MAX).
+    """
+
+    code = "DSL102"
+    name = "rank-dependent-trip-count"
+    severity = Severity.ERROR
+    summary = "a collective site in a loop whose iteration count can differ across ranks"
+    fix_advice = "Use a DistributedSampler (pads to equal length) or all_reduce the count with MAX and pad."
+    references = ("DeepSpeed #7141", "DeepSpeed #5794")
+    versions = "All DeepSpeed versions; MoE without deepspeed.initialize runs all_to_all on WORLD in ≤ 0.19.0."
+    suppress_when = "The shards are equal by construction (e.g. the dataset length is a multiple of the world size)."
+    VALID = (
+        """\
+        import deepspeed
+        from torch.utils.data import DataLoader, DistributedSampler
+        engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+        loader = DataLoader(ds, sampler=DistributedSampler(ds), batch_size=8)
+        for batch in loader:
+            loss = engine(batch)
+            engine.backward(loss)
+            engine.step()
+        """,
+    )
+    INVALID = (
+        Example("""\
+import torch.distributed as dist, deepspeed
+rank, world = dist.get_rank(), dist.get_world_size()
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in batches[rank::world]:  # expect: DSL102
+    engine(batch)
+""", files={"ds.json": _Z3_CONFIG}),
+    )
+
+
+class RankEarlyExit(_CollectiveRule):
+    """`return`/`continue`/`break`/`sys.exit()` under a rank-dependent test, before a collective the other
+    ranks still reach.
+
+    **Why it hangs**: `if rank != 0: return` followed by `engine(batch)` makes the forward rank-0-only; with
+    expert-parallel MoE (all_to_all over the expert group) or ZeRO-3 (parameter all-gather) rank 0 waits for
+    peers that already left (DeepSpeed #7141). `continue` on a per-rank condition (an empty batch on one
+    rank) skips one rank's `engine.backward` for that step, so its gradient all_reduce pairs with the next
+    step of the others. Exits taken on every rank alike (`if/else` that both return) are not flagged.
+    """
+
+    code = "DSL103"
+    name = "rank-early-exit"
+    severity = Severity.ERROR
+    summary = "an early exit under a rank-dependent test before a collective other ranks still reach"
+    fix_advice = "Reach the collective on every rank first, or make the exit decision uniform (all_reduce it)."
+    references = ("DeepSpeed #7141",)
+    versions = "All DeepSpeed versions."
+    suppress_when = "The code after the exit provably has no collective under your config."
+    VALID = (
+        """\
+        import torch.distributed as dist, deepspeed
+        engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+        def save(step):
+            engine.save_checkpoint("ckpt", tag=str(step))
+            if dist.get_rank() != 0:
+                return
+            print("saved", step)
+        """,
+    )
+    INVALID = (
+        Example("""\
+import torch.distributed as dist, deepspeed
+from deepspeed.moe.layer import MoE
+model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+def sample(batch):
+    if dist.get_rank() != 0:
+        return  # expect: DSL103
+    return engine(batch)
+""", files={"ds.json": _Z2_CONFIG}),
+    )
+
+
+class GenerateNotSynced(_CollectiveRule):
+    """`generate()` on a model whose forward is collective, on per-rank inputs, without `synced_gpus=True`.
+
+    **Why it hangs**: generation stops when a rank's sequences hit EOS or `max_new_tokens`; with sampling or
+    different prompts per rank that happens after a different number of steps on each rank, and the ranks
+    still generating wait in a forward collective (ZeRO-3 all-gather, MoE all_to_all) the finished ones never
+    join. `synced_gpus=True` keeps finished ranks running dummy forwards until every rank is done.
+    transformers (`GenerationMixin._extract_generation_mode_kwargs`, 4.x – 5.24) turns it on by itself only
+    when `is_deepspeed_zero3_enabled()` — i.e. while an `HfDeepSpeedConfig` object is alive (kept in a
+    variable; the Trainer and accelerate keep one) with ZeRO-3 — and world size > 1. DeepSpeed MoE expert
+    parallelism under ZeRO-0/1/2 is never detected: pass it yourself (DeepSpeed #7141).
+    """
+
+    code = "DSL104"
+    name = "generate-not-synced"
+    severity = Severity.ERROR
+    summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
+    fix_advice = "Pass synced_gpus=True to generate()."
+    references = ("DeepSpeed #7141", "transformers generate(synced_gpus)")
+    versions = "transformers ≤ 5.24 auto-enables synced_gpus only under ZeRO-3 with a live HfDeepSpeedConfig."
+    suppress_when = "Every rank generates the same prompt greedily, so all ranks stop at the same step."
+    VALID = (
+        Example("""\
+import deepspeed
+from deepspeed.moe.layer import MoE
+model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(**batch, do_sample=True, synced_gpus=True)
+""", files={"ds.json": _Z2_CONFIG}),
+    )
+    INVALID = (
+        Example("""\
+import deepspeed
+from deepspeed.moe.layer import MoE
+model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(**batch, do_sample=True)  # expect: DSL104
+""", files={"ds.json": _Z2_CONFIG}),
+    )
