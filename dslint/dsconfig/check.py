@@ -75,7 +75,7 @@ def suggest(key: str, model: type[Section]) -> Optional[str]:
     lower = {k.lower(): k for k in valid}
     if key.lower() in lower:
         return lower[key.lower()]
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.8)
     return close[0] if close else None
 
 

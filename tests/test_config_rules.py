@@ -1,0 +1,130 @@
+"""DSL4xx as a user meets them: the CLI's JSON on the issue's three-finding config, messages that name the key,
+the problem and the fix, world size from the CLI and launchers, version gating, inference configs, speed."""
+
+import json
+import textwrap
+
+from dslint.config import Settings
+from dslint.dsconfig import analyse
+from dslint.engine import check_texts
+from tests.conftest import run_dslint
+
+THREE = textwrap.dedent("""\
+    {
+      "train_batch_size": 30,
+      "train_micro_batch_size_per_gpu": 4,
+      "gradient_acumulation_steps": 2,
+      "fp16": {"enabled": true},
+      "bf16": {"enabled": true}
+    }
+    """)
+
+
+def findings(files, **settings):
+    report = check_texts(files, Settings(**{"deepspeed_version": "0.19.8", **settings}))
+    mine = [e for e in report.errors if (e.code or "").startswith("DSL4") or "rules.config" in e.message]
+    assert not mine, mine
+    return [(f.path, f.line, f.code, f.message) for f in report.findings if f.code.startswith("DSL4")]
+
+
+def test_cli_json_reports_the_three_findings_on_their_lines(tmp_path):
+    (tmp_path / "ds_config.json").write_text(THREE)
+    out = run_dslint("check", "--format", "json", "ds_config.json", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    got = [(f["line"], f["column"], f["code"]) for f in json.loads(out.stdout)["findings"]]
+    assert got == [(2, 3, "DSL406"), (4, 3, "DSL401"), (6, 12, "DSL407")]
+
+
+def test_cli_text_names_key_problem_and_fix(tmp_path):
+    (tmp_path / "ds_config.json").write_text(THREE)
+    out = run_dslint("check", "ds_config.json", cwd=tmp_path).stdout
+    assert "unknown key `gradient_acumulation_steps`" in out and "did you mean `gradient_accumulation_steps`" in out
+    assert "ignores it silently" in out
+    assert "no world size" in out and "fp16 and bf16 are both enabled" in out
+
+
+def test_world_size_option_checks_the_product():
+    cfg = '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}'
+    assert findings({"ds.json": cfg}, world_size=4) == []
+    [(_, line, code, message)] = findings({"ds.json": cfg}, world_size=8)
+    assert code == "DSL406" and "4 × 2 × 8 = 64" in message and "world size 8" in message
+
+
+def test_data_parallel_size_divides_out_autotp_and_sequence_parallel():
+    cfg = ('{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,'
+           ' "tensor_parallel": {"autotp_size": 4}}')
+    assert findings({"ds.json": cfg}, world_size=8) == []
+    assert [c for _, _, c, _ in findings({"ds.json": cfg}, world_size=16)] == ["DSL406"]
+
+
+def test_derived_accumulation_that_rounds_to_zero_is_reported():
+    cfg = '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4}'
+    assert findings({"ds.json": cfg}, world_size=2) == []
+    assert [c for _, _, c, _ in findings({"ds.json": cfg}, world_size=4)] == ["DSL406"]
+
+
+def test_world_size_from_launcher_line():
+    files = {"run.sh": "deepspeed --num_gpus 8 train.py --deepspeed ds.json\n",
+             "train.py": "import deepspeed\n",
+             "ds.json": '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4}\n'}
+    assert findings(files) == []            # accumulation derived: 32 / 4 / 8 = 1
+    files["run.sh"] = "deepspeed --num_gpus 16 train.py --deepspeed ds.json\n"
+    assert [c for _, _, c, _ in findings(files)] == ["DSL406"]
+
+
+def test_misplaced_key_names_its_section():
+    [p] = analyse({"offload_optimizer": {"device": "cpu"}}).of("unknown")
+    assert "belongs in `zero_optimization`" in p.message
+
+
+def test_removed_keys_follow_the_deepspeed_version():
+    cfg = {"ds.json": '{"train_micro_batch_size_per_gpu": 1,\n "sparse_attention": {"mode": "fixed"}}'}
+    assert [c for _, _, c, _ in findings(cfg)] == ["DSL403"]
+    assert findings(cfg, deepspeed_version="0.14.4") == []
+    report = check_texts(cfg, Settings(deepspeed_version="0.19.2"))
+    assert [f.severity.value for f in report.findings] == ["warning"]
+
+
+def test_inference_configs_are_left_alone():
+    cfg = '{"replace_with_kernel_inject": true, "dtype": "fp16", "tensor_parallel": {"tp_size": 2}}'
+    assert findings({"infer_config.json": cfg}) == []
+
+
+def test_auto_is_fine_without_known_scripts_and_under_accelerate():
+    cfg = '{"train_micro_batch_size_per_gpu": "auto", "gradient_clipping": "auto"}'
+    assert findings({"ds.json": cfg}) == []
+    script = "from accelerate import Accelerator\nacc = Accelerator()\nimport deepspeed\n" \
+             "deepspeed.initialize(model=m, config='ds.json')\n"
+    assert findings({"ds.json": cfg, "train.py": script}) == []
+    plain = "import deepspeed\ndeepspeed.initialize(model=m, config='ds.json')\n"
+    got = findings({"ds.json": cfg, "train.py": plain})
+    assert [c for _, _, c, _ in got] == ["DSL409", "DSL409"]
+    assert "fails" in got[0][3] and "train.py" in got[0][3]
+
+
+def test_moe_settings_only_with_moe_scripts():
+    cfg = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1, "reduce_scatter": false}}'
+    assert findings({"ds.json": cfg, "train.py": "import deepspeed\ndeepspeed.initialize(model=m, config='ds.json')\n"}) == []
+    moe = "import deepspeed\nfrom deepspeed.moe.layer import MoE\ndeepspeed.initialize(model=m, config='ds.json')\n"
+    assert [c for _, _, c, _ in findings({"ds.json": cfg, "train.py": moe})] == ["DSL410"]
+
+
+def test_deprecated_boolean_zero_form():
+    [p] = analyse({"zero_optimization": True}).of("deprecated")
+    assert p.path == ("zero_optimization",) and '"stage"' in p.message
+
+
+def test_unknown_key_without_suggestion_at_ignored_level_is_a_warning():
+    report = check_texts({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "_comment": "mine"}'}, Settings())
+    assert [(f.code, f.severity.value) for f in report.findings] == [("DSL401", "warning")]
+
+
+def test_check_does_not_import_deepspeed(tmp_path):
+    (tmp_path / "ds_config.json").write_text(THREE)
+    probe = "import sys, runpy; sys.argv = ['dslint', 'check', 'ds_config.json'];\n" \
+            "try:\n    runpy.run_module('dslint', run_name='__main__')\nexcept SystemExit:\n    pass\n" \
+            "assert 'deepspeed' not in sys.modules and 'torch' not in sys.modules, 'imported'\n"
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "imported" not in out.stderr, out.stderr
