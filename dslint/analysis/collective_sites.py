@@ -254,8 +254,8 @@ class CollectiveSites:
         if all(s == 1 for s in sizes) and (initialised or (version is not None and version >= (0, 19, 1))):
             return ""
         src, call = layers[0]
-        size = sizes[0] if isinstance(sizes[0], int) else "?"
-        return (f"DeepSpeed MoE (ep_size={size}, {src.path}:{src.span(call).line}) runs all_to_all over the "
+        size = f"ep_size={sizes[0]}, " if isinstance(sizes[0], int) else ""
+        return (f"DeepSpeed MoE ({size}{src.path}:{src.span(call).line}) runs all_to_all over the "
                 f"expert-parallel group in every forward")
 
     # --- classification -----------------------------------------------------------------------------------

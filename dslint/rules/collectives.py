@@ -101,6 +101,12 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
 
 
 class _CollectiveRule(Rule):
+    # files that can hold a rank source, a collective site, or a helper reaching one
+    triggers = ("rank", "RANK", "main_process", "process_index", "process_zero", "is_master", "is_main",
+                "should_save", "should_log", "generate", "split_between", "barrier", "all_reduce", "all_gather",
+                "broadcast", "gather", "reduce", "all_to_all", "checkpoint", "backward", "deepspeed", "engine",
+                "rainer", "ccelerat", "model", "MoE", "dist.")
+
     def wants(self, ctx: RuleContext) -> bool:
         return ctx.source.parse_problem() is None
 
