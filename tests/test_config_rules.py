@@ -32,7 +32,7 @@ def test_cli_json_reports_the_three_findings_on_their_lines(tmp_path):
     out = run_dslint("check", "--format", "json", "ds_config.json", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     got = [(f["line"], f["column"], f["code"]) for f in json.loads(out.stdout)["findings"]]
-    assert got == [(2, 3, "DSL406"), (4, 3, "DSL401"), (6, 12, "DSL407")]
+    assert got == [(2, 3, "DSL406"), (4, 3, "DSL401"), (6, 3, "DSL407")]
 
 
 def test_cli_text_names_key_problem_and_fix(tmp_path):

@@ -251,7 +251,7 @@ class FP16AndBF16(ConfigRule):
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": "auto"},\n'
                      '  "bf16": {"enabled": "auto"}\n}\n', filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": true},\n'
-                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),)
+                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,)),)
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for f in precision_findings(ctx.source.data):
