@@ -174,7 +174,8 @@ def _drop_paired(hazards: list[Hazard]) -> list[Hazard]:
     by_op: dict[tuple[str, str], list[Hazard]] = {}
     for h in hazards:
         if h.code == "DSL101" and h.site.kind in ("explicit", "accelerate"):
-            op = h.site.label.rsplit(".", 1)[-1].split("(")[0]
+            func = h.site.call.func
+            op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
             if op in _P2P_PAIRED:
                 by_op.setdefault((h.scope, op), []).append(h)
     drop = set()
