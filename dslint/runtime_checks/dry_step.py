@@ -260,7 +260,10 @@ class DrySession:
 
     def state(self) -> dict[str, Any]:
         state = self.summary("abort")
-        state["pending"] = self.tracer.current()
+        if self.waiting_for and self.waiting_for.get("seq") is not None:
+            state["pending"] = self.tracer.records[-1]  # held before issue while peers are compared
+        else:
+            state["pending"] = self.tracer.current()
         state["waiting_for"] = self.waiting_for
         state["module"] = self.context.module_path()
         state["phase"] = self.context.phase()
@@ -271,7 +274,12 @@ class DrySession:
 
     def moe_layers(self) -> list[dict[str, Any]]:
         layers = []
-        for root in self.models:
+        roots = list(self.models)
+        for root in self.context.roots:
+            if all(root is not r for r in roots) and all(
+                    root is not m for r in roots for m in r.modules()):
+                roots.append(root)
+        for root in roots:
             for name, module in root.named_modules():
                 if type(module).__name__ != "MOELayer":
                     continue

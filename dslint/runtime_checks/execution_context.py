@@ -34,6 +34,7 @@ class ExecutionContext:
         self.last_grad_param: str | None = None
         self._user_code: dict[Any, bool] = {}
         self._hook_handles: list[Any] = []
+        self.roots: list[Any] = []  # outermost models seen called (MoE layers and parameters live there)
 
     # ---- module paths -------------------------------------------------------------------------------
     def install(self) -> None:
@@ -70,6 +71,7 @@ class ExecutionContext:
                 self.module_names[id(module)] = f"{parent}.<{type(module).__name__}>"
             else:
                 self.name_model(module)
+                self.roots.append(module)
         self.stack.append(module)
 
     def _leave_module(self, module: Any, args: Any, output: Any) -> None:

@@ -246,8 +246,9 @@ class Tracer:
     def current(self) -> dict[str, Any] | None:
         if self.pending is not None:
             return self.pending
-        for record, _work in self.pending_async:
-            return record
+        for record, work in list(self.pending_async):
+            if not _completed(work):
+                return record
         return None
 
 
