@@ -120,7 +120,7 @@ class CollectiveSites:
             text = src.text
             if not any(w in text for w in ("initialize", "init_inference", "Trainer", "Accelerator", "MoE", "(")):
                 continue
-            for node in _assigns(src.module):
+            for node in assignments(src.module):
                 value = node.value
                 first = False
                 if isinstance(value, cst.Subscript) and literal_value(value.slice[0].slice.value
@@ -209,13 +209,15 @@ class CollectiveSites:
 
     # --- config: is a forward collective? ---------------------------------------------------------------
     def configs(self, src: "PythonSource") -> list["ConfigView"]:
+        """The configs of the script, or for a helper module those of the scripts that import it."""
         found = self.project.configs_for(src)
-        if not found:
-            for other in self.project.python:
-                if other is not src:
-                    found = self.project.configs_for(other)
-                    if found:
-                        break
+        if found or not src.module_name:
+            return found
+        mod = src.module_name
+        for other in self.project.python:
+            if other is not src and any(v == mod or v.startswith(mod + ".") or v.endswith("." + mod)
+                                        for v in other.facts.imports.values()):
+                found = found + [c for c in self.project.configs_for(other) if c not in found]
         return found
 
     def forward(self, src: "PythonSource") -> ForwardFacts:
@@ -349,7 +351,7 @@ class CollectiveSites:
         return out
 
 
-def _assigns(module: cst.Module):
+def assignments(module: cst.Module):
     stack: list[cst.CSTNode] = [module]
     while stack:
         node = stack.pop()

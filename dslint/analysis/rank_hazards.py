@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Sequence
 
+import re
+
 import libcst as cst
 
-from dslint.analysis.collective_sites import CollectiveSites, Hop, Site
+from dslint.analysis.collective_sites import CollectiveSites, Hop, Site, assignments
 from dslint.analysis.flow import FlowWalk, Guard
 from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
-from dslint.facts import MODULE_SCOPE
+from dslint.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ class HazardWalk(FlowWalk):
         synced = next((a for a in call.args if a.keyword is not None and a.keyword.value == "synced_gpus"), None)
         if synced is not None and literal_value(synced.value) is not False:
             return                      # True, or decided by the script at run time
-        if synced is None and any(a.star == "**" for a in call.args) and "synced_gpus" in self.src.text:
+        if synced is None and any(a.star == "**" and _kwargs_set_synced(self.src, a.value) for a in call.args):
             return
         fwd = self.sites.forward(self.src)
         if synced is None and fwd.zero3 and not fwd.moe and self.analysis.hf_zero3_auto_sync:
@@ -156,6 +158,20 @@ class RankHazards:
             if hit is not None and hit[0] is not src and self.taint.returns(*hit) is not None:
                 return True
         return False
+
+
+def _kwargs_set_synced(src: "PythonSource", expr: cst.BaseExpression) -> bool:
+    """`generate(**gen_kwargs)` where gen_kwargs gets a `synced_gpus` entry somewhere in the file."""
+    name = dotted_name(expr)
+    if name is None or "synced_gpus" not in src.text:
+        return name is None and "synced_gpus" in src.text
+    tail = re.escape(name.rsplit(".", 1)[-1])
+    if re.search(rf"\b{tail}\b[^\n]*synced_gpus", src.text):
+        return True
+    for node in assignments(src.module):
+        if any(dotted_name(t.target) == name for t in node.targets) and "synced_gpus" in code_of(node.value, 10_000):
+            return True
+    return False
 
 
 def _decorator_guards(src: "PythonSource", node: cst.FunctionDef) -> tuple[Guard, ...]:

@@ -1,0 +1,398 @@
+"""nn.Module classes of the checked files and the parameters/submodules they create.
+
+For every class whose bases resolve (through imports and the other checked files) to `torch.nn.Module`, a
+`torch.nn` layer, a `transformers` model class or DeepSpeed's `MoE`: the attributes its methods create
+(`self.x = nn.Parameter(...)`, `self.proj = nn.Linear(...)`, `self.mm_projector = build_projector(cfg)`),
+whether they start frozen (`requires_grad=False`), and the freezing/unfreezing statements anywhere in the run
+(`.x.requires_grad_(False)`, `for p in m.x.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`,
+`get_peft_model`). Attributes are matched by name across classes (`self.get_model().mm_projector` in a mixin):
+that is how multimodal models split creation and use over several classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.analysis.values import memo
+from dslint.facts import ClassInfo, FileFacts, dotted_name
+from dslint.literals import literal_value
+from dslint.sources import PythonSource
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+
+# torch.nn classes without parameters: creating one is not creating a trainable submodule
+PARAMETERLESS = {"ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "Dropout1d",
+                 "Dropout2d", "Dropout3d", "Identity", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+                 "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
+                 "Upsample", "PixelShuffle", "LeakyReLU", "ELU", "Mish", "Hardswish", "Softplus", "CrossEntropyLoss",
+                 "MSELoss", "L1Loss", "BCEWithLogitsLoss", "BCELoss", "NLLLoss", "KLDivLoss", "SmoothL1Loss",
+                 "CosineSimilarity", "PairwiseDistance", "ZeroPad2d", "ConstantPad1d", "ReflectionPad2d",
+                 "AlphaDropout", "Hardtanh", "ReLU6", "Threshold", "GLU", "Softsign", "Tanhshrink", "ChannelShuffle"}
+NOT_MODULE_SUFFIXES = ("Config", "Trainer", "Tokenizer", "TokenizerFast", "Processor", "Arguments", "Callback",
+                       "Collator", "Pipeline", "Output", "Mixin", "FeatureExtractor", "ImageProcessor")
+INIT_LIKE = ("__init__", "_init_weights", "init_weights", "reset_parameters", "_reset_parameters", "post_init",
+             "initialize_weights", "_initialize_weights", "extra_repr", "__repr__", "load_state_dict",
+             "_load_from_state_dict", "tie_weights", "_tie_weights")
+
+
+@dataclass(eq=False)
+class ModuleAttr:
+    owner: "ModuleClass"
+    name: str
+    kind: str                      # "parameter" | "module"
+    statement: cst.CSTNode         # the assignment, for reporting
+    method: str
+    frozen_at_creation: bool = False
+
+
+@dataclass(eq=False)
+class ModuleClass:
+    src: PythonSource
+    info: ClassInfo
+    bases: list[str]
+    project_bases: list["ModuleClass"] = field(default_factory=list)
+    external_bases: list[str] = field(default_factory=list)
+    attrs: dict[str, ModuleAttr] = field(default_factory=dict)
+    created_classes: set[str] = field(default_factory=set)      # short names of classes its methods construct
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def mro(self) -> list["ModuleClass"]:
+        out: list[ModuleClass] = []
+        todo = [self]
+        while todo:
+            cls = todo.pop(0)
+            if cls not in out:
+                out.append(cls)
+                todo.extend(cls.project_bases)
+        return out
+
+    def find_method(self, name: str):
+        for cls in self.mro():
+            if name in cls.info.methods:
+                return cls, cls.info.methods[name]
+        return None
+
+
+@dataclass
+class Freezing:
+    frozen: dict[str, list[cst.CSTNode]] = field(default_factory=dict)     # attr name → freeze statements
+    unfrozen: dict[str, list[cst.CSTNode]] = field(default_factory=dict)
+    freeze_all: list[cst.CSTNode] = field(default_factory=list)
+
+
+@dataclass
+class ModelFacts:
+    classes: list[ModuleClass]
+    by_name: dict[str, list[ModuleClass]]
+    freezing: Freezing
+
+    def trainable(self, attr: ModuleAttr) -> bool:
+        """False when evidence says the attribute is frozen and nothing unfreezes it again."""
+        if attr.frozen_at_creation and attr.name not in self.freezing.unfrozen:
+            return False
+        if attr.name in self.freezing.unfrozen:
+            return True
+        return attr.name not in self.freezing.frozen and not self.freezing.freeze_all
+
+    def subclasses(self, cls: ModuleClass) -> list[ModuleClass]:
+        return [c for c in self.classes if cls in c.mro() and c is not cls]
+
+    def containers(self, cls: ModuleClass) -> list[ModuleClass]:
+        names = {c.name for c in [cls, *self.subclasses(cls)]}
+        return [c for c in self.classes if c.created_classes & names and c is not cls]
+
+
+def _is_moduleish(base: str) -> bool:
+    last = base.rsplit(".", 1)[-1]
+    if base.startswith(("torch.nn.", "nn.")) and last not in ("Parameter",):
+        return True
+    if base.startswith("transformers.") or base.startswith("deepspeed.moe"):
+        return not last.endswith(NOT_MODULE_SUFFIXES)
+    return last in ("Module", "PreTrainedModel", "MoE")
+
+
+def _self_attr(target: cst.BaseExpression) -> Optional[str]:
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return target.attr.value
+    return None
+
+
+def _classify(facts: FileFacts, value: cst.BaseExpression, project_names: set[str]) -> Optional[tuple[str, bool]]:
+    """(kind, frozen) for the right-hand side of `self.x = …`, None when it creates nothing trainable."""
+    if not isinstance(value, cst.Call):
+        return None
+    callee = facts.resolve_expr(value.func) or ""
+    last = callee.rsplit(".", 1)[-1]
+    if last == "Parameter" and ("nn" in callee or callee == "Parameter"):
+        frozen = any(a.keyword is not None and a.keyword.value == "requires_grad" and literal_value(a.value) is False
+                     for a in value.args)
+        return "parameter", frozen
+    if callee.startswith("torch.nn.") or callee.startswith("nn."):
+        if last in PARAMETERLESS or not last[:1].isupper():
+            return None
+        return "module", False
+    if last in project_names or last == "MoE" or callee.endswith("from_pretrained"):
+        return "module", False
+    if last.startswith(("build_", "make_", "create_")):
+        return "module", False
+    return None
+
+
+def _chain_attrs(expr: cst.BaseExpression) -> list[str]:
+    """Attribute names along `a.b().c.d` (['b', 'c', 'd'])."""
+    out = []
+    while True:
+        if isinstance(expr, cst.Attribute):
+            out.append(expr.attr.value)
+            expr = expr.value
+        elif isinstance(expr, cst.Call):
+            expr = expr.func
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            break
+    return list(reversed(out))
+
+
+class _FreezeCollector(cst.CSTVisitor):
+    """Freeze/unfreeze statements, by the attribute they name (name-based across the run)."""
+
+    def __init__(self, out: Freezing) -> None:
+        self.out = out
+        self.loops: list[tuple[str, list[str]]] = []     # (loop variable, attrs of the iterated module)
+
+    def _record(self, attrs: list[str], flag: object, node: cst.CSTNode) -> None:
+        attrs = [a for a in attrs if a not in ("parameters", "named_parameters", "module", "get_model", "model",
+                                               "requires_grad", "requires_grad_", "weight", "bias", "base_model")]
+        if flag is not True and flag is not False:
+            return
+        if not attrs:
+            if flag is False:
+                self.out.freeze_all.append(node)
+            return
+        target = self.out.frozen if flag is False else self.out.unfrozen
+        for attr in attrs:
+            target.setdefault(attr, []).append(node)
+
+    def visit_For(self, node: cst.For) -> None:
+        it = node.iter
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and \
+                it.func.attr.value in ("parameters", "named_parameters") and isinstance(node.target, (cst.Name, cst.Tuple)):
+            var = node.target.value if isinstance(node.target, cst.Name) else \
+                next((e.value.value for e in reversed(node.target.elements) if isinstance(e.value, cst.Name)), "")
+            self.loops.append((var, _chain_attrs(it.func.value)))
+        else:
+            self.loops.append(("", []))
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loops.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            tgt = t.target
+            if isinstance(tgt, cst.Attribute) and tgt.attr.value == "requires_grad":
+                flag = literal_value(node.value)
+                if isinstance(tgt.value, cst.Name):
+                    loop = next((l for l in reversed(self.loops) if l[0] == tgt.value.value), None)
+                    if loop is not None:
+                        self._record(loop[1], flag, node)
+                        continue
+                self._record(_chain_attrs(tgt.value), flag, node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_":
+            flag = literal_value(node.args[0].value) if node.args else True
+            self._record(_chain_attrs(func.value), flag, node)
+        name = dotted_name(func) or ""
+        if name.rsplit(".", 1)[-1] in ("get_peft_model", "prepare_model_for_kbit_training", "freeze_model"):
+            self.out.freeze_all.append(node)
+
+
+class _CreationCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.created: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = dotted_name(node.func)
+        if name:
+            self.created.add(name.rsplit(".", 1)[-1])
+
+
+def _build(project: "ProjectView") -> ModelFacts:
+    infos: list[tuple[PythonSource, ClassInfo]] = [(src, info) for src in project.python
+                                                  for info in src.facts.classes.values()]
+    short = {}
+    for src, info in infos:
+        short.setdefault(info.name, []).append((src, info))
+    module_like: dict[int, ModuleClass] = {}
+    changed = True
+    while changed:      # a class is a module when a base is one (possibly another checked class)
+        changed = False
+        for src, info in infos:
+            if id(info) in module_like:
+                continue
+            bases = [b for b in info.bases if b]
+            proj = [module_like[id(i)] for b in bases for s, i in short.get(b.rsplit(".", 1)[-1], [])
+                    if id(i) in module_like]
+            if proj or any(_is_moduleish(b) for b in bases):
+                module_like[id(info)] = ModuleClass(src, info, bases)
+                changed = True
+    changed = True
+    while changed:      # mixins of module classes (LLaVA's LlavaMetaModel) create and use module attributes too
+        changed = False
+        wanted = {b.rsplit(".", 1)[-1] for m in module_like.values() for b in m.bases if b}
+        for src, info in infos:
+            if id(info) not in module_like and info.name in wanted:
+                module_like[id(info)] = ModuleClass(src, info, [b for b in info.bases if b])
+                changed = True
+    classes = list(module_like.values())
+    by_name: dict[str, list[ModuleClass]] = {}
+    for cls in classes:
+        by_name.setdefault(cls.name, []).append(cls)
+    names = set(by_name)
+    for cls in classes:
+        for b in cls.bases:
+            hits = by_name.get(b.rsplit(".", 1)[-1], [])
+            if hits:
+                cls.project_bases.extend(h for h in hits if h is not cls)
+            elif not b.endswith(("torch.nn.Module", "nn.Module")) and b not in ("object", "ABC", "abc.ABC"):
+                cls.external_bases.append(b)
+        for mname, method in cls.info.methods.items():
+            creations = _CreationCollector()
+            method.node.visit(creations)
+            cls.created_classes |= creations.created & names
+            for stmt in _statements(method.node):
+                for target, value in _assignments_of(stmt):
+                    attr = _self_attr(target)
+                    if attr is None:
+                        continue
+                    kind = _classify(cls.src.facts, value, names)
+                    if kind is not None and attr not in cls.attrs:
+                        cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], stmt, mname, kind[1])
+                if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
+                    call = stmt.value
+                    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "register_parameter" \
+                            and len(call.args) >= 2:
+                        attr = literal_value(call.args[0].value)
+                        if isinstance(attr, str) and attr not in cls.attrs:
+                            kind = _classify(cls.src.facts, call.args[1].value, names)
+                            if kind is not None:
+                                cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], stmt, mname, kind[1])
+    freezing = Freezing()
+    collector = _FreezeCollector(freezing)
+    for src in project.python:
+        src.module.visit(collector)
+    return ModelFacts(classes, by_name, freezing)
+
+
+def _statements(fn: cst.FunctionDef):
+    """Small statements of a function body, nested blocks included (not nested defs)."""
+    todo = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            for block in _blocks(stmt):
+                todo.extend(block)
+
+
+def _blocks(stmt: cst.BaseCompoundStatement):
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.BaseSuite) and isinstance(body, cst.IndentedBlock):
+        yield list(body.body)
+    orelse = getattr(stmt, "orelse", None)
+    while orelse is not None:
+        if isinstance(orelse, cst.If):
+            if isinstance(orelse.body, cst.IndentedBlock):
+                yield list(orelse.body.body)
+            orelse = orelse.orelse
+        else:
+            if isinstance(orelse.body, cst.IndentedBlock):
+                yield list(orelse.body.body)
+            orelse = None
+    for handler in getattr(stmt, "handlers", ()) or ():
+        if isinstance(handler.body, cst.IndentedBlock):
+            yield list(handler.body.body)
+    final = getattr(stmt, "finalbody", None)
+    if final is not None and isinstance(final.body, cst.IndentedBlock):
+        yield list(final.body.body)
+
+
+def _assignments_of(stmt: cst.BaseSmallStatement):
+    if isinstance(stmt, cst.Assign):
+        for t in stmt.targets:
+            yield t.target, stmt.value
+    elif isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
+        yield stmt.target, stmt.value
+
+
+def model_facts(project: "ProjectView") -> ModelFacts:
+    return memo(project, "model-facts", lambda: _build(project))
+
+
+class _AttrNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.dynamic = False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.names.add(node.attr.value)
+        if node.attr.value in ("children", "named_children", "modules", "named_modules", "_modules", "__dict__",
+                               "parameters", "named_parameters", "state_dict") \
+                and isinstance(node.value, cst.Name) and node.value.value == "self":
+            self.dynamic = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = dotted_name(node.func)
+        if name in ("getattr", "setattr", "hasattr", "vars") and node.args:
+            if len(node.args) > 1:
+                lit = literal_value(node.args[1].value)
+                if isinstance(lit, str):
+                    self.names.add(lit)
+                    return
+            if name in ("getattr", "vars"):
+                self.dynamic = True
+
+
+def attribute_reads(project: "ProjectView") -> tuple[dict[str, int], set[int]]:
+    """How often each attribute name is read outside init-like methods, across the run; and the ids of the
+    classes that reach their attributes dynamically (getattr(self, name), self.children(), …)."""
+
+    def build():
+        counts: dict[str, int] = {}
+        dynamic: set[int] = set()
+        facts = model_facts(project)
+        owners = {id(c.info): c for c in facts.classes}
+        for src in project.python:
+            for qual, fn in src.facts.functions.items():
+                if fn.name in INIT_LIKE:
+                    continue
+                visitor = _AttrNames()
+                fn.node.visit(visitor)
+                for n in visitor.names:
+                    counts[n] = counts.get(n, 0) + 1
+                if visitor.dynamic and fn.class_name:
+                    cls_info = src.facts.classes.get(fn.class_name)
+                    if cls_info is not None and id(cls_info) in owners:
+                        dynamic.add(id(owners[id(cls_info)]))
+            # module-level code (scripts reach into models: `model.head(x)`)
+            visitor = _AttrNames()
+            for stmt in src.module.body:
+                if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                    stmt.visit(visitor)
+            for n in visitor.names:
+                counts[n] = counts.get(n, 0) + 1
+        return counts, dynamic
+
+    return memo(project, "attribute-reads", build)

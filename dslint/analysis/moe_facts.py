@@ -1,0 +1,192 @@
+"""DeepSpeed MoE layers of a run and what the scripts do with the models holding them.
+
+- every `deepspeed.moe.layer.MoE(...)` construction with its gating settings (literal, constant, argparse
+  default or launcher value, else unknown; DeepSpeed's own defaults when the argument is absent);
+- which classes and functions build MoE layers, directly or through wrappers (`MoEBlock` replacing
+  `layer.mlp`, `build_model()` returning one);
+- per script scope: the `deepspeed.initialize` / `init_inference` calls, HF `Trainer`s, and whether the scope
+  builds an MoE model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.analysis.values import UNKNOWN_VALUE, Value, evaluate, memo
+from dslint.facts import MODULE_SCOPE, CallSite, FunctionInfo
+from dslint.sources import PythonSource
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+
+MOE_POSITIONAL = ("hidden_size", "expert", "num_experts", "ep_size", "k", "capacity_factor", "eval_capacity_factor",
+                  "min_capacity", "use_residual", "noisy_gate_policy", "drop_tokens", "use_rts", "use_tutel",
+                  "enable_expert_tensor_parallelism", "top2_2nd_expert_sampling")
+MOE_DEFAULTS = {"num_experts": 1, "ep_size": 1, "k": 1, "capacity_factor": 1.0, "eval_capacity_factor": 1.0,
+                "min_capacity": 4, "use_residual": False, "drop_tokens": True}
+INITIALIZE_POSITIONAL = ("args", "model", "optimizer", "model_parameters", "training_data", "lr_scheduler",
+                         "distributed_port", "mpu", "dist_init_required", "collate_fn", "config")
+MOE_GROUP_HELPERS = ("split_params_into_different_moe_groups_for_optimizer", "configure_moe_param_groups",
+                     "split_params_grads_into_shared_and_expert_params")
+
+
+def is_moe_ctor(callee: Optional[str]) -> bool:
+    return bool(callee) and (callee in ("deepspeed.moe.layer.MoE", "deepspeed.moe.MoE", "deepspeed.MoE")
+                             or callee.endswith(".moe.layer.MoE"))
+
+
+@dataclass
+class MoESite:
+    src: PythonSource
+    call: CallSite
+    scope: Optional[FunctionInfo]
+    settings: dict[str, Value]
+    arg_nodes: dict[str, cst.CSTNode]
+
+    def get(self, name: str) -> Value:
+        return self.settings.get(name, UNKNOWN_VALUE)
+
+
+@dataclass
+class MoEFacts:
+    sites: list[MoESite]
+    builder_classes: set[str]                          # short class names whose construction builds MoE layers
+    builder_functions: set[str]                        # qualified function names that build MoE layers
+    holder_sites: dict[str, list[MoESite]] = field(default_factory=dict)   # builder name → MoE sites under it
+
+
+def _settings(project: "ProjectView", src: PythonSource, call: CallSite, scope: Optional[FunctionInfo]
+              ) -> tuple[dict[str, Value], dict[str, cst.CSTNode]]:
+    settings: dict[str, Value] = {}
+    nodes: dict[str, cst.CSTNode] = {}
+    has_star = any(a.star == "**" for a in call.node.args)
+    positional = [a for a in call.node.args if a.keyword is None and not a.star]
+    for name, arg in zip(MOE_POSITIONAL, positional):
+        nodes[name] = arg.value
+    for arg in call.node.args:
+        if arg.keyword is not None:
+            nodes[arg.keyword.value] = arg.value
+    for name in MOE_POSITIONAL:
+        if name in nodes:
+            settings[name] = evaluate(project, src, nodes[name], scope)
+        elif not has_star and name in MOE_DEFAULTS:
+            settings[name] = Value(MOE_DEFAULTS[name], "DeepSpeed default")
+    return settings, nodes
+
+
+def _build(project: "ProjectView") -> MoEFacts:
+    sites: list[MoESite] = []
+    for src in project.python:
+        if "MoE" not in src.text:
+            continue
+        for call in src.facts.calls:
+            if is_moe_ctor(call.callee):
+                scope = src.facts.functions.get(call.scope)
+                settings, nodes = _settings(project, src, call, scope)
+                sites.append(MoESite(src, call, scope, settings, nodes))
+    classes: set[str] = {"MoE"} if sites else set()
+    functions: set[str] = set()
+    holder_sites: dict[str, list[MoESite]] = {}
+    site_by_scope: dict[tuple[int, str], list[MoESite]] = {}
+    for s in sites:
+        site_by_scope.setdefault((id(s.src), s.call.scope), []).append(s)
+    changed = bool(sites)
+    while changed:
+        changed = False
+        for src in project.python:
+            for qual, fn in src.facts.functions.items():
+                hits = [c for c in fn.calls if is_moe_ctor(c.callee) or (c.attr in classes and c.attr != "MoE")
+                        or _calls_builder(project, src, c, functions)]
+                if not hits:
+                    continue
+                key = f"{src.module_name}.{qual}"
+                if key not in functions:
+                    functions.add(key)
+                    changed = True
+                    holder_sites.setdefault(key, []).extend(site_by_scope.get((id(src), qual), []))
+                if fn.class_name:
+                    cls = src.facts.classes.get(fn.class_name)
+                    if cls is not None and cls.name not in classes:
+                        classes.add(cls.name)
+                        changed = True
+            for info in src.facts.classes.values():       # subclasses of a builder class build too
+                if info.name not in classes and any(b.rsplit(".", 1)[-1] in classes or is_moe_ctor(b)
+                                                    for b in info.bases if b):
+                    classes.add(info.name)
+                    changed = True
+    return MoEFacts(sites, classes, functions, holder_sites)
+
+
+def _calls_builder(project: "ProjectView", src: PythonSource, call: CallSite, functions: set[str]) -> bool:
+    if not functions or not call.callee:
+        return False
+    hit = project.find_function(call.callee, near=src)
+    if hit is None:
+        return False
+    hsrc, info = hit
+    return f"{hsrc.module_name}.{info.qualname}" in functions
+
+
+def moe_facts(project: "ProjectView") -> MoEFacts:
+    return memo(project, "moe-facts", lambda: _build(project))
+
+
+def builds_moe(project: "ProjectView", src: PythonSource, call: CallSite) -> bool:
+    facts = moe_facts(project)
+    if is_moe_ctor(call.callee):
+        return True
+    if call.attr in facts.builder_classes:
+        return True
+    return _calls_builder(project, src, call, facts.builder_functions)
+
+
+def scope_calls(src: PythonSource, scope: str) -> list[CallSite]:
+    return src.facts.calls_in(scope)
+
+
+def moe_builds_in_scope(project: "ProjectView", src: PythonSource, scope: str) -> list[CallSite]:
+    """Calls in `scope` (and in module-level code of the file) that build MoE layers."""
+    calls = list(scope_calls(src, scope))
+    if scope != MODULE_SCOPE:
+        calls += scope_calls(src, MODULE_SCOPE)
+    return [c for c in calls if builds_moe(project, src, c)]
+
+
+def call_arg(call: CallSite, name: str, positional: tuple[str, ...]) -> Optional[cst.BaseExpression]:
+    kw = call.keyword(name)
+    if kw is not None:
+        return kw.value
+    args = [a for a in call.node.args if a.keyword is None and not a.star]
+    if name in positional:
+        i = positional.index(name)
+        if i < len(args):
+            return args[i].value
+    return None
+
+
+@dataclass
+class EngineCall:
+    src: PythonSource
+    call: CallSite
+    kind: str              # "initialize" | "init_inference" | "trainer"
+
+
+def engine_calls(project: "ProjectView", src: PythonSource) -> list[EngineCall]:
+    def build():
+        out = []
+        trainer_classes = {info.name for info in src.facts.classes.values()
+                           if any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)}
+        for call in src.facts.calls:
+            callee = call.callee or ""
+            if callee == "deepspeed.initialize" or callee.endswith("deepspeed.initialize"):
+                out.append(EngineCall(src, call, "initialize"))
+            elif callee == "deepspeed.init_inference" or callee.endswith("deepspeed.init_inference"):
+                out.append(EngineCall(src, call, "init_inference"))
+            elif (call.attr or "").endswith("Trainer") and (callee.startswith(("transformers.", "trl."))
+                                                            or call.attr in trainer_classes):
+                out.append(EngineCall(src, call, "trainer"))
+        return out
+    return memo(project, f"engine-calls:{id(src)}", build)

@@ -1,0 +1,191 @@
+"""Facts the MoE rules share beyond the MoE constructions themselves: ZeRO stages of the run's configs,
+dynamic-padding sites (per-rank token counts), HF-style sparse MoE blocks and ZeRO-3 leaf-module settings."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.analysis.model_facts import model_facts
+from dslint.analysis.values import memo
+from dslint.facts import CallSite, dotted_name
+from dslint.literals import UNKNOWN, literal_value
+from dslint.project import ConfigView
+from dslint.sources import PythonSource
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+
+# DeepSpeed ≥ 0.18.0 (PR #7604): ZeRO-3 treats these as leaf modules unless the config lists other classes
+DEFAULT_LEAF_CLASSES = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock")
+DYNAMIC_COLLATORS = ("DataCollatorWithPadding", "DataCollatorForSeq2Seq", "DataCollatorForTokenClassification",
+                     "DataCollatorForLanguageModeling", "DataCollatorForCompletionOnlyLM",
+                     "DataCollatorForWholeWordMask", "DataCollatorWithFlattening")
+
+
+def stages_for(project: "ProjectView", src: PythonSource) -> tuple[list[ConfigView], set[Optional[int]]]:
+    configs = project.configs_for(src)
+    return configs, {c.zero_stage for c in configs}
+
+
+def run_stages(project: "ProjectView") -> set[Optional[int]]:
+    """ZeRO stages of every config in the run (JSON files and dict literals of the scripts)."""
+    def build():
+        stages: set[Optional[int]] = set()
+        for src in project.python:
+            for value, _node in project.literal_configs(src):
+                if isinstance(value, dict):
+                    stages.add(ConfigView(value, src.path).zero_stage)
+        for js in project.json_configs:
+            if isinstance(js.data, dict) and ("zero_optimization" in js.data or "train_batch_size" in js.data
+                                              or "train_micro_batch_size_per_gpu" in js.data):
+                stages.add(ConfigView(js.data, js.path).zero_stage)
+        return stages
+    return memo(project, "run-stages", build)
+
+
+@dataclass
+class PaddingSite:
+    src: PythonSource
+    node: cst.CSTNode
+    what: str
+
+
+def _padding_kw(call: CallSite) -> object:
+    kw = call.keyword("padding")
+    return literal_value(kw.value) if kw is not None else None
+
+
+def dynamic_padding_sites(project: "ProjectView", src: PythonSource) -> list[PaddingSite]:
+    """Where a batch is padded to its own longest sequence, so per-rank token counts differ."""
+    out: list[PaddingSite] = []
+    reduced_scopes = {c.scope for c in src.facts.calls if (c.attr or "") in ("all_reduce", "all_gather_object")}
+    for call in src.facts.calls:
+        last = call.attr or ""
+        callee = call.callee or ""
+        if call.scope in reduced_scopes and last != "TrainingArguments":
+            continue        # a pad length agreed across ranks (all_reduce MAX) makes the count uniform
+        padding = _padding_kw(call)
+        if last in DYNAMIC_COLLATORS:
+            if padding in ("max_length", "do_not_pad", False):
+                continue
+            what = f"`{last}` pads each batch to its own longest sequence"
+            out.append(PaddingSite(src, call.node, what))
+        elif last == "pad_sequence" and ("rnn" in callee or callee == "pad_sequence"):
+            out.append(PaddingSite(src, call.node, "`pad_sequence` pads to the longest sequence of the batch"))
+        elif padding in (True, "longest"):
+            out.append(PaddingSite(src, call.node, f"`padding={padding!r}` pads to the longest sequence of the batch"))
+        elif last in ("TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig"):
+            kw = call.keyword("group_by_length")
+            if kw is not None and literal_value(kw.value) is True:
+                out.append(PaddingSite(src, kw, "`group_by_length=True` batches sequences of similar length, "
+                                                "so batch lengths differ across ranks"))
+    return out
+
+
+@dataclass
+class SparseBlock:
+    src: PythonSource
+    class_name: str
+    loop: cst.For
+    reason: str
+
+
+_UNIFORM_ITER = re.compile(r"^(range\((len\()?(self\.)?\w+(\.\w+)*\)?\)|(enumerate\()?self\.experts\)?|"
+                           r"range\(\d+\))$")
+
+
+class _ExpertLoops(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.hits: list[tuple[cst.For, str]] = []
+
+    def visit_For(self, node: cst.For) -> None:
+        body = cst.Module([]).code_for_node(node.body)
+        if "experts[" not in body and "self.experts" not in body and "expert(" not in body:
+            return
+        it = cst.Module([]).code_for_node(node.iter).replace(" ", "")
+        if not _UNIFORM_ITER.match(it) and "experts" not in it:
+            self.hits.append((node, f"the loop runs only over `{it}` (the experts that received tokens)"))
+            return
+        skips = _DataSkip()
+        node.body.visit(skips)
+        if skips.reason:
+            self.hits.append((node, skips.reason))
+
+
+class _DataSkip(cst.CSTVisitor):
+    """An `if` on the routed token count that skips an expert (`if top_x.shape[0] == 0: continue`)."""
+
+    def __init__(self) -> None:
+        self.reason = ""
+
+    def visit_If(self, node: cst.If) -> None:
+        test = cst.Module([]).code_for_node(node.test)
+        body = cst.Module([]).code_for_node(node.body)
+        if re.fullmatch(r"\s*(not\s+)?self\.\w+(\.\w+)*\s*", test):
+            return
+        if re.search(r"\bcontinue\b", body) or "expert" in body:
+            self.reason = self.reason or f"`if {test.strip()}` skips experts that received no tokens"
+
+
+def sparse_blocks(project: "ProjectView") -> list[SparseBlock]:
+    def build():
+        out = []
+        for cls in model_facts(project).classes:
+            if "expert" not in cls.src.text:
+                continue
+            for method in cls.info.methods.values():
+                loops = _ExpertLoops()
+                method.node.visit(loops)
+                for loop, reason in loops.hits:
+                    out.append(SparseBlock(cls.src, cls.name, loop, reason))
+                    break
+        return out
+    return memo(project, "sparse-blocks", build)
+
+
+def leaf_modules(project: "ProjectView") -> tuple[set[str], bool]:
+    """Class names made ZeRO-3 leaf modules by `set_z3_leaf_modules(...)` calls; True when a call's list
+    cannot be read (then every sparse block is given the benefit of the doubt)."""
+    def build():
+        names: set[str] = set()
+        unreadable = False
+        for src in project.python:
+            for call in src.facts.calls:
+                if (call.attr or "") not in ("set_z3_leaf_modules", "set_z3_leaf_module", "set_z3_leaf_modules_by_name",
+                                             "set_z3_leaf_modules_by_suffix"):
+                    continue
+                if len(call.node.args) < 2:
+                    unreadable = True
+                    continue
+                value = call.node.args[1].value
+                items = value.elements if isinstance(value, (cst.List, cst.Tuple, cst.Set)) else [None]
+                for el in items:
+                    name = dotted_name(el.value) if el is not None else None
+                    lit = literal_value(el.value) if el is not None else UNKNOWN
+                    if name:
+                        names.add(name.rsplit(".", 1)[-1])
+                    elif isinstance(lit, str):
+                        names.add(lit.rsplit(".", 1)[-1])
+                    else:
+                        unreadable = True
+        return names, unreadable
+    return memo(project, "leaf-modules", build)
+
+
+def config_leaf_classes(config: ConfigView) -> Optional[set[str]]:
+    """Names a config's `zero_optimization.leaf_module` makes leaves; None when the section is absent."""
+    section = config.get("zero_optimization", "leaf_module")
+    if not isinstance(section, dict):
+        return None
+    out: set[str] = set()
+    for key in ("classes", "names", "name_suffixes"):
+        value = section.get(key)
+        values = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        out |= {str(v).rsplit(".", 1)[-1] for v in values}
+    if "classes" not in section:
+        out |= set(DEFAULT_LEAF_CLASSES)
+    return out

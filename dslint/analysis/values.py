@@ -1,0 +1,260 @@
+"""What a hyper-parameter expression evaluates to without running the script.
+
+`ep_size=4`, `ep_size=EP_SIZE` (a module constant), `ep_size=args.ep_world_size` (an argparse default, or the
+value a launcher line in the same run passes: `deepspeed train.py --ep-world-size 2`), or a dataclass field
+default read by `HfArgumentParser` (`model_args.num_experts`). Anything else is UNKNOWN: rules then stay
+silent or say what is unknown, never guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+import libcst as cst
+
+from dslint.facts import FunctionInfo, dotted_name
+from dslint.literals import UNKNOWN, literal_value
+from dslint.sources import PythonSource
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    origin: str              # "literal", "default", "--ep-world-size default in train.py:12", "run.sh:3"
+
+    @property
+    def known(self) -> bool:
+        return self.value is not UNKNOWN
+
+
+UNKNOWN_VALUE = Value(UNKNOWN, "unknown")
+
+
+def memo(project: "ProjectView", key: str, build):
+    """Per-run cache on the project view, so rules of several families share one analysis."""
+    cache = project.__dict__.setdefault("_dslint_memo", {})
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
+
+
+def _line(src: PythonSource, node: cst.CSTNode) -> int:
+    try:
+        return src.span(node).line
+    except Exception:
+        return 0
+
+
+@dataclass
+class Option:
+    flags: tuple[str, ...]
+    dest: str
+    default: Any
+    kind: Optional[str]        # "int" | "float" | "bool" | "str" | None
+    source: PythonSource
+    node: cst.CSTNode
+
+
+def _argparse_options(project: "ProjectView") -> dict[str, list[Option]]:
+    out: dict[str, list[Option]] = {}
+    for src in project.python:
+        for call in src.facts.calls:
+            if call.attr != "add_argument" or not call.node.args:
+                continue
+            flags = tuple(v for v in (literal_value(a.value) for a in call.node.args if a.keyword is None)
+                          if isinstance(v, str))
+            if not flags:
+                continue
+            dest_arg = call.keyword("dest")
+            dest = literal_value(dest_arg.value) if dest_arg else None
+            if not isinstance(dest, str):
+                longs = [f for f in flags if f.startswith("--")] or list(flags)
+                dest = longs[0].lstrip("-").replace("-", "_")
+            action = call.keyword("action")
+            action_v = literal_value(action.value) if action else None
+            default_arg = call.keyword("default")
+            if default_arg is not None:
+                default = literal_value(default_arg.value)
+            elif action_v == "store_true":
+                default = False
+            elif action_v == "store_false":
+                default = True
+            else:
+                default = None
+            typ = call.keyword("type")
+            kind = dotted_name(typ.value) if typ else None
+            if action_v in ("store_true", "store_false"):
+                kind = "bool"
+            nargs = call.keyword("nargs")
+            if nargs is not None:
+                kind = "list"
+            out.setdefault(dest, []).append(Option(flags, dest, default, kind, src, call.node))
+    return out
+
+
+def _dataclass_fields(project: "ProjectView") -> dict[str, list[tuple[Any, PythonSource, cst.CSTNode]]]:
+    """Class-level `name: int = 4` / `field(default=4)` defaults (HfArgumentParser dataclasses)."""
+    out: dict[str, list[tuple[Any, PythonSource, cst.CSTNode]]] = {}
+    for src in project.python:
+        for info in src.facts.classes.values():
+            if not any(isinstance(d.decorator, (cst.Name, cst.Attribute, cst.Call)) and
+                       "dataclass" in (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call)
+                                                   else d.decorator) or "")
+                       for d in info.node.decorators):
+                continue
+            for stmt in info.node.body.body:
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for small in stmt.body:
+                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value:
+                        value = literal_value(small.value)
+                        if value is UNKNOWN and isinstance(small.value, cst.Call) and \
+                                (dotted_name(small.value.func) or "").endswith("field"):
+                            for arg in small.value.args:
+                                if arg.keyword is not None and arg.keyword.value == "default":
+                                    value = literal_value(arg.value)
+                        out.setdefault(small.target.value, []).append((value, src, small))
+    return out
+
+
+def _convert(text: str, kind: Optional[str]) -> Any:
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+    except ValueError:
+        return UNKNOWN
+    if kind in ("bool",):
+        return UNKNOWN
+    if kind is None:
+        for conv in (int, float):
+            try:
+                return conv(text)
+            except ValueError:
+                pass
+        if text in ("True", "False"):
+            return text == "True"
+    return text
+
+
+def _launch_value(project: "ProjectView", script: PythonSource, flags: tuple[str, ...], kind: Optional[str],
+                  default: Any = None) -> Optional[Value]:
+    """The value a launcher line of this script passes for an option (None: not passed / not launched)."""
+    values = set()
+    where = ""
+    for sh, launch in project._launches_for(script):
+        args = launch.script_args
+        for i, word in enumerate(args):
+            key, eq, val = word.partition("=")
+            if key in flags:
+                if kind == "bool" and not eq:
+                    values.add(not default if isinstance(default, bool) else UNKNOWN)
+                    where = f"{sh.path}:{launch.line}"
+                    continue
+                text = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+                values.add(_convert(text, kind))
+                where = f"{sh.path}:{launch.line}"
+    if not values:
+        return None
+    if len(values) == 1:
+        value = values.pop()
+        return Value(value, where) if value is not UNKNOWN else UNKNOWN_VALUE
+    return UNKNOWN_VALUE
+
+
+def option_value(project: "ProjectView", attr: str, script: Optional[PythonSource]) -> Value:
+    """`args.<attr>`: the launcher's value for the script if it passes one, else the argparse default."""
+    options = memo(project, "argparse", lambda: _argparse_options(project)).get(attr)
+    if options:
+        opts = {(o.flags, o.default) for o in options}
+        if len(opts) != 1:
+            return UNKNOWN_VALUE
+        opt = options[0]
+        scripts = [script] if script is not None else []
+        scripts += [s for s in project.python if s is not script and any(o.source is s for o in options)]
+        for s in scripts:
+            hit = _launch_value(project, s, opt.flags, opt.kind, opt.default)
+            if hit is not None:
+                return hit
+        if opt.kind == "list" or opt.default is UNKNOWN:
+            return UNKNOWN_VALUE
+        return Value(opt.default, f"default of {opt.flags[-1]} ({opt.source.path}:{_line(opt.source, opt.node)})")
+    fields = memo(project, "dataclass-fields", lambda: _dataclass_fields(project)).get(attr)
+    if fields and len({repr(f[0]) for f in fields}) == 1 and fields[0][0] is not UNKNOWN:
+        flag = "--" + attr
+        hit = None
+        for s in ([script] if script else []) + [f[1] for f in fields]:
+            hit = _launch_value(project, s, (flag,), None)
+            if hit is not None:
+                return hit
+        value, src, node = fields[0]
+        return Value(value, f"default of field {attr} ({src.path}:{_line(src, node)})")
+    return UNKNOWN_VALUE
+
+
+def _assignments(body: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+    found: list[cst.BaseExpression] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if isinstance(t.target, cst.Name) and t.target.value == name:
+                    found.append(node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name) and node.target.value == name and node.value is not None:
+                found.append(node.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is body
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+    body.visit(Finder())
+    return found
+
+
+def _module_constant(src: PythonSource, name: str) -> Value:
+    values = []
+    for stmt in src.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
+                                                         for t in small.targets):
+                    values.append(literal_value(small.value))
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and \
+                        small.target.value == name and small.value is not None:
+                    values.append(literal_value(small.value))
+    if len(values) == 1 and values[0] is not UNKNOWN:
+        return Value(values[0], f"constant {name}")
+    return UNKNOWN_VALUE
+
+
+def evaluate(project: "ProjectView", src: PythonSource, expr: Optional[cst.BaseExpression],
+             scope: Optional[FunctionInfo] = None, script: Optional[PythonSource] = None, depth: int = 0) -> Value:
+    if expr is None or depth > 3:
+        return UNKNOWN_VALUE
+    value = literal_value(expr)
+    if value is not UNKNOWN and not isinstance(value, (list, dict, tuple)):
+        return Value(value, "literal")
+    if isinstance(expr, cst.Name):
+        if scope is not None:
+            local = _assignments(scope.node, expr.value)
+            if len(local) == 1:
+                return evaluate(project, src, local[0], scope, script, depth + 1)
+            if local or expr.value in scope.params:
+                return UNKNOWN_VALUE
+        return _module_constant(src, expr.value)
+    if isinstance(expr, cst.Attribute):
+        base = dotted_name(expr.value) or ""
+        if base.split(".")[-1] in ("args", "opt", "opts", "cmd_args", "flags", "hparams", "model_args",
+                                   "training_args", "data_args", "moe_args", "config_args", "arguments") \
+                or base.endswith("args"):
+            return option_value(project, expr.attr.value, script or src)
+    return UNKNOWN_VALUE
