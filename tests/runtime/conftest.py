@@ -1,0 +1,121 @@
+"""Launching real multi-process pre-flight runs on CPU (gloo), every wait bounded, every process accounted for.
+
+Each run gets a unique marker in its environment; after the run no process carrying it may remain.
+The launcher is started in its own session so a timeout can kill exactly what the test started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "runtime"
+RUN_MARKER = "DSLINT_PREFLIGHT_TEST_RUN"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/runtime" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.runtime)
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "NO_COLOR": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    })
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def processes_with_marker(marker: str) -> list[int]:
+    found = []
+    needle = f"{RUN_MARKER}={marker}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@dataclass
+class PreflightRun:
+    returncode: int
+    output: str
+    report: dict | None
+    wall_s: float
+
+
+@pytest.fixture(scope="session")
+def warm_shm_op():
+    """DeepSpeed JIT-builds its CPU shm comm op on the first init_distributed (40–80 s); build it once."""
+    code = ("from deepspeed.accelerator import get_accelerator; "
+            "get_accelerator().create_op_builder('ShareMemCommBuilder').load()")
+    subprocess.run([sys.executable, "-c", code], env=base_env(), capture_output=True, timeout=240, check=True)
+
+
+@pytest.fixture
+def preflight(tmp_path, warm_shm_op):
+    """Run ``dslint preflight`` under a launcher; returns exit code, output, JSON report, wall time."""
+
+    def run(script: str, *script_args: str, launcher: str = "deepspeed", ranks: int = 2, timeout: float = 20,
+            options: tuple[str, ...] = (), limit_s: float = 150) -> PreflightRun:
+        report = tmp_path / f"report-{uuid.uuid4().hex[:6]}.json"
+        marker = uuid.uuid4().hex
+        port = str(free_port())
+        pre = ["preflight", "--timeout", str(timeout), "--report", str(report), *options,
+               str(FIXTURES / script), *script_args]
+        if launcher == "deepspeed":
+            cmd = ["deepspeed", "--num_gpus", str(ranks), "--master_port", port, "--module", "dslint", *pre]
+        elif launcher == "torchrun":
+            cmd = ["torchrun", "--nproc-per-node", str(ranks), "--master-port", port, "-m", "dslint", *pre]
+        else:
+            raise ValueError(launcher)
+        env = base_env()
+        env[RUN_MARKER] = marker
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        try:
+            output, _ = proc.communicate(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in processes_with_marker(marker):
+                os.kill(pid, signal.SIGKILL)
+            output, _ = proc.communicate(timeout=10)
+            pytest.fail(f"preflight run exceeded {limit_s} s:\n{output[-4000:]}")
+        wall = time.monotonic() - start
+        deadline = time.monotonic() + 10
+        while processes_with_marker(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        leftovers = processes_with_marker(marker)
+        for pid in leftovers:
+            os.kill(pid, signal.SIGKILL)
+        assert not leftovers, f"processes left behind by the pre-flight run: {leftovers}\n{output[-3000:]}"
+        data = json.loads(report.read_text()) if report.exists() else None
+        return PreflightRun(proc.returncode, output, data, wall)
+
+    return run

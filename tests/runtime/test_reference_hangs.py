@@ -1,0 +1,119 @@
+"""The three reference hangs (DESIGN.md §1) and their relatives, reproduced on CPU with 2 ranks."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.runtime, pytest.mark.timeout(240)]
+
+HANG, DIVERGENCE, SCRIPT_ERROR = 3, 1, 4
+
+
+def _pending(report, rank):
+    return report["ranks"][str(rank)]["pending"]
+
+
+def test_uneven_eval_forwards_name_the_extra_all_to_all_on_rank_0(preflight):
+    run = preflight("moe_uneven_eval.py")
+    assert run.returncode == HANG, run.output[-3000:]
+    report = run.report
+    assert report["verdict"] == "hang" and report["exit_code"] == HANG
+    assert report["abort"]["stuck_ranks"] == [0]
+    stuck = _pending(report, 0)
+    assert stuck["op"] == "all_to_all_single"
+    assert stuck["module"] == "layers.0.mlp.deepspeed_moe"
+    assert stuck["ins"] == [[[2, 8, 16], "float32"]]
+    lines = [f["text"] for f in stuck["user_stack"]]
+    assert "loss = engine(batch)" in lines
+    assert report["ranks"]["1"]["waiting_for"]["what"] == "peers' dry-step summaries"
+    assert report["diagnosis"]["code"] == "DSL102"
+    assert "samples[rank::world]" in report["diagnosis"]["cause"]
+    ep_group = stuck["group"]
+    assert report["counts"][ep_group]["per_rank"] == {"0": 9, "1": 8}
+    assert "expert-parallel" in report["counts"][ep_group]["label"]
+    assert "HANG" in run.output and "layers.0.mlp.deepspeed_moe" in run.output
+
+
+def test_rank0_only_forward_after_other_ranks_returned_torchrun(preflight):
+    """#7141: no deepspeed.initialize, so ep_group is None and the all_to_all runs on WORLD."""
+    run = preflight("moe_rank0_forward.py", "--then", "exit", launcher="torchrun")
+    assert run.returncode != 0
+    report = run.report
+    assert report["exit_code"] == HANG, run.output[-3000:]
+    stuck = _pending(report, 0)
+    assert stuck["op"] == "all_to_all_single" and stuck["module"] == "layers.0.mlp.deepspeed_moe"
+    assert report["counts"][stuck["group"]]["label"] == "WORLD"
+    assert stuck["source"]["path"].endswith("tiny_moe.py")
+    assert any("# log one example" in f["text"] for f in stuck["user_stack"])
+    assert report["diagnosis"]["code"] == "DSL101" and "rank == 0" in report["diagnosis"]["cause"]
+    assert report["diagnosis"]["related"]["code"] == "DSL201"
+    assert {f["code"] for f in report["findings"]} == {"DSL101", "DSL201"}
+
+
+def test_rank0_forward_while_others_wait_in_barrier_times_out(preflight):
+    """A cross-group wait (expert group vs WORLD barrier): only the watchdog timeout can tell."""
+    run = preflight("moe_rank0_forward.py", "--engine", "--then", "barrier", timeout=4)
+    assert run.returncode == HANG, run.output[-3000:]
+    report = run.report
+    assert report["abort"]["cause"] == "timeout"
+    rank0, rank1 = _pending(report, 0), _pending(report, 1)
+    assert rank0["op"] == "all_to_all_single" and rank0["module"] == "layers.0.mlp.deepspeed_moe"
+    assert rank1["op"] == "barrier" and rank1["source"]["text"] == "dist.barrier()"
+    assert "expert-parallel" in report["counts"][rank0["group"]]["label"]
+    assert report["diagnosis"]["code"] == "DSL101"
+    # reported within --timeout + 10 s of the stuck collective (start-up included, generously)
+    assert run.wall_s < 4 + 10 + 45
+
+
+def test_zero3_generate_without_synced_gpus_hangs(preflight):
+    run = preflight("zero3_generate.py")
+    assert run.returncode == HANG, run.output[-3000:]
+    report = run.report
+    assert report["abort"]["stuck_ranks"] == [1]
+    stuck = _pending(report, 1)
+    assert stuck["op"] == "all_gather_into_tensor" and stuck["phase"] == "forward"
+    assert "generate(" in stuck["source"]["text"]
+    assert report["diagnosis"]["code"] == "DSL104"
+
+
+def test_zero3_generate_with_synced_gpus_passes(preflight):
+    run = preflight("zero3_generate.py", "--synced_gpus")
+    assert run.returncode == 0, run.output[-3000:]
+    report = run.report
+    assert report["verdict"] == "pass"
+    for group in report["counts"].values():
+        assert len(set(group["per_rank"].values())) == 1
+    assert "PASS" in run.output
+
+
+def test_dynamic_padding_all_to_all_size_mismatch_is_caught_before_gloo_aborts(preflight):
+    run = preflight("moe_dynamic_padding.py", "--padding", "longest")
+    assert run.returncode == DIVERGENCE, run.output[-3000:]
+    assert "Received data size doesn't match" not in run.output
+    report = run.report
+    calls = {c["rank"]: c for c in report["abort"]["calls"]}
+    assert calls[0]["ins"] == [[[2, 12, 16], "float32"]] and calls[1]["ins"] == [[[2, 20, 16], "float32"]]
+    assert {c["module"] for c in calls.values()} == {"layers.0.mlp.deepspeed_moe"}
+    assert report["diagnosis"]["code"] == "DSL204"
+    assert "[2, 12, 16]" in report["diagnosis"]["cause"] and "[2, 20, 16]" in report["diagnosis"]["cause"]
+
+
+@pytest.mark.parametrize("stage", [2])
+def test_conditionally_used_parameter_names_the_parameter_and_ranks(preflight, stage):
+    run = preflight("conditional_param.py", "--stage", str(stage))
+    assert run.returncode == DIVERGENCE, run.output[-3000:]
+    report = run.report
+    assert report["diagnosis"]["code"] == "DSL303"
+    assert "image_proj.weight (no gradient on ranks [1])" in report["diagnosis"]["cause"]
+    calls = {c["rank"]: c for c in report["abort"]["calls"]}
+    assert calls[0]["phase"] == "backward" and calls[0]["ins"] != calls[1]["ins"]
+
+
+def test_client_optimizer_without_moe_groups_is_a_dsl202_finding(preflight):
+    run = preflight("moe_client_optimizer.py")
+    assert run.returncode == DIVERGENCE, run.output[-3000:]
+    report = run.report
+    assert report["verdict"] == "error"
+    assert [f["code"] for f in report["findings"]] == ["DSL202"]
+    assert "Traceback" not in run.output
+    assert "split_params_into_different_moe_groups_for_optimizer" in run.output
