@@ -51,6 +51,7 @@ class Path:
 class Condition:
     node: cst.CSTNode
     method: str
+    src: object = None          # the PythonSource holding the node (helpers may live in a mixin's file)
 
 
 class _Names(cst.CSTVisitor):
@@ -85,8 +86,9 @@ class ForwardPaths:
         self.cls = cls
         self.interesting = interesting
         self.conditions: list[Condition] = []
-        self.uses_at: dict[str, list[tuple[cst.CSTNode, str]]] = {}
+        self.uses_at: dict[str, list[tuple[cst.CSTNode, str, object]]] = {}
         self._stack: list[str] = []
+        self._srcs: list[object] = [cls.src]
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -101,12 +103,14 @@ class ForwardPaths:
         text = cst.Module([]).code_for_node(node)
         return any(h in text for h in RANK_HINTS)
 
-    def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str) -> list[Path]:
+    def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str, record: bool = True
+              ) -> list[Path]:
         """Uses in an expression; inlines `self.helper(...)` calls it makes."""
         scan = self._scan(node)
         used = frozenset(scan.attrs)
-        for a in used:
-            self.uses_at.setdefault(a, []).append((node, method))
+        if record:
+            for a in used:
+                self.uses_at.setdefault(a, []).append((node, method, self._srcs[-1]))
         paths = [p.use(used) for p in paths]
         for call in scan.calls:
             func = call.func
@@ -114,7 +118,11 @@ class ForwardPaths:
                 found = self.cls.find_method(func.attr.value)
                 if found is not None and found[1].name not in self._stack and len(self._stack) < MAX_DEPTH:
                     callee_dd = self._bind(found[1].node, call, dd)
-                    paths = self.run(found[1].node, paths, callee_dd)
+                    self._srcs.append(found[0].src)
+                    try:
+                        paths = self.run(found[1].node, paths, callee_dd)
+                    finally:
+                        self._srcs.pop()
         return paths
 
     def _bind(self, fn: cst.FunctionDef, call: cst.Call, dd: set[str]) -> set[str]:
@@ -138,7 +146,8 @@ class ForwardPaths:
         """Paths after running `fn` (returns rejoin the caller)."""
         self._stack.append(fn.name.value)
         try:
-            dd = set(dd) | _derived(fn, dd)
+            params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+            dd = set(dd) | (_derived(fn, dd) - params)   # a parameter keeps its own kind until reassigned
             live, ended = self._block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], paths, dd,
                                       fn.name.value)
             return live + ended["return"] + ended["raise"]
@@ -155,7 +164,7 @@ class ForwardPaths:
         return self.run(fn, [Path(frozenset(), frozenset())], dd)
 
     def _cond(self, node: cst.CSTNode, method: str) -> int:
-        self.conditions.append(Condition(node, method))
+        self.conditions.append(Condition(node, method, self._srcs[-1]))
         return len(self.conditions) - 1
 
     def _check(self, paths: list[Path]) -> list[Path]:
@@ -242,7 +251,7 @@ class ForwardPaths:
 
     def _ifexp(self, small, value: cst.IfExp, paths: list[Path], dd: set[str], method: str) -> list[Path]:
         rest = small.with_changes(value=cst.Name("None"))
-        paths = self._expr(rest, paths, dd, method)
+        paths = self._expr(rest, paths, dd, method, record=False)
         paths = self._expr(value.test, paths, dd, method)
         is_dd = self._is_dd(value.test, dd)
         cid = self._cond(value.test, method)
@@ -301,7 +310,7 @@ def _target_names(node: cst.CSTNode) -> set[str]:
 class Divergence:
     attr: str
     condition: Condition
-    use: Optional[tuple[cst.CSTNode, str]]
+    use: Optional[tuple[cst.CSTNode, str, object]]
 
 
 def divergent(paths: list[Path], attr: str) -> Optional[tuple[Path, Path]]:

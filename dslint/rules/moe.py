@@ -1,0 +1,613 @@
+"""DSL2xx: DeepSpeed MoE — expert groups, MoE param groups, expert-parallel sizes, per-rank token counts,
+MoE under ZeRO-3, and HF-style sparse MoE blocks under ZeRO-3.
+
+The facts come from `dslint.analysis.moe_facts` (MoE constructions and the models holding them),
+`dslint.analysis.optimizers` (how the client optimizer is built) and `dslint.analysis.moe_usage` (ZeRO stages,
+dynamic padding, sparse blocks, leaf modules), each computed once per run.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Optional
+
+from dslint.analysis.moe_facts import (INITIALIZE_POSITIONAL, MoESite, call_arg, engine_calls, moe_builds_in_scope,
+                                       moe_facts)
+from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
+                                       leaf_modules, run_stages, sparse_blocks, stages_for)
+from dslint.analysis.optimizers import MOE, PLAIN, classify_optimizer, is_optimizer_ctor
+from dslint.findings import Severity
+from dslint.project import version_tuple
+from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+
+MOE_TRIGGERS = ("MoE", "moe", "experts")
+
+
+def ex(source: str, **kw) -> Example:
+    return Example(textwrap.dedent(source).lstrip("\n"), **kw)
+
+
+def _ds_version(ctx: RuleContext) -> Optional[tuple[int, ...]]:
+    return version_tuple(ctx.project.deepspeed_version)
+
+
+def _site_note(site: MoESite) -> str:
+    parts = []
+    for key in ("num_experts", "ep_size", "k", "capacity_factor", "min_capacity", "drop_tokens"):
+        v = site.get(key)
+        parts.append(f"{key}={v.value!r}" if v.known else f"{key}=?")
+    return "MoE(" + ", ".join(parts) + ")"
+
+
+def _distributed(ctx: RuleContext) -> bool:
+    src = ctx.source
+    if list(ctx.project._launches_for(src)):
+        return True
+    ws = ctx.project.world_size_for(src)
+    if ws and ws > 1:
+        return True
+    return any(w in src.text for w in ("init_process_group", "init_distributed", "LOCAL_RANK", "local_rank",
+                                       "Accelerator(", "get_world_size"))
+
+
+class MoEGroupsNotInitialised(Rule):
+    """A script builds a model holding DeepSpeed MoE layers and runs it without `deepspeed.initialize`.
+
+    **Why it hangs**: only `DeepSpeedEngine` (created by `deepspeed.initialize`) walks the model and calls
+    `set_deepspeed_parallelism()` on every MoE layer, which creates the expert-parallel process groups and sets
+    `MOELayer.ep_group`. Without it `ep_group` stays `None`, and `all_to_all_single(..., group=None)` runs on
+    the **WORLD** group: in DeepSpeed ≤ 0.19.0 even at `ep_size=1` (the all_to_all was unconditional until
+    PR #7997, released in 0.19.1, guarded it with `ep_size > 1`), and at `ep_size > 1` on every version.
+    Ranks then exchange tokens with each other's experts (silently wrong outputs) and, as soon as their
+    forward counts or token counts differ (`batches[rank::world]` with uneven counts, sampled `generate`
+    lengths), the WORLD all_to_all hangs or aborts (DeepSpeed #7141, DDP inference of an MoE model).
+    `deepspeed.init_inference` does not help either: its `InferenceEngine` creates expert groups only for
+    kernel-injected MoE inference modules and never calls `set_deepspeed_parallelism()` on native `MoE` layers.
+
+    Not flagged: a single-process script (no launcher line, no process-group setup), a script that passes the
+    model to `deepspeed.initialize` or to an HF `Trainer` with a DeepSpeed config, and `ep_size=1` on
+    DeepSpeed ≥ 0.19.1.
+    """
+
+    code = "DSL201"
+    name = "moe-groups-not-initialised"
+    severity = Severity.ERROR
+    summary = "an MoE model run without `deepspeed.initialize` (expert groups never created: all_to_all on WORLD)"
+    fix_advice = ("Wrap the model with `deepspeed.initialize(model=..., config=...)` (also for inference) so the "
+                  "MoE layers get their expert-parallel groups; or upgrade to DeepSpeed ≥ 0.19.1 when ep_size=1.")
+    references = ("DeepSpeed #7141", "DeepSpeed PR #7997", "deepspeed/runtime/engine.py set_deepspeed_parallelism")
+    versions = "ep_size=1: DeepSpeed ≤ 0.19.0; ep_size>1: every version."
+    suppress_when = "The script runs in a single process, or sets every MoE layer's expert group itself."
+    triggers = MOE_TRIGGERS
+    VALID = (
+        """\
+        import deepspeed
+        from deepspeed.moe.layer import MoE
+        net = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=2)
+        engine, *_ = deepspeed.initialize(model=net, config="ds.json")
+        deepspeed.init_distributed()
+        engine(x)
+        """,
+        ex("""\
+        import torch.distributed as dist
+        from deepspeed.moe.layer import MoE
+        dist.init_process_group("nccl")
+        model = MoE(hidden_size=64, expert=expert, num_experts=4)
+        model(x)
+        """, deepspeed_version="0.19.1"),
+    )
+    INVALID = (
+        ex("""\
+        import torch.distributed as dist
+        from deepspeed.moe.layer import MoE
+        dist.init_process_group("nccl")
+        model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=1)  # expect: DSL201
+        for batch in batches[dist.get_rank()::dist.get_world_size()]:
+            model(batch)
+        """, deepspeed_version="0.15.1"),
+        """\
+        import torch.distributed as dist
+        from deepspeed.moe.layer import MoE
+        dist.init_process_group("nccl")
+        model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=2)  # expect: DSL201
+        model(batch)
+        """,
+    )
+
+    def wants(self, ctx: RuleContext) -> bool:
+        return bool(moe_facts(ctx.project).sites)
+
+    def check(self, ctx: RuleContext):
+        src, project = ctx.source, ctx.project
+        facts = moe_facts(project)
+        calls = engine_calls(project, src)
+        inference = [c for c in calls if c.kind == "init_inference"]
+        if any(c.kind == "initialize" for c in calls):
+            return
+        if any(c.kind == "trainer" for c in calls) and project.configs_for(src):
+            return
+        builder_fns = facts.builder_functions
+        consumers = []
+        for call in src.facts.calls:
+            scope_key = f"{src.module_name}.{call.scope}"
+            if scope_key in builder_fns and call.scope != "<module>":
+                fn = src.facts.functions.get(call.scope)
+                if fn is not None and fn.class_name:       # construction inside a model class: not a consumer
+                    continue
+            if call in moe_builds_in_scope(project, src, call.scope):
+                consumers.append(call)
+        if not consumers or not _distributed(ctx):
+            return
+        eps = {s.get("ep_size").value if s.get("ep_size").known else None for s in facts.sites}
+        version = _ds_version(ctx)
+        fixed = version is not None and version >= (0, 19, 1)
+        if eps == {1} and fixed:
+            return
+        severity = None
+        if None in eps and fixed:
+            severity = Severity.WARNING
+            when = "if any MoE layer has ep_size > 1 (its value is not known statically)"
+        elif any(e and e > 1 for e in eps):
+            when = "at ep_size > 1, on every DeepSpeed version"
+        elif version is None:
+            severity = Severity.WARNING
+            when = "in DeepSpeed ≤ 0.19.0 even at ep_size=1 (the installed/pinned version is unknown)"
+        else:
+            when = f"in DeepSpeed {project.deepspeed_version} (≤ 0.19.0) even at ep_size=1"
+        how = ("`deepspeed.init_inference` does not create expert groups for native MoE layers; "
+               if inference else "")
+        site = facts.sites[0]
+        call = consumers[0]
+        yield Diagnostic(
+            f"this model holds DeepSpeed MoE layers but never passes through `deepspeed.initialize`: {how}their "
+            f"`ep_group` stays None and the MoE all_to_all runs on the WORLD group {when} — outputs mix tokens "
+            f"across ranks and uneven per-rank forward counts hang (DeepSpeed #7141). Wrap the model with "
+            f"`deepspeed.initialize`.", call.node, severity=severity,
+            trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)])
+
+
+def _moe_engine_calls(ctx: RuleContext):
+    """deepspeed.initialize / Trainer calls of this file whose scope builds an MoE model."""
+    for ec in engine_calls(ctx.project, ctx.source):
+        if ec.kind == "init_inference":
+            continue
+        builds = moe_builds_in_scope(ctx.project, ctx.source, ec.call.scope)
+        if builds:
+            yield ec, builds
+
+
+class MoEParamGroupsMissing(Rule):
+    """A client optimizer for a model with DeepSpeed MoE layers whose param groups carry no `"moe"` marker.
+
+    **Why it fails**: under ZeRO stage 1 or 2 (and the BF16 optimizer wrapper) DeepSpeed reduces expert
+    gradients over the expert-data-parallel group and dense gradients over the data-parallel group, so it needs
+    the expert parameters in their own param groups (`{"params": [...], "moe": True, "name": ...}`).
+    `DeepSpeedZeroOptimizer._configure_moe_settings` asserts *"The model has moe layers, but None of the param
+    groups are marked as MoE. Create a param group with 'moe' key set to True before creating optimizer"* at
+    `deepspeed.initialize` — on every rank, after the job waited in the queue. The HF `Trainer` builds such a
+    plain optimizer itself when the DeepSpeed config has no `optimizer` block (unless `create_optimizer` is
+    overridden to split the groups). When DeepSpeed builds the optimizer from the config's `optimizer` block it
+    converts the groups itself (`configure_moe_param_groups`, PR #5354), so that case is not flagged.
+    """
+
+    code = "DSL202"
+    name = "moe-param-groups-missing"
+    severity = Severity.ERROR
+    summary = "client optimizer for an MoE model without `split_params_into_different_moe_groups_for_optimizer`"
+    fix_advice = ("Build the optimizer from `split_params_into_different_moe_groups_for_optimizer("
+                  "{'params': params, 'name': 'parameters'})` (deepspeed.moe.utils), or drop the client optimizer "
+                  "and use the config's `optimizer` block.")
+    references = ("deepspeed/runtime/zero/stage_1_and_2.py _configure_moe_settings", "DeepSpeed PR #5354",
+                  "MoE-LLaVA #17", "DeepSpeed #5794")
+    versions = "All DeepSpeed versions with MoE (ZeRO stage 1/2, BF16 optimizer)."
+    suppress_when = "The optimizer's groups are made MoE-aware somewhere dslint cannot see."
+    triggers = MOE_TRIGGERS
+    VALID = (
+        ex("""\
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+        from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
+        model = Net()
+        groups = split_params_into_different_moe_groups_for_optimizer({"params": model.parameters(), "name": "p"})
+        optimizer = torch.optim.AdamW(groups, lr=1e-4)
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config="ds.json")
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.moe = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}),
+        ex("""\
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+        """, files={"ds.json": '{"train_batch_size": 8, "optimizer": {"type": "AdamW"}, '
+                               '"zero_optimization": {"stage": 2}}'}),
+    )
+    INVALID = (
+        ex("""\
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)  # expect: DSL202
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config="ds.json")
+        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}),
+    )
+
+    def wants(self, ctx: RuleContext) -> bool:
+        return bool(moe_facts(ctx.project).sites)
+
+    def check(self, ctx: RuleContext):
+        src, project = ctx.source, ctx.project
+        for ec, builds in _moe_engine_calls(ctx):
+            configs, stages = stages_for(project, src)
+            if stages and not stages & {1, 2, None}:
+                continue        # stage 0 has no such assertion; stage 3 is DSL205
+            severity = None if stages & {1, 2} else Severity.WARNING
+            stage_text = (f"ZeRO stage {sorted(s for s in stages if s in (1, 2))[0]}" if stages & {1, 2}
+                          else "ZeRO stage 1/2 (no DeepSpeed config with a known stage was found for this script)")
+            scope = src.facts.functions.get(ec.call.scope)
+            if ec.kind == "initialize":
+                expr = call_arg(ec.call, "optimizer", INITIALIZE_POSITIONAL)
+                kind, node, where = classify_optimizer(project, src, scope, expr)
+                if kind != PLAIN:
+                    continue
+                at, at_src = (node, where) if node is not None else (expr, src)
+                trace = [Trace("the optimizer reaches deepspeed.initialize here", ec.call.node, src)]
+            else:
+                if any(c.has_optimizer for c in configs) or not configs:
+                    continue
+                opts = ec.call.keyword("optimizers")
+                if opts is not None:
+                    continue        # a prebuilt optimizer tuple: read by the initialize branch when visible
+                if _create_optimizer_override(project, ec.call.attr or "") is not False:
+                    continue
+                at, at_src, trace = ec.call.node, src, []
+            yield Diagnostic(
+                f"the model holds DeepSpeed MoE layers but this optimizer's param groups have no 'moe' marker: under "
+                f"{stage_text} `deepspeed.initialize` asserts \"The model has moe layers, but None of the param "
+                f"groups are marked as MoE\" on every rank. Build the groups with "
+                f"`split_params_into_different_moe_groups_for_optimizer` (deepspeed.moe.utils)"
+                + (" in an overridden `create_optimizer`, or add an `optimizer` block to the DeepSpeed config"
+                   if ec.kind == "trainer" else "") + ".",
+                at, source=at_src if at_src is not src else None, severity=severity,
+                trace=trace + [Trace(f"MoE layers built here", builds[0].node, src)])
+
+
+def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:
+    """True: the Trainer subclass overrides create_optimizer with MoE groups; False: overrides it without;
+    None: a stock Trainer (HF builds plain groups) or nothing to read."""
+    from dslint.analysis.optimizers import _Markers
+    for src in project.python:
+        for info in src.facts.classes.values():
+            if info.name == trainer_name:
+                method = info.methods.get("create_optimizer")
+                if method is None:
+                    return False
+                markers = _Markers()
+                method.node.visit(markers)
+                return True if markers.moe else False
+    return False if trainer_name.endswith("Trainer") else None
+
+
+class EpSizeMismatch(Rule):
+    """Expert-parallel size that cannot be laid out: `num_experts % ep_size != 0`, `ep_size` larger than the
+    world size, or a world size that `ep_size` does not divide.
+
+    **Why it fails**: `MoE.__init__` asserts `num_experts % ep_size == 0` ("Number of experts should be
+    divisible by expert parallel size") and `groups._create_expert_and_data_parallel` asserts the data-parallel
+    world size is divisible by `ep_size` when `deepspeed.initialize` creates the expert groups — on every rank,
+    after the job was queued. Values are read from literals, module constants, argparse defaults, the values a
+    launcher line of the same run passes (`--ep-world-size 4`), `--num_gpus`/`--num_nodes`/`--nproc-per-node`
+    and `--world-size`; unknown values are not guessed. Runs that pass an `mpu` (tensor/pipeline parallel)
+    are checked for `num_experts % ep_size` only.
+    """
+
+    code = "DSL203"
+    name = "ep-size-mismatch"
+    severity = Severity.ERROR
+    summary = "`num_experts % ep_size`, `world_size % ep_size` or `ep_size > world_size`"
+    fix_advice = "Pick ep_size dividing both num_experts and the (data-parallel) world size."
+    references = ("deepspeed/moe/layer.py MoE.__init__", "deepspeed/utils/groups.py _create_expert_and_data_parallel")
+    versions = "All DeepSpeed versions with MoE."
+    suppress_when = "Never: DeepSpeed refuses the layout."
+    triggers = MOE_TRIGGERS
+    VALID = (
+        ex("""\
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=64, expert=expert, num_experts=8, ep_size=4)
+        """, world_size=8),
+    )
+    INVALID = (
+        """\
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=64, expert=expert, num_experts=6, ep_size=4)  # expect: DSL203
+        """,
+        ex("""\
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=64, expert=expert, num_experts=8, ep_size=4)  # expect: DSL203
+        """, world_size=2),
+    )
+
+    def wants(self, ctx: RuleContext) -> bool:
+        return "MoE" in ctx.source.text
+
+    def check(self, ctx: RuleContext):
+        project = ctx.project
+        with_mpu = any(ec.kind == "initialize" and ec.call.keyword("mpu") is not None
+                       for src in project.python for ec in engine_calls(project, src))
+        world = project.world_size_for(ctx.source)
+        for site in moe_facts(project).sites:
+            if site.src is not ctx.source:
+                continue
+            ne, ep = site.get("num_experts"), site.get("ep_size")
+            if not ep.known or not isinstance(ep.value, int) or isinstance(ep.value, bool) or ep.value < 1:
+                continue
+            at = site.arg_nodes.get("ep_size", site.call.node)
+            src_note = "" if ep.origin in ("literal", "DeepSpeed default") else f" (ep_size from {ep.origin})"
+            if ne.known and isinstance(ne.value, int) and ne.value % ep.value:
+                yield Diagnostic(f"num_experts={ne.value} is not divisible by ep_size={ep.value}{src_note}: "
+                                 f"`MoE.__init__` asserts \"Number of experts ({ne.value}) should be divisible by "
+                                 f"expert parallel size ({ep.value})\" on every rank.", at)
+                continue
+            if world and not with_mpu and ep.value > 1:
+                if ep.value > world:
+                    yield Diagnostic(f"ep_size={ep.value}{src_note} is larger than the world size {world}: the "
+                                     f"expert-parallel group cannot be formed and `deepspeed.initialize` fails in "
+                                     f"`_create_expert_and_data_parallel` on every rank.", at)
+                elif world % ep.value:
+                    yield Diagnostic(f"world size {world} is not divisible by ep_size={ep.value}{src_note}: "
+                                     f"`deepspeed.initialize` asserts in `_create_expert_and_data_parallel` on "
+                                     f"every rank.", at)
+
+
+def _gating_varies(site: MoESite, version) -> tuple[Optional[bool], str]:
+    """(does the all_to_all size follow the local token count, the capacity arithmetic in words)."""
+    k, drop = site.get("k"), site.get("drop_tokens")
+    cf, minc = site.get("capacity_factor"), site.get("min_capacity")
+    cf_t = f"{cf.value}" if cf.known else "capacity_factor"
+    mc_t = f"{minc.value}" if minc.known else "min_capacity"
+    if not drop.known or not k.known:
+        return None, ("the gating settings (k, drop_tokens) are not known statically; with drop_tokens=True "
+                      "the capacity is computed from the local token count")
+    if drop.value is False:
+        if k.value >= 2:
+            return False, ""
+        if version is not None and version < (0, 14, 1):
+            return False, ""
+        return True, ("with k=1, drop_tokens=False the capacity is all-reduced to the largest expert count and then "
+                      "clamped to the local token count S (DeepSpeed ≥ 0.14.1), so a rank with fewer tokens "
+                      "sends a smaller [E, C, M] buffer")
+    factor = f"{cf_t}·{k.value}" if k.value >= 2 else cf_t
+    return True, (f"with drop_tokens=True each rank computes capacity C = max(ceil(S / num_experts · {factor}), "
+                  f"{mc_t}) from its own token count S with no collective, so ranks with different S send "
+                  f"[E, C, M] buffers of different sizes")
+
+
+class MoETokenCountVaries(Rule):
+    """Expert parallelism with batches padded per rank (dynamic padding), where the MoE all_to_all size follows
+    each rank's local token count.
+
+    **Why it hangs**: `_AllToAll` calls `all_to_all_single(empty_like(x), x, group=ep_group)` without split
+    sizes, assuming every rank of the expert-parallel group holds the same `[E, C, M]` buffer. The capacity C
+    comes from the local token count S (batch × padded length): with `drop_tokens=True` (the default)
+    `C = max(ceil(S / E · capacity_factor · k), min_capacity)` with no collective; with `k=1, drop_tokens=False`
+    (DeepSpeed ≥ 0.14.1) the capacity is all-reduced to the max and then clamped to the local S. Dynamic padding
+    (`DataCollatorWithPadding`, `padding="longest"`, `pad_sequence`, `group_by_length`) gives each rank a
+    different S, so the all_to_all sizes disagree: NCCL runs on with garbage until a later collective hangs
+    (DeepSpeed #5794 "Expert parallel hangs at the last MoE layer"); gloo aborts.
+
+    Safe, not flagged: fixed-length padding (`padding="max_length"`), a pad length all-reduced to the max in the
+    padding function, `ep_size=1`, and top-k ≥ 2 with `drop_tokens=False` (capacity all-reduced, no clamp).
+    """
+
+    code = "DSL204"
+    name = "moe-token-count-varies"
+    severity = Severity.ERROR
+    summary = "expert parallelism with per-rank token counts that differ (dynamic padding) and local capacity"
+    fix_advice = ("Pad every batch to a fixed length (`padding=\"max_length\"`, `max_length=...`) or all-reduce the "
+                  "pad length to the max across ranks; or use k≥2 with drop_tokens=False.")
+    references = ("DeepSpeed #5794", "DeepSpeed #6809", "deepspeed/moe/sharded_moe.py top1gating/top2gating")
+    versions = "All versions with drop_tokens=True; k=1, drop_tokens=False since 0.14.1."
+    suppress_when = "Every rank's batch has the same number of tokens by construction."
+    triggers = MOE_TRIGGERS + ("pad",)
+    VALID = (
+        """\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        collator = DataCollatorWithPadding(tok, padding="max_length", max_length=512)
+        """,
+        """\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4, k=2, drop_tokens=False)
+        collator = DataCollatorWithPadding(tok)
+        """,
+    )
+    INVALID = (
+        """\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        collator = DataCollatorWithPadding(tok, padding="longest")  # expect: DSL204
+        """,
+    )
+
+    def wants(self, ctx: RuleContext) -> bool:
+        text = ctx.source.text
+        return ("pad" in text or "group_by_length" in text) and bool(moe_facts(ctx.project).sites)
+
+    def check(self, ctx: RuleContext):
+        facts = moe_facts(ctx.project)
+        if not facts.sites:
+            return
+        version = _ds_version(ctx)
+        chosen = None
+        for site in facts.sites:
+            ep = site.get("ep_size")
+            if ep.known and isinstance(ep.value, int) and ep.value <= 1:
+                continue
+            varies, why = _gating_varies(site, version)
+            if varies is False:
+                continue
+            certain = ep.known and varies is True
+            if chosen is None or (certain and not chosen[0]):
+                chosen = (certain, site, why)
+        if chosen is None:
+            return
+        certain, site, why = chosen
+        ep = site.get("ep_size")
+        ep_text = f"ep_size={ep.value}" if ep.known else "ep_size (unknown statically; flagged in case it is > 1)"
+        for pad in dynamic_padding_sites(ctx.project, ctx.source):
+            yield Diagnostic(
+                f"{pad.what}, so the number of tokens S differs across ranks; the MoE layers run with {ep_text} and "
+                f"{why}. The un-split `all_to_all_single` then disagrees in size across the expert-parallel group: "
+                f"NCCL corrupts data and hangs at a later MoE layer (DeepSpeed #5794). Pad to a fixed length "
+                f"(`padding=\"max_length\"`) or all-reduce the pad length to the max across ranks.",
+                pad.node, severity=None if certain else Severity.WARNING,
+                trace=[Trace(f"MoE layer: {_site_note(site)}", site.call.node, site.src)])
+
+
+class MoEZero3(Rule):
+    """A model with DeepSpeed-native MoE layers initialised under ZeRO stage 3.
+
+    **Why it fails**: native `deepspeed.moe.layer.MoE` needs expert-data-parallel gradient reduction that the
+    ZeRO-3 optimizer does not implement. DeepSpeed 0.19.8 raises *"Native DeepSpeed MoE is not supported with
+    ZeRO Stage 3. Use AutoEP or choose ZeRO stage 1/2."* (`_validate_zero3_moe_compatibility`); older versions
+    assert *"MoE not supported with Stage 3"* — in `deepspeed.initialize`, on every rank, after queueing.
+    """
+
+    code = "DSL205"
+    name = "moe-zero3"
+    severity = Severity.ERROR
+    summary = "DeepSpeed-native MoE layers with ZeRO stage 3"
+    fix_advice = "Use ZeRO stage 1 or 2 with native MoE (or DeepSpeed AutoEP / HF sparse blocks with leaf modules)."
+    references = ("deepspeed/runtime/engine.py _validate_zero3_moe_compatibility",)
+    versions = "All DeepSpeed versions."
+    suppress_when = "Never."
+    triggers = MOE_TRIGGERS
+    VALID = (
+        ex("""\
+        import deepspeed
+        from deepspeed.moe.layer import MoE
+        model = MoE(hidden_size=64, expert=expert, num_experts=4)
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}),
+    )
+    INVALID = (
+        ex("""\
+        import deepspeed
+        from deepspeed.moe.layer import MoE
+        model = MoE(hidden_size=64, expert=expert, num_experts=4)
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")  # expect: DSL205
+        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 3}}'}),
+    )
+
+    def wants(self, ctx: RuleContext) -> bool:
+        return bool(moe_facts(ctx.project).sites)
+
+    def check(self, ctx: RuleContext):
+        for ec, builds in _moe_engine_calls(ctx):
+            configs, stages = stages_for(ctx.project, ctx.source)
+            if 3 in stages:
+                cfg = next(c for c in configs if c.zero_stage == 3)
+                yield Diagnostic(
+                    f"the model holds DeepSpeed-native MoE layers and the config {cfg.origin} selects ZeRO stage 3: "
+                    f"`deepspeed.initialize` raises \"Native DeepSpeed MoE is not supported with ZeRO Stage 3\" "
+                    f"(older versions: \"MoE not supported with Stage 3\"). Use ZeRO stage 1 or 2.",
+                    ec.call.node, trace=[Trace("MoE layers built here", builds[0].node)])
+
+
+class Zero3DataDependentExperts(Rule):
+    """An HF-style sparse MoE block that runs only the experts that received tokens, trained under ZeRO-3
+    without making it a ZeRO-3 leaf module.
+
+    **Why it hangs**: ZeRO-3 all-gathers a submodule's partitioned parameters when its forward starts (hooks per
+    submodule) and prefetches by the recorded module order. A block that loops only over routed experts
+    (`for expert_idx in expert_hit:` or `if top_x.shape[0] == 0: continue`) calls different experts on different
+    ranks, so ranks issue different all-gathers and the collective sequence diverges: a hang or a wrong fetch
+    (DeepSpeed #5066, #7461). `deepspeed.utils.set_z3_leaf_modules(model, [Block])` or the config's
+    `zero_optimization.leaf_module` makes the whole block one unit gathered on every rank. DeepSpeed ≥ 0.18.0
+    does this by default for `MixtralSparseMoeBlock`, `Qwen2MoeSparseMoeBlock` and `Qwen3MoeSparseMoeBlock`
+    (unless the config's `leaf_module.classes` replaces the defaults).
+    """
+
+    code = "DSL206"
+    name = "zero3-data-dependent-experts"
+    severity = Severity.ERROR
+    summary = "sparse MoE block running only routed experts under ZeRO-3 without leaf modules"
+    fix_advice = ("Call `deepspeed.utils.set_z3_leaf_modules(model, [YourSparseMoeBlock])` before "
+                  "`deepspeed.initialize`, or list the class in `zero_optimization.leaf_module.classes`.")
+    references = ("DeepSpeed #5066", "DeepSpeed #7461", "DeepSpeed PR #7604", "deepspeed/utils/z3_leaf_module.py")
+    versions = "All versions; Mixtral/Qwen2-MoE/Qwen3-MoE blocks are leaves by default since 0.18.0."
+    suppress_when = "Every expert runs on every rank in every step (the loop never skips an expert)."
+    triggers = ("expert",)
+    _BLOCK = textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class SparseMoeBlock(nn.Module):
+            def __init__(self, dim, n):
+                super().__init__()
+                self.gate = nn.Linear(dim, n)
+                self.experts = nn.ModuleList([nn.Linear(dim, dim) for _ in range(n)])
+
+            def forward(self, x):
+                routing = self.gate(x).argmax(-1)
+                out = torch.zeros_like(x)
+                for i in range(len(self.experts)):  {mark}
+                    idx = torch.where(routing == i)[0]
+                    if idx.numel() == 0:
+                        continue
+                    out[idx] = self.experts[i](x[idx])
+                return out
+        """)
+    _CFG = '{"train_batch_size": 8, "zero_optimization": {"stage": 3}}'
+    VALID = (
+        ex(_BLOCK.replace("{mark}", "") + "\nimport deepspeed\ndeepspeed.utils.set_z3_leaf_modules(model, "
+                "[SparseMoeBlock])\n", files={"ds.json": _CFG}),
+        ex(_BLOCK.replace("{mark}", ""), files={"ds.json": '{"zero_optimization": {"stage": 2}}'}),
+    )
+    INVALID = (
+        ex(_BLOCK.replace("{mark}", "# expect: DSL206"), files={"ds.json": _CFG}),
+    )
+
+    def check(self, ctx: RuleContext):
+        project = ctx.project
+        blocks = [b for b in sparse_blocks(project) if b.src is ctx.source]
+        if not blocks:
+            return
+        stages = run_stages(project)
+        if 3 not in stages:
+            return
+        named, unreadable = leaf_modules(project)
+        if unreadable:
+            return
+        version = _ds_version(ctx)
+        cfg_leaves: list[Optional[set[str]]] = []
+        for js in project.json_configs:
+            from dslint.project import ConfigView
+            view = ConfigView(js.data, js.path)
+            if view.zero_stage == 3:
+                cfg_leaves.append(config_leaf_classes(view))
+        for block in blocks:
+            if block.class_name in named:
+                continue
+            covered_by_cfg = any(c is not None and (block.class_name in c or len(c) > len(DEFAULT_LEAF_CLASSES))
+                                 for c in cfg_leaves)
+            if covered_by_cfg:
+                continue
+            default = block.class_name in DEFAULT_LEAF_CLASSES and all(c is None or block.class_name in c
+                                                                      for c in cfg_leaves)
+            if default and (version is None or version >= (0, 18, 0)):
+                continue
+            extra = (f" DeepSpeed ≥ 0.18.0 makes `{block.class_name}` a leaf by default; this run uses "
+                     f"{project.deepspeed_version}." if default else "")
+            yield Diagnostic(
+                f"`{block.class_name}` runs only the experts that received tokens ({block.reason}); under ZeRO "
+                f"stage 3 each rank then all-gathers a different set of expert parameters and the collective "
+                f"sequence diverges (DeepSpeed #5066, #7461). Make the block a ZeRO-3 leaf module: "
+                f"`deepspeed.utils.set_z3_leaf_modules(model, [{block.class_name}])` or "
+                f"`zero_optimization.leaf_module.classes`.{extra}", block.loop)

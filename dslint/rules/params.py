@@ -1,0 +1,430 @@
+"""DSL3xx: trainable parameters — left out of the optimizer, never used, used only on some ranks' paths,
+or (un)frozen after `deepspeed.initialize`.
+
+Facts: `dslint.analysis.model_facts` (module classes, created attributes, freezing), `forward_paths`
+(which attributes `forward` reaches on which paths), `param_groups` (name-filtered optimizer groups).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Optional
+
+import libcst as cst
+
+from dslint.analysis.forward_paths import ForwardPaths, TooManyPaths, deciding_condition, divergent
+from dslint.analysis.model_facts import ModelFacts, ModuleClass, attribute_reads, model_facts
+from dslint.analysis.moe_facts import INITIALIZE_POSITIONAL, call_arg, engine_calls
+from dslint.analysis.moe_usage import run_stages
+from dslint.analysis.param_groups import groups_of, optimizer_constructions, uncovered
+from dslint.analysis.values import memo
+from dslint.findings import Severity
+from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+
+PARAM_TRIGGERS = ("Module", "Parameter", "PreTrained", "ForCausalLM", "requires_grad", "named_parameters",
+                  "transformers", "torch")
+
+
+def ex(source: str, **kw) -> Example:
+    return Example(textwrap.dedent(source).lstrip("\n"), **kw)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return " ".join(cst.Module([]).code_for_node(node).split())
+
+
+def _roots(facts: ModelFacts, cls: ModuleClass) -> list[tuple[ModuleClass, bool]]:
+    """(class whose forward may reach `cls`'s attributes, is it of cls's own family)."""
+    family = list(dict.fromkeys([*cls.mro(), *facts.subclasses(cls)]))
+    out = [(c, True) for c in family]
+    seen = set(id(c) for c in family)
+    frontier = family
+    for _ in range(3):
+        nxt = []
+        for c in frontier:
+            for container in facts.containers(c):
+                if id(container) not in seen:
+                    seen.add(id(container))
+                    nxt.append(container)
+                    out.append((container, False))
+        frontier = nxt
+    return out
+
+
+def conditional_uses(ctx: RuleContext) -> list[tuple]:
+    """(attr, root class, condition, path pair) for trainable attributes of this file's classes whose use
+    depends on data; memoised per file."""
+    project, src = ctx.project, ctx.source
+
+    def build():
+        facts = model_facts(project)
+        out = []
+        for cls in facts.classes:
+            if cls.src is not src:
+                continue
+            attrs = [a for a in cls.attrs.values() if facts.trainable(a)]
+            if not attrs:
+                continue
+            names = frozenset(a.name for a in attrs)
+            reported: set[str] = set()
+            for root, own in _roots(facts, cls):
+                found = root.find_method("forward")
+                if found is None:
+                    continue
+                if own and any(c.external_bases for c in root.mro()) and "super(" in _code(found[1].node):
+                    continue        # the library base's forward may read any of these attributes on every path
+                shadowed = set() if own else {n for c in root.mro() for n in c.attrs}
+                walker = ForwardPaths(root, names - shadowed)
+                try:
+                    paths = walker.root(found[1].node)
+                except (TooManyPaths, RecursionError):
+                    continue
+                for attr in attrs:
+                    if attr.name in reported or attr.name in shadowed:
+                        continue
+                    pair = divergent(paths, attr.name)
+                    if pair is None:
+                        continue
+                    cond = deciding_condition(walker, pair)
+                    if cond is None:
+                        continue
+                    use = next(iter(walker.uses_at.get(attr.name, [])), None)
+                    reported.add(attr.name)
+                    out.append((attr, root, found[0], cond, use))
+        return out
+
+    return memo(project, f"conditional-uses:{id(src)}", build)
+
+
+def _zero_severity(project) -> Optional[tuple[Optional[Severity], str]]:
+    stages = run_stages(project)
+    known = {s for s in stages if s is not None}
+    if stages and known == stages and known <= {0}:
+        return None             # ZeRO-0 / DDP path zero-fills missing gradients
+    if known & {1, 2, 3}:
+        return None, f"ZeRO stage {max(known & {1, 2, 3})}"
+    return Severity.WARNING, "ZeRO stage 1/2/3 (no DeepSpeed config with a known stage was found in this run)"
+
+
+class ParamNotInOptimizer(Rule):
+    """An optimizer whose param groups, built by name filters over `named_parameters()`, leave some trainable
+    parameters out of every group.
+
+    **Why it matters**: a trainable parameter outside every optimizer group still gets a gradient (and under
+    ZeRO it is not part of the partitioned fp32 state), but it is never updated: the model trains with that
+    part frozen at its initial value and nothing says so. The groups' filters are read as boolean formulas over
+    their atoms (`n in decay_parameters`, `"bias" in n`; `p.requires_grad` counts as true) and a name that
+    satisfies none of them is reported, e.g. a projector excluded from the decay groups but never given its own.
+    Not flagged when the run freezes the model wholesale (`model.requires_grad_(False)`, PEFT), since then the
+    uncovered names may all be frozen.
+    """
+
+    code = "DSL301"
+    name = "param-not-in-optimizer"
+    severity = Severity.WARNING
+    summary = "trainable parameters that no optimizer param group contains (name filters that miss some)"
+    fix_advice = "Make the groups' filters cover every trainable parameter (add the missing complement group)."
+    references = ("DESIGN.md §1.3",)
+    versions = "All versions."
+    suppress_when = "The uncovered parameters are frozen elsewhere (requires_grad=False)."
+    triggers = ("named_parameters",)
+    VALID = (
+        """\
+        import torch
+        decay = get_decay_names(model)
+        groups = [
+            {"params": [p for n, p in model.named_parameters() if n in decay and p.requires_grad], "weight_decay": 0.1},
+            {"params": [p for n, p in model.named_parameters() if n not in decay and p.requires_grad], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(groups, lr=1e-4)
+        """,
+    )
+    INVALID = (
+        """\
+        import torch
+        decay = get_decay_names(model)
+        groups = [
+            {"params": [p for n, p in model.named_parameters() if n in decay and "projector" not in n], "weight_decay": 0.1},
+            {"params": [p for n, p in model.named_parameters() if n not in decay and "projector" not in n], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(groups, lr=1e-4)  # expect: DSL301
+        """,
+    )
+
+    def check(self, ctx: RuleContext):
+        if model_facts(ctx.project).freezing.freeze_all:
+            return
+        for call, scope, arg in optimizer_constructions(ctx.source):
+            groups = groups_of(ctx.source, scope, arg)
+            if not groups:
+                continue
+            missing = uncovered(groups)
+            if missing is None:
+                continue
+            text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
+            yield Diagnostic(
+                f"no param group of this optimizer takes a trainable parameter of `{groups[0].receiver}` for which "
+                f"{text}: such parameters get gradients but are never updated. Add a group for them (or freeze "
+                f"them explicitly).", call.node)
+
+
+class UnusedTrainableParam(Rule):
+    """A trainable parameter or submodule created in a module's `__init__` that no code of the run ever reads.
+
+    **Why it matters**: it never receives a gradient. All ranks agree, so ZeRO's reductions still match and
+    nothing hangs — but it occupies optimizer state, is saved in checkpoints, and is a sign that a branch
+    meant to use it is missing (when some ranks do use it, see DSL303). Only classes whose whole forward chain
+    is in the checked files are considered (bases `nn.Module` or other checked classes, no `getattr(self, name)`
+    or `self.children()` style access).
+    """
+
+    code = "DSL302"
+    name = "unused-trainable-param"
+    severity = Severity.WARNING
+    summary = "a trainable parameter/submodule defined in `__init__` that forward never reaches"
+    fix_advice = "Remove it, use it, or create it with requires_grad=False."
+    references = ("DeepSpeed #4933",)
+    versions = "All versions."
+    suppress_when = "It is used by code outside the checked files (a subclass, a training script not checked)."
+    triggers = PARAM_TRIGGERS
+    VALID = (
+        """\
+        import torch
+        from torch import nn
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.scale = nn.Parameter(torch.ones(8))
+            def forward(self, x):
+                return self.proj(x) * self.scale
+        """,
+    )
+    INVALID = (
+        """\
+        import torch
+        from torch import nn
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.old_proj = nn.Linear(8, 8)  # expect: DSL302
+            def forward(self, x):
+                return self.proj(x)
+        """,
+    )
+
+    def check(self, ctx: RuleContext):
+        facts = model_facts(ctx.project)
+        reads, dynamic = attribute_reads(ctx.project)
+        for cls in facts.classes:
+            if cls.src is not ctx.source:
+                continue
+            mro = cls.mro()
+            if any(c.external_bases for c in mro) or any(id(c) in dynamic for c in mro):
+                continue
+            if cls.find_method("forward") is None:
+                continue
+            for attr in cls.attrs.values():
+                if attr.method != "__init__" or not facts.trainable(attr) or reads.get(attr.name, 0):
+                    continue
+                yield Diagnostic(
+                    f"`self.{attr.name}` ({attr.kind}) is trainable but nothing in the checked files reads it: it never "
+                    f"gets a gradient and is never updated. Every rank skips it alike, so this alone does not hang; "
+                    f"remove it, use it, or create it with requires_grad=False.", attr.statement)
+
+
+class ConditionallyUsedParam(Rule):
+    """A trainable parameter or submodule that `forward` uses only on a data- or rank-dependent branch.
+
+    **Why it hangs**: ZeRO-1/2 hook every trainable parameter's gradient accumulation and reduce buckets built
+    from the gradients that actually arrived; ZeRO-3 reduce-scatters per submodule. A parameter used only when
+    the batch has images (LLaVA: `if images is not None:` around the projector) gets no gradient on the ranks
+    whose batch is text-only, so the ranks' reduction sizes differ: the all_reduce/reduce_scatter hangs, or,
+    with small buckets, same-size reductions pair different parameters and silently corrupt gradients; the
+    ranks that got through wait in `optimizer.step()`'s overflow all_reduce (DeepSpeed #4933, #1355). Stage 0
+    zero-fills missing gradients and is safe.
+
+    Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
+    `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False`, a tests on
+    uniform values only (`self.training`, config flags, `return_dict`, `use_cache`).
+    """
+
+    code = "DSL303"
+    name = "conditionally-used-param"
+    severity = Severity.ERROR
+    summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
+    fix_advice = ("Touch the parameter on every path (e.g. `x = x + 0 * self.proj(dummy).sum()` or concatenate "
+                  "`features[0:0]` on text-only batches), or freeze it.")
+    references = ("DeepSpeed #4933", "DeepSpeed #1355", "LLaVA llava_arch.py prepare_inputs_labels_for_multimodal")
+    versions = "All versions (ZeRO stages 1-3)."
+    suppress_when = "Every rank's batch takes the same branch in every step (e.g. every sample has an image)."
+    triggers = PARAM_TRIGGERS
+    VALID = (
+        """\
+        import torch
+        from torch import nn
+        class VLM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lm = nn.Linear(8, 8)
+                self.projector = nn.Linear(4, 8)
+            def forward(self, text, images=None):
+                if images is not None:
+                    feats = self.projector(images)
+                else:
+                    feats = self.projector(torch.zeros(0, 4))
+                return self.lm(torch.cat([feats, text]))
+        """,
+    )
+    INVALID = (
+        """\
+        import torch
+        from torch import nn
+        class VLM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lm = nn.Linear(8, 8)
+                self.projector = nn.Linear(4, 8)  # expect: DSL303
+            def forward(self, text, images=None):
+                if images is not None:
+                    text = torch.cat([self.projector(images), text])
+                return self.lm(text)
+        """,
+    )
+
+    def check(self, ctx: RuleContext):
+        zero = _zero_severity(ctx.project)
+        if zero is None and run_stages(ctx.project):
+            return
+        severity, stage_text = zero if zero is not None else (None, "ZeRO")
+        for attr, root, owner, cond, use in conditional_uses(ctx):
+            where = f"{root.name}.forward" if owner is root else f"{root.name}.forward (via {owner.name})"
+            trace = [Trace(f"data-dependent branch in {cond.method}(): `{_code(cond.node)}`", cond.node, cond.src)]
+            if use is not None:
+                trace.append(Trace(f"used only on that path, in {use[1]}()", use[0], use[2]))
+            yield Diagnostic(
+                f"`self.{attr.name}` ({attr.kind}) is trainable but {where} uses it only when "
+                f"`{_code(cond.node)}` goes one way: ranks whose batch takes the other path produce no gradient for "
+                f"it, so under {stage_text} the gradient reductions differ in size across ranks and hang or mix "
+                f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
+                f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace)
+
+
+class RequiresGradAfterInit(Rule):
+    """`requires_grad` toggled on the model after `deepspeed.initialize` (progressive unfreezing, freezing a
+    tower mid-training).
+
+    **Why it fails**: DeepSpeed reads `requires_grad` once, in `deepspeed.initialize`: ZeRO-1/2 build their
+    flat fp16/fp32 partitions, gradient hooks and reduction buckets from the parameters that required grad
+    then; ZeRO-3 registers its hooks likewise. A parameter unfrozen later gets gradients that are never
+    reduced or stepped (it silently stays at its initial value); one frozen later stays in the buckets and
+    the reductions no longer match the gradients that arrive. Set the trainable set before `initialize`
+    (or re-initialise the engine).
+    """
+
+    code = "DSL304"
+    name = "requires-grad-after-init"
+    severity = Severity.WARNING
+    summary = "requires_grad changed after `deepspeed.initialize`"
+    fix_advice = "Freeze/unfreeze before `deepspeed.initialize` (or build a new engine after changing it)."
+    references = ("deepspeed/runtime/zero/stage_1_and_2.py (trainable params read at init)",)
+    versions = "All versions."
+    suppress_when = "The toggled parameters are outside the DeepSpeed engine."
+    triggers = ("requires_grad",)
+    VALID = (
+        """\
+        import deepspeed
+        model.vision.requires_grad_(False)
+        engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+        """,
+    )
+    INVALID = (
+        """\
+        import deepspeed
+        engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+        for epoch in range(10):
+            if epoch == 2:
+                for p in engine.module.vision.parameters():  # expect: DSL304
+                    p.requires_grad = True
+        """,
+    )
+
+    def check(self, ctx: RuleContext):
+        src = ctx.source
+        for ec in engine_calls(ctx.project, src):
+            if ec.kind != "initialize":
+                continue
+            names = set()
+            model = call_arg(ec.call, "model", INITIALIZE_POSITIONAL)
+            if isinstance(model, cst.Name):
+                names.add(model.value)
+            scope = src.facts.functions.get(ec.call.scope)
+            body = scope.node if scope is not None else src.module
+            finder = _AfterInit(ec.call.node, names)
+            body.visit(finder)
+            for node, what in finder.hits:
+                yield Diagnostic(
+                    f"{what} after `deepspeed.initialize`: DeepSpeed decided which parameters it reduces and steps "
+                    f"at initialize; parameters unfrozen now are never updated and ones frozen now leave its "
+                    f"gradient buckets out of step. Change requires_grad before `deepspeed.initialize`.", node,
+                    trace=[Trace("deepspeed.initialize", ec.call.node)])
+
+
+def _root_name(expr: cst.BaseExpression) -> Optional[str]:
+    while isinstance(expr, (cst.Attribute, cst.Call, cst.Subscript)):
+        expr = expr.value if not isinstance(expr, cst.Call) else expr.func
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+class _AfterInit(cst.CSTVisitor):
+    def __init__(self, init_call: cst.Call, models: set[str]) -> None:
+        self.init_call = init_call
+        self.models = set(models)
+        self.seen = False
+        self.hits: list[tuple[cst.CSTNode, str]] = []
+        self.param_loops: list[str] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if node.value is self.init_call or (isinstance(node.value, cst.Call) and node.value is self.init_call):
+            for t in node.targets:
+                tgt = t.target
+                first = tgt.elements[0].value if isinstance(tgt, (cst.Tuple, cst.List)) and tgt.elements else tgt
+                if isinstance(first, cst.Name):
+                    self.models.add(first.value)
+            return
+        if not self.seen:
+            return
+        for t in node.targets:
+            tgt = t.target
+            if isinstance(tgt, cst.Attribute) and tgt.attr.value == "requires_grad":
+                root = _root_name(tgt.value)
+                if root in self.models or root in self.param_loops:
+                    self.hits.append((node, f"`{_code(tgt)} = ...`"))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if node is self.init_call:
+            self.seen = True
+            return
+        if self.seen and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+            root = _root_name(node.func.value)
+            if root in self.models or root in self.param_loops:
+                self.hits.append((node, f"`{_code(node.func)}(...)`"))
+
+    def visit_For(self, node: cst.For) -> Optional[bool]:
+        if self.seen and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) and \
+                node.iter.func.attr.value in ("parameters", "named_parameters") and \
+                _root_name(node.iter.func.value) in self.models:
+            target = node.target
+            if isinstance(target, cst.Tuple) and target.elements:
+                target = target.elements[-1].value
+            if isinstance(target, cst.Name):
+                before = len(self.hits)
+                self.param_loops.append(target.value)
+                node.body.visit(self)
+                self.param_loops.pop()
+                if len(self.hits) > before:      # report the loop once, on its header
+                    del self.hits[before:]
+                    self.hits.append((node, f"changing requires_grad of `{_code(node.iter)}`"))
+                return False
+        return True
