@@ -89,6 +89,7 @@ class ForwardPaths:
         self.uses_at: dict[str, list[tuple[cst.CSTNode, str, object]]] = {}
         self._stack: list[str] = []
         self._srcs: list[object] = [cls.src]
+        self._loop_vars: set[str] = set()
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -98,6 +99,8 @@ class ForwardPaths:
 
     def _is_dd(self, node: cst.CSTNode, dd: set[str]) -> bool:
         scan = self._scan(node)
+        if scan.names & self._loop_vars:
+            return False
         if scan.names & dd:
             return True
         text = cst.Module([]).code_for_node(node)
@@ -208,9 +211,15 @@ class ForwardPaths:
         if isinstance(stmt, (cst.For, cst.While)):
             head = stmt.iter if isinstance(stmt, cst.For) else stmt.test
             paths = self._expr(head, paths, dd, method)
+            saved = set(self._loop_vars)
             if isinstance(stmt, cst.For):
                 paths = self._expr(stmt.target, paths, dd, method)
-            body, sub = self._block(stmt.body.body, paths, dd, method)
+                # tests on the loop variable differ per iteration, not per rank: some iteration takes each side
+                self._loop_vars |= _derived_from(stmt, _target_names(stmt.target))
+            try:
+                body, sub = self._block(stmt.body.body, paths, dd, method)
+            finally:
+                self._loop_vars = saved
             after = body + sub["continue"] + sub["break"]
             ended["return"] += sub["return"]
             ended["raise"] += sub["raise"]
@@ -287,6 +296,28 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
                 out |= targets
                 changed = True
     return out - set(dd)
+
+
+def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
+    pairs: list[tuple[set[str], set[str]]] = []
+
+    class Assigns(cst.CSTVisitor):
+        def visit_Assign(self, n: cst.Assign) -> None:
+            targets: set[str] = set()
+            for t in n.targets:
+                targets |= _target_names(t.target)
+            pairs.append((targets, _names(n.value)))
+
+    node.visit(Assigns())
+    out = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for targets, sources in pairs:
+            if sources & out and not targets <= out:
+                out |= targets
+                changed = True
+    return out
 
 
 def _names(node: cst.CSTNode) -> set[str]:

@@ -342,9 +342,13 @@ def model_facts(project: "ProjectView") -> ModelFacts:
 
 
 class _AttrNames(cst.CSTVisitor):
-    def __init__(self) -> None:
+    def __init__(self, skip_targets: bool = False) -> None:
         self.names: set[str] = set()
         self.dynamic = False
+        self.skip_targets = skip_targets
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return not self.skip_targets
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self.names.add(node.attr.value)
@@ -376,9 +380,10 @@ def attribute_reads(project: "ProjectView") -> tuple[dict[str, int], set[int]]:
         owners = {id(c.info): c for c in facts.classes}
         for src in project.python:
             for qual, fn in src.facts.functions.items():
-                if fn.name in INIT_LIKE:
+                if fn.name in INIT_LIKE and fn.name != "__init__":
                     continue
-                visitor = _AttrNames()
+                # in __init__ only reads count (`expert=self.fc2` hands the module on), not `self.x = ...`
+                visitor = _AttrNames(skip_targets=fn.name == "__init__")
                 fn.node.visit(visitor)
                 for n in visitor.names:
                     counts[n] = counts.get(n, 0) + 1
