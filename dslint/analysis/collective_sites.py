@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from dslint.analysis.flow import iter_assigns, iter_calls
 from dslint.analysis.rank_taint import ProjectTaint, code_of
 from dslint.facts import FunctionInfo, dotted_name
 from dslint.literals import literal_value
@@ -68,11 +69,15 @@ class Site:
 
     call: cst.Call
     source: "PythonSource"
-    label: str                     # `engine.save_checkpoint(...)`
     why: str                       # which collective, on which group
     certain: bool                  # collective under the known config (error) or only under some (warning)
     kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function
     chain: list[Hop] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """`engine.save_checkpoint(...)` (rendered on demand: code generation is not free)."""
+        return f"{code_of(self.call.func, 48)}(...)"
 
     @property
     def target(self) -> str:
@@ -94,6 +99,18 @@ def _tail(expr: Optional[cst.BaseExpression]) -> Optional[str]:
     if isinstance(expr, cst.Attribute):
         return expr.attr.value
     return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _root_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`Net(cfg).cuda(rank).eval()` → "Net": the constructor under a chain of method calls."""
+    root = None
+    while isinstance(expr, cst.Call):
+        root = expr
+        expr = expr.func.value if isinstance(expr.func, cst.Attribute) else None
+    if root is None:
+        return None
+    func = root.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
 
 
 class CollectiveSites:
@@ -118,7 +135,9 @@ class CollectiveSites:
         out = []
         for src in self.project.python:
             text = src.text
-            if not any(w in text for w in ("initialize", "init_inference", "Trainer", "Accelerator", "MoE", "(")):
+            if not any(w in text for w in ("initialize", "init_inference", "Trainer", "Accelerator", "MoE", "DDP",
+                                           "DistributedDataParallel", "HfDeepSpeedConfig")) and \
+                    not any(c in text for c in self.moe_classes):
                 continue
             for node in assignments(src.module):
                 value = node.value
@@ -173,7 +192,7 @@ class CollectiveSites:
     def roles(self) -> dict[str, set[str]]:
         engine, wrapped, trainer, accel, moe = set(), set(), set(), set(), set()
         for src, tail, callee, call, first in self._assignments:
-            last = (callee or "").rsplit(".", 1)[-1]
+            last = (callee or "").rsplit(".", 1)[-1] or _root_name(call) or ""
             if callee and any(callee == c or callee.endswith("." + c.split(".")[-1]) and "deepspeed" in callee
                               for c in _INIT_CALLS):
                 engine.add(tail)
@@ -185,8 +204,9 @@ class CollectiveSites:
                 trainer.add(tail)
             elif last == "Accelerator":
                 accel.add(tail)
-            elif last in self.moe_classes or (last in ("DistributedDataParallel", "DDP") and call.args
-                                              and _tail(call.args[0].value) in moe):
+            elif last in self.moe_classes or _root_name(call) in self.moe_classes or (
+                    last in ("DistributedDataParallel", "DDP") and call.args
+                    and (_tail(call.args[0].value) in moe or _root_name(call.args[0].value) in self.moe_classes)):
                 moe.add(tail)
         return {"engine": engine, "wrapped": wrapped, "trainer": trainer, "accelerator": accel, "moe": moe}
 
@@ -257,7 +277,9 @@ class CollectiveSites:
             return ""
         src, call = layers[0]
         size = f"ep_size={sizes[0]}, " if isinstance(sizes[0], int) else ""
-        return (f"DeepSpeed MoE ({size}{src.path}:{src.span(call).line}) runs all_to_all over the "
+        line = next((n for n, text in enumerate(src.lines, 1) if "MoE(" in text), None)
+        where = f"{src.path}:{line}" if line else src.path
+        return (f"DeepSpeed MoE ({size}{where}) runs all_to_all over the "
                 f"expert-parallel group in every forward")
 
     # --- classification -----------------------------------------------------------------------------------
@@ -268,38 +290,37 @@ class CollectiveSites:
             else None
         if last is None:
             return None
-        label = f"{code_of(func, 48)}(...)"
         if callee and callee.startswith(_EXPLICIT_MODULES) and last in EXPLICIT:
-            return Site(call, src, label, f"`{last}` on its process group", True, "explicit")
+            return Site(call, src, f"`{last}` on its process group", True, "explicit")
         if callee and callee.startswith("accelerate.") and last in ACCELERATE_FUNCS:
-            return Site(call, src, label, f"accelerate `{last}` across all processes", True, "accelerate")
+            return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
         owner = func.value if isinstance(func, cst.Attribute) else None
         owner_role = self.role(_tail(owner)) if owner is not None else None
         if owner_role == "accelerator":
             if last in ACCELERATOR_METHODS:
-                return Site(call, src, label, f"accelerate `{last}` across all processes", True, "accelerate")
+                return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
             if last in ACCELERATOR_Z3:
-                return self._forward_site(src, call, label, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
+                return self._forward_site(src, call, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
         if owner_role == "trainer":
             if last in TRAINER_ALWAYS:
-                return Site(call, src, label, TRAINER_ALWAYS[last], True, "trainer")
+                return Site(call, src, TRAINER_ALWAYS[last], True, "trainer")
             if last == "save_model":
-                return self._forward_site(src, call, label, "trainer", "Trainer.save_model gathers ZeRO-3 partitions")
+                return self._forward_site(src, call, "trainer", "Trainer.save_model gathers ZeRO-3 partitions")
         if last in ENGINE_ALWAYS and (owner_role == "engine" or last in ("save_checkpoint", "load_checkpoint")
                                       and owner is not None and "deepspeed" in src.text):
-            return Site(call, src, label, ENGINE_ALWAYS[last], True, "engine")
+            return Site(call, src, ENGINE_ALWAYS[last], True, "engine")
         if last in ENGINE_Z3 and owner_role == "engine":
-            return self._forward_site(src, call, label, "engine", f"`{last}` gathers ZeRO-3 partitions")
+            return self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions")
         if self._is_model(func):
-            return self._forward_site(src, call, label, "forward", "forward")
+            return self._forward_site(src, call, "forward", "forward")
         if last in ("generate", "forward") and owner is not None and self._is_model(owner):
-            return self._forward_site(src, call, label, "generate" if last == "generate" else "forward", last)
+            return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
         hit = self.taint.function_for_call(src, call, callee, cls)
         if hit is not None:
             inner = self.reaches(*hit)
             if inner is not None:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
-                return Site(call, src, label, inner.why, inner.certain, "function", [hop, *inner.chain])
+                return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain])
         return None
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
@@ -309,7 +330,7 @@ class CollectiveSites:
             return True
         return isinstance(expr, cst.Attribute) and tail == "module" and self.role(_tail(expr.value)) == "engine"
 
-    def _forward_site(self, src: "PythonSource", call: cst.Call, label: str, kind: str, what: str
+    def _forward_site(self, src: "PythonSource", call: cst.Call, kind: str, what: str
                       ) -> Optional[Site]:
         fwd = self.forward(src)
         tail = _tail(call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func)
@@ -318,7 +339,7 @@ class CollectiveSites:
         if fwd.status == "no":
             return None
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}.get(kind, f"{what}: ")
-        return Site(call, src, label, prefix + fwd.why, fwd.status == "yes", kind)
+        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind)
 
     # --- interprocedural: does a function reach a site? ----------------------------------------------------
     def reaches(self, src: "PythonSource", info: FunctionInfo) -> Optional[Site]:
@@ -344,7 +365,7 @@ class CollectiveSites:
     def block_sites(self, src: "PythonSource", stmts, cls: Optional[str]) -> list[Site]:
         out = []
         for node in stmts:
-            for call in _calls(node):
+            for call in iter_calls(node):
                 site = self.classify(src, call, cls)
                 if site is not None:
                     out.append(site)
@@ -352,23 +373,4 @@ class CollectiveSites:
 
 
 def assignments(module: cst.Module):
-    stack: list[cst.CSTNode] = [module]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Assign):
-            yield node
-        elif isinstance(node, (cst.BaseExpression, cst.Import, cst.ImportFrom)):
-            continue
-        else:
-            stack.extend(node.children)
-
-
-def _calls(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Call):
-            yield n
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(n.children)
+    return iter_assigns(module)

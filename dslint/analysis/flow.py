@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.analysis.rank_taint import Env, Origin, RankTaint
+from dslint.analysis.rank_taint import TRIP_COUNT_KINDS, Env, Origin, RankTaint
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
 
@@ -207,15 +207,22 @@ class FlowWalk:
         if isinstance(node, cst.For):
             self.expr(node.iter, guards)
             origin = self.eval(node.iter)
-            self.bind(node.target, None, origin)
+            item = origin
+            if origin is not None and origin.kind == "shard":     # one element of this rank's share
+                item = Origin("item", origin.node, origin.source, origin.via, origin.via_call)
+            self.bind(node.target, None, item)
             head: cst.CSTNode = node
         else:
             self.expr(node.test, guards)
             origin = self.eval(node.test)
             head = node
         self.loop_depth += 1
-        tainted_before = origin is not None
-        inner = guards + ((Guard("loop", origin, head),) if origin else ())
+        if isinstance(node, cst.For) and origin is not None and origin.kind not in TRIP_COUNT_KINDS:
+            origin_loop = None      # iterating over this rank's item or output: its length is the batch's
+        else:
+            origin_loop = origin
+        tainted_before = origin_loop is not None
+        inner = guards + ((Guard("loop", origin_loop, head),) if origin_loop else ())
         self._tainted_loops += tainted_before
         env_before = dict(self.env)
         pending = self.block(_body(node.body), inner)
@@ -260,7 +267,7 @@ class FlowWalk:
             while comp is not None:
                 self.expr(comp.iter, inner)
                 origin = self.eval(comp.iter)
-                if origin is not None:
+                if origin is not None and origin.kind in TRIP_COUNT_KINDS:
                     inner = inner + (Guard("loop", origin, e),)
                 comp = comp.inner_for_in
             for part in ((e.key, e.value) if isinstance(e, cst.DictComp) else (e.elt,)):
@@ -268,11 +275,102 @@ class FlowWalk:
             return
         if isinstance(e, (cst.Lambda, cst.SimpleString, cst.Name, cst.Integer, cst.Float)):
             return
-        for child in e.children:
-            if isinstance(child, (cst.BaseExpression, cst.Arg, cst.BaseElement, cst.BaseDictElement,
-                                  cst.SubscriptElement, cst.BaseSlice, cst.FormattedStringExpression,
-                                  cst.ComparisonTarget, cst.BaseFormattedStringContent)):
-                self.expr(child, guards)
+        for child in sub_expressions(e):
+            self.expr(child, guards)
+
+
+# Fields that hold sub-expressions, per node type: walking them directly is ~20x cheaper than libcst's
+# `children` (which runs a visitor per node).
+_FIELDS: dict[type, tuple[str, ...]] = {
+    cst.Attribute: ("value",), cst.Subscript: ("value", "slice"), cst.SubscriptElement: ("slice",),
+    cst.Index: ("value",), cst.Slice: ("lower", "upper", "step"), cst.BinaryOperation: ("left", "right"),
+    cst.UnaryOperation: ("expression",), cst.Comparison: ("left", "comparisons"),
+    cst.ComparisonTarget: ("comparator",), cst.Tuple: ("elements",), cst.List: ("elements",),
+    cst.Set: ("elements",), cst.Element: ("value",), cst.StarredElement: ("value",), cst.Dict: ("elements",),
+    cst.DictElement: ("key", "value"), cst.StarredDictElement: ("value",), cst.Arg: ("value",),
+    cst.FormattedString: ("parts",), cst.FormattedStringExpression: ("expression",), cst.Await: ("expression",),
+    cst.NamedExpr: ("value",), cst.Yield: ("value",), cst.From: ("item",), cst.ConcatenatedString: (),
+    cst.FormattedStringText: (), cst.Ellipsis: (), cst.Imaginary: (),
+}
+
+
+def sub_expressions(node: cst.CSTNode):
+    fields = _FIELDS.get(type(node))
+    if fields is None:
+        yield from node.children
+        return
+    for name in fields:
+        value = getattr(node, name, None)
+        if value is None:
+            continue
+        if isinstance(value, (tuple, list)):
+            yield from value
+        elif isinstance(value, cst.CSTNode):
+            yield value
+
+
+def sub_statements(node: cst.CSTNode):
+    """Statements directly nested in a compound statement (bodies, else/except/finally, match cases)."""
+    if isinstance(node, (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)):
+        yield from node.body
+        return
+    for name in ("body", "orelse", "handlers", "finalbody", "cases"):
+        value = getattr(node, name, None)
+        if value is None:
+            continue
+        if isinstance(value, (tuple, list)):
+            yield from value
+        else:
+            yield value
+
+
+def statement_expressions(node: cst.CSTNode):
+    """Expressions a statement evaluates itself (not those of its nested statements)."""
+    if isinstance(node, cst.SimpleStatementLine):
+        for small in node.body:
+            yield from statement_expressions(small)
+        return
+    for name in ("value", "test", "iter", "target", "subject", "exc", "cause", "msg", "items"):
+        value = getattr(node, name, None)
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.WithItem):
+                    yield item.item
+        elif isinstance(value, cst.BaseExpression):
+            yield value
+    if isinstance(node, cst.Assign):
+        yield from (t.target for t in node.targets)
+
+
+def iter_calls(node: cst.CSTNode):
+    """Calls in a statement tree, not entering nested functions, classes or lambdas."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(n, cst.Call):
+            yield n
+            stack.append(n.func)
+            stack.extend(a.value for a in n.args)
+        elif isinstance(n, cst.BaseExpression) or type(n) in _FIELDS:
+            stack.extend(sub_expressions(n))
+        else:
+            stack.extend(statement_expressions(n))
+            stack.extend(sub_statements(n))
+
+
+def iter_assigns(node: cst.CSTNode):
+    """Assignments in a statement tree, nested functions and classes included."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleStatementLine):
+            stack.extend(x for x in n.body if isinstance(x, cst.Assign))
+        elif isinstance(n, cst.Assign):
+            yield n
+        elif not isinstance(n, cst.BaseExpression):
+            stack.extend(sub_statements(n))
 
 
 def _body(block) -> Sequence[cst.CSTNode]:

@@ -146,8 +146,11 @@ class RankHazards:
         module_env = self.taint.module_env(src)
         for qual, info in src.facts.functions.items():
             guards = _decorator_guards(src, info.node)
-            body = info.node.body.body
-            walk = HazardWalk(self, src, qual, dict(module_env), info.class_name, guards)
+            body = info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ()
+            env = dict(module_env)
+            if self.sites.reaches(src, info) is not None:
+                env.update(self.taint.param_taint(src, info))
+            walk = HazardWalk(self, src, qual, env, info.class_name, guards)
             walk.run(body)
             found.update(walk.found)
         return _drop_paired(list(found.values()))

@@ -16,11 +16,12 @@ globals and `self.` attributes, which functions see whenever they run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Optional
 
 import libcst as cst
 
-from dslint.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.facts import MODULE_SCOPE, CallSite, FunctionInfo, dotted_name
 from dslint.literals import literal_value
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ RANK_ATTRS = {"local_rank", "global_rank", "node_rank", "world_rank", "process_i
 # `.rank` is a rank id on args/engine/self/state objects, but a matrix rank on LoRA/PEFT configs
 _NOT_PROCESS_RANK = ("lora", "peft", "config", "cfg", "adapter", "svd", "lowrank", "low_rank")
 # functions/methods whose result is a rank id or a rank-0 test
-RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_node_rank", "get_data_parallel_rank",
+# (not get_global_rank(group, i): it maps a group rank to a global one, the same answer everywhere)
+RANK_CALLS = {"get_rank", "get_local_rank", "get_node_rank", "get_data_parallel_rank",
               "get_model_parallel_rank", "get_tensor_model_parallel_rank", "get_pipeline_model_parallel_rank",
               "get_expert_parallel_rank", "get_expert_data_parallel_rank", "get_sequence_parallel_rank",
               "is_world_process_zero", "is_local_process_zero", "is_main_process", "is_local_main_process",
@@ -72,19 +74,27 @@ def mentions_rank(text: str) -> bool:
 class Origin:
     """Why a value is rank-varying: the source expression and what it is."""
 
-    kind: str                      # "rank" (a rank id / rank-0 test) | "shard" (per-rank data) | "generation"
+    kind: str                      # "rank" (a rank id / rank-0 test) | "shard" (this rank's share: its length
+                                   # varies) | "item" (xs[rank]) | "generation" (a sampled output)
     node: cst.CSTNode
     source: "PythonSource"
     via: Optional[str] = None      # "is_main()" when it came through a helper
+    via_call: Optional[tuple] = None   # (source, call node) of the call that passed it in, located lazily
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
 
     def describe(self) -> str:
         line = self.source.span(self.node).line
-        what = {"rank": "a rank id", "shard": "per-rank data", "generation": "a per-rank generation output"}
-        via = f" via {self.via}" if self.via else ""
-        return f"`{self.text()}` ({what.get(self.kind, self.kind)}{via}, line {line})"
+        what = {"rank": "a rank id", "shard": "this rank's share of the data", "item": "this rank's item",
+                "generation": "a per-rank generation output"}
+        if self.via_call is not None:
+            src, node = self.via_call
+            return (f"`{self.text()}` ({what.get(self.kind, self.kind)} from {self.source.path}:{line}, "
+                    f"{self.via} at {src.path}:{src.span(node).line})")
+        if self.via:
+            return f"`{self.text()}` ({what.get(self.kind, self.kind)} from {self.source.path}:{line}, {self.via})"
+        return f"`{self.text()}` ({what.get(self.kind, self.kind)}, line {line})"
 
 
 def code_of(node: cst.CSTNode, limit: int = 60) -> str:
@@ -105,6 +115,9 @@ def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
     if isinstance(func, cst.Attribute):
         return func.attr.value
     return func.value if isinstance(func, cst.Name) else None
+
+
+TRIP_COUNT_KINDS = ("rank", "shard")     # iterating over these runs a rank-dependent number of times
 
 
 class RankTaint:
@@ -192,8 +205,12 @@ class RankTaint:
                 if any(self.eval(x, env, cls) for x in (s.lower, s.upper, s.step) if x is not None):
                     return Origin("shard", e, self.src)
             elif self.eval(s.value, env, cls) is not None:
-                # xs[rank], array_split(xs, world)[rank], chunk(...)[rank]: this rank's share
-                return Origin("shard", e, self.src)
+                # array_split(xs, world)[rank], chunk(...)[rank], shards[rank]: this rank's share (its length
+                # varies); any other xs[rank] is this rank's item, whose structure is usually uniform
+                base_name = (dotted_name(e.value) or "").lower()
+                split = isinstance(e.value, cst.Call) and _last(None, e.value.func) in SPLITTERS
+                shard = split or any(w in base_name for w in ("shard", "split", "chunk", "per_rank", "subset"))
+                return Origin("shard" if shard else "item", e, self.src)
         return self.eval(e.value, env, cls)
 
     def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
@@ -290,6 +307,8 @@ class ProjectTaint:
         self._self_attrs: dict[int, Env] = {}
         self._returns: dict[tuple[int, str], Optional[Origin]] = {}
         self._in_progress: set[tuple[int, str]] = set()
+        self._params: dict[tuple[int, str], Env] = {}
+        self._scope_env: dict[tuple[int, str], Env] = {}
 
     @classmethod
     def of(cls, project: "ProjectView") -> "ProjectTaint":
@@ -388,15 +407,65 @@ class ProjectTaint:
         return result
 
 
+    # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
+    @cached_property
+    def calls_by_name(self) -> dict[str, list[tuple["PythonSource", CallSite]]]:
+        out: dict[str, list] = {}
+        for src in self.project.python:
+            for call in src.facts.calls:
+                if call.attr:
+                    out.setdefault(call.attr, []).append((src, call))
+        return out
+
+    def param_taint(self, src: "PythonSource", info: FunctionInfo) -> Env:
+        """Parameters some caller in the checked files passes a rank-varying value (context-insensitive)."""
+        key = (id(src), info.qualname)
+        if key in self._params:
+            return self._params[key]
+        self._params[key] = {}
+        out: Env = {}
+        callers = self.calls_by_name.get(info.name, [])
+        if info.name.startswith("__") or len(callers) > 64:
+            return out
+        for other, call in callers:
+            caller = other.facts.functions.get(call.scope)
+            cls = caller.class_name if caller else None
+            hit = self.function_for_call(other, call.node, call.callee, cls)
+            if hit is None or hit[1] is not info:
+                continue
+            env = self.scope_env(other, call.scope)
+            params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+            taint = self.taint(other)
+            for i, arg in enumerate(call.node.args):
+                if arg.star:
+                    continue
+                name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+                if name is None or name in out:
+                    continue
+                origin = taint.eval(arg.value, env, cls)
+                if origin is not None:
+                    out[name] = Origin(origin.kind, origin.node, origin.source,
+                                       via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
+        self._params[key] = out
+        return out
+
+    def scope_env(self, src: "PythonSource", scope: str) -> Env:
+        """Every name a scope ever binds to a rank-varying value (flow-insensitive), for its call sites."""
+        key = (id(src), scope)
+        if key in self._scope_env:
+            return self._scope_env[key]
+        self._scope_env[key] = dict(self.module_env(src))
+        info = src.facts.functions.get(scope)
+        if info is None:
+            return self._scope_env[key]
+        from dslint.analysis.flow import FlowWalk
+        env = {**self.module_env(src), **self.param_taint(src, info)}
+        walk = FlowWalk(self.taint(src), scope=scope, env=env, cls=info.class_name)
+        walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
+        self._scope_env[key] = walk.ever_bound
+        return walk.ever_bound
+
+
 def _assignments(block) -> Iterable[cst.Assign]:
-    stack = [block]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Assign):
-            yield node
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        elif isinstance(node, cst.BaseExpression):
-            continue
-        else:
-            stack.extend(node.children)
+    from dslint.analysis.flow import iter_assigns
+    return iter_assigns(block)
