@@ -32,8 +32,9 @@ class Options:
 class DrySession:
     """Owns the tracer, the exchange with the peers and the rank's observations."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, run_id: str = "cli") -> None:
         self.options = options
+        self.run_id = run_id
         self.rank = int(os.environ.get("RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.context = ExecutionContext()
@@ -60,7 +61,7 @@ class DrySession:
             if not (dist.is_available() and dist.is_initialized()):
                 return None
             self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-            self.exchange = PeerExchange.connect(self.rank, self.world_size)
+            self.exchange = PeerExchange.connect(self.rank, self.world_size, self.run_id)
         return self.exchange
 
     def before_issue(self, info: GroupInfo, record: dict[str, Any], fp: dict[str, Any]) -> bool:

@@ -15,6 +15,12 @@ from typing import Any, Callable
 from dslint.runtime_checks.dry_step import DrySession
 
 _installed: list[tuple[Any, str, Any]] = []
+# the wrappers are installed on classes once per process; they act for whichever session is active
+_active: list[DrySession] = []
+
+
+def _session() -> DrySession | None:
+    return _active[-1] if _active else None
 
 
 def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
@@ -28,12 +34,14 @@ def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
 
 
 def uninstall() -> None:
+    _active.clear()
     while _installed:
         owner, name, original = _installed.pop()
         setattr(owner, name, original)
 
 
 def install(session: DrySession, script_text: str = "") -> None:
+    _active.append(session)
     _install_autograd(session)
     _install_torch_save(session)
     if "deepspeed" in script_text or "deepspeed" in sys.modules or "transformers" in script_text:
@@ -72,31 +80,40 @@ def _install_autograd(session: DrySession) -> None:
 def install_engine(session: DrySession) -> None:
     from deepspeed.runtime.engine import DeepSpeedEngine
 
-    ctx = session.context
+    if session not in _active:
+        _active.append(session)
 
     def make_init(original: Any) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             original(self, *args, **kwargs)
-            observe_engine(session, self)
+            session = _session()
+            if session is not None:
+                observe_engine(session, self)
         return __init__
 
     def make_phase(original: Any, phase: str) -> Any:
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            ctx.push_phase(phase)
+            session = _session()
+            if session is None:
+                return original(self, *args, **kwargs)
+            session.context.push_phase(phase)
             try:
                 return original(self, *args, **kwargs)
             finally:
-                ctx.pop_phase()
+                session.context.pop_phase()
         return run
 
     def make_step(original: Any) -> Any:
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            session = _session()
+            if session is None:
+                return original(self, *args, **kwargs)
             boundary = self.is_gradient_accumulation_boundary()
-            ctx.push_phase("step")
+            session.context.push_phase("step")
             try:
                 result = original(self, *args, **kwargs)
             finally:
-                ctx.pop_phase()
+                session.context.pop_phase()
             if boundary and session.status == "running":
                 session.steps_done += 1
                 if session.steps_done >= session.options.steps:
@@ -106,7 +123,8 @@ def install_engine(session: DrySession) -> None:
 
     def make_save(original: Any) -> Any:
         def save_checkpoint(self: Any, save_dir: Any, *args: Any, **kwargs: Any) -> Any:
-            if session.status == "running":
+            session = _session()
+            if session is not None and session.status == "running":
                 save_dir = session_redirect(session, save_dir)
             return original(self, save_dir, *args, **kwargs)
         return save_checkpoint

@@ -1,6 +1,6 @@
 """Talking to the other ranks through the rendezvous store, never through a collective.
 
-Keys (under ``dslint-preflight/``):
+Keys (under ``dslint-preflight/<run id>/``; the CLI's run id is ``cli``, each ``guard()`` has its own):
   ``fp/<group>/<seq>/<group rank>``  a collective's fingerprint, published before it is issued
   ``fin/<rank>``                     the rank's summary once its dry step is over (or its script failed)
   ``abort`` / ``abort_n``            the first verdict (divergence / hang / error) and how many tried to set it
@@ -26,7 +26,7 @@ class PeerExchange:
         self.world_size = world_size
 
     @classmethod
-    def connect(cls, rank: int, world_size: int, own_connection: bool = True) -> "PeerExchange":
+    def connect(cls, rank: int, world_size: int, run_id: str = "cli", own_connection: bool = True) -> "PeerExchange":
         """A client on the default process group's store; a separate TCP connection when possible, so a
         blocking wait in one thread does not delay the watchdog in another."""
         import torch.distributed as dist
@@ -44,7 +44,7 @@ class PeerExchange:
                     )
                 except Exception:  # fall back to the shared client; correctness does not depend on it
                     pass
-        return cls(dist.PrefixStore(PREFIX, store), rank, world_size)
+        return cls(dist.PrefixStore(f"{PREFIX}{run_id}/", store), rank, world_size)
 
     # ---- primitives ---------------------------------------------------------------------------------
     def put(self, key: str, value: Any) -> None:

@@ -41,7 +41,7 @@ class Watchdog(threading.Thread):
 
             if not (dist.is_available() and dist.is_initialized()):
                 return
-            self.peers = PeerExchange.connect(dist.get_rank(), dist.get_world_size())
+            self.peers = PeerExchange.connect(dist.get_rank(), dist.get_world_size(), session.run_id)
         verdict = self.peers.aborted()
         if verdict is not None:
             session.conclude(verdict, self.peers)

@@ -82,13 +82,17 @@ def preflight(tmp_path, warm_shm_op):
     """Run ``dslint preflight`` under a launcher; returns exit code, output, JSON report, wall time."""
 
     def run(script: str, *script_args: str, launcher: str = "deepspeed", ranks: int = 2, timeout: float = 20,
-            options: tuple[str, ...] = (), limit_s: float = 150) -> PreflightRun:
+            options: tuple[str, ...] = (), limit_s: float = 150, plain: bool = False) -> PreflightRun:
+        """``plain``: run the script itself under the launcher (no ``dslint preflight``), e.g. for guard()."""
         report = tmp_path / f"report-{uuid.uuid4().hex[:6]}.json"
         marker = uuid.uuid4().hex
         port = str(free_port())
         pre = ["preflight", "--timeout", str(timeout), "--report", str(report), *options,
                str(FIXTURES / script), *script_args]
-        if launcher == "deepspeed":
+        if plain:
+            pre = [str(FIXTURES / script), *script_args]
+            cmd = ["torchrun", "--nproc-per-node", str(ranks), "--master-port", port, *pre]
+        elif launcher == "deepspeed":
             cmd = ["deepspeed", "--num_gpus", str(ranks), "--master_port", port, "--module", "dslint", *pre]
         elif launcher == "torchrun":
             cmd = ["torchrun", "--nproc-per-node", str(ranks), "--master-port", port, "-m", "dslint", *pre]

@@ -59,9 +59,9 @@ def test_hf_trainer_tiny_model_passes(preflight, tmp_path):
 
 
 def test_script_error_on_one_rank_is_reported_with_exit_4(preflight):
-    run = preflight("raises_on_rank1.py")
-    assert run.returncode == 4, run.output[-3000:]
+    run = preflight("raises_on_rank1.py", launcher="torchrun")
     report = run.report
+    assert report is not None and report["exit_code"] == 4, run.output[-3000:]
     assert report["verdict"] == "error"
     assert report["ranks"]["1"]["error"]["exception"] == "ValueError"
     assert report["ranks"]["1"]["error"]["source"][1] == 10
