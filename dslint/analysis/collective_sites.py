@@ -292,6 +292,8 @@ class CollectiveSites:
             return None
         if callee and callee.startswith(_EXPLICIT_MODULES) and last in EXPLICIT:
             return Site(call, src, f"`{last}` on its process group", True, "explicit")
+        if callee and callee.startswith("deepspeed") and last == "GatheredParameters":
+            return self._forward_site(src, call, "gather", "`GatheredParameters` all-gathers ZeRO-3 partitions")
         if callee and callee.startswith("accelerate.") and last in ACCELERATE_FUNCS:
             return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
         owner = func.value if isinstance(func, cst.Attribute) else None
@@ -338,7 +340,13 @@ class CollectiveSites:
             fwd = ForwardFacts("yes", self._moe_collective(), moe=True)
         if fwd.status == "no":
             return None
-        prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}.get(kind, f"{what}: ")
+        if kind not in ("forward", "generate"):
+            why = what if fwd.status == "yes" and fwd.zero3 else \
+                f"{what} when ZeRO-3 is on; no DeepSpeed config was found to tell"
+            if fwd.status == "yes" and not fwd.zero3:
+                why = f"{what} when ZeRO-3 is on"
+            return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind)
+        prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
         return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind)
 
     # --- interprocedural: does a function reach a site? ----------------------------------------------------

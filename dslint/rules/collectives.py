@@ -49,12 +49,11 @@ def _trace(ctx: RuleContext, h: Hazard) -> list[Trace]:
 def _collective(h: Hazard, ctx: RuleContext) -> str:
     """A noun phrase: "`engine.save_checkpoint(...)`, a collective (why)"."""
     site = h.site
-    unknown = "" if site.certain else "; dslint found no DeepSpeed config that settles it"
     if site.chain:
         inner = site.chain[-1]
         where = f"{inner.source.path}:{inner.source.span(inner.node).line}"
-        return f"`{site.label}`, which reaches the collective `{site.target}` at {where} ({site.why}{unknown})"
-    return f"`{site.label}`, a collective ({site.why}{unknown})"
+        return f"`{site.label}`, which reaches the collective `{site.target}` at {where} ({site.why})"
+    return f"`{site.label}`, a collective ({site.why})"
 
 
 def _fix(h: Hazard) -> str:

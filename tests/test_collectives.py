@@ -1,0 +1,69 @@
+"""Focused checks of the collective-hazard analysis beyond the fixtures: severity follows what the config
+settles, findings carry the chain across files, and the uniformizing collectives clear rank taint."""
+
+from dslint.config import Settings
+from dslint.engine import check_texts
+
+Z3 = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
+Z2 = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'
+
+SCRIPT = """\
+import deepspeed, torch.distributed as dist
+from helpers import evaluate
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+if dist.get_rank() == 0:
+    evaluate(engine, loader)
+"""
+HELPER = """\
+def evaluate(engine, loader):
+    for batch in loader:
+        engine(batch)
+"""
+
+
+def _findings(files, code):
+    report = check_texts(files, Settings(deepspeed_version="0.19.8", select=[code]))
+    assert not report.errors, report.errors
+    return [f for f in report.findings if f.code == code]
+
+
+def test_zero3_forward_under_rank_test_is_an_error_with_the_chain():
+    [f] = _findings({"train.py": SCRIPT, "helpers.py": HELPER, "ds.json": Z3}, "DSL101")
+    assert f.severity.value == "error" and f.line == 5
+    assert any(step.path == "helpers.py" and step.line == 3 and "evaluate()" in step.note for step in f.trace)
+    assert "dist.get_rank()" in f.message and "ZeRO-3" in f.message
+
+
+def test_zero2_forward_is_local():
+    assert _findings({"train.py": SCRIPT, "helpers.py": HELPER, "ds.json": Z2}, "DSL101") == []
+
+
+def test_unknown_config_is_a_warning():
+    [f] = _findings({"train.py": SCRIPT, "helpers.py": HELPER}, "DSL101")
+    assert f.severity.value == "warning"
+
+
+def test_all_reduced_exit_condition_is_uniform():
+    src = """\
+import deepspeed, torch, torch.distributed as dist
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+def step(batch):
+    empty = torch.tensor([int(batch is None or dist.get_rank() > 3)])
+    dist.all_reduce(empty, op=dist.ReduceOp.MAX)
+    if empty.item():
+        return
+    engine.backward(engine(batch))
+"""
+    assert _findings({"train.py": src, "ds.json": Z3}, "DSL103") == []
+    assert len(_findings({"train.py": src.replace("    dist.all_reduce(empty, op=dist.ReduceOp.MAX)\n", ""),
+                          "ds.json": Z3}, "DSL103")) == 1
+
+
+def test_distributed_mode_test_is_not_rank_dependent():
+    src = """\
+import argparse, torch.distributed as dist
+args = argparse.ArgumentParser().parse_args()
+if args.local_rank != -1:
+    dist.barrier()
+"""
+    assert _findings({"train.py": src}, "DSL101") == []
