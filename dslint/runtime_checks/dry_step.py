@@ -165,7 +165,7 @@ class DrySession:
         code = ExitCode.DIVERGENCE if failed else ExitCode.PASS
         self._leave(built, code, final=failed or not self.options.keep_going)
         self.status = "passed"
-        self.tracer.mode = "watch"
+        self.tracer.watch()
 
     def _leave(self, built: dict[str, Any], code: ExitCode, final: bool) -> None:
         peers = self.exchange

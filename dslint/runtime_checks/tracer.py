@@ -87,6 +87,12 @@ class Tracer:
         self._originals: list[tuple[Any, str, Any]] = []
         self._world: Any = None
 
+    def watch(self, keep_last: int = 256) -> None:
+        """Record-only mode for the rest of the run: a bounded ring of records (an ever-growing list makes
+        the garbage collector rescan it on every allocation burst) and no pre-issue exchange."""
+        self.records = collections.deque(self.records, maxlen=keep_last)
+        self.mode = "watch"
+
     # ---- installation -------------------------------------------------------------------------------
     def install(self) -> None:
         import torch.distributed as dist
@@ -189,6 +195,22 @@ class Tracer:
         self.op_counts[(info.name, op)] += 1
         ins = [_shape(t) for name in in_names for t in _tensors(bound.get(name))]
         outs = [_shape(t) for name in out_names for t in _tensors(bound.get(name))]
+        dry = self.mode == "dry"
+        fp: dict[str, Any] = self._fingerprint(op, bound, ins, outs, info) if dry else {}
+        # watch mode keeps only the innermost user frame: the full stack is for dry-step diagnoses
+        frames = self.context.user_frames(3, 6 if dry else 1)
+        record = {
+            "group": info.name, "seq": seq, "op": op, "ins": ins, "outs": outs,
+            "splits": fp.get("splits"), "root": fp.get("root"),
+            "module": self.context.module_path(), "phase": self.context.phase(),
+            "source": list(frames[0]) if frames else None, "user_stack": [list(f) for f in frames],
+            "t0": time.monotonic(), "t1": None,
+        }
+        self.records.append(record)
+        return record, fp, info
+
+    def _fingerprint(self, op: str, bound: dict[str, Any], ins: list[Any], outs: list[Any],
+                     info: GroupInfo) -> dict[str, Any]:
         fp: dict[str, Any] = {"op": op, "ins": ins, "outs": outs}
         root = bound.get("src", bound.get("dst"))
         if root is not None and op not in ("send", "recv", "isend", "irecv"):
@@ -205,15 +227,7 @@ class Tracer:
             fp["sym"] = [sum(_numel(s) for s, _ in ins), sum(_numel(s) for s, _ in outs)]
         else:
             fp["sym"] = [ins, outs] if ins or outs else None
-        frames = self.context.user_frames(3)
-        record = {
-            "group": info.name, "seq": seq, "op": op, "ins": ins, "outs": outs,
-            "splits": fp.get("splits"), "root": fp.get("root"),
-            "module": self.context.module_path(), "phase": self.context.phase(),
-            "source": list(frames[0]) if frames else None, "user_stack": [list(f) for f in frames], "t0": time.monotonic(), "t1": None,
-        }
-        self.records.append(record)
-        return record, fp, info
+        return fp
 
     @staticmethod
     def _pairwise_single(fp: dict[str, Any], bound: dict[str, Any], size: int) -> None:
