@@ -48,15 +48,20 @@ class Settings(BaseModel):
                 out.update(c.upper() for c in codes)
         return out
 
-    def excluded(self, path: Path) -> bool:
+    def excluded(self, path: Path, patterns: Optional[list[str]] = None) -> bool:
         rel = self.relative(str(path))
         parts = Path(rel).parts
-        for pattern in self.exclude:
+        for pattern in self.exclude if patterns is None else patterns:
             pattern = pattern.rstrip("/")
             if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(rel, pattern + "/*") \
                     or any(fnmatch.fnmatch(p, pattern) for p in parts):
                 return True
         return False
+
+    def excludes_below(self, root: Path) -> list[str]:
+        """Patterns that apply inside an explicitly given folder: a folder the user names is checked even
+        when an exclude pattern covers it (as ruff does); only patterns for things inside it still apply."""
+        return [p for p in self.exclude if not self.excluded(root, [p])]
 
     def relative(self, path: str) -> str:
         try:

@@ -55,12 +55,13 @@ def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
         if not path.exists():
             out.errors.append(InputError(kind="missing-path", path=str(path), message="no such file or directory"))
         elif path.is_dir():
+            patterns = settings.excludes_below(path)
             for folder, dirs, names in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                                 and not settings.excluded(Path(folder, d)))
+                                 and not settings.excluded(Path(folder, d), patterns))
                 for name in sorted(names):
                     child = Path(folder, name)
-                    if not settings.excluded(child):
+                    if not settings.excluded(child, patterns):
                         add(child, False)
         else:
             add(path, True)

@@ -209,6 +209,18 @@ class ProjectView:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
 
+    def _project_folders(self) -> list[Path]:
+        """Folders where a version pin may live: those of the checked files and their parents up to the root."""
+        seen: list[Path] = []
+        root = self.root.resolve()
+        for src in self.sources:
+            for folder in _ancestors(Path(src.path).resolve(), root):
+                if folder not in seen:
+                    seen.append(folder)
+        if root not in seen:
+            seen.append(root)
+        return seen
+
     @cached_property
     def deepspeed_version(self) -> Optional[str]:
         """Version from --deepspeed-version/[tool.dslint], else a pin in the project, else the installed
@@ -216,12 +228,14 @@ class ProjectView:
         if self.deepspeed_version_override:
             return self.deepspeed_version_override
         pin = re.compile(r"^\s*[\"']?deepspeed\s*==\s*([0-9][0-9A-Za-z.+-]*)", re.M)
-        for name in ("requirements.txt", "requirements-dev.txt", "pyproject.toml", "setup.cfg", "environment.yml"):
-            path = self.root / name
-            if path.is_file():
-                m = pin.search(path.read_text(errors="replace"))
-                if m:
-                    return m.group(1)
+        for folder in self._project_folders():
+            for name in ("requirements.txt", "requirements-dev.txt", "requirements_dev.txt", "pyproject.toml",
+                         "setup.cfg", "setup.py", "environment.yml"):
+                path = folder / name
+                if path.is_file():
+                    m = pin.search(path.read_text(errors="replace"))
+                    if m:
+                        return m.group(1)
         try:
             from importlib.metadata import PackageNotFoundError, version
             return version("deepspeed")
@@ -229,6 +243,15 @@ class ProjectView:
             return None
         except Exception:
             return None
+
+
+def _ancestors(path: Path, stop: Path, limit: int = 6):
+    folder = path if path.is_dir() else path.parent
+    for _ in range(limit):
+        yield folder
+        if folder == stop or folder.parent == folder:
+            return
+        folder = folder.parent
 
 
 def version_tuple(version: Optional[str]) -> Optional[tuple[int, ...]]:

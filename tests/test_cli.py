@@ -85,3 +85,13 @@ def test_local_rank_before_subcommand_is_accepted():
     assert _split_local_rank(["--local_rank=3", "preflight", "x.py"]) == (["preflight", "x.py"], 3)
     assert _split_local_rank(["--local_rank", "1", "preflight"]) == (["preflight"], 1)
     assert _split_local_rank(["check", "x.py"]) == (["check", "x.py"], None)
+
+
+def test_an_explicit_folder_is_checked_even_when_excluded(tmp_path, dslint_cli):
+    (tmp_path / "pyproject.toml").write_text('[tool.dslint]\nexclude = ["examples", "*_skip.py"]\n')
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "broken.py").write_text(BROKEN_PY)
+    (tmp_path / "examples" / "b_skip.py").write_text(BROKEN_PY)
+    assert json.loads(dslint_cli("check", "-f", "json", ".", cwd=tmp_path).stdout)["findings"] == []
+    named = json.loads(dslint_cli("check", "-f", "json", "examples", cwd=tmp_path).stdout)
+    assert [f["path"] for f in named["findings"]] == ["examples/broken.py"]

@@ -110,7 +110,14 @@ def _root_name(expr: cst.BaseExpression) -> Optional[str]:
     if root is None:
         return None
     func = root.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _ALT_CONSTRUCTORS:
+        func = func.value          # `Net.from_pretrained(path)` builds a Net
     return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
+# classmethods that build an instance of their class (HF PreTrainedModel and friends)
+_ALT_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config", "from_checkpoint",
+                               "load_from_checkpoint"})
 
 
 class CollectiveSites:
@@ -336,8 +343,13 @@ class CollectiveSites:
                       ) -> Optional[Site]:
         fwd = self.forward(src)
         tail = _tail(call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func)
-        if self.role(tail) == "moe" and self._moe_collective():
-            fwd = ForwardFacts("yes", self._moe_collective(), moe=True)
+        if self.role(tail) == "moe":
+            if self._moe_collective():
+                fwd = ForwardFacts("yes", self._moe_collective(), moe=True)
+            elif tail not in self.roles["wrapped"]:
+                # a plain module holding MoE layers whose all_to_all is skipped (ep_size=1, DeepSpeed >= 0.19.1)
+                # and that no DeepSpeed engine wraps: its forward is local
+                return None
         if fwd.status == "no":
             return None
         if kind not in ("forward", "generate"):
