@@ -102,6 +102,8 @@ def _diagnose_divergence(verdict: dict[str, Any], states: dict[int, dict[str, An
                 "MoE all_to_all buffers differ in size across the expert-parallel group "
                 f"({shapes}; dim 1 is the capacity): the capacity follows each rank's local token count, "
                 "so per-rank sequence lengths (dynamic padding) give different all_to_all sizes")}
+        if len(set(modules)) > 1:  # e.g. ZeRO-3 gathers follow the modules each rank actually runs
+            return _branch_cause(calls)
         partial = _params_with_partial_grads(states)
         if partial:
             names = ", ".join(f"{n} (no gradient on ranks {r})" for n, r in partial[:4])
@@ -113,6 +115,25 @@ def _diagnose_divergence(verdict: dict[str, Any], states: dict[int, dict[str, An
     # different ops at the same sequence position: control flow differs
     return _control_flow_cause(calls[0].get("user_stack") if calls else None,
                                "the ranks issue different collectives at the same position")
+
+
+def _branch_cause(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ranks run different modules at the same point: find the branch in the user's code that decides."""
+    where = "; ".join(f"rank {c['rank']} runs {c.get('module')}" for c in calls)
+    for call in calls:
+        for frame in call.get("user_stack") or []:
+            for kind, text in enclosing_controls(frame):
+                if kind != "if":
+                    continue
+                at = f"{frame[0]}:{frame[1]} `{source_text(frame)}`"
+                if RANK_WORDS.search(text):
+                    return {"code": "DSL101", "fix": FIXES["DSL101"], "source": frame,
+                            "cause": f"{where}: {at} runs under the rank-dependent condition `{text}`"}
+                return {"code": "DSL303", "fix": FIXES["DSL303"], "source": frame, "cause": (
+                    f"{where}: {at} runs only when `{text}`, which depends on each rank's data; its parameters "
+                    "are gathered (ZeRO-3) and get gradients (ZeRO-1/2) on some ranks only")}
+    return {"code": None, "fix": "make the modules each rank runs independent of per-rank data",
+            "cause": f"the ranks run different modules at the same collective: {where}"}
 
 
 def _diagnose_hang(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
