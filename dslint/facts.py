@@ -97,14 +97,39 @@ class FileFacts:
         return info.calls if info else [c for c in self.calls if c.scope == MODULE_SCOPE]
 
 
-class FactCollector(cst.CSTVisitor):
+class FactCollector:
+    """Fills a FileFacts in one pre-order walk (dslint.cstwalk, not libcst's visitor: ~10x cheaper)."""
+
     def __init__(self, package: str = "") -> None:
         self.facts = FileFacts()
         self._package = package
-        self._scopes: list[tuple[str, Union[FunctionInfo, ClassInfo]]] = []
+
+    def run(self, module: cst.Module) -> FileFacts:
+        from dslint.cstwalk import children
+
+        stack: list[tuple[cst.CSTNode, tuple]] = [(module, ())]
+        while stack:
+            node, scopes = stack.pop()
+            kind = type(node)
+            if kind is cst.Call:
+                self._call(node, scopes)
+            elif kind is cst.Import:
+                self._import(node)
+                continue
+            elif kind is cst.ImportFrom:
+                self._import_from(node)
+                continue
+            elif kind is cst.ClassDef:
+                scopes = scopes + ((node.name.value, self._class(node, scopes)),)
+            elif kind is cst.FunctionDef:
+                scopes = scopes + ((node.name.value, self._function(node, scopes)),)
+            kids = [(child, scopes) for child in children(node)]
+            kids.reverse()
+            stack.extend(kids)
+        return self.facts
 
     # --- imports -------------------------------------------------------------------------------
-    def visit_Import(self, node: cst.Import) -> None:
+    def _import(self, node: cst.Import) -> None:
         for alias in node.names:
             full = _module_dotted(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -113,7 +138,7 @@ class FactCollector(cst.CSTVisitor):
                 head = full.split(".", 1)[0]
                 self.facts.imports.setdefault(head, head)
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+    def _import_from(self, node: cst.ImportFrom) -> None:
         module = _module_dotted(node.module) if node.module is not None else ""
         if node.relative:
             base = self._package.split(".") if self._package else []
@@ -124,26 +149,25 @@ class FactCollector(cst.CSTVisitor):
             return
         for alias in node.names:
             name = _module_dotted(alias.name)
-            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
+                else name
             self.facts.imports[local] = f"{module}.{name}" if module else name
 
     # --- scopes --------------------------------------------------------------------------------
-    def _qual(self, name: str) -> str:
-        return ".".join([s[0] for s in self._scopes] + [name])
+    @staticmethod
+    def _qual(scopes: tuple, name: str) -> str:
+        return ".".join([s[0] for s in scopes] + [name])
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        qual = self._qual(node.name.value)
+    def _class(self, node: cst.ClassDef, scopes: tuple) -> ClassInfo:
+        qual = self._qual(scopes, node.name.value)
         bases = [self.facts.resolve_expr(a.value) or "" for a in node.bases]
         info = ClassInfo(node.name.value, qual, node, bases)
         self.facts.classes[qual] = info
-        self._scopes.append((node.name.value, info))
+        return info
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._scopes.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        qual = self._qual(node.name.value)
-        owner = self._scopes[-1][1] if self._scopes else None
+    def _function(self, node: cst.FunctionDef, scopes: tuple) -> FunctionInfo:
+        qual = self._qual(scopes, node.name.value)
+        owner = scopes[-1][1] if scopes else None
         class_name = owner.qualname if isinstance(owner, ClassInfo) else None
         p = node.params
         params = [x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
@@ -154,14 +178,11 @@ class FactCollector(cst.CSTVisitor):
         self.facts.functions[qual] = info
         if isinstance(owner, ClassInfo):
             owner.methods[node.name.value] = info
-        self._scopes.append((node.name.value, info))
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._scopes.pop()
+        return info
 
     # --- calls ---------------------------------------------------------------------------------
-    def visit_Call(self, node: cst.Call) -> None:
-        scope_info = next((s[1] for s in reversed(self._scopes) if isinstance(s[1], FunctionInfo)), None)
+    def _call(self, node: cst.Call, scopes: tuple) -> None:
+        scope_info = next((s[1] for s in reversed(scopes) if isinstance(s[1], FunctionInfo)), None)
         site = CallSite(node, self.facts.resolve_expr(node.func),
                         scope_info.qualname if scope_info else MODULE_SCOPE)
         self.facts.calls.append(site)
@@ -170,6 +191,4 @@ class FactCollector(cst.CSTVisitor):
 
 
 def collect_facts(module: cst.Module, package: str = "") -> FileFacts:
-    collector = FactCollector(package)
-    module.visit(collector)
-    return collector.facts
+    return FactCollector(package).run(module)
