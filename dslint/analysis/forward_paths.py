@@ -12,6 +12,7 @@ Paths ending in `raise` are not executions and are ignored.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -101,10 +102,15 @@ class ForwardPaths:
         scan = self._scan(node)
         if scan.names & self._loop_vars:
             return False
-        if scan.names & dd:
-            return True
         text = cst.Module([]).code_for_node(node)
-        return any(h in text for h in RANK_HINTS)
+        if any(h in text for h in RANK_HINTS):
+            return True
+        if not scan.names & dd:
+            return False
+        presence = _Presence(dd)
+        presence._bare = _bare_names(node) if isinstance(node, cst.BaseExpression) else set()
+        node.visit(presence)
+        return presence.data_dependent
 
     def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str, record: bool = True
               ) -> list[Path]:
@@ -223,7 +229,9 @@ class ForwardPaths:
             after = body + sub["continue"] + sub["break"]
             ended["return"] += sub["return"]
             ended["raise"] += sub["raise"]
-            if self._is_dd(head, dd):
+            if isinstance(stmt, cst.While) and self._is_dd(head, dd):
+                # a data-dependent `while` may not run at all; a `for` over inputs is taken to run at least once
+                # (zero-length inputs are rare, and per-item tests are handled as loop-variant)
                 cid = self._cond(head, method)
                 after = [p.take(cid, True, True) for p in after] + [p.take(cid, False, True) for p in paths]
             return self._check(after), ended
@@ -296,6 +304,55 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
                 out |= targets
                 changed = True
     return out - set(dd)
+
+
+MODALITY = re.compile(r"image|pixel|video|audio|vision|visual|graph|speech|frame|patch|wav|mel|modal|mm_|img|"
+                      r"point|voxel|depth|spectrogram", re.I)
+
+
+FLAG = re.compile(r"(use|return|output|is|do|with|enable|disable|skip|apply|compute|has)_")
+
+
+class _Presence(cst.CSTVisitor):
+    """Is a test data-dependent? Reading an input's value (`x.shape[1] == 1`, `len(x)`, `x.any()`) is; checking
+    whether an input was passed (`x is None`, `if x:`) is only for modality inputs (images, audio, …), which
+    mixed batches carry on some ranks and not others — `input_ids`, `encoder_outputs`, flags come uniformly."""
+
+    def __init__(self, dd: set[str]) -> None:
+        self.dd = dd
+        self.data_dependent = False
+        self._presence_ok: set[int] = set()
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if len(node.comparisons) == 1 and isinstance(node.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
+                isinstance(node.comparisons[0].comparator, cst.Name) and node.comparisons[0].comparator.value == "None" \
+                and isinstance(node.left, cst.Name):
+            self._presence_ok.add(id(node.left))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value not in self.dd:
+            return
+        if id(node) in self._presence_ok or id(node) in self._bare:
+            if MODALITY.search(node.value) and not FLAG.match(node.value):
+                self.data_dependent = True
+        else:
+            self.data_dependent = True
+
+    _bare: set[int] = set()
+
+    def visit_If(self, node: cst.If) -> None:
+        pass
+
+
+def _bare_names(test: cst.BaseExpression) -> set[int]:
+    """Names used as truth values: `x`, `not x`, `x and y`."""
+    if isinstance(test, cst.Name):
+        return {id(test)}
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _bare_names(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _bare_names(test.left) | _bare_names(test.right)
+    return set()
 
 
 def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:

@@ -11,6 +11,7 @@ that is how multimodal models split creation and use over several classes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
@@ -34,11 +35,6 @@ PARAMETERLESS = {"ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftm
                  "AlphaDropout", "Hardtanh", "ReLU6", "Threshold", "GLU", "Softsign", "Tanhshrink", "ChannelShuffle"}
 NOT_MODULE_SUFFIXES = ("Config", "Trainer", "Tokenizer", "TokenizerFast", "Processor", "Arguments", "Callback",
                        "Collator", "Pipeline", "Output", "Mixin", "FeatureExtractor", "ImageProcessor")
-INIT_LIKE = ("__init__", "_init_weights", "init_weights", "reset_parameters", "_reset_parameters", "post_init",
-             "initialize_weights", "_initialize_weights", "extra_repr", "__repr__", "load_state_dict",
-             "_load_from_state_dict", "tie_weights", "_tie_weights")
-
-
 @dataclass(eq=False)
 class ModuleAttr:
     owner: "ModuleClass"
@@ -47,6 +43,7 @@ class ModuleAttr:
     statement: cst.CSTNode         # the assignment, for reporting
     method: str
     frozen_at_creation: bool = False
+    ctor: str = ""                 # short name of what was called to create it
 
 
 @dataclass(eq=False)
@@ -135,7 +132,7 @@ def _classify(facts: FileFacts, value: cst.BaseExpression, project_names: set[st
                      for a in value.args)
         return "parameter", frozen
     if callee.startswith("torch.nn.") or callee.startswith("nn."):
-        if last in PARAMETERLESS or not last[:1].isupper():
+        if last in PARAMETERLESS or last == "Buffer" or not last[:1].isupper():
             return None
         return "module", False
     if last in project_names or last == "MoE" or callee.endswith("from_pretrained"):
@@ -167,14 +164,32 @@ class _FreezeCollector(cst.CSTVisitor):
     def __init__(self, out: Freezing) -> None:
         self.out = out
         self.loops: list[tuple[str, list[str]]] = []     # (loop variable, attrs of the iterated module)
+        self.conditional = 0
 
-    def _record(self, attrs: list[str], flag: object, node: cst.CSTNode) -> None:
+    # a freeze under `if args.freeze_backbone:` describes one configuration, not the model: it does not count
+    def visit_If(self, node: cst.If) -> None:
+        self.conditional += 1
+
+    def leave_If(self, original_node: cst.If) -> None:
+        self.conditional -= 1
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self.conditional += 1
+
+    def leave_IfExp(self, original_node: cst.IfExp) -> None:
+        self.conditional -= 1
+
+    def _record(self, attrs: list[str], flag: object, node: cst.CSTNode, whole: bool = False) -> None:
+        """`whole`: the statement acts on a module's parameters (requires_grad_(), a parameters() loop), so an
+        empty attribute chain (`model.requires_grad_(False)`) means the whole model."""
+        if self.conditional and flag is False:
+            return
         attrs = [a for a in attrs if a not in ("parameters", "named_parameters", "module", "get_model", "model",
                                                "requires_grad", "requires_grad_", "weight", "bias", "base_model")]
         if flag is not True and flag is not False:
             return
         if not attrs:
-            if flag is False:
+            if flag is False and whole:
                 self.out.freeze_all.append(node)
             return
         target = self.out.frozen if flag is False else self.out.unfrozen
@@ -202,7 +217,7 @@ class _FreezeCollector(cst.CSTVisitor):
                 if isinstance(tgt.value, cst.Name):
                     loop = next((l for l in reversed(self.loops) if l[0] == tgt.value.value), None)
                     if loop is not None:
-                        self._record(loop[1], flag, node)
+                        self._record(loop[1], flag, node, whole=True)
                         continue
                 self._record(_chain_attrs(tgt.value), flag, node)
 
@@ -210,20 +225,14 @@ class _FreezeCollector(cst.CSTVisitor):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_":
             flag = literal_value(node.args[0].value) if node.args else True
-            self._record(_chain_attrs(func.value), flag, node)
+            root = func.value
+            while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)):
+                root = root.func if isinstance(root, cst.Call) else root.value
+            whole = not (isinstance(root, cst.Name) and root.value == "self")
+            self._record(_chain_attrs(func.value), flag, node, whole=whole)
         name = dotted_name(func) or ""
         if name.rsplit(".", 1)[-1] in ("get_peft_model", "prepare_model_for_kbit_training", "freeze_model"):
             self.out.freeze_all.append(node)
-
-
-class _CreationCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.created: set[str] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = dotted_name(node.func)
-        if name:
-            self.created.add(name.rsplit(".", 1)[-1])
 
 
 def _build(project: "ProjectView") -> ModelFacts:
@@ -266,9 +275,7 @@ def _build(project: "ProjectView") -> ModelFacts:
             elif not b.endswith(("torch.nn.Module", "nn.Module")) and b not in ("object", "ABC", "abc.ABC"):
                 cls.external_bases.append(b)
         for mname, method in cls.info.methods.items():
-            creations = _CreationCollector()
-            method.node.visit(creations)
-            cls.created_classes |= creations.created & names
+            cls.created_classes |= {c.attr for c in method.calls if c.attr} & names
             for stmt in _statements(method.node):
                 for target, value in _assignments_of(stmt):
                     attr = _self_attr(target)
@@ -276,7 +283,8 @@ def _build(project: "ProjectView") -> ModelFacts:
                         continue
                     kind = _classify(cls.src.facts, value, names)
                     if kind is not None and attr not in cls.attrs:
-                        cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], stmt, mname, kind[1])
+                        ctor = (dotted_name(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, cst.Call) else ""
+                        cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], stmt, mname, kind[1], ctor)
                 if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
                     call = stmt.value
                     if isinstance(call.func, cst.Attribute) and call.func.attr.value == "register_parameter" \
@@ -286,10 +294,23 @@ def _build(project: "ProjectView") -> ModelFacts:
                             kind = _classify(cls.src.facts, call.args[1].value, names)
                             if kind is not None:
                                 cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], stmt, mname, kind[1])
+    # a checked class that creates nothing trainable (an op wrapper) is not a trainable submodule
+    changed = True
+    while changed:
+        changed = False
+        for cls in classes:
+            for name, attr in list(cls.attrs.items()):
+                owners = by_name.get(attr.ctor, [])
+                if attr.kind == "module" and owners and all(
+                        not any(c.attrs or c.external_bases for c in o.mro()) for o in owners):
+                    del cls.attrs[name]
+                    changed = True
     freezing = Freezing()
     collector = _FreezeCollector(freezing)
     for src in project.python:
-        src.module.visit(collector)
+        if any(w in src.text for w in ("requires_grad", "get_peft_model", "prepare_model_for_kbit_training",
+                                       "freeze_model")):
+            src.module.visit(collector)
     return ModelFacts(classes, by_name, freezing)
 
 
@@ -341,63 +362,20 @@ def model_facts(project: "ProjectView") -> ModelFacts:
     return memo(project, "model-facts", lambda: _build(project))
 
 
-class _AttrNames(cst.CSTVisitor):
-    def __init__(self, skip_targets: bool = False) -> None:
-        self.names: set[str] = set()
-        self.dynamic = False
-        self.skip_targets = skip_targets
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        return not self.skip_targets
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self.names.add(node.attr.value)
-        if node.attr.value in ("children", "named_children", "modules", "named_modules", "_modules", "__dict__",
-                               "parameters", "named_parameters", "state_dict") \
-                and isinstance(node.value, cst.Name) and node.value.value == "self":
-            self.dynamic = True
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = dotted_name(node.func)
-        if name in ("getattr", "setattr", "hasattr", "vars") and node.args:
-            if len(node.args) > 1:
-                lit = literal_value(node.args[1].value)
-                if isinstance(lit, str):
-                    self.names.add(lit)
-                    return
-            if name in ("getattr", "vars"):
-                self.dynamic = True
+_DYNAMIC = re.compile(r"getattr\(\s*self\s*,\s*[^\"'\s]|self\.(children|named_children|modules|named_modules|"
+                      r"_modules|__dict__|parameters|named_parameters|state_dict)\b|vars\(self\)")
 
 
-def attribute_reads(project: "ProjectView") -> tuple[dict[str, int], set[int]]:
-    """How often each attribute name is read outside init-like methods, across the run; and the ids of the
-    classes that reach their attributes dynamically (getattr(self, name), self.children(), …)."""
+def attribute_read_count(project: "ProjectView", name: str) -> int:
+    """Reads of attribute `name` anywhere in the run's text (`.name` not being assigned, `"name"` strings for
+    getattr/hasattr), the creating assignments excluded. A text count: cheap, and errs towards 'read'."""
+    counts = memo(project, "attribute-reads", dict)
+    if name not in counts:
+        read = re.compile(r"\.%s\b(?!\s*=[^=])|[\"']%s[\"']" % (re.escape(name), re.escape(name)))
+        counts[name] = sum(len(read.findall(src.text)) for src in project.python if name in src.text)
+    return counts[name]
 
-    def build():
-        counts: dict[str, int] = {}
-        dynamic: set[int] = set()
-        facts = model_facts(project)
-        owners = {id(c.info): c for c in facts.classes}
-        for src in project.python:
-            for qual, fn in src.facts.functions.items():
-                if fn.name in INIT_LIKE and fn.name != "__init__":
-                    continue
-                # in __init__ only reads count (`expert=self.fc2` hands the module on), not `self.x = ...`
-                visitor = _AttrNames(skip_targets=fn.name == "__init__")
-                fn.node.visit(visitor)
-                for n in visitor.names:
-                    counts[n] = counts.get(n, 0) + 1
-                if visitor.dynamic and fn.class_name:
-                    cls_info = src.facts.classes.get(fn.class_name)
-                    if cls_info is not None and id(cls_info) in owners:
-                        dynamic.add(id(owners[id(cls_info)]))
-            # module-level code (scripts reach into models: `model.head(x)`)
-            visitor = _AttrNames()
-            for stmt in src.module.body:
-                if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                    stmt.visit(visitor)
-            for n in visitor.names:
-                counts[n] = counts.get(n, 0) + 1
-        return counts, dynamic
 
-    return memo(project, "attribute-reads", build)
+def reaches_attributes_dynamically(cls: ModuleClass) -> bool:
+    """`getattr(self, name)`, `self.children()`, `self._modules`, … in the class body."""
+    return bool(_DYNAMIC.search(cst.Module([]).code_for_node(cls.info.node)))

@@ -121,7 +121,7 @@ def _build(project: "ProjectView") -> MoEFacts:
 
 
 def _calls_builder(project: "ProjectView", src: PythonSource, call: CallSite, functions: set[str]) -> bool:
-    if not functions or not call.callee:
+    if not functions or not call.callee or call.attr not in {f.rsplit(".", 1)[-1] for f in functions}:
         return False
     hit = project.find_function(call.callee, near=src)
     if hit is None:

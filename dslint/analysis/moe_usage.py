@@ -135,7 +135,7 @@ def sparse_blocks(project: "ProjectView") -> list[SparseBlock]:
     def build():
         out = []
         for cls in model_facts(project).classes:
-            if "expert" not in cls.src.text:
+            if "experts[" not in cls.src.text and "expert(" not in cls.src.text:
                 continue
             for method in cls.info.methods.values():
                 loops = _ExpertLoops()

@@ -13,7 +13,8 @@ from typing import Optional
 import libcst as cst
 
 from dslint.analysis.forward_paths import ForwardPaths, TooManyPaths, deciding_condition, divergent
-from dslint.analysis.model_facts import ModelFacts, ModuleClass, attribute_reads, model_facts
+from dslint.analysis.model_facts import (ModelFacts, ModuleClass, attribute_read_count, model_facts,
+                                         reaches_attributes_dynamically)
 from dslint.analysis.moe_facts import INITIALIZE_POSITIONAL, call_arg, engine_calls
 from dslint.analysis.moe_usage import run_stages
 from dslint.analysis.param_groups import groups_of, optimizer_constructions, uncovered
@@ -216,17 +217,17 @@ class UnusedTrainableParam(Rule):
 
     def check(self, ctx: RuleContext):
         facts = model_facts(ctx.project)
-        reads, dynamic = attribute_reads(ctx.project)
         for cls in facts.classes:
             if cls.src is not ctx.source:
                 continue
             mro = cls.mro()
-            if any(c.external_bases for c in mro) or any(id(c) in dynamic for c in mro):
+            if any(c.external_bases for c in mro) or cls.find_method("forward") is None:
                 continue
-            if cls.find_method("forward") is None:
+            candidates = [a for a in cls.attrs.values() if a.method == "__init__" and facts.trainable(a)]
+            if not candidates or any(reaches_attributes_dynamically(c) for c in mro):
                 continue
-            for attr in cls.attrs.values():
-                if attr.method != "__init__" or not facts.trainable(attr) or reads.get(attr.name, 0):
+            for attr in candidates:
+                if attribute_read_count(ctx.project, attr.name):
                     continue
                 yield Diagnostic(
                     f"`self.{attr.name}` ({attr.kind}) is trainable but nothing in the checked files reads it: it never "
