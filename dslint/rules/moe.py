@@ -202,6 +202,27 @@ class MoEParamGroupsMissing(Rule):
     versions = "All DeepSpeed versions with MoE (ZeRO stage 1/2, BF16 optimizer)."
     suppress_when = "The optimizer's groups are made MoE-aware somewhere dslint cannot see."
     triggers = MOE_TRIGGERS
+    _HF = textwrap.dedent("""\
+        import torch
+        from deepspeed.moe.layer import MoE
+        from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
+        from transformers import Trainer, TrainingArguments
+
+        class MoETrainer(Trainer):
+            def create_optimizer(self):
+                groups = split_params_into_different_moe_groups_for_optimizer(
+                    {"params": [p for p in self.model.parameters() if p.requires_grad], "name": "p"})
+                self.optimizer = torch.optim.AdamW(groups, lr=self.args.learning_rate)
+                return self.optimizer
+
+        def main():
+            model = build_base_model()
+            model.mlp = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+            args = TrainingArguments(output_dir="out", deepspeed="ds.json")
+            trainer = {trainer}(model=model, args=args, train_dataset=data)  {mark}
+            trainer.train()
+        """)
+    _HF_CFG = {"ds.json": '{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}'}
     VALID = (
         ex("""\
         import deepspeed, torch
@@ -224,8 +245,10 @@ class MoEParamGroupsMissing(Rule):
         engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
         """, files={"ds.json": '{"train_batch_size": 8, "optimizer": {"type": "AdamW"}, '
                                '"zero_optimization": {"stage": 2}}'}),
+        Example(_HF.replace("{trainer}", "MoETrainer").replace("{mark}", ""), files=_HF_CFG),
     )
     INVALID = (
+        Example(_HF.replace("{trainer}", "Trainer").replace("{mark}", "# expect: DSL202"), files=_HF_CFG),
         ex("""\
         import deepspeed, torch
         from deepspeed.moe.layer import MoE

@@ -247,7 +247,7 @@ class ConditionallyUsedParam(Rule):
     zero-fills missing gradients and is safe.
 
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
-    `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False`, a tests on
+    `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False`, tests on
     uniform values only (`self.training`, config flags, `return_dict`, `use_cache`).
     """
 
@@ -277,6 +277,24 @@ class ConditionallyUsedParam(Rule):
                     feats = self.projector(torch.zeros(0, 4))
                 return self.lm(torch.cat([feats, text]))
         """,
+        """\
+        import torch
+        from torch import nn
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(100, 8)
+                self.aux_head = nn.Linear(8, 2)
+                self.frozen_query = nn.Parameter(torch.zeros(8), requires_grad=False)
+            def forward(self, input_ids=None, inputs_embeds=None, images=None):
+                if input_ids is not None:
+                    inputs_embeds = self.embed(input_ids)
+                if self.training:
+                    inputs_embeds = inputs_embeds + self.aux_head(inputs_embeds).sum()
+                if images is not None:
+                    inputs_embeds = inputs_embeds + self.frozen_query
+                return inputs_embeds
+        """,
     )
     INVALID = (
         """\
@@ -291,6 +309,20 @@ class ConditionallyUsedParam(Rule):
                 if images is not None:
                     text = torch.cat([self.projector(images), text])
                 return self.lm(text)
+        """,
+        """\
+        import torch
+        from torch import nn
+        class Router(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 8)
+                self.long_seq_bias = nn.Parameter(torch.zeros(8))  # expect: DSL303
+            def forward(self, hidden):
+                out = self.body(hidden)
+                if hidden.shape[1] > 512:
+                    out = out + self.long_seq_bias
+                return out
         """,
     )
 
