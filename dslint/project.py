@@ -63,7 +63,13 @@ class ProjectView:
     # --- indexes ---------------------------------------------------------------------------------
     @cached_property
     def python(self) -> list[PythonSource]:
-        return [s for s in self.sources if isinstance(s, PythonSource) and s.parse_problem() is None]
+        # CPython's compile() decides (cheap); libcst parses a file only when something reads its tree
+        return [s for s in self.sources if isinstance(s, PythonSource) and s.compiles]
+
+    def mentioning(self, *words: str) -> list[PythonSource]:
+        """Python sources whose text contains one of `words`: a scan over the whole project filters with this
+        first, so that files which cannot matter to it are never parsed."""
+        return [s for s in self.python if any(w in s.text for w in words)]
 
     @cached_property
     def json_configs(self) -> list[JsonSource]:

@@ -185,7 +185,7 @@ class CollectiveSites:
         changed = True
         while changed:
             changed = False
-            for src in self.project.python:
+            for src in self.project.mentioning("MoE", *found):
                 for cls in src.facts.classes.values():
                     if cls.name in found:
                         continue
@@ -241,7 +241,7 @@ class CollectiveSites:
         if found or not src.module_name:
             return found
         mod = src.module_name
-        for other in self.project.python:
+        for other in self.project.mentioning(mod.rsplit(".", 1)[-1]):
             if other is not src and any(v == mod or v.startswith(mod + ".") or v.endswith("." + mod)
                                         for v in other.facts.imports.values()):
                 found = found + [c for c in self.project.configs_for(other) if c not in found]
@@ -278,7 +278,8 @@ class CollectiveSites:
         for src, call in layers:
             arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "ep_size"), None)
             sizes.append(literal_value(arg.value) if arg is not None else 1)
-        initialised = any((c.callee or "") in _INIT_CALLS for s in self.project.python for c in s.facts.calls)
+        initialised = any((c.callee or "") in _INIT_CALLS for s in self.project.mentioning("initialize", "init_inference")
+                          for c in s.facts.calls)
         version = version_tuple(self.project.deepspeed_version)
         if all(s == 1 for s in sizes) and (initialised or (version is not None and version >= (0, 19, 1))):
             return ""

@@ -96,7 +96,8 @@ def _build(project: "ProjectView") -> MoEFacts:
     changed = bool(sites)
     while changed:
         changed = False
-        for src in project.python:
+        # a function builds MoE layers only by calling MoE or a known holder class/builder by name
+        for src in project.mentioning("MoE", *classes, *(f.rsplit(".", 1)[-1] for f in functions)):
             for qual, fn in src.facts.functions.items():
                 hits = [c for c in fn.calls if is_moe_ctor(c.callee) or (c.attr in classes and c.attr != "MoE")
                         or _calls_builder(project, src, c, functions)]

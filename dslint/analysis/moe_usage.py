@@ -35,7 +35,8 @@ def run_stages(project: "ProjectView") -> set[Optional[int]]:
     """ZeRO stages of every config in the run (JSON files and dict literals of the scripts)."""
     def build():
         stages: set[Optional[int]] = set()
-        for src in project.python:
+        for src in project.mentioning("initialize", "init_inference", "TrainingArguments", "HfDeepSpeedConfig",
+                                      "DeepSpeedPlugin", "add_argument"):
             for value, _node in project.literal_configs(src):
                 if isinstance(value, dict):
                     stages.add(ConfigView(value, src.path).zero_stage)
@@ -153,7 +154,7 @@ def leaf_modules(project: "ProjectView") -> tuple[set[str], bool]:
     def build():
         names: set[str] = set()
         unreadable = False
-        for src in project.python:
+        for src in project.mentioning("set_z3_leaf_module"):
             for call in src.facts.calls:
                 if (call.attr or "") not in ("set_z3_leaf_modules", "set_z3_leaf_module", "set_z3_leaf_modules_by_name",
                                              "set_z3_leaf_modules_by_suffix"):

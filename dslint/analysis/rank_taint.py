@@ -412,14 +412,13 @@ class ProjectTaint:
 
 
     # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
-    @cached_property
-    def calls_by_name(self) -> dict[str, list[tuple["PythonSource", CallSite]]]:
-        out: dict[str, list] = {}
-        for src in self.project.python:
-            for call in src.facts.calls:
-                if call.attr:
-                    out.setdefault(call.attr, []).append((src, call))
-        return out
+    def calls_named(self, name: str) -> list[tuple["PythonSource", CallSite]]:
+        """Calls whose callee ends in `name`, across the checked files (only files that mention it are read)."""
+        memo = self.__dict__.setdefault("_calls_named", {})
+        if name not in memo:
+            memo[name] = [(src, call) for src in self.project.mentioning(name)
+                          for call in src.facts.calls if call.attr == name]
+        return memo[name]
 
     def param_taint(self, src: "PythonSource", info: FunctionInfo) -> Env:
         """Parameters some caller in the checked files passes a rank-varying value (context-insensitive)."""
@@ -428,7 +427,7 @@ class ProjectTaint:
             return self._params[key]
         self._params[key] = {}
         out: Env = {}
-        callers = self.calls_by_name.get(info.name, [])
+        callers = self.calls_named(info.name)
         if info.name.startswith("__") or len(callers) > 64:
             return out
         for other, call in callers:

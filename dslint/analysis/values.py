@@ -61,7 +61,7 @@ class Option:
 
 def _argparse_options(project: "ProjectView") -> dict[str, list[Option]]:
     out: dict[str, list[Option]] = {}
-    for src in project.python:
+    for src in project.mentioning("add_argument"):
         for call in src.facts.calls:
             if call.attr != "add_argument" or not call.node.args:
                 continue
@@ -99,7 +99,7 @@ def _argparse_options(project: "ProjectView") -> dict[str, list[Option]]:
 def _dataclass_fields(project: "ProjectView") -> dict[str, list[tuple[Any, PythonSource, cst.CSTNode]]]:
     """Class-level `name: int = 4` / `field(default=4)` defaults (HfArgumentParser dataclasses)."""
     out: dict[str, list[tuple[Any, PythonSource, cst.CSTNode]]] = {}
-    for src in project.python:
+    for src in project.mentioning("dataclass"):
         for info in src.facts.classes.values():
             if not any(isinstance(d.decorator, (cst.Name, cst.Attribute, cst.Call)) and
                        "dataclass" in (dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call)

@@ -302,7 +302,7 @@ def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:
     """True: the Trainer subclass overrides create_optimizer with MoE groups; False: overrides it without;
     None: a stock Trainer (HF builds plain groups) or nothing to read."""
     from dslint.analysis.optimizers import _Markers
-    for src in project.python:
+    for src in project.mentioning(trainer_name):
         for info in src.facts.classes.values():
             if info.name == trainer_name:
                 method = info.methods.get("create_optimizer")
@@ -359,7 +359,7 @@ class EpSizeMismatch(Rule):
     def check(self, ctx: RuleContext):
         project = ctx.project
         with_mpu = any(ec.kind == "initialize" and ec.call.keyword("mpu") is not None
-                       for src in project.python for ec in engine_calls(project, src))
+                       for src in project.mentioning("initialize", "init_inference") for ec in engine_calls(project, src))
         world = project.world_size_for(ctx.source)
         for site in moe_facts(project).sites:
             if site.src is not ctx.source:

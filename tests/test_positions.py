@@ -1,0 +1,38 @@
+"""The text-based position lookup agrees with libcst's PositionProvider wherever it answers."""
+
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from dslint.cstwalk import walk
+from dslint.sources import PythonSource
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_fast_positions_match_position_provider():
+    checked = answered = 0
+    for path in sorted(FIXTURES.rglob("*.py")):
+        src = PythonSource(str(path), path.read_text())
+        if not src.compiles:
+            continue
+        truth = MetadataWrapper(src.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node in walk(src.module):
+            if not isinstance(node, (cst.Call, cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.Return,
+                                     cst.Assign, cst.Attribute)):
+                continue
+            checked += 1
+            fast = src._locate(node)
+            if fast is None:
+                continue
+            answered += 1
+            rng = truth[node]
+            assert (fast.line, fast.column) == (rng.start.line, rng.start.column + 1), (path, fast, rng)
+            if isinstance(node, cst.BaseCompoundStatement):
+                # reported at its header line: from the keyword to the colon
+                header = src.lines[fast.line - 1][fast.column - 1:fast.end_column - 1]
+                assert fast.end_line == fast.line and header.rstrip().endswith(":"), (path, header)
+            else:
+                assert (fast.end_line, fast.end_column) == (rng.end.line, rng.end.column + 1), (path, fast, rng)
+    assert checked > 500 and answered > checked // 3, (checked, answered)
