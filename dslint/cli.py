@@ -95,7 +95,7 @@ def check(
     except ConfigFileError as exc:
         typer.echo(f"dslint: error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE)
-    for code in _codes(select) + _codes(ignore):
+    for code in _codes(select) + _codes(ignore):     # imports every family only when codes are given
         if code != "ALL" and not any(r.code.startswith(code) for r in all_rules()):
             typer.echo(f"dslint: error: unknown rule code or prefix {code!r} (see `dslint rules`)", err=True)
             raise typer.Exit(EXIT_USAGE)
@@ -113,7 +113,7 @@ def check(
     from dslint.cache import default_dir
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=None if no_cache else default_dir(), jobs=jobs)
     report = checker.check_paths(list(paths))
-    used = [r for r in all_rules() if settings.code_enabled(r.code)]
+    used = [type(r) for r in checker.rules]
     rendered = render(output_format.value, report, used)
     if output:
         output.write_text(rendered)

@@ -109,13 +109,21 @@ class Checker:
     jobs: int = 1                          # 0: one worker per CPU
 
     def __post_init__(self) -> None:
-        if not self.rules:
-            self.rules = [cls() for cls in all_rules() if self.settings.code_enabled(cls.code)]
+        self._explicit_rules = bool(self.rules)
+
+    def _rules_for(self, sources: list[AnySource]) -> None:
+        if not self._explicit_rules:
+            kinds = frozenset(s.kind for s in sources) or frozenset({"python"})
+            self.rules = [cls() for cls in all_rules(kinds) if self.settings.code_enabled(cls.code)]
+            self.__dict__.pop("_trigger_re", None)
 
     def check_paths(self, paths: list[Path]) -> Report:
         inputs = collect(paths, self.settings)
         sources, undecodable = read_sources(inputs, self.sniff_json)
         report = self.check_sources(sources)
+        if undecodable and not self._explicit_rules and not any(r.code == "DSL001" for r in self.rules):
+            self.rules += [cls() for cls in all_rules(frozenset({"python"})) if cls.code == "DSL001"
+                           and self.settings.code_enabled("DSL001")]
         parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
         for shown, _kind, problem in undecodable:
             report.files_checked += 1
@@ -129,6 +137,7 @@ class Checker:
         return report
 
     def check_sources(self, sources: list[AnySource]) -> Report:
+        self._rules_for(sources)
         report = Report(files_checked=len(sources))
         from dslint.rules import FAMILY_ERRORS
         for family, message in FAMILY_ERRORS:
@@ -162,9 +171,10 @@ class Checker:
         if not hasattr(self, "_trigger_re"):
             words: set[str] = set()
             self._trigger_re = None
-            if all(r.triggers for r in self.rules if "python" in r.kinds):
+            if all(r.triggers for r in self.rules if "python" in r.kinds and r.code != "DSL001"):
                 for r in self.rules:
-                    words.update(r.triggers)
+                    if r.code != "DSL001":
+                        words.update(r.triggers)
                 self._trigger_re = re.compile("|".join(re.escape(w) for w in sorted(words))) if words else None
                 self._no_python_rules = not words
         return self._trigger_re

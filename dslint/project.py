@@ -13,9 +13,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from dslint.facts import FunctionInfo
-from dslint.literals import UNKNOWN, literal_value
+from typing import TYPE_CHECKING
+
 from dslint.sources import AnySource, JsonSource, PythonSource, ShellSource
+
+if TYPE_CHECKING:
+    from dslint.facts import FunctionInfo
 
 # keyword/positional places where a DeepSpeed config (a path or a dict) is handed over
 _CONFIG_KEYWORDS = {"config", "config_params", "deepspeed", "deepspeed_config", "config_file", "hf_ds_config"}
@@ -134,6 +137,7 @@ class ProjectView:
 
     def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
         """(value, node) of config arguments in `src`: JSON path strings or dict literals."""
+        from dslint.literals import UNKNOWN, literal_value
         facts = src.facts
         for call in facts.calls:
             callee = call.callee or ""
@@ -151,6 +155,8 @@ class ProjectView:
 
     def _module_constant(self, src: PythonSource, expr) -> Any:
         import libcst as cst
+
+        from dslint.literals import UNKNOWN, literal_value
         if not isinstance(expr, cst.Name):
             return UNKNOWN
         for stmt in src.module.body:
@@ -162,6 +168,7 @@ class ProjectView:
         return UNKNOWN
 
     def _argparse_config_defaults(self, src: PythonSource):
+        from dslint.literals import literal_value
         for call in src.facts.calls:
             if call.attr != "add_argument" or not call.node.args:
                 continue

@@ -27,3 +27,10 @@ def test_readme_quickstart_is_two_commands_and_ci_runs_the_second():
     assert len(commands) == 2, commands
     ci = (REPO / ".ci" / "run").read_text()
     assert commands[1].strip() in ci
+
+
+def test_family_table_matches_rule_kinds():
+    from dslint.rules import FAMILIES
+    for rule in all_rules():
+        assert rule.__module__ in FAMILIES, rule
+        assert rule.kinds <= FAMILIES[rule.__module__], (rule.code, rule.kinds)

@@ -58,8 +58,8 @@ def test_file_level_suppression_in_a_real_run():
 
 
 class _Crashing(Rule):
-    code = "DSL001"
-    name = "parse-error"
+    code = "DSL998"
+    name = "crashing"
     summary = "crashes"
     kinds = frozenset({"python"})
 
@@ -68,8 +68,8 @@ class _Crashing(Rule):
 
 
 class _Reporting(Rule):
-    code = "DSL001"
-    name = "parse-error"
+    code = "DSL999"
+    name = "reporting"
     summary = "reports every file"
     kinds = frozenset({"python"})
 
@@ -82,4 +82,4 @@ def test_a_crashing_rule_does_not_lose_other_findings():
     sources = [PythonSource("a.py", "x = 1\n"), PythonSource("b.py", "y = 2\n")]
     report = Checker(Settings(), [_Crashing(), _Reporting()]).check_sources(sources)
     assert [f.path for f in report.findings] == ["a.py", "b.py"]
-    assert len(report.errors) == 2 and all("KeyError" in e.message and e.code == "DSL001" for e in report.errors)
+    assert len(report.errors) == 2 and all("KeyError" in e.message and e.code == "DSL998" for e in report.errors)

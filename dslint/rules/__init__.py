@@ -10,15 +10,16 @@ from functools import lru_cache
 
 from dslint.rules.base import Rule
 
-# family modules, imported in this order; each defines its Rule subclasses at module level
-FAMILIES = (
-    "dslint.rules.parse",
-    "dslint.rules.collectives",
-    "dslint.rules.moe",
-    "dslint.rules.params",
-    "dslint.rules.config",
-    "dslint.rules.launch",
-)
+# family modules and the input kinds their rules read (a run imports only the families its inputs need;
+# tests/test_docs.py checks this table against the rule classes)
+FAMILIES = {
+    "dslint.rules.parse": frozenset({"python", "json", "shell"}),
+    "dslint.rules.collectives": frozenset({"python"}),
+    "dslint.rules.moe": frozenset({"python"}),
+    "dslint.rules.params": frozenset({"python"}),
+    "dslint.rules.config": frozenset({"json"}),
+    "dslint.rules.launch": frozenset({"shell"}),
+}
 
 
 # families that failed to import: (module, error). A broken family must not take the others down;
@@ -27,18 +28,23 @@ FAMILY_ERRORS: list[tuple[str, str]] = []
 
 
 @lru_cache(maxsize=None)
-def all_rules() -> tuple[type[Rule], ...]:
+def all_rules(kinds: frozenset[str] | None = None) -> tuple[type[Rule], ...]:
+    """Every rule, or only those of the families that read one of `kinds`."""
     found: dict[str, type[Rule]] = {}
-    for name in FAMILIES:
+    for name, family_kinds in FAMILIES.items():
+        if kinds is not None and not family_kinds & kinds:
+            continue
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name == name:      # family not written (yet)
                 continue
-            FAMILY_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
+            if not any(n == name for n, _ in FAMILY_ERRORS):
+                FAMILY_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
             continue
         except Exception as exc:
-            FAMILY_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
+            if not any(n == name for n, _ in FAMILY_ERRORS):
+                FAMILY_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
             continue
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == name \
