@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from typing import TYPE_CHECKING
 
@@ -68,6 +68,13 @@ class ProjectView:
     def python(self) -> list[PythonSource]:
         # CPython's compile() decides (cheap); libcst parses a file only when something reads its tree
         return [s for s in self.sources if isinstance(s, PythonSource) and s.compiles]
+
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """One result per run for a whole-project analysis, shared by every rule family that needs it."""
+        cache = self.__dict__.setdefault("_analyses", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
     def mentioning(self, *words: str) -> list[PythonSource]:
         """Python sources whose text contains one of `words`: a scan over the whole project filters with this

@@ -130,10 +130,7 @@ class CollectiveSites:
 
     @classmethod
     def of(cls, project: "ProjectView") -> "CollectiveSites":
-        memo = project.__dict__.get("_collective_sites")
-        if memo is None:
-            memo = project.__dict__["_collective_sites"] = cls(project)
-        return memo
+        return project.memo(cls, lambda: cls(project))
 
     # --- roles: who is an engine, a trainer, an accelerator, an MoE model ---------------------------------
     @cached_property

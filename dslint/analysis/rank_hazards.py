@@ -116,10 +116,7 @@ class RankHazards:
 
     @classmethod
     def of(cls, project: "ProjectView") -> "RankHazards":
-        memo = project.__dict__.get("_rank_hazards")
-        if memo is None:
-            memo = project.__dict__["_rank_hazards"] = cls(project)
-        return memo
+        return project.memo(cls, lambda: cls(project))
 
     @property
     def hf_zero3_auto_sync(self) -> bool:

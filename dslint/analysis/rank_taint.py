@@ -312,10 +312,7 @@ class ProjectTaint:
 
     @classmethod
     def of(cls, project: "ProjectView") -> "ProjectTaint":
-        memo = project.__dict__.get("_rank_taint")
-        if memo is None:
-            memo = project.__dict__["_rank_taint"] = cls(project)
-        return memo
+        return project.memo(cls, lambda: cls(project))
 
     def taint(self, src: "PythonSource") -> RankTaint:
         key = id(src)

@@ -36,10 +36,7 @@ UNKNOWN_VALUE = Value(UNKNOWN, "unknown")
 
 def memo(project: "ProjectView", key: str, build):
     """Per-run cache on the project view, so rules of several families share one analysis."""
-    cache = project.__dict__.setdefault("_dslint_memo", {})
-    if key not in cache:
-        cache[key] = build()
-    return cache[key]
+    return project.memo(key, build)
 
 
 def _line(src: PythonSource, node: cst.CSTNode) -> int:
