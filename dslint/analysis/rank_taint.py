@@ -61,6 +61,16 @@ PLACEMENT_KWARGS = {"device", "device_ids", "output_device", "map_location", "ra
 FIRST_ARG_ONLY = {"tqdm", "trange", "enumerate", "iter", "list", "tuple", "sorted", "reversed", "len", "int",
                   "float", "bool", "str", "set", "next", "deepcopy", "copy", "islice"}
 SPLITTERS = {"array_split", "split", "chunk", "tensor_split", "array_split_list", "np_split", "distribute"}
+# calls whose result keeps the kind of a rank-id argument (`range(rank)` runs `rank` times); any other call to a
+# function outside the checked files only *derives* a value from it (see `_call`)
+KIND_KEEPING = {"range", "arange", "min", "max", "abs", "sum", "round", "divmod", "pow", "ceil", "floor",
+                "zip", "map", "filter", "repeat", "product", "chain", "cycle", "count"}
+# words in a callee's name that say it returns this rank's share of the data
+_SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
+# calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
+_ENGINE_BUILDERS = {"initialize", "init_inference"}
+# keyword arguments that choose a loader's sampler
+_SAMPLER_KWARGS = {"sampler", "batch_sampler"}
 _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
                   "split_between", "RANK", "generate", "local_process")
 
@@ -87,7 +97,7 @@ class Origin:
     def describe(self) -> str:
         line = self.source.span(self.node).line
         what = {"rank": "a rank id", "shard": "this rank's share of the data", "item": "this rank's item",
-                "generation": "a per-rank generation output"}
+                "generation": "a per-rank generation output", "derived": "a value computed from a rank id"}
         if self.via_call is not None:
             src, node = self.via_call
             return (f"`{self.text()}` ({what.get(self.kind, self.kind)} from {self.source.path}:{line}, "
@@ -118,6 +128,9 @@ def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
 
 
 TRIP_COUNT_KINDS = ("rank", "shard")     # iterating over these runs a rank-dependent number of times
+# "derived": the result of a call outside the checked files that was passed a rank id (`make_dataset(local_rank)`,
+# `build_loader(args)`): rank-dependent as a test, but nothing says its length follows the rank (most such
+# helpers use the rank for caching, logging or device placement), so it does not make a loop's trip count vary
 
 
 class RankTaint:
@@ -239,14 +252,27 @@ class RankTaint:
             return None
         if last in LAUNDERING:
             return None
+        if last in _ENGINE_BUILDERS and (callee or "").startswith("deepspeed"):
+            return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
             return Origin("generation", e, self.src)
         hit = self.analysis.returns_of_call(self.src, e, callee, cls)
         if hit is not None:
             return hit
+        target = self.analysis.function_for_call(self.src, e, callee, cls)
+        if target is not None:
+            # a function of the checked files: what it returns for these arguments (context-sensitive)
+            return self.analysis.returns_for_args(self.src, e, target, env, cls)
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             return self.eval(first.value, env, cls) if first is not None else None
+        if any(a.keyword is not None and a.keyword.value in _SAMPLER_KWARGS and self.distributed_sampler(a.value)
+               for a in e.args):
+            # DataLoader(ds, sampler=DistributedSampler(ds)): ceil(len(ds)/world) batches on every rank, so
+            # only a dataset that is itself this rank's share makes its length vary
+            data = next((a for a in e.args if a.keyword is None or a.keyword.value == "dataset"), None)
+            hit = self.eval(data.value, env, cls) if data is not None else None
+            return hit if hit is not None and hit.kind == "shard" else None
         if isinstance(e.func, cst.Attribute):
             hit = self.eval(e.func.value, env, cls)
             if hit is not None:
@@ -256,8 +282,38 @@ class RankTaint:
                 continue
             hit = self.eval(arg.value, env, cls)
             if hit is not None:
+                if hit.kind == "rank" and last not in KIND_KEEPING:
+                    name = (callee or last or "").lower()
+                    kind = "shard" if any(w in name for w in _SHARD_WORDS) else "derived"
+                    return Origin(kind, hit.node, hit.source, hit.via, hit.via_call)
                 return hit
         return None
+
+    def distributed_sampler(self, e: cst.BaseExpression) -> bool:
+        """A `DistributedSampler(...)` (or a name this file binds to one, on some path: the other paths are
+        the single-process fallbacks of `if local_rank == -1:`)."""
+        if self._sampler_call(e):
+            return True
+        name = dotted_name(e)
+        return name is not None and name in self._sampler_names
+
+    def _sampler_call(self, e: cst.BaseExpression) -> bool:
+        if isinstance(e, cst.Call):
+            last = _last(self.facts.resolve_expr(e.func), e.func) or ""
+            return "Distributed" in last and "Sampler" in last
+        if isinstance(e, cst.IfExp):
+            return self._sampler_call(e.body) or self._sampler_call(e.orelse)
+        return False
+
+    @cached_property
+    def _sampler_names(self) -> set[str]:
+        if "Sampler" not in self.src.text:
+            return set()
+        out = set()
+        for node in _assignments(self.src.module):
+            if self._sampler_call(node.value):
+                out.update(n for t in node.targets if (n := dotted_name(t.target)))
+        return out
 
     # --- binding -----------------------------------------------------------------------------------
     def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin],
@@ -407,6 +463,47 @@ class ProjectTaint:
         self._returns[key] = result
         return result
 
+
+    def returns_for_args(self, src: "PythonSource", call: cst.Call, target: tuple["PythonSource", FunctionInfo],
+                         env: Env, cls: Optional[str]) -> Optional[Origin]:
+        """What a checked function returns when this call passes it these arguments: its body is walked with
+        the parameters that receive rank-varying values bound, so `build_loader(ds, rank)` that only hands
+        `rank` to a DistributedSampler returns a uniform loader, and `shard(xs, rank)` returns a share."""
+        other, info = target
+        taint = self.taint(src)
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        bound: dict[str, Origin] = {}
+        for i, arg in enumerate(call.args):
+            origin = taint.eval(arg.value, env, cls)
+            if origin is None:
+                continue
+            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) and not arg.star
+                                                                      else None)
+            if name is None or name not in info.params:
+                return origin           # into *args/**kwargs: not followed, keep the argument's taint
+            bound.setdefault(name, origin)
+        if not bound:
+            return None
+        key = (id(other), info.qualname, tuple(sorted((n, o.kind) for n, o in bound.items())))
+        memo = self.__dict__.setdefault("_returns_for", {})
+        if key in memo:
+            hit = memo[key]
+        elif key in self._in_progress:
+            return None
+        else:
+            self._in_progress.add(key)
+            try:
+                from dslint.analysis.flow import FlowWalk
+                walk = FlowWalk(self.taint(other), scope=info.qualname, env={**self.module_env(other), **bound},
+                                cls=info.class_name)
+                walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+                hit = walk.returned
+            finally:
+                self._in_progress.discard(key)
+            memo[key] = hit
+        if hit is None:
+            return None
+        return Origin(hit.kind, hit.node, hit.source, via=f"{info.name}()")
 
     # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
     def calls_named(self, name: str) -> list[tuple["PythonSource", CallSite]]:
