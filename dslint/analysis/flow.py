@@ -41,6 +41,7 @@ class FlowWalk:
         self.ever_bound: Env = dict(env)
         self.returned: Optional[Origin] = None
         self.loop_depth = 0
+        self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         self._tainted_loops = 0
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -217,6 +218,7 @@ class FlowWalk:
             origin = self.eval(node.test)
             head = node
         self.loop_depth += 1
+        self.loop_iters.append(node.iter if isinstance(node, cst.For) else None)
         if isinstance(node, cst.For) and origin is not None and origin.kind not in TRIP_COUNT_KINDS:
             origin_loop = None      # iterating over this rank's item or output: its length is the batch's
         else:
@@ -232,6 +234,7 @@ class FlowWalk:
             if late is not None:
                 self.on_late_loop(node, Guard("loop", late, head), guards)
         self.loop_depth -= 1
+        self.loop_iters.pop()
         self._merge(self.env, env_before)
         pending = [g for g in pending if g.exit_kind not in ("continue", "break")]
         if node.orelse is not None:

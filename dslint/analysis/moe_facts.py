@@ -141,7 +141,14 @@ def builds_moe(project: "ProjectView", src: PythonSource, call: CallSite) -> boo
         return True
     if call.attr in facts.builder_classes:
         return True
+    if call.attr in _FACTORY_METHODS and isinstance(call.node.func, cst.Attribute) and \
+            isinstance(call.node.func.value, cst.Name) and call.node.func.value.value in facts.builder_classes:
+        return True         # `MoEModel.from_pretrained(path)` builds the class's MoE layers like `MoEModel(cfg)`
     return _calls_builder(project, src, call, facts.builder_functions)
+
+
+# classmethods that construct an instance of their class (HF PreTrainedModel)
+_FACTORY_METHODS = {"from_pretrained", "from_config", "_from_config"}
 
 
 def scope_calls(src: PythonSource, scope: str) -> list[CallSite]:

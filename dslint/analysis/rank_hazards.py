@@ -80,14 +80,15 @@ class HazardWalk(FlowWalk):
         sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
         sampled = sample is not None and literal_value(sample.value) is True
         tainted = next((self.eval(a.value) for a in call.args if self.eval(a.value) is not None), None)
-        if not (sampled or tainted or self.loop_depth):
-            return                      # one greedy generation of the same prompt on every rank
+        per_rank_loop = any(it is None or not _same_items_everywhere(self.src, it) for it in self.loop_iters)
+        if not (sampled or tainted or per_rank_loop):
+            return                      # greedy generation of the same prompts on every rank
         notes = []
         if sampled:
             notes.append("`do_sample=True` draws a different continuation on each rank")
         if tainted is not None:
             notes.append(f"its input is rank-dependent: {tainted.describe()}")
-        if self.loop_depth and not notes:
+        if per_rank_loop and not notes:
             notes.append("each rank generates for its own inputs inside a loop")
         loop = next((g for g in guards if g.kind == "loop"), None)
         self._record(("DSL104", id(call)), Hazard("DSL104", call, site, loop, self.scope, notes))
@@ -171,6 +172,23 @@ def _kwargs_set_synced(src: "PythonSource", expr: cst.BaseExpression) -> bool:
     for node in assignments(src.module):
         if any(dotted_name(t.target) == name for t in node.targets) and "synced_gpus" in code_of(node.value, 10_000):
             return True
+    return False
+
+
+def _same_items_everywhere(src: "PythonSource", it: cst.BaseExpression) -> bool:
+    """A loop over literal items (`for p in ["a", "b"]`, `for p in PROMPTS` bound once to a literal list,
+    `enumerate(...)` of one): every rank iterates the same values, so a greedy generate on them runs the same
+    number of steps everywhere. Loaders, datasets and anything computed are taken as per-rank data."""
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("enumerate", "tuple", "list",
+                                                                                       "sorted", "reversed") \
+            and it.args:
+        return _same_items_everywhere(src, it.args[0].value)
+    if literal_value(it) is not UNKNOWN:
+        return True
+    if isinstance(it, cst.Name):
+        bound = [node.value for node in assignments(src.module)
+                 if any(isinstance(t.target, cst.Name) and t.target.value == it.value for t in node.targets)]
+        return len(bound) == 1 and literal_value(bound[0]) is not UNKNOWN
     return False
 
 

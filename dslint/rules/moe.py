@@ -134,6 +134,8 @@ class MoEGroupsNotInitialised(Rule):
                 fn = src.facts.functions.get(call.scope)
                 if fn is not None and fn.class_name:       # construction inside a model class: not a consumer
                     continue
+                if fn is not None and _returns_value(fn.node) and _builder_called(project, scope_key, fn.name):
+                    continue        # a helper that builds the model for its callers: they are the consumers
             if call in moe_builds_in_scope(project, src, call.scope):
                 consumers.append(call)
         if not consumers or not _distributed(ctx):
@@ -164,6 +166,30 @@ class MoEGroupsNotInitialised(Rule):
             f"across ranks and uneven per-rank forward counts hang (DeepSpeed #7141). Wrap the model with "
             f"`deepspeed.initialize`.", call.node, severity=severity,
             trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)])
+
+
+def _returns_value(node) -> bool:
+    """The function hands something back (`return model`), so its callers hold what it built."""
+    import libcst as cst
+
+    from dslint.analysis.flow import sub_statements
+    stack = [node.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleStatementLine):
+            if any(isinstance(x, cst.Return) and x.value is not None for x in n.body):
+                return True
+        elif not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+            stack.extend(sub_statements(n))
+    return False
+
+
+def _builder_called(project, key: str, name: str) -> bool:
+    """Some checked file calls the MoE-building function `key` (`model = moefy(base)`): the model is used
+    (initialized or not) where that call is, and the rule looks at that file."""
+    from dslint.analysis.moe_facts import _calls_builder
+    return any(c.attr == name and _calls_builder(project, s, c, {key})
+               for s in project.mentioning(name) for c in s.facts.calls)
 
 
 def _moe_engine_calls(ctx: RuleContext):
