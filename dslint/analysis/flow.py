@@ -246,6 +246,13 @@ class FlowWalk:
 
     # --- expressions: calls in evaluation order, with `x if c else y` and `a and b` as control ----------
     def expr(self, e: cst.CSTNode, guards: tuple[Guard, ...]) -> None:
+        if isinstance(e, cst.Await) and isinstance(e.expression, cst.Call):
+            # `await llm_engine.generate(...)`: an asyncio engine (vLLM, SGLang) serving requests; DeepSpeed
+            # engines, torch.distributed and HF generate are never awaited, so the call is no collective site
+            self.expr(e.expression.func, guards)
+            for arg in e.expression.args:
+                self.expr(arg.value, guards)
+            return
         if isinstance(e, cst.Call):
             self.expr(e.func, guards)
             for arg in e.args:
