@@ -154,24 +154,35 @@ class ProjectView:
                 if arg.keyword is not None and arg.keyword.value in _CONFIG_KEYWORDS:
                     value = literal_value(arg.value)
                     if value is UNKNOWN:
-                        value = self._module_constant(src, arg.value)
+                        value = self._name_value(src, arg.value, call.scope)
                     if value is not UNKNOWN:
                         yield value, arg.value
         for node, value in self._argparse_config_defaults(src):
             yield value, node
 
-    def _module_constant(self, src: PythonSource, expr) -> Any:
+    def _name_value(self, src: PythonSource, expr, scope: str) -> Any:
+        """The literal last assigned to a name, in the calling function (`ds_config = {...}` then
+        `deepspeed.initialize(config=ds_config)`), else at module level."""
         import libcst as cst
 
+        from dslint.cstwalk import walk
         from dslint.literals import UNKNOWN, literal_value
         if not isinstance(expr, cst.Name):
             return UNKNOWN
-        for stmt in src.module.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
-                            isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == expr.value:
-                        return literal_value(small.value)
+        function = src.facts.functions.get(scope)
+        bodies = [walk(function.node.body)] if function is not None else []
+        bodies.append(small for stmt in src.module.body if isinstance(stmt, cst.SimpleStatementLine)
+                      for small in stmt.body)
+        for nodes in bodies:
+            value = UNKNOWN
+            for node in nodes:
+                if isinstance(node, cst.Assign) and len(node.targets) == 1 and \
+                        isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == expr.value:
+                    found = literal_value(node.value)
+                    if found is not UNKNOWN:
+                        value = found
+            if value is not UNKNOWN:
+                return value
         return UNKNOWN
 
     def _argparse_config_defaults(self, src: PythonSource):

@@ -1,0 +1,42 @@
+"""The project view: which config applies to a script, world size, DeepSpeed version."""
+
+from dslint.engine import check_texts
+from dslint.project import ProjectView
+from dslint.sources import JsonSource, PythonSource, ShellSource
+
+LOCAL_DICT = '''
+import deepspeed
+
+def load(model):
+    ds_config = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}
+    engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+    return engine
+'''
+
+
+def test_config_dict_bound_inside_the_calling_function():
+    src = PythonSource("infer.py", LOCAL_DICT)
+    [config] = ProjectView([src]).configs_for(src)
+    assert config.zero_stage == 3
+
+
+def test_launcher_pairs_script_config_and_world_size():
+    script = PythonSource("train.py", "import deepspeed\n")
+    cfg = JsonSource("configs/z2.json", '{"zero_optimization": {"stage": 2}}')
+    other = JsonSource("configs/z3.json", '{"zero_optimization": {"stage": 3}}')
+    sh = ShellSource("run.sh", "N=4\ndeepspeed --num_gpus $N --num_nodes 2 train.py --deepspeed configs/z2.json\n")
+    project = ProjectView([script, cfg, other, sh])
+    assert [c.origin for c in project.configs_for(script)] == ["configs/z2.json"]
+    assert project.world_size_for(script) == 8
+
+
+def test_severity_follows_the_local_zero3_config():
+    text = LOCAL_DICT + '''
+def main(model, prompts, rank, world):
+    engine = load(model)
+    for p in prompts[rank::world]:
+        engine.module.generate(p, do_sample=True)
+'''
+    report = check_texts({"infer.py": text})
+    severities = {f.code: f.severity.value for f in report.findings}
+    assert severities.get("DSL104") == "error", [(f.code, f.severity, f.message) for f in report.findings]
