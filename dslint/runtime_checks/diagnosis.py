@@ -84,6 +84,7 @@ def diagnose(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict
         result = _diagnose_divergence(verdict, states)
     else:
         result = _diagnose_hang(verdict, states)
+    result.pop("weak", None)
     if moe_without_group and len(states) > 1:
         result["related"] = {"code": "DSL201", "message": (
             f"MoE layers without an expert-parallel group (all_to_all on WORLD): {', '.join(moe_without_group)}"),
@@ -138,19 +139,55 @@ def _branch_cause(calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _diagnose_hang(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
     stuck = verdict.get("stuck_ranks") or []
-    pending = None
+    candidates = []  # the stuck ranks' pending (or last) collectives first
     for rank in stuck:
         state = states.get(rank) or {}
-        pending = state.get("pending") or (state.get("last_collectives") or [None])[-1]
-        if pending:
-            break
-    stack = (pending.get("user_stack") or [pending.get("source")]) if pending else None
+        found = state.get("pending") or (state.get("last_collectives") or [None])[-1]
+        if found:
+            candidates.append(found)
+    if verdict.get("cause") == "timeout":
+        # which rank times out first is a race (each waits --timeout from its own start): in a cross-group
+        # wait the other ranks' pending collectives explain the hang as well, so they are read too
+        candidates += [states[r]["pending"] for r in sorted(states)
+                       if r not in stuck and (states[r] or {}).get("pending")]
+    pending = candidates[0] if candidates else None
+    issued = _issued_everywhere(verdict, pending, states)
+    if issued:
+        return issued
     partial = _params_with_partial_grads(states)
     if partial and pending and pending.get("phase") in ("backward", "step"):
         names = ", ".join(f"{n} (no gradient on ranks {r})" for n, r in partial[:4])
         return {"code": "DSL303", "fix": FIXES["DSL303"], "cause": f"gradients arrived on some ranks only: {names}"}
-    return _control_flow_cause(stack, "an extra collective" if verdict.get("cause") == "extra-collective"
-                               else "a collective the other ranks never reach")
+    what = "an extra collective" if verdict.get("cause") == "extra-collective" else \
+        "a collective the other ranks never reach"
+    causes = [_control_flow_cause(p.get("user_stack") or [p.get("source")], what) for p in candidates] or \
+        [_control_flow_cause(None, what)]
+    chosen = next((c for c in causes if not c.get("weak")), causes[0])
+    chosen.pop("weak", None)
+    return chosen
+
+
+def _issued_everywhere(verdict: dict[str, Any], pending: dict[str, Any] | None,
+                       states: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """A timed-out collective that every rank of its group has issued (the fingerprints agreed): not a
+    control-flow divergence but a collective that does not complete. On CUDA the host returns at enqueue, so
+    this is what a stream held up behind a long or stuck kernel, or a stalled NCCL transport, looks like."""
+    if verdict.get("cause") != "timeout" or not pending or pending.get("p2p"):
+        return None
+    group, seq = pending.get("group"), pending.get("seq")
+    members: list[int] = []
+    for state in states.values():
+        members = list((state.get("groups") or {}).get(group) or members)
+    if not members or any(r not in states or (states[r].get("counts") or {}).get(group, 0) <= seq for r in members):
+        return None
+    where = "on the GPU stream" if pending.get("on_stream") or pending.get("async") else "inside the call"
+    return {"code": None, "source": pending.get("source"), "fix": (
+        "look at what runs before it on each rank's stream (a long or stuck kernel, a collective on another "
+        "group that waits for it), raise --timeout if the step is simply slow; NCCL_DEBUG=INFO and PyTorch's "
+        "flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) show the transport's side"),
+        "cause": (f"all {len(members)} rank(s) of group {group} issued {pending.get('op')} #{seq} with matching "
+                  f"fingerprints, but it did not complete {where} within the timeout: not a divergence of "
+                  "the ranks' collective sequences")}
 
 
 def _control_flow_cause(stack: list[Any] | None, what: str) -> dict[str, Any]:
@@ -175,11 +212,11 @@ def _control_flow_cause(stack: list[Any] | None, what: str) -> dict[str, Any]:
             return {"code": "DSL102", "fix": FIXES["DSL102"], "source": frame, "cause": (
                 f"{what}{at(frame)} runs in the loop over `{text}`, whose trip count differs across ranks")}
     outer = stack[-1] if stack else None
-    for frame, kind, text in reversed(controls):
+    for frame, kind, text in reversed(controls):  # weak: guesses from the shape of the code alone
         if kind == "loop":
-            return {"code": "DSL102", "fix": FIXES["DSL102"], "source": frame, "cause": (
+            return {"code": "DSL102", "fix": FIXES["DSL102"], "source": frame, "weak": True, "cause": (
                 f"{what}{at(frame)} runs in the loop over `{text}`; its trip count seems to differ across ranks")}
-    return {"code": "DSL102", "fix": FIXES["DSL102"], "source": outer,
+    return {"code": "DSL102", "fix": FIXES["DSL102"], "source": outer, "weak": True,
             "cause": f"{what}{at(outer) if outer else ''}: the ranks issue different numbers of collectives"}
 
 

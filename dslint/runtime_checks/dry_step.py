@@ -133,6 +133,7 @@ class DrySession:
         """The rank reached its step boundary (or its script ended): exchange summaries and decide."""
         if self.status != "running":
             return
+        self._drain()
         self.status = "done"
         peers = self.peers()
         summary = self.summary(ended_by)
@@ -166,6 +167,26 @@ class DrySession:
         self._leave(built, code, final=failed or not self.options.keep_going)
         self.status = "passed"
         self.tracer.watch()
+
+    def _drain(self) -> None:
+        """The dry step is over only when its collectives have completed. On CUDA (NCCL) the host runs ahead of
+        the stream: without this, a rank could report a pass while a collective it issued never completes.
+        No deadline here: the watchdog turns a collective pending past ``--timeout`` into a hang verdict."""
+        tracer = self.tracer
+        if not tracer.pending_async or not tracer.outstanding():
+            return
+        peers = self.peers()
+        self.waiting_for = {"what": "its own collectives to complete (CUDA stream / async work)"}
+        try:
+            pause = 0.0005
+            while tracer.outstanding():
+                verdict = peers.aborted() if peers is not None else None
+                if verdict is not None:
+                    self.conclude(verdict)
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        finally:
+            self.waiting_for = None
 
     def _leave(self, built: dict[str, Any], code: ExitCode, final: bool) -> None:
         peers = self.exchange
@@ -243,6 +264,8 @@ class DrySession:
         tracer = self.tracer
         sequences: dict[str, list[str]] = {}
         for rec in tracer.records:
+            if rec.get("p2p"):  # compared neither before issue nor here: send and recv pair across ranks
+                continue
             seq = sequences.setdefault(rec["group"], [])
             if len(seq) < 4000:
                 seq.append(compare.call_key(rec))

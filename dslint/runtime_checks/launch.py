@@ -69,6 +69,10 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
             exit_code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:  # noqa: BLE001 - the script's failure is a verdict, not our crash
         failure = exc
+    if session.status == "aborting":
+        # another thread (the watchdog) is concluding and will exit the process with the verdict's code:
+        # wait for it rather than print the script's traceback or return 0 under it (conclude blocks here)
+        session.conclude({"kind": "error"})
     if failure is not None and session.status in ("running", "done"):
         fail(session, failure)
     if session.status == "running":

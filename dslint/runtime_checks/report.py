@@ -35,7 +35,8 @@ def _where(record: dict[str, Any] | None) -> dict[str, Any] | None:
     source = record.get("source")
     return {"op": record["op"], "group": record["group"], "seq": record["seq"], "ins": record["ins"],
             "outs": record["outs"], "splits": record.get("splits"), "module": record.get("module"),
-            "phase": record.get("phase"),
+            "phase": record.get("phase"), "async": record.get("async"), "on_stream": record.get("on_stream"),
+            "p2p": record.get("p2p"),
             "source": _frame(source) if source else None,
             "user_stack": [_frame(f) for f in record.get("user_stack") or []]}
 

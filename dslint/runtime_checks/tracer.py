@@ -3,18 +3,27 @@
 Each call becomes a record: per-group sequence number, op, group, tensor shapes/dtypes, all_to_all split
 sizes, innermost module path, phase and first user source line.  In the dry step a ``before_issue``
 callback compares the call's fingerprint with the peers' (see ``dry_step``) before the call is issued.
-Async work stays "pending" until the watchdog sees it completed.
+
+Pending: a sync collective is pending while the main thread is inside the call.  On CUDA (NCCL) the call
+returns as soon as the work is enqueued and the wait happens on the stream, so a sync collective on CUDA
+tensors is issued as async work and waited for exactly as c10d's sync path does (``work.wait()`` makes the
+current stream wait), and it stays pending until ``Work.is_completed()`` (GPU completion).  Ops without an
+``async_op`` parameter (sync send/recv) get a CUDA event recorded on the current stream after the call
+instead (a "stream mark").  Async work stays pending until its ``Work.is_completed()``, not ``wait()``
+having returned.
 """
 
 from __future__ import annotations
 
 import collections
 import inspect
+import os
 import threading
 import time
 from typing import Any, Callable
 
 from dslint.runtime_checks.execution_context import ExecutionContext
+from dslint.runtime_checks.fingerprint import POINT_TO_POINT_OPS
 
 # op name -> (input argument names, output argument names)
 TRACED_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -46,6 +55,11 @@ TRACED_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 SYMMETRIC_NUMEL_OPS = frozenset({"all_gather_into_tensor", "_all_gather_base", "reduce_scatter_tensor",
                                  "_reduce_scatter_base"})
+# at most this many uncompleted works/stream marks are kept (the oldest are dropped): a Work holds its tensors
+MAX_TRACKED = 4096
+# DSLINT_PREFLIGHT_STREAM_MARKS=0 turns off tracking the GPU completion of sync CUDA collectives (Work or stream
+# mark): they then count as done when the host call returns, as before ISSUE 7. For measuring the cost.
+STREAM_MARKS = os.environ.get("DSLINT_PREFLIGHT_STREAM_MARKS", "1") != "0"
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -77,10 +91,15 @@ class Tracer:
             collections.deque(maxlen=keep_last) if keep_last else []
         )
         self.counts: dict[str, int] = collections.defaultdict(int)  # group name -> collectives issued
+        self.p2p_counts: dict[str, int] = collections.defaultdict(int)  # group name -> p2p ops issued
         self.op_counts: dict[tuple[str, str], int] = collections.defaultdict(int)
         self.groups: dict[str, GroupInfo] = {}
         self.pending: dict[str, Any] | None = None  # the sync collective the main thread is inside
-        self.pending_async: list[tuple[dict[str, Any], Any]] = []
+        # uncompleted async works and CUDA stream marks of sync collectives, oldest first
+        self.pending_async: collections.deque[tuple[dict[str, Any], Any]] = collections.deque()
+        self.cuda_device: int | None = None  # the device of the first CUDA collective (for the watchdog thread)
+        self.stream_marks = STREAM_MARKS
+        self._event_pool: list[Any] = []
         self.before_issue: Callable[[GroupInfo, dict[str, Any], dict[str, Any]], bool] | None = None
         self._group_cache: dict[int, GroupInfo] = {}
         self._local = threading.local()
@@ -150,6 +169,9 @@ class Tracer:
     def _wrap(self, op: str, original: Callable[..., Any]) -> Callable[..., Any]:
         params = list(inspect.signature(original).parameters)
         in_names, out_names = TRACED_OPS[op]
+        # position of async_op: a sync call on CUDA tensors is issued with async_op=True unless the caller
+        # passed async_op positionally (then the stream-mark path is used)
+        async_index = params.index("async_op") if "async_op" in params else -1
         local = self._local
         tracer = self
 
@@ -164,22 +186,39 @@ class Tracer:
                     return None  # simulated: the peers disagreed and the call is not issued
             is_async = bool(bound.get("async_op")) or op in ("isend", "irecv", "batch_isend_irecv")
             record["async"] = is_async
+            device = None
             if not is_async:
                 tracer.pending = record
+                if tracer.stream_marks:
+                    device = _cuda_device(bound, in_names, out_names)
             local.depth = 1
             try:
-                result = original(*args, **kwargs)
+                if device is not None and async_index >= len(args):
+                    # CUDA (NCCL): the host call returns at enqueue and the wait happens on the stream. Issue
+                    # it as async work and wait as c10d's sync path does, keeping the Work: its
+                    # is_completed() tells when the GPU is past the collective.
+                    work = original(*args, **dict(kwargs, async_op=True))
+                    if work is not None:
+                        work.wait()
+                        record["on_stream"] = True
+                        tracer._track(record, work)
+                    result = None
+                else:
+                    result = original(*args, **kwargs)
+                    if device is not None:  # an op without async_op (send/recv): an event after the call
+                        record["on_stream"] = True
+                        tracer._track(record, _StreamMark(device, tracer._event_pool))
             finally:
                 local.depth = 0
                 if not is_async:
                     tracer.pending = None
                     record["t1"] = time.monotonic()
-            if is_async and result is not None:
-                works = result if isinstance(result, list) else [result]
-                if len(tracer.pending_async) > 64:
-                    tracer._prune_async()
-                for work in works:
-                    tracer.pending_async.append((record, work))
+            if is_async:
+                if result is not None:
+                    for work in (result if isinstance(result, list) else [result]):
+                        tracer._track(record, work)
+            elif device is not None and tracer.cuda_device is None:
+                tracer.cuda_device = device.index
             return result
 
         traced.__wrapped__ = original  # type: ignore[attr-defined]
@@ -190,8 +229,11 @@ class Tracer:
     def _describe(self, op: str, bound: dict[str, Any], in_names: tuple[str, ...],
                   out_names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any], GroupInfo]:
         info = self.group_info(bound.get("group"))
-        seq = self.counts[info.name]
-        self.counts[info.name] = seq + 1
+        # point-to-point ops pair across ranks, not per group: a counter of their own, so that a send on one
+        # rank and a recv on another leave the group's collective sequence numbers aligned
+        counts = self.p2p_counts if op in POINT_TO_POINT_OPS else self.counts
+        seq = counts[info.name]
+        counts[info.name] = seq + 1
         self.op_counts[(info.name, op)] += 1
         ins = [_shape(t) for name in in_names for t in _tensors(bound.get(name))]
         outs = [_shape(t) for name in out_names for t in _tensors(bound.get(name))]
@@ -206,6 +248,8 @@ class Tracer:
             "source": list(frames[0]) if frames else None, "user_stack": [list(f) for f in frames],
             "t0": time.monotonic(), "t1": None,
         }
+        if counts is self.p2p_counts:
+            record["p2p"] = True
         self.records.append(record)
         return record, fp, info
 
@@ -254,8 +298,19 @@ class Tracer:
                     return record
         return None
 
-    def _prune_async(self) -> None:
-        self.pending_async = [(r, w) for r, w in self.pending_async if not _completed(w)]
+    def _track(self, record: dict[str, Any], work: Any) -> None:
+        """Keep ``work`` until it completes. Completed entries are dropped from the old end on every call, so
+        the tracer never holds a finished Work (and the tensors it references) for long."""
+        pending = self.pending_async
+        while pending and _completed(pending[0][1]):
+            self._release(pending.popleft()[1])
+        if len(pending) >= MAX_TRACKED:
+            pending.popleft()  # dropped unfinished: its event must not be reused
+        pending.append((record, work))
+
+    def _release(self, work: Any) -> None:
+        if isinstance(work, _StreamMark):
+            work.release(self._event_pool)
 
     def current(self) -> dict[str, Any] | None:
         if self.pending is not None:
@@ -264,6 +319,70 @@ class Tracer:
             if not _completed(work):
                 return record
         return None
+
+    def outstanding(self) -> int:
+        """How many tracked async works / stream marks have not completed (drops the completed ones)."""
+        items = list(self.pending_async)
+        left = [(r, w) for r, w in items if not _completed(w)]
+        if len(left) != len(items):
+            self.pending_async = collections.deque(left)
+            kept = {id(w) for _, w in left}
+            for _, w in items:
+                if id(w) not in kept:
+                    self._release(w)
+        return len(left)
+
+    def bind_thread_device(self) -> None:
+        """Make the calling thread's current CUDA device the collectives' device before it queries events: a
+        thread's first CUDA call on device 0 would otherwise create a context on GPU 0 for every rank."""
+        if self.cuda_device is None or getattr(self._local, "bound_device", None) == self.cuda_device:
+            return
+        import torch
+
+        torch.cuda.set_device(self.cuda_device)
+        self._local.bound_device = self.cuda_device
+
+
+class _StreamMark:
+    """The completion of a sync collective on CUDA: an event recorded on the current stream after the call.
+
+    Events come from the tracer's pool and go back to it once the mark is seen completed (creating and
+    destroying a CUDA event per collective cost ~25 µs of host time on an H200 machine, recording a pooled
+    one a few µs). ``done`` is set before the event is reused, so a thread that still holds this mark reads
+    it as completed even when the event already belongs to a newer collective."""
+
+    __slots__ = ("event", "done")
+
+    def __init__(self, device: Any, pool: list[Any]) -> None:
+        import torch
+
+        self.done = False
+        self.event = pool.pop() if pool else torch.cuda.Event()
+        if torch.cuda.is_current_stream_capturing():  # inside CUDA graph capture: no mark (counts as done)
+            self.done = True
+        else:
+            self.event.record(torch.cuda.current_stream(device))
+
+    def is_completed(self) -> bool:
+        if self.done:
+            return True
+        completed = self.event.query()
+        return self.done or completed
+
+    def release(self, pool: list[Any]) -> None:
+        """Called once the mark was seen completed: its event may serve a later collective."""
+        if self.done:
+            return
+        self.done = True
+        if len(pool) < 256:
+            pool.append(self.event)
+
+
+def _cuda_device(bound: dict[str, Any], in_names: tuple[str, ...], out_names: tuple[str, ...]) -> Any:
+    for name in in_names + out_names:
+        for t in _tensors(bound.get(name)):
+            return t.device if getattr(t, "is_cuda", False) else None
+    return None
 
 
 def _completed(work: Any) -> bool:

@@ -1,7 +1,8 @@
 """The watchdog thread: turns a collective that never completes into a report and an exit.
 
 It polls every half second, on its own store connection: a collective of this rank pending longer than
-``--timeout`` (sync: the main thread is inside it; async: its work is not completed) publishes a hang
+``--timeout`` (sync: the main thread is inside it, or on CUDA its stream mark has not completed; async: its
+work is not completed) publishes a hang
 verdict; a verdict published by any rank makes this rank publish its state and exit — also when the main
 thread is blocked inside a C++ collective, sleeping, or spinning in user code.
 """
@@ -45,6 +46,7 @@ class Watchdog(threading.Thread):
         verdict = self.peers.aborted()
         if verdict is not None:
             session.conclude(verdict, self.peers)
+        session.tracer.bind_thread_device()  # before querying CUDA events from this thread
         stuck = session.tracer.stuck_collective(time.monotonic(), session.options.timeout)
         if stuck is not None:
             session.conclude(self.peers.abort({
