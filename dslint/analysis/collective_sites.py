@@ -256,7 +256,7 @@ class CollectiveSites:
         configs = self.configs(src)
         stages = [c.zero_stage for c in configs]
         zero3 = next((c for c in configs if c.zero_stage == 3), None)
-        moe = self._moe_collective()
+        moe = self._moe_collective(src)
         if moe:
             return ForwardFacts("yes", moe, moe=True, zero3=zero3 is not None)
         if zero3 is not None:
@@ -267,7 +267,8 @@ class CollectiveSites:
         return ForwardFacts("unknown", "a collective if the DeepSpeed config enables ZeRO-3 (parameter all-gather) "
                                        "or the model has expert-parallel MoE layers; no config was found")
 
-    def _moe_collective(self) -> str:
+    def _moe_collective(self, near: Optional["PythonSource"] = None) -> str:
+        """Why a forward of an MoE model is collective ("" when it is not); cites a layer of `near` first."""
         layers = self.moe_layers
         if not layers:
             return ""
@@ -280,12 +281,14 @@ class CollectiveSites:
         version = version_tuple(self.project.deepspeed_version)
         if all(s == 1 for s in sizes) and (initialised or (version is not None and version >= (0, 19, 1))):
             return ""
-        src, call = layers[0]
-        size = f"ep_size={sizes[0]}, " if isinstance(sizes[0], int) else ""
-        line = next((n for n, text in enumerate(src.lines, 1) if "MoE(" in text), None)
+        pick = next((i for i, (s, _) in enumerate(layers) if s is near), 0)
+        src, call = layers[pick]
+        size = f"ep_size={sizes[pick]}, " if isinstance(sizes[pick], int) else ""
+        line = src.span(call).line
         where = f"{src.path}:{line}" if line else src.path
-        return (f"DeepSpeed MoE ({size}{where}) runs all_to_all over the "
-                f"expert-parallel group in every forward")
+        group = "the expert-parallel group" if initialised else \
+            "the WORLD group (no deepspeed.initialize created its expert groups)"
+        return f"DeepSpeed MoE ({size}{where}) runs all_to_all over {group} in every forward"
 
     # --- classification -----------------------------------------------------------------------------------
     def classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None) -> Optional[Site]:
@@ -342,8 +345,8 @@ class CollectiveSites:
         fwd = self.forward(src)
         tail = _tail(call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func)
         if self.role(tail) == "moe":
-            if self._moe_collective():
-                fwd = ForwardFacts("yes", self._moe_collective(), moe=True)
+            if self._moe_collective(src):
+                fwd = ForwardFacts("yes", self._moe_collective(src), moe=True)
             elif tail not in self.roles["wrapped"]:
                 # a plain module holding MoE layers whose all_to_all is skipped (ep_size=1, DeepSpeed >= 0.19.1)
                 # and that no DeepSpeed engine wraps: its forward is local
