@@ -76,6 +76,19 @@ class ProjectView:
             cache[key] = build()
         return cache[key]
 
+    @cached_property
+    def _identifier_index(self) -> dict[str, list[PythonSource]]:
+        index: dict[str, list[PythonSource]] = {}
+        for src in self.python:
+            for word in set(_IDENTIFIER.findall(src.text)):
+                index.setdefault(word, []).append(src)
+        return index
+
+    def using_identifier(self, name: str) -> list[PythonSource]:
+        """Python sources in which `name` occurs as a whole identifier (an index lookup: scans that run once
+        per function name must not read every file each time)."""
+        return self._identifier_index.get(name, [])
+
     def mentioning(self, *words: str) -> list[PythonSource]:
         """Python sources whose text contains one of `words`: a scan over the whole project filters with this
         first, so that files which cannot matter to it are never parsed."""
@@ -274,6 +287,9 @@ class ProjectView:
             return None
         except Exception:
             return None
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _ancestors(path: Path, stop: Path, limit: int = 6):

@@ -238,7 +238,7 @@ class CollectiveSites:
         if found or not src.module_name:
             return found
         mod = src.module_name
-        for other in self.project.mentioning(mod.rsplit(".", 1)[-1]):
+        for other in self.project.using_identifier(mod.rsplit(".", 1)[-1]):
             if other is not src and any(v == mod or v.startswith(mod + ".") or v.endswith("." + mod)
                                         for v in other.facts.imports.values()):
                 found = found + [c for c in self.project.configs_for(other) if c not in found]

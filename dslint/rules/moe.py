@@ -189,7 +189,7 @@ def _builder_called(project, key: str, name: str) -> bool:
     (initialized or not) where that call is, and the rule looks at that file."""
     from dslint.analysis.moe_facts import _calls_builder
     return any(c.attr == name and _calls_builder(project, s, c, {key})
-               for s in project.mentioning(name) for c in s.facts.calls)
+               for s in project.using_identifier(name) for c in s.facts.calls)
 
 
 def _moe_engine_calls(ctx: RuleContext):
