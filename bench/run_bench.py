@@ -1,6 +1,6 @@
 """Reproducible speed/memory benchmark of `dslint check` against the parsing floors and other linters.
 
-    python bench/run_bench.py [--corpus deepspeed|transformers|PATH]... [--repeat N] [--others]
+    python bench/run_bench.py [--corpus deepspeed|transformers|transformers-sample|PATH]... [--repeat N] [--others]
 
 Runs, on the same files and in one invocation: dslint cold (cache cleared), dslint warm (cache kept),
 libcst parse-only and `ast` parse-only (1 process, the floors), a single training script cold, and -- with
@@ -41,6 +41,14 @@ print(len(files))
 
 
 def corpus_path(name: str) -> Path:
+    if name == "transformers-sample":
+        # the modeling_*.py files of the first 80 model folders (alphabetical) of the installed transformers
+        models = corpus_path("transformers") / "models"
+        out = Path(tempfile.mkdtemp(prefix="dslint-bench-tf-"))
+        for folder in sorted(p for p in models.iterdir() if p.is_dir())[:80]:
+            for f in sorted(folder.glob("modeling_*.py")):
+                shutil.copy(f, out / f.name)
+        return out
     if name in ("deepspeed", "transformers"):
         spec = importlib.util.find_spec(name)      # locates the package without importing it
         if spec is None or spec.origin is None:
