@@ -115,7 +115,8 @@ class Checker:
     def _rules_for(self, sources: list[AnySource]) -> None:
         if not self._explicit_rules:
             kinds = frozenset(s.kind for s in sources) or frozenset({"python"})
-            self.rules = [cls() for cls in all_rules(kinds) if self.settings.code_enabled(cls.code)]
+            self.rules = [cls() for cls in all_rules(kinds) if self.settings.code_enabled(cls.code)
+                          and (cls.default_enabled or cls.code in self.settings.select)]
             self.__dict__.pop("_trigger_re", None)
 
     def check_paths(self, paths: list[Path]) -> Report:
@@ -246,6 +247,7 @@ class Checker:
 
     def _check_one(self, source: AnySource, project: ProjectView, report: Report) -> None:
         suppressions = parse_suppressions(source.text, source.kind)
+        errors_before = len(report.errors)
         per_file = self.settings.ignored_for(source.path)
         broken = source.parse_problem() is not None
         ctx = RuleContext(source, project)
@@ -271,6 +273,24 @@ class Checker:
                 if finding.path == source.path and suppressions.covers(code, finding.line):
                     continue
                 report.findings.append(finding)
+        self._report_unused(source, suppressions, per_file, report, errors_before)
+
+    def _report_unused(self, source: AnySource, suppressions, per_file: set[str], report: Report,
+                       errors_before: int) -> None:
+        """DSL002: directives that suppressed nothing, judged only when every rule they name ran cleanly."""
+        rule = next((r for r in self.rules if r.code == "DSL002"), None)
+        if rule is None or "DSL002" in per_file or source.kind not in rule.kinds \
+                or len(report.errors) > errors_before:
+            return
+        ran = {r.code for r in self.rules}
+        for d in suppressions.unused():
+            if "*" not in d.codes and not d.codes <= ran:
+                continue
+            what = "any finding" if "*" in d.codes else ", ".join(sorted(d.codes))
+            scope = "in this file" if d.file_level else "on its line" + (" or the next" if len(d.targets) > 1 else "")
+            diag = Diagnostic(f"unused suppression: no {what} {scope} to suppress", (d.line, d.column))
+            if not suppressions.covers("DSL002", d.line):
+                report.findings.append(_finding(rule, diag, source))
 
 
 def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:

@@ -1,5 +1,6 @@
-"""`# dslint: ignore[DSL101]` on the line or the line above; `# dslint: ignore-file[DSL302]` anywhere.
-Without a code list, every code is suppressed."""
+"""`# dslint: ignore[DSL101]` on the line or alone on the line above; `# dslint: ignore-file[DSL302]` anywhere.
+Without a code list, every code is suppressed. Each directive remembers whether it suppressed anything, so
+that unused ones can be reported (DSL002)."""
 
 from __future__ import annotations
 
@@ -14,19 +15,31 @@ ALL = frozenset({"*"})
 
 
 @dataclass
+class Directive:
+    line: int
+    column: int
+    codes: frozenset[str]
+    file_level: bool
+    targets: tuple[int, ...] = ()     # lines it covers (its own, and the next one when it stands alone)
+    used: bool = False
+
+    def matches(self, code: str) -> bool:
+        return "*" in self.codes or code in self.codes
+
+
+@dataclass
 class Suppressions:
-    by_line: dict[int, frozenset[str]] = field(default_factory=dict)
-    file_codes: frozenset[str] = frozenset()
-    used: set[tuple[int, str]] = field(default_factory=set)
+    directives: list[Directive] = field(default_factory=list)
 
     def covers(self, code: str, line: int) -> bool:
-        if "*" in self.file_codes or code in self.file_codes:
-            return True
-        codes = self.by_line.get(line)
-        if codes is not None and ("*" in codes or code in codes):
-            self.used.add((line, code))
-            return True
-        return False
+        hit = False
+        for d in self.directives:
+            if d.matches(code) and (d.file_level or line in d.targets):
+                d.used = hit = True
+        return hit
+
+    def unused(self) -> list[Directive]:
+        return [d for d in self.directives if not d.used]
 
 
 def _codes(group: Optional[str]) -> frozenset[str]:
@@ -57,16 +70,9 @@ def parse_suppressions(text: str, kind: str) -> Suppressions:
     out = Suppressions()
     if "dslint:" not in text or kind == "json":
         return out
-    file_codes: set[str] = set()
-    for line, _col, comment, alone in _comments(text, kind):
+    for line, col, comment, alone in _comments(text, kind):
         for m in _DIRECTIVE.finditer(comment):
-            codes = _codes(m.group(2))
-            if m.group(1) == "ignore-file":
-                file_codes |= codes
-            else:
-                out.by_line[line] = out.by_line.get(line, frozenset()) | codes
-                if alone:
-                    # a directive alone on its line also covers the next line
-                    out.by_line[line + 1] = out.by_line.get(line + 1, frozenset()) | codes
-    out.file_codes = frozenset(file_codes)
+            file_level = m.group(1) == "ignore-file"
+            targets = () if file_level else ((line, line + 1) if alone else (line,))
+            out.directives.append(Directive(line, col + m.start() + 1, _codes(m.group(2)), file_level, targets))
     return out

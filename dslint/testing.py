@@ -27,6 +27,7 @@ def run_example(example: Example, settings: Optional[Settings] = None) -> Report
     files = {example.filename: example.source, **dict(example.files)}
     settings = settings or Settings()
     settings = settings.model_copy(update={
+        "select": list(example.select) or settings.select,
         "world_size": example.world_size or settings.world_size,
         "deepspeed_version": example.deepspeed_version or settings.deepspeed_version or "0.19.8",
     })

@@ -83,3 +83,16 @@ def test_a_crashing_rule_does_not_lose_other_findings():
     report = Checker(Settings(), [_Crashing(), _Reporting()]).check_sources(sources)
     assert [f.path for f in report.findings] == ["a.py", "b.py"]
     assert len(report.errors) == 2 and all("KeyError" in e.message and e.code == "DSL998" for e in report.errors)
+
+
+def test_unused_suppressions_are_reported_only_when_selected():
+    text = ("import torch.distributed as dist\n"
+            "if dist.get_rank() == 0:\n"
+            "    dist.barrier()  # dslint: ignore[DSL101]\n"
+            "x = 1  # dslint: ignore[DSL102]\n"
+            "# dslint: ignore[DSL999]\n"
+            "y = 2\n")
+    assert check_texts({"a.py": text}).findings == []
+    report = check_texts({"a.py": text}, Settings(select=["DSL002", "DSL1"]))
+    assert [(f.code, f.line) for f in report.findings] == [("DSL002", 4)]   # DSL999 never ran: not judged
+    assert "DSL102" in report.findings[0].message

@@ -35,6 +35,7 @@ class Example:
     world_size: Optional[int] = None
     deepspeed_version: Optional[str] = None
     expect_lines: tuple[int, ...] = ()
+    select: tuple[str, ...] = ()            # codes to select for the run (opt-in rules)
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Rule:
     # Words one of which a Python file's text must contain for this rule to flag it or to need its facts
     # (the engine's triage skips parsing files that match no enabled rule). Empty: every file matters.
     triggers: ClassVar[tuple[str, ...]] = ()
+    default_enabled: ClassVar[bool] = True       # False: runs only when --select names its code
     VALID: ClassVar[tuple[Union[Example, str], ...]] = ()
     INVALID: ClassVar[tuple[Union[Example, str], ...]] = ()
 

@@ -36,3 +36,32 @@ class ParseError(Rule):
         problem = ctx.source.parse_problem()
         if problem is not None:
             yield Diagnostic(problem.message, (problem.line, problem.column))
+
+
+class UnusedSuppression(Rule):
+    """A `# dslint: ignore[...]` or `# dslint: ignore-file[...]` comment that suppressed nothing in this run.
+
+    **Why it matters**: a suppression outlives the hazard it was written for; left in place it silently
+    hides the next, different finding on that line. Off by default (like ruff's RUF100): select it with
+    `--select DSL002`. Codes that were not enabled in the run are not judged.
+    """
+
+    code = "DSL002"
+    name = "unused-suppression"
+    severity = Severity.WARNING
+    summary = "a dslint suppression comment that suppressed nothing (opt-in: --select DSL002)"
+    fix_advice = "Delete the comment, or narrow it to the codes that still fire on that line."
+    suppress_when = "Never needed: remove the stale comment instead."
+    kinds = frozenset({"python", "shell"})
+    default_enabled = False
+    VALID = (
+        Example("import torch.distributed as dist\nrank = dist.get_rank()\nif rank == 0:\n"
+                "    dist.barrier()  # dslint: ignore[DSL101]\n", select=("DSL002", "DSL101")),
+    )
+    INVALID = (
+        Example("x = 1  # dslint: ignore[DSL101]  # expect: DSL002\n", select=("DSL002", "DSL101")),
+    )
+
+    def check(self, ctx: RuleContext):
+        # the engine reports these once every other rule has run on the file (it owns the suppressions)
+        return ()
