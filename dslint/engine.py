@@ -5,11 +5,9 @@ error for that file and rule; the findings of the other rules stand."""
 from __future__ import annotations
 
 import gc
-import multiprocessing as mp
 import os
 import re
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
@@ -224,7 +222,13 @@ class Checker:
 
     def _analyse(self, sources: list[AnySource], project: ProjectView, todo: list[int]):
         jobs = self.jobs or (os.cpu_count() or 1)
-        if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or "fork" not in mp.get_all_start_methods():
+        if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES:
+            for i in todo:
+                yield (i, *self._results_for(sources[i], project))
+            return
+        import multiprocessing as mp     # only on the parallel path: ~15 ms of start-up otherwise
+        from concurrent.futures import ProcessPoolExecutor
+        if "fork" not in mp.get_all_start_methods():
             for i in todo:
                 yield (i, *self._results_for(sources[i], project))
             return
