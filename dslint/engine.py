@@ -222,16 +222,15 @@ class Checker:
 
     def _analyse(self, sources: list[AnySource], project: ProjectView, todo: list[int]):
         jobs = self.jobs or (os.cpu_count() or 1)
+        if jobs > 1 and len(todo) >= PARALLEL_MIN_FILES:
+            import multiprocessing as mp     # only on the parallel path: ~15 ms of start-up otherwise
+            if "fork" not in mp.get_all_start_methods():
+                jobs = 1
         if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES:
             for i in todo:
                 yield (i, *self._results_for(sources[i], project))
             return
-        import multiprocessing as mp     # only on the parallel path: ~15 ms of start-up otherwise
         from concurrent.futures import ProcessPoolExecutor
-        if "fork" not in mp.get_all_start_methods():
-            for i in todo:
-                yield (i, *self._results_for(sources[i], project))
-            return
         global _WORK
         _WORK = (self, sources, project)
         # largest files first, dealt round-robin, so workers finish together
