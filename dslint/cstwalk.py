@@ -48,3 +48,17 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         kids = list(children(n))
         kids.reverse()
         stack.extend(kids)
+
+
+def walk_events(node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, bool]]:
+    """(node, True) when entering a node and (node, False) when leaving it, in source order: for passes
+    that keep a context (the enclosing `if`s, loops) without libcst's visitor."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, True)]
+    while stack:
+        n, entering = stack.pop()
+        yield n, entering
+        if entering:
+            stack.append((n, False))
+            kids = list(children(n))
+            kids.reverse()
+            stack.extend((k, True) for k in kids)

@@ -25,6 +25,8 @@ _CONFIG_KEYWORDS = {"config", "config_params", "deepspeed", "deepspeed_config", 
 _CONFIG_CALLS = ("deepspeed.initialize", "deepspeed.init_inference", "TrainingArguments", "Seq2SeqTrainingArguments",
                  "HfDeepSpeedConfig", "DeepSpeedPlugin", "HfTrainerDeepSpeedConfig")
 
+_CONFIG_WORDS = (*{c.rsplit(".", 1)[-1] for c in _CONFIG_CALLS}, "add_argument")
+
 
 @dataclass
 class ConfigView:
@@ -103,13 +105,22 @@ class ProjectView:
         return [s for s in self.sources if isinstance(s, ShellSource) and s.parse_problem() is None]
 
     @cached_property
-    def functions(self) -> dict[str, tuple[PythonSource, FunctionInfo]]:
-        """Every function and method by fully qualified name (`pkg.mod.Class.method`)."""
-        out: dict[str, tuple[PythonSource, FunctionInfo]] = {}
+    def _function_index(self) -> dict[str, tuple[PythonSource, str]]:
+        """Fully qualified function name (`pkg.mod.Class.method`) → (source, name within it), from the
+        outlines: no file is parsed with libcst to build it."""
+        out: dict[str, tuple[PythonSource, str]] = {}
         for src in self.python:
-            for qual, info in src.facts.functions.items():
-                out[f"{src.module_name}.{qual}" if src.module_name else qual] = (src, info)
+            for qual in src.outline.functions:
+                out[f"{src.module_name}.{qual}" if src.module_name else qual] = (src, qual)
         return out
+
+    def _function(self, qualified: str) -> Optional[tuple[PythonSource, FunctionInfo]]:
+        hit = self._function_index.get(qualified)
+        if hit is None:
+            return None
+        src, qual = hit
+        info = src.facts.functions.get(qual)         # parses that one file
+        return (src, info) if info is not None else None
 
     def find_function(self, qualified: Optional[str], near: Optional[PythonSource] = None
                       ) -> Optional[tuple[PythonSource, FunctionInfo]]:
@@ -117,16 +128,16 @@ class ProjectView:
         if not qualified:
             return None
         if near is not None and near.module_name:
-            hit = self.functions.get(f"{near.module_name}.{qualified}")
+            hit = self._function(f"{near.module_name}.{qualified}")
             if hit:
                 return hit
-        hit = self.functions.get(qualified)
+        hit = self._function(qualified)
         if hit:
             return hit
         # `from utils import evaluate` when utils.py sits beside the script but is named differently
         tail = qualified.split(".")
         for n in range(len(tail) - 1, 0, -1):
-            hit = self.functions.get(".".join(tail[-n - 1:]))
+            hit = self._function(".".join(tail[-n - 1:]))
             if hit:
                 return hit
         return None
@@ -158,6 +169,10 @@ class ProjectView:
     def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
         """(value, node) of config arguments in `src`: JSON path strings or dict literals."""
         from dslint.literals import UNKNOWN, literal_value
+        # a resolved callee's last name is written in the file (at the call or in its import): files that
+        # name none of the calls are not parsed
+        if not any(word in src.text for word in _CONFIG_WORDS):
+            return
         facts = src.facts
         for call in facts.calls:
             callee = call.callee or ""

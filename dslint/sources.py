@@ -43,13 +43,21 @@ class PythonSource(Source):
     kind: Kind = "python"
 
     @cached_property
+    def outline(self):
+        """Functions, classes and imports from CPython's parser (about 10x cheaper than libcst); None when
+        CPython rejects the file."""
+        from dslint.outline import outline_of
+        return outline_of(self.text, self.path, self.package)
+
+    @property
     def compiles(self) -> bool:
-        """CPython accepts it (about 10x cheaper than a libcst parse)."""
-        try:
-            compile(self.text, self.path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return False
-        return True
+        return self.outline is not None
+
+    @property
+    def package(self) -> str:
+        if Path(self.path).name == "__init__.py":
+            return self.module_name
+        return self.module_name.rpartition(".")[0]
 
     @cached_property
     def module(self):
@@ -64,10 +72,7 @@ class PythonSource(Source):
     @cached_property
     def facts(self):
         from dslint.facts import collect_facts
-        package = self.module_name.rpartition(".")[0]
-        if Path(self.path).name == "__init__.py":
-            package = self.module_name
-        return collect_facts(self.module, package)
+        return collect_facts(self.module, self.package)
 
     @cached_property
     def _positions(self):

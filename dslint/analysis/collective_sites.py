@@ -240,7 +240,7 @@ class CollectiveSites:
         mod = src.module_name
         for other in self.project.using_identifier(mod.rsplit(".", 1)[-1]):
             if other is not src and any(v == mod or v.startswith(mod + ".") or v.endswith("." + mod)
-                                        for v in other.facts.imports.values()):
+                                        for v in other.outline.imports.values()):
                 found = found + [c for c in self.project.configs_for(other) if c not in found]
         return found
 

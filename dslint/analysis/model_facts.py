@@ -158,7 +158,7 @@ def _chain_attrs(expr: cst.BaseExpression) -> list[str]:
     return list(reversed(out))
 
 
-class _FreezeCollector(cst.CSTVisitor):
+class _FreezeCollector:
     """Freeze/unfreeze statements, by the attribute they name (name-based across the run)."""
 
     def __init__(self, out: Freezing) -> None:
@@ -166,18 +166,22 @@ class _FreezeCollector(cst.CSTVisitor):
         self.loops: list[tuple[str, list[str]]] = []     # (loop variable, attrs of the iterated module)
         self.conditional = 0
 
-    # a freeze under `if args.freeze_backbone:` describes one configuration, not the model: it does not count
-    def visit_If(self, node: cst.If) -> None:
-        self.conditional += 1
-
-    def leave_If(self, original_node: cst.If) -> None:
-        self.conditional -= 1
-
-    def visit_IfExp(self, node: cst.IfExp) -> None:
-        self.conditional += 1
-
-    def leave_IfExp(self, original_node: cst.IfExp) -> None:
-        self.conditional -= 1
+    def run(self, module: cst.Module) -> None:
+        from dslint.cstwalk import walk_events
+        for node, entering in walk_events(module):
+            kind = type(node)
+            # a freeze under `if args.freeze_backbone:` describes one configuration, not the model
+            if kind is cst.If or kind is cst.IfExp:
+                self.conditional += 1 if entering else -1
+            elif kind is cst.For:
+                if entering:
+                    self.visit_For(node)
+                else:
+                    self.loops.pop()
+            elif entering and kind is cst.Assign:
+                self.visit_Assign(node)
+            elif entering and kind is cst.Call:
+                self.visit_Call(node)
 
     def _record(self, attrs: list[str], flag: object, node: cst.CSTNode, whole: bool = False) -> None:
         """`whole`: the statement acts on a module's parameters (requires_grad_(), a parameters() loop), so an
@@ -206,9 +210,6 @@ class _FreezeCollector(cst.CSTVisitor):
         else:
             self.loops.append(("", []))
 
-    def leave_For(self, original_node: cst.For) -> None:
-        self.loops.pop()
-
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
             tgt = t.target
@@ -235,8 +236,42 @@ class _FreezeCollector(cst.CSTVisitor):
             self.out.freeze_all.append(node)
 
 
+def _module_class_files(project: "ProjectView") -> list[PythonSource]:
+    """Files that define an nn.Module-like class or a mixin of one: the fixed points of `_build` computed on
+    the outlines (same names, same resolved bases), so that only these files are parsed with libcst."""
+    infos = [(src, c) for src in project.python for c in src.outline.classes.values()]
+    short: dict[str, list] = {}
+    for src, c in infos:
+        short.setdefault(c.name, []).append(c)
+    module_like: dict[int, list[str]] = {}
+    changed = True
+    while changed:
+        changed = False
+        for src, c in infos:
+            if id(c) in module_like:
+                continue
+            bases = [b for b in c.bases if b]
+            if any(id(i) in module_like for b in bases for i in short.get(b.rsplit(".", 1)[-1], ())) \
+                    or any(_is_moduleish(b) for b in bases):
+                module_like[id(c)] = bases
+                changed = True
+    changed = True
+    while changed:
+        changed = False
+        wanted = {b.rsplit(".", 1)[-1] for bases in module_like.values() for b in bases}
+        for src, c in infos:
+            if id(c) not in module_like and c.name in wanted:
+                module_like[id(c)] = [b for b in c.bases if b]
+                changed = True
+    files: dict[int, PythonSource] = {}
+    for src, c in infos:
+        if id(c) in module_like:
+            files.setdefault(id(src), src)
+    return list(files.values())
+
+
 def _build(project: "ProjectView") -> ModelFacts:
-    infos: list[tuple[PythonSource, ClassInfo]] = [(src, info) for src in project.python
+    infos: list[tuple[PythonSource, ClassInfo]] = [(src, info) for src in _module_class_files(project)
                                                   for info in src.facts.classes.values()]
     short = {}
     for src, info in infos:
@@ -310,7 +345,7 @@ def _build(project: "ProjectView") -> ModelFacts:
     for src in project.python:
         if any(w in src.text for w in ("requires_grad", "get_peft_model", "prepare_model_for_kbit_training",
                                        "freeze_model")):
-            src.module.visit(collector)
+            collector.run(src.module)
     return ModelFacts(classes, by_name, freezing)
 
 
