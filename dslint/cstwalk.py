@@ -62,3 +62,31 @@ def walk_events(node: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, bool]]:
             kids = list(children(n))
             kids.reverse()
             stack.extend((k, True) for k in kids)
+
+
+_HOOKS: dict[tuple[type, type, bool], object] = {}
+
+
+def visit(node: cst.CSTNode, visitor: object) -> None:
+    """`node.visit(visitor)` for read-only `CSTVisitor`s, on the fast walk: `visit_<Node>` (returning False skips
+    the children) and `leave_<Node>` are called as libcst calls them, for every node but whitespace and
+    punctuation, without libcst rebuilding each node's children on the way."""
+    cls = type(visitor)
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, True)]
+    while stack:
+        n, entering = stack.pop()
+        key = (cls, type(n), entering)
+        hook = _HOOKS.get(key, _HOOKS)
+        if hook is _HOOKS:
+            name = ("visit_" if entering else "leave_") + type(n).__name__
+            hook = name if callable(getattr(cls, name, None)) else None
+            _HOOKS[key] = hook
+        if entering:
+            descend = getattr(visitor, hook)(n) if hook else None
+            stack.append((n, False))
+            if descend is not False:
+                kids = list(children(n))
+                kids.reverse()
+                stack.extend((k, True) for k in kids)
+        elif hook:
+            getattr(visitor, hook)(n)

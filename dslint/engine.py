@@ -231,6 +231,7 @@ class Checker:
                 yield (i, *self._results_for(sources[i], project))
             return
         from concurrent.futures import ProcessPoolExecutor
+        self._prepare(project)
         global _WORK
         _WORK = (self, sources, project)
         # largest files first, dealt round-robin, so workers finish together
@@ -242,6 +243,19 @@ class Checker:
                     yield from part
         finally:
             _WORK = None
+
+    def _prepare(self, project: ProjectView) -> None:
+        """Run the families' whole-project analyses once here, so that forked workers inherit them instead of
+        each recomputing them (and parsing the files they read). A failure is left to show up, per file and
+        rule, when the workers run the rules."""
+        import sys
+        for module in dict.fromkeys(type(r).__module__ for r in self.rules):
+            prepare = getattr(sys.modules.get(module), "prepare", None)
+            if prepare is not None:
+                try:
+                    prepare(project)
+                except Exception:
+                    pass
 
     def _results_for(self, source: AnySource, project: ProjectView) -> tuple[list[Finding], list[InputError]]:
         partial = Report()

@@ -25,7 +25,8 @@ _CONFIG_KEYWORDS = {"config", "config_params", "deepspeed", "deepspeed_config", 
 _CONFIG_CALLS = ("deepspeed.initialize", "deepspeed.init_inference", "TrainingArguments", "Seq2SeqTrainingArguments",
                  "HfDeepSpeedConfig", "DeepSpeedPlugin", "HfTrainerDeepSpeedConfig")
 
-_CONFIG_WORDS = (*{c.rsplit(".", 1)[-1] for c in _CONFIG_CALLS}, "add_argument")
+_CONFIG_WORDS = frozenset(c.rsplit(".", 1)[-1] for c in _CONFIG_CALLS)
+_CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`
 
 
 @dataclass
@@ -171,7 +172,8 @@ class ProjectView:
         from dslint.literals import UNKNOWN, literal_value
         # a resolved callee's last name is written in the file (at the call or in its import): files that
         # name none of the calls are not parsed
-        if not any(word in src.text for word in _CONFIG_WORDS):
+        if not src.may_call(_CONFIG_WORDS) and not (
+                "add_argument" in src.text and _CONFIG_FLAG.search(src.text)):
             return
         facts = src.facts
         for call in facts.calls:

@@ -16,6 +16,8 @@ from dslint.jsonpos import JsonPositionError, PositionedJson, Span, load_positio
 
 Kind = Literal["python", "json", "shell"]
 
+_CALL_PATTERNS: dict[frozenset, "re.Pattern"] = {}
+
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
 
 
@@ -53,6 +55,21 @@ class PythonSource(Source):
     def compiles(self) -> bool:
         return self.outline is not None
 
+    def may_call(self, names: frozenset[str]) -> bool:
+        """Can a call in this file resolve to a callee whose last name is one of `names`? Such a call is
+        written `name(` / `x.name(` or goes through a name imported as one of them (`import … as alias`).
+        A text test on the outline, so that project scans parse only files that pass it."""
+        pattern = _CALL_PATTERNS.get(names)
+        if pattern is None:
+            words = "|".join(sorted(re.escape(n) for n in names))
+            pattern = _CALL_PATTERNS[names] = re.compile(rf"(?<!def )(?<![\w])({words})\s*\(")
+        if pattern.search(self.text):
+            return True
+        outline = self.outline
+        return outline is not None and any(
+            value.rsplit(".", 1)[-1] in names and re.search(rf"(?<![\w.]){re.escape(alias)}\s*\(", self.text)
+            for alias, value in outline.imports.items())
+
     @property
     def package(self) -> str:
         if Path(self.path).name == "__init__.py":
@@ -86,8 +103,48 @@ class PythonSource(Source):
         found = self._locate(node)
         if found is not None:
             return found
+        found = self._locate_in_statement(node)
+        if found is not None:
+            return found
         rng = self._positions[node]
         return Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+
+    @cached_property
+    def _top_level(self) -> dict[int, int]:
+        """id(node) → index of the top-level statement that contains it."""
+        from dslint.cstwalk import walk
+        out: dict[int, int] = {}
+        for i, stmt in enumerate(self.module.body):
+            for n in walk(stmt):
+                out[id(n)] = i
+        return out
+
+    def _locate_in_statement(self, node) -> Optional[Span]:
+        """PositionProvider on the one top-level statement that holds the node (a module of it alone), placed
+        by that statement's own position in the file: the cost of a function, not of the whole file."""
+        index = self._top_level.get(id(node))
+        if index is None:
+            return None
+        stmt = self.module.body[index]
+        cache = self.__dict__.setdefault("_statement_positions", {})
+        if index not in cache:
+            start = self._locate(stmt)
+            positions = None
+            if start is not None:
+                from libcst.metadata import MetadataWrapper, PositionProvider
+                alone = self.module.with_changes(body=[stmt], header=(), footer=())
+                positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+            cache[index] = (start, positions)
+        start, positions = cache[index]
+        if start is None:
+            return None
+        # `_locate` places a decorated definition at its first decorator, PositionProvider at `def`/`class`
+        anchor = stmt.decorators[0] if getattr(stmt, "decorators", None) else stmt
+        if node not in positions or anchor not in positions:
+            return None
+        shift = start.line - positions[anchor].start.line
+        rng = positions[node]
+        return Span(rng.start.line + shift, rng.start.column + 1, rng.end.line + shift, rng.end.column + 1)
 
     def _locate(self, node) -> Optional[Span]:
         """Position by text: when the first line of the node's code occurs exactly once in the file, that is

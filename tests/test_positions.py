@@ -36,3 +36,27 @@ def test_fast_positions_match_position_provider():
             else:
                 assert (fast.end_line, fast.end_column) == (rng.end.line, rng.end.column + 1), (path, fast, rng)
     assert checked > 500 and answered > checked // 3, (checked, answered)
+
+
+def test_statement_local_positions_match_position_provider():
+    """The fallback for nodes whose text is ambiguous: PositionProvider on the one top-level statement, shifted
+    to its place. Checked on every node kind of dslint's own sources and the fixtures (decorated definitions,
+    nested blocks, multi-line calls, strings)."""
+    dslint_dir = Path(__file__).parent.parent / "dslint"
+    checked = 0
+    for path in [*sorted(FIXTURES.rglob("*.py")), *sorted(dslint_dir.rglob("*.py"))]:
+        src = PythonSource(str(path), path.read_text())
+        if not src.compiles:
+            continue
+        truth = MetadataWrapper(src.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node in walk(src.module):
+            if isinstance(node, cst.Module):
+                continue
+            local = src._locate_in_statement(node)
+            if local is None:
+                continue
+            checked += 1
+            rng = truth[node]
+            assert (local.line, local.column, local.end_line, local.end_column) == \
+                (rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1), (path, node, local, rng)
+    assert checked > 20_000, checked

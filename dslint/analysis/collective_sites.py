@@ -16,6 +16,7 @@ name component (`self.engine` and `engine` are one role) — a deliberate over-a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Optional
@@ -115,6 +116,12 @@ def _root_name(expr: cst.BaseExpression) -> Optional[str]:
     return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
 
 
+# calls that bind an engine/trainer/accelerator/wrapper role (the names `roles` tests; a definition is no call)
+_ROLE_NAMES = frozenset({"initialize", "init_inference", "Accelerator", "DistributedDataParallel", "DDP",
+                         "HfDeepSpeedConfig"})
+_TRAINER_CALL = re.compile(r"(?<!def )\b\w*Trainer\s*\(")
+_MOE = frozenset({"MoE"})
+
 # classmethods that build an instance of their class (HF PreTrainedModel and friends)
 _ALT_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config", "from_checkpoint",
                                "load_from_checkpoint"})
@@ -137,12 +144,17 @@ class CollectiveSites:
     def _assignments(self) -> list[tuple["PythonSource", str, Optional[str], cst.Call, bool]]:
         """(source, target tail, resolved callee, call, first-of-tuple) for `x = f(...)`-like statements."""
         out = []
+        moe_classes = self.moe_classes
         for src in self.project.python:
             text = src.text
             if not any(w in text for w in ("initialize", "init_inference", "Trainer", "Accelerator", "MoE", "DDP",
                                            "DistributedDataParallel", "HfDeepSpeedConfig")) and \
-                    not any(c in text for c in self.moe_classes):
+                    not any(c in text for c in moe_classes):
                 continue
+            if not _TRAINER_CALL.search(text) and not src.may_call(_ROLE_NAMES) and \
+                    not any(c in text for c in moe_classes) and \
+                    not any(v.endswith("Trainer") for v in src.outline.imports.values()):
+                continue            # no call that can bind a role: the file is not parsed
             for node in assignments(src.module):
                 value = node.value
                 first = False
@@ -168,6 +180,8 @@ class CollectiveSites:
         for src in self.project.python:
             if "MoE" not in src.text:
                 continue
+            if not src.may_call(_MOE):
+                continue
             for call in src.facts.calls:
                 callee = call.callee or ""
                 if callee.startswith("deepspeed.moe") and callee.endswith(".MoE") or callee == "deepspeed.moe.MoE":
@@ -182,7 +196,11 @@ class CollectiveSites:
         changed = True
         while changed:
             changed = False
-            for src in self.project.mentioning("MoE", *found):
+            # a class holds a layer when it makes a holder call, or constructs a class found so far
+            candidates = {id(src): src for src, _ in self.moe_layers}
+            for name in found:
+                candidates.update((id(src), src) for src in self.project.using_identifier(name))
+            for src in candidates.values():
                 for cls in src.facts.classes.values():
                     if cls.name in found:
                         continue

@@ -18,6 +18,8 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.cstwalk import visit as cst_visit
+
 from dslint.analysis.model_facts import ModuleClass
 from dslint.facts import dotted_name
 
@@ -95,7 +97,7 @@ class ForwardPaths:
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
         names = _Names(self.interesting)
-        node.visit(names)
+        cst_visit(node, names)
         return names
 
     def _is_dd(self, node: cst.CSTNode, dd: set[str]) -> bool:
@@ -109,7 +111,7 @@ class ForwardPaths:
             return False
         presence = _Presence(dd)
         presence._bare = _bare_names(node) if isinstance(node, cst.BaseExpression) else set()
-        node.visit(presence)
+        cst_visit(node, presence)
         return presence.data_dependent
 
     def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str, record: bool = True
@@ -294,7 +296,7 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is fn
 
-    fn.visit(Assigns())
+    cst_visit(fn, Assigns())
     out = set(dd)
     changed = True
     while changed:
@@ -365,7 +367,7 @@ def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
                 targets |= _target_names(t.target)
             pairs.append((targets, _names(n.value)))
 
-    node.visit(Assigns())
+    cst_visit(node, Assigns())
     out = set(seeds)
     changed = True
     while changed:
@@ -379,7 +381,7 @@ def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
 
 def _names(node: cst.CSTNode) -> set[str]:
     scan = _Names(frozenset())
-    node.visit(scan)
+    cst_visit(node, scan)
     return scan.names
 
 

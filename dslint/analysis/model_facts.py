@@ -236,6 +236,11 @@ class _FreezeCollector:
             self.out.freeze_all.append(node)
 
 
+# what `_FreezeCollector` records: `x.requires_grad = …`, `requires_grad_(…)` and the freezing helpers
+_FREEZE_TEXT = re.compile(r"\.requires_grad\s*=(?!=)|requires_grad_\s*\(|get_peft_model|prepare_model_for_kbit_training|"
+                          r"freeze_model")
+
+
 def _module_class_files(project: "ProjectView") -> list[PythonSource]:
     """Files that define an nn.Module-like class or a mixin of one: the fixed points of `_build` computed on
     the outlines (same names, same resolved bases), so that only these files are parsed with libcst."""
@@ -343,8 +348,7 @@ def _build(project: "ProjectView") -> ModelFacts:
     freezing = Freezing()
     collector = _FreezeCollector(freezing)
     for src in project.python:
-        if any(w in src.text for w in ("requires_grad", "get_peft_model", "prepare_model_for_kbit_training",
-                                       "freeze_model")):
+        if _FREEZE_TEXT.search(src.text):
             collector.run(src.module)
     return ModelFacts(classes, by_name, freezing)
 

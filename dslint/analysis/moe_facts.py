@@ -33,6 +33,9 @@ MOE_GROUP_HELPERS = ("split_params_into_different_moe_groups_for_optimizer", "co
                      "split_params_grads_into_shared_and_expert_params")
 
 
+_MOE = frozenset({"MoE"})
+
+
 def is_moe_ctor(callee: Optional[str]) -> bool:
     return bool(callee) and (callee in ("deepspeed.moe.layer.MoE", "deepspeed.moe.MoE", "deepspeed.MoE")
                              or callee.endswith(".moe.layer.MoE"))
@@ -80,7 +83,7 @@ def _settings(project: "ProjectView", src: PythonSource, call: CallSite, scope: 
 def _build(project: "ProjectView") -> MoEFacts:
     sites: list[MoESite] = []
     for src in project.python:
-        if "MoE" not in src.text:
+        if "MoE" not in src.text or not src.may_call(_MOE):
             continue
         for call in src.facts.calls:
             if is_moe_ctor(call.callee):

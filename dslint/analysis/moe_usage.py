@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from dslint.cstwalk import visit as cst_visit
+
 from dslint.analysis.model_facts import model_facts
 from dslint.analysis.values import memo
 from dslint.facts import CallSite, dotted_name
@@ -112,7 +114,7 @@ class _ExpertLoops(cst.CSTVisitor):
             self.hits.append((node, f"the loop runs only over `{it}` (the experts that received tokens)"))
             return
         skips = _DataSkip()
-        node.body.visit(skips)
+        cst_visit(node.body, skips)
         if skips.reason:
             self.hits.append((node, skips.reason))
 
@@ -140,7 +142,7 @@ def sparse_blocks(project: "ProjectView") -> list[SparseBlock]:
                 continue
             for method in cls.info.methods.values():
                 loops = _ExpertLoops()
-                method.node.visit(loops)
+                cst_visit(method.node, loops)
                 for loop, reason in loops.hits:
                     out.append(SparseBlock(cls.src, cls.name, loop, reason))
                     break

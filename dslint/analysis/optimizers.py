@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from dslint.cstwalk import visit as cst_visit
+
 from dslint.analysis.moe_facts import MOE_GROUP_HELPERS
 from dslint.analysis.values import _assignments
 from dslint.facts import FunctionInfo, dotted_name
@@ -58,7 +60,7 @@ def _function_marks_moe(project: "ProjectView", src: PythonSource, name: str, de
         return None
     fsrc, info = hit
     markers = _Markers()
-    info.node.visit(markers)
+    cst_visit(info.node, markers)
     if markers.moe:
         return True
     if depth < 2:
@@ -78,7 +80,7 @@ def classify_params(project: "ProjectView", src: PythonSource, scope: Optional[F
     if expr is None or depth > 4:
         return UNKNOWN
     markers = _Markers()
-    expr.visit(markers)
+    cst_visit(expr, markers)
     if markers.moe:
         return MOE
     if isinstance(expr, cst.Name):
@@ -144,10 +146,10 @@ def _appends_moe(fn: cst.FunctionDef, name: str) -> bool:
             if isinstance(f, cst.Attribute) and f.attr.value in ("append", "extend") and \
                     isinstance(f.value, cst.Name) and f.value.value == name:
                 m = _Markers()
-                node.visit(m)
+                cst_visit(node, m)
                 found = found or m.moe
 
-    fn.visit(V())
+    cst_visit(fn, V())
     return found
 
 
@@ -190,7 +192,7 @@ def classify_optimizer(project: "ProjectView", src: PythonSource, scope: Optiona
         if hit is not None:
             fsrc, info = hit
             markers = _Markers()
-            info.node.visit(markers)
+            cst_visit(info.node, markers)
             if markers.moe:
                 return MOE, None, None
             ctors: list[cst.Call] = []
@@ -200,7 +202,7 @@ def classify_optimizer(project: "ProjectView", src: PythonSource, scope: Optiona
                     if is_optimizer_ctor(fsrc, node):
                         ctors.append(node)
 
-            info.node.visit(Ctors())
+            cst_visit(info.node, Ctors())
             kinds = {classify_params(project, fsrc, info, optimizer_params_arg(c)) for c in ctors}
             if kinds == {PLAIN}:
                 return PLAIN, ctors[-1], fsrc

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
+from dslint.cstwalk import visit as cst_visit
+
 from dslint.facts import FunctionInfo, dotted_name
 from dslint.literals import UNKNOWN, literal_value
 from dslint.sources import PythonSource
@@ -213,7 +215,7 @@ def _assignments(body: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
         def visit_ClassDef(self, node: cst.ClassDef) -> bool:
             return False
 
-    body.visit(Finder())
+    cst_visit(body, Finder())
     return found
 
 

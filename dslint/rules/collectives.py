@@ -315,3 +315,13 @@ for batch in loader:
     out = engine.module.generate(**batch, do_sample=True)  # expect: DSL104
 """, files={"ds.json": _Z2_CONFIG}),
     )
+
+
+def prepare(project) -> None:
+    """Whole-project analyses every file's check reads (engine/model roles, MoE holders, the HF ZeRO-3 test),
+    computed once before files are dealt to worker processes, which inherit them through fork."""
+    from dslint.analysis.rank_hazards import RankHazards
+    hazards = RankHazards.of(project)
+    hazards.sites.roles
+    hazards.sites.moe_classes
+    hazards.hf_zero3_auto_sync

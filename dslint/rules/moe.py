@@ -16,6 +16,7 @@ from dslint.analysis.moe_facts import (INITIALIZE_POSITIONAL, MoESite, call_arg,
 from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
                                        leaf_modules, run_stages, sparse_blocks, stages_for)
 from dslint.analysis.optimizers import MOE, PLAIN, classify_optimizer, is_optimizer_ctor
+from dslint.cstwalk import visit as cst_visit
 from dslint.findings import Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
@@ -171,7 +172,6 @@ class MoEGroupsNotInitialised(Rule):
 def _returns_value(node) -> bool:
     """The function hands something back (`return model`), so its callers hold what it built."""
     import libcst as cst
-
     from dslint.analysis.flow import sub_statements
     stack = [node.body]
     while stack:
@@ -335,7 +335,7 @@ def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:
                 if method is None:
                     return False
                 markers = _Markers()
-                method.node.visit(markers)
+                cst_visit(method.node, markers)
                 return True if markers.moe else False
     return False if trainer_name.endswith("Trainer") else None
 
@@ -660,3 +660,11 @@ class Zero3DataDependentExperts(Rule):
                 f"sequence diverges (DeepSpeed #5066, #7461). Make the block a ZeRO-3 leaf module: "
                 f"`deepspeed.utils.set_z3_leaf_modules(model, [{block.class_name}])` or "
                 f"`zero_optimization.leaf_module.classes`.{extra}", block.loop)
+
+
+def prepare(project) -> None:
+    """Whole-project analyses of this family, computed once before files are dealt to worker processes."""
+    if moe_facts(project).sites:
+        run_stages(project)
+        leaf_modules(project)
+    sparse_blocks(project)

@@ -12,6 +12,8 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.cstwalk import visit as cst_visit
+
 from dslint.analysis.forward_paths import ForwardPaths, TooManyPaths, deciding_condition, divergent
 from dslint.analysis.model_facts import (ModelFacts, ModuleClass, attribute_read_count, model_facts,
                                          reaches_attributes_dynamically)
@@ -395,7 +397,7 @@ class RequiresGradAfterInit(Rule):
             scope = src.facts.functions.get(ec.call.scope)
             body = scope.node if scope is not None else src.module
             finder = _AfterInit(ec.call.node, names)
-            body.visit(finder)
+            cst_visit(body, finder)
             for node, what in finder.hits:
                 yield Diagnostic(
                     f"{what} after `deepspeed.initialize`: DeepSpeed decided which parameters it reduces and steps "
@@ -454,10 +456,16 @@ class _AfterInit(cst.CSTVisitor):
             if isinstance(target, cst.Name):
                 before = len(self.hits)
                 self.param_loops.append(target.value)
-                node.body.visit(self)
+                cst_visit(node.body, self)
                 self.param_loops.pop()
                 if len(self.hits) > before:      # report the loop once, on its header
                     del self.hits[before:]
                     self.hits.append((node, f"changing requires_grad of `{_code(node.iter)}`"))
                 return False
         return True
+
+
+def prepare(project) -> None:
+    """Whole-project analyses of this family, computed once before files are dealt to worker processes."""
+    model_facts(project)
+    run_stages(project)
