@@ -78,9 +78,9 @@ def check(
                                                               "(usage and internal errors still fail)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache "
                                                             "($DSLINT_CACHE_DIR, default ~/.cache/dslint)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=0,
-                             help="Worker processes (0: one per CPU). Whole-project analyses run in every worker, "
-                                  "so more workers pay off only on machines with many cores (docs/performance.md)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0,
+                             help="Worker processes for runs of 24 files or more (0: one per CPU, at most 4; "
+                                  "1: none). Output is the same in any case (docs/performance.md)."),
     sniff_json: bool = typer.Option(False, "--sniff-json", help="Treat a JSON argument as a DeepSpeed config "
                                                                 "only when it looks like one (pre-commit, "
                                                                 "`git ls-files`)."),

@@ -28,15 +28,27 @@ def child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    # CSTNode is an ABC: isinstance() against it goes through abc's slow path; the answer per type is cached
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for name in child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
+        kind = type(value)
+        if kind is tuple or kind is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node(type(item)):
                     yield item
+        elif _is_node(kind):
+            yield value
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

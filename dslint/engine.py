@@ -26,6 +26,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox
 
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
+MAX_AUTO_JOBS = 4              # files' cross-references are re-read in every worker: more rarely pays
 _WORK = None                   # (checker, sources, project), inherited by forked workers
 
 
@@ -105,7 +106,7 @@ class Checker:
     rules: list[Rule] = field(default_factory=list)
     sniff_json: bool = False
     cache_dir: Optional[Path] = None       # None: no cache
-    jobs: int = 1                          # 0: one worker per CPU
+    jobs: int = 0                          # 0: one per CPU (at most MAX_AUTO_JOBS); 1: no workers
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -221,7 +222,7 @@ class Checker:
         return f"{source.kind}:{source.path}:{self._hashes[id(source)]}"
 
     def _analyse(self, sources: list[AnySource], project: ProjectView, todo: list[int]):
-        jobs = self.jobs or (os.cpu_count() or 1)
+        jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and len(todo) >= PARALLEL_MIN_FILES:
             import multiprocessing as mp     # only on the parallel path: ~15 ms of start-up otherwise
             if "fork" not in mp.get_all_start_methods():
@@ -317,13 +318,21 @@ def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:
                       message=f"internal error in rule {rule.code} {rule.name}: {type(exc).__name__}: {exc}{where}")
 
 
+def _family_rule(rule: Rule, code: str) -> Optional[type[Rule]]:
+    """The class of a code emitted by another rule of the same family (without importing every family)."""
+    import sys
+    module = sys.modules.get(type(rule).__module__)
+    return next((obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, Rule)
+                 and getattr(obj, "code", None) == code), None) if module else None
+
+
 def _finding(rule: Rule, diag: Diagnostic, source: AnySource) -> Finding:
     from dslint.rules import rule_by_code
 
     where = diag.source or source
     span = span_of(where, diag.at)
     code = diag.code or rule.code
-    owner = rule_by_code(code) or type(rule)
+    owner = type(rule) if code == rule.code else (_family_rule(rule, code) or rule_by_code(code) or type(rule))
     trace = []
     for hop in diag.trace:
         hop_src = hop.source or source

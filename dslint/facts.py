@@ -92,6 +92,16 @@ class FileFacts:
     def imports_any(self, *prefixes: str) -> bool:
         return any(q == p or q.startswith(p + ".") for q in self.imports.values() for p in prefixes)
 
+    def nested_named(self, name: str) -> list[FunctionInfo]:
+        """Functions (not methods) defined inside another scope whose own name is `name`."""
+        index = self.__dict__.get("_nested")
+        if index is None:
+            index = self.__dict__["_nested"] = {}
+            for qual, info in self.functions.items():
+                if "." in qual and info.class_name is None:
+                    index.setdefault(qual.rsplit(".", 1)[-1], []).append(info)
+        return index.get(name, [])
+
     def calls_in(self, scope: str) -> list[CallSite]:
         info = self.functions.get(scope)
         return info.calls if info else [c for c in self.calls if c.scope == MODULE_SCOPE]

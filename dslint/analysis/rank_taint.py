@@ -428,7 +428,7 @@ class ProjectTaint:
             return src, src.facts.functions[callee]
         if "." not in callee and callee not in src.facts.imports:
             # a function nested in another (`def main(): def evaluation(...)`): unique by name in this file
-            nested = [f for q, f in src.facts.functions.items() if q.endswith("." + callee) and f.class_name is None]
+            nested = src.facts.nested_named(callee)
             return (src, nested[0]) if len(nested) == 1 else None
         if "." not in callee and callee not in src.facts.imports:
             return None

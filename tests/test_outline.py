@@ -1,0 +1,73 @@
+"""The CPython-ast outline agrees with the libcst facts it stands in for, and the text pre-filters of the
+whole-project scans never change a result (they only decide which files are parsed)."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dslint.config import Settings
+from dslint.engine import Checker
+from dslint.sources import PythonSource, module_name_for
+
+ROOT = Path(__file__).parent.parent
+FILES = [*sorted((ROOT / "tests" / "fixtures").rglob("*.py")), *sorted((ROOT / "dslint").rglob("*.py")),
+         *sorted((ROOT / "examples").rglob("*.py"))]
+
+
+def test_outline_matches_libcst_facts():
+    compared = 0
+    for path in FILES:
+        src = PythonSource(str(path), path.read_text(), module_name=module_name_for(path))
+        if not src.compiles:
+            continue
+        facts, outline = src.facts, src.outline
+        assert outline.functions == set(facts.functions), path
+        assert set(outline.classes) == set(facts.classes), path
+        for qual, info in facts.classes.items():
+            assert outline.classes[qual].bases == info.bases, (path, qual)
+        assert outline.imports == facts.imports, path
+        compared += 1
+    assert compared > 100
+
+
+def test_may_call_sees_calls_through_aliases_and_not_definitions():
+    src = PythonSource("t.py", "from deepspeed import initialize as ds_init\nengine = ds_init(model=m)\n")
+    assert src.may_call(frozenset({"initialize"}))
+    assert PythonSource("t.py", "engine, *_ = deepspeed.initialize (\n  model=m)\n").may_call(frozenset({"initialize"}))
+    assert not PythonSource("t.py", "def initialize(x):\n    return x\n# initialize later\n").may_call(
+        frozenset({"initialize"}))
+    assert not PythonSource("t.py", "self._initialize(x)\n").may_call(frozenset({"initialize"}))
+
+
+@pytest.fixture
+def no_prefilters(monkeypatch):
+    """Every project scan reads every file: what the pre-filters must not change."""
+    from dslint.analysis import model_facts
+    monkeypatch.setattr(PythonSource, "may_call", lambda self, names: True)
+    monkeypatch.setattr(model_facts, "_module_class_files", lambda project: list(project.python))
+    monkeypatch.setattr(model_facts, "_FREEZE_TEXT", re.compile(""))
+    import dslint.project as project
+    monkeypatch.setattr(project, "_CONFIG_FLAG", re.compile(""))
+
+
+def _findings(files: list[Path], options: dict):
+    settings = Settings(root=files[0].parent, **{"deepspeed_version": "0.19.8", **options})
+    report = Checker(settings, jobs=1).check_paths(files)
+    return [f.model_dump() for f in report.findings], report.errors
+
+
+def test_prefilters_change_no_finding(monkeypatch, request):
+    """Every fixture case (and the bundled examples) gives the same findings with every scan reading every
+    file as with the pre-filters."""
+    from tests.test_fixtures import _cases, _files, _options
+    runs = [(_files(case), _options(_files(case))) for case in _cases()]
+    runs.append((sorted((ROOT / "examples").rglob("*.py")), {}))
+    monkeypatch.chdir(ROOT)
+    filtered = [_findings(files, options) for files, options in runs]
+    request.getfixturevalue("no_prefilters")
+    unfiltered = [_findings(files, options) for files, options in runs]
+    assert len(runs) > 70 and sum(bool(f[0]) for f in filtered) > 35, (len(runs), sum(bool(f[0]) for f in filtered))
+    for (files, _), a, b in zip(runs, filtered, unfiltered):
+        assert a == b, files
