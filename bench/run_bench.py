@@ -2,7 +2,8 @@
 
     python bench/run_bench.py [--corpus deepspeed|transformers|transformers-sample|PATH]... [--repeat N] [--others]
 
-Runs, on the same files and in one invocation: dslint cold (cache cleared), dslint warm (cache kept),
+Runs, on the same files and in one invocation: dslint cold (cache cleared; default workers and --jobs 1),
+dslint warm (cache kept),
 libcst parse-only and `ast` parse-only (1 process, the floors), a single training script cold, and -- with
 --others and when installed -- ruff, fixit and torchfix. Each tool runs as its own process; wall time is
 measured around it and peak RSS read from wait4(). Prints a table with ratios; --json FILE saves it.
@@ -103,27 +104,31 @@ def main() -> int:
         cst_run = best([py, "-c", PARSE_ONLY, "libcst", str(path)], args.repeat)
         cold = best([py, "-m", "dslint", "check", "--exit-zero", "--format", "json", "--output", os.devnull,
                      str(path)], args.repeat, env, clear)
+        serial = best([py, "-m", "dslint", "check", "--exit-zero", "--format", "json", "--output", os.devnull,
+                       "--jobs", "1", str(path)], args.repeat, env, clear)
         warm = best([py, "-m", "dslint", "check", "--exit-zero", "--format", "json", "--output", os.devnull,
                      str(path)], args.repeat, env)
         label = f"{name} ({n_files} files)"
         rows += [(label, "ast parse-only", *ast_run), (label, "libcst parse-only", *cst_run),
-                 (label, "dslint cold", *cold), (label, "dslint warm", *warm)]
+                 (label, "dslint cold", *cold), (label, "dslint cold, --jobs 1", *serial),
+                 (label, "dslint warm", *warm)]
         if args.others:
             for tool, cmd in (("ruff", ["ruff", "check", "--no-cache", "--select", "ALL", "--exit-zero", str(path)]),
                               ("fixit", ["fixit", "lint", str(path)]),
                               ("torchfix", ["torchfix", str(path)])):
                 if shutil.which(cmd[0]):
                     rows.append((label, tool, *timed(cmd)))
-        results["runs"][name] = {"files": n_files, "ast": ast_run[0], "libcst": cst_run[0], "cold": cold[0],
+        results["runs"][name] = {"files": n_files, "ast": ast_run[0], "libcst": cst_run[0], "cold": cold[0], "cold_jobs1": serial[0],
                                  "warm": warm[0], "cold_rss_mib": cold[1],
-                                 "cold_vs_libcst": cold[0] / cst_run[0], "warm_vs_cold": warm[0] / cold[0]}
+                                 "cold_vs_libcst": cold[0] / cst_run[0], "cold_jobs1_vs_libcst": serial[0] / cst_run[0], "warm_vs_cold": warm[0] / cold[0]}
     clear()
     results["single_script_cold_s"] = single[0]
     print(f"{'corpus':<28} {'tool':<20} {'wall s':>8} {'peak RSS MiB':>13} {'rc':>3}")
     for corpus, tool, wall, rss, rc in rows:
         print(f"{corpus:<28} {tool:<20} {wall:>8.2f} {rss:>13.0f} {rc:>3}")
     for name, r in results["runs"].items():
-        print(f"{name}: dslint cold / libcst parse-only = {r['cold_vs_libcst']:.2f}; warm / cold = "
+        print(f"{name}: dslint cold / libcst parse-only = {r['cold_vs_libcst']:.2f} ({r['cold_jobs1_vs_libcst']:.2f} "
+              f"with --jobs 1); warm / cold = "
               f"{r['warm_vs_cold']:.2f}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -26,6 +26,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox
 
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
+CHUNKS_PER_JOB = 2             # one contiguous run of files per worker (see _contiguous_chunks)
 MAX_AUTO_JOBS = 4              # files' cross-references are re-read in every worker: more rarely pays
 _WORK = None                   # (checker, sources, project), inherited by forked workers
 
@@ -235,9 +236,7 @@ class Checker:
         self._prepare(project)
         global _WORK
         _WORK = (self, sources, project)
-        # largest files first, dealt round-robin, so workers finish together
-        order = sorted(todo, key=lambda i: -len(sources[i].text))
-        chunks = [order[k::jobs * 4] for k in range(jobs * 4)]
+        chunks = _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs * CHUNKS_PER_JOB)
         try:
             with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
                 for part in pool.map(_analyse_chunk, [c for c in chunks if c]):
@@ -316,6 +315,21 @@ def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:
     where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
     return InputError(kind="internal-error", path=path, code=rule.code,
                       message=f"internal error in rule {rule.code} {rule.name}: {type(exc).__name__}: {exc}{where}")
+
+
+def _contiguous_chunks(items: list[int], sizes: list[int], count: int) -> list[list[int]]:
+    """`count` runs of consecutive items (files in path order) of about equal total size. A file's analysis
+    reads its neighbours (helpers, base classes of the same package), which a worker then parses once for
+    the whole run of files instead of every worker parsing them."""
+    total = sum(sizes) or 1
+    chunks: list[list[int]] = [[]]
+    filled = 0
+    for item, size in zip(items, sizes):
+        if filled >= total * len(chunks) / count and len(chunks) < count:
+            chunks.append([])
+        chunks[-1].append(item)
+        filled += size
+    return chunks
 
 
 def _family_rule(rule: Rule, code: str) -> Optional[type[Rule]]:

@@ -134,6 +134,7 @@ class CollectiveSites:
         self._reach: dict[tuple[int, str], Optional[Site]] = {}
         self._busy: set[tuple[int, str]] = set()
         self._forward: dict[int, ForwardFacts] = {}
+        self._classified: dict[tuple[int, Optional[str]], Optional[Site]] = {}
 
     @classmethod
     def of(cls, project: "ProjectView") -> "CollectiveSites":
@@ -310,6 +311,15 @@ class CollectiveSites:
 
     # --- classification -----------------------------------------------------------------------------------
     def classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None) -> Optional[Site]:
+        key = (id(call), cls)
+        if key in self._classified:
+            return self._classified[key]
+        site = self._classify(src, call, cls)
+        if not self._busy:          # an answer given inside a recursive `reaches` may be partial: not kept
+            self._classified[key] = site
+        return site
+
+    def _classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None) -> Optional[Site]:
         callee = src.facts.resolve_expr(call.func)
         func = call.func
         last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) \

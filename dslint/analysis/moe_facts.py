@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
@@ -34,6 +35,7 @@ MOE_GROUP_HELPERS = ("split_params_into_different_moe_groups_for_optimizer", "co
 
 
 _MOE = frozenset({"MoE"})
+_ENGINE_BUILDERS = frozenset({"initialize", "init_inference"})
 
 
 def is_moe_ctor(callee: Optional[str]) -> bool:
@@ -188,6 +190,10 @@ class EngineCall:
 def engine_calls(project: "ProjectView", src: PythonSource) -> list[EngineCall]:
     def build():
         out = []
+        # the callees below are written `….initialize(`, `…Trainer(` or reached through an imported alias
+        if not src.may_call(_ENGINE_BUILDERS) and not re.search(r"Trainer\s*\(", src.text) and \
+                not any(v.endswith("Trainer") for v in (src.outline.imports.values() if src.outline else ())):
+            return out
         trainer_classes = {info.name for info in src.facts.classes.values()
                            if any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)}
         for call in src.facts.calls:

@@ -138,11 +138,16 @@ class RankHazards:
         if not mentions_rank(src.text) and not self._calls_rank_helpers(src):
             return []
         found: dict[tuple, Hazard] = {}
-        walk = HazardWalk(self, src, MODULE_SCOPE, {}, None)
-        walk.run(src.module.body)
-        found.update(walk.found)
+        if self._has_sites(src, src.facts.calls_in(MODULE_SCOPE), None):
+            walk = HazardWalk(self, src, MODULE_SCOPE, {}, None)
+            walk.run(src.module.body)
+            found.update(walk.found)
         module_env = self.taint.module_env(src)
         for qual, info in src.facts.functions.items():
+            # every hazard is a collective site under some guard: a body whose calls (nested scopes' and
+            # lambdas' included, a superset of what the walk visits) are no site has none
+            if not self._has_sites(src, info.calls, info.class_name):
+                continue
             guards = _decorator_guards(src, info.node)
             body = info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ()
             env = dict(module_env)
@@ -152,6 +157,9 @@ class RankHazards:
             walk.run(body)
             found.update(walk.found)
         return _drop_paired(list(found.values()))
+
+    def _has_sites(self, src: "PythonSource", calls, cls: Optional[str]) -> bool:
+        return any(self.sites.classify(src, c.node, cls) is not None for c in calls)
 
     def _calls_rank_helpers(self, src: "PythonSource") -> bool:
         for call in src.facts.calls:

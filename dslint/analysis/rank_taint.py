@@ -510,7 +510,8 @@ class ProjectTaint:
         """Calls whose callee ends in `name`, across the checked files (only files that mention it are read)."""
         memo = self.__dict__.setdefault("_calls_named", {})
         if name not in memo:
-            memo[name] = [(src, call) for src in self.project.using_identifier(name)
+            names = frozenset({name})
+            memo[name] = [(src, call) for src in self.project.using_identifier(name) if src.may_call(names)
                           for call in src.facts.calls if call.attr == name]
         return memo[name]
 
