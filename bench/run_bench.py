@@ -109,6 +109,8 @@ def main() -> int:
         warm = best([py, "-m", "dslint", "check", "--exit-zero", "--format", "json", "--output", os.devnull,
                      str(path)], args.repeat, env)
         label = f"{name} ({n_files} files)"
+        print(f"{label}: ast {ast_run[0]:.2f} s, libcst {cst_run[0]:.2f} s, dslint cold {cold[0]:.2f} s "
+              f"({cold[1]:.0f} MiB)", flush=True)
         rows += [(label, "ast parse-only", *ast_run), (label, "libcst parse-only", *cst_run),
                  (label, "dslint cold", *cold), (label, "dslint cold, --jobs 1", *serial),
                  (label, "dslint warm", *warm)]

@@ -98,12 +98,36 @@ class ModelFacts:
             return True
         return attr.name not in self.freezing.frozen and not self.freezing.freeze_all
 
+    # indexes built on first use: the rules ask these per class and per file, and a large project (the
+    # transformers package) has ~10k module classes, so scanning the list each time is quadratic
+    def classes_in(self, src: PythonSource) -> list[ModuleClass]:
+        index = self.__dict__.get("_by_source")
+        if index is None:
+            index = self.__dict__["_by_source"] = {}
+            for c in self.classes:
+                index.setdefault(id(c.src), []).append(c)
+        return index.get(id(src), [])
+
     def subclasses(self, cls: ModuleClass) -> list[ModuleClass]:
-        return [c for c in self.classes if cls in c.mro() and c is not cls]
+        index = self.__dict__.get("_subclasses")
+        if index is None:
+            index = self.__dict__["_subclasses"] = {}
+            for c in self.classes:
+                for ancestor in c.mro():
+                    if ancestor is not c:
+                        index.setdefault(id(ancestor), []).append(c)
+        return index.get(id(cls), [])
 
     def containers(self, cls: ModuleClass) -> list[ModuleClass]:
+        creators = self.__dict__.get("_creators")
+        if creators is None:
+            creators = self.__dict__["_creators"] = {}
+            for position, c in enumerate(self.classes):
+                for name in c.created_classes:
+                    creators.setdefault(name, []).append((position, c))
         names = {c.name for c in [cls, *self.subclasses(cls)]}
-        return [c for c in self.classes if c.created_classes & names and c is not cls]
+        found = {position: c for name in names for position, c in creators.get(name, ()) if c is not cls}
+        return [found[p] for p in sorted(found)]
 
 
 def _is_moduleish(base: str) -> bool:
@@ -411,7 +435,7 @@ def attribute_read_count(project: "ProjectView", name: str) -> int:
     counts = memo(project, "attribute-reads", dict)
     if name not in counts:
         read = re.compile(r"\.%s\b(?!\s*=[^=])|[\"']%s[\"']" % (re.escape(name), re.escape(name)))
-        counts[name] = sum(len(read.findall(src.text)) for src in project.python if name in src.text)
+        counts[name] = sum(len(read.findall(src.text)) for src in project.using_identifier(name))
     return counts[name]
 
 

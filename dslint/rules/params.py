@@ -62,9 +62,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
     def build():
         facts = model_facts(project)
         out = []
-        for cls in facts.classes:
-            if cls.src is not src:
-                continue
+        for cls in facts.classes_in(src):
             attrs = [a for a in cls.attrs.values() if facts.trainable(a)]
             if not attrs:
                 continue
@@ -219,9 +217,7 @@ class UnusedTrainableParam(Rule):
 
     def check(self, ctx: RuleContext):
         facts = model_facts(ctx.project)
-        for cls in facts.classes:
-            if cls.src is not ctx.source:
-                continue
+        for cls in facts.classes_in(ctx.source):
             mro = cls.mro()
             if any(c.external_bases for c in mro) or cls.find_method("forward") is None:
                 continue
