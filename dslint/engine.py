@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,10 +238,21 @@ class Checker:
         global _WORK
         _WORK = (self, sources, project)
         chunks = _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs * CHUNKS_PER_JOB)
+        from concurrent.futures.process import BrokenProcessPool
+        chunks = [c for c in chunks if c]
+        done = 0
         try:
             with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-                for part in pool.map(_analyse_chunk, [c for c in chunks if c]):
+                for part in pool.map(_analyse_chunk, chunks):
                     yield from part
+                    done += 1
+        except BrokenProcessPool:
+            # a worker died (killed for memory, most likely): the files it had not answered for are checked
+            # here, one at a time, instead of losing the run
+            print("dslint: a worker process died; checking its files in the main process", file=sys.stderr)
+            for chunk in chunks[done:]:
+                for i in chunk:
+                    yield (i, *self._results_for(sources[i], project))
         finally:
             _WORK = None
 

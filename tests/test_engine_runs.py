@@ -76,3 +76,33 @@ def test_triaged_out_files_would_produce_no_findings():
 def _sources(root):
     from dslint.engine import collect, read_sources
     return read_sources(collect([root], Settings(root=root)))[0]
+
+
+_PARENT = None
+
+
+def _dying_chunk(indices):
+    import os
+
+    from dslint import engine
+    if os.getpid() != _PARENT and 0 in indices:
+        os._exit(9)
+    return engine._real_analyse_chunk(indices)
+
+
+def test_a_dead_worker_loses_no_finding(tmp_path, monkeypatch):
+    """A worker killed mid-run (the kernel's OOM killer) breaks the pool: its files are checked in the main
+    process and the report is the serial one."""
+    import os
+
+    from dslint import engine
+    global _PARENT
+    _PARENT = os.getpid()
+    root = _corpus(tmp_path)
+    monkeypatch.chdir(root)
+    serial, _ = _run(root, jobs=1)
+    monkeypatch.setattr(engine, "_real_analyse_chunk", engine._analyse_chunk, raising=False)
+    monkeypatch.setattr(engine, "_analyse_chunk", _dying_chunk)
+    monkeypatch.setattr(engine, "PARALLEL_MIN_FILES", 2)
+    parallel, _ = _run(root, jobs=2)
+    assert serial and parallel == serial
