@@ -27,7 +27,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox
 
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
-CHUNKS_PER_JOB = 2             # one contiguous run of files per worker (see _contiguous_chunks)
+CHUNKS_PER_JOB = 2             # contiguous runs of files per worker (see _contiguous_chunks)
 MAX_AUTO_JOBS = 4              # files' cross-references are re-read in every worker: more rarely pays
 _WORK = None                   # (checker, sources, project), inherited by forked workers
 
@@ -234,11 +234,11 @@ class Checker:
                 yield (i, *self._results_for(sources[i], project))
             return
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
         self._prepare(project)
         global _WORK
         _WORK = (self, sources, project)
         chunks = _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs * CHUNKS_PER_JOB)
-        from concurrent.futures.process import BrokenProcessPool
         chunks = [c for c in chunks if c]
         done = 0
         try:
@@ -260,7 +260,6 @@ class Checker:
         """Run the families' whole-project analyses once here, so that forked workers inherit them instead of
         each recomputing them (and parsing the files they read). A failure is left to show up, per file and
         rule, when the workers run the rules."""
-        import sys
         for module in dict.fromkeys(type(r).__module__ for r in self.rules):
             prepare = getattr(sys.modules.get(module), "prepare", None)
             if prepare is not None:
@@ -346,7 +345,6 @@ def _contiguous_chunks(items: list[int], sizes: list[int], count: int) -> list[l
 
 def _family_rule(rule: Rule, code: str) -> Optional[type[Rule]]:
     """The class of a code emitted by another rule of the same family (without importing every family)."""
-    import sys
     module = sys.modules.get(type(rule).__module__)
     return next((obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, Rule)
                  and getattr(obj, "code", None) == code), None) if module else None

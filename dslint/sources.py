@@ -16,7 +16,7 @@ from dslint.jsonpos import JsonPositionError, PositionedJson, Span, load_positio
 
 Kind = Literal["python", "json", "shell"]
 
-_CALL_PATTERNS: dict[frozenset, "re.Pattern"] = {}
+_CALL_PATTERNS: dict[tuple[frozenset, bool], "re.Pattern"] = {}
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
 
@@ -55,20 +55,30 @@ class PythonSource(Source):
     def compiles(self) -> bool:
         return self.outline is not None
 
-    def may_call(self, names: frozenset[str]) -> bool:
-        """Can a call in this file resolve to a callee whose last name is one of `names`? Such a call is
-        written `name(` / `x.name(` or goes through a name imported as one of them (`import … as alias`).
-        A text test on the outline, so that project scans parse only files that pass it."""
-        pattern = _CALL_PATTERNS.get(names)
+    def may_call(self, names: frozenset[str], suffix: bool = False) -> bool:
+        """Can a call in this file resolve to a callee whose last name is one of `names` (with `suffix`: ends
+        in one of them, `…Trainer`)? Such a call is written `name(` / `x.name(` or goes through a name
+        imported as one (`import … as alias`); either way the name is in the text. A text test on the
+        outline, so that project scans parse only files that pass it."""
+        if not any(n in self.text for n in names):
+            return False
+        key = (names, suffix)
+        pattern = _CALL_PATTERNS.get(key)
         if pattern is None:
             words = "|".join(sorted(re.escape(n) for n in names))
-            pattern = _CALL_PATTERNS[names] = re.compile(rf"(?<!def )(?<![\w])({words})\s*\(")
+            head = r"\b\w*" if suffix else r"(?<![\w])"
+            pattern = _CALL_PATTERNS[key] = re.compile(rf"(?<!def ){head}({words})\s*\(")
         if pattern.search(self.text):
             return True
         outline = self.outline
-        return outline is not None and any(
-            value.rsplit(".", 1)[-1] in names and re.search(rf"(?<![\w.]){re.escape(alias)}\s*\(", self.text)
-            for alias, value in outline.imports.items())
+        if outline is None:
+            return False
+        for alias, value in outline.imports.items():
+            last = value.rsplit(".", 1)[-1]
+            if (last.endswith(tuple(names)) if suffix else last in names) and \
+                    re.search(rf"(?<![\w.]){re.escape(alias)}\s*\(", self.text):
+                return True
+        return False
 
     @property
     def package(self) -> str:

@@ -71,3 +71,18 @@ def test_prefilters_change_no_finding(monkeypatch, request):
     assert len(runs) > 70 and sum(bool(f[0]) for f in filtered) > 35, (len(runs), sum(bool(f[0]) for f in filtered))
     for (files, _), a, b in zip(runs, filtered, unfiltered):
         assert a == b, files
+
+
+def test_engine_calls_prefilter_keeps_aliased_and_subclassed_trainers():
+    """A trainer called through an alias (`SFTTrainer as T`, no `Trainer(` in the text) or as a local subclass
+    (`class MoETrainer(Trainer)`) is still found; a file without such a call is not parsed."""
+    from dslint.analysis.moe_facts import engine_calls
+    from dslint.project import ProjectView
+    aliased = PythonSource("a.py", "from trl import SFTTrainer as T\nt = T(model=model)\nt.train()\n")
+    local = PythonSource("b.py", "from transformers import Trainer\n\nclass MoETrainer(Trainer):\n    pass\n\n"
+                                 "runner = MoETrainer(model=model)\n")
+    plain = PythonSource("c.py", "def build_trainer(cfg):\n    return cfg\n")
+    project = ProjectView([aliased, local, plain])
+    assert [(c.kind, c.call.callee) for c in engine_calls(project, aliased)] == [("trainer", "trl.SFTTrainer")]
+    assert [(c.kind, c.call.attr) for c in engine_calls(project, local)] == [("trainer", "MoETrainer")]
+    assert engine_calls(project, plain) == [] and "module" not in plain.__dict__

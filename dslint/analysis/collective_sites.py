@@ -16,7 +16,6 @@ name component (`self.engine` and `engine` are one role) — a deliberate over-a
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Optional
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.flow import iter_assigns, iter_calls
+from dslint.analysis.moe_facts import MOE_NAME, TRAINER
 from dslint.analysis.rank_taint import ProjectTaint, code_of
 from dslint.facts import FunctionInfo, dotted_name
 from dslint.literals import literal_value
@@ -119,8 +119,6 @@ def _root_name(expr: cst.BaseExpression) -> Optional[str]:
 # calls that bind an engine/trainer/accelerator/wrapper role (the names `roles` tests; a definition is no call)
 _ROLE_NAMES = frozenset({"initialize", "init_inference", "Accelerator", "DistributedDataParallel", "DDP",
                          "HfDeepSpeedConfig"})
-_TRAINER_CALL = re.compile(r"(?<!def )\b\w*Trainer\s*\(")
-_MOE = frozenset({"MoE"})
 
 # classmethods that build an instance of their class (HF PreTrainedModel and friends)
 _ALT_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config", "from_checkpoint",
@@ -148,13 +146,8 @@ class CollectiveSites:
         moe_classes = self.moe_classes
         for src in self.project.python:
             text = src.text
-            if not any(w in text for w in ("initialize", "init_inference", "Trainer", "Accelerator", "MoE", "DDP",
-                                           "DistributedDataParallel", "HfDeepSpeedConfig")) and \
-                    not any(c in text for c in moe_classes):
-                continue
-            if not _TRAINER_CALL.search(text) and not src.may_call(_ROLE_NAMES) and \
-                    not any(c in text for c in moe_classes) and \
-                    not any(v.endswith("Trainer") for v in src.outline.imports.values()):
+            if not (any(c in text for c in moe_classes) or src.may_call(_ROLE_NAMES)
+                    or src.may_call(TRAINER, suffix=True)):
                 continue            # no call that can bind a role: the file is not parsed
             for node in assignments(src.module):
                 value = node.value
@@ -179,9 +172,7 @@ class CollectiveSites:
     def moe_layers(self) -> list[tuple["PythonSource", cst.Call]]:
         out = []
         for src in self.project.python:
-            if "MoE" not in src.text:
-                continue
-            if not src.may_call(_MOE):
+            if not src.may_call(MOE_NAME):
                 continue
             for call in src.facts.calls:
                 callee = call.callee or ""

@@ -18,9 +18,8 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.cstwalk import visit as cst_visit
-
 from dslint.analysis.model_facts import ModuleClass
+from dslint.cstwalk import visit as cst_visit
 from dslint.facts import dotted_name
 
 MAX_PATHS = 512

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
@@ -34,7 +33,9 @@ MOE_GROUP_HELPERS = ("split_params_into_different_moe_groups_for_optimizer", "co
                      "split_params_grads_into_shared_and_expert_params")
 
 
-_MOE = frozenset({"MoE"})
+# names for `PythonSource.may_call` (the last name of the callees these scans look for)
+MOE_NAME = frozenset({"MoE"})
+TRAINER = frozenset({"Trainer"})        # with suffix=True: any `…Trainer`
 _ENGINE_BUILDERS = frozenset({"initialize", "init_inference"})
 
 
@@ -85,7 +86,7 @@ def _settings(project: "ProjectView", src: PythonSource, call: CallSite, scope: 
 def _build(project: "ProjectView") -> MoEFacts:
     sites: list[MoESite] = []
     for src in project.python:
-        if "MoE" not in src.text or not src.may_call(_MOE):
+        if not src.may_call(MOE_NAME):
             continue
         for call in src.facts.calls:
             if is_moe_ctor(call.callee):
@@ -191,8 +192,7 @@ def engine_calls(project: "ProjectView", src: PythonSource) -> list[EngineCall]:
     def build():
         out = []
         # the callees below are written `….initialize(`, `…Trainer(` or reached through an imported alias
-        if not src.may_call(_ENGINE_BUILDERS) and not re.search(r"Trainer\s*\(", src.text) and \
-                not any(v.endswith("Trainer") for v in (src.outline.imports.values() if src.outline else ())):
+        if not src.may_call(_ENGINE_BUILDERS) and not src.may_call(TRAINER, suffix=True):
             return out
         trainer_classes = {info.name for info in src.facts.classes.values()
                            if any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)}

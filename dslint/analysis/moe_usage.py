@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.cstwalk import visit as cst_visit
-
 from dslint.analysis.model_facts import model_facts
 from dslint.analysis.values import memo
+from dslint.cstwalk import visit as cst_visit
 from dslint.facts import CallSite, dotted_name
 from dslint.literals import UNKNOWN, literal_value
 from dslint.project import ConfigView

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.cstwalk import visit as cst_visit
-
 from dslint.analysis.moe_facts import MOE_GROUP_HELPERS
 from dslint.analysis.values import _assignments
+from dslint.cstwalk import visit as cst_visit
 from dslint.facts import FunctionInfo, dotted_name
 from dslint.literals import literal_value
 from dslint.sources import PythonSource

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Optional
 import libcst as cst
 
 from dslint.cstwalk import visit as cst_visit
-
 from dslint.facts import FunctionInfo, dotted_name
 from dslint.literals import UNKNOWN, literal_value
 from dslint.sources import PythonSource

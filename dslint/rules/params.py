@@ -12,8 +12,6 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.cstwalk import visit as cst_visit
-
 from dslint.analysis.forward_paths import ForwardPaths, TooManyPaths, deciding_condition, divergent
 from dslint.analysis.model_facts import (ModelFacts, ModuleClass, attribute_read_count, model_facts,
                                          reaches_attributes_dynamically)
@@ -21,6 +19,7 @@ from dslint.analysis.moe_facts import INITIALIZE_POSITIONAL, call_arg, engine_ca
 from dslint.analysis.moe_usage import run_stages
 from dslint.analysis.param_groups import groups_of, optimizer_constructions, uncovered
 from dslint.analysis.values import memo
+from dslint.cstwalk import visit as cst_visit
 from dslint.findings import Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
