@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import fnmatch
-import tomllib
+import json
 from pathlib import Path
-from typing import Optional
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Any, Callable, Optional
 
 from dslint.findings import Severity
 
@@ -16,22 +15,164 @@ class ConfigFileError(ValueError):
     pass
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class SettingsError(ValueError):
+    """A `[tool.dslint]` value of the wrong shape; `where` is the dotted key path as written in TOML."""
 
-    select: list[str] = Field(default_factory=list)
-    ignore: list[str] = Field(default_factory=list)
-    per_file_ignores: dict[str, list[str]] = Field(default_factory=dict, alias="per-file-ignores")
-    world_size: Optional[int] = Field(default=None, alias="world-size", ge=1)
-    fail_level: Severity = Field(default=Severity.WARNING, alias="fail-level")
-    exclude: list[str] = Field(default_factory=list)
-    deepspeed_version: Optional[str] = Field(default=None, alias="deepspeed-version")
-    root: Path = Field(default_factory=Path.cwd, exclude=True)
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}")
+        self.where, self.what = where, what
 
-    @field_validator("select", "ignore")
+
+def _strings(where: str, value: Any) -> list[str]:
+    if not isinstance(value, (list, tuple)):
+        raise SettingsError(where, f"expected a list of strings, got {_kind(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise SettingsError(f"{where}.{i}", f"expected a string, got {_kind(item)}")
+    return list(value)
+
+
+def _codes(where: str, value: Any) -> list[str]:
+    return [c.strip().upper() for c in _strings(where, value) if c.strip()]
+
+
+def _per_file(where: str, value: Any) -> dict[str, list[str]]:
+    if not isinstance(value, dict):
+        raise SettingsError(where, f"expected a table of pattern = [codes], got {_kind(value)}")
+    out = {}
+    for pattern, codes in value.items():
+        if not isinstance(pattern, str):
+            raise SettingsError(f"{where}.{pattern}", "expected a string pattern")
+        out[pattern] = _strings(f"{where}.{pattern}", codes)
+    return out
+
+
+def _world_size(where: str, value: Any) -> Optional[int]:
+    if value is None:
+        return None
+    number = value
+    if isinstance(value, str) and value.strip().isdigit():      # "8" was accepted before (pydantic lax mode)
+        number = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise SettingsError(where, f"expected an integer, got {_kind(value)}")
+    if number < 1:
+        raise SettingsError(where, f"must be at least 1, got {number}")
+    return number
+
+
+def _fail_level(where: str, value: Any) -> Severity:
+    try:
+        return Severity(value)
+    except ValueError:
+        raise SettingsError(where, f"expected 'warning' or 'error', got {value!r}") from None
+
+
+def _optional_str(where: str, value: Any) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise SettingsError(where, f"expected a string, got {_kind(value)}")
+    return value
+
+
+def _path(where: str, value: Any) -> Path:
+    try:
+        return Path(value)
+    except TypeError:
+        raise SettingsError(where, f"expected a path, got {_kind(value)}") from None
+
+
+def _kind(value: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a table"}.get(type(value), type(value).__name__) + f" ({value!r})"
+
+
+# field -> (TOML key, check and normalise, default factory); the order is the one of the cache-key JSON
+_FIELDS: dict[str, tuple[str, Callable[[str, Any], Any], Callable[[], Any]]] = {
+    "select": ("select", _codes, list),
+    "ignore": ("ignore", _codes, list),
+    "per_file_ignores": ("per-file-ignores", _per_file, dict),
+    "world_size": ("world-size", _world_size, lambda: None),
+    "fail_level": ("fail-level", _fail_level, lambda: Severity.WARNING),
+    "exclude": ("exclude", _strings, list),
+    "deepspeed_version": ("deepspeed-version", _optional_str, lambda: None),
+    "root": ("root", _path, Path.cwd),
+}
+_BY_KEY = {key: name for name, (key, _, _) in _FIELDS.items()} | {name: name for name in _FIELDS}
+_NOT_DUMPED = {"root"}         # a checkout moved elsewhere keeps its result cache
+
+
+class Settings:
+    """Keywords by field name (`per_file_ignores`) or TOML key (`per-file-ignores`); unknown ones are an error.
+    Values are checked and normalised when the settings are built, not when assigned afterwards."""
+
+    __slots__ = tuple(_FIELDS)
+
+    select: list[str]
+    ignore: list[str]
+    per_file_ignores: dict[str, list[str]]
+    world_size: Optional[int]
+    fail_level: Severity
+    exclude: list[str]
+    deepspeed_version: Optional[str]
+    root: Path
+
+    def __init__(self, **values: Any) -> None:
+        given: dict[str, Any] = {}
+        for key, value in values.items():
+            name = _BY_KEY.get(key)
+            if name is None:
+                raise SettingsError(key, "unknown setting (known: " + ", ".join(
+                    k for k, _, _ in _FIELDS.values() if k != "root") + ")")
+            if name not in given or key != name:          # the TOML spelling wins over the field name
+                given[name] = (key, value)
+        for name, (key, check, default) in _FIELDS.items():
+            if name in given:
+                where, value = given[name]
+                setattr(self, name, check(where, value))
+            else:
+                setattr(self, name, default())
+
     @classmethod
-    def _upper(cls, codes: list[str]) -> list[str]:
-        return [c.strip().upper() for c in codes if c.strip()]
+    def model_validate(cls, data: dict[str, Any]) -> "Settings":
+        if not isinstance(data, dict):
+            raise SettingsError("tool.dslint", f"expected a table, got {_kind(data)}")
+        return cls(**data)
+
+    def model_copy(self, *, update: Optional[dict[str, Any]] = None, deep: bool = False) -> "Settings":
+        """A shallow (or deep) copy with `update` assigned as given (not checked), as pydantic's."""
+        out = copy.deepcopy(self) if deep else copy.copy(self)
+        for key, value in (update or {}).items():
+            name = _BY_KEY.get(key)
+            if name is None:
+                raise SettingsError(key, "unknown setting")
+            setattr(out, name, value)
+        return out
+
+    def model_dump(self, *, mode: str = "python", exclude: Optional[set[str]] = None) -> dict[str, Any]:
+        out = {}
+        for name in _FIELDS:
+            if name in _NOT_DUMPED or exclude and name in exclude:
+                continue
+            value = getattr(self, name)
+            if mode == "json":
+                value = value.value if isinstance(value, Severity) else value
+            out[name] = copy.deepcopy(value) if isinstance(value, (list, dict)) else value
+        return out
+
+    def model_dump_json(self, *, exclude: Optional[set[str]] = None) -> str:
+        """Compact JSON by field name, `root` never included: the result cache keys on it (engine.py)."""
+        return json.dumps(self.model_dump(mode="json", exclude=exclude), ensure_ascii=False, separators=(",", ":"))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Settings):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in _FIELDS)
+
+    __hash__ = None        # mutable, as the pydantic model was
+
+    def __repr__(self) -> str:
+        return "Settings(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in _FIELDS) + ")"
 
     def code_enabled(self, code: str) -> bool:
         def matches(patterns: list[str]) -> bool:
@@ -77,8 +218,15 @@ def find_pyproject(paths: list[Path]) -> Optional[Path]:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                data = tomllib.loads(candidate.read_text())
-            except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+                text = candidate.read_text()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "dslint" not in text:        # no [tool.dslint]: not worth importing the TOML parser (~15 ms)
+                continue
+            import tomllib
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError:
                 continue
             if "dslint" in data.get("tool", {}):
                 return candidate
@@ -90,6 +238,7 @@ def load_settings(config_file: Optional[Path], paths: list[Path]) -> Settings:
     path = config_file or find_pyproject(paths)
     if path is None:
         return Settings()
+    import tomllib
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -99,9 +248,7 @@ def load_settings(config_file: Optional[Path], paths: list[Path]) -> Settings:
     table = data.get("tool", {}).get("dslint", data if path.suffix == ".toml" and "tool" not in data else {})
     try:
         settings = Settings.model_validate(table)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise ConfigFileError(f"{path}: [tool.dslint] {where}: {first['msg']}") from None
+    except SettingsError as exc:
+        raise ConfigFileError(f"{path}: [tool.dslint] {exc.where}: {exc.what}") from None
     settings.root = path.parent
     return settings

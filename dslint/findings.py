@@ -1,11 +1,18 @@
-"""The findings model shared by every rule and every output format (JSON contract: DESIGN.md §2.3)."""
+"""The findings model shared by every rule and every output format (JSON contract: DESIGN.md §2.3).
+
+Plain dataclasses, not pydantic: every `dslint check` builds these, and importing pydantic (plus its plugin
+scan of the installed packages) cost more than the rest of a one-script run's start-up. The small part of
+pydantic's API the code base uses is kept: `model_dump`, `model_dump_json` (the same text pydantic wrote:
+field order, `indent`, UTF-8 unescaped), `model_validate` and `model_copy`.
+"""
 
 from __future__ import annotations
 
+import copy
+import json
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Literal, Optional
-
-from pydantic import BaseModel, Field
+from typing import Any, Literal, Optional
 
 from dslint import __version__
 
@@ -19,7 +26,68 @@ class Severity(str, Enum):
         return 1 if self is Severity.WARNING else 2
 
 
-class TraceStep(BaseModel):
+def _dump(value: Any, json_mode: bool) -> Any:
+    if isinstance(value, _Model):
+        return value.model_dump(mode="json" if json_mode else "python")
+    if isinstance(value, list):
+        return [_dump(v, json_mode) for v in value]
+    if isinstance(value, Enum):
+        return value.value if json_mode else value
+    return value
+
+
+def _check_choice(owner: str, name: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{owner}.{name}: {value!r} is not one of {', '.join(map(repr, choices))}")
+
+
+def _check_position(owner: str, name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{owner}.{name}: expected an integer >= 1, got {value!r}")
+
+
+class _Model:
+    """pydantic's `model_*` methods over a dataclass; `_NESTED` names the fields that hold models."""
+
+    __slots__ = ()
+    _NESTED: dict[str, type] = {}          # field -> model class of the field (or of its list items)
+
+    def model_dump(self, *, mode: str = "python", exclude: Optional[set[str]] = None) -> dict[str, Any]:
+        json_mode = mode == "json"
+        return {f.name: _dump(getattr(self, f.name), json_mode) for f in fields(self)
+                if not exclude or f.name not in exclude}
+
+    def model_dump_json(self, *, indent: Optional[int] = None, exclude: Optional[set[str]] = None) -> str:
+        data = self.model_dump(mode="json", exclude=exclude)
+        if indent is None:
+            return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(data, ensure_ascii=False, indent=indent)
+
+    @classmethod
+    def model_validate(cls, data: Any):
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise TypeError(f"{cls.__name__}.model_validate: expected a dict, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        for name, model in cls._NESTED.items():
+            value = kwargs.get(name)
+            if isinstance(value, list):
+                kwargs[name] = [model.model_validate(v) for v in value]
+            elif isinstance(value, dict):
+                kwargs[name] = model.model_validate(value)
+        return cls(**kwargs)
+
+    def model_copy(self, *, update: Optional[dict[str, Any]] = None, deep: bool = False):
+        out = copy.deepcopy(self) if deep else copy.copy(self)
+        for name, value in (update or {}).items():
+            setattr(out, name, value)
+        return out
+
+
+@dataclass(slots=True, kw_only=True)
+class TraceStep(_Model):
     """One hop of the chain that leads from the reported line to the collective (or to the cause)."""
 
     path: str
@@ -27,44 +95,71 @@ class TraceStep(BaseModel):
     note: str
 
 
-class Fix(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class Fix(_Model):
     """What to change. `applicability` follows ruff: a safe fix keeps behaviour, an unsafe one may change it;
     `manual` means dslint only describes the change."""
 
     description: str
     applicability: Literal["safe", "unsafe", "manual"] = "manual"
 
+    def __post_init__(self) -> None:
+        _check_choice("Fix", "applicability", self.applicability, ("safe", "unsafe", "manual"))
 
-class Finding(BaseModel):
+
+@dataclass(slots=True, kw_only=True)
+class Finding(_Model):
     code: str
     name: str
     severity: Severity
     path: str
-    line: int = Field(ge=1)
-    column: int = Field(ge=1)
-    end_line: int = Field(ge=1)
-    end_column: int = Field(ge=1)
+    line: int
+    column: int
+    end_line: int
+    end_column: int
     message: str
-    trace: list[TraceStep] = Field(default_factory=list)
+    trace: list[TraceStep] = field(default_factory=list)
     fix: Optional[Fix] = None
+
+    _NESTED = {"trace": TraceStep, "fix": Fix}
+
+    def __post_init__(self) -> None:
+        self.severity = Severity(self.severity)
+        for name in ("line", "column", "end_line", "end_column"):
+            _check_position("Finding", name, getattr(self, name))
+        self.trace = list(self.trace)
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code, self.message)
 
 
-class InputError(BaseModel):
+InputErrorKind = Literal["missing-path", "unreadable", "internal-error", "config"]
+
+
+@dataclass(slots=True, kw_only=True)
+class InputError(_Model):
     """Something that stopped dslint from checking an input, or a rule that crashed on one."""
 
-    kind: Literal["missing-path", "unreadable", "internal-error", "config"]
+    kind: InputErrorKind
     path: str
     line: Optional[int] = None
     column: Optional[int] = None
     message: str
     code: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        _check_choice("InputError", "kind", self.kind, ("missing-path", "unreadable", "internal-error", "config"))
 
-class Report(BaseModel):
+
+@dataclass(slots=True, kw_only=True)
+class Report(_Model):
     version: str = __version__
-    findings: list[Finding] = Field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
-    errors: list[InputError] = Field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+
+    _NESTED = {"findings": Finding, "errors": InputError}
+
+    def __post_init__(self) -> None:
+        self.findings = list(self.findings)
+        self.errors = list(self.errors)

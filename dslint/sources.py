@@ -39,6 +39,28 @@ class Source:
         return self.text.splitlines()
 
 
+def parse_module(text: str):
+    """libcst's `parse_module` without re-validating every node it builds. Each node's `__post_init__` checks
+    the invariants of hand-built trees (parentheses balanced, whitespace where a keyword needs it); the
+    parser's own output satisfies them, and the checks cost an eighth of the parse. dslint never builds
+    trees for output, so the checks are switched off for the process (`tests/test_positions.py` compares
+    the code of every tree parsed so with the file)."""
+    import libcst as cst
+    from libcst._nodes.base import CSTNode
+    current = CSTNode.__dict__.get("__post_init__")
+    if current is not _no_validation:
+        _VALIDATING.append(current)
+        CSTNode.__post_init__ = _no_validation
+    return cst.parse_module(text)
+
+
+def _no_validation(self) -> None:
+    pass
+
+
+_VALIDATING: list = []        # libcst's own __post_init__, kept for the test that compares both parses
+
+
 @dataclass
 class PythonSource(Source):
     module_name: str = ""
@@ -90,7 +112,7 @@ class PythonSource(Source):
     def module(self):
         import libcst as cst
         try:
-            return cst.parse_module(self.text)
+            return parse_module(self.text)
         except (cst.ParserSyntaxError, RecursionError) as exc:
             # compile() accepted what libcst rejects (rare): analyses see an empty module, DSL001 reports it
             self.__dict__["_libcst_error"] = exc
@@ -120,41 +142,71 @@ class PythonSource(Source):
         return Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
 
     @cached_property
-    def _top_level(self) -> dict[int, int]:
-        """id(node) → index of the top-level statement that contains it."""
-        from dslint.cstwalk import walk
-        out: dict[int, int] = {}
-        for i, stmt in enumerate(self.module.body):
-            for n in walk(stmt):
-                out[id(n)] = i
+    def _parents(self) -> dict[int, object]:
+        """id(node) → its parent node, for every node dslint's walk reaches (built only for files that report a
+        node whose text is ambiguous)."""
+        from dslint.cstwalk import children
+        out: dict[int, object] = {}
+        stack = [self.module]
+        while stack:
+            n = stack.pop()
+            for kid in children(n):
+                out[id(kid)] = n
+                stack.append(kid)
         return out
 
     def _locate_in_statement(self, node) -> Optional[Span]:
-        """PositionProvider on the one top-level statement that holds the node (a module of it alone), placed
-        by that statement's own position in the file: the cost of a function, not of the whole file."""
-        index = self._top_level.get(id(node))
-        if index is None:
-            return None
-        stmt = self.module.body[index]
+        """PositionProvider on the nearest enclosing statement whose own first line is unique in the file (a
+        module of that statement alone), placed by the statement's position in the file: the cost of a few
+        lines, not of the whole file (or of a 3,000-line class). Each generated line equals its line in the
+        file but for the indentation of the blocks around the statement, so columns shift per line by the
+        difference in length."""
+        import libcst as cst
+        parents = self._parents
+        at = parents.get(id(node))
+        while at is not None and not isinstance(at, cst.Module):
+            if isinstance(at, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                found = self._locate_within(at, node)
+                if found is not None:
+                    return found
+            at = parents.get(id(at))
+        return None
+
+    def _locate_within(self, stmt, node) -> Optional[Span]:
         cache = self.__dict__.setdefault("_statement_positions", {})
-        if index not in cache:
+        key = id(stmt)
+        if key not in cache:
             start = self._locate(stmt)
-            positions = None
+            entry = None
             if start is not None:
                 from libcst.metadata import MetadataWrapper, PositionProvider
                 alone = self.module.with_changes(body=[stmt], header=(), footer=())
                 positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-            cache[index] = (start, positions)
-        start, positions = cache[index]
-        if start is None:
+                # `_locate` places a decorated definition at its first decorator, PositionProvider at `def`
+                anchor = stmt.decorators[0] if getattr(stmt, "decorators", None) else stmt
+                if anchor in positions:
+                    shift = start.line - positions[anchor].start.line
+                    entry = (shift, positions, alone.code.split("\n"))
+            cache[key] = entry
+        entry = cache[key]
+        if entry is None or node not in entry[1]:
             return None
-        # `_locate` places a decorated definition at its first decorator, PositionProvider at `def`/`class`
-        anchor = stmt.decorators[0] if getattr(stmt, "decorators", None) else stmt
-        if node not in positions or anchor not in positions:
-            return None
-        shift = start.line - positions[anchor].start.line
+        shift, positions, generated = entry
         rng = positions[node]
-        return Span(rng.start.line + shift, rng.start.column + 1, rng.end.line + shift, rng.end.column + 1)
+
+        def place(line: int, column: int) -> Optional[tuple[int, int]]:
+            target = line + shift
+            if not 1 <= target <= len(self.lines) or line > len(generated):
+                return None
+            mine, theirs = self.lines[target - 1], generated[line - 1]
+            if not mine.endswith(theirs):
+                return None
+            return target, column + len(mine) - len(theirs) + 1
+
+        begin, end = place(rng.start.line, rng.start.column), place(rng.end.line, rng.end.column)
+        if begin is None or end is None:
+            return None
+        return Span(*begin, *end)
 
     def _locate(self, node) -> Optional[Span]:
         """Position by text: when the first line of the node's code occurs exactly once in the file, that is

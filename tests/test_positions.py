@@ -60,3 +60,30 @@ def test_statement_local_positions_match_position_provider():
             assert (local.line, local.column, local.end_line, local.end_column) == \
                 (rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1), (path, node, local, rng)
     assert checked > 20_000, checked
+
+
+def test_trees_parsed_without_validation_reproduce_the_file():
+    """`dslint.sources.parse_module` skips libcst's per-node validation: the trees must still be the parser's
+    exact trees (same code, same node structure as a validating parse)."""
+    import libcst
+    from libcst._nodes.base import CSTNode
+
+    from dslint.sources import _VALIDATING, _no_validation, parse_module
+
+    dslint_dir = Path(__file__).parent.parent / "dslint"
+    paths = [*sorted(FIXTURES.rglob("*.py")), *sorted(dslint_dir.rglob("*.py"))]
+    for path in paths:
+        text = path.read_text()
+        src = PythonSource(str(path), text)
+        if not src.compiles:
+            continue
+        fast = parse_module(text)
+        assert CSTNode.__post_init__ is _no_validation
+        assert fast.code == text, path
+        CSTNode.__post_init__ = _VALIDATING[0]     # libcst's validating parse, for reference
+        try:
+            slow = libcst.parse_module(text)
+        finally:
+            CSTNode.__post_init__ = _no_validation
+        assert fast.deep_equals(slow), path
+    assert len(paths) > 50
