@@ -301,6 +301,13 @@ class Checker:
                 if finding.path == source.path and suppressions.covers(code, finding.line):
                     continue
                 report.findings.append(finding)
+        if not broken and source.parse_problem() is not None:
+            # libcst rejected, when a rule read the tree, a file CPython compiles: the rules saw an empty module
+            parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
+            if parse_rule is not None and "DSL001" not in per_file:
+                finding = _finding(parse_rule, next(iter(parse_rule.check(ctx))), source)
+                if not suppressions.covers("DSL001", finding.line):
+                    report.findings.append(finding)
         self._report_unused(source, suppressions, per_file, report, errors_before)
 
     def _report_unused(self, source: AnySource, suppressions, per_file: set[str], report: Report,

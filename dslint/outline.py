@@ -10,10 +10,12 @@ bases) are built from outlines, so a file is parsed with libcst only when an ana
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
 _BLOCKS = ("body", "orelse", "handlers", "finalbody", "cases")
+MODULE_SCOPE = "<module>"          # as dslint.facts (not imported: it imports libcst)
 
 
 @dataclass
@@ -28,6 +30,28 @@ class Outline:
     functions: set[str] = field(default_factory=set)                    # qualified names within the file
     classes: dict[str, ClassOutline] = field(default_factory=dict)      # qualified name → class
     imports: dict[str, str] = field(default_factory=dict)
+    # every call as `FileFacts.calls` has it: (callee resolved through the imports seen so far, qualified name
+    # of the enclosing function or MODULE_SCOPE)
+    calls: list[tuple[Optional[str], str]] = field(default_factory=list)
+
+    @property
+    def call_attrs(self) -> "Counter[str]":
+        """How many calls have each last callee name (`CallSite.attr`)."""
+        counts = self.__dict__.get("_call_attrs")
+        if counts is None:
+            counts = self.__dict__["_call_attrs"] = Counter(c.rsplit(".", 1)[-1] for c, _ in self.calls if c)
+        return counts
+
+    def nested_named(self, name: str) -> list[str]:
+        """`FileFacts.nested_named` on the outline: functions (not methods) nested in another scope."""
+        index = self.__dict__.get("_nested")
+        if index is None:
+            index = self.__dict__["_nested"] = {}
+            for qual in sorted(self.functions):
+                owner, _, own = qual.rpartition(".")
+                if owner and owner not in self.classes:
+                    index.setdefault(own, []).append(qual)
+        return index.get(name, [])
 
     def resolve(self, dotted: Optional[str]) -> Optional[str]:
         if not dotted:
@@ -51,12 +75,23 @@ def _dotted(expr: ast.expr) -> Optional[str]:
 
 
 def build_outline(tree: ast.Module, package: str = "") -> Outline:
-    """Statements only, pre-order and in source order (as `FactCollector` walks), so that a class's bases are
-    resolved against the imports seen before it, exactly as the libcst facts resolve them."""
+    """Statements pre-order and in libcst's field order (as `FactCollector` walks): a class's bases are
+    resolved against the imports seen before it, and every call's callee against the imports seen before the
+    call -- which, as libcst orders its fields, includes the imports of a function's body for its decorators,
+    of a class body for its bases, of an `except` body for its exception type."""
     out = Outline()
-    stack: list[tuple[ast.AST, tuple[str, ...]]] = [(tree, ())]
+    calls = out.calls
+    # items: (node, class/function scope names, qualified name of the enclosing function) or a list of
+    # expressions whose calls are to be recorded at that point of the walk
+    stack: list = [(tree, (), MODULE_SCOPE)]
     while stack:
-        node, scopes = stack.pop()
+        item = stack.pop()
+        if type(item) is list:
+            exprs, fscope = item[0], item[1]
+            for expr in exprs:
+                _record_calls(expr, out, fscope, calls)
+            continue
+        node, scopes, fscope = item
         kind = type(node)
         if kind is ast.Import:
             for alias in node.names:
@@ -78,21 +113,44 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
                     break
                 out.imports[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
             continue
+        after: list = []
         if kind is ast.ClassDef:
             qual = ".".join((*scopes, node.name))
             out.classes[qual] = ClassOutline(node.name, qual, [out.resolve(_dotted(b)) or "" for b in node.bases])
             scopes = (*scopes, node.name)
+            after = [*node.bases, *(k.value for k in node.keywords), *node.decorator_list]
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-            out.functions.add(".".join((*scopes, node.name)))
-            scopes = (*scopes, node.name)
+            qual = ".".join((*scopes, node.name))
+            out.functions.add(qual)
+            scopes, fscope = (*scopes, node.name), qual
+            _record_calls(node.args, out, fscope, calls)
+            after = [*node.decorator_list, *([node.returns] if node.returns is not None else [])]
+        elif kind is ast.ExceptHandler:
+            after = [node.type] if getattr(node, "type", None) is not None else []
+        elif kind is ast.match_case:
+            after = [node.guard] if node.guard is not None else []
+        elif kind is not ast.Module:
+            for name, value in ast.iter_fields(node):
+                if name not in _BLOCKS and value is not None:
+                    for expr in (value if type(value) is list else (value,)):
+                        if isinstance(expr, ast.AST):
+                            _record_calls(expr, out, fscope, calls)
+        if after:
+            stack.append([after, fscope])
         kids: list = []
         for name in _BLOCKS:
             block = getattr(node, name, None)
             if block:
                 kids.extend(block)
         for child in reversed(kids):
-            stack.append((child, scopes))
+            stack.append((child, scopes, fscope))
     return out
+
+
+def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
+    for node in ast.walk(expr):
+        if type(node) is ast.Call:
+            calls.append((out.resolve(_dotted(node.func)), scope))
 
 
 def outline_of(text: str, filename: str, package: str = "") -> Optional[Outline]:

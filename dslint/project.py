@@ -115,33 +115,49 @@ class ProjectView:
                 out[f"{src.module_name}.{qual}" if src.module_name else qual] = (src, qual)
         return out
 
-    def _function(self, qualified: str) -> Optional[tuple[PythonSource, FunctionInfo]]:
-        hit = self._function_index.get(qualified)
+    def find_function(self, qualified: Optional[str], near: Optional[PythonSource] = None
+                      ) -> Optional[tuple[PythonSource, FunctionInfo]]:
+        """A function by the name a call resolved to; local names are looked up in `near`'s module."""
+        hit = self.find_function_source(qualified, near)
         if hit is None:
             return None
         src, qual = hit
         info = src.facts.functions.get(qual)         # parses that one file
         return (src, info) if info is not None else None
 
-    def find_function(self, qualified: Optional[str], near: Optional[PythonSource] = None
-                      ) -> Optional[tuple[PythonSource, FunctionInfo]]:
-        """A function by the name a call resolved to; local names are looked up in `near`'s module."""
+    def find_function_source(self, qualified: Optional[str], near: Optional[PythonSource] = None
+                             ) -> Optional[tuple[PythonSource, str]]:
+        """`find_function` on the outline index: (source, qualified name within it), no file parsed."""
         if not qualified:
             return None
+        index = self._function_index
         if near is not None and near.module_name:
-            hit = self._function(f"{near.module_name}.{qualified}")
+            hit = index.get(f"{near.module_name}.{qualified}")
             if hit:
                 return hit
-        hit = self._function(qualified)
+        hit = index.get(qualified)
         if hit:
             return hit
         # `from utils import evaluate` when utils.py sits beside the script but is named differently
         tail = qualified.split(".")
         for n in range(len(tail) - 1, 0, -1):
-            hit = self._function(".".join(tail[-n - 1:]))
+            hit = index.get(".".join(tail[-n - 1:]))
             if hit:
                 return hit
         return None
+
+    def function_for_callee(self, src: PythonSource, callee: Optional[str]) -> Optional[tuple[PythonSource, str]]:
+        """`ProjectTaint.function_for_call` outside a class (no `self.` method lookup), on the outlines."""
+        if callee is None or src.outline is None:
+            return None
+        outline = src.outline
+        if "." not in callee:
+            if callee in outline.functions:
+                return src, callee
+            if callee not in outline.imports:
+                nested = outline.nested_named(callee)
+                return (src, nested[0]) if len(nested) == 1 else None
+        return self.find_function_source(callee, near=src)
 
     # --- configs ---------------------------------------------------------------------------------
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:

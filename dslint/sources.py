@@ -253,6 +253,11 @@ class PythonSource(Source):
         return Span(line, column, end_line, at + len(last) + 1)
 
     def parse_problem(self) -> Optional[ParseProblem]:
+        if "module" not in self.__dict__ and self.compiles:
+            # CPython accepts it: libcst parses the file only when an analysis reads its tree. Where libcst
+            # rejects what CPython accepts (rare), that shows once the tree is read; the engine asks again
+            # after the rules have run and reports it then.
+            return None
         import libcst as cst
         try:
             self.module

@@ -2,6 +2,7 @@
 whole-project scans never change a result (they only decide which files are parsed)."""
 
 import re
+from collections import Counter
 import shutil
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def test_outline_matches_libcst_facts():
         for qual, info in facts.classes.items():
             assert outline.classes[qual].bases == info.bases, (path, qual)
         assert outline.imports == facts.imports, path
+        assert Counter(outline.calls) == Counter((c.callee, c.scope) for c in facts.calls), path
         compared += 1
     assert compared > 100
 

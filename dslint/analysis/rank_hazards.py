@@ -162,6 +162,8 @@ class RankHazards:
         return any(self.sites.classify(src, c.node, cls) is not None for c in calls)
 
     def _calls_rank_helpers(self, src: "PythonSource") -> bool:
+        if not self.taint.may_call_rank_helper(src):
+            return False                # decided on the outlines: the file is not parsed
         for call in src.facts.calls:
             hit = self.taint.function_for_call(src, call.node, call.callee, None)
             if hit is not None and hit[0] is not src and self.taint.returns(*hit) is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+import re
 from typing import TYPE_CHECKING, Iterable, Optional
 
 import libcst as cst
@@ -73,6 +74,24 @@ _ENGINE_BUILDERS = {"initialize", "init_inference"}
 _SAMPLER_KWARGS = {"sampler", "batch_sampler"}
 _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
                   "split_between", "RANK", "generate", "local_process")
+
+
+# every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
+# generation, accelerate's split): a file without any of them holds no rank source of its own
+_TAINT_WORDS = re.compile("|".join(sorted(
+    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTRS, *RANK_CALLS, *RANK_ENV_KEYS})))
+
+
+def _unit(src: "PythonSource", qual: str) -> tuple[int, str]:
+    """What `returns()` of a function reads besides its own body: a method also reads the `self.` attributes
+    set in any method of its file, so the methods of a file form one unit."""
+    owner = qual.rpartition(".")[0]
+    return (id(src), "<methods>") if owner and owner in src.outline.classes else (id(src), qual)
+
+
+def _enclosing(scope: str) -> list[str]:
+    parts = scope.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
 
 
 def mentions_rank(text: str) -> bool:
@@ -505,14 +524,99 @@ class ProjectTaint:
             return None
         return Origin(hit.kind, hit.node, hit.source, via=f"{info.name}()")
 
+    # --- which helpers can return a rank-varying value: decided on the outlines, before any parse ----------
+    def may_call_rank_helper(self, src: "PythonSource") -> bool:
+        """Can a call of `src` run a function of another checked file whose `returns()` is not None? Decided on
+        the CPython outlines (no libcst parse) with an over-approximation, so that `_calls_rank_helpers` parses
+        only files where it may be true: a function can return a rank-varying value only if its file holds a
+        rank source (any of the words the taint starts from), or it -- or, for a method, any method of its file
+        (`self.` attributes are file-wide), or its module's top level -- calls a function that can."""
+        outline = src.outline
+        if outline is None:
+            return True
+        able = self._rank_capable_units()
+        for callee, _scope in outline.calls:
+            hit = self.project.function_for_callee(src, callee)
+            if hit is not None and hit[0] is not src and _unit(hit[0], hit[1]) in able:
+                return True
+        return False
+
+    def _rank_capable_units(self) -> set[tuple[int, str]]:
+        memo = self.__dict__.get("_capable")
+        if memo is not None:
+            return memo
+        seeds: set[tuple[int, str]] = set()
+        callers: dict[tuple[int, str], set[tuple[int, str]]] = {}    # callee unit → units whose calls reach it
+        for src in self.project.python:
+            outline = src.outline
+            if outline is None:
+                continue
+            if _TAINT_WORDS.search(src.text):
+                seeds.update(_unit(src, qual) for qual in outline.functions)
+                continue
+            units_of_scope = {qual: _unit(src, qual) for qual in outline.functions}
+            every = set(units_of_scope.values())
+            for callee, scope in outline.calls:
+                if callee is None:
+                    continue
+                # a call at module level feeds the module env every function of the file reads; elsewhere the
+                # unit of the innermost function that holds the call, and of every function it is nested in
+                if scope == MODULE_SCOPE:
+                    users = every
+                else:
+                    users = {units_of_scope[q] for q in _enclosing(scope) if q in units_of_scope}
+                for target in self._call_targets(src, callee, scope):
+                    callers.setdefault(_unit(*target), set()).update(users)
+        able = set(seeds)
+        work = list(seeds)
+        while work:
+            unit = work.pop()
+            for caller in callers.get(unit, ()):
+                if caller not in able:
+                    able.add(caller)
+                    work.append(caller)
+        self.__dict__["_capable"] = able
+        return able
+
+    def _call_targets(self, src: "PythonSource", callee: str, scope: str) -> list[tuple["PythonSource", str]]:
+        """Functions (source, qualified name) a call may run, as `function_for_call` resolves it with or
+        without the class of its scope (a superset)."""
+        out = []
+        hit = self.project.function_for_callee(src, callee)
+        if hit is not None:
+            out.append(hit)
+        if callee.startswith("self.") and callee.count(".") == 1:
+            owner = scope.rpartition(".")[0]
+            cls = src.outline.classes.get(owner)
+            if cls is not None:
+                method = callee[5:]
+                if f"{owner}.{method}" in src.outline.functions:
+                    out.append((src, f"{owner}.{method}"))
+                for base in cls.bases:
+                    hit = self.project.find_function_source(f"{base}.{method}", near=src)
+                    if hit is not None:
+                        out.append(hit)
+        return out
+
     # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
     def calls_named(self, name: str) -> list[tuple["PythonSource", CallSite]]:
-        """Calls whose callee ends in `name`, across the checked files (only files that mention it are read)."""
+        """Calls whose callee ends in `name`, across the checked files (only files whose outline holds one are
+        parsed)."""
         memo = self.__dict__.setdefault("_calls_named", {})
         if name not in memo:
-            names = frozenset({name})
-            memo[name] = [(src, call) for src in self.project.using_identifier(name) if src.may_call(names)
-                          for call in src.facts.calls if call.attr == name]
+            memo[name] = [(src, call) for src in self._files_calling(name) for call in src.facts.calls
+                          if call.attr == name]
+        return memo[name]
+
+    def count_calls_named(self, name: str) -> int:
+        """len(calls_named(name)), from the outlines (no parse)."""
+        return sum(src.outline.call_attrs[name] for src in self._files_calling(name))
+
+    def _files_calling(self, name: str) -> list["PythonSource"]:
+        memo = self.__dict__.setdefault("_files_calling_memo", {})
+        if name not in memo:
+            memo[name] = [src for src in self.project.using_identifier(name)
+                          if src.outline is not None and src.outline.call_attrs[name]]
         return memo[name]
 
     def param_taint(self, src: "PythonSource", info: FunctionInfo) -> Env:
@@ -522,9 +626,9 @@ class ProjectTaint:
             return self._params[key]
         self._params[key] = {}
         out: Env = {}
-        callers = self.calls_named(info.name)
-        if info.name.startswith("__") or len(callers) > 64:
+        if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             return out
+        callers = self.calls_named(info.name)
         for other, call in callers:
             caller = other.facts.functions.get(call.scope)
             cls = caller.class_name if caller else None
