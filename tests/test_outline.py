@@ -52,6 +52,9 @@ def no_prefilters(monkeypatch):
     monkeypatch.setattr(model_facts, "_FREEZE_TEXT", re.compile(""))
     import dslint.project as project
     monkeypatch.setattr(project, "_CONFIG_FLAG", re.compile(""))
+    from dslint.analysis.rank_taint import ProjectTaint
+    monkeypatch.setattr(ProjectTaint, "may_call_rank_helper", lambda self, src: True)
+    monkeypatch.setattr(ProjectTaint, "_files_calling", lambda self, name: list(self.project.python))
 
 
 def _findings(files: list[Path], options: dict):
@@ -88,3 +91,29 @@ def test_engine_calls_prefilter_keeps_aliased_and_subclassed_trainers():
     assert [(c.kind, c.call.callee) for c in engine_calls(project, aliased)] == [("trainer", "trl.SFTTrainer")]
     assert [(c.kind, c.call.attr) for c in engine_calls(project, local)] == [("trainer", "MoETrainer")]
     assert engine_calls(project, plain) == [] and "module" not in plain.__dict__
+
+
+def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
+    """The outline closure over helpers: `a.py` and `b.py` spell no rank word; `c.py` returns the rank. The
+    guard in a.py is still rank-dependent, and a file whose calls reach no such helper is not parsed."""
+    (tmp_path / "a.py").write_text("import torch.distributed as dist\nfrom b import leader\n\n\ndef save():\n"
+                                   "    if leader():\n        dist.barrier()\n")
+    (tmp_path / "b.py").write_text("from c import who\n\n\ndef leader():\n    return who() == 0\n")
+    (tmp_path / "c.py").write_text("import torch.distributed as dist\n\n\ndef who():\n    return dist.get_rank()\n")
+    (tmp_path / "d.py").write_text("import torch.distributed as dist\nfrom b import unrelated\n\n\n"
+                                   "def f():\n    if unrelated():\n        dist.barrier()\n")
+    (tmp_path / "e.py").write_text("def unrelated():\n    return 3\n")
+    (tmp_path / "b.py").write_text((tmp_path / "b.py").read_text() + "from e import unrelated\n")
+    from dslint.engine import collect, read_sources
+    from dslint.project import ProjectView
+    from dslint.analysis.rank_taint import ProjectTaint
+    from dslint.analysis.rank_hazards import rank_hazards
+    sources = read_sources(collect([tmp_path], Settings(root=tmp_path)))[0]
+    project = ProjectView(sources, root=tmp_path)
+    by_name = {Path(s.path).name: s for s in sources}
+    taint = ProjectTaint.of(project)
+    assert taint.may_call_rank_helper(by_name["a.py"])
+    assert not taint.may_call_rank_helper(by_name["d.py"])
+    assert [h.code for h in rank_hazards(project, by_name["a.py"])] == ["DSL101"]
+    assert rank_hazards(project, by_name["d.py"]) == []
+    assert "module" not in by_name["d.py"].__dict__      # decided without a libcst parse
