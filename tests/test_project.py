@@ -40,3 +40,13 @@ def main(model, prompts, rank, world):
     report = check_texts({"infer.py": text})
     severities = {f.code: f.severity.value for f in report.findings}
     assert severities.get("DSL104") == "error", [(f.code, f.severity, f.message) for f in report.findings]
+
+
+def test_installed_version_reads_the_same_metadata_as_importlib():
+    from importlib.metadata import version
+
+    from dslint.project import installed_version
+
+    for name in ("deepspeed", "libcst", "pydantic", "typer", "pytest"):
+        assert installed_version(name) == version(name), name
+    assert installed_version("no-such-distribution-dslint") is None
