@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import json
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from dslint.findings import Severity
+from dslint.findings import Severity, dump_json
 
 
 class ConfigFileError(ValueError):
@@ -62,24 +61,24 @@ def _world_size(where: str, value: Any) -> Optional[int]:
     return number
 
 
-def _fail_level(where: str, value: Any) -> Severity:
-    try:
-        return Severity(value)
-    except ValueError:
-        raise SettingsError(where, f"expected 'warning' or 'error', got {value!r}") from None
+def _converted(convert: Callable[[Any], Any], expected: Callable[[Any], str]) -> Callable[[str, Any], Any]:
+    """A check that converts the value, reporting `expected(value)` where the conversion fails."""
+    def check(where: str, value: Any) -> Any:
+        try:
+            return convert(value)
+        except (TypeError, ValueError):
+            raise SettingsError(where, expected(value)) from None
+    return check
+
+
+_fail_level = _converted(Severity, lambda v: f"expected 'warning' or 'error', got {v!r}")
+_path = _converted(Path, lambda v: f"expected a path, got {_kind(v)}")
 
 
 def _optional_str(where: str, value: Any) -> Optional[str]:
     if value is not None and not isinstance(value, str):
         raise SettingsError(where, f"expected a string, got {_kind(value)}")
     return value
-
-
-def _path(where: str, value: Any) -> Path:
-    try:
-        return Path(value)
-    except TypeError:
-        raise SettingsError(where, f"expected a path, got {_kind(value)}") from None
 
 
 def _kind(value: Any) -> str:
@@ -162,7 +161,7 @@ class Settings:
 
     def model_dump_json(self, *, exclude: Optional[set[str]] = None) -> str:
         """Compact JSON by field name, `root` never included: the result cache keys on it (engine.py)."""
-        return json.dumps(self.model_dump(mode="json", exclude=exclude), ensure_ascii=False, separators=(",", ":"))
+        return dump_json(self.model_dump(mode="json", exclude=exclude))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Settings):

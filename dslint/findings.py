@@ -36,6 +36,13 @@ def _dump(value: Any, json_mode: bool) -> Any:
     return value
 
 
+def dump_json(data: Any, indent: Optional[int] = None) -> str:
+    """JSON as pydantic's `model_dump_json` writes it: UTF-8 unescaped, compact unless indented."""
+    if indent is None:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(data, ensure_ascii=False, indent=indent)
+
+
 def _check_choice(owner: str, name: str, value: Any, choices: tuple) -> None:
     if value not in choices:
         raise ValueError(f"{owner}.{name}: {value!r} is not one of {', '.join(map(repr, choices))}")
@@ -58,10 +65,7 @@ class _Model:
                 if not exclude or f.name not in exclude}
 
     def model_dump_json(self, *, indent: Optional[int] = None, exclude: Optional[set[str]] = None) -> str:
-        data = self.model_dump(mode="json", exclude=exclude)
-        if indent is None:
-            return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        return json.dumps(data, ensure_ascii=False, indent=indent)
+        return dump_json(self.model_dump(mode="json", exclude=exclude), indent)
 
     @classmethod
     def model_validate(cls, data: Any):
