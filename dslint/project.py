@@ -25,7 +25,8 @@ _CONFIG_KEYWORDS = {"config", "config_params", "deepspeed", "deepspeed_config", 
 _CONFIG_CALLS = ("deepspeed.initialize", "deepspeed.init_inference", "TrainingArguments", "Seq2SeqTrainingArguments",
                  "HfDeepSpeedConfig", "DeepSpeedPlugin", "HfTrainerDeepSpeedConfig")
 
-_CONFIG_WORDS = frozenset(c.rsplit(".", 1)[-1] for c in _CONFIG_CALLS)
+_CONFIG_SUFFIXES = tuple("." + c for c in _CONFIG_CALLS)
+_CONFIG_KEYWORD_TEXT = re.compile(r"\b(%s)\s*=(?!=)" % "|".join(sorted(_CONFIG_KEYWORDS)))
 _CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`
 
 
@@ -188,8 +189,14 @@ class ProjectView:
         from dslint.literals import UNKNOWN, literal_value
         # a resolved callee's last name is written in the file (at the call or in its import): files that
         # name none of the calls are not parsed
-        if not src.may_call(_CONFIG_WORDS) and not (
-                "add_argument" in src.text and _CONFIG_FLAG.search(src.text)):
+        # the outline has every call's resolved callee: parse only a file that makes one of these calls with a
+        # config keyword written in it, or declares an argparse flag for a config
+        outline = src.outline
+        if outline is None:
+            return
+        configs = _CONFIG_KEYWORD_TEXT.search(src.text) is not None and any(
+            c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls)
+        if not configs and not (outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text)):
             return
         facts = src.facts
         for call in facts.calls:

@@ -48,10 +48,10 @@ def no_prefilters(monkeypatch):
     """Every project scan reads every file: what the pre-filters must not change."""
     from dslint.analysis import model_facts
     monkeypatch.setattr(PythonSource, "may_call", lambda self, names: True)
-    monkeypatch.setattr(model_facts, "_module_class_files", lambda project: list(project.python))
     monkeypatch.setattr(model_facts, "_FREEZE_TEXT", re.compile(""))
     import dslint.project as project
     monkeypatch.setattr(project, "_CONFIG_FLAG", re.compile(""))
+    monkeypatch.setattr(project, "_CONFIG_KEYWORD_TEXT", re.compile(""))
     from dslint.analysis.rank_taint import ProjectTaint
     monkeypatch.setattr(ProjectTaint, "may_call_rank_helper", lambda self, src: True)
     monkeypatch.setattr(ProjectTaint, "_files_calling", lambda self, name: list(self.project.python))

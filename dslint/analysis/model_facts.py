@@ -11,6 +11,7 @@ that is how multimodal models split creation and use over several classes.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.values import memo
-from dslint.facts import ClassInfo, FileFacts, dotted_name
-from dslint.literals import literal_value
+from dslint.facts import ClassInfo
+from dslint.literals import UNKNOWN
+from dslint.outline import ClassOutline, Outline, _dotted
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
@@ -40,25 +42,39 @@ class ModuleAttr:
     owner: "ModuleClass"
     name: str
     kind: str                      # "parameter" | "module"
-    statement: cst.CSTNode         # the assignment, for reporting
     method: str
+    index: int                     # position of the assignment among `_statements` of the method
+    line: int
     frozen_at_creation: bool = False
     ctor: str = ""                 # short name of what was called to create it
+
+    @property
+    def statement(self) -> cst.CSTNode:
+        """The creating statement in the libcst tree, for reporting (parses the file on first use)."""
+        method = self.owner.info.methods[self.method]
+        for index, stmt in enumerate(_statements(method.node)):
+            if index == self.index:
+                return stmt
+        raise LookupError(f"{self.owner.qualname}.{self.method}: statement {self.index} not found")
 
 
 @dataclass(eq=False)
 class ModuleClass:
+    """A module class, found on the outlines; its libcst `info` is looked up (and the file parsed) only when a
+    rule reads the class's syntax."""
     src: PythonSource
-    info: ClassInfo
+    name: str
+    qualname: str
     bases: list[str]
+    methods: frozenset = frozenset()                               # names of the methods it defines
     project_bases: list["ModuleClass"] = field(default_factory=list)
     external_bases: list[str] = field(default_factory=list)
     attrs: dict[str, ModuleAttr] = field(default_factory=dict)
     created_classes: set[str] = field(default_factory=set)      # short names of classes its methods construct
 
     @property
-    def name(self) -> str:
-        return self.info.name
+    def info(self) -> ClassInfo:
+        return self.src.facts.classes[self.qualname]
 
     def mro(self) -> list["ModuleClass"]:
         out: list[ModuleClass] = []
@@ -72,16 +88,17 @@ class ModuleClass:
 
     def find_method(self, name: str):
         for cls in self.mro():
-            if name in cls.info.methods:
+            if name in cls.methods:
                 return cls, cls.info.methods[name]
         return None
 
 
 @dataclass
 class Freezing:
-    frozen: dict[str, list[cst.CSTNode]] = field(default_factory=dict)     # attr name → freeze statements
-    unfrozen: dict[str, list[cst.CSTNode]] = field(default_factory=dict)
-    freeze_all: list[cst.CSTNode] = field(default_factory=list)
+    """Freeze/unfreeze statements as (file, line), by the attribute they name."""
+    frozen: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    unfrozen: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    freeze_all: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -139,142 +156,16 @@ def _is_moduleish(base: str) -> bool:
     return last in ("Module", "PreTrainedModel", "MoE")
 
 
-def _self_attr(target: cst.BaseExpression) -> Optional[str]:
-    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-        return target.attr.value
-    return None
-
-
-def _classify(facts: FileFacts, value: cst.BaseExpression, project_names: set[str]) -> Optional[tuple[str, bool]]:
-    """(kind, frozen) for the right-hand side of `self.x = …`, None when it creates nothing trainable."""
-    if not isinstance(value, cst.Call):
-        return None
-    callee = facts.resolve_expr(value.func) or ""
-    last = callee.rsplit(".", 1)[-1]
-    if last == "Parameter" and ("nn" in callee or callee == "Parameter"):
-        frozen = any(a.keyword is not None and a.keyword.value == "requires_grad" and literal_value(a.value) is False
-                     for a in value.args)
-        return "parameter", frozen
-    if callee.startswith("torch.nn.") or callee.startswith("nn."):
-        if last in PARAMETERLESS or last == "Buffer" or not last[:1].isupper():
-            return None
-        return "module", False
-    if last in project_names or last == "MoE" or callee.endswith("from_pretrained"):
-        return "module", False
-    if last.startswith(("build_", "make_", "create_")):
-        return "module", False
-    return None
-
-
-def _chain_attrs(expr: cst.BaseExpression) -> list[str]:
-    """Attribute names along `a.b().c.d` (['b', 'c', 'd'])."""
-    out = []
-    while True:
-        if isinstance(expr, cst.Attribute):
-            out.append(expr.attr.value)
-            expr = expr.value
-        elif isinstance(expr, cst.Call):
-            expr = expr.func
-        elif isinstance(expr, cst.Subscript):
-            expr = expr.value
-        else:
-            break
-    return list(reversed(out))
-
-
-class _FreezeCollector:
-    """Freeze/unfreeze statements, by the attribute they name (name-based across the run)."""
-
-    def __init__(self, out: Freezing) -> None:
-        self.out = out
-        self.loops: list[tuple[str, list[str]]] = []     # (loop variable, attrs of the iterated module)
-        self.conditional = 0
-
-    def run(self, module: cst.Module) -> None:
-        from dslint.cstwalk import walk_events
-        for node, entering in walk_events(module):
-            kind = type(node)
-            # a freeze under `if args.freeze_backbone:` describes one configuration, not the model
-            if kind is cst.If or kind is cst.IfExp:
-                self.conditional += 1 if entering else -1
-            elif kind is cst.For:
-                if entering:
-                    self.visit_For(node)
-                else:
-                    self.loops.pop()
-            elif entering and kind is cst.Assign:
-                self.visit_Assign(node)
-            elif entering and kind is cst.Call:
-                self.visit_Call(node)
-
-    def _record(self, attrs: list[str], flag: object, node: cst.CSTNode, whole: bool = False) -> None:
-        """`whole`: the statement acts on a module's parameters (requires_grad_(), a parameters() loop), so an
-        empty attribute chain (`model.requires_grad_(False)`) means the whole model."""
-        if self.conditional and flag is False:
-            return
-        attrs = [a for a in attrs if a not in ("parameters", "named_parameters", "module", "get_model", "model",
-                                               "requires_grad", "requires_grad_", "weight", "bias", "base_model")]
-        if flag is not True and flag is not False:
-            return
-        if not attrs:
-            if flag is False and whole:
-                self.out.freeze_all.append(node)
-            return
-        target = self.out.frozen if flag is False else self.out.unfrozen
-        for attr in attrs:
-            target.setdefault(attr, []).append(node)
-
-    def visit_For(self, node: cst.For) -> None:
-        it = node.iter
-        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and \
-                it.func.attr.value in ("parameters", "named_parameters") and isinstance(node.target, (cst.Name, cst.Tuple)):
-            var = node.target.value if isinstance(node.target, cst.Name) else \
-                next((e.value.value for e in reversed(node.target.elements) if isinstance(e.value, cst.Name)), "")
-            self.loops.append((var, _chain_attrs(it.func.value)))
-        else:
-            self.loops.append(("", []))
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for t in node.targets:
-            tgt = t.target
-            if isinstance(tgt, cst.Attribute) and tgt.attr.value == "requires_grad":
-                flag = literal_value(node.value)
-                if isinstance(tgt.value, cst.Name):
-                    loop = next((l for l in reversed(self.loops) if l[0] == tgt.value.value), None)
-                    if loop is not None:
-                        self._record(loop[1], flag, node, whole=True)
-                        continue
-                self._record(_chain_attrs(tgt.value), flag, node)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_":
-            flag = literal_value(node.args[0].value) if node.args else True
-            root = func.value
-            while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)):
-                root = root.func if isinstance(root, cst.Call) else root.value
-            whole = not (isinstance(root, cst.Name) and root.value == "self")
-            self._record(_chain_attrs(func.value), flag, node, whole=whole)
-        name = dotted_name(func) or ""
-        if name.rsplit(".", 1)[-1] in ("get_peft_model", "prepare_model_for_kbit_training", "freeze_model"):
-            self.out.freeze_all.append(node)
-
-
-# what `_FreezeCollector` records: `x.requires_grad = …`, `requires_grad_(…)` and the freezing helpers
-_FREEZE_TEXT = re.compile(r"\.requires_grad\s*=(?!=)|requires_grad_\s*\(|get_peft_model|prepare_model_for_kbit_training|"
-                          r"freeze_model")
-
-
-def _module_class_files(project: "ProjectView") -> list[PythonSource]:
-    """Files that define an nn.Module-like class or a mixin of one: the fixed points of `_build` computed on
-    the outlines (same names, same resolved bases), so that only these files are parsed with libcst."""
-    infos = [(src, c) for src in project.python for c in src.outline.classes.values()]
+def _module_like(project: "ProjectView") -> list[tuple[PythonSource, ClassOutline]]:
+    """Classes that are nn.Module-like (a base is one, possibly another checked class) or a mixin of one,
+    found on the outlines (same names and resolved bases as the libcst facts)."""
+    infos = [(src, c) for src in project.python if src.outline is not None for c in src.outline.classes.values()]
     short: dict[str, list] = {}
     for src, c in infos:
         short.setdefault(c.name, []).append(c)
-    module_like: dict[int, list[str]] = {}
+    module_like: set[int] = set()
     changed = True
-    while changed:
+    while changed:      # a class is a module when a base is one (possibly another checked class)
         changed = False
         for src, c in infos:
             if id(c) in module_like:
@@ -282,55 +173,28 @@ def _module_class_files(project: "ProjectView") -> list[PythonSource]:
             bases = [b for b in c.bases if b]
             if any(id(i) in module_like for b in bases for i in short.get(b.rsplit(".", 1)[-1], ())) \
                     or any(_is_moduleish(b) for b in bases):
-                module_like[id(c)] = bases
-                changed = True
-    changed = True
-    while changed:
-        changed = False
-        wanted = {b.rsplit(".", 1)[-1] for bases in module_like.values() for b in bases}
-        for src, c in infos:
-            if id(c) not in module_like and c.name in wanted:
-                module_like[id(c)] = [b for b in c.bases if b]
-                changed = True
-    files: dict[int, PythonSource] = {}
-    for src, c in infos:
-        if id(c) in module_like:
-            files.setdefault(id(src), src)
-    return list(files.values())
-
-
-def _build(project: "ProjectView") -> ModelFacts:
-    infos: list[tuple[PythonSource, ClassInfo]] = [(src, info) for src in _module_class_files(project)
-                                                  for info in src.facts.classes.values()]
-    short = {}
-    for src, info in infos:
-        short.setdefault(info.name, []).append((src, info))
-    module_like: dict[int, ModuleClass] = {}
-    changed = True
-    while changed:      # a class is a module when a base is one (possibly another checked class)
-        changed = False
-        for src, info in infos:
-            if id(info) in module_like:
-                continue
-            bases = [b for b in info.bases if b]
-            proj = [module_like[id(i)] for b in bases for s, i in short.get(b.rsplit(".", 1)[-1], [])
-                    if id(i) in module_like]
-            if proj or any(_is_moduleish(b) for b in bases):
-                module_like[id(info)] = ModuleClass(src, info, bases)
+                module_like.add(id(c))
                 changed = True
     changed = True
     while changed:      # mixins of module classes (LLaVA's LlavaMetaModel) create and use module attributes too
         changed = False
-        wanted = {b.rsplit(".", 1)[-1] for m in module_like.values() for b in m.bases if b}
-        for src, info in infos:
-            if id(info) not in module_like and info.name in wanted:
-                module_like[id(info)] = ModuleClass(src, info, [b for b in info.bases if b])
+        wanted = {b.rsplit(".", 1)[-1] for src, c in infos if id(c) in module_like for b in c.bases if b}
+        for src, c in infos:
+            if id(c) not in module_like and c.name in wanted:
+                module_like.add(id(c))
                 changed = True
-    classes = list(module_like.values())
+    return [(src, c) for src, c in infos if id(c) in module_like]
+
+
+def _build(project: "ProjectView") -> ModelFacts:
+    """From CPython's `ast` (about 10x cheaper than libcst): only files that define module classes or freeze
+    parameters are re-read, and none is parsed with libcst here."""
+    classes = [ModuleClass(src, c.name, c.qualname, [b for b in c.bases if b]) for src, c in _module_like(project)]
     by_name: dict[str, list[ModuleClass]] = {}
     for cls in classes:
         by_name.setdefault(cls.name, []).append(cls)
     names = set(by_name)
+    trees: dict[int, tuple[dict, list[str]]] = {}
     for cls in classes:
         for b in cls.bases:
             hits = by_name.get(b.rsplit(".", 1)[-1], [])
@@ -338,26 +202,36 @@ def _build(project: "ProjectView") -> ModelFacts:
                 cls.project_bases.extend(h for h in hits if h is not cls)
             elif not b.endswith(("torch.nn.Module", "nn.Module")) and b not in ("object", "ABC", "abc.ABC"):
                 cls.external_bases.append(b)
-        for mname, method in cls.info.methods.items():
-            cls.created_classes |= {c.attr for c in method.calls if c.attr} & names
-            for stmt in _statements(method.node):
-                for target, value in _assignments_of(stmt):
+        if id(cls.src) not in trees:
+            tree = compile(cls.src.text, cls.src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+            trees[id(cls.src)] = (_class_defs(tree), cls.src.text.split("\n"))
+        defs, lines = trees[id(cls.src)]
+        outline = cls.src.outline
+        methods = _methods(defs[cls.qualname])
+        cls.methods = frozenset(methods)
+        for mname, fn in methods.items():
+            cls.created_classes |= {(outline.resolve(_dotted(c.func)) or "").rsplit(".", 1)[-1]
+                                    for c in _own_calls(fn)} & names
+            for index, stmt in enumerate(_ast_statements(fn, lines)):
+                for target, value in _ast_assignments(stmt):
                     attr = _self_attr(target)
                     if attr is None:
                         continue
-                    kind = _classify(cls.src.facts, value, names)
+                    kind = _classify(outline, value, names)
                     if kind is not None and attr not in cls.attrs:
-                        ctor = (dotted_name(value.func) or "").rsplit(".", 1)[-1] if isinstance(value, cst.Call) else ""
-                        cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], stmt, mname, kind[1], ctor)
-                if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
+                        ctor = (_dotted(value.func) or "").rsplit(".", 1)[-1]
+                        cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], mname, index, stmt.lineno, kind[1], ctor)
+                if type(stmt) is ast.Expr and type(stmt.value) is ast.Call:
                     call = stmt.value
-                    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "register_parameter" \
-                            and len(call.args) >= 2:
-                        attr = literal_value(call.args[0].value)
+                    args = _ordered_args(call)
+                    if isinstance(call.func, ast.Attribute) and call.func.attr == "register_parameter" \
+                            and len(args) >= 2:
+                        attr = _literal(args[0])
                         if isinstance(attr, str) and attr not in cls.attrs:
-                            kind = _classify(cls.src.facts, call.args[1].value, names)
+                            kind = _classify(outline, args[1], names)
                             if kind is not None:
-                                cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], stmt, mname, kind[1])
+                                cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], mname, index, stmt.lineno, kind[1])
+    trees.clear()
     # a checked class that creates nothing trainable (an op wrapper) is not a trainable submodule
     changed = True
     while changed:
@@ -370,11 +244,253 @@ def _build(project: "ProjectView") -> ModelFacts:
                     del cls.attrs[name]
                     changed = True
     freezing = Freezing()
-    collector = _FreezeCollector(freezing)
     for src in project.python:
-        if _FREEZE_TEXT.search(src.text):
-            collector.run(src.module)
+        if src.outline is not None and _FREEZE_TEXT.search(src.text):
+            tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+            _FreezeCollector(freezing, src.path).visit(tree)
     return ModelFacts(classes, by_name, freezing)
+
+
+# --- CPython ast helpers: the same facts as the libcst passes they replaced (tests/test_model_facts.py) ----
+
+_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_SCOPE_BLOCKS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+def _class_defs(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    """Class definitions by qualified name (the outline's names: functions and classes make scopes)."""
+    out: dict[str, ast.ClassDef] = {}
+    stack: list[tuple[ast.AST, tuple]] = [(tree, ())]
+    while stack:
+        node, scopes = stack.pop()
+        if isinstance(node, _DEFS):
+            scopes = (*scopes, node.name)
+            if type(node) is ast.ClassDef:
+                out[".".join(scopes)] = node
+        kids = [k for name in _SCOPE_BLOCKS for k in getattr(node, name, None) or ()]
+        stack.extend((k, scopes) for k in reversed(kids))
+    return out
+
+
+def _methods(node: ast.ClassDef) -> dict[str, ast.AST]:
+    """Functions defined directly in the class's scope (inside `if`/`try` blocks too); the last one of a name."""
+    out: dict[str, ast.AST] = {}
+    todo = list(reversed(node.body))
+    while todo:
+        stmt = todo.pop()
+        if type(stmt) in (ast.FunctionDef, ast.AsyncFunctionDef):
+            out[stmt.name] = stmt
+        elif type(stmt) is not ast.ClassDef:
+            todo.extend(reversed([k for name in _SCOPE_BLOCKS for k in getattr(stmt, name, None) or ()]))
+    return out
+
+
+def _own_calls(fn: ast.AST):
+    """Calls of a function (its decorators and defaults included), not of the functions nested in it."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef)
+    todo = [*fn.decorator_list, fn.args, *([fn.returns] if fn.returns else []),
+            *(s for s in fn.body if type(s) not in nested)]
+    while todo:
+        node = todo.pop()
+        if type(node) is ast.Call:
+            yield node
+        for child in ast.iter_child_nodes(node):
+            if type(child) not in nested:
+                todo.append(child)
+
+
+def _indented(block: list, lines: list[str]) -> bool:
+    """libcst's IndentedBlock (a suite on its own lines), not a `x: stmt` on the header's line."""
+    if not block:
+        return False
+    first = block[0]
+    return not lines[first.lineno - 1].encode()[: first.col_offset].strip()
+
+
+def _ast_blocks(stmt: ast.stmt, lines: list[str]):
+    """The nested statement lists of a compound statement, in `_blocks`' order (body, else/elif chain,
+    handlers, finally)."""
+    kind = type(stmt)
+    if kind is ast.Match:
+        return
+    yield stmt.body
+    if kind is ast.If:
+        orelse = stmt.orelse
+        while len(orelse) == 1 and type(orelse[0]) is ast.If and \
+                lines[orelse[0].lineno - 1].encode()[orelse[0].col_offset:].startswith(b"elif"):
+            yield orelse[0].body
+            orelse = orelse[0].orelse
+        if orelse:
+            yield orelse
+        return
+    if getattr(stmt, "orelse", None):
+        yield stmt.orelse
+    for handler in getattr(stmt, "handlers", ()) or ():
+        yield handler.body
+    if getattr(stmt, "finalbody", None):
+        yield stmt.finalbody
+
+
+def _ast_statements(fn: ast.AST, lines: list[str]):
+    """`_statements` on the ast: simple statements of the body, nested blocks breadth-first, no nested defs."""
+    todo = list(fn.body) if _indented(fn.body, lines) else []
+    position = 0
+    while position < len(todo):
+        stmt = todo[position]
+        position += 1
+        if not isinstance(stmt, _COMPOUND):
+            yield stmt
+        elif not isinstance(stmt, _DEFS):
+            for block in _ast_blocks(stmt, lines):
+                if _indented(block, lines):
+                    todo.extend(block)
+
+
+def _ast_assignments(stmt: ast.stmt):
+    if type(stmt) is ast.Assign:
+        for target in stmt.targets:
+            yield target, stmt.value
+    elif type(stmt) is ast.AnnAssign and stmt.value is not None:
+        yield stmt.target, stmt.value
+
+
+def _self_attr(target: ast.expr) -> Optional[str]:
+    if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == "self":
+        return target.attr
+    return None
+
+
+def _literal(expr: Optional[ast.expr]) -> object:
+    """`literal_value` for the scalars read here: True/False/None, numbers, str."""
+    if type(expr) is ast.Constant and not isinstance(expr.value, bytes):
+        return expr.value
+    return UNKNOWN
+
+
+def _ordered_args(call: ast.Call) -> list[ast.expr]:
+    """Argument values in source order, keywords included (libcst's `Call.args`)."""
+    items = [(a.lineno, a.col_offset, a) for a in call.args] + \
+        [(k.lineno, k.col_offset, k.value) for k in call.keywords]
+    return [a for _, _, a in sorted(items, key=lambda t: t[:2])]
+
+
+def _classify(outline: Outline, value: ast.expr, project_names: set[str]) -> Optional[tuple[str, bool]]:
+    """(kind, frozen) for the right-hand side of `self.x = …`, None when it creates nothing trainable."""
+    if type(value) is not ast.Call:
+        return None
+    callee = outline.resolve(_dotted(value.func)) or ""
+    last = callee.rsplit(".", 1)[-1]
+    if last == "Parameter" and ("nn" in callee or callee == "Parameter"):
+        frozen = any(k.arg == "requires_grad" and _literal(k.value) is False for k in value.keywords)
+        return "parameter", frozen
+    if callee.startswith("torch.nn.") or callee.startswith("nn."):
+        if last in PARAMETERLESS or last == "Buffer" or not last[:1].isupper():
+            return None
+        return "module", False
+    if last in project_names or last == "MoE" or callee.endswith("from_pretrained"):
+        return "module", False
+    if last.startswith(("build_", "make_", "create_")):
+        return "module", False
+    return None
+
+
+def _chain_attrs(expr: ast.expr) -> list[str]:
+    """Attribute names along `a.b().c.d` (['b', 'c', 'd'])."""
+    out = []
+    while True:
+        kind = type(expr)
+        if kind is ast.Attribute:
+            out.append(expr.attr)
+            expr = expr.value
+        elif kind is ast.Call:
+            expr = expr.func
+        elif kind is ast.Subscript:
+            expr = expr.value
+        else:
+            break
+    return list(reversed(out))
+
+
+class _FreezeCollector(ast.NodeVisitor):
+    """Freeze/unfreeze statements, by the attribute they name (name-based across the run)."""
+
+    def __init__(self, out: Freezing, path: str) -> None:
+        self.out = out
+        self.path = path
+        self.loops: list[tuple[str, list[str]]] = []     # (loop variable, attrs of the iterated module)
+        self.conditional = 0
+
+    def _record(self, attrs: list[str], flag: object, node: ast.AST, whole: bool = False) -> None:
+        """`whole`: the statement acts on a module's parameters (requires_grad_(), a parameters() loop), so an
+        empty attribute chain (`model.requires_grad_(False)`) means the whole model."""
+        if self.conditional and flag is False:
+            return
+        attrs = [a for a in attrs if a not in ("parameters", "named_parameters", "module", "get_model", "model",
+                                               "requires_grad", "requires_grad_", "weight", "bias", "base_model")]
+        if flag is not True and flag is not False:
+            return
+        where = (self.path, node.lineno)
+        if not attrs:
+            if flag is False and whole:
+                self.out.freeze_all.append(where)
+            return
+        target = self.out.frozen if flag is False else self.out.unfrozen
+        for attr in attrs:
+            target.setdefault(attr, []).append(where)
+
+    # a freeze under `if args.freeze_backbone:` describes one configuration, not the model
+    def visit_If(self, node: ast.AST) -> None:
+        self.conditional += 1
+        self.generic_visit(node)
+        self.conditional -= 1
+
+    visit_IfExp = visit_If
+
+    def visit_For(self, node: ast.For) -> None:
+        it = node.iter
+        if type(it) is ast.Call and type(it.func) is ast.Attribute and \
+                it.func.attr in ("parameters", "named_parameters") and type(node.target) in (ast.Name, ast.Tuple):
+            var = node.target.id if type(node.target) is ast.Name else \
+                next((e.id for e in reversed(node.target.elts) if type(e) is ast.Name), "")
+            self.loops.append((var, _chain_attrs(it.func.value)))
+        else:
+            self.loops.append(("", []))
+        self.generic_visit(node)
+        self.loops.pop()
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for tgt in node.targets:
+            if type(tgt) is ast.Attribute and tgt.attr == "requires_grad":
+                flag = _literal(node.value)
+                if type(tgt.value) is ast.Name:
+                    loop = next((l for l in reversed(self.loops) if l[0] == tgt.value.id), None)
+                    if loop is not None:
+                        self._record(loop[1], flag, node, whole=True)
+                        continue
+                self._record(_chain_attrs(tgt.value), flag, node)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if type(func) is ast.Attribute and func.attr == "requires_grad_":
+            args = _ordered_args(node)
+            flag = _literal(args[0]) if args else True
+            root = func.value
+            while type(root) in (ast.Attribute, ast.Call, ast.Subscript):
+                root = root.func if type(root) is ast.Call else root.value
+            whole = not (type(root) is ast.Name and root.id == "self")
+            self._record(_chain_attrs(func.value), flag, node, whole=whole)
+        name = _dotted(func) or ""
+        if name.rsplit(".", 1)[-1] in ("get_peft_model", "prepare_model_for_kbit_training", "freeze_model"):
+            self.out.freeze_all.append((self.path, node.lineno))
+        self.generic_visit(node)
+
+
+# what `_FreezeCollector` records: `x.requires_grad = …`, `requires_grad_(…)` and the freezing helpers
+_FREEZE_TEXT = re.compile(r"\.requires_grad\s*=(?!=)|requires_grad_\s*\(|get_peft_model|prepare_model_for_kbit_training|"
+                          r"freeze_model")
 
 
 def _statements(fn: cst.FunctionDef):
@@ -411,14 +527,6 @@ def _blocks(stmt: cst.BaseCompoundStatement):
     final = getattr(stmt, "finalbody", None)
     if final is not None and isinstance(final.body, cst.IndentedBlock):
         yield list(final.body.body)
-
-
-def _assignments_of(stmt: cst.BaseSmallStatement):
-    if isinstance(stmt, cst.Assign):
-        for t in stmt.targets:
-            yield t.target, stmt.value
-    elif isinstance(stmt, cst.AnnAssign) and stmt.value is not None:
-        yield stmt.target, stmt.value
 
 
 def model_facts(project: "ProjectView") -> ModelFacts:
