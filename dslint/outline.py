@@ -63,7 +63,7 @@ class Outline:
         return f"{target}.{rest}" if rest else target
 
 
-def _dotted(expr: ast.expr) -> Optional[str]:
+def dotted_name(expr: ast.expr) -> Optional[str]:
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)
@@ -116,7 +116,7 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
         after: list = []
         if kind is ast.ClassDef:
             qual = ".".join((*scopes, node.name))
-            out.classes[qual] = ClassOutline(node.name, qual, [out.resolve(_dotted(b)) or "" for b in node.bases])
+            out.classes[qual] = ClassOutline(node.name, qual, [out.resolve(dotted_name(b)) or "" for b in node.bases])
             scopes = (*scopes, node.name)
             after = [*node.bases, *(k.value for k in node.keywords), *node.decorator_list]
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
@@ -150,7 +150,7 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
 def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
     for node in ast.walk(expr):
         if type(node) is ast.Call:
-            calls.append((out.resolve(_dotted(node.func)), scope))
+            calls.append((out.resolve(dotted_name(node.func)), scope))
 
 
 def outline_of(text: str, filename: str, package: str = "") -> Optional[Outline]:

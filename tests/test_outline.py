@@ -3,7 +3,6 @@ whole-project scans never change a result (they only decide which files are pars
 
 import re
 from collections import Counter
-import shutil
 from pathlib import Path
 
 import pytest

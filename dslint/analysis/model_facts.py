@@ -21,7 +21,7 @@ import libcst as cst
 from dslint.analysis.values import memo
 from dslint.facts import ClassInfo
 from dslint.literals import UNKNOWN
-from dslint.outline import ClassOutline, Outline, _dotted
+from dslint.outline import ClassOutline, Outline, dotted_name
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def _build(project: "ProjectView") -> ModelFacts:
         methods = _methods(defs[cls.qualname])
         cls.methods = frozenset(methods)
         for mname, fn in methods.items():
-            cls.created_classes |= {(outline.resolve(_dotted(c.func)) or "").rsplit(".", 1)[-1]
+            cls.created_classes |= {(outline.resolve(dotted_name(c.func)) or "").rsplit(".", 1)[-1]
                                     for c in _own_calls(fn)} & names
             for index, stmt in enumerate(_ast_statements(fn, lines)):
                 for target, value in _ast_assignments(stmt):
@@ -219,7 +219,7 @@ def _build(project: "ProjectView") -> ModelFacts:
                         continue
                     kind = _classify(outline, value, names)
                     if kind is not None and attr not in cls.attrs:
-                        ctor = (_dotted(value.func) or "").rsplit(".", 1)[-1]
+                        ctor = (dotted_name(value.func) or "").rsplit(".", 1)[-1]
                         cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], mname, index, stmt.lineno, kind[1], ctor)
                 if type(stmt) is ast.Expr and type(stmt.value) is ast.Call:
                     call = stmt.value
@@ -380,7 +380,7 @@ def _classify(outline: Outline, value: ast.expr, project_names: set[str]) -> Opt
     """(kind, frozen) for the right-hand side of `self.x = …`, None when it creates nothing trainable."""
     if type(value) is not ast.Call:
         return None
-    callee = outline.resolve(_dotted(value.func)) or ""
+    callee = outline.resolve(dotted_name(value.func)) or ""
     last = callee.rsplit(".", 1)[-1]
     if last == "Parameter" and ("nn" in callee or callee == "Parameter"):
         frozen = any(k.arg == "requires_grad" and _literal(k.value) is False for k in value.keywords)
@@ -482,7 +482,7 @@ class _FreezeCollector(ast.NodeVisitor):
                 root = root.func if type(root) is ast.Call else root.value
             whole = not (type(root) is ast.Name and root.id == "self")
             self._record(_chain_attrs(func.value), flag, node, whole=whole)
-        name = _dotted(func) or ""
+        name = dotted_name(func) or ""
         if name.rsplit(".", 1)[-1] in ("get_peft_model", "prepare_model_for_kbit_training", "freeze_model"):
             self.out.freeze_all.append((self.path, node.lineno))
         self.generic_visit(node)
