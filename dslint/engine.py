@@ -37,6 +37,11 @@ def _analyse_chunk(indices: list[int]):
     return [(i, *checker._results_for(sources[i], project)) for i in indices]
 
 
+def _outline_chunk(indices: list[int]):
+    sources = _WORK[1]
+    return [(i, sources[i].outline) for i in indices]
+
+
 @dataclass
 class Inputs:
     files: list[tuple[Path, bool]] = field(default_factory=list)   # (path, given explicitly)
@@ -235,9 +240,10 @@ class Checker:
             return
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
-        self._prepare(project)
         global _WORK
         _WORK = (self, sources, project)
+        self._outlines(sources, jobs, mp)
+        self._prepare(project)
         chunks = _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs * CHUNKS_PER_JOB)
         chunks = [c for c in chunks if c]
         done = 0
@@ -255,6 +261,25 @@ class Checker:
                     yield (i, *self._results_for(sources[i], project))
         finally:
             _WORK = None
+
+    @staticmethod
+    def _outlines(sources: list[AnySource], jobs: int, mp) -> None:
+        """Every Python file's outline, built by forked workers (CPython's parse of the whole tree is the first
+        thing the project analyses need, and outlines pickle cheaply). Should a worker fail, the outlines
+        it did not return are built where they are needed."""
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+        todo = [i for i, s in enumerate(sources) if isinstance(s, PythonSource) and "outline" not in s.__dict__]
+        if len(todo) < PARALLEL_MIN_FILES:
+            return
+        chunks = [c for c in _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs) if c]
+        try:
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
+                for part in pool.map(_outline_chunk, chunks):
+                    for i, outline in part:
+                        sources[i].__dict__["outline"] = outline
+        except BrokenProcessPool:
+            pass
 
     def _prepare(self, project: ProjectView) -> None:
         """Run the families' whole-project analyses once here, so that forked workers inherit them instead of

@@ -33,6 +33,10 @@ class Outline:
     # every call as `FileFacts.calls` has it: (callee resolved through the imports seen so far, qualified name
     # of the enclosing function or MODULE_SCOPE)
     calls: list[tuple[Optional[str], str]] = field(default_factory=list)
+    # for each call, in the order of `calls`, the names `CollectiveSites` classifies it by: (last name of the
+    # callee, whether it is an attribute, `_tail` of its owner, `_tail` of the owner's owner) -- None where
+    # libcst's helpers give None
+    shapes: list[tuple[Optional[str], bool, Optional[str], Optional[str]]] = field(default_factory=list)
 
     @property
     def call_attrs(self) -> "Counter[str]":
@@ -148,9 +152,28 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
 
 
 def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
+    shapes = out.shapes
     for node in ast.walk(expr):
         if type(node) is ast.Call:
-            calls.append((out.resolve(dotted_name(node.func)), scope))
+            func = node.func
+            calls.append((out.resolve(dotted_name(func)), scope))
+            if type(func) is ast.Attribute:
+                owner = func.value
+                shapes.append((func.attr, True, tail(owner),
+                               tail(owner.value) if type(owner) is ast.Attribute else None))
+            else:
+                shapes.append((func.id if type(func) is ast.Name else None, False, None, None))
+
+
+def tail(expr: Optional[ast.expr]) -> Optional[str]:
+    """`collective_sites._tail` on CPython's tree: the last name of `a.b`; through a call, that of the callee's
+    owner (`net.cuda()` → "net", `a.b(x).c()` → "a")."""
+    while type(expr) is ast.Call:
+        func = expr.func
+        expr = func.value if type(func) is ast.Attribute else None
+    if type(expr) is ast.Attribute:
+        return expr.attr
+    return expr.id if type(expr) is ast.Name else None
 
 
 def outline_of(text: str, filename: str, package: str = "") -> Optional[Outline]:

@@ -1,5 +1,6 @@
 """The model facts built on CPython's `ast` agree with the libcst trees the rules read: the same methods,
-created attributes (kind, frozen, constructor, creating statement), constructed classes and freezing
+created attributes (kind, frozen, constructor, creating statement), constructed classes, dynamic attribute
+access (`getattr(self, name)`, `self.children()`, … in the class's code) and freezing
 statements as a libcst pass computes, on the fixtures, dslint itself, the examples and the installed
 deepspeed package."""
 
@@ -165,11 +166,13 @@ def test_ast_model_facts_match_libcst(corpus):
                                                                for c in o.mro()) for o in owners):
                     del reference[id(cls)][name]
                     changed = True
-    attrs = 0
+    attrs = dynamic = 0
     for cls in facts.classes:
         assert cls.methods == set(cls.info.methods), cls.qualname
         expected = {c.attr for m in cls.info.methods.values() for c in m.calls if c.attr} & names
         assert cls.created_classes == expected, cls.qualname
+        assert cls.dynamic == bool(mf._DYNAMIC.search(cst.Module([]).code_for_node(cls.info.node))), cls.qualname
+        dynamic += cls.dynamic
         assert set(cls.attrs) == set(reference[id(cls)]), cls.qualname
         for name, attr in cls.attrs.items():
             kind, frozen, ctor, method, stmt = reference[id(cls)][name]
@@ -182,8 +185,23 @@ def test_ast_model_facts_match_libcst(corpus):
             got = _ast_freezes(facts.freezing, src.path)
             assert got == _CstFreezes(src).run(), src.path
             freezes += len(got)
-    assert len(facts.classes) > (40 if corpus == "own" else 150) and attrs > 30 and freezes > 3, \
-        (len(facts.classes), attrs, freezes)
+    assert len(facts.classes) > (40 if corpus == "own" else 150) and attrs > 30 and freezes > 3 \
+            and dynamic >= (0 if corpus == "own" else 3), \
+        (len(facts.classes), attrs, freezes, dynamic)
+
+
+def test_class_text_is_libcst_code_for_node():
+    """The comments a class owns, as libcst assigns them: those above it at its indentation (not the deeper
+    ones closing the block before it), its decorators, and the deeper comments after its body."""
+    text = ("import torch\n\n\ndef f():\n    x = 1\n    # f's footer: getattr(self, name)\n"
+            "# A's leading: self.children()\n\n@decorate\nclass A(torch.nn.Module):\n    def forward(self):\n"
+            "        return 1\n        # A's footer: vars(self)\n# module: self._modules\nclass B:\n    pass\n")
+    import ast
+    tree = ast.parse(text)
+    defs, lines = mf._class_defs(tree), text.split("\n")
+    facts = PythonSource("m.py", text).facts
+    for qual in ("A", "B"):
+        assert mf._class_text(defs[qual], lines).strip() == cst.Module([]).code_for_node(facts.classes[qual].node).strip()
 
 
 def test_statement_order_follows_libcst_blocks():

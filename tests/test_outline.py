@@ -29,8 +29,29 @@ def test_outline_matches_libcst_facts():
             assert outline.classes[qual].bases == info.bases, (path, qual)
         assert outline.imports == facts.imports, path
         assert Counter(outline.calls) == Counter((c.callee, c.scope) for c in facts.calls), path
+        assert Counter(zip(outline.calls, outline.shapes)) == Counter(
+            ((c.callee, c.scope), _cst_shape(c.node.func)) for c in facts.calls), path
         compared += 1
     assert compared > 100
+
+
+def _cst_shape(func):
+    """What `CollectiveSites._classify` reads of a callee, from the libcst tree."""
+    import libcst as cst
+    from dslint.analysis.collective_sites import _tail
+    if isinstance(func, cst.Attribute):
+        owner = func.value
+        return func.attr.value, True, _tail(owner), _tail(owner.value) if isinstance(owner, cst.Attribute) else None
+    return (func.value if isinstance(func, cst.Name) else None), False, None, None
+
+
+def test_call_shapes_follow_call_chains():
+    text = "a.b(x).c()\nnet.cuda().eval()\nself.engine.module.generate(x)\nf()(y)\nxs[0].step()\n"
+    src = PythonSource("t.py", text)
+    assert Counter(src.outline.shapes) == Counter(_cst_shape(c.node.func) for c in src.facts.calls)
+    assert ("generate", True, "module", "engine") in src.outline.shapes
+    assert ("step", True, None, None) in src.outline.shapes and (None, False, None, None) in src.outline.shapes
+    assert ("c", True, "a", None) in src.outline.shapes
 
 
 def test_may_call_sees_calls_through_aliases_and_not_definitions():
@@ -52,8 +73,17 @@ def no_prefilters(monkeypatch):
     monkeypatch.setattr(project, "_CONFIG_FLAG", re.compile(""))
     monkeypatch.setattr(project, "_CONFIG_KEYWORD_TEXT", re.compile(""))
     from dslint.analysis.rank_taint import ProjectTaint
-    monkeypatch.setattr(ProjectTaint, "may_call_rank_helper", lambda self, src: True)
+    monkeypatch.setattr(ProjectTaint, "may_return_rank", lambda self, src, qual: True)
     monkeypatch.setattr(ProjectTaint, "_files_calling", lambda self, name: list(self.project.python))
+    monkeypatch.setattr(ProjectTaint, "_files_calling_function", lambda self, src, info: list(self.project.python))
+    from dslint.analysis.collective_sites import CollectiveSites
+    monkeypatch.setattr(CollectiveSites, "may_have_sites", lambda self, src: True)
+    monkeypatch.setattr(CollectiveSites, "site_units", property(lambda self: _Everything()))
+
+
+class _Everything:
+    def __contains__(self, item) -> bool:
+        return True
 
 
 def _findings(files: list[Path], options: dict):
@@ -111,8 +141,8 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
     project = ProjectView(sources, root=tmp_path)
     by_name = {Path(s.path).name: s for s in sources}
     taint = ProjectTaint.of(project)
-    assert taint.may_call_rank_helper(by_name["a.py"])
-    assert not taint.may_call_rank_helper(by_name["d.py"])
+    assert taint.may_return_rank(by_name["b.py"], "leader") and taint.may_return_rank(by_name["c.py"], "who")
+    assert not taint.may_return_rank(by_name["e.py"], "unrelated")
     assert [h.code for h in rank_hazards(project, by_name["a.py"])] == ["DSL101"]
     assert rank_hazards(project, by_name["d.py"]) == []
     assert "module" not in by_name["d.py"].__dict__      # decided without a libcst parse

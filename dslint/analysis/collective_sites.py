@@ -24,8 +24,8 @@ import libcst as cst
 
 from dslint.analysis.flow import iter_assigns, iter_calls
 from dslint.analysis.moe_facts import MOE_NAME, TRAINER
-from dslint.analysis.rank_taint import ProjectTaint, code_of
-from dslint.facts import FunctionInfo, dotted_name
+from dslint.analysis.rank_taint import ProjectTaint, _enclosing, code_of
+from dslint.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.literals import literal_value
 from dslint.project import version_tuple
 
@@ -55,6 +55,7 @@ TRAINER_ALWAYS = {"train": "Trainer.train runs DeepSpeed/DDP gradient reductions
                   "evaluate": "Trainer.evaluate gathers predictions and metrics across ranks",
                   "predict": "Trainer.predict gathers predictions across ranks"}
 _INIT_CALLS = ("deepspeed.initialize", "deepspeed.init_inference")
+_MODEL_ROLES = ("engine", "wrapped", "moe")
 
 
 @dataclass
@@ -344,6 +345,9 @@ class CollectiveSites:
             return self._forward_site(src, call, "forward", "forward")
         if last in ("generate", "forward") and owner is not None and self._is_model(owner):
             return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
+        target = self.taint.call_source(src, callee, cls)
+        if target is None or (id(target[0]), target[1]) not in self.site_units:
+            return None             # decided on the outlines: the callee's file is not parsed for it
         hit = self.taint.function_for_call(src, call, callee, cls)
         if hit is not None:
             inner = self.reaches(*hit)
@@ -355,7 +359,7 @@ class CollectiveSites:
     def _is_model(self, expr: cst.BaseExpression) -> bool:
         """`engine`, `model` (wrapped by deepspeed.initialize), an MoE model, or `engine.module`."""
         tail = _tail(expr)
-        if self.role(tail) in ("engine", "wrapped", "moe"):
+        if self.role(tail) in _MODEL_ROLES:
             return True
         return isinstance(expr, cst.Attribute) and tail == "module" and self.role(_tail(expr.value)) == "engine"
 
@@ -401,6 +405,83 @@ class CollectiveSites:
             self._busy.discard(key)
         self._reach[key] = best
         return best
+
+    # --- the same questions on the outlines (CPython's tree): which files and functions can hold a site ------
+    def _direct_site(self, src: "PythonSource", callee: Optional[str], shape) -> bool:
+        """Can `_classify` take a call of this shape for a site without following it into a function? An
+        over-approximation of its tests, on names only."""
+        last, attr, owner_tail, owner_owner_tail = shape
+        if last is None:
+            return False
+        if callee and (callee.startswith(_EXPLICIT_MODULES) and last in EXPLICIT
+                       or callee.startswith("deepspeed") and last == "GatheredParameters"
+                       or callee.startswith("accelerate.") and last in ACCELERATE_FUNCS):
+            return True
+        owner_role = self.role(owner_tail) if attr else None
+        if owner_role == "accelerator" and (last in ACCELERATOR_METHODS or last in ACCELERATOR_Z3) \
+                or owner_role == "trainer" and (last in TRAINER_ALWAYS or last == "save_model") \
+                or owner_role == "engine" and (last in ENGINE_ALWAYS or last in ENGINE_Z3):
+            return True
+        if last in ("save_checkpoint", "load_checkpoint") and attr and "deepspeed" in src.text:
+            return True
+        if self.role(last) in _MODEL_ROLES or attr and last == "module" and owner_role == "engine":
+            return True
+        return last in ("generate", "forward") and attr and (
+            owner_role in _MODEL_ROLES or owner_tail == "module" and self.role(owner_owner_tail) == "engine")
+
+    def _scope_classes(self, src: "PythonSource", scope: str) -> list[Optional[str]]:
+        """The `cls` a call of this scope may be classified with: the class of a method, of a method a nested
+        function sits in (a walk of the method may visit it), or none."""
+        classes = src.outline.classes
+        return [*(q for q in _enclosing(scope)[1:] if q in classes), None] if scope != MODULE_SCOPE else [None]
+
+    def _call_targets(self, src: "PythonSource", callee: Optional[str], scope: str):
+        for cls in self._scope_classes(src, scope):
+            target = self.taint.call_source(src, callee, cls)
+            if target is not None:
+                yield id(target[0]), target[1]
+
+    @cached_property
+    def site_units(self) -> set[tuple[int, str]]:
+        """(id of source, qualified name) of every function for which `reaches` may find a site: one of its
+        own calls may be a site directly, or may run such a function. A fixed point on the outlines."""
+        able: set[tuple[int, str]] = set()
+        callers: dict[tuple[int, str], set[tuple[int, str]]] = {}
+        for src in self.project.python:
+            outline = src.outline
+            if outline is None:
+                continue
+            for (callee, scope), shape in zip(outline.calls, outline.shapes):
+                if scope == MODULE_SCOPE:
+                    continue
+                unit = (id(src), scope)
+                if unit in able:
+                    continue
+                if self._direct_site(src, callee, shape):
+                    able.add(unit)
+                elif callee is not None:
+                    for target in self._call_targets(src, callee, scope):
+                        callers.setdefault(target, set()).add(unit)
+        work = list(able)
+        while work:
+            for caller in callers.get(work.pop(), ()):
+                if caller not in able:
+                    able.add(caller)
+                    work.append(caller)
+        return able
+
+    def may_have_sites(self, src: "PythonSource") -> bool:
+        """Can any call of the file be a collective site? Decided on its outline (True without one)."""
+        outline = src.outline
+        if outline is None:
+            return True
+        able = self.site_units
+        for (callee, scope), shape in zip(outline.calls, outline.shapes):
+            if self._direct_site(src, callee, shape):
+                return True
+            if callee is not None and any(t in able for t in self._call_targets(src, callee, scope)):
+                return True
+        return False
 
     def block_sites(self, src: "PythonSource", stmts, cls: Optional[str]) -> list[Site]:
         out = []

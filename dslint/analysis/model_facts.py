@@ -71,6 +71,7 @@ class ModuleClass:
     external_bases: list[str] = field(default_factory=list)
     attrs: dict[str, ModuleAttr] = field(default_factory=dict)
     created_classes: set[str] = field(default_factory=set)      # short names of classes its methods construct
+    dynamic: bool = False          # its code reaches attributes by name or by iteration (`_DYNAMIC`)
 
     @property
     def info(self) -> ClassInfo:
@@ -85,6 +86,10 @@ class ModuleClass:
                 out.append(cls)
                 todo.extend(cls.project_bases)
         return out
+
+    def has_method(self, name: str) -> bool:
+        """`find_method(name) is not None`, without reading the syntax tree."""
+        return any(name in cls.methods for cls in self.mro())
 
     def find_method(self, name: str):
         for cls in self.mro():
@@ -207,6 +212,7 @@ def _build(project: "ProjectView") -> ModelFacts:
             trees[id(cls.src)] = (_class_defs(tree), cls.src.text.split("\n"))
         defs, lines = trees[id(cls.src)]
         outline = cls.src.outline
+        cls.dynamic = _DYNAMIC.search(_class_text(defs[cls.qualname], lines)) is not None
         methods = _methods(defs[cls.qualname])
         cls.methods = frozenset(methods)
         for mname, fn in methods.items():
@@ -272,6 +278,28 @@ def _class_defs(tree: ast.Module) -> dict[str, ast.ClassDef]:
         kids = [k for name in _SCOPE_BLOCKS for k in getattr(node, name, None) or ()]
         stack.extend((k, scopes) for k in reversed(kids))
     return out
+
+
+def _class_text(node: ast.ClassDef, lines: list[str]) -> str:
+    """The source of a class as libcst's `code_for_node` has it: its decorators, the comments and blank lines
+    above it at its indentation or less, and the comment lines after its body indented further than it."""
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+    indent = len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())
+    start = first
+    while start > 0:
+        line = lines[start - 1]
+        body = line.lstrip()
+        if body and not (body.startswith("#") and len(line) - len(body) <= indent):
+            break
+        start -= 1
+    end = node.end_lineno
+    while end < len(lines):
+        line = lines[end]
+        body = line.lstrip()
+        if body and not (body.startswith("#") and len(line) - len(body) > indent):
+            break
+        end += 1
+    return "\n".join(lines[start:end])
 
 
 def _methods(node: ast.ClassDef) -> dict[str, ast.AST]:
@@ -549,4 +577,4 @@ def attribute_read_count(project: "ProjectView", name: str) -> int:
 
 def reaches_attributes_dynamically(cls: ModuleClass) -> bool:
     """`getattr(self, name)`, `self.children()`, `self._modules`, … in the class body."""
-    return bool(_DYNAMIC.search(cst.Module([]).code_for_node(cls.info.node)))
+    return cls.dynamic

@@ -135,6 +135,8 @@ class RankHazards:
         return self._by_source[key]
 
     def _analyse(self, src: "PythonSource") -> list[Hazard]:
+        if not self.sites.may_have_sites(src):
+            return []                   # every hazard is a collective site of this file: decided unparsed
         if not mentions_rank(src.text) and not self._calls_rank_helpers(src):
             return []
         found: dict[tuple, Hazard] = {}
@@ -162,11 +164,16 @@ class RankHazards:
         return any(self.sites.classify(src, c.node, cls) is not None for c in calls)
 
     def _calls_rank_helpers(self, src: "PythonSource") -> bool:
-        if not self.taint.may_call_rank_helper(src):
-            return False                # decided on the outlines: the file is not parsed
-        for call in src.facts.calls:
-            hit = self.taint.function_for_call(src, call.node, call.callee, None)
-            if hit is not None and hit[0] is not src and self.taint.returns(*hit) is not None:
+        """Does a call of `src` run a function of another checked file that returns a rank-varying value? The
+        calls are read from the outline: only the files of helpers that may are parsed."""
+        if src.outline is None:
+            return False
+        for callee, _scope in src.outline.calls:
+            source = self.taint.call_source(src, callee, None)
+            if source is None or source[0] is src or not self.taint.may_return_rank(*source):
+                continue
+            info = source[0].facts.functions.get(source[1])
+            if info is not None and self.taint.returns(source[0], info) is not None:
                 return True
         return False
 

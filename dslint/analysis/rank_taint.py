@@ -275,13 +275,18 @@ class RankTaint:
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
             return Origin("generation", e, self.src)
-        hit = self.analysis.returns_of_call(self.src, e, callee, cls)
-        if hit is not None:
-            return hit
-        target = self.analysis.function_for_call(self.src, e, callee, cls)
-        if target is not None:
-            # a function of the checked files: what it returns for these arguments (context-sensitive)
-            return self.analysis.returns_for_args(self.src, e, target, env, cls)
+        if self.analysis.call_source(self.src, callee, cls) is not None:
+            hit = self.analysis.returns_of_call(self.src, e, callee, cls)
+            if hit is not None:
+                return hit
+            # a function of the checked files: what it returns for these arguments (context-sensitive), which
+            # differs only when some argument is rank-varying
+            origins = [self.eval(a.value, env, cls) for a in e.args]
+            if not any(o is not None for o in origins):
+                return None
+            target = self.analysis.function_for_call(self.src, e, callee, cls)
+            if target is not None:
+                return self.analysis.returns_for_args(e, target, origins)
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             return self.eval(first.value, env, cls) if first is not None else None
@@ -431,30 +436,35 @@ class ProjectTaint:
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                           cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:
         """The checked function a call runs: `helper()`, `utils.helper()`, `self.method()`."""
-        if callee is None:
+        hit = self.call_source(src, callee, cls)
+        if hit is None:
+            return None
+        info = hit[0].facts.functions.get(hit[1])       # parses that one file
+        return (hit[0], info) if info is not None else None
+
+    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str]
+                    ) -> Optional[tuple["PythonSource", str]]:
+        """Which checked function (source, qualified name within it) a call runs, on the outlines: a local or
+        nested function, a method of `self`'s class or of a base class, an imported function."""
+        if callee is None or src.outline is None:
             return None
         if callee.startswith("self.") and cls is not None and callee.count(".") == 1:
-            info = src.facts.classes.get(cls)
-            method = info.methods.get(callee[5:]) if info else None
-            if method is not None:
-                return src, method
-            for base in info.bases if info else ():
-                hit = self.project.find_function(f"{base}.{callee[5:]}", near=src)
+            method = callee[5:]
+            if f"{cls}.{method}" in src.outline.functions:
+                return src, f"{cls}.{method}"
+            owner = src.outline.classes.get(cls)
+            for base in owner.bases if owner else ():
+                hit = self.project.find_function_source(f"{base}.{method}", near=src)
                 if hit:
                     return hit
             return None
-        if callee in src.facts.functions and "." not in callee:
-            return src, src.facts.functions[callee]
-        if "." not in callee and callee not in src.facts.imports:
-            # a function nested in another (`def main(): def evaluation(...)`): unique by name in this file
-            nested = src.facts.nested_named(callee)
-            return (src, nested[0]) if len(nested) == 1 else None
-        if "." not in callee and callee not in src.facts.imports:
-            return None
-        return self.project.find_function(callee, near=src)
+        return self.project.function_for_callee(src, callee)
 
     def returns_of_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                         cls: Optional[str]) -> Optional[Origin]:
+        source = self.call_source(src, callee, cls)
+        if source is None or not self.may_return_rank(*source):
+            return None                 # decided on the outlines: the callee's file is not parsed for it
         hit = self.function_for_call(src, call, callee, cls)
         if hit is None:
             return None
@@ -483,17 +493,16 @@ class ProjectTaint:
         return result
 
 
-    def returns_for_args(self, src: "PythonSource", call: cst.Call, target: tuple["PythonSource", FunctionInfo],
-                         env: Env, cls: Optional[str]) -> Optional[Origin]:
-        """What a checked function returns when this call passes it these arguments: its body is walked with
-        the parameters that receive rank-varying values bound, so `build_loader(ds, rank)` that only hands
-        `rank` to a DistributedSampler returns a uniform loader, and `shard(xs, rank)` returns a share."""
+    def returns_for_args(self, call: cst.Call, target: tuple["PythonSource", FunctionInfo],
+                         origins: list[Optional[Origin]]) -> Optional[Origin]:
+        """What a checked function returns when this call passes it these arguments (`origins`: what each of
+        `call.args` evaluates to): its body is walked with the parameters that receive rank-varying values
+        bound, so `build_loader(ds, rank)` that only hands `rank` to a DistributedSampler returns a uniform
+        loader, and `shard(xs, rank)` returns a share."""
         other, info = target
-        taint = self.taint(src)
         params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
         bound: dict[str, Origin] = {}
-        for i, arg in enumerate(call.args):
-            origin = taint.eval(arg.value, env, cls)
+        for i, (arg, origin) in enumerate(zip(call.args, origins)):
             if origin is None:
                 continue
             name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) and not arg.star
@@ -525,21 +534,12 @@ class ProjectTaint:
         return Origin(hit.kind, hit.node, hit.source, via=f"{info.name}()")
 
     # --- which helpers can return a rank-varying value: decided on the outlines, before any parse ----------
-    def may_call_rank_helper(self, src: "PythonSource") -> bool:
-        """Can a call of `src` run a function of another checked file whose `returns()` is not None? Decided on
-        the CPython outlines (no libcst parse) with an over-approximation, so that `_calls_rank_helpers` parses
-        only files where it may be true: a function can return a rank-varying value only if its file holds a
-        rank source (any of the words the taint starts from), or it -- or, for a method, any method of its file
-        (`self.` attributes are file-wide), or its module's top level -- calls a function that can."""
-        outline = src.outline
-        if outline is None:
-            return True
-        able = self._rank_capable_units()
-        for callee, _scope in outline.calls:
-            hit = self.project.function_for_callee(src, callee)
-            if hit is not None and hit[0] is not src and _unit(hit[0], hit[1]) in able:
-                return True
-        return False
+    def may_return_rank(self, src: "PythonSource", qual: str) -> bool:
+        """Can `returns()` of this function be other than None? Decided on the outlines, with an
+        over-approximation: a function can return a rank-varying value only if its file holds a rank source
+        (any of the words the taint starts from), or it -- or, for a method, any method of its file (`self.`
+        attributes are file-wide), or its module's top level -- calls a function that can."""
+        return _unit(src, qual) in self._rank_capable_units()
 
     def _rank_capable_units(self) -> set[tuple[int, str]]:
         memo = self.__dict__.get("_capable")
@@ -599,17 +599,8 @@ class ProjectTaint:
         return out
 
     # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
-    def calls_named(self, name: str) -> list[tuple["PythonSource", CallSite]]:
-        """Calls whose callee ends in `name`, across the checked files (only files whose outline holds one are
-        parsed)."""
-        memo = self.__dict__.setdefault("_calls_named", {})
-        if name not in memo:
-            memo[name] = [(src, call) for src in self._files_calling(name) for call in src.facts.calls
-                          if call.attr == name]
-        return memo[name]
-
     def count_calls_named(self, name: str) -> int:
-        """len(calls_named(name)), from the outlines (no parse)."""
+        """How many calls across the checked files have a callee ending in `name`, from the outlines."""
         return sum(src.outline.call_attrs[name] for src in self._files_calling(name))
 
     def _files_calling(self, name: str) -> list["PythonSource"]:
@@ -618,6 +609,23 @@ class ProjectTaint:
             memo[name] = [src for src in self.project.using_identifier(name)
                           if src.outline is not None and src.outline.call_attrs[name]]
         return memo[name]
+
+    def _files_calling_function(self, src: "PythonSource", info: FunctionInfo) -> list["PythonSource"]:
+        """Files with a call that `function_for_call` may resolve to this function, chosen on the outlines."""
+        wanted = (id(src), info.qualname)
+        out = []
+        for other in self._files_calling(info.name):
+            outline = other.outline
+            for callee, scope in outline.calls:
+                if not callee or callee.rsplit(".", 1)[-1] != info.name:
+                    continue
+                owner = scope.rpartition(".")[0]
+                classes = (owner, None) if owner in outline.classes else (None,)
+                if any((id(t[0]), t[1]) == wanted for t in (self.call_source(other, callee, c) for c in classes)
+                       if t is not None):
+                    out.append(other)
+                    break
+        return out
 
     def param_taint(self, src: "PythonSource", info: FunctionInfo) -> Env:
         """Parameters some caller in the checked files passes a rank-varying value (context-insensitive)."""
@@ -628,7 +636,8 @@ class ProjectTaint:
         out: Env = {}
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             return out
-        callers = self.calls_named(info.name)
+        callers = [(other, call) for other in self._files_calling_function(src, info) for call in other.facts.calls
+                   if call.attr == info.name]
         for other, call in callers:
             caller = other.facts.functions.get(call.scope)
             cls = caller.class_name if caller else None

@@ -318,10 +318,12 @@ for batch in loader:
 
 
 def prepare(project) -> None:
-    """Whole-project analyses every file's check reads (engine/model roles, MoE holders, the HF ZeRO-3 test),
-    computed once before files are dealt to worker processes, which inherit them through fork."""
+    """Whole-project analyses every file's check reads (engine/model roles, MoE holders, the HF ZeRO-3 test,
+    and which functions and files can hold a site at all), computed once before files are dealt to worker processes, which inherit them through fork."""
     from dslint.analysis.rank_hazards import RankHazards
     hazards = RankHazards.of(project)
     hazards.sites.roles
     hazards.sites.moe_classes
     hazards.hf_zero3_auto_sync
+    hazards.sites.site_units
+    hazards.taint._rank_capable_units()

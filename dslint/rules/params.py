@@ -218,7 +218,7 @@ class UnusedTrainableParam(Rule):
         facts = model_facts(ctx.project)
         for cls in facts.classes_in(ctx.source):
             mro = cls.mro()
-            if any(c.external_bases for c in mro) or cls.find_method("forward") is None:
+            if any(c.external_bases for c in mro) or not cls.has_method("forward"):
                 continue
             candidates = [a for a in cls.attrs.values() if a.method == "__init__" and facts.trainable(a)]
             if not candidates or any(reaches_attributes_dynamically(c) for c in mro):
