@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 _BLOCKS = ("body", "orelse", "handlers", "finalbody", "cases")
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MODULE_SCOPE = "<module>"          # as dslint.facts (not imported: it imports libcst)
 
 
@@ -37,6 +38,8 @@ class Outline:
     # callee, whether it is an attribute, `_tail` of its owner, `_tail` of the owner's owner) -- None where
     # libcst's helpers give None
     shapes: list[tuple[Optional[str], bool, Optional[str], Optional[str]]] = field(default_factory=list)
+    # (name, first line with its decorators, last line) of each function and class of the module's scope
+    tops: list[tuple[str, int, int]] = field(default_factory=list)
 
     @property
     def call_attrs(self) -> "Counter[str]":
@@ -118,6 +121,9 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
                 out.imports[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
             continue
         after: list = []
+        if not scopes and kind in _DEFS:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            out.tops.append((node.name, first, node.end_lineno or node.lineno))
         if kind is ast.ClassDef:
             qual = ".".join((*scopes, node.name))
             out.classes[qual] = ClassOutline(node.name, qual, [out.resolve(dotted_name(b)) or "" for b in node.bases])
@@ -151,10 +157,30 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
     return out
 
 
+# per node type, the fields that can hold expressions (`ctx` and plain values left out); filled on first use
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {kind: () for kind in (ast.Name, ast.Constant, str, int, float, complex,
+                                                                     bytes, bool, type(None), type(...))}
+
+
 def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
+    """Every call under `expr` (an explicit stack over the node fields: `ast.walk` costs twice as much)."""
     shapes = out.shapes
-    for node in ast.walk(expr):
-        if type(node) is ast.Call:
+    fields_of = _CHILD_FIELDS
+    todo = [expr]
+    pop, push, extend = todo.pop, todo.append, todo.extend
+    while todo:
+        node = pop()
+        kind = type(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f != "ctx")
+        for name in fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend(value)
+            elif value is not None:
+                push(value)
+        if kind is ast.Call:
             func = node.func
             calls.append((out.resolve(dotted_name(func)), scope))
             if type(func) is ast.Attribute:

@@ -76,7 +76,9 @@ def no_prefilters(monkeypatch):
     monkeypatch.setattr(ProjectTaint, "may_return_rank", lambda self, src, qual: True)
     monkeypatch.setattr(ProjectTaint, "_files_calling", lambda self, name: list(self.project.python))
     monkeypatch.setattr(ProjectTaint, "_files_calling_function", lambda self, src, info: list(self.project.python))
+    from dslint.analysis import collective_sites
     from dslint.analysis.collective_sites import CollectiveSites
+    monkeypatch.setattr(collective_sites, "_may_bind_role", lambda src, moe_classes: True)
     monkeypatch.setattr(CollectiveSites, "may_have_sites", lambda self, src: True)
     monkeypatch.setattr(CollectiveSites, "site_units", property(lambda self: _Everything()))
 
@@ -146,3 +148,17 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
     assert [h.code for h in rank_hazards(project, by_name["a.py"])] == ["DSL101"]
     assert rank_hazards(project, by_name["d.py"]) == []
     assert "module" not in by_name["d.py"].__dict__      # decided without a libcst parse
+
+
+def test_taint_words_seed_only_the_functions_that_spell_them():
+    """A rank word inside a module-scope function or class (its decorators included) seeds it and what is
+    nested in it; one in module-level code seeds every function of the file."""
+    from dslint.analysis.rank_taint import _seeded_tops
+    text = ("import torch.distributed as dist\n\n\ndef who():\n    return dist.get_rank()\n\n\n"
+            "def plain():\n    return 3\n\n\nclass Box:\n    def size(self):\n        return 1\n")
+    assert _seeded_tops(text, PythonSource("t.py", text).outline) == {"who"}
+    with_global = text + "RANK = dist.get_rank()\n"
+    assert _seeded_tops(with_global, PythonSource("t.py", with_global).outline) is None
+    decorated = text.replace("class Box:", "@on_rank(0)\nclass Box:")
+    assert _seeded_tops(decorated, PythonSource("t.py", decorated).outline) == {"who", "Box"}
+    assert _seeded_tops("x = 1\n", PythonSource("t.py", "x = 1\n").outline) == set()

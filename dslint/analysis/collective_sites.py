@@ -126,6 +126,21 @@ _ALT_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config",
                                "load_from_checkpoint"})
 
 
+def _may_bind_role(src: "PythonSource", moe_classes: set[str]) -> bool:
+    """Has the file a call whose name `roles` can take for a role (`_ROLE_NAMES`, `…Trainer`, an MoE holder,
+    the class under `X.from_pretrained`)? Decided on the outline."""
+    outline = src.outline
+    if outline is None:
+        return True
+    for (callee, _), (last, _, owner_tail, _) in zip(outline.calls, outline.shapes):
+        name = callee.rsplit(".", 1)[-1] if callee else last
+        if name in _ALT_CONSTRUCTORS:
+            name = owner_tail
+        if name and (name in _ROLE_NAMES or name in moe_classes or name.endswith("Trainer")):
+            return True
+    return False
+
+
 class CollectiveSites:
     def __init__(self, project: "ProjectView") -> None:
         self.project = project
@@ -148,7 +163,7 @@ class CollectiveSites:
         for src in self.project.python:
             text = src.text
             if not (any(c in text for c in moe_classes) or src.may_call(_ROLE_NAMES)
-                    or src.may_call(TRAINER, suffix=True)):
+                    or src.may_call(TRAINER, suffix=True)) or not _may_bind_role(src, moe_classes):
                 continue            # no call that can bind a role: the file is not parsed
             for node in assignments(src.module):
                 value = node.value

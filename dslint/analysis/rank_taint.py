@@ -15,6 +15,7 @@ globals and `self.` attributes, which functions see whenever they run.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cached_property
 import re
@@ -92,6 +93,23 @@ def _unit(src: "PythonSource", qual: str) -> tuple[int, str]:
 def _enclosing(scope: str) -> list[str]:
     parts = scope.split(".")
     return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _seeded_tops(text: str, outline) -> Optional[set[str]]:
+    """Names of the module-scope functions and classes whose code spells a taint source's word; None when one
+    is spelled outside them (module-level code feeds every function of the file through the module env)."""
+    found: set[str] = set()
+    tops = sorted(outline.tops, key=lambda t: t[1])
+    firsts = [t[1] for t in tops]
+    line, seen = 1, 0
+    for m in _TAINT_WORDS.finditer(text):
+        line += text.count("\n", seen, m.start())
+        seen = m.start()
+        at = bisect_right(firsts, line) - 1
+        if at < 0 or line > tops[at][2]:
+            return None
+        found.add(tops[at][0])
+    return found
 
 
 def mentions_rank(text: str) -> bool:
@@ -551,9 +569,11 @@ class ProjectTaint:
             outline = src.outline
             if outline is None:
                 continue
-            if _TAINT_WORDS.search(src.text):
+            seeded = _seeded_tops(src.text, outline)
+            if seeded is None:
                 seeds.update(_unit(src, qual) for qual in outline.functions)
                 continue
+            seeds.update(_unit(src, qual) for qual in outline.functions if qual.split(".", 1)[0] in seeded)
             units_of_scope = {qual: _unit(src, qual) for qual in outline.functions}
             every = set(units_of_scope.values())
             for callee, scope in outline.calls:
