@@ -55,6 +55,7 @@ TRAINER_ALWAYS = {"train": "Trainer.train runs DeepSpeed/DDP gradient reductions
                   "evaluate": "Trainer.evaluate gathers predictions and metrics across ranks",
                   "predict": "Trainer.predict gathers predictions across ranks"}
 _INIT_CALLS = ("deepspeed.initialize", "deepspeed.init_inference")
+_ENGINE_BUILDERS = ("initialize", "init_inference")
 _MODEL_ROLES = ("engine", "wrapped", "moe")
 
 
@@ -126,6 +127,11 @@ _ALT_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config",
                                "load_from_checkpoint"})
 
 
+def _is_moe_layer(callee: Optional[str]) -> bool:
+    return bool(callee) and (callee.startswith("deepspeed.moe") and callee.endswith(".MoE")
+                             or callee == "deepspeed.moe.MoE")
+
+
 def _may_bind_role(src: "PythonSource", moe_classes: set[str]) -> bool:
     """Has the file a call whose name `roles` can take for a role (`_ROLE_NAMES`, `…Trainer`, an MoE holder,
     the class under `X.from_pretrained`)? Decided on the outline."""
@@ -136,6 +142,8 @@ def _may_bind_role(src: "PythonSource", moe_classes: set[str]) -> bool:
         name = callee.rsplit(".", 1)[-1] if callee else last
         if name in _ALT_CONSTRUCTORS:
             name = owner_tail
+        if name in _ENGINE_BUILDERS and "deepspeed" not in (callee or ""):
+            continue                # `self.initialize()`: only DeepSpeed's builders bind an engine
         if name and (name in _ROLE_NAMES or name in moe_classes or name.endswith("Trainer")):
             return True
     return False
@@ -188,11 +196,11 @@ class CollectiveSites:
     def moe_layers(self) -> list[tuple["PythonSource", cst.Call]]:
         out = []
         for src in self.project.python:
-            if not src.may_call(MOE_NAME):
-                continue
+            if not src.may_call(MOE_NAME) or src.outline is not None and not any(
+                    _is_moe_layer(callee) for callee, _ in src.outline.calls):
+                continue            # decided on the outline: the file is not parsed
             for call in src.facts.calls:
-                callee = call.callee or ""
-                if callee.startswith("deepspeed.moe") and callee.endswith(".MoE") or callee == "deepspeed.moe.MoE":
+                if _is_moe_layer(call.callee):
                     out.append((src, call.node))
         return out
 
@@ -302,8 +310,8 @@ class CollectiveSites:
         for src, call in layers:
             arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "ep_size"), None)
             sizes.append(literal_value(arg.value) if arg is not None else 1)
-        initialised = any((c.callee or "") in _INIT_CALLS for s in self.project.mentioning("initialize", "init_inference")
-                          for c in s.facts.calls)
+        initialised = any(callee in _INIT_CALLS for s in self.project.mentioning(*_ENGINE_BUILDERS)
+                          for callee, _ in (s.outline.calls if s.outline is not None else ()))
         version = version_tuple(self.project.deepspeed_version)
         if all(s == 1 for s in sizes) and (initialised or (version is not None and version >= (0, 19, 1))):
             return ""
