@@ -28,6 +28,8 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
 CHUNKS_PER_JOB = 2             # contiguous runs of files per worker (see _contiguous_chunks)
+CHUNK_BYTES = 3_000_000        # at most this much source per run: a worker exits after each run, and the
+                               # libcst trees of a run (~60 bytes per byte of source) go with it
 MAX_AUTO_JOBS = 4              # files' cross-references are re-read in every worker: more rarely pays
 _WORK = None                   # (checker, sources, project), inherited by forked workers
 
@@ -230,56 +232,47 @@ class Checker:
 
     def _analyse(self, sources: list[AnySource], project: ProjectView, todo: list[int]):
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
-        if jobs > 1 and len(todo) >= PARALLEL_MIN_FILES:
-            import multiprocessing as mp     # only on the parallel path: ~15 ms of start-up otherwise
-            if "fork" not in mp.get_all_start_methods():
-                jobs = 1
-        if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES:
+        if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
             for i in todo:
                 yield (i, *self._results_for(sources[i], project))
             return
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
+        from dslint.forkpool import FAILED, run_forked
         global _WORK
         _WORK = (self, sources, project)
-        self._outlines(sources, jobs, mp)
-        self._prepare(project)
-        chunks = _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs * CHUNKS_PER_JOB)
-        chunks = [c for c in chunks if c]
-        done = 0
         try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-                for part in pool.map(_analyse_chunk, chunks):
-                    yield from part
-                    done += 1
-        except BrokenProcessPool:
-            # a worker died (killed for memory, most likely): the files it had not answered for are checked
-            # here, one at a time, instead of losing the run
-            print("dslint: a worker process died; checking its files in the main process", file=sys.stderr)
-            for chunk in chunks[done:]:
-                for i in chunk:
-                    yield (i, *self._results_for(sources[i], project))
+            self._outlines(sources, jobs)
+            self._prepare(project)
+            sizes = [len(sources[i].text) for i in todo]
+            count = max(jobs * CHUNKS_PER_JOB, -(-sum(sizes) // CHUNK_BYTES))
+            chunks = [c for c in _contiguous_chunks(todo, sizes, count) if c]
+            lost = False
+            for k, part in run_forked(_analyse_chunk, chunks, jobs):
+                if part is FAILED:
+                    # a worker died (killed for memory, most likely): its files are checked here, one at a
+                    # time, instead of losing the run
+                    if not lost:
+                        print("dslint: a worker process died; checking its files in the main process",
+                              file=sys.stderr)
+                        lost = True
+                    part = [(i, *self._results_for(sources[i], project)) for i in chunks[k]]
+                yield from part
         finally:
             _WORK = None
 
     @staticmethod
-    def _outlines(sources: list[AnySource], jobs: int, mp) -> None:
+    def _outlines(sources: list[AnySource], jobs: int) -> None:
         """Every Python file's outline, built by forked workers (CPython's parse of the whole tree is the first
-        thing the project analyses need, and outlines pickle cheaply). Should a worker fail, the outlines
-        it did not return are built where they are needed."""
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
+        thing the project analyses need, and outlines pickle cheaply). The outlines of a worker that fails
+        are built where they are needed."""
+        from dslint.forkpool import FAILED, run_forked
         todo = [i for i, s in enumerate(sources) if isinstance(s, PythonSource) and "outline" not in s.__dict__]
         if len(todo) < PARALLEL_MIN_FILES:
             return
         chunks = [c for c in _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs) if c]
-        try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-                for part in pool.map(_outline_chunk, chunks):
-                    for i, outline in part:
-                        sources[i].__dict__["outline"] = outline
-        except BrokenProcessPool:
-            pass
+        for _, part in run_forked(_outline_chunk, chunks, jobs):
+            if part is not FAILED:
+                for i, outline in part:
+                    sources[i].__dict__["outline"] = outline
 
     def _prepare(self, project: ProjectView) -> None:
         """Run the families' whole-project analyses once here, so that forked workers inherit them instead of

@@ -162,15 +162,17 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {kind: () for kind in (ast.Name, as
                                                                      bytes, bool, type(None), type(...))}
 
 
-def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
-    """Every call under `expr` (an explicit stack over the node fields: `ast.walk` costs twice as much)."""
-    shapes = out.shapes
+def calls_under(roots: list, skip: tuple = ()):
+    """Every `ast.Call` under the roots, not descending into nodes whose type is in `skip` (an explicit stack
+    over the node fields: `ast.walk` costs twice as much). Depth-first; the order is not `ast.walk`'s."""
     fields_of = _CHILD_FIELDS
-    todo = [expr]
+    todo = list(roots)
     pop, push, extend = todo.pop, todo.append, todo.extend
     while todo:
         node = pop()
         kind = type(node)
+        if kind in skip:
+            continue
         fields = fields_of.get(kind)
         if fields is None:
             fields = fields_of[kind] = tuple(f for f in kind._fields if f != "ctx")
@@ -181,14 +183,19 @@ def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
             elif value is not None:
                 push(value)
         if kind is ast.Call:
-            func = node.func
-            calls.append((out.resolve(dotted_name(func)), scope))
-            if type(func) is ast.Attribute:
-                owner = func.value
-                shapes.append((func.attr, True, tail(owner),
-                               tail(owner.value) if type(owner) is ast.Attribute else None))
-            else:
-                shapes.append((func.id if type(func) is ast.Name else None, False, None, None))
+            yield node
+
+
+def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
+    shapes = out.shapes
+    for node in calls_under([expr]):
+        func = node.func
+        calls.append((out.resolve(dotted_name(func)), scope))
+        if type(func) is ast.Attribute:
+            owner = func.value
+            shapes.append((func.attr, True, tail(owner), tail(owner.value) if type(owner) is ast.Attribute else None))
+        else:
+            shapes.append((func.id if type(func) is ast.Name else None, False, None, None))
 
 
 def tail(expr: Optional[ast.expr]) -> Optional[str]:

@@ -21,7 +21,7 @@ import libcst as cst
 from dslint.analysis.values import memo
 from dslint.facts import ClassInfo
 from dslint.literals import UNKNOWN
-from dslint.outline import ClassOutline, Outline, dotted_name
+from dslint.outline import ClassOutline, Outline, calls_under, dotted_name
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
@@ -208,8 +208,12 @@ def _build(project: "ProjectView") -> ModelFacts:
             elif not b.endswith(("torch.nn.Module", "nn.Module")) and b not in ("object", "ABC", "abc.ABC"):
                 cls.external_bases.append(b)
         if id(cls.src) not in trees:
+            # classes come file by file: one CPython tree alive at a time (all of them would be a GB on
+            # transformers)
+            trees.clear()
             tree = compile(cls.src.text, cls.src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
             trees[id(cls.src)] = (_class_defs(tree), cls.src.text.split("\n"))
+            del tree
         defs, lines = trees[id(cls.src)]
         outline = cls.src.outline
         cls.dynamic = _DYNAMIC.search(_class_text(defs[cls.qualname], lines)) is not None
@@ -317,16 +321,8 @@ def _methods(node: ast.ClassDef) -> dict[str, ast.AST]:
 
 def _own_calls(fn: ast.AST):
     """Calls of a function (its decorators and defaults included), not of the functions nested in it."""
-    nested = (ast.FunctionDef, ast.AsyncFunctionDef)
-    todo = [*fn.decorator_list, fn.args, *([fn.returns] if fn.returns else []),
-            *(s for s in fn.body if type(s) not in nested)]
-    while todo:
-        node = todo.pop()
-        if type(node) is ast.Call:
-            yield node
-        for child in ast.iter_child_nodes(node):
-            if type(child) not in nested:
-                todo.append(child)
+    return calls_under([*fn.decorator_list, fn.args, *([fn.returns] if fn.returns else []), *fn.body],
+                       skip=(ast.FunctionDef, ast.AsyncFunctionDef))
 
 
 def _indented(block: list, lines: list[str]) -> bool:
