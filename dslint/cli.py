@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from dslint import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 

@@ -7,7 +7,7 @@ DSL001 by the engine) and the run goes on with the other files.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -125,7 +125,6 @@ class PythonSource(Source):
 
     @cached_property
     def _positions(self):
-        import libcst as cst
         from libcst.metadata import MetadataWrapper, PositionProvider
         # unsafe_skip_copy keeps node identity, so positions are resolved only for files that report.
         wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)

@@ -1,9 +1,7 @@
 """The command line as users and CI see it: exit codes, formats, errors that name file:line:col."""
 
 import json
-import textwrap
 
-from tests.conftest import run_dslint
 
 BROKEN_PY = "import deepspeed\ndef train(:\n    pass\n"
 GOOD_PY = "import os\nprint(os.getcwd())\n"

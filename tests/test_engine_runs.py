@@ -1,6 +1,5 @@
 """Engine paths that must not change results: worker processes, the result cache, triage."""
 
-import json
 import shutil
 from pathlib import Path
 

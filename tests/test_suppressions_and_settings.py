@@ -1,6 +1,5 @@
 """Suppression comments, [tool.dslint] settings, and the isolation of a crashing rule."""
 
-from pathlib import Path
 
 from dslint.config import Settings, load_settings
 from dslint.engine import Checker, check_texts

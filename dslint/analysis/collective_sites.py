@@ -25,7 +25,7 @@ import libcst as cst
 from dslint.analysis.flow import iter_assigns, iter_calls
 from dslint.analysis.moe_facts import MOE_NAME, TRAINER
 from dslint.analysis.rank_taint import ProjectTaint, _enclosing, code_of
-from dslint.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.facts import MODULE_SCOPE, FunctionInfo
 from dslint.literals import literal_value
 from dslint.project import version_tuple
 

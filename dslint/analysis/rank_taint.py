@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 import libcst as cst
 
-from dslint.facts import MODULE_SCOPE, CallSite, FunctionInfo, dotted_name
+from dslint.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.literals import literal_value
 
 if TYPE_CHECKING:

@@ -122,7 +122,7 @@ def precision_findings(data: dict) -> list[Finding]:
     bf16 = "bf16" if enabled(data, "bf16") else ("bfloat16" if enabled(data, "bfloat16") else None)
     if enabled(data, "fp16") and bf16:
         return [Finding("fp16 and bf16 are both enabled: deepspeed.initialize asserts 'bfloat16 and fp16 modes "
-                        f"cannot be simultaneously enabled'; keep one (bf16 on Ampere or newer)", (bf16,))]
+                        "cannot be simultaneously enabled'; keep one (bf16 on Ampere or newer)", (bf16,))]
     return []
 
 

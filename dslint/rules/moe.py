@@ -15,7 +15,7 @@ from dslint.analysis.moe_facts import (INITIALIZE_POSITIONAL, MoESite, call_arg,
                                        moe_facts)
 from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
                                        leaf_modules, run_stages, sparse_blocks, stages_for)
-from dslint.analysis.optimizers import MOE, PLAIN, classify_optimizer, is_optimizer_ctor
+from dslint.analysis.optimizers import PLAIN, classify_optimizer
 from dslint.cstwalk import visit as cst_visit
 from dslint.findings import Severity
 from dslint.project import version_tuple
@@ -321,7 +321,7 @@ class MoEParamGroupsMissing(Rule):
                 + (" in an overridden `create_optimizer`, or add an `optimizer` block to the DeepSpeed config"
                    if ec.kind == "trainer" else "") + ".",
                 at, source=at_src if at_src is not src else None, severity=severity,
-                trace=trace + [Trace(f"MoE layers built here", builds[0].node, src)])
+                trace=trace + [Trace("MoE layers built here", builds[0].node, src)])
 
 
 def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:

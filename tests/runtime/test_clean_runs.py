@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, REPO, base_env
+from conftest import REPO, base_env
 
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(240)]
 
