@@ -86,8 +86,9 @@ def _settings(project: "ProjectView", src: PythonSource, call: CallSite, scope: 
 def _build(project: "ProjectView") -> MoEFacts:
     sites: list[MoESite] = []
     for src in project.python:
-        if not src.may_call(MOE_NAME):
-            continue
+        if not src.may_call(MOE_NAME) or src.outline is not None and not any(
+                is_moe_ctor(callee) for callee, _ in src.outline.calls):
+            continue                # decided on the outline's resolved calls: the file is not parsed
         for call in src.facts.calls:
             if is_moe_ctor(call.callee):
                 scope = src.facts.functions.get(call.scope)
