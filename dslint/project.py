@@ -187,8 +187,6 @@ class ProjectView:
     def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
         """(value, node) of config arguments in `src`: JSON path strings or dict literals."""
         from dslint.literals import UNKNOWN, literal_value
-        # a resolved callee's last name is written in the file (at the call or in its import): files that
-        # name none of the calls are not parsed
         # the outline has every call's resolved callee: parse only a file that makes one of these calls with a
         # config keyword written in it, or declares an argparse flag for a config
         outline = src.outline

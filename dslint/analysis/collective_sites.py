@@ -24,7 +24,7 @@ import libcst as cst
 
 from dslint.analysis.flow import iter_assigns, iter_calls
 from dslint.analysis.moe_facts import MOE_NAME, TRAINER
-from dslint.analysis.rank_taint import ProjectTaint, _enclosing, code_of
+from dslint.analysis.rank_taint import ProjectTaint, code_of
 from dslint.facts import MODULE_SCOPE, FunctionInfo
 from dslint.literals import literal_value
 from dslint.project import version_tuple
@@ -371,7 +371,7 @@ class CollectiveSites:
         target = self.taint.call_source(src, callee, cls)
         if target is None or (id(target[0]), target[1]) not in self.site_units:
             return None             # decided on the outlines: the callee's file is not parsed for it
-        hit = self.taint.function_for_call(src, call, callee, cls)
+        hit = self.taint.function_info(target)
         if hit is not None:
             inner = self.reaches(*hit)
             if inner is not None:
@@ -452,17 +452,8 @@ class CollectiveSites:
         return last in ("generate", "forward") and attr and (
             owner_role in _MODEL_ROLES or owner_tail == "module" and self.role(owner_owner_tail) == "engine")
 
-    def _scope_classes(self, src: "PythonSource", scope: str) -> list[Optional[str]]:
-        """The `cls` a call of this scope may be classified with: the class of a method, of a method a nested
-        function sits in (a walk of the method may visit it), or none."""
-        classes = src.outline.classes
-        return [*(q for q in _enclosing(scope)[1:] if q in classes), None] if scope != MODULE_SCOPE else [None]
-
     def _call_targets(self, src: "PythonSource", callee: Optional[str], scope: str):
-        for cls in self._scope_classes(src, scope):
-            target = self.taint.call_source(src, callee, cls)
-            if target is not None:
-                yield id(target[0]), target[1]
+        return ((id(s), q) for s, q in self.taint.call_targets(src, callee, scope))
 
     @cached_property
     def site_units(self) -> set[tuple[int, str]]:

@@ -172,8 +172,8 @@ class RankHazards:
             source = self.taint.call_source(src, callee, None)
             if source is None or source[0] is src or not self.taint.may_return_rank(*source):
                 continue
-            info = source[0].facts.functions.get(source[1])
-            if info is not None and self.taint.returns(source[0], info) is not None:
+            hit = self.taint.function_info(source)
+            if hit is not None and self.taint.returns(*hit) is not None:
                 return True
         return False
 

@@ -112,6 +112,14 @@ def _seeded_tops(text: str, outline) -> Optional[set[str]]:
     return found
 
 
+def scope_classes(outline, scope: str) -> list[Optional[str]]:
+    """The `cls` a call of this scope may be resolved with: the class of a method, of a method a nested
+    function sits in (a walk of the method may visit it), or none."""
+    if scope == MODULE_SCOPE:
+        return [None]
+    return [*(q for q in _enclosing(scope)[1:] if q in outline.classes), None]
+
+
 def mentions_rank(text: str) -> bool:
     """Cheap pre-filter: can this text contain a rank source at all?"""
     return any(word in text for word in _RANKISH_NAMES)
@@ -293,8 +301,9 @@ class RankTaint:
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
             return Origin("generation", e, self.src)
-        if self.analysis.call_source(self.src, callee, cls) is not None:
-            hit = self.analysis.returns_of_call(self.src, e, callee, cls)
+        source = self.analysis.call_source(self.src, callee, cls)
+        if source is not None:
+            hit = self.analysis.returns_of_source(source)
             if hit is not None:
                 return hit
             # a function of the checked files: what it returns for these arguments (context-sensitive), which
@@ -302,7 +311,7 @@ class RankTaint:
             origins = [self.eval(a.value, env, cls) for a in e.args]
             if not any(o is not None for o in origins):
                 return None
-            target = self.analysis.function_for_call(self.src, e, callee, cls)
+            target = self.analysis.function_info(source)
             if target is not None:
                 return self.analysis.returns_for_args(e, target, origins)
         if last in FIRST_ARG_ONLY:
@@ -454,11 +463,15 @@ class ProjectTaint:
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                           cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:
         """The checked function a call runs: `helper()`, `utils.helper()`, `self.method()`."""
-        hit = self.call_source(src, callee, cls)
-        if hit is None:
+        return self.function_info(self.call_source(src, callee, cls))
+
+    @staticmethod
+    def function_info(source: Optional[tuple["PythonSource", str]]) -> Optional[tuple["PythonSource", FunctionInfo]]:
+        """The libcst facts of a function found on the outlines (parses its file)."""
+        if source is None:
             return None
-        info = hit[0].facts.functions.get(hit[1])       # parses that one file
-        return (hit[0], info) if info is not None else None
+        info = source[0].facts.functions.get(source[1])
+        return (source[0], info) if info is not None else None
 
     def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str]
                     ) -> Optional[tuple["PythonSource", str]]:
@@ -478,12 +491,11 @@ class ProjectTaint:
             return None
         return self.project.function_for_callee(src, callee)
 
-    def returns_of_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
-                        cls: Optional[str]) -> Optional[Origin]:
-        source = self.call_source(src, callee, cls)
-        if source is None or not self.may_return_rank(*source):
+    def returns_of_source(self, source: tuple["PythonSource", str]) -> Optional[Origin]:
+        """What a call of this function returns whatever its arguments, as seen by the caller (`via` it)."""
+        if not self.may_return_rank(*source):
             return None                 # decided on the outlines: the callee's file is not parsed for it
-        hit = self.function_for_call(src, call, callee, cls)
+        hit = self.function_info(source)
         if hit is None:
             return None
         origin = self.returns(*hit)
@@ -585,7 +597,7 @@ class ProjectTaint:
                     users = every
                 else:
                     users = {units_of_scope[q] for q in _enclosing(scope) if q in units_of_scope}
-                for target in self._call_targets(src, callee, scope):
+                for target in self.call_targets(src, callee, scope):
                     callers.setdefault(_unit(*target), set()).update(users)
         able = set(seeds)
         work = list(seeds)
@@ -598,24 +610,14 @@ class ProjectTaint:
         self.__dict__["_capable"] = able
         return able
 
-    def _call_targets(self, src: "PythonSource", callee: str, scope: str) -> list[tuple["PythonSource", str]]:
-        """Functions (source, qualified name) a call may run, as `function_for_call` resolves it with or
-        without the class of its scope (a superset)."""
-        out = []
-        hit = self.project.function_for_callee(src, callee)
-        if hit is not None:
-            out.append(hit)
-        if callee.startswith("self.") and callee.count(".") == 1:
-            owner = scope.rpartition(".")[0]
-            cls = src.outline.classes.get(owner)
-            if cls is not None:
-                method = callee[5:]
-                if f"{owner}.{method}" in src.outline.functions:
-                    out.append((src, f"{owner}.{method}"))
-                for base in cls.bases:
-                    hit = self.project.find_function_source(f"{base}.{method}", near=src)
-                    if hit is not None:
-                        out.append(hit)
+    def call_targets(self, src: "PythonSource", callee: Optional[str], scope: str) -> list[tuple["PythonSource", str]]:
+        """Functions (source, qualified name) a call of this scope may run: `call_source` with each class the
+        call may be resolved in (`scope_classes`)."""
+        out: list[tuple["PythonSource", str]] = []
+        for cls in scope_classes(src.outline, scope):
+            hit = self.call_source(src, callee, cls)
+            if hit is not None and not any(h[0] is hit[0] and h[1] == hit[1] for h in out):
+                out.append(hit)
         return out
 
     # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
@@ -639,10 +641,7 @@ class ProjectTaint:
             for callee, scope in outline.calls:
                 if not callee or callee.rsplit(".", 1)[-1] != info.name:
                     continue
-                owner = scope.rpartition(".")[0]
-                classes = (owner, None) if owner in outline.classes else (None,)
-                if any((id(t[0]), t[1]) == wanted for t in (self.call_source(other, callee, c) for c in classes)
-                       if t is not None):
+                if any((id(t[0]), t[1]) == wanted for t in self.call_targets(other, callee, scope)):
                     out.append(other)
                     break
         return out

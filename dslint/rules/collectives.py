@@ -319,7 +319,8 @@ for batch in loader:
 
 def prepare(project) -> None:
     """Whole-project analyses every file's check reads (engine/model roles, MoE holders, the HF ZeRO-3 test,
-    and which functions and files can hold a site at all), computed once before files are dealt to worker processes, which inherit them through fork."""
+    which functions can reach a site or return a rank), computed once before files are dealt to worker
+    processes, which inherit them through fork."""
     from dslint.analysis.rank_hazards import RankHazards
     hazards = RankHazards.of(project)
     hazards.sites.roles
