@@ -94,6 +94,10 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
               config: Optional[Path] = None, deepspeed_version: Optional[str] = None, output: Optional[Path] = None,
               exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False) -> int:
     """`dslint check`: returns the exit code."""
+    from dslint.cache import default_dir
+    from dslint.codecache import install
+    cache_dir = None if no_cache else default_dir()
+    install(cache_dir)      # before libcst's ~200 dataclasses are built (dslint.codecache)
     from dslint.config import ConfigFileError, load_settings
     from dslint.engine import Checker, fails
     from dslint.findings import Severity
@@ -120,8 +124,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     if deepspeed_version:
         settings.deepspeed_version = deepspeed_version
 
-    from dslint.cache import default_dir
-    checker = Checker(settings, sniff_json=sniff_json, cache_dir=None if no_cache else default_dir(), jobs=jobs)
+    checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs)
     report = checker.check_paths(list(paths))
     used = [type(r) for r in checker.rules]
     rendered = render(output_format, report, used)

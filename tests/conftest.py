@@ -8,10 +8,23 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_dslint(*args: str, cwd: Path | None = None, timeout: float = 60, env: dict | None = None):
-    """Run the real CLI in a fresh process (what a user or CI gets), with a cache of its own."""
+_SHARED_CODE: list[str] = []
+
+
+def _fresh_cache_dir() -> str:
+    """A result cache of its own per run; the compiled dataclass code (dslint.codecache) is shared by every run
+    of the session, as an installed dslint's is (tests/test_codecache.py covers a run without it)."""
     import tempfile
+    if not _SHARED_CODE:
+        _SHARED_CODE.append(tempfile.mkdtemp(prefix="dslint-test-code-"))
     cache = tempfile.mkdtemp(prefix="dslint-test-cache-")
+    os.symlink(_SHARED_CODE[0], os.path.join(cache, "code"))
+    return cache
+
+
+def run_dslint(*args: str, cwd: Path | None = None, timeout: float = 60, env: dict | None = None):
+    """Run the real CLI in a fresh process (what a user or CI gets), with a result cache of its own."""
+    cache = _fresh_cache_dir()
     full_env = {**os.environ, "NO_COLOR": "1", "DSLINT_CACHE_DIR": cache, **(env or {})}
     full_env.pop("FORCE_COLOR", None)
     return subprocess.run([sys.executable, "-m", "dslint", *args], cwd=cwd or REPO, capture_output=True,
