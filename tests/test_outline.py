@@ -81,6 +81,7 @@ def no_prefilters(monkeypatch):
     monkeypatch.setattr(collective_sites, "_may_bind_role", lambda src, moe_classes: True)
     monkeypatch.setattr(CollectiveSites, "may_have_sites", lambda self, src: True)
     monkeypatch.setattr(CollectiveSites, "site_units", property(lambda self: _Everything()))
+    monkeypatch.setattr(model_facts.ModuleClass, "mentions", lambda self, names: True)
 
 
 class _Everything:

@@ -58,3 +58,48 @@ def test_outline_prefilters_cover_the_libcst_answers(corpus, request):
 
 class _NoClass:
     class_name = None
+
+
+def _conditional_uses(paths, filtered: bool, monkeypatch):
+    """DSL303's facts for every file of `paths`, every attribute taken as trainable (the run-wide freezing
+    facts would otherwise hide most classes)."""
+    from types import SimpleNamespace
+
+    from dslint.analysis import model_facts
+    from dslint.analysis.forward_paths import ForwardPaths
+    from dslint.rules.params import conditional_uses
+    walked = [0]
+    real_root = ForwardPaths.root
+
+    def counting_root(self, node):
+        walked[0] += 1
+        return real_root(self, node)
+    monkeypatch.setattr(ForwardPaths, "root", counting_root)
+    monkeypatch.setattr(model_facts.ModelFacts, "trainable", lambda self, attr: True)
+    if not filtered:
+        monkeypatch.setattr(model_facts.ModuleClass, "mentions", lambda self, names: True)
+    sources = [PythonSource(str(p), p.read_text(encoding="utf-8"), module_name=module_name_for(p)) for p in paths]
+    project = ProjectView([s for s in sources if s.compiles])
+    out = []
+    for src in project.python:
+        for attr, root, owner, cond, use in conditional_uses(SimpleNamespace(project=project, source=src)):
+            out.append((src.path, attr.owner.qualname, attr.name, root.qualname, owner.qualname,
+                        cond.src.path, cond.node.__class__.__name__, cond.method))
+    monkeypatch.undo()
+    return out, walked[0]
+
+
+def test_dsl303_mentions_filter_keeps_every_conditional_use(monkeypatch):
+    """`ModuleClass.mentions` only skips roots whose forward paths cannot use the attributes: the same
+    conditional uses with and without it, on real model code (the modeling files of 35 transformers models,
+    a corpus dense in containers and `if x is not None` paths)."""
+    spec = __import__("importlib").util.find_spec("transformers")
+    models = __import__("pathlib").Path(spec.origin).parent / "models"
+    paths = [f for d in sorted(p for p in models.iterdir() if p.is_dir())[:35] for f in sorted(d.glob("modeling_*.py"))]
+    assert len(paths) > 20
+    filtered, walks_filtered = _conditional_uses(paths, True, monkeypatch)
+    unfiltered, walks_unfiltered = _conditional_uses(paths, False, monkeypatch)
+    assert filtered == unfiltered
+    print(len(filtered), walks_filtered, walks_unfiltered)
+    assert len(filtered) >= 5, filtered
+    assert walks_filtered < walks_unfiltered / 2, (walks_filtered, walks_unfiltered)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -72,6 +73,12 @@ class ModuleClass:
     attrs: dict[str, ModuleAttr] = field(default_factory=dict)
     created_classes: set[str] = field(default_factory=set)      # short names of classes its methods construct
     dynamic: bool = False          # its code reaches attributes by name or by iteration (`_DYNAMIC`)
+    span: tuple[int, int] = (0, 0)  # its text in src.text, as `_class_lines` has it
+
+    def mentions(self, names: frozenset) -> bool:
+        """Does the class's own text spell any of `names` as a word? (A superset of the attributes of those
+        names that its methods read, `getattr(self, "name")` included.)"""
+        return _words(names).search(self.src.text, *self.span) is not None
 
     @property
     def info(self) -> ClassInfo:
@@ -212,11 +219,17 @@ def _build(project: "ProjectView") -> ModelFacts:
             # transformers)
             trees.clear()
             tree = compile(cls.src.text, cls.src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
-            trees[id(cls.src)] = (_class_defs(tree), cls.src.text.split("\n"))
+            lines = cls.src.text.split("\n")
+            offsets = [0]
+            for line in lines:
+                offsets.append(offsets[-1] + len(line) + 1)
+            trees[id(cls.src)] = (_class_defs(tree), lines, offsets)
             del tree
-        defs, lines = trees[id(cls.src)]
+        defs, lines, offsets = trees[id(cls.src)]
         outline = cls.src.outline
-        cls.dynamic = _DYNAMIC.search(_class_text(defs[cls.qualname], lines)) is not None
+        start, end = _class_lines(defs[cls.qualname], lines)
+        cls.span = (offsets[start], offsets[end] - 1)
+        cls.dynamic = _DYNAMIC.search(cls.src.text, *cls.span) is not None
         methods = _methods(defs[cls.qualname])
         cls.methods = frozenset(methods)
         for mname, fn in methods.items():
@@ -284,9 +297,10 @@ def _class_defs(tree: ast.Module) -> dict[str, ast.ClassDef]:
     return out
 
 
-def _class_text(node: ast.ClassDef, lines: list[str]) -> str:
-    """The source of a class as libcst's `code_for_node` has it: its decorators, the comments and blank lines
-    above it at its indentation or less, and the comment lines after its body indented further than it."""
+def _class_lines(node: ast.ClassDef, lines: list[str]) -> tuple[int, int]:
+    """The lines [start, end) of a class as libcst's `code_for_node` has it: its decorators, the comments and
+    blank lines above it at its indentation or less, and the comment lines after its body indented further
+    than it."""
     first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
     indent = len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())
     start = first
@@ -303,6 +317,11 @@ def _class_text(node: ast.ClassDef, lines: list[str]) -> str:
         if body and not (body.startswith("#") and len(line) - len(body) > indent):
             break
         end += 1
+    return start, end
+
+
+def _class_text(node: ast.ClassDef, lines: list[str]) -> str:
+    start, end = _class_lines(node, lines)
     return "\n".join(lines[start:end])
 
 
@@ -551,6 +570,11 @@ def _blocks(stmt: cst.BaseCompoundStatement):
     final = getattr(stmt, "finalbody", None)
     if final is not None and isinstance(final.body, cst.IndentedBlock):
         yield list(final.body.body)
+
+
+@lru_cache(maxsize=4096)
+def _words(names: frozenset) -> re.Pattern:
+    return re.compile(r"\b(?:%s)\b" % "|".join(re.escape(n) for n in sorted(names)))
 
 
 def model_facts(project: "ProjectView") -> ModelFacts:

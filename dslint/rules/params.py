@@ -68,12 +68,17 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
             names = frozenset(a.name for a in attrs)
             reported: set[str] = set()
             for root, own in _roots(facts, cls):
-                found = root.find_method("forward")
-                if found is None:
+                if not root.has_method("forward"):
                     continue
+                shadowed = set() if own else {n for c in root.mro() for n in c.attrs}
+                interesting = frozenset(names - shadowed - reported)
+                # the paths inline only `self.<method>()` of the root's own classes: a root whose classes never
+                # spell any of the names cannot use them on any path (decided without parsing its file)
+                if not interesting or not any(c.mentions(interesting) for c in root.mro()):
+                    continue
+                found = root.find_method("forward")
                 if own and any(c.external_bases for c in root.mro()) and "super(" in _code(found[1].node):
                     continue        # the library base's forward may read any of these attributes on every path
-                shadowed = set() if own else {n for c in root.mro() for n in c.attrs}
                 walker = ForwardPaths(root, names - shadowed)
                 try:
                     paths = walker.root(found[1].node)
