@@ -40,6 +40,9 @@ class Outline:
     shapes: list[tuple[Optional[str], bool, Optional[str], Optional[str]]] = field(default_factory=list)
     # (name, first line with its decorators, last line) of each function and class of the module's scope
     tops: list[tuple[str, int, int]] = field(default_factory=list)
+    # the per-file model facts (dslint.analysis.model_facts.file_model_facts), built from the same tree
+    model_classes: dict = field(default_factory=dict)
+    freezing: Optional[object] = None
 
     @property
     def call_attrs(self) -> "Counter[str]":
@@ -215,4 +218,9 @@ def outline_of(text: str, filename: str, package: str = "") -> Optional[Outline]
         tree = compile(text, filename, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    return build_outline(tree, package)
+    out = build_outline(tree, package)
+    # the model facts' per-file part reads this same tree: built here, CPython parses each file once per run
+    # (and the outline workers of a big run build it in parallel)
+    from dslint.analysis.model_facts import file_model_facts
+    out.model_classes, out.freezing = file_model_facts(tree, text, filename, out)
+    return out

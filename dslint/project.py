@@ -192,8 +192,8 @@ class ProjectView:
         outline = src.outline
         if outline is None:
             return
-        configs = _CONFIG_KEYWORD_TEXT.search(src.text) is not None and any(
-            c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls)
+        configs = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
+            and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
         if not configs and not (outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text)):
             return
         facts = src.facts

@@ -199,14 +199,13 @@ def _module_like(project: "ProjectView") -> list[tuple[PythonSource, ClassOutlin
 
 
 def _build(project: "ProjectView") -> ModelFacts:
-    """From CPython's `ast` (about 10x cheaper than libcst): only files that define module classes or freeze
-    parameters are re-read, and none is parsed with libcst here."""
+    """From the outlines' per-file part (`file_model_facts`, built on CPython's tree with the outline): nothing
+    is parsed here."""
     classes = [ModuleClass(src, c.name, c.qualname, [b for b in c.bases if b]) for src, c in _module_like(project)]
     by_name: dict[str, list[ModuleClass]] = {}
     for cls in classes:
         by_name.setdefault(cls.name, []).append(cls)
     names = set(by_name)
-    trees: dict[int, tuple[dict, list[str]]] = {}
     for cls in classes:
         for b in cls.bases:
             hits = by_name.get(b.rsplit(".", 1)[-1], [])
@@ -214,47 +213,13 @@ def _build(project: "ProjectView") -> ModelFacts:
                 cls.project_bases.extend(h for h in hits if h is not cls)
             elif not b.endswith(("torch.nn.Module", "nn.Module")) and b not in ("object", "ABC", "abc.ABC"):
                 cls.external_bases.append(b)
-        if id(cls.src) not in trees:
-            # classes come file by file: one CPython tree alive at a time (all of them would be a GB on
-            # transformers)
-            trees.clear()
-            tree = compile(cls.src.text, cls.src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
-            lines = cls.src.text.split("\n")
-            offsets = [0]
-            for line in lines:
-                offsets.append(offsets[-1] + len(line) + 1)
-            trees[id(cls.src)] = (_class_defs(tree), lines, offsets)
-            del tree
-        defs, lines, offsets = trees[id(cls.src)]
-        outline = cls.src.outline
-        start, end = _class_lines(defs[cls.qualname], lines)
-        cls.span = (offsets[start], offsets[end] - 1)
-        cls.dynamic = _DYNAMIC.search(cls.src.text, *cls.span) is not None
-        methods = _methods(defs[cls.qualname])
-        cls.methods = frozenset(methods)
-        for mname, fn in methods.items():
-            cls.created_classes |= {(outline.resolve(dotted_name(c.func)) or "").rsplit(".", 1)[-1]
-                                    for c in _own_calls(fn)} & names
-            for index, stmt in enumerate(_ast_statements(fn, lines)):
-                for target, value in _ast_assignments(stmt):
-                    attr = _self_attr(target)
-                    if attr is None:
-                        continue
-                    kind = _classify(outline, value, names)
-                    if kind is not None and attr not in cls.attrs:
-                        ctor = (dotted_name(value.func) or "").rsplit(".", 1)[-1]
-                        cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], mname, index, stmt.lineno, kind[1], ctor)
-                if type(stmt) is ast.Expr and type(stmt.value) is ast.Call:
-                    call = stmt.value
-                    args = _ordered_args(call)
-                    if isinstance(call.func, ast.Attribute) and call.func.attr == "register_parameter" \
-                            and len(args) >= 2:
-                        attr = _literal(args[0])
-                        if isinstance(attr, str) and attr not in cls.attrs:
-                            kind = _classify(outline, args[1], names)
-                            if kind is not None:
-                                cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], mname, index, stmt.lineno, kind[1])
-    trees.clear()
+        raw = cls.src.outline.model_classes[cls.qualname]
+        cls.span, cls.dynamic, cls.methods = raw.span, raw.dynamic, raw.methods
+        cls.created_classes = set(raw.created & names)
+        for attr, plain, project_class, last, ctor, mname, index, line in raw.attrs:
+            kind = project_class if last in names else plain
+            if kind is not None and attr not in cls.attrs:
+                cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], mname, index, line, kind[1], ctor)
     # a checked class that creates nothing trainable (an op wrapper) is not a trainable submodule
     changed = True
     while changed:
@@ -268,10 +233,82 @@ def _build(project: "ProjectView") -> ModelFacts:
                     changed = True
     freezing = Freezing()
     for src in project.python:
-        if src.outline is not None and _FREEZE_TEXT.search(src.text):
-            tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
-            _FreezeCollector(freezing, src.path).visit(tree)
+        found = src.outline.freezing if src.outline is not None else None
+        if found is not None:
+            for attr, where in found.frozen.items():
+                freezing.frozen.setdefault(attr, []).extend(where)
+            for attr, where in found.unfrozen.items():
+                freezing.unfrozen.setdefault(attr, []).extend(where)
+            freezing.freeze_all.extend(found.freeze_all)
     return ModelFacts(classes, by_name, freezing)
+
+
+@dataclass
+class RawClass:
+    """What `_build` reads of one class, from its file alone (computed with the outline, where CPython's tree
+    is at hand, and in the outline workers on big runs)."""
+    span: tuple[int, int]
+    dynamic: bool
+    methods: frozenset
+    created: frozenset          # short names of the resolved callees of its methods' own calls
+    # self.<attr> = <call> candidates in `_build`'s order: (attr, kind when the callee's short name `last` is no
+    # module class of the run, kind when it is, last, ctor, method, statement index, line)
+    attrs: list
+
+
+def file_model_facts(tree: ast.Module, text: str, path: str, outline: Outline
+                     ) -> tuple[dict[str, RawClass], Optional[Freezing]]:
+    """The per-file part of the model facts: every class's `RawClass`, and the file's freezing statements."""
+    classes: dict[str, RawClass] = {}
+    defs = _class_defs(tree)
+    if defs:
+        lines = text.split("\n")
+        offsets = [0]
+        for line in lines:
+            offsets.append(offsets[-1] + len(line) + 1)
+    for qual, node in defs.items():
+        start, end = _class_lines(node, lines)
+        span = (offsets[start], offsets[end] - 1)
+        methods = _methods(node)
+        created: set[str] = set()
+        attrs: list = []
+        for mname, fn in methods.items():
+            created |= {(outline.resolve(dotted_name(c.func)) or "").rsplit(".", 1)[-1] for c in _own_calls(fn)}
+            for index, stmt in enumerate(_ast_statements(fn, lines)):
+                for target, value in _ast_assignments(stmt):
+                    attr = _self_attr(target)
+                    candidate = _attr_candidate(outline, value) if attr is not None else None
+                    if candidate is not None:
+                        ctor = (dotted_name(value.func) or "").rsplit(".", 1)[-1]
+                        attrs.append((attr, *candidate, ctor, mname, index, stmt.lineno))
+                if type(stmt) is ast.Expr and type(stmt.value) is ast.Call:
+                    call = stmt.value
+                    args = _ordered_args(call)
+                    if isinstance(call.func, ast.Attribute) and call.func.attr == "register_parameter" \
+                            and len(args) >= 2:
+                        attr = _literal(args[0])
+                        candidate = _attr_candidate(outline, args[1]) if isinstance(attr, str) else None
+                        if candidate is not None:
+                            attrs.append((attr, *candidate, "", mname, index, stmt.lineno))
+        classes[qual] = RawClass(span, _DYNAMIC.search(text, *span) is not None, frozenset(methods),
+                                 frozenset(created), attrs)
+    freezing = None
+    if _FREEZE_TEXT.search(text):
+        freezing = Freezing()
+        _FreezeCollector(freezing, path).visit(tree)
+    return classes, freezing
+
+
+def _attr_candidate(outline: Outline, value: ast.expr) -> Optional[tuple]:
+    """`_classify` of `value` both ways its callee's short name may turn out (a module class of the run or
+    not), and that name; None when it creates nothing trainable either way."""
+    if type(value) is not ast.Call:
+        return None
+    last = (outline.resolve(dotted_name(value.func)) or "").rsplit(".", 1)[-1]
+    plain, project_class = _classify(outline, value, set()), _classify(outline, value, {last})
+    if plain is None and project_class is None:
+        return None
+    return plain, project_class, last
 
 
 # --- CPython ast helpers: the same facts as the libcst passes they replaced (tests/test_model_facts.py) ----
