@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from dslint.config import Settings
+from dslint.config import Settings, real_dir, real_path
 from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.project import ProjectView
 from dslint.rules import all_rules
@@ -56,8 +56,10 @@ def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
     out = Inputs()
     seen: set[Path] = set()
 
+    real_dir.cache_clear()      # folders resolved afresh per run (a link may have changed)
+
     def add(path: Path, explicit: bool) -> None:
-        key = path.resolve()
+        key = real_path(path)
         if key not in seen:
             seen.add(key)
             out.files.append((path, explicit))
@@ -80,10 +82,10 @@ def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
 
 
 def shown_path(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    real, cwd = real_path(path), real_dir(os.getcwd())
+    if real.startswith(cwd.rstrip(os.sep) + os.sep):
+        return Path(real[len(cwd.rstrip(os.sep)) + 1:]).as_posix()
+    return path.as_posix()
 
 
 def read_sources(inputs: Inputs, sniff_json: bool = False) -> tuple[list[AnySource], list[tuple[str, str, ParseProblem]]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Optional
@@ -293,9 +294,16 @@ def file_model_facts(tree: ast.Module, text: str, path: str, outline: Outline
         classes[qual] = RawClass(span, _DYNAMIC.search(text, *span) is not None, frozenset(methods),
                                  frozenset(created), attrs)
     freezing = None
-    if _FREEZE_TEXT.search(text):
+    matches = [m.start() for m in _FREEZE_TEXT.finditer(text)]
+    if matches:
         freezing = Freezing()
-        _FreezeCollector(freezing, path).visit(tree)
+        lines_at, line, pos = [], 1, 0
+        for at in matches:
+            line += text.count("\n", pos, at)
+            pos = at
+            if not lines_at or lines_at[-1] != line:
+                lines_at.append(line)
+        _FreezeCollector(freezing, path, lines_at).visit(tree)
     return classes, freezing
 
 
@@ -496,11 +504,27 @@ def _chain_attrs(expr: ast.expr) -> list[str]:
 class _FreezeCollector(ast.NodeVisitor):
     """Freeze/unfreeze statements, by the attribute they name (name-based across the run)."""
 
-    def __init__(self, out: Freezing, path: str) -> None:
+    def __init__(self, out: Freezing, path: str, lines: Optional[list[int]] = None) -> None:
         self.out = out
         self.path = path
         self.loops: list[tuple[str, list[str]]] = []     # (loop variable, attrs of the iterated module)
         self.conditional = 0
+        self.lines = lines      # sorted lines where `_FREEZE_TEXT` matches; None: visit everything
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """Only into nodes whose lines hold a `_FREEZE_TEXT` match: every record is made at a node spanning one
+        (the assignment, the call), and the loops and tests it reads are its ancestors, which span it too."""
+        lines = self.lines
+        for _name, value in ast.iter_fields(node):
+            for item in value if type(value) is list else (value,):
+                if not isinstance(item, ast.AST):
+                    continue
+                first = getattr(item, "lineno", None)
+                if lines is not None and first is not None:
+                    k = bisect_left(lines, first)
+                    if k == len(lines) or lines[k] > item.end_lineno:
+                        continue
+                self.visit(item)
 
     def _record(self, attrs: list[str], flag: object, node: ast.AST, whole: bool = False) -> None:
         """`whole`: the statement acts on a module's parameters (requires_grad_(), a parameters() loop), so an
