@@ -40,7 +40,10 @@ def _roots(facts: ModelFacts, cls: ModuleClass) -> list[tuple[ModuleClass, bool]
     family = list(dict.fromkeys([*cls.mro(), *facts.subclasses(cls)]))
     out = [(c, True) for c in family]
     seen = set(id(c) for c in family)
-    frontier = family
+    # containers of objects that may be a `cls`: creators of cls or of a subclass (`containers` takes both).
+    # Not of its bases: a creator of a base builds that base or a sibling of cls, whose attributes are not
+    # cls's -- and a library base (PreTrainedModel) has every model of a package as subclasses.
+    frontier = [cls]
     for _ in range(3):
         nxt = []
         for c in frontier:
