@@ -62,7 +62,8 @@ def check(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings are reported "
                                                               "(usage and internal errors still fail)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache "
-                                                            "($DSLINT_CACHE_DIR, default ~/.cache/dslint)."),
+                                                            "nor the compiled-code cache ($DSLINT_CACHE_DIR, "
+                                                            "default ~/.cache/dslint)."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0,
                              help="Worker processes for runs of 24 files or more (0: one per CPU, at most 4; "
                                   "1: none). Output is the same in any case (docs/performance.md)."),
