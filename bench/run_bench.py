@@ -4,7 +4,7 @@
 
 Runs, on the same files and in one invocation: dslint cold (result cache cleared; default workers and --jobs
 1), dslint warm (result cache kept), libcst parse-only and `ast` parse-only (1 process, the floors), a single
-training script cold and on its very first run, and -- with
+training script cold and on its very first run (beside a bare `import libcst`), and -- with
 --others and when installed -- ruff, fixit and torchfix. Each tool runs as its own process; wall time is
 measured around it and peak RSS read from wait4(). Prints a table with ratios; --json FILE saves it.
 
@@ -112,6 +112,10 @@ def main() -> int:
     single_cmd = [py, "-m", "dslint", "check", "--exit-zero", str(SCRIPT)]
     first = best(single_cmd, max(args.repeat, 3), env, clear_all)
     single = best(single_cmd, max(args.repeat, 3), env, clear)
+    # the floor of any libcst-based check in the same machine state (this machine's `import libcst` alone
+    # varies 0.19-0.45 s with its load)
+    floor = best([py, "-c", "import libcst"], max(args.repeat, 3))
+    rows.append(("single script", "import libcst alone", *floor))
     rows.append(("single script", "dslint first run", *first))
     rows.append(("single script", "dslint cold", *single))
     for name in corpora:
@@ -143,6 +147,7 @@ def main() -> int:
     clear_all()
     results["single_script_cold_s"] = single[0]
     results["single_script_first_run_s"] = first[0]
+    results["import_libcst_s"] = floor[0]
     print(f"{'corpus':<28} {'tool':<20} {'wall s':>8} {'peak RSS MiB':>13} {'rc':>3}")
     for corpus, tool, wall, rss, rc in rows:
         print(f"{corpus:<28} {tool:<20} {wall:>8.2f} {rss:>13.0f} {rc:>3}")
