@@ -66,13 +66,19 @@ class ResultCache:
         path = self._path(source_key)
         if path is None:
             return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(entry))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only or full cache never fails the check
+        write_atomically(path, json.dumps(entry).encode())
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write through a per-process temporary file and a rename, so that a concurrent reader sees the old file
+    or the new one; a read-only or full cache never fails the check."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def run_key(settings_json: str, codes: list[str], project_fingerprint: str) -> str:

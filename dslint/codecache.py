@@ -52,12 +52,11 @@ def _save(path: Path, memo: dict, owner: int) -> None:
     if os.getpid() != owner:        # a forked worker that exits through Python leaves it to the parent
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{owner}.tmp")
-        tmp.write_bytes(marshal.dumps(memo))
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        pass
+        data = marshal.dumps(memo)
+    except ValueError:              # an unmarshallable constant: keep the file as it is
+        return
+    from dslint.cache import write_atomically
+    write_atomically(path, data)
 
 
 def install(directory: Optional[Path]) -> bool:
