@@ -206,12 +206,17 @@ class Settings:
         return [p for p in self.exclude if not self.excluded(root, [p])]
 
     def relative(self, path: str) -> str:
-        real, root = real_path(path), real_dir(str(self.root))
-        if real == root:
-            return "."
-        if real.startswith(root.rstrip(os.sep) + os.sep):
-            return Path(real[len(root.rstrip(os.sep)) + 1:]).as_posix()
-        return Path(path).as_posix()
+        return relative_to(path, str(self.root)) or Path(path).as_posix()
+
+
+def relative_to(path, base: str) -> Optional[str]:
+    """`Path(path).resolve().relative_to(Path(base).resolve())` in POSIX form, or None when it is not below."""
+    real, root = real_path(path), real_dir(base).rstrip(os.sep)
+    if real == root or real == root + os.sep:
+        return "."
+    if real.startswith(root + os.sep):
+        return Path(real[len(root) + 1:]).as_posix()
+    return None
 
 
 @lru_cache(maxsize=8192)
@@ -226,7 +231,7 @@ def real_path(path) -> str:
     full resolution."""
     text = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(text))
-    if not name or name == ".." or ".." in Path(text).parts or os.path.islink(text):
+    if not name or ".." in Path(text).parts or os.path.islink(text):
         return os.path.realpath(text)
     return os.path.join(real_dir(folder), name)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from dslint.config import Settings, real_dir, real_path
+from dslint.config import Settings, real_dir, real_path, relative_to
 from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.project import ProjectView
 from dslint.rules import all_rules
@@ -82,10 +82,7 @@ def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
 
 
 def shown_path(path: Path) -> str:
-    real, cwd = real_path(path), real_dir(os.getcwd())
-    if real.startswith(cwd.rstrip(os.sep) + os.sep):
-        return Path(real[len(cwd.rstrip(os.sep)) + 1:]).as_posix()
-    return path.as_posix()
+    return relative_to(path, os.getcwd()) or path.as_posix()
 
 
 def read_sources(inputs: Inputs, sniff_json: bool = False) -> tuple[list[AnySource], list[tuple[str, str, ParseProblem]]]:

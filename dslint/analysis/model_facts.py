@@ -365,11 +365,6 @@ def _class_lines(node: ast.ClassDef, lines: list[str]) -> tuple[int, int]:
     return start, end
 
 
-def _class_text(node: ast.ClassDef, lines: list[str]) -> str:
-    start, end = _class_lines(node, lines)
-    return "\n".join(lines[start:end])
-
-
 def _methods(node: ast.ClassDef) -> dict[str, ast.AST]:
     """Functions defined directly in the class's scope (inside `if`/`try` blocks too); the last one of a name."""
     out: dict[str, ast.AST] = {}
