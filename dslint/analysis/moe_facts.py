@@ -195,16 +195,36 @@ def engine_calls(project: "ProjectView", src: PythonSource) -> list[EngineCall]:
         # the callees below are written `….initialize(`, `…Trainer(` or reached through an imported alias
         if not src.may_call(_ENGINE_BUILDERS) and not src.may_call(TRAINER, suffix=True):
             return out
-        trainer_classes = {info.name for info in src.facts.classes.values()
-                           if any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)}
+        if src.outline is not None and not _may_hold_engine_calls(src.outline):
+            return out          # decided on the outline's resolved calls: the file is not parsed
+        trainer_classes = _trainer_classes((info.name, info.bases) for info in src.facts.classes.values())
         for call in src.facts.calls:
-            callee = call.callee or ""
-            if callee == "deepspeed.initialize" or callee.endswith("deepspeed.initialize"):
-                out.append(EngineCall(src, call, "initialize"))
-            elif callee == "deepspeed.init_inference" or callee.endswith("deepspeed.init_inference"):
-                out.append(EngineCall(src, call, "init_inference"))
-            elif (call.attr or "").endswith("Trainer") and (callee.startswith(("transformers.", "trl."))
-                                                            or call.attr in trainer_classes):
-                out.append(EngineCall(src, call, "trainer"))
+            kind = _engine_kind(call.callee or "", trainer_classes)
+            if kind is not None:
+                out.append(EngineCall(src, call, kind))
         return out
     return memo(project, f"engine-calls:{id(src)}", build)
+
+
+def _engine_kind(callee: str, trainer_classes: set[str]) -> Optional[str]:
+    """What a call with this resolved callee builds: "initialize", "init_inference", "trainer" or None."""
+    if callee == "deepspeed.initialize" or callee.endswith("deepspeed.initialize"):
+        return "initialize"
+    if callee == "deepspeed.init_inference" or callee.endswith("deepspeed.init_inference"):
+        return "init_inference"
+    attr = callee.rsplit(".", 1)[-1]
+    if attr.endswith("Trainer") and (callee.startswith(("transformers.", "trl.")) or attr in trainer_classes):
+        return "trainer"
+    return None
+
+
+def _trainer_classes(bases_by_class) -> set[str]:
+    """Names of the classes whose bases include a `…Trainer`, from (name, resolved bases) pairs."""
+    return {name for name, bases in bases_by_class if any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in bases if b)}
+
+
+def _may_hold_engine_calls(outline) -> bool:
+    """`engine_calls` finds something in the file: decided on the outline's calls and classes, which resolve
+    callees and bases as `FileFacts` does."""
+    trainers = _trainer_classes((c.name, c.bases) for c in outline.classes.values())
+    return any(_engine_kind(callee or "", trainers) is not None for callee, _ in outline.calls)

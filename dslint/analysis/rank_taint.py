@@ -612,12 +612,17 @@ class ProjectTaint:
 
     def call_targets(self, src: "PythonSource", callee: Optional[str], scope: str) -> list[tuple["PythonSource", str]]:
         """Functions (source, qualified name) a call of this scope may run: `call_source` with each class the
-        call may be resolved in (`scope_classes`)."""
-        out: list[tuple["PythonSource", str]] = []
-        for cls in scope_classes(src.outline, scope):
-            hit = self.call_source(src, callee, cls)
-            if hit is not None and not any(h[0] is hit[0] and h[1] == hit[1] for h in out):
-                out.append(hit)
+        call may be resolved in (`scope_classes`). Memoised: both fixed points on the outlines (`site_units`,
+        `_rank_capable_units`) ask it for every call of the project."""
+        memo = self.__dict__.setdefault("_targets_memo", {})
+        key = (id(src), callee, scope)
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = []
+            for cls in scope_classes(src.outline, scope):
+                hit = self.call_source(src, callee, cls)
+                if hit is not None and not any(h[0] is hit[0] and h[1] == hit[1] for h in out):
+                    out.append(hit)
         return out
 
     # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
