@@ -18,7 +18,7 @@ from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceSte
 from dslint.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
-from dslint.sources import AnySource, ParseProblem, PythonSource, decode, kind_of, make_source
+from dslint.sources import AnySource, ParseProblem, PythonSource, ShellSource, decode, kind_of, make_source
 from dslint.suppressions import parse_suppressions
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
@@ -33,16 +33,17 @@ CHUNKS_PER_JOB = 1             # contiguous runs of files per worker at least (s
 CHUNK_BYTES = 3_000_000        # at most this much source per run on big trees: the libcst trees a worker
                                # parses (~60 bytes per byte of source) are freed when it exits
 MAX_AUTO_JOBS = 4              # files' cross-references are re-read in every worker: more rarely pays
-_WORK = None                   # (checker, sources, project), inherited by forked workers
+_WORK = None                   # (checker, sources, views), inherited by forked workers
+_OUTLINE_WORK = None           # the sources whose outlines forked workers build
 
 
 def _analyse_chunk(indices: list[int]):
-    checker, sources, project = _WORK
-    return [(i, *checker._results_for(sources[i], project)) for i in indices]
+    checker, sources, views = _WORK
+    return [(i, *checker._results_for(sources[i], views[i])) for i in indices]
 
 
 def _outline_chunk(indices: list[int]):
-    sources = _WORK[1]
+    sources = _OUTLINE_WORK
     return [(i, sources[i].outline) for i in indices]
 
 
@@ -170,22 +171,59 @@ class Checker:
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
+        views: list[Optional[ProjectView]] = [None] * len(relevant)   # filled by _views when needed
+        keys: list[Optional[str]] = [None] * len(relevant)
+        known = cache.get(self._run_entry) if cache else None
+        if known and len(known.get("keys", ())) == len(relevant):
+            keys = list(known["keys"])
+        else:
+            views = self._views(sources, relevant, project)
+            keys = [self._item_key(relevant, i, views[i], project) for i in range(len(relevant))] if cache else keys
+            if cache:
+                cache.put(self._run_entry, {"keys": keys})
         todo: list[int] = []
         for i, source in enumerate(relevant):
-            hit = cache.get(self._source_key(source)) if cache else None
+            hit = cache.get(keys[i]) if cache else None
             if hit is None:
                 todo.append(i)
             else:
                 report.findings += [Finding.model_validate(f) for f in hit["findings"]]
                 report.errors += [InputError.model_validate(e) for e in hit["errors"]]
-        for i, findings, errors in self._analyse(relevant, project, todo):
+        if todo and views[0] is None and relevant:
+            views = self._views(sources, relevant, project)
+        for i, findings, errors in self._analyse(relevant, views, todo):
             report.findings += findings
             report.errors += errors
             if cache and not any(e.kind == "internal-error" for e in errors):
-                cache.put(self._source_key(relevant[i]), {"findings": [f.model_dump(mode="json") for f in findings],
-                                                          "errors": [e.model_dump(mode="json") for e in errors]})
+                cache.put(keys[i], {"findings": [f.model_dump(mode="json") for f in findings],
+                                    "errors": [e.model_dump(mode="json") for e in errors]})
         report.findings.sort(key=Finding.sort_key)
         return report
+
+    # --- launch units ------------------------------------------------------------------------------
+    def _views(self, sources: list[AnySource], relevant: list[AnySource], project: ProjectView
+               ) -> list[ProjectView]:
+        """The view each relevant file is analysed in: a Python file in its launch-unit context (the files of
+        the units that reach it, their configs and launcher lines), a config or launcher script in the run's
+        view. The program model reads every compiled Python file (an `__init__.py` that no rule needs still
+        links a script to the modules it imports)."""
+        from dslint.program.units import Program
+        jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
+        if jobs > 1 and hasattr(os, "fork"):
+            self._outlines(sources, jobs)
+        project.program = Program([s for s in sources if isinstance(s, PythonSource) and s.compiles], project.shell)
+        by_context: dict[int, ProjectView] = {}
+        out: list[ProjectView] = []
+        for src in relevant:
+            context = project.program.context_of(src) if isinstance(src, PythonSource) else None
+            if context is None:
+                out.append(project)
+                continue
+            view = by_context.get(id(context))
+            if view is None:
+                view = by_context[id(context)] = project.context_view(context)
+            out.append(view)
+        return out
 
     # --- triage, cache, workers ------------------------------------------------------------------
     @property
@@ -220,29 +258,55 @@ class Checker:
         return False
 
     def _cache(self, relevant: list[AnySource]):
+        """Entries keyed per file by its content and by the content of the files its view holds (the launch
+        units that reach it): editing one script invalidates only the files of its units. The run's entry
+        (every file's content) maps an unchanged tree to its keys without building the program model."""
         if self.cache_dir is None:
             return None
         from dslint.cache import ResultCache, content_hash, run_key
         self._hashes = {id(s): content_hash(s.text) for s in relevant}
         fingerprint = content_hash("\n".join(sorted(f"{s.path}:{self._hashes[id(s)]}" for s in relevant)))
+        self._run_entry = f"run:{fingerprint}"
         settings = self.settings.model_dump_json(exclude={"root"})
-        return ResultCache(self.cache_dir, run_key(settings, [r.code for r in self.rules], fingerprint))
+        return ResultCache(self.cache_dir, run_key(settings, [r.code for r in self.rules], ""))
 
     def _source_key(self, source: AnySource) -> str:
         return f"{source.kind}:{source.path}:{self._hashes[id(source)]}"
 
-    def _analyse(self, sources: list[AnySource], project: ProjectView, todo: list[int]):
+    def _item_key(self, relevant: list[AnySource], i: int, view: ProjectView, project: ProjectView) -> str:
+        """A file's key: its content and that of every file its findings can depend on."""
+        from dslint.cache import content_hash
+        source = relevant[i]
+        if view is not project:
+            deps = view.sources
+        else:
+            # a config or launcher script: the configs and launchers of the run, and the scripts that name it
+            deps = [s for s in relevant if not isinstance(s, PythonSource)]
+            if not isinstance(source, ShellSource):
+                name = Path(source.path).name
+                single = len(project.json_configs) == 1
+                deps += [s for s in project.python if single or name in s.text]
+        hashes = self._hashes
+        text = "\n".join(sorted(f"{s.path}:{hashes.get(id(s)) or content_hash(s.text)}" for s in deps))
+        return f"{self._source_key(source)}|{content_hash(text)}"
+
+    def _analyse(self, sources: list[AnySource], views: list[ProjectView], todo: list[int]):
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
             for i in todo:
-                yield (i, *self._results_for(sources[i], project))
+                yield (i, *self._results_for(sources[i], views[i]))
             return
         from dslint.forkpool import FAILED, run_forked
         global _WORK
-        _WORK = (self, sources, project)
+        _WORK = (self, sources, views)
         try:
             self._outlines(sources, jobs)
-            self._prepare(project)
+            counts: dict[int, list] = {}
+            for i in todo:
+                counts.setdefault(id(views[i]), [views[i], 0])[1] += 1
+            for view, count in counts.values():
+                if count >= PARALLEL_MIN_FILES:     # views of many files: their whole-project analyses once,
+                    self._prepare(view)             # here, inherited by every worker
             sizes = [len(sources[i].text) for i in todo]
             count = max(jobs * CHUNKS_PER_JOB, -(-sum(sizes) // CHUNK_BYTES))
             chunks = [c for c in _contiguous_chunks(todo, sizes, count) if c]
@@ -255,7 +319,7 @@ class Checker:
                         print("dslint: a worker process died; checking its files in the main process",
                               file=sys.stderr)
                         lost = True
-                    part = [(i, *self._results_for(sources[i], project)) for i in chunks[k]]
+                    part = [(i, *self._results_for(sources[i], views[i])) for i in chunks[k]]
                 yield from part
         finally:
             _WORK = None
@@ -270,10 +334,15 @@ class Checker:
         if len(todo) < PARALLEL_MIN_FILES:
             return
         chunks = [c for c in _contiguous_chunks(todo, [len(sources[i].text) for i in todo], jobs) if c]
-        for _, part in run_forked(_outline_chunk, chunks, jobs):
-            if part is not FAILED:
-                for i, outline in part:
-                    sources[i].__dict__["outline"] = outline
+        global _OUTLINE_WORK
+        _OUTLINE_WORK = sources
+        try:
+            for _, part in run_forked(_outline_chunk, chunks, jobs):
+                if part is not FAILED:
+                    for i, outline in part:
+                        sources[i].__dict__["outline"] = outline
+        finally:
+            _OUTLINE_WORK = None
 
     def _prepare(self, project: ProjectView) -> None:
         """Run the families' whole-project analyses once here, so that forked workers inherit them instead of
@@ -290,6 +359,9 @@ class Checker:
     def _results_for(self, source: AnySource, project: ProjectView) -> tuple[list[Finding], list[InputError]]:
         partial = Report()
         self._check_one(source, project, partial)
+        if project.units and isinstance(source, PythonSource):
+            for finding in partial.findings:
+                _name_units(finding, source, project.units)
         return partial.findings, partial.errors
 
     def _check_one(self, source: AnySource, project: ProjectView, report: Report) -> None:
@@ -352,6 +424,30 @@ def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:
     where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
     return InputError(kind="internal-error", path=path, code=rule.code,
                       message=f"internal error in rule {rule.code} {rule.name}: {type(exc).__name__}: {exc}{where}")
+
+
+_UNIT_FAMILIES = ("DSL1", "DSL2", "DSL3")
+
+
+def _name_units(finding: Finding, source: PythonSource, units: list) -> None:
+    """A collective-hazard finding in a module that launch units import says which of them make it
+    hazardous: those holding a file its trace or message cites (else every unit that reaches the file).
+    Nothing is added in the entry script itself."""
+    if not finding.code.startswith(_UNIT_FAMILIES) or any(u.entry is source for u in units):
+        return
+    cited = {step.path for step in finding.trace} | {finding.path}
+    named = [u for u in units if any(f.path in cited or f.path in finding.message for f in u.files
+                                     if f is not source)] or units
+    for unit in named[:3]:
+        if unit.launches:
+            sh, launch = unit.launches[0]
+            where, line = sh.path, launch.line
+        else:
+            where, line = unit.entry.path, 1
+        finding.trace.append(TraceStep(path=where, line=line, note=f"hazardous when {unit.entry.path} runs"
+                                       + (f" (launched by {sh.path}:{line})" if unit.launches else "")))
+    if len(named) > 3:
+        finding.trace.append(TraceStep(path=named[3].entry.path, line=1, note=f"and {len(named) - 3} more launch units"))
 
 
 def _contiguous_chunks(items: list[int], sizes: list[int], count: int) -> list[list[int]]:

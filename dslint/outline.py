@@ -43,6 +43,11 @@ class Outline:
     # the per-file model facts (dslint.analysis.model_facts.file_model_facts), built from the same tree
     model_classes: dict = field(default_factory=dict)
     freezing: Optional[object] = None
+    # what the launch units are built from (dslint.program.units): every module an import statement names, as
+    # absolute dotted names (`from a import b` gives "a.b"; a relative import resolved against the package),
+    # whether the module has an `if __name__ == "__main__":` guard
+    imported_modules: list[str] = field(default_factory=list)
+    main_guard: bool = False
 
     @property
     def call_attrs(self) -> "Counter[str]":
@@ -71,6 +76,15 @@ class Outline:
         if target is None:
             return dotted
         return f"{target}.{rest}" if rest else target
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """`__name__ == "__main__"` (either side)."""
+    if type(test) is not ast.Compare or len(test.ops) != 1 or type(test.ops[0]) is not ast.Eq:
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(type(a) is ast.Name and a.id == "__name__" for a in sides) and \
+        any(type(a) is ast.Constant and a.value == "__main__" for a in sides)
 
 
 def dotted_name(expr: ast.expr) -> Optional[str]:
@@ -104,6 +118,7 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
         node, scopes, fscope = item
         kind = type(node)
         if kind is ast.Import:
+            out.imported_modules.extend(alias.name for alias in node.names)
             for alias in node.names:
                 if alias.asname:
                     out.imports[alias.asname] = alias.name
@@ -118,6 +133,8 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
                 up = node.level - 1
                 base = base[: len(base) - up] if up else base
                 module = ".".join([*base, module] if module else base)
+            out.imported_modules.extend(f"{module}.{alias.name}" if module and alias.name != "*" else
+                                        module or alias.name for alias in node.names)
             for alias in node.names:
                 if alias.name == "*":
                     break
@@ -140,6 +157,8 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
             after = [*node.decorator_list, *([node.returns] if node.returns is not None else [])]
         elif kind is ast.ExceptHandler:
             after = [node.type] if getattr(node, "type", None) is not None else []
+        elif kind is ast.If and not scopes and _is_main_guard(node.test):
+            out.main_guard = True
         elif kind is ast.match_case:
             after = [node.guard] if node.guard is not None else []
         elif kind is not ast.Module:

@@ -66,6 +66,34 @@ class ProjectView:
     world_size_override: Optional[int] = None
     deepspeed_version_override: Optional[str] = None
     root: Path = field(default_factory=Path.cwd)
+    # the run's launch units (dslint.program.units.Program); a view of one context also names the launcher
+    # lines of its units, so that the world size comes from them alone
+    program: Optional[Any] = None
+    unit_launches: Optional[list] = None
+    units: list = field(default_factory=list)
+
+    @cached_property
+    def run_program(self):
+        """The launch units of this run (built on first use from the outlines and launcher lines)."""
+        if self.program is None:
+            from dslint.program.units import Program
+            self.program = Program(self.python, self.shell)
+        return self.program
+
+    def context_view(self, context) -> "ProjectView":
+        """The view a context's files are analysed in: the files of its units (or of its import-connected
+        group), the configs those files are given, the launcher lines that run its units."""
+        program = self.run_program
+        sources: dict[int, AnySource] = {id(f): f for f in context.files}
+        for f in context.files:
+            for cfg in self.configs_for(f):
+                if cfg.source is not None:
+                    sources.setdefault(id(cfg.source), cfg.source)
+        launches = [pair for unit in context.units for pair in unit.launches]
+        for sh, _ in launches:
+            sources.setdefault(id(sh), sh)
+        return ProjectView(list(sources.values()), self.world_size_override, self.deepspeed_version_override,
+                           self.root, program=program, unit_launches=launches, units=list(context.units))
 
     # --- indexes ---------------------------------------------------------------------------------
     @cached_property
@@ -161,28 +189,46 @@ class ProjectView:
         return self.find_function_source(callee, near=src)
 
     # --- configs ---------------------------------------------------------------------------------
+    @cached_property
+    def _json_index(self) -> tuple[dict[str, JsonSource], dict[str, list[JsonSource]]]:
+        by_path: dict[str, JsonSource] = {}
+        by_name: dict[str, list[JsonSource]] = {}
+        for c in self.json_configs:
+            by_path.setdefault(_norm(c.path), c)
+            by_name.setdefault(Path(c.path).name, []).append(c)
+        return by_path, by_name
+
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
-        wanted = {(base / ref).resolve(), (self.root / ref).resolve()}
-        hits = [c for c in self.json_configs if Path(c.path).resolve() in wanted]
-        if not hits:
-            hits = [c for c in self.json_configs if Path(c.path).name == Path(ref).name]
-        return hits
+        """The configs a path written in a script or launcher line names: relative to the referring file's
+        folder or to the root (compared as normalised paths: no file system access), else by file name."""
+        by_path, by_name = self._json_index
+        hits = []
+        for candidate in (base / ref, Path(ref), self.root / ref):
+            hit = by_path.get(_norm(str(candidate)))
+            if hit is not None and hit not in hits:
+                hits.append(hit)
+        if not hits and not Path(ref).is_absolute():
+            try:
+                rel = (self.root / ref).resolve().relative_to(Path.cwd().resolve())
+                hit = by_path.get(_norm(str(rel)))
+                if hit is not None:
+                    hits.append(hit)
+            except (ValueError, OSError):
+                pass
+        return hits or list(by_name.get(Path(ref).name, []))
 
     @cached_property
     def launches(self):
+        if self.unit_launches is not None:
+            return list(self.unit_launches)
         return [(sh, launch) for sh in self.shell for launch in sh.launches]
 
     def _launches_for(self, src: PythonSource):
-        name = Path(src.path).resolve()
-        for sh, launch in self.launches:
-            if launch.script:
-                base = Path(sh.path).parent
-                if (base / launch.script).resolve() == name or (self.root / launch.script).resolve() == name \
-                        or Path(launch.script).name == name.name:
-                    yield sh, launch
-            elif launch.module and src.module_name and (launch.module == src.module_name
-                                                        or launch.module.endswith("." + src.module_name)):
-                yield sh, launch
+        """The launcher lines that run `src` (resolved once per run by the program model), restricted to the
+        lines of this view's units."""
+        for pair in self.run_program.launches_of(src):
+            if self.unit_launches is None or any(pair[1] is l for _, l in self.unit_launches):
+                yield pair
 
     def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
         """(value, node) of config arguments in `src`: JSON path strings or dict literals."""
@@ -250,7 +296,14 @@ class ProjectView:
                         yield default.value, value
 
     def configs_for(self, src: PythonSource) -> list[ConfigView]:
-        """The DeepSpeed configs that apply to a script, most specific evidence first."""
+        """The DeepSpeed configs that apply to a script, most specific evidence first (memoised per view)."""
+        memo = self.__dict__.setdefault("_configs_memo", {})
+        hit = memo.get(id(src))
+        if hit is None:
+            hit = memo[id(src)] = self._configs_for(src)
+        return list(hit)
+
+    def _configs_for(self, src: PythonSource) -> list[ConfigView]:
         found: list[ConfigView] = []
         seen: set[str] = set()
 
@@ -347,6 +400,11 @@ def installed_version(name: str) -> Optional[str]:
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _norm(path: str) -> str:
+    import posixpath
+    return posixpath.normpath(path.replace("\\", "/"))
 
 
 def _ancestors(path: Path, stop: Path, limit: int = 6):

@@ -1,0 +1,288 @@
+"""Launch units: what runs together.
+
+An *entry point* is a Python file that a launcher line of the checked shell scripts runs (`deepspeed x.py`,
+`torchrun -m pkg.x`, …), or one that runs by itself: an `if __name__ == "__main__":` guard, or training /
+inference work at module scope (`deepspeed.initialize(...)`, `trainer.train()`, `model.generate(...)` …).
+Its *unit* is the entry, the modules it imports inside the checked tree (transitively: package imports,
+package-relative imports, modules beside the script or in a folder above it, as `sys.path` tricks make
+importable), and the launcher lines that run it. Facts never cross units: a file is analysed in the context
+of the units that reach it (`context_of`), and a file no unit reaches only with the files it is
+import-connected to among the unreached ones (a library package; an unrelated script stands alone).
+
+Everything here is decided on the outlines (CPython's parse) and paths: no libcst parse, no file system
+access beyond the paths of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from dslint.outline import MODULE_SCOPE
+from dslint.sources import PythonSource, ShellSource
+
+# module-scope calls that make a file a program of its own (last name of the resolved callee)
+_RUNS_AT_TOP = frozenset({"initialize", "init_inference", "init_distributed", "init_process_group", "train",
+                          "generate", "backward", "fit", "main", "launch", "spawn", "evaluate", "predict"})
+
+
+@dataclass(eq=False)
+class LaunchUnit:
+    entry: PythonSource
+    files: list[PythonSource]                             # the entry first, then what it imports
+    launches: list[tuple[ShellSource, object]] = field(default_factory=list)   # (shell, launcher.Launch)
+
+    @property
+    def name(self) -> str:
+        """How findings name the unit: the launcher line that runs it, else the entry script."""
+        if self.launches:
+            sh, launch = self.launches[0]
+            return f"{sh.path}:{launch.line}"
+        return self.entry.path
+
+
+@dataclass(eq=False)
+class Context:
+    """The files one group of Python files is analysed with (`analysed` ⊆ `files`), and the units it stands
+    for (empty for files no unit reaches)."""
+
+    analysed: list[PythonSource]
+    files: list[PythonSource]
+    units: list[LaunchUnit]
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path.replace(os.sep, "/"))
+
+
+class Program:
+    """The launch units of one run, and the context each Python file is analysed in."""
+
+    def __init__(self, python: list[PythonSource], shell: list[ShellSource]):
+        self.python = python
+        self.shell = shell
+        self._by_path = {_norm(s.path): s for s in python}
+        self._by_name: dict[str, list[PythonSource]] = {}
+        for s in python:
+            self._by_name.setdefault(posixpath.basename(self._norm_of(s)), []).append(s)
+        self._imports: dict[int, list[PythonSource]] = {}
+        self.launch_targets: list[tuple[ShellSource, object, PythonSource]] = []
+        for sh in shell:
+            for launch in sh.launches:
+                target = self._launch_target(sh, launch)
+                if target is not None:
+                    self.launch_targets.append((sh, launch, target))
+        self.units = self._build_units()
+        self._contexts = self._build_contexts()
+
+    def _norm_of(self, src: PythonSource) -> str:
+        return _norm(src.path)
+
+    # --- import resolution ------------------------------------------------------------------------
+    def _file_for_module(self, dotted: str, bases: Iterable[str]) -> list[PythonSource]:
+        """The files an import of `dotted` runs, looked up under each base folder in turn: the module itself
+        (longest prefix that is a file) and the packages' `__init__.py` on the way."""
+        parts = [p for p in dotted.split(".") if p]
+        if not parts:
+            return []
+        for base in bases:
+            found: list[PythonSource] = []
+            for n in range(1, len(parts) + 1):
+                stem = posixpath.join(base, *parts[:n]) if base not in ("", ".") else posixpath.join(*parts[:n])
+                hit = self._by_path.get(_norm(stem + ".py")) or self._by_path.get(_norm(stem + "/__init__.py"))
+                if hit is not None:
+                    found.append(hit)     # a folder without __init__.py is a namespace package: go on
+            if found:
+                return found
+        return []
+
+    def _bases(self, src: PythonSource, entry: Optional[PythonSource]) -> list[str]:
+        """Folders an import in `src` may be resolved under, nearest first: the package root of `src` (its
+        folder above the package), the folder of the script being run, `src`'s folder and those above it
+        (`sys.path.insert(0, "..")` and running from the repository root)."""
+        path = self._norm_of(src)
+        folder = posixpath.dirname(path)
+        bases: list[str] = []
+        depth = src.module_name.count(".")
+        root = folder
+        for _ in range(depth if posixpath.basename(path) != "__init__.py" else depth + 1):
+            root = posixpath.dirname(root)
+        for b in (root, posixpath.dirname(self._norm_of(entry)) if entry is not None else None):
+            if b is not None and b not in bases:
+                bases.append(b)
+        up = folder
+        while True:
+            if up not in bases:
+                bases.append(up)
+            if up in ("", ".", "/") or posixpath.dirname(up) == up:
+                break
+            up = posixpath.dirname(up)
+            if up == "":
+                if "" not in bases and "." not in bases:
+                    bases.append("")
+                break
+        return bases
+
+    def imports_of(self, src: PythonSource, entry: Optional[PythonSource] = None) -> list[PythonSource]:
+        """The checked files that `src`'s import statements run."""
+        key = (id(src), id(entry))
+        hit = self._imports.get(key)
+        if hit is None:
+            out: dict[int, PythonSource] = {}
+            outline = src.outline
+            if outline is not None:
+                bases = self._bases(src, entry)
+                for dotted in outline.imported_modules:
+                    for f in self._file_for_module(dotted, bases):
+                        if f is not src:
+                            out.setdefault(id(f), f)
+            hit = self._imports[key] = list(out.values())
+        return hit
+
+    def closure(self, entry: PythonSource) -> list[PythonSource]:
+        seen = {id(entry): entry}
+        todo = [entry]
+        while todo:
+            src = todo.pop()
+            for dep in self.imports_of(src, entry):
+                if id(dep) not in seen:
+                    seen[id(dep)] = dep
+                    todo.append(dep)
+        return list(seen.values())
+
+    # --- entry points ---------------------------------------------------------------------------
+    def _launch_target(self, sh: ShellSource, launch) -> Optional[PythonSource]:
+        folder = posixpath.dirname(_norm(sh.path))
+        if launch.script:
+            script = launch.script
+            for candidate in (posixpath.join(folder, script), script):
+                hit = self._by_path.get(_norm(candidate))
+                if hit is not None:
+                    return hit
+            # `cd ..; deepspeed train.py`, `$ROOT/train.py`: the file of that name nearest to the shell script
+            name = posixpath.basename(script)
+            return _nearest(self._by_name.get(name, []), folder, self._norm_of)
+        if launch.module:
+            found = self._file_for_module(launch.module, self._bases_for_shell(folder))
+            return found[-1] if found else None
+        return None
+
+    @staticmethod
+    def _bases_for_shell(folder: str) -> list[str]:
+        bases = [folder]
+        while folder not in ("", ".", "/") and posixpath.dirname(folder) != folder:
+            folder = posixpath.dirname(folder)
+            bases.append(folder)
+        return bases
+
+    @staticmethod
+    def runs_by_itself(src: PythonSource) -> bool:
+        outline = src.outline
+        if outline is None:
+            return False
+        if outline.main_guard:
+            return True
+        return any(scope == MODULE_SCOPE and callee and callee.rsplit(".", 1)[-1] in _RUNS_AT_TOP
+                   for callee, scope in outline.calls)
+
+    def _build_units(self) -> list[LaunchUnit]:
+        launched: dict[int, list] = {}
+        for sh, launch, target in self.launch_targets:
+            launched.setdefault(id(target), []).append((sh, launch))
+        units = []
+        for src in self.python:
+            if id(src) in launched or self.runs_by_itself(src):
+                units.append(LaunchUnit(src, self.closure(src), launched.get(id(src), [])))
+        return units
+
+    # --- contexts -------------------------------------------------------------------------------
+    def _build_contexts(self) -> dict[int, Context]:
+        """One context per set of units that reach a file: a file reached by units {A, B} is analysed once,
+        with the files of A and B; files of one unit only see that unit. Files no unit reaches are grouped
+        by import connection among themselves, with what they import as context."""
+        member: dict[int, list[LaunchUnit]] = {}
+        for unit in self.units:
+            for f in unit.files:
+                member.setdefault(id(f), []).append(unit)
+        groups: dict[tuple[int, ...], list[PythonSource]] = {}
+        for src in self.python:
+            units = member.get(id(src))
+            if units:
+                groups.setdefault(tuple(id(u) for u in units), []).append(src)
+        by_id = {id(u): u for u in self.units}
+        contexts: dict[int, Context] = {}
+        for key, analysed in groups.items():
+            units = [by_id[k] for k in key]
+            files: dict[int, PythonSource] = {}
+            for u in units:
+                for f in u.files:
+                    files.setdefault(id(f), f)
+            ctx = Context(analysed, list(files.values()), units)
+            for src in analysed:
+                contexts[id(src)] = ctx
+        orphans = [s for s in self.python if id(s) not in member]
+        for component in self._components(orphans):
+            files: dict[int, PythonSource] = {}
+            for src in component:
+                for f in self.closure(src):
+                    files.setdefault(id(f), f)
+            ctx = Context(component, list(files.values()), [])
+            for src in component:
+                contexts[id(src)] = ctx
+        return contexts
+
+    def _components(self, orphans: list[PythonSource]) -> list[list[PythonSource]]:
+        """Import-connected groups of the files no unit reaches (union-find over their import edges)."""
+        parent = {id(s): id(s) for s in orphans}
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for src in orphans:
+            for dep in self.imports_of(src):
+                if id(dep) in parent:
+                    a, b = find(id(src)), find(id(dep))
+                    if a != b:
+                        parent[a] = b
+        groups: dict[int, list[PythonSource]] = {}
+        for src in orphans:
+            groups.setdefault(find(id(src)), []).append(src)
+        return list(groups.values())
+
+    def context_of(self, src: PythonSource) -> Optional[Context]:
+        return self._contexts.get(id(src))
+
+    def contexts(self) -> list[Context]:
+        out: dict[int, Context] = {}
+        for ctx in self._contexts.values():
+            out.setdefault(id(ctx), ctx)
+        return list(out.values())
+
+    def launches_of(self, src: PythonSource) -> list[tuple[ShellSource, object]]:
+        return [(sh, launch) for sh, launch, target in self.launch_targets if target is src]
+
+
+def _nearest(candidates: list[PythonSource], folder: str, norm) -> Optional[PythonSource]:
+    """The candidate whose path shares the longest folder prefix with `folder`; None when that is a tie."""
+    if not candidates:
+        return None
+    want = [p for p in folder.split("/") if p not in ("", ".")]
+
+    def shared(src: PythonSource) -> int:
+        have = [p for p in posixpath.dirname(norm(src)).split("/") if p not in ("", ".")]
+        n = 0
+        for a, b in zip(want, have):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    scored = sorted(((shared(c), c) for c in candidates), key=lambda t: -t[0])
+    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+        return None
+    return scored[0][1]

@@ -1,0 +1,164 @@
+"""Launch units (dslint.program.units): what is an entry point, what it imports, which launcher line runs it,
+and the consequence that matters to users -- a file's findings do not depend on what else was checked."""
+
+from pathlib import Path
+
+from dslint.config import Settings
+from dslint.engine import Checker, check_texts
+from dslint.program.units import Program
+from dslint.sources import make_source
+
+from test_fixtures import ROOT, _cases, _files, _options
+
+
+def _program(files: dict[str, str]) -> tuple[Program, dict]:
+    sources = {}
+    for name, text in files.items():
+        kind = "shell" if name.endswith(".sh") else "python"
+        sources[name] = make_source(Path(name), name, kind, text)
+    python = [s for s in sources.values() if s.kind == "python"]
+    shell = [s for s in sources.values() if s.kind == "shell"]
+    return Program(python, shell), sources
+
+
+def _unit(program: Program, entry: str):
+    return next(u for u in program.units if u.entry.path == entry)
+
+
+def test_entry_points_main_guard_top_level_work_and_launcher_lines():
+    program, src = _program({
+        "guarded.py": "def main():\n    pass\n\nif __name__ == '__main__':\n    main()\n",
+        "toplevel.py": "import deepspeed\nengine, *_ = deepspeed.initialize(model=m, config='ds.json')\n",
+        "launched.py": "def f():\n    pass\n",
+        "library.py": "def helper():\n    return 1\n",
+        "run.sh": "#!/bin/bash\ndeepspeed --num_gpus 2 launched.py --deepspeed ds.json\n",
+    })
+    entries = sorted(u.entry.path for u in program.units)
+    assert entries == ["guarded.py", "launched.py", "toplevel.py"]
+    assert [launch.line for _, launch in _unit(program, "launched.py").launches] == [2]
+    assert program.context_of(src["library.py"]).units == []
+
+
+def test_imports_package_relative_sibling_and_parent_folder():
+    program, src = _program({
+        "app/train.py": "from model import Net\nfrom pkg.sub import layers\nimport helpers\n"
+                        "if __name__ == '__main__':\n    Net()\n",
+        "app/model.py": "from .unused import x\nclass Net: pass\n",
+        "pkg/__init__.py": "",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/layers.py": "from . import moe\nfrom ..common import util\n",
+        "pkg/sub/moe.py": "",
+        "pkg/common.py": "",
+        "helpers.py": "",            # one folder up: found as `sys.path.insert(0, "..")` makes it importable
+        "other/unrelated.py": "x = 1\n",
+    })
+    files = {f.path for f in _unit(program, "app/train.py").files}
+    assert files == {"app/train.py", "app/model.py", "pkg/__init__.py", "pkg/sub/__init__.py",
+                     "pkg/sub/layers.py", "pkg/sub/moe.py", "pkg/common.py", "helpers.py"}
+
+
+def test_launcher_picks_the_script_beside_it_not_any_script_of_that_name():
+    program, src = _program({
+        "step1/main.py": "if __name__ == '__main__':\n    pass\n",
+        "step2/main.py": "if __name__ == '__main__':\n    pass\n",
+        "step2/run.sh": "#!/bin/bash\ncd ..\ndeepspeed $ROOT/main.py --deepspeed ds.json\n",
+        "step1/run.sh": "#!/bin/bash\ndeepspeed --num_gpus 4 main.py --deepspeed ds.json\n",
+        "scripts/both.sh": "#!/bin/bash\ndeepspeed main.py\n",      # ambiguous: runs neither for sure
+        "run_mod.sh": "#!/bin/bash\ntorchrun --nproc_per_node 2 -m step1.main\n",
+    })
+    assert [sh.path for sh, _ in program.launches_of(src["step1/main.py"])] == ["step1/run.sh", "run_mod.sh"]
+    assert [sh.path for sh, _ in program.launches_of(src["step2/main.py"])] == ["step2/run.sh"]
+
+
+def test_contexts_keep_unrelated_scripts_apart_and_share_a_library_between_its_units():
+    program, src = _program({
+        "a.py": "from lib import f\nif __name__ == '__main__':\n    f()\n",
+        "b.py": "from lib import f\nif __name__ == '__main__':\n    f()\n",
+        "c.py": "if __name__ == '__main__':\n    pass\n",
+        "lib.py": "def f():\n    pass\n",
+        "orphan1.py": "import orphan2\n",
+        "orphan2.py": "",
+        "orphan3.py": "",
+    })
+    ctx = {name: program.context_of(s) for name, s in src.items()}
+    assert {f.path for f in ctx["a.py"].files} == {"a.py", "lib.py"}
+    assert {u.entry.path for u in ctx["lib.py"].units} == {"a.py", "b.py"}
+    assert {f.path for f in ctx["lib.py"].files} == {"a.py", "b.py", "lib.py"}
+    assert {f.path for f in ctx["c.py"].files} == {"c.py"}
+    assert ctx["orphan1.py"] is ctx["orphan2.py"] and ctx["orphan3.py"] is not ctx["orphan1.py"]
+
+
+def test_moe_model_of_one_script_does_not_make_another_scripts_forward_collective():
+    moe = ("import deepspeed, torch\nfrom deepspeed.moe.layer import MoE\n"
+           "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+           "        self.moe = MoE(hidden_size=8, expert=torch.nn.Linear(8, 8), num_experts=4, ep_size=2)\n"
+           "    def forward(self, x):\n        return self.moe(x)[0]\n"
+           "if __name__ == '__main__':\n    engine, *_ = deepspeed.initialize(model=Net(), config={'train_batch_size': 8})\n")
+    rank0 = ("import deepspeed, torch\nimport torch.distributed as dist\n"
+             "class Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+             "if __name__ == '__main__':\n    engine, *_ = deepspeed.initialize(model=Net(), config={'train_batch_size': 8})\n"
+             "    if dist.get_rank() == 0:\n        engine(torch.zeros(2))\n")
+    pad = "import torch.nn as nn\nconv = nn.Conv2d(3, 8, kernel_size=3, padding=1)\n"
+    together = check_texts({"a_moe.py": moe, "b_plain.py": rank0, "c_pad.py": pad})
+    assert [(f.path, f.code) for f in together.findings] == []
+    # the same guard in the MoE script is a hang
+    guarded = moe + "    if dist.get_rank() == 0:\n        engine(torch.zeros(2))\n"
+    guarded = guarded.replace("import deepspeed, torch\n", "import deepspeed, torch\nimport torch.distributed as dist\n")
+    alone = check_texts({"a_moe.py": guarded, "b_plain.py": rank0, "c_pad.py": pad})
+    assert [(f.path, f.code) for f in alone.findings] == [("a_moe.py", "DSL101")]
+
+
+def test_shared_module_names_the_unit_that_makes_it_hazardous():
+    report = Checker(Settings(), cache_dir=None).check_paths([ROOT / "units" / "shared_helper"])
+    (finding,) = report.findings
+    assert finding.path.endswith("lib/evaluate.py") and finding.code == "DSL101"
+    notes = [step.note for step in finding.trace]
+    assert any("moe_train.py runs" in n for n in notes) and not any("plain_train.py" in n for n in notes)
+
+
+def test_findings_do_not_depend_on_what_else_is_checked():
+    """Every fixture case checked alone gives exactly the findings it gets when the whole fixture tree is
+    checked in one run (the consequence the launch units exist for)."""
+    def key(f):
+        return (f.path, f.line, f.code, f.message)
+
+    whole = {key(f) for f in Checker(Settings(), cache_dir=None).check_paths([ROOT]).findings}
+    differing = []
+    for case in _cases():
+        if _options(_files(case)):
+            continue            # run options (world size, version) differ from the whole run's defaults
+        alone = {key(f) for f in Checker(Settings(), cache_dir=None).check_paths([case]).findings}
+        rel = case.relative_to(Path.cwd()).as_posix() if case.is_absolute() else case.as_posix()
+        mine = {k for k in whole if k[0] == rel or k[0].startswith(rel + "/")}
+        if alone != mine:
+            differing.append((rel, sorted(alone ^ mine)))
+    assert differing == []
+
+
+def test_editing_one_script_reanalyses_only_the_files_of_its_units(tmp_path, monkeypatch):
+    import dslint.engine as engine
+
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.py").write_text(f"import torch.distributed as dist\nfrom {name}_lib import f\n"
+                                             "if __name__ == '__main__':\n    if dist.get_rank() == 0:\n"
+                                             "        f()\n")
+        (tmp_path / f"{name}_lib.py").write_text("import torch.distributed as dist\ndef f():\n"
+                                                 "    return dist.get_rank()\n")
+    monkeypatch.chdir(tmp_path)
+    analysed: list[str] = []
+    real = engine.Checker._results_for
+
+    def spy(self, source, view):
+        analysed.append(source.path)
+        return real(self, source, view)
+
+    monkeypatch.setattr(engine.Checker, "_results_for", spy)
+    settings = Settings(root=tmp_path)
+    Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
+    assert sorted(analysed) == ["a.py", "a_lib.py", "b.py", "b_lib.py", "c.py", "c_lib.py"]
+    analysed.clear()
+    Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
+    assert analysed == []
+    (tmp_path / "b_lib.py").write_text("import torch.distributed as dist\ndef f():\n    return 0\n")
+    Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
+    assert sorted(analysed) == ["b.py", "b_lib.py"]
