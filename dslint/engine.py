@@ -18,7 +18,8 @@ from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceSte
 from dslint.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
-from dslint.sources import AnySource, ParseProblem, PythonSource, ShellSource, decode, kind_of, make_source
+from dslint.sources import AnySource, ParseProblem, PythonSource, ShellSource, decode, kind_of,
+                            looks_like_deepspeed_config, make_source
 from dslint.suppressions import parse_suppressions
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
@@ -97,13 +98,16 @@ def read_sources(inputs: Inputs, sniff_json: bool = False) -> tuple[list[AnySour
             inputs.errors.append(InputError(kind="unreadable", path=str(path), message=exc.strerror or str(exc)))
             continue
         head = data[:4096].decode("utf-8", "replace")
-        kind = kind_of(path, explicit and not (sniff_json and path.suffix.lower() == ".json"), head)
+        taken_at_word = explicit and not (sniff_json and path.suffix.lower() == ".json")
+        kind = kind_of(path, taken_at_word, head)
         if kind is None:
             if explicit and not sniff_json:
                 inputs.errors.append(InputError(kind="unreadable", path=str(path),
                                                 message="not a Python, JSON or shell file; skipped"))
             continue
         text, problem = decode(data)
+        if kind == "json" and problem is None and not taken_at_word and not looks_like_deepspeed_config(text):
+            continue
         if problem is not None:
             undecodable.append((shown_path(path), kind, problem))
             continue

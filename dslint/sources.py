@@ -327,6 +327,24 @@ _DS_CONFIG_HINT = re.compile(
     r'fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping)"')
 
 
+_DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                          "zero_optimization", "fp16", "bf16", "zero_allow_untested_optimizer", "steps_per_print",
+                          "gradient_clipping", "wall_clock_breakdown", "activation_checkpointing"})
+
+
+def looks_like_deepspeed_config(text: str) -> bool:
+    """A walked JSON file is read as a DeepSpeed config when DeepSpeed's own keys sit at its top level (a
+    test's reference data with a nested `"bf16"` is not one); a file that does not parse keeps the benefit
+    of the doubt (DSL001 tells what is wrong with it)."""
+    import json
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return True
+    return isinstance(data, dict) and any(k in _DS_TOP_KEYS and (k not in ("fp16", "bf16") or isinstance(v, dict))
+                                          for k, v in data.items())
+
+
 def kind_of(path: Path, explicit: bool, head: str = "") -> Optional[Kind]:
     """Which reader a path needs. Explicit arguments are taken at their word; walked files by suffix,
     JSON only when it looks like a DeepSpeed config (a repo has package.json, tsconfig.json, …)."""

@@ -171,6 +171,7 @@ def analyse(data: dict) -> Analysis:
                                     "zero_optimization.stage"))
         clean.pop("zero_optimization")
     _walk(data, DeepSpeedConfig, (), out, clean)
+    _drop_foreign_keys(data, out)
     try:
         DeepSpeedConfig.model_validate(clean)
     except ValidationError as exc:
@@ -187,6 +188,33 @@ def analyse(data: dict) -> Analysis:
             out.problems.append(Problem("invalid", path, f"invalid value for `{where(path)}`{shown}: "
                                         f"{_message(err)}", True))
     return out
+
+
+# keys that annotate a config by a common convention (`"_comment": "..."`, `"//": "..."`)
+_COMMENT_KEYS = frozenset({"comment", "comments", "//", "#", "description", "note", "notes"})
+
+
+def is_comment_key(key: str) -> bool:
+    return key.startswith(("_", "//", "#")) or key.lower() in _COMMENT_KEYS
+
+
+def _drop_foreign_keys(data: dict, out: Analysis) -> None:
+    """Unknown keys that are not DeepSpeed's business:
+
+    - annotation keys (`_comment`, `//`, `description`) where DeepSpeed reads the section with `dict.get`
+      (a pydantic section still rejects them, so those stay);
+    - the framework's own settings in a config that embeds DeepSpeed's sections in a larger file (GPT-NeoX's
+      `num-layers`, a trainer's `model_name_or_path`): when the top level holds more unknown keys that resemble
+      no DeepSpeed key than DeepSpeed keys, its unknown keys are the framework's, and only near-misses of
+      DeepSpeed keys (which have a did-you-mean) are kept."""
+    top_unknown = [p for p in out.problems if p.kind == "unknown" and len(p.path) == 1]
+    foreign = [p for p in top_unknown if p.suggestion is None]
+    known = len(data) - len(top_unknown)
+    embedded = len(foreign) > known
+    out.problems = [p for p in out.problems if not (
+        p.kind == "unknown" and isinstance(p.path[-1], str) and (
+            (is_comment_key(p.path[-1]) and not p.deepspeed_fails)
+            or (embedded and len(p.path) == 1 and p.suggestion is None)))]
 
 
 def _message(err: dict) -> str:

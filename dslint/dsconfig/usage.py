@@ -27,6 +27,28 @@ def is_hf_driven(script: PythonSource) -> bool:
     return any((c.callee or "").rsplit(".", 1)[-1] in HF_NAMES for c in facts.calls)
 
 
+def runs_under_hf(project: ProjectView, script: PythonSource) -> bool:
+    """Is `script` driven by the HF integration, itself or through the modules its launch units run
+    (`train_mem.py` calling `train()` of a module whose trainer subclasses `transformers.Trainer`)? Decided on
+    the outlines: a call of an HF entry class, or a class deriving from one."""
+    if is_hf_driven(script):
+        return True
+    context = project.run_program.context_of(script)
+    files = context.files if context is not None else [script]
+    for src in files:
+        outline = src.outline
+        if outline is None:
+            continue
+        if any(callee and callee.rsplit(".", 1)[-1] in HF_NAMES for callee, _ in outline.calls):
+            return True
+        for cls in outline.classes.values():
+            for base in cls.bases:
+                last = base.rsplit(".", 1)[-1]
+                if last in HF_NAMES or (last.endswith("Trainer") and base.startswith(HF_MODULES)):
+                    return True
+    return False
+
+
 def builds_moe_layers(script: PythonSource) -> bool:
     facts = script.facts
     if facts.imports_any("deepspeed.moe"):

@@ -12,7 +12,7 @@ from typing import Iterable
 from dslint.dsconfig import Analysis, analyse, is_inference_config, where
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
                                        precision_findings)
-from dslint.dsconfig.usage import builds_moe_layers, is_hf_driven, scripts_using
+from dslint.dsconfig.usage import builds_moe_layers, runs_under_hf, scripts_using
 from dslint.findings import Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
@@ -327,7 +327,7 @@ class AutoOutsideHF(ConfigRule):
         if not autos:
             return
         scripts = scripts_using(ctx.project, ctx.source)
-        if not scripts or any(is_hf_driven(s) for s in scripts):
+        if not scripts or any(runs_under_hf(ctx.project, s) for s in scripts):
             return
         names = ", ".join(sorted({s.path for s in scripts}))
         for path in autos:
