@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.flow import iter_assigns, iter_calls
-from dslint.analysis.moe_facts import MOE_NAME, TRAINER
+from dslint.analysis.moe_facts import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.analysis.rank_taint import ProjectTaint, code_of
 from dslint.facts import MODULE_SCOPE, FunctionInfo
 from dslint.literals import literal_value
@@ -164,14 +164,15 @@ class CollectiveSites:
 
     # --- roles: who is an engine, a trainer, an accelerator, an MoE model ---------------------------------
     @cached_property
-    def _assignments(self) -> list[tuple["PythonSource", str, Optional[str], cst.Call, bool]]:
-        """(source, target tail, resolved callee, call, first-of-tuple) for `x = f(...)`-like statements."""
+    def _assignments(self) -> list[tuple["PythonSource", str, Optional[str], cst.Call, bool, cst.BaseExpression]]:
+        """(source, target tail, resolved callee, call, first-of-tuple, target) for `x = f(...)`-like
+        statements."""
         out = []
-        moe_classes = self.moe_classes
+        moe_names = self.moe_classes | self._moe_builder_names
         for src in self.project.python:
             text = src.text
-            if not (any(c in text for c in moe_classes) or src.may_call(_ROLE_NAMES)
-                    or src.may_call(TRAINER, suffix=True)) or not _may_bind_role(src, moe_classes):
+            if not (any(c in text for c in moe_names) or src.may_call(_ROLE_NAMES)
+                    or src.may_call(TRAINER, suffix=True)) or not _may_bind_role(src, moe_names):
                 continue            # no call that can bind a role: the file is not parsed
             for node in assignments(src.module):
                 value = node.value
@@ -189,8 +190,25 @@ class CollectiveSites:
                         t, first = t.elements[0].value, True
                     tail = _tail(t)
                     if tail:
-                        out.append((src, tail, callee, value, first))
+                        out.append((src, tail, callee, value, first, t))
         return out
+
+    @cached_property
+    def _moe_builder_names(self) -> set[str]:
+        """Last names of the functions of the checked files that build MoE layers (`build_model`, `moefy`)
+        and "MoE" itself: calls that can hand an MoE model to the name they are assigned to."""
+        if not self.moe_layers:
+            return set()
+        return {"MoE"} | {f.rsplit(".", 1)[-1] for f in moe_facts(self.project).builder_functions}
+
+    def _holds_moe(self, src: "PythonSource", call: cst.Call) -> bool:
+        """The call builds a model holding DeepSpeed MoE layers: a holder class (`Net(...)`, `Net.from_pretrained`,
+        a chain of method calls on one) or a function of the checked files that builds and returns one
+        (`build_model(args).cuda()`)."""
+        if _root_name(call) in self.moe_classes:
+            return True
+        return bool(self._moe_builder_names) and _root_name(call) in self._moe_builder_names \
+            and returns_moe_model(self.project, src, call)
 
     @cached_property
     def moe_layers(self) -> list[tuple["PythonSource", cst.Call]]:
@@ -229,7 +247,7 @@ class CollectiveSites:
     @cached_property
     def roles(self) -> dict[str, set[str]]:
         engine, wrapped, trainer, accel, moe = set(), set(), set(), set(), set()
-        for src, tail, callee, call, first in self._assignments:
+        for src, tail, callee, call, first, target in self._assignments:
             last = (callee or "").rsplit(".", 1)[-1] or _root_name(call) or ""
             if callee and any(callee == c or callee.endswith("." + c.split(".")[-1]) and "deepspeed" in callee
                               for c in _INIT_CALLS):
@@ -242,9 +260,18 @@ class CollectiveSites:
                 trainer.add(tail)
             elif last == "Accelerator":
                 accel.add(tail)
-            elif last in self.moe_classes or _root_name(call) in self.moe_classes or (
+            elif isinstance(target, cst.Attribute) and _is_moe_layer(callee):
+                # `model.mlp = MoE(...)`: the object the layer is attached to holds MoE layers (`self.` is the
+                # holder class, found by `moe_classes`)
+                root = target
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if isinstance(root, cst.Name) and root.value not in ("self", "cls"):
+                    moe.add(root.value)
+            elif last in self.moe_classes or self._holds_moe(src, call) or (
                     last in ("DistributedDataParallel", "DDP") and call.args
-                    and (_tail(call.args[0].value) in moe or _root_name(call.args[0].value) in self.moe_classes)):
+                    and (_tail(call.args[0].value) in moe or isinstance(call.args[0].value, cst.Call)
+                         and self._holds_moe(src, call.args[0].value))):
                 moe.add(tail)
         return {"engine": engine, "wrapped": wrapped, "trainer": trainer, "accelerator": accel, "moe": moe}
 

@@ -126,7 +126,7 @@ class RankHazards:
         roles = self.sites.roles
         if roles["trainer"] or roles["accelerator"]:
             return True
-        return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _ in self.sites._assignments)
+        return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _, _ in self.sites._assignments)
 
     def for_source(self, src: "PythonSource") -> list[Hazard]:
         key = id(src)
