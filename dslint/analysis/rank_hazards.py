@@ -74,7 +74,7 @@ class HazardWalk(FlowWalk):
             return                      # True, or decided by the script at run time
         if synced is None and any(a.star == "**" and _kwargs_set_synced(self.src, a.value) for a in call.args):
             return
-        fwd = self.sites.forward(self.src)
+        fwd = site.forward or self.sites.forward(self.src)
         if synced is None and fwd.zero3 and not fwd.moe and self.analysis.hf_zero3_auto_sync:
             return                      # transformers turns synced_gpus on while an HfDeepSpeedConfig is alive
         sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
