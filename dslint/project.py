@@ -27,6 +27,12 @@ _CONFIG_CALLS = ("deepspeed.initialize", "deepspeed.init_inference", "TrainingAr
 
 _CONFIG_SUFFIXES = tuple("." + c for c in _CONFIG_CALLS)
 _CONFIG_KEYWORD_TEXT = re.compile(r"\b(%s)\s*=(?!=)" % "|".join(sorted(_CONFIG_KEYWORDS)))
+def _hands_config(call) -> bool:
+    """`deepspeed.initialize(config=...)`, `TrainingArguments(deepspeed=...)` and the like."""
+    callee = call.callee or ""
+    return callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
+
+
 _CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`
 
 
@@ -325,6 +331,88 @@ class ProjectView:
         if not found and len(self.json_configs) == 1:
             add_json(self.json_configs)
         return found
+
+    def configs_for_call(self, src: PythonSource, call) -> list[ConfigView]:
+        """The DeepSpeed configs that reach one `deepspeed.initialize` / `init_inference` / HF `Trainer` call
+        (`call`: a `dslint.facts.CallSite` of `src`): the dict literal or JSON path it is given, directly or
+        through a name bound in the calling function (else at module level), for a Trainer the `deepspeed=` of
+        the `TrainingArguments` its `args` is bound to. Without such an argument (`args.deepspeed_config`, a
+        config loaded at run time) the script's configs (`configs_for`), less the dict literals that config
+        calls of other functions are given. A dict whose stage is a variable gives a
+        view whose `zero_stage` is None (unknown)."""
+        expr = self._config_expr(src, call)
+        if expr is not None:
+            views = self._config_views(src, expr, call.scope)
+            if views is not None:
+                return views
+        found = self.configs_for(src)
+        others = {src.span(e).line for other in src.facts.calls
+                  if other.scope != call.scope and _hands_config(other)
+                  for e in [self._config_expr(src, other)] if e is not None}
+        if expr is not None:
+            others.discard(src.span(expr).line)
+        return [c for c in found if c.source is not None or c.origin.rpartition(":")[0] != src.path
+                or int(c.origin.rpartition(":")[2]) not in others]
+
+    def _config_expr(self, src: PythonSource, call):
+        """The expression handed to a config call as its DeepSpeed config (for a Trainer: the `deepspeed=` of
+        the TrainingArguments its `args` is, or is bound to), else None."""
+        import libcst as cst
+
+        from dslint.facts import dotted_name
+        callee = call.callee or ""
+        last = callee.rsplit(".", 1)[-1]
+        positional = [a.value for a in call.node.args if a.keyword is None and not a.star]
+        by_kw = {a.keyword.value: a.value for a in call.node.args if a.keyword is not None}
+        if last.endswith("Trainer") and last not in _CONFIG_CALLS:
+            args = by_kw.get("args", positional[1] if len(positional) > 1 else None)
+            if isinstance(args, cst.Name):
+                args = self._bound_value(src, args.value, call.scope)
+            if not isinstance(args, cst.Call):
+                return None
+            if not (dotted_name(args.func) or "").endswith("TrainingArguments"):
+                return None
+            return next((a.value for a in args.args if a.keyword is not None and a.keyword.value == "deepspeed"),
+                        None)
+        for kw in ("config", "config_params", "deepspeed", "hf_ds_config", "deepspeed_config", "config_file"):
+            if kw in by_kw:
+                return by_kw[kw]
+        index = {"initialize": 10, "init_inference": 1, "HfDeepSpeedConfig": 0}.get(last)
+        return positional[index] if index is not None and len(positional) > index else None
+
+    def _config_views(self, src: PythonSource, expr, scope: str) -> Optional[list[ConfigView]]:
+        """Views of a config argument: a dict (literal or a name bound to one), or a JSON path of the run;
+        None when it cannot be read."""
+        from dslint.literals import UNKNOWN, literal_value
+        value = literal_value(expr)
+        if value is UNKNOWN:
+            value = self._name_value(src, expr, scope)
+        if isinstance(value, dict):
+            return [ConfigView(value, f"{src.path}:{src.span(expr).line}")]
+        if isinstance(value, str) and value.endswith(".json"):
+            hits = [ConfigView(c.data, c.path, c) for c in self._json_by_reference(value, Path(src.path).parent)
+                    if isinstance(c.data, dict)]
+            return hits or None
+        return None
+
+    def _bound_value(self, src: PythonSource, name: str, scope: str):
+        """The expression last assigned to `name` in `scope` (else at module level), or None."""
+        import libcst as cst
+
+        from dslint.cstwalk import walk
+        function = src.facts.functions.get(scope)
+        bodies = [walk(function.node.body)] if function is not None else []
+        bodies.append(small for stmt in src.module.body if isinstance(stmt, cst.SimpleStatementLine)
+                      for small in stmt.body)
+        for nodes in bodies:
+            found = None
+            for node in nodes:
+                if isinstance(node, cst.Assign) and len(node.targets) == 1 and \
+                        isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == name:
+                    found = node.value
+            if found is not None:
+                return found
+        return None
 
     # --- world size and version -----------------------------------------------------------------
     def world_size_for(self, src: Optional[AnySource] = None) -> Optional[int]:

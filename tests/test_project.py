@@ -50,3 +50,39 @@ def test_installed_version_reads_the_same_metadata_as_importlib():
     for name in ("deepspeed", "libcst", "pydantic", "typer", "pytest"):
         assert installed_version(name) == version(name), name
     assert installed_version("no-such-distribution-dslint") is None
+
+
+PER_CALL = '''
+import deepspeed
+from transformers import Trainer, TrainingArguments
+
+def test_a(model, opt):
+    deepspeed.initialize(model=model, optimizer=opt, config={"zero_optimization": {"stage": 0}})
+
+def test_b(model, opt, stage):
+    cfg = {"zero_optimization": {"stage": stage}}
+    deepspeed.initialize(model=model, optimizer=opt, config=cfg)
+
+def test_c(model, opt):
+    deepspeed.initialize(model=model, optimizer=opt, config="z2.json")
+
+def test_d(args, model):
+    deepspeed.initialize(args=args, model=model)
+
+def test_e(model):
+    targs = TrainingArguments(output_dir="out", deepspeed={"zero_optimization": {"stage": 3}})
+    Trainer(model=model, args=targs)
+'''
+
+
+def test_configs_reach_each_engine_call_separately():
+    src = PythonSource("test_engines.py", PER_CALL)
+    z2 = JsonSource("z2.json", '{"zero_optimization": {"stage": 2}}')
+    sh = ShellSource("run.sh", "deepspeed --num_gpus 2 test_engines.py --deepspeed_config z2.json\n")
+    project = ProjectView([src, z2, sh])
+    calls = [c for c in src.facts.calls if (c.attr or "") in ("initialize", "Trainer")]
+    stages = [[c.zero_stage for c in project.configs_for_call(src, call)] for call in calls]
+    # stage-0 dict; a variable stage (unknown); a JSON path; no config argument: the launcher's config and no
+    # dict literal of another call; the Trainer's TrainingArguments(deepspeed=...)
+    assert stages == [[0], [None], [2], [2], [3]]
+    assert {c.zero_stage for c in project.configs_for(src)} == {0, None, 2, 3}

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.flow import iter_assigns, iter_calls
-from dslint.analysis.moe_facts import MOE_NAME, TRAINER
+from dslint.analysis.moe_facts import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.analysis.rank_taint import ProjectTaint, code_of
-from dslint.facts import MODULE_SCOPE, FunctionInfo
+from dslint.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.literals import literal_value
 from dslint.project import version_tuple
 
@@ -76,6 +76,7 @@ class Site:
     certain: bool                  # collective under the known config (error) or only under some (warning)
     kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function
     chain: list[Hop] = field(default_factory=list)
+    forward: Optional["ForwardFacts"] = None        # forward/generate sites: why the model's forward is collective
 
     @property
     def label(self) -> str:
@@ -156,6 +157,7 @@ class CollectiveSites:
         self._reach: dict[tuple[int, str], Optional[Site]] = {}
         self._busy: set[tuple[int, str]] = set()
         self._forward: dict[int, ForwardFacts] = {}
+        self._sites_by_node: dict[int, dict[int, CallSite]] = {}
         self._classified: dict[tuple[int, Optional[str]], Optional[Site]] = {}
 
     @classmethod
@@ -164,14 +166,15 @@ class CollectiveSites:
 
     # --- roles: who is an engine, a trainer, an accelerator, an MoE model ---------------------------------
     @cached_property
-    def _assignments(self) -> list[tuple["PythonSource", str, Optional[str], cst.Call, bool]]:
-        """(source, target tail, resolved callee, call, first-of-tuple) for `x = f(...)`-like statements."""
+    def _assignments(self) -> list[tuple["PythonSource", str, Optional[str], cst.Call, bool, cst.BaseExpression]]:
+        """(source, target tail, resolved callee, call, first-of-tuple, target) for `x = f(...)`-like
+        statements."""
         out = []
-        moe_classes = self.moe_classes
+        moe_names = self.moe_classes | self._moe_builder_names
         for src in self.project.python:
             text = src.text
-            if not (any(c in text for c in moe_classes) or src.may_call(_ROLE_NAMES)
-                    or src.may_call(TRAINER, suffix=True)) or not _may_bind_role(src, moe_classes):
+            if not (any(c in text for c in moe_names) or src.may_call(_ROLE_NAMES)
+                    or src.may_call(TRAINER, suffix=True)) or not _may_bind_role(src, moe_names):
                 continue            # no call that can bind a role: the file is not parsed
             for node in assignments(src.module):
                 value = node.value
@@ -189,8 +192,25 @@ class CollectiveSites:
                         t, first = t.elements[0].value, True
                     tail = _tail(t)
                     if tail:
-                        out.append((src, tail, callee, value, first))
+                        out.append((src, tail, callee, value, first, t))
         return out
+
+    @cached_property
+    def _moe_builder_names(self) -> set[str]:
+        """Last names of the functions of the checked files that build MoE layers (`build_model`, `moefy`)
+        and "MoE" itself: calls that can hand an MoE model to the name they are assigned to."""
+        if not self.moe_layers:
+            return set()
+        return {"MoE"} | {f.rsplit(".", 1)[-1] for f in moe_facts(self.project).builder_functions}
+
+    def _holds_moe(self, src: "PythonSource", call: cst.Call) -> bool:
+        """The call builds a model holding DeepSpeed MoE layers: a holder class (`Net(...)`, `Net.from_pretrained`,
+        a chain of method calls on one) or a function of the checked files that builds and returns one
+        (`build_model(args).cuda()`)."""
+        if _root_name(call) in self.moe_classes:
+            return True
+        return bool(self._moe_builder_names) and _root_name(call) in self._moe_builder_names \
+            and returns_moe_model(self.project, src, call)
 
     @cached_property
     def moe_layers(self) -> list[tuple["PythonSource", cst.Call]]:
@@ -229,7 +249,7 @@ class CollectiveSites:
     @cached_property
     def roles(self) -> dict[str, set[str]]:
         engine, wrapped, trainer, accel, moe = set(), set(), set(), set(), set()
-        for src, tail, callee, call, first in self._assignments:
+        for src, tail, callee, call, first, target in self._assignments:
             last = (callee or "").rsplit(".", 1)[-1] or _root_name(call) or ""
             if callee and any(callee == c or callee.endswith("." + c.split(".")[-1]) and "deepspeed" in callee
                               for c in _INIT_CALLS):
@@ -242,9 +262,18 @@ class CollectiveSites:
                 trainer.add(tail)
             elif last == "Accelerator":
                 accel.add(tail)
-            elif last in self.moe_classes or _root_name(call) in self.moe_classes or (
+            elif isinstance(target, cst.Attribute) and _is_moe_layer(callee):
+                # `model.mlp = MoE(...)`: the object the layer is attached to holds MoE layers (`self.` is the
+                # holder class, found by `moe_classes`)
+                root = target
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if isinstance(root, cst.Name) and root.value not in ("self", "cls"):
+                    moe.add(root.value)
+            elif last in self.moe_classes or self._holds_moe(src, call) or (
                     last in ("DistributedDataParallel", "DDP") and call.args
-                    and (_tail(call.args[0].value) in moe or _root_name(call.args[0].value) in self.moe_classes)):
+                    and (_tail(call.args[0].value) in moe or isinstance(call.args[0].value, cst.Call)
+                         and self._holds_moe(src, call.args[0].value))):
                 moe.add(tail)
         return {"engine": engine, "wrapped": wrapped, "trainer": trainer, "accelerator": accel, "moe": moe}
 
@@ -286,8 +315,9 @@ class CollectiveSites:
         self._forward[key] = facts
         return facts
 
-    def _forward_facts(self, src: "PythonSource") -> ForwardFacts:
-        configs = self.configs(src)
+    def _forward_facts(self, src: "PythonSource", configs: Optional[list["ConfigView"]] = None) -> ForwardFacts:
+        if configs is None:
+            configs = self.configs(src)
         stages = [c.zero_stage for c in configs]
         zero3 = next((c for c in configs if c.zero_stage == 3), None)
         moe = self._moe_collective(src)
@@ -386,10 +416,62 @@ class CollectiveSites:
             return True
         return isinstance(expr, cst.Attribute) and tail == "module" and self.role(_tail(expr.value)) == "engine"
 
+    def _call_sites(self, src: "PythonSource") -> dict[int, CallSite]:
+        """id(call node) → the file's CallSite (resolved callee, enclosing scope)."""
+        if id(src) not in self._sites_by_node:
+            self._sites_by_node[id(src)] = {id(c.node): c for c in src.facts.calls}
+        return self._sites_by_node[id(src)]
+
+    @cached_property
+    def _engine_bindings(self) -> dict[tuple[int, str], list[tuple["PythonSource", cst.Call]]]:
+        """(id of source, name tail) → the `deepspeed.initialize`/`init_inference` calls that bind it there: the
+        engine they return, or the `model=` they wrap."""
+        out: dict[tuple[int, str], list[tuple["PythonSource", cst.Call]]] = {}
+        for src, tail, callee, call, _first, _target in self._assignments:
+            if callee and any(callee == c or callee.endswith("." + c.split(".")[-1]) and "deepspeed" in callee
+                              for c in _INIT_CALLS):
+                out.setdefault((id(src), tail), []).append((src, call))
+                for arg in call.args:
+                    if arg.keyword is not None and arg.keyword.value == "model" and _tail(arg.value):
+                        out.setdefault((id(src), _tail(arg.value)), []).append((src, call))
+        return out
+
+    def _engine_forward(self, src: "PythonSource", call: cst.Call, model: cst.BaseExpression
+                        ) -> Optional[ForwardFacts]:
+        """The forward facts of the engine a call runs, decided by the configs that reach the
+        `deepspeed.initialize` call binding it in the same function (else at module level) of this file
+        (`ProjectView.configs_for_call`); None when no such binding is seen (then the script's configs decide)."""
+        if isinstance(model, cst.Attribute) and model.attr.value == "forward":
+            model = model.value                 # `engine.forward(x)`
+        tail = _tail(model)
+        if tail == "module" and isinstance(model, cst.Attribute):
+            tail = _tail(model.value)           # `engine.module.generate(...)`
+        if self.role(tail) not in ("engine", "wrapped"):
+            return None
+        binds = self._engine_bindings.get((id(src), tail))
+        if not binds:
+            return None
+        sites = self._call_sites(src)
+        use = sites.get(id(call))
+        scope = use.scope if use is not None else MODULE_SCOPE
+        inits = [sites[id(c)] for _, c in binds if id(c) in sites]
+        chosen = [c for c in inits if c.scope == scope] or [c for c in inits if c.scope == MODULE_SCOPE]
+        if not chosen:
+            return None
+        configs: list["ConfigView"] = []
+        for init in chosen:
+            configs += [c for c in self.project.configs_for_call(src, init) if c not in configs]
+        return self._forward_facts(src, configs)
+
     def _forward_site(self, src: "PythonSource", call: cst.Call, kind: str, what: str
                       ) -> Optional[Site]:
-        fwd = self.forward(src)
-        tail = _tail(call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func)
+        model = call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func
+        fwd = None
+        if kind in ("forward", "generate"):
+            fwd = self._engine_forward(src, call, model)
+        if fwd is None:
+            fwd = self.forward(src)
+        tail = _tail(model)
         if self.role(tail) == "moe":
             if self._moe_collective(src):
                 fwd = ForwardFacts("yes", self._moe_collective(src), moe=True)
@@ -406,7 +488,7 @@ class CollectiveSites:
                 why = f"{what} when ZeRO-3 is on"
             return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind)
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
-        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind)
+        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, forward=fwd)
 
     # --- interprocedural: does a function reach a site? ----------------------------------------------------
     def reaches(self, src: "PythonSource", info: FunctionInfo) -> Optional[Site]:

@@ -142,6 +142,35 @@ def moe_facts(project: "ProjectView") -> MoEFacts:
     return memo(project, "moe-facts", lambda: _build(project))
 
 
+def returns_value(node: cst.FunctionDef) -> bool:
+    """The function hands something back (`return model`), so its callers hold what it built."""
+    from dslint.analysis.flow import sub_statements
+    stack: list = [node.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleStatementLine):
+            if any(isinstance(x, cst.Return) and x.value is not None for x in n.body):
+                return True
+        elif not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+            stack.extend(sub_statements(n))
+    return False
+
+
+def returns_moe_model(project: "ProjectView", src: PythonSource, call: cst.Call) -> bool:
+    """`build_model(args)` (under any chain of method calls: `build_model().cuda()`) runs a function of the
+    checked files that builds MoE layers and returns what it built: the caller holds an MoE model."""
+    facts = moe_facts(project)
+    if not facts.builder_functions:
+        return False
+    while isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+        call = call.func.value          # `build_model().cuda().eval()` → `build_model()`
+    site = CallSite(call, src.facts.resolve_expr(call.func), MODULE_SCOPE)
+    if not _calls_builder(project, src, site, facts.builder_functions):
+        return False
+    hit = project.find_function(site.callee, near=src)
+    return hit is not None and hit[1].class_name is None and returns_value(hit[1].node)
+
+
 def builds_moe(project: "ProjectView", src: PythonSource, call: CallSite) -> bool:
     facts = moe_facts(project)
     if is_moe_ctor(call.callee):

@@ -27,8 +27,11 @@ DYNAMIC_COLLATORS = ("DataCollatorWithPadding", "DataCollatorForSeq2Seq", "DataC
                      "DataCollatorForWholeWordMask", "DataCollatorWithFlattening")
 
 
-def stages_for(project: "ProjectView", src: PythonSource) -> tuple[list[ConfigView], set[Optional[int]]]:
-    configs = project.configs_for(src)
+def stages_for(project: "ProjectView", src: PythonSource, call: Optional[CallSite] = None
+               ) -> tuple[list[ConfigView], set[Optional[int]]]:
+    """The configs (and their ZeRO stages; None: unknown) reaching one engine call of `src`
+    (`ProjectView.configs_for_call`), or without a call those of the whole script."""
+    configs = project.configs_for(src) if call is None else project.configs_for_call(src, call)
     return configs, {c.zero_stage for c in configs}
 
 

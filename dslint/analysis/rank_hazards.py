@@ -74,7 +74,7 @@ class HazardWalk(FlowWalk):
             return                      # True, or decided by the script at run time
         if synced is None and any(a.star == "**" and _kwargs_set_synced(self.src, a.value) for a in call.args):
             return
-        fwd = self.sites.forward(self.src)
+        fwd = site.forward or self.sites.forward(self.src)
         if synced is None and fwd.zero3 and not fwd.moe and self.analysis.hf_zero3_auto_sync:
             return                      # transformers turns synced_gpus on while an HfDeepSpeedConfig is alive
         sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
@@ -126,7 +126,7 @@ class RankHazards:
         roles = self.sites.roles
         if roles["trainer"] or roles["accelerator"]:
             return True
-        return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _ in self.sites._assignments)
+        return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _, _ in self.sites._assignments)
 
     def for_source(self, src: "PythonSource") -> list[Hazard]:
         key = id(src)

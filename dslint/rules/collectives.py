@@ -197,6 +197,11 @@ class RankDependentTripCount(_CollectiveRule):
     ranks 0–1 waits in a ZeRO-3 all-gather or an MoE all_to_all (DeepSpeed #7141: `batches[local_rank::world]`
     with an MoE model) that ranks 2–3 never join. DistributedSampler pads every rank to the same length and is
     not flagged; neither is a loop whose count was made uniform with an all_reduce(MAX).
+
+    A model holding DeepSpeed MoE layers (built by its class, `from_pretrained`, a helper that returns it, or
+    an `MoE` layer attached to it) has a collective forward whether or not it went through
+    `deepspeed.initialize`: without it the all_to_all runs on the WORLD group (DSL201, reported as well), and
+    adding `deepspeed.initialize` fixes the groups, not the uneven loop.
     """
 
     code = "DSL102"
@@ -205,7 +210,8 @@ class RankDependentTripCount(_CollectiveRule):
     summary = "a collective site in a loop whose iteration count can differ across ranks"
     fix_advice = "Use a DistributedSampler (pads to equal length) or all_reduce the count with MAX and pad."
     references = ("DeepSpeed #7141", "DeepSpeed #5794")
-    versions = "All DeepSpeed versions; MoE without deepspeed.initialize runs all_to_all on WORLD in ≤ 0.19.0."
+    versions = ("All DeepSpeed versions; MoE without deepspeed.initialize runs all_to_all on WORLD (ep_size > 1: "
+                "every version; ep_size=1: ≤ 0.19.0).")
     suppress_when = "The shards are equal by construction (e.g. the dataset length is a multiple of the world size)."
     VALID = (
         """\
@@ -284,7 +290,9 @@ class GenerateNotSynced(_CollectiveRule):
     transformers (`GenerationMixin._extract_generation_mode_kwargs`, 4.x – 5.24) turns it on by itself only
     when `is_deepspeed_zero3_enabled()` — i.e. while an `HfDeepSpeedConfig` object is alive (kept in a
     variable; the Trainer and accelerate keep one) with ZeRO-3 — and world size > 1. DeepSpeed MoE expert
-    parallelism under ZeRO-0/1/2 is never detected: pass it yourself (DeepSpeed #7141).
+    parallelism under ZeRO-0/1/2 is never detected: pass it yourself (DeepSpeed #7141). That holds as well for
+    an MoE model never passed to `deepspeed.initialize` (its all_to_all then runs on the WORLD group, DSL201):
+    wrapping it creates the expert groups but does not keep the ranks' generation steps in step.
     """
 
     code = "DSL104"

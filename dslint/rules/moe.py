@@ -12,7 +12,7 @@ import textwrap
 from typing import Optional
 
 from dslint.analysis.moe_facts import (INITIALIZE_POSITIONAL, MoESite, call_arg, engine_calls, moe_builds_in_scope,
-                                       moe_facts)
+                                       moe_facts, returns_value)
 from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
                                        leaf_modules, run_stages, sparse_blocks, stages_for)
 from dslint.analysis.optimizers import PLAIN, classify_optimizer
@@ -125,7 +125,7 @@ class MoEGroupsNotInitialised(Rule):
         inference = [c for c in calls if c.kind == "init_inference"]
         if any(c.kind == "initialize" for c in calls):
             return
-        if any(c.kind == "trainer" for c in calls) and project.configs_for(src):
+        if any(c.kind == "trainer" and project.configs_for_call(src, c.call) for c in calls):
             return
         builder_fns = facts.builder_functions
         consumers = []
@@ -135,7 +135,7 @@ class MoEGroupsNotInitialised(Rule):
                 fn = src.facts.functions.get(call.scope)
                 if fn is not None and fn.class_name:       # construction inside a model class: not a consumer
                     continue
-                if fn is not None and _returns_value(fn.node) and _builder_called(project, scope_key, fn.name):
+                if fn is not None and returns_value(fn.node) and _builder_called(project, scope_key, fn.name):
                     continue        # a helper that builds the model for its callers: they are the consumers
             if call in moe_builds_in_scope(project, src, call.scope):
                 consumers.append(call)
@@ -167,21 +167,6 @@ class MoEGroupsNotInitialised(Rule):
             f"across ranks and uneven per-rank forward counts hang (DeepSpeed #7141). Wrap the model with "
             f"`deepspeed.initialize`.", call.node, severity=severity,
             trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)])
-
-
-def _returns_value(node) -> bool:
-    """The function hands something back (`return model`), so its callers hold what it built."""
-    import libcst as cst
-    from dslint.analysis.flow import sub_statements
-    stack = [node.body]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.SimpleStatementLine):
-            if any(isinstance(x, cst.Return) and x.value is not None for x in n.body):
-                return True
-        elif not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
-            stack.extend(sub_statements(n))
-    return False
 
 
 def _builder_called(project, key: str, name: str) -> bool:
@@ -290,12 +275,12 @@ class MoEParamGroupsMissing(Rule):
     def check(self, ctx: RuleContext):
         src, project = ctx.source, ctx.project
         for ec, builds in _moe_engine_calls(ctx):
-            configs, stages = stages_for(project, src)
+            configs, stages = stages_for(project, src, ec.call)
             if stages and not stages & {1, 2, None}:
                 continue        # stage 0 has no such assertion; stage 3 is DSL205
             severity = None if stages & {1, 2} else Severity.WARNING
             stage_text = (f"ZeRO stage {sorted(s for s in stages if s in (1, 2))[0]}" if stages & {1, 2}
-                          else "ZeRO stage 1/2 (no DeepSpeed config with a known stage was found for this script)")
+                          else "ZeRO stage 1/2 (no DeepSpeed config with a known stage reaches this call)")
             scope = src.facts.functions.get(ec.call.scope)
             if ec.kind == "initialize":
                 expr = call_arg(ec.call, "optimizer", INITIALIZE_POSITIONAL)
@@ -559,7 +544,7 @@ class MoEZero3(Rule):
 
     def check(self, ctx: RuleContext):
         for ec, builds in _moe_engine_calls(ctx):
-            configs, stages = stages_for(ctx.project, ctx.source)
+            configs, stages = stages_for(ctx.project, ctx.source, ec.call)
             if 3 in stages:
                 cfg = next(c for c in configs if c.zero_stage == 3)
                 yield Diagnostic(
