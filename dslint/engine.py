@@ -18,8 +18,8 @@ from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceSte
 from dslint.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
-from dslint.sources import AnySource, ParseProblem, PythonSource, ShellSource, decode, kind_of,
-                            looks_like_deepspeed_config, make_source
+from dslint.sources import (AnySource, ParseProblem, PythonSource, ShellSource, decode, kind_of,
+                            looks_like_deepspeed_config, make_source)
 from dslint.suppressions import parse_suppressions
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",

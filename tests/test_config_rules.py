@@ -115,8 +115,27 @@ def test_deprecated_boolean_zero_form():
 
 
 def test_unknown_key_without_suggestion_at_ignored_level_is_a_warning():
-    report = check_texts({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "_comment": "mine"}'}, Settings())
+    report = check_texts({"ds.json": '{"train_micro_batch_size_per_gpu": 1, "my_setting": "mine"}'}, Settings())
     assert [(f.code, f.severity.value) for f in report.findings] == [("DSL401", "warning")]
+
+
+def test_comment_keys_pass_where_deepspeed_reads_with_get_but_not_in_pydantic_sections():
+    cfg = '{"train_micro_batch_size_per_gpu": 1, "_comment": "mine", "//": "x", "zero_optimization": {"stage": 1, "_comment": "no"}}'
+    report = check_texts({"ds.json": cfg}, Settings())
+    assert [(f.code, f.line, f.severity.value) for f in report.findings] == [("DSL401", 1, "error")]
+    assert "zero_optimization" in report.findings[0].message
+
+
+def test_framework_config_embedding_deepspeed_sections_reports_only_near_misses():
+    own = {f"model-arg-{i}": i for i in range(5)}
+    cfg = {**own, "train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 1}}
+    import json
+    report = check_texts({"neox.json": json.dumps(cfg)}, Settings())
+    assert [f.message.split("`")[1] for f in report.findings] == ["zero_optimisation"]
+    # the same framework keys in a plain DeepSpeed config (DeepSpeed's keys in the majority) are reported
+    plain = {"model-arg": 1, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2}
+    report = check_texts({"ds.json": json.dumps(plain)}, Settings())
+    assert [f.message.split("`")[1] for f in report.findings] == ["model-arg"]
 
 
 def test_check_does_not_import_deepspeed(tmp_path):
