@@ -147,3 +147,14 @@ def test_check_does_not_import_deepspeed(tmp_path):
     import sys
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "imported" not in out.stderr, out.stderr
+
+
+def test_autotuning_search_spaces_are_not_values_and_suffixed_section_names_get_a_suggestion():
+    import json
+    cfg = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": [0, 1, 2, 3]},
+           "autotuning": {"enabled": True}, "autotuning_config": {"fast": True}}
+    report = check_texts({"tune.json": json.dumps(cfg)}, Settings())
+    assert [(f.code, "autotuning" in f.message) for f in report.findings] == [("DSL401", True)]
+    assert "did you mean `autotuning`" in report.findings[0].message
+    cfg["autotuning"]["enabled"] = False        # no autotuner: a list is not a stage
+    assert "DSL405" in {f.code for f in check_texts({"tune.json": json.dumps(cfg)}, Settings()).findings}

@@ -103,3 +103,18 @@ def test_dsl303_mentions_filter_keeps_every_conditional_use(monkeypatch):
     print(len(filtered), walks_filtered, walks_unfiltered)
     assert len(filtered) >= 5, filtered
     assert walks_filtered < walks_unfiltered / 2, (walks_filtered, walks_unfiltered)
+
+
+@pytest.mark.parametrize("corpus", ["own", "deepspeed"])
+def test_site_reach_on_demand_equals_the_whole_fixed_point(corpus):
+    """`able(unit)` (the search from one function, memoised across queries in any order) answers exactly
+    `site_units` (the fixed point over every call of the project)."""
+    paths = _corpus(corpus)
+    sources = [PythonSource(str(p), p.read_text(encoding="utf-8"), module_name=module_name_for(p)) for p in paths]
+    project = ProjectView([s for s in sources if s.compiles], deepspeed_version_override="0.19.8")
+    everything = REAL["site_units"](CollectiveSites.of(project))
+    units = {(id(s), scope) for s in project.python for _, scope in s.outline.calls}
+    for order in (sorted(units), sorted(units, reverse=True)):
+        fresh = CollectiveSites(project)
+        assert {u for u in order if fresh.able(u)} == everything & units
+    assert len(everything) > 10

@@ -176,23 +176,7 @@ class CollectiveSites:
             if not (any(c in text for c in moe_names) or src.may_call(_ROLE_NAMES)
                     or src.may_call(TRAINER, suffix=True)) or not _may_bind_role(src, moe_names):
                 continue            # no call that can bind a role: the file is not parsed
-            for node in assignments(src.module):
-                value = node.value
-                first = False
-                if isinstance(value, cst.Subscript) and literal_value(value.slice[0].slice.value
-                                                                     if isinstance(value.slice[0].slice, cst.Index)
-                                                                     else None) == 0:
-                    value, first = value.value, True
-                if not isinstance(value, cst.Call):
-                    continue
-                callee = src.facts.resolve_expr(value.func)
-                for target in node.targets:
-                    t = target.target
-                    if isinstance(t, (cst.Tuple, cst.List)) and t.elements:
-                        t, first = t.elements[0].value, True
-                    tail = _tail(t)
-                    if tail:
-                        out.append((src, tail, callee, value, first, t))
+            out.extend((src, *row) for row in _file_assignments(src))
         return out
 
     @cached_property
@@ -399,7 +383,7 @@ class CollectiveSites:
         if last in ("generate", "forward") and owner is not None and self._is_model(owner):
             return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
         target = self.taint.call_source(src, callee, cls)
-        if target is None or (id(target[0]), target[1]) not in self.site_units:
+        if target is None or not self.able((id(target[0]), target[1])):
             return None             # decided on the outlines: the callee's file is not parsed for it
         hit = self.taint.function_info(target)
         if hit is not None:
@@ -566,16 +550,75 @@ class CollectiveSites:
                     work.append(caller)
         return able
 
+    def _unit_calls(self, unit: tuple[int, str]) -> list[tuple[Optional[str], tuple]]:
+        """(callee, shape) of the calls whose innermost function is `unit`, from its file's outline."""
+        per_file = self.__dict__.setdefault("_calls_by_unit", {})
+        calls = per_file.get(unit[0])
+        if calls is None:
+            calls = per_file[unit[0]] = {}
+            src = self._source_by_id.get(unit[0])
+            outline = src.outline if src is not None else None
+            if outline is not None:
+                for (callee, scope), shape in zip(outline.calls, outline.shapes):
+                    if scope != MODULE_SCOPE:
+                        calls.setdefault(scope, []).append((callee, shape))
+        return calls.get(unit[1], [])
+
+    @cached_property
+    def _source_by_id(self) -> dict[int, "PythonSource"]:
+        return {id(s): s for s in self.project.python}
+
+    def able(self, unit: tuple[int, str]) -> bool:
+        """Is `unit` in `site_units`? Asked on demand: a search over the calls reachable from the function
+        only, so a view of many files pays for what its checked files call, not for every function it holds.
+        A search that finds no site settles every function it went through (what they reach, it went
+        through too); one that finds a site settles the chain of calls that led there."""
+        memo = self.__dict__.setdefault("_able", {})
+        known = memo.get(unit)
+        if known is not None:
+            return known
+        parent: dict[tuple[int, str], Optional[tuple[int, str]]] = {unit: None}
+        todo = [unit]
+        hit: Optional[tuple[int, str]] = None
+        while todo and hit is None:
+            current = todo.pop()
+            src = self._source_by_id.get(current[0])
+            if src is None:
+                continue
+            for callee, shape in self._unit_calls(current):
+                if self._direct_site(src, callee, shape):
+                    hit = current
+                    break
+                if callee is None:
+                    continue
+                for target in self._call_targets(src, callee, current[1]):
+                    if memo.get(target) is True:
+                        parent.setdefault(target, current)
+                        hit = target
+                        break
+                    if target not in parent and memo.get(target) is None:
+                        parent[target] = current
+                        todo.append(target)
+                if hit is not None:
+                    break
+        if hit is None:
+            for seen in parent:
+                memo[seen] = False
+            return False
+        while hit is not None:
+            memo[hit] = True
+            hit = parent.get(hit)
+        return True
+
     def may_have_sites(self, src: "PythonSource") -> bool:
         """Can any call of the file be a collective site? Decided on its outline (True without one)."""
         outline = src.outline
         if outline is None:
             return True
-        able = self.site_units
         for (callee, scope), shape in zip(outline.calls, outline.shapes):
             if self._direct_site(src, callee, shape):
                 return True
-            if callee is not None and any(t in able for t in self._call_targets(src, callee, scope)):
+            if callee is not None and any(self.able(t) for t in self._call_targets(src, callee, scope)):
                 return True
         return False
 
@@ -587,6 +630,33 @@ class CollectiveSites:
                 if site is not None:
                     out.append(site)
         return out
+
+
+def _file_assignments(src: "PythonSource") -> list:
+    """(target tail, resolved callee, call, first-of-tuple, target) of the file's `x = f(...)`-like statements:
+    a fact of the file alone, kept on the source for every view that reads it."""
+    rows = src.__dict__.get("_role_assignments")
+    if rows is not None:
+        return rows
+    rows = src.__dict__["_role_assignments"] = []
+    for node in assignments(src.module):
+        value = node.value
+        first = False
+        if isinstance(value, cst.Subscript) and literal_value(value.slice[0].slice.value
+                                                             if isinstance(value.slice[0].slice, cst.Index)
+                                                             else None) == 0:
+            value, first = value.value, True
+        if not isinstance(value, cst.Call):
+            continue
+        callee = src.facts.resolve_expr(value.func)
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, (cst.Tuple, cst.List)) and t.elements:
+                t, first = t.elements[0].value, True
+            tail = _tail(t)
+            if tail:
+                rows.append((tail, callee, value, first, t))
+    return rows
 
 
 def assignments(module: cst.Module):

@@ -77,6 +77,9 @@ class HazardWalk(FlowWalk):
         fwd = site.forward or self.sites.forward(self.src)
         if synced is None and fwd.zero3 and not fwd.moe and self.analysis.hf_zero3_auto_sync:
             return                      # transformers turns synced_gpus on while an HfDeepSpeedConfig is alive
+        if synced is None and not fwd.moe and self.analysis.is_hf_trainer_class(self.src, self.cls):
+            return                      # a method of an HF Trainer: the only collective a generate step can
+                                        # hold without MoE is ZeRO-3's, and transformers syncs it there
         sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
         sampled = sample is not None and literal_value(sample.value) is True
         tainted = next((self.eval(a.value) for a in call.args if self.eval(a.value) is not None), None)
@@ -127,6 +130,38 @@ class RankHazards:
         if roles["trainer"] or roles["accelerator"]:
             return True
         return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _, _ in self.sites._assignments)
+
+    def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
+        """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),
+        directly or through classes of the view? Decided on the outlines' resolved bases."""
+        if not cls or src.outline is None:
+            return False
+        memo = self.__dict__.setdefault("_hf_trainer", {})
+        key = (id(src), cls)
+        if key not in memo:
+            memo[key] = False
+            by_name = self.__dict__.get("_classes_by_name")
+            if by_name is None:
+                by_name = self.__dict__["_classes_by_name"] = {}
+                for other in self.project.python:
+                    if other.outline is not None:
+                        for c in other.outline.classes.values():
+                            by_name.setdefault(c.name, []).append((other, c.qualname))
+            todo, seen = [(src, cls)], set()
+            while todo and not memo[key]:
+                where, name = todo.pop()
+                info = where.outline.classes.get(name) if where.outline is not None else None
+                if info is None or (id(where), name) in seen:
+                    continue
+                seen.add((id(where), name))
+                for base in info.bases:
+                    last = base.rsplit(".", 1)[-1]
+                    if last.endswith("Trainer") and (base.startswith(("transformers.", "trl.")) or last in (
+                            "Trainer", "Seq2SeqTrainer")):
+                        memo[key] = True
+                        break
+                    todo.extend(by_name.get(last, ()))
+        return memo[key]
 
     def for_source(self, src: "PythonSource") -> list[Hazard]:
         key = id(src)

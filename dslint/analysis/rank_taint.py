@@ -581,7 +581,9 @@ class ProjectTaint:
             outline = src.outline
             if outline is None:
                 continue
-            seeded = _seeded_tops(src.text, outline)
+            seeded = src.__dict__.get("_seeded_tops", 0)       # a fact of the file alone: kept across views
+            if seeded == 0:
+                seeded = src.__dict__["_seeded_tops"] = _seeded_tops(src.text, outline)
             if seeded is None:
                 seeds.update(_unit(src, qual) for qual in outline.functions)
                 continue

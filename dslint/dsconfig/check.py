@@ -79,6 +79,12 @@ def suggest(key: str, model: type[Section]) -> Optional[str]:
     return close[0] if close else None
 
 
+def _stem(key: str, model: type[Section]) -> Optional[str]:
+    """A key of the section with a suffix added (`autotuning_config` for `autotuning`)."""
+    stem = [k for k in keys_of(model) if len(k) >= 6 and key.startswith(k + "_")]
+    return stem[0] if len(stem) == 1 else None
+
+
 def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
     fails = model.deepspeed_rejects_unknown
     effect = ("`deepspeed.initialize` fails on it (this section forbids extra keys)" if fails
@@ -92,6 +98,9 @@ def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
         if homes:
             hint = f"; `{key}` belongs in `{homes[0] or 'the top level'}`"
             guess = f"{homes[0]}.{key}" if homes[0] else key
+        elif _stem(key, model):
+            guess = _stem(key, model)
+            hint = f"; did you mean `{guess}`?"
     return Problem("unknown", path, f"unknown key `{key}` {_in(path[:-1])}: {effect}{hint}", fails, guess)
 
 
@@ -176,6 +185,7 @@ def analyse(data: dict) -> Analysis:
         DeepSpeedConfig.model_validate(clean)
     except ValidationError as exc:
         seen: set[JsonPath] = set()
+        tuning = isinstance(data.get("autotuning"), dict) and data["autotuning"].get("enabled") is True
         for err in exc.errors():
             if err["type"] == "extra_forbidden":
                 continue
@@ -184,6 +194,8 @@ def analyse(data: dict) -> Analysis:
                 continue
             seen.add(path)
             value = err.get("input")
+            if isinstance(value, list) and tuning:
+                continue      # the autotuner's search space (`"stage": [0, 1, 2, 3]`), not a value
             shown = f" (got {value!r})" if not isinstance(value, (dict, list)) else ""
             out.problems.append(Problem("invalid", path, f"invalid value for `{where(path)}`{shown}: "
                                         f"{_message(err)}", True))

@@ -327,12 +327,11 @@ for batch in loader:
 
 def prepare(project) -> None:
     """Whole-project analyses every file's check reads (engine/model roles, MoE holders, the HF ZeRO-3 test,
-    which functions can reach a site or return a rank), computed once before files are dealt to worker
+    which functions can return a rank; which can reach a site is asked on demand), computed once before files are dealt to worker
     processes, which inherit them through fork."""
     from dslint.analysis.rank_hazards import RankHazards
     hazards = RankHazards.of(project)
     hazards.sites.roles
     hazards.sites.moe_classes
     hazards.hf_zero3_auto_sync
-    hazards.sites.site_units
     hazards.taint._rank_capable_units()
