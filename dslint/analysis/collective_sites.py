@@ -30,6 +30,7 @@ from dslint.literals import literal_value
 from dslint.project import version_tuple
 
 if TYPE_CHECKING:
+    from dslint.program.roles import RoleAnalysis
     from dslint.project import ConfigView, ProjectView
     from dslint.sources import PythonSource
 
@@ -76,6 +77,10 @@ class Site:
     certain: bool                  # collective under the known config (error) or only under some (warning)
     kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function
     chain: list[Hop] = field(default_factory=list)
+    # how a DeepSpeed engine reached the call's receiver across attributes, parameters, returns (dslint/program/
+    # roles.py): "engine created by deepspeed.initialize at a.py:12", "stored on self.actor at a.py:12", ...
+    handoff: list[Hop] = field(default_factory=list)
+    facts: Optional["ForwardFacts"] = None     # the forward facts that made it a site (a forward/generate)
 
     @property
     def label(self) -> str:
@@ -161,6 +166,64 @@ class CollectiveSites:
     @classmethod
     def of(cls, project: "ProjectView") -> "CollectiveSites":
         return project.memo(cls, lambda: cls(project))
+
+    @cached_property
+    def program(self) -> "RoleAnalysis":
+        """Roles that flow through attributes, parameters and returns (engines held as `self.actor_model`,
+        passed as `model`): asked before the names are."""
+        from dslint.program.roles import RoleAnalysis
+        return RoleAnalysis.of(self.project)
+
+    def _scope_of(self, src: "PythonSource", call: cst.Call) -> str:
+        memo = self.__dict__.setdefault("_call_scopes", {})
+        table = memo.get(id(src))
+        if table is None:
+            table = memo[id(src)] = {id(c.node): c.scope for c in src.facts.calls}
+        return table.get(id(call), MODULE_SCOPE)
+
+    def _role_site(self, src: "PythonSource", call: cst.Call, func: cst.BaseExpression,
+                   owner: Optional[cst.BaseExpression], last: str) -> tuple[bool, Optional[Site]]:
+        """A site decided by the roles the receiver (or the callee) can hold: engine methods, forward and
+        generate of a DeepSpeed engine or the model it wraps, under that engine's config. (decided, site):
+        when the roles decide, a forward they show local (ZeRO-0/1/2, no MoE) is no site whatever the names."""
+        program = self.program
+        scope = self._scope_of(src, call)
+        if owner is not None:
+            held = program.model_roles(src, owner, scope)
+            engines = [r for r in held if r.kind == "engine"]
+            if engines and last in ENGINE_ALWAYS:
+                return True, Site(call, src, ENGINE_ALWAYS[last], True, "engine",
+                                  handoff=self._handoff(src, owner, engines[0]))
+            if engines and last in ENGINE_Z3:
+                return True, self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions",
+                                                held=(engines, owner))
+            if held and last in ("generate", "forward"):
+                return True, self._forward_site(src, call, "generate" if last == "generate" else "forward", last,
+                                                held=(held, owner))
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            held = program.model_roles(src, func, scope)
+            if held:
+                return True, self._forward_site(src, call, "forward", "forward", held=(held, func))
+        return False, None
+
+    def _role_facts(self, held) -> tuple["ForwardFacts", object]:
+        """The forward facts of the engines' own scripts (their configs), the most collective first."""
+        rank = {"yes": 0, "unknown": 1, "no": 2}
+        best = None
+        for role in held:
+            facts = self.forward(role.src)
+            order = (rank[facts.status], not facts.zero3)
+            if best is None or order < best[0]:
+                best = (order, facts, role)
+        return best[1], best[2]
+
+    @staticmethod
+    def _handoff(src: "PythonSource", via: cst.BaseExpression, role) -> list[Hop]:
+        """The role's hand-offs, shown when it crossed a scope (stored, passed, returned) or a file."""
+        if len(role.steps) < 2 and role.src is src:
+            return []
+        hops = [Hop(step.note, (step.line, step.col), step.src) for step in role.steps]
+        return hops + [Hop(f"read as `{code_of(via, 48)}`", via, src)]
 
     # --- roles: who is an engine, a trainer, an accelerator, an MoE model ---------------------------------
     @cached_property
@@ -348,6 +411,10 @@ class CollectiveSites:
         if callee and callee.startswith("accelerate.") and last in ACCELERATE_FUNCS:
             return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
         owner = func.value if isinstance(func, cst.Attribute) else None
+        if self.program.active:
+            decided, site = self._role_site(src, call, func, owner, last)
+            if decided:
+                return site
         owner_role = self.role(_tail(owner)) if owner is not None else None
         if owner_role == "accelerator":
             if last in ACCELERATOR_METHODS:
@@ -376,7 +443,8 @@ class CollectiveSites:
             inner = self.reaches(*hit)
             if inner is not None:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
-                return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain])
+                return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
+                            handoff=inner.handoff, facts=inner.facts)
         return None
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
@@ -386,11 +454,17 @@ class CollectiveSites:
             return True
         return isinstance(expr, cst.Attribute) and tail == "module" and self.role(_tail(expr.value)) == "engine"
 
-    def _forward_site(self, src: "PythonSource", call: cst.Call, kind: str, what: str
+    def _forward_site(self, src: "PythonSource", call: cst.Call, kind: str, what: str, held=None
                       ) -> Optional[Site]:
-        fwd = self.forward(src)
+        """`held`: (roles, expression) when the receiver's roles decide -- the facts are then its engine's."""
+        handoff: list[Hop] = []
+        if held is not None:
+            fwd, role = self._role_facts(held[0])
+            handoff = self._handoff(src, held[1], role)
+        else:
+            fwd = self.forward(src)
         tail = _tail(call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func)
-        if self.role(tail) == "moe":
+        if held is None and self.role(tail) == "moe":
             if self._moe_collective(src):
                 fwd = ForwardFacts("yes", self._moe_collective(src), moe=True)
             elif tail not in self.roles["wrapped"]:
@@ -404,9 +478,9 @@ class CollectiveSites:
                 f"{what} when ZeRO-3 is on; no DeepSpeed config was found to tell"
             if fwd.status == "yes" and not fwd.zero3:
                 why = f"{what} when ZeRO-3 is on"
-            return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind)
+            return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind, handoff=handoff, facts=fwd)
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
-        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind)
+        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, facts=fwd)
 
     # --- interprocedural: does a function reach a site? ----------------------------------------------------
     def reaches(self, src: "PythonSource", info: FunctionInfo) -> Optional[Site]:
@@ -448,6 +522,10 @@ class CollectiveSites:
         if last in ("save_checkpoint", "load_checkpoint") and attr and "deepspeed" in src.text:
             return True
         if self.role(last) in _MODEL_ROLES or attr and last == "module" and owner_role == "engine":
+            return True
+        tails = self.program.tails          # names that hold an engine/model role somewhere (`_role_site`)
+        if tails and (last in tails or attr and (owner_tail in tails or owner_tail == "module" and (
+                owner_owner_tail is None or owner_owner_tail in tails))):
             return True
         return last in ("generate", "forward") and attr and (
             owner_role in _MODEL_ROLES or owner_tail == "module" and self.role(owner_owner_tail) == "engine")

@@ -74,7 +74,7 @@ class HazardWalk(FlowWalk):
             return                      # True, or decided by the script at run time
         if synced is None and any(a.star == "**" and _kwargs_set_synced(self.src, a.value) for a in call.args):
             return
-        fwd = self.sites.forward(self.src)
+        fwd = site.facts or self.sites.forward(self.src)
         if synced is None and fwd.zero3 and not fwd.moe and self.analysis.hf_zero3_auto_sync:
             return                      # transformers turns synced_gpus on while an HfDeepSpeedConfig is alive
         sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
@@ -124,9 +124,27 @@ class RankHazards:
         """An HfDeepSpeedConfig kept alive (bound to a name), or a Trainer/accelerate run: transformers
         (generation/utils.py, `is_deepspeed_zero3_enabled()`) then sets synced_gpus itself under ZeRO-3."""
         roles = self.sites.roles
-        if roles["trainer"] or roles["accelerator"]:
+        if roles["accelerator"]:
             return True
-        return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _ in self.sites._assignments)
+        for src, _, callee, call, _ in self.sites._assignments:
+            if callee and callee.endswith("HfDeepSpeedConfig"):
+                return True
+            last = (callee or "").rsplit(".", 1)[-1]
+            if last.endswith("Trainer") and self._hf_trainer(src, callee):
+                return True
+        return False
+
+    def _hf_trainer(self, src: "PythonSource", callee: str) -> bool:
+        """A `…Trainer(...)` that may be HF's: from transformers/trl, a class of the checked files deriving from
+        a `…Trainer`, or one dslint cannot see. A checked class of its own (an RLHF `PPOTrainer`) is not."""
+        if callee.startswith(("transformers.", "trl.")):
+            return True
+        from dslint.program.roles import class_source
+        hit = class_source(self.project, src, callee)
+        if hit is None:
+            return True
+        info = hit[0].outline.classes.get(hit[1])
+        return info is None or any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)
 
     def for_source(self, src: "PythonSource") -> list[Hazard]:
         key = id(src)

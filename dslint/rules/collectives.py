@@ -43,6 +43,8 @@ def _trace(ctx: RuleContext, h: Hazard) -> list[Trace]:
         out.append(Trace(f"collective: {h.site.label} — {h.site.why}", h.site.call, h.site.source))
     for hop in h.site.chain:
         out.append(Trace(hop.note, hop.node, hop.source))
+    for hop in h.site.handoff:
+        out.append(Trace(hop.note, hop.node, hop.source))
     return out
 
 
@@ -324,6 +326,7 @@ def prepare(project) -> None:
     from dslint.analysis.rank_hazards import RankHazards
     hazards = RankHazards.of(project)
     hazards.sites.roles
+    hazards.sites.program
     hazards.sites.moe_classes
     hazards.hf_zero3_auto_sync
     hazards.sites.site_units
