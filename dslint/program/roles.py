@@ -241,9 +241,13 @@ class RoleAnalysis:
         self._by_module: dict[str, "PythonSource"] = {}
         self._changed = False
         self._call_memo: dict[int, list] = {}
-        self.files = self._joined_files()
-        if self.files:
-            self._run()
+        self._pending: dict[int, "PythonSource"] = {}    # files a role is passed into, read after the round
+        self._carrying: set[tuple] = set()               # class families whose fields hold an engine (nested)
+        self.files: list["PythonSource"] = []
+        self._loaded: set[int] = set()
+        seeds = self._seed_files()
+        if seeds:
+            self._solve(seeds)
         self.tails = self._tails()
 
     @classmethod
@@ -254,82 +258,117 @@ class RoleAnalysis:
     def active(self) -> bool:
         return bool(self.tails)
 
-    # --- which files take part: joined to an engine-building file by calls, on the outlines --------------
+    # --- which files take part: read on demand, as roles reach them --------------------------------------
     def _class_source(self, src: "PythonSource", callee: Optional[str]) -> Optional[tuple["PythonSource", str]]:
         return class_source(self.project, src, callee)
 
-    def _joined_files(self) -> list["PythonSource"]:
-        from dslint.analysis.rank_taint import ProjectTaint
-        python = [s for s in self.project.python if s.outline is not None]
-        seeds = [s for s in python if any(_builder(c) for c, _ in s.outline.calls)]
-        if not seeds:
-            return []
-        taint = ProjectTaint.of(self.project)
-        edges: dict[int, set[int]] = {}
-        by_id = {id(s): s for s in python}
-        for src in python:
-            for callee, scope in src.outline.calls:
-                if callee is None or _builder(callee):
-                    continue
-                targets = [t[0] for t in taint.call_targets(src, callee, scope)]
-                hit = self._class_source(src, callee)
-                if hit is not None:
-                    targets.append(hit[0])
-                for t in targets:
-                    if t is not src:
-                        edges.setdefault(id(src), set()).add(id(t))
-                        edges.setdefault(id(t), set()).add(id(src))
-        # `from train import engine`: a module-level value read by another file
-        by_module = {s.module_name: s for s in python if s.module_name}
-        for src in python:
-            for target in src.outline.imports.values():
-                mod, _, attr = target.rpartition(".")
-                other = by_module.get(mod)
-                if other is not None and other is not src and attr not in other.outline.functions and \
-                        attr not in other.outline.classes:
-                    edges.setdefault(id(src), set()).add(id(other))
-                    edges.setdefault(id(other), set()).add(id(src))
-        joined = {id(s) for s in seeds}
-        work = list(joined)
-        while work:
-            for other in edges.get(work.pop(), ()):
-                if other not in joined:
-                    joined.add(other)
-                    work.append(other)
-        if len(joined) > MAX_FILES:
-            return []
-        return [s for s in python if id(s) in joined]
+    def _seed_files(self) -> list["PythonSource"]:
+        """The files that build an engine (on the outlines). Every other file is read only when a role reaches
+        it: passed into one of its functions or classes, or exported (returned, kept on a field, a module
+        global) to a file that calls, constructs or imports it (`_importers`)."""
+        return [s for s in self.project.python
+                if s.outline is not None and any(_builder(c) for c, _ in s.outline.calls)]
 
-    # --- setup ----------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        for src in self.files:
-            try:
-                tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                continue
-            col = _Collector(src)
-            col.run(tree)
-            self.scopes[id(src)] = col.scopes
-            for qual, info in col.classes.items():
-                self.classes[(id(src), qual)] = info
-            if src.module_name:
-                self._by_module[src.module_name] = src
-        self._families()
+    def _solve(self, seeds: list["PythonSource"]) -> None:
+        batch = list(seeds)
+        while batch and len(self._loaded) < MAX_FILES:
+            for src in batch:
+                self._load(src)
+            self._families()
+            for _ in range(MAX_ROUNDS):
+                self._changed = False
+                self._carrying = self._carrying_families()
+                for scopes in list(self.scopes.values()):
+                    for sc in scopes.values():
+                        self._run_scope(sc)
+                if not self._changed and self._carrying == self._carrying_families():
+                    break
+            batch = [s for i, s in self._pending.items() if i not in self._loaded]
+            self._pending.clear()
+            if not batch:
+                batch = self._importers()
+
+    def _load(self, src: "PythonSource") -> None:
+        if id(src) in self._loaded or len(self._loaded) >= MAX_FILES:
+            return
+        self._loaded.add(id(src))
+        try:
+            tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        self.files.append(src)
+        col = _Collector(src)
+        col.run(tree)
+        self.scopes[id(src)] = col.scopes
+        for qual, info in col.classes.items():
+            self.classes[(id(src), qual)] = info
+        if src.module_name:
+            self._by_module[src.module_name] = src
         # `self` of a method is an instance of its class
-        for scopes in self.scopes.values():
-            for sc in scopes.values():
-                if sc.cls is not None and sc.params and not _is_static(sc.node):
-                    key = (id(sc.src), sc.cls)
-                    if key in self.classes:
-                        role = self._instance(key)
-                        self.values[self._local(sc, sc.params[0])] = {role.key: role}
-        for _ in range(MAX_ROUNDS):
-            self._changed = False
-            for scopes in self.scopes.values():
-                for sc in scopes.values():
-                    self._run_scope(sc)
-            if not self._changed:
-                break
+        for sc in col.scopes.values():
+            if sc.cls is not None and sc.params and not _is_static(sc.node):
+                key = (id(sc.src), sc.cls)
+                if key in self.classes:
+                    role = self._instance(key)
+                    self.values[self._local(sc, sc.params[0])] = {role.key: role}
+
+    def _want(self, src: "PythonSource") -> None:
+        """A role reaches a file not read yet: read it after this round."""
+        if id(src) not in self._loaded:
+            self._pending[id(src)] = src
+
+    def _carries(self, roles: Roles) -> bool:
+        return any(r.kind in MODEL_KINDS or r.kind == INSTANCE and self._family.get(r.cls, r.cls) in self._carrying
+                   for r in roles.values())
+
+    def _carrying_families(self) -> set[tuple]:
+        out: set[tuple] = set()
+        changed = True
+        while changed:
+            changed = False
+            for loc, roles in self.values.items():
+                if loc[0] == "field" and loc[1] not in out and any(
+                        r.kind in MODEL_KINDS or r.kind == INSTANCE and self._family.get(r.cls, r.cls) in out
+                        for r in roles.values()):
+                    out.add(loc[1])
+                    changed = True
+        return out
+
+    def _importers(self) -> list["PythonSource"]:
+        """Files not read yet that call a function returning an engine, construct a class holding one, or import
+        a module global holding one (on the outlines)."""
+        exported_functions: set[tuple[int, str]] = set()
+        exported_globals: dict[str, set[str]] = {}
+        by_id = {id(s): s for s in self.files}
+        for loc, roles in self.values.items():
+            if not self._carries(roles):
+                continue
+            if loc[0] == "ret":
+                exported_functions.add((loc[1], loc[2]))
+            elif loc[0] == "local" and loc[2] == MODULE_SCOPE and by_id[loc[1]].module_name:
+                exported_globals.setdefault(by_id[loc[1]].module_name, set()).add(loc[3])
+        exported_classes = {k for k in self.classes if self._family.get(k, k) in self._carrying}
+        if not (exported_functions or exported_globals or exported_classes):
+            return []
+        from dslint.analysis.rank_taint import ProjectTaint
+        taint = ProjectTaint.of(self.project)
+        out = []
+        for src in self.project.python:
+            if id(src) in self._loaded or src.outline is None:
+                continue
+            if any(target.rpartition(".")[2] in exported_globals.get(target.rpartition(".")[0], ())
+                   for target in src.outline.imports.values()):
+                out.append(src)
+                continue
+            for callee, scope in src.outline.calls:
+                if callee is None:
+                    continue
+                hit = self._class_source(src, callee)
+                if hit is not None and (id(hit[0]), hit[1]) in exported_classes or any(
+                        (id(t[0]), t[1]) in exported_functions for t in taint.call_targets(src, callee, scope)):
+                    out.append(src)
+                    break
+        return out
 
     def _families(self) -> None:
         parent: dict[tuple, tuple] = {k: k for k in self.classes}
@@ -345,6 +384,11 @@ class RoleAnalysis:
                 if hit is not None and (id(hit[0]), hit[1]) in parent:
                     parent[root((id(hit[0]), hit[1]))] = root(key)
         self._family = {k: root(k) for k in parent}
+        for loc in [loc for loc in self.values if loc[0] == "field"]:
+            new = ("field", self._family.get(loc[1], loc[1]), loc[2])
+            if new != loc:
+                for key, role in self.values.pop(loc).items():
+                    self.values.setdefault(new, {}).setdefault(key, role)
 
     def _instance(self, key: tuple[int, str]) -> Role:
         info = self.classes[key]
@@ -501,28 +545,39 @@ class RoleAnalysis:
             if instances:
                 return out
         for target in self._targets(sc, e, callee):
-            if isinstance(target, _Scope):
-                out.update(self._invoke(sc, e, target, bound=False))
-            else:
-                out.update(self._construct(sc, e, target))
+            if target[0] == "class":
+                src, qual = target[1]
+                key = (id(src), qual)
+                if key in self.classes:
+                    out.update(self._construct(sc, e, key))
+                elif self._carries_args(sc, e):
+                    self._want(src)
+                continue
+            fn = self.scopes.get(id(target[0]), {}).get(target[1])
+            if fn is not None:
+                out.update(self._invoke(sc, e, fn, bound=False))
+            elif self._carries_args(sc, e):
+                self._want(target[0])
         return out
 
+    def _carries_args(self, sc: _Scope, e: ast.Call) -> bool:
+        return any(self._carries(self.eval(sc, a.value if isinstance(a, ast.Starred) else a)) for a in e.args) or \
+            any(self._carries(self.eval(sc, k.value)) for k in e.keywords)
+
     def _targets(self, sc: _Scope, e: ast.Call, callee: Optional[str]) -> list:
-        """Functions (scopes) and classes (keys) a plain call runs, resolved on the outlines; memoised."""
+        """Functions (source, qualified name) and classes ("class", (source, name)) a plain call runs, resolved
+        on the outlines; memoised per call."""
         hit = self._call_memo.get(id(e))
         if hit is not None:
             return hit
         out: list = []
         if callee and not callee.startswith("self."):
             from dslint.analysis.rank_taint import ProjectTaint
-            for src, qual in ProjectTaint.of(self.project).call_targets(sc.src, callee, sc.qual if sc.qual in
-                                                                         sc.src.outline.functions else MODULE_SCOPE):
-                target = self.scopes.get(id(src), {}).get(qual)
-                if target is not None:
-                    out.append(target)
+            scope = sc.qual if sc.qual in sc.src.outline.functions else MODULE_SCOPE
+            out.extend(ProjectTaint.of(self.project).call_targets(sc.src, callee, scope))
             cls = self._class_source(sc.src, callee)
-            if cls is not None and (id(cls[0]), cls[1]) in self.classes:
-                out.append((id(cls[0]), cls[1]))
+            if cls is not None:
+                out.append(("class", cls))
         self._call_memo[id(e)] = out
         return out
 
@@ -599,7 +654,7 @@ class RoleAnalysis:
     def _tails(self) -> frozenset[str]:
         out = set()
         for loc, roles in self.values.items():
-            if any(r.kind in MODEL_KINDS and r.elem is None for r in roles.values()):
+            if loc[0] != "ret" and any(r.kind in MODEL_KINDS and r.elem is None for r in roles.values()):
                 out.add(loc[-1])
         return frozenset(out)
 
