@@ -8,10 +8,13 @@ all_to_all over its expert group), `engine.backward`/`step` (gradient reductions
 A function of the checked files that reaches a site is a site; `Site.chain` keeps the hops (`evaluate() →
 engine(x)`).
 
-Who is an engine is read from the checked files: targets of `deepspeed.initialize(...)`/`init_inference`, the
-`model=` they wrapped, instances of classes that build `deepspeed.moe.layer.MoE`, `*Trainer(...)`,
-`Accelerator(...)`, and names that say so (`model_engine`, `trainer`, `accelerator`). Matching is by the last
-name component (`self.engine` and `engine` are one role) — a deliberate over-approximation across functions.
+Who is an engine is asked first of the value roles (dslint/program/roles.py): an engine or the model it wraps
+followed through attributes, parameters, returns and containers, with the config of the script that built it
+(`_role_site`; the site keeps the hand-offs for the trace). Otherwise it is read from names: targets of
+`deepspeed.initialize(...)`/`init_inference`, the `model=` they wrapped, instances of classes that build
+`deepspeed.moe.layer.MoE`, `*Trainer(...)`, `Accelerator(...)`, and names that say so (`model_engine`,
+`trainer`, `accelerator`). Matching is by the last name component (`self.engine` and `engine` are one role) — a
+deliberate over-approximation across functions.
 """
 
 from __future__ import annotations

@@ -496,13 +496,15 @@ class RoleAnalysis:
         return {}
 
     def _lookup(self, sc: _Scope, name: str) -> Roles:
+        # a name the scope binds, or one a role was stored on without a binding statement (the `model=` an
+        # engine wraps, a global or a parameter of an enclosing function)
         s: Optional[_Scope] = sc
         while s is not None:
-            if name in s.bound:
+            if name in s.bound or self._local(s, name) in self.values:
                 return self.values.get(self._local(s, name), {})
             s = s.parent
         module = self.scopes[id(sc.src)][MODULE_SCOPE]
-        if name in module.bound:
+        if name in module.bound or self._local(module, name) in self.values:
             return self.values.get(self._local(module, name), {})
         target = sc.src.outline.imports.get(name)
         if target and "." in target:

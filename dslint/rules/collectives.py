@@ -287,6 +287,11 @@ class GenerateNotSynced(_CollectiveRule):
     when `is_deepspeed_zero3_enabled()` — i.e. while an `HfDeepSpeedConfig` object is alive (kept in a
     variable; the Trainer and accelerate keep one) with ZeRO-3 — and world size > 1. DeepSpeed MoE expert
     parallelism under ZeRO-0/1/2 is never detected: pass it yourself (DeepSpeed #7141).
+
+    The engine may reach `generate` by any route: a local name, `engine.module`, a `self.` field of another
+    class it was handed to (`self.actor_model.module.generate`), a helper's parameter (`def evaluate(loader,
+    model)` called with the engine) or a helper's return; its own DeepSpeed config decides, and the finding's
+    trace shows the hand-offs ("engine created by deepspeed.initialize at a.py:12 → stored on self.actor …").
     """
 
     code = "DSL104"
