@@ -133,7 +133,7 @@ def _builder(callee: Optional[str]) -> Optional[str]:
     return last if last in _BUILDERS and "deepspeed" in callee else None
 
 
-class _Collector(ast.NodeVisitor):
+class _Collector:
     """Scopes of one file: per function (and the module), the statements that bind names and its calls."""
 
     def __init__(self, src: "PythonSource") -> None:
