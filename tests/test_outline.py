@@ -82,6 +82,9 @@ def no_prefilters(monkeypatch):
     monkeypatch.setattr(CollectiveSites, "may_have_sites", lambda self, src: True)
     monkeypatch.setattr(CollectiveSites, "site_units", property(lambda self: _Everything()))
     monkeypatch.setattr(model_facts.ModuleClass, "mentions", lambda self, names: True)
+    from dslint.program.roles import RoleAnalysis
+    monkeypatch.setattr(RoleAnalysis, "_seed_files",       # every file read from the start, not on demand
+                        lambda self: [s for s in self.project.python if s.outline is not None])
 
 
 class _Everything:

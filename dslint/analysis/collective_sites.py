@@ -8,10 +8,13 @@ all_to_all over its expert group), `engine.backward`/`step` (gradient reductions
 A function of the checked files that reaches a site is a site; `Site.chain` keeps the hops (`evaluate() →
 engine(x)`).
 
-Who is an engine is read from the checked files: targets of `deepspeed.initialize(...)`/`init_inference`, the
-`model=` they wrapped, instances of classes that build `deepspeed.moe.layer.MoE`, `*Trainer(...)`,
-`Accelerator(...)`, and names that say so (`model_engine`, `trainer`, `accelerator`). Matching is by the last
-name component (`self.engine` and `engine` are one role) — a deliberate over-approximation across functions.
+Who is an engine is asked first of the value roles (dslint/program/roles.py): an engine or the model it wraps
+followed through attributes, parameters, returns and containers, with the config of the script that built it
+(`_role_site`; the site keeps the hand-offs for the trace). Otherwise it is read from names: targets of
+`deepspeed.initialize(...)`/`init_inference`, the `model=` they wrapped, instances of classes that build
+`deepspeed.moe.layer.MoE`, `*Trainer(...)`, `Accelerator(...)`, and names that say so (`model_engine`,
+`trainer`, `accelerator`). Matching is by the last name component (`self.engine` and `engine` are one role) — a
+deliberate over-approximation across functions.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dslint.literals import literal_value
 from dslint.project import version_tuple
 
 if TYPE_CHECKING:
+    from dslint.program.roles import RoleAnalysis
     from dslint.project import ConfigView, ProjectView
     from dslint.sources import PythonSource
 
@@ -76,6 +80,9 @@ class Site:
     certain: bool                  # collective under the known config (error) or only under some (warning)
     kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function
     chain: list[Hop] = field(default_factory=list)
+    # how a DeepSpeed engine reached the call's receiver across attributes, parameters, returns (dslint/program/
+    # roles.py): "engine created by deepspeed.initialize at a.py:12", "stored on self.actor at a.py:12", ...
+    handoff: list[Hop] = field(default_factory=list)
     forward: Optional["ForwardFacts"] = None        # forward/generate sites: why the model's forward is collective
 
     @property
@@ -163,6 +170,79 @@ class CollectiveSites:
     @classmethod
     def of(cls, project: "ProjectView") -> "CollectiveSites":
         return project.memo(cls, lambda: cls(project))
+
+    @cached_property
+    def program(self) -> "RoleAnalysis":
+        """Roles that flow through attributes, parameters and returns (engines held as `self.actor_model`,
+        passed as `model`): asked before the names are."""
+        from dslint.program.roles import RoleAnalysis
+        return RoleAnalysis.of(self.project)
+
+    def _scope_of(self, src: "PythonSource", call: cst.Call) -> str:
+        memo = self.__dict__.setdefault("_call_scopes", {})
+        table = memo.get(id(src))
+        if table is None:
+            table = memo[id(src)] = {id(c.node): c.scope for c in src.facts.calls}
+        return table.get(id(call), MODULE_SCOPE)
+
+    def _role_site(self, src: "PythonSource", call: cst.Call, func: cst.BaseExpression,
+                   owner: Optional[cst.BaseExpression], last: str) -> tuple[bool, Optional[Site]]:
+        """A site decided by the roles the receiver (or the callee) can hold: engine methods, forward and
+        generate of a DeepSpeed engine or the model it wraps, under that engine's config. (decided, site):
+        when the roles decide, a forward they show local (ZeRO-0/1/2, no MoE) is no site whatever the names."""
+        program = self.program
+        scope = self._scope_of(src, call)
+        if owner is not None:
+            held = program.model_roles(src, owner, scope)
+            engines = [r for r in held if r.kind == "engine"]
+            if engines and last in ENGINE_ALWAYS:
+                return True, Site(call, src, ENGINE_ALWAYS[last], True, "engine",
+                                  handoff=self._handoff(src, owner, engines[0]))
+            if engines and last in ENGINE_Z3:
+                return True, self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions",
+                                                held=(engines, owner))
+            if held and last in ("generate", "forward"):
+                return True, self._forward_site(src, call, "generate" if last == "generate" else "forward", last,
+                                                held=(held, owner))
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            held = program.model_roles(src, func, scope)
+            if held:
+                return True, self._forward_site(src, call, "forward", "forward", held=(held, func))
+        return False, None
+
+    def _role_facts(self, held) -> tuple["ForwardFacts", object]:
+        """The forward facts of the engines' own scripts (their configs), the most collective first."""
+        rank = {"yes": 0, "unknown": 1, "no": 2}
+        best = None
+        for role in held:
+            facts = self._created_facts(role)
+            order = (rank[facts.status], not facts.zero3)
+            if best is None or order < best[0]:
+                best = (order, facts, role)
+        return best[1], best[2]
+
+    def _created_facts(self, role) -> "ForwardFacts":
+        """The forward facts of the engine a role holds, under the configs that reach the very
+        `deepspeed.initialize` call that created it (`ProjectView.configs_for_call`); the script's otherwise."""
+        origin = getattr(role, "origin", None)
+        if not (isinstance(origin, tuple) and len(origin) == 4 and origin[0] == "engine"):
+            return self.forward(role.src)
+        memo = self.__dict__.setdefault("_created", {})
+        if origin not in memo:
+            src, line = role.src, origin[2]
+            call = next((c for c in src.facts.calls if c.callee and c.callee.rsplit(".", 1)[-1] in (
+                "initialize", "init_inference") and src.span(c.node).line == line), None)
+            memo[origin] = self._forward_facts(src, self.project.configs_for_call(src, call)) \
+                if call is not None else self.forward(src)
+        return memo[origin]
+
+    @staticmethod
+    def _handoff(src: "PythonSource", via: cst.BaseExpression, role) -> list[Hop]:
+        """The role's hand-offs, shown when it crossed a scope (stored, passed, returned) or a file."""
+        if len(role.steps) < 2 and role.src is src:
+            return []
+        hops = [Hop(step.note, (step.line, step.col), step.src) for step in role.steps]
+        return hops + [Hop(f"read as `{code_of(via, 48)}`", via, src)]
 
     # --- roles: who is an engine, a trainer, an accelerator, an MoE model ---------------------------------
     @cached_property
@@ -362,6 +442,10 @@ class CollectiveSites:
         if callee and callee.startswith("accelerate.") and last in ACCELERATE_FUNCS:
             return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
         owner = func.value if isinstance(func, cst.Attribute) else None
+        if self.program.active:
+            decided, site = self._role_site(src, call, func, owner, last)
+            if decided:
+                return site
         owner_role = self.role(_tail(owner)) if owner is not None else None
         if owner_role == "accelerator":
             if last in ACCELERATOR_METHODS:
@@ -390,7 +474,8 @@ class CollectiveSites:
             inner = self.reaches(*hit)
             if inner is not None:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
-                return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain])
+                return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
+                            handoff=inner.handoff, forward=inner.forward)
         return None
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
@@ -447,16 +532,22 @@ class CollectiveSites:
             configs += [c for c in self.project.configs_for_call(src, init) if c not in configs]
         return self._forward_facts(src, configs)
 
-    def _forward_site(self, src: "PythonSource", call: cst.Call, kind: str, what: str
+    def _forward_site(self, src: "PythonSource", call: cst.Call, kind: str, what: str, held=None
                       ) -> Optional[Site]:
+        """`held`: (roles, expression) when the receiver's roles decide -- the facts are then its engine's;
+        else those of the `deepspeed.initialize` call binding the receiver's name, else the script's."""
+        handoff: list[Hop] = []
         model = call.func.value if isinstance(call.func, cst.Attribute) and kind == "generate" else call.func
         fwd = None
-        if kind in ("forward", "generate"):
+        if held is not None:
+            fwd, role = self._role_facts(held[0])
+            handoff = self._handoff(src, held[1], role)
+        elif kind in ("forward", "generate"):
             fwd = self._engine_forward(src, call, model)
         if fwd is None:
             fwd = self.forward(src)
         tail = _tail(model)
-        if self.role(tail) == "moe":
+        if held is None and self.role(tail) == "moe":
             if self._moe_collective(src):
                 fwd = ForwardFacts("yes", self._moe_collective(src), moe=True)
             elif tail not in self.roles["wrapped"]:
@@ -470,9 +561,9 @@ class CollectiveSites:
                 f"{what} when ZeRO-3 is on; no DeepSpeed config was found to tell"
             if fwd.status == "yes" and not fwd.zero3:
                 why = f"{what} when ZeRO-3 is on"
-            return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind)
+            return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind, handoff=handoff, forward=fwd)
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
-        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, forward=fwd)
+        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, forward=fwd)
 
     # --- interprocedural: does a function reach a site? ----------------------------------------------------
     def reaches(self, src: "PythonSource", info: FunctionInfo) -> Optional[Site]:
@@ -514,6 +605,10 @@ class CollectiveSites:
         if last in ("save_checkpoint", "load_checkpoint") and attr and "deepspeed" in src.text:
             return True
         if self.role(last) in _MODEL_ROLES or attr and last == "module" and owner_role == "engine":
+            return True
+        tails = self.program.tails          # names that hold an engine/model role somewhere (`_role_site`)
+        if tails and (last in tails or attr and (owner_tail in tails or owner_tail == "module" and (
+                owner_owner_tail is None or owner_owner_tail in tails))):
             return True
         return last in ("generate", "forward") and attr and (
             owner_role in _MODEL_ROLES or owner_tail == "module" and self.role(owner_owner_tail) == "engine")

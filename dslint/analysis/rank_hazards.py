@@ -127,9 +127,27 @@ class RankHazards:
         """An HfDeepSpeedConfig kept alive (bound to a name), or a Trainer/accelerate run: transformers
         (generation/utils.py, `is_deepspeed_zero3_enabled()`) then sets synced_gpus itself under ZeRO-3."""
         roles = self.sites.roles
-        if roles["trainer"] or roles["accelerator"]:
+        if roles["accelerator"]:
             return True
-        return any(callee and callee.endswith("HfDeepSpeedConfig") for _, _, callee, _, _, _ in self.sites._assignments)
+        for src, _, callee, _call, _first, _target in self.sites._assignments:
+            if callee and callee.endswith("HfDeepSpeedConfig"):
+                return True
+            last = (callee or "").rsplit(".", 1)[-1]
+            if last.endswith("Trainer") and self._hf_trainer(src, callee):
+                return True
+        return False
+
+    def _hf_trainer(self, src: "PythonSource", callee: str) -> bool:
+        """A `…Trainer(...)` that may be HF's: from transformers/trl, a class of the checked files deriving from
+        a `…Trainer`, or one dslint cannot see. A checked class of its own (an RLHF `PPOTrainer`) is not."""
+        if callee.startswith(("transformers.", "trl.")):
+            return True
+        from dslint.program.roles import class_source
+        hit = class_source(self.project, src, callee)
+        if hit is None:
+            return True
+        info = hit[0].outline.classes.get(hit[1])
+        return info is None or any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),

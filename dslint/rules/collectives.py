@@ -43,6 +43,8 @@ def _trace(ctx: RuleContext, h: Hazard) -> list[Trace]:
         out.append(Trace(f"collective: {h.site.label} — {h.site.why}", h.site.call, h.site.source))
     for hop in h.site.chain:
         out.append(Trace(hop.note, hop.node, hop.source))
+    for hop in h.site.handoff:
+        out.append(Trace(hop.note, hop.node, hop.source))
     return out
 
 
@@ -293,6 +295,11 @@ class GenerateNotSynced(_CollectiveRule):
     parallelism under ZeRO-0/1/2 is never detected: pass it yourself (DeepSpeed #7141). That holds as well for
     an MoE model never passed to `deepspeed.initialize` (its all_to_all then runs on the WORLD group, DSL201):
     wrapping it creates the expert groups but does not keep the ranks' generation steps in step.
+
+    The engine may reach `generate` by any route: a local name, `engine.module`, a `self.` field of another
+    class it was handed to (`self.actor_model.module.generate`), a helper's parameter (`def evaluate(loader,
+    model)` called with the engine) or a helper's return; its own DeepSpeed config decides, and the finding's
+    trace shows the hand-offs ("engine created by deepspeed.initialize at a.py:12 → stored on self.actor …").
     """
 
     code = "DSL104"
@@ -332,6 +339,7 @@ def prepare(project) -> None:
     from dslint.analysis.rank_hazards import RankHazards
     hazards = RankHazards.of(project)
     hazards.sites.roles
+    hazards.sites.program
     hazards.sites.moe_classes
     hazards.hf_zero3_auto_sync
     hazards.taint._rank_capable_units()

@@ -1,0 +1,764 @@
+"""Value roles: which DeepSpeed engines (and the models they wrap) a value can be, followed through the program.
+
+A role is created where DeepSpeed builds an engine (`deepspeed.initialize` -- the first element of its tuple --
+or `deepspeed.init_inference`); the module passed as `model=` becomes a DeepSpeed-wrapped model (ZeRO-3
+partitions it in place), and so does `engine.module`. Roles flow through
+
+- assignments, tuple unpacking (`engine, opt, _, _ = deepspeed.initialize(...)`, `deepspeed.initialize(...)[0]`),
+  simple containers (list/tuple/dict literals, subscripts, `for` loops over them);
+- `self.` and object attributes, per class field (the fields of a class, its bases and subclasses are one
+  family): `self.actor = engine` in one class, `self.actor_model = actor` in a class constructed with it,
+  `holder.actor` read from an instance;
+- call arguments → parameters (every call site of the files of the run: functions, methods of instances,
+  constructors, dataclass fields) and returns (`return engine` read by the caller);
+- methods that return their receiver (`.eval()`, `.to(device)`, `.cuda()`, ...).
+
+One bounded fixed point over the files of the run, on CPython's `ast` (no libcst parse): summaries per
+location -- a function's local names and parameters, a module's globals, a class family's fields, a
+function's returns. Only files joined to an engine-building file by calls (on the outlines) take part.
+Each role keeps its hand-offs (`Step`s) so a finding can show how the engine reached the call:
+"engine created by deepspeed.initialize at a.py:12 → stored on self.actor at a.py:12 → passed as `actor` to
+PPOTrainer() at main.py:7 → stored on self.actor_model at b.py:6".
+
+Query (what rules call): `RoleAnalysis.of(project).model_roles(src, expr, scope)` -- the engine/model roles a
+libcst expression (a name/attribute chain, through receiver-returning calls) can have in a scope.
+`RoleAnalysis.tails` is the outline pre-filter's view: every name (variable, parameter, field) that may hold
+one, so `CollectiveSites._direct_site` stays a superset without parsing.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from dslint.project import ProjectView
+    from dslint.sources import PythonSource
+
+MODULE_SCOPE = "<module>"
+ENGINE, MODEL, INSTANCE = "engine", "model", "instance"
+MODEL_KINDS = (ENGINE, MODEL)
+_BUILDERS = ("initialize", "init_inference")
+# `initialize(args, model, ...)` / `init_inference(model, ...)`: where the wrapped module is passed
+_MODEL_ARG = {"initialize": 1, "init_inference": 0}
+# methods that return their receiver (nn.Module / DeepSpeedEngine)
+KEEP_METHODS = frozenset({"eval", "train", "to", "cuda", "cpu", "half", "float", "bfloat16", "requires_grad_"})
+MAX_ROUNDS = 8           # the fixed point's bound (each round re-reads every summary once)
+MAX_ROLES = 12           # roles kept per location
+MAX_FILES = 400          # beyond this many joined files, the analysis stays off (speed over recall)
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One hand-off of a role: where it was created, stored, passed or returned."""
+
+    note: str
+    src: "PythonSource"
+    line: int
+    col: int
+
+    def text(self) -> str:
+        return f"{self.note} at {self.src.path}:{self.line}"
+
+
+@dataclass(frozen=True, eq=False)
+class Role:
+    kind: str                        # engine | model | instance
+    origin: tuple                    # identity of the value: the creating call, or the class of an instance
+    src: "PythonSource"              # where it was created (engine/model) or the class is defined (instance)
+    steps: tuple[Step, ...] = ()
+    cls: Optional[tuple] = None      # instance: (id of the class's source, qualified class name)
+    elem: Any = None                 # None: the value; int: element i of a tuple; "*": some element
+    builder: str = ""                # initialize | init_inference
+
+    @property
+    def key(self) -> tuple:
+        return (self.kind, self.origin, self.elem)
+
+    def then(self, step: Optional[Step], **changes: Any) -> "Role":
+        steps = self.steps + (step,) if step is not None else self.steps
+        return replace(self, steps=steps, **changes)
+
+    def trace(self) -> str:
+        return " → ".join(s.text() for s in self.steps)
+
+
+Roles = dict  # key → Role
+
+
+@dataclass
+class _Class:
+    src: "PythonSource"
+    qual: str
+    bases: list[str]
+    fields: list[str]                # annotated class-level names, in order (dataclass constructors)
+    is_dataclass: bool
+
+
+@dataclass
+class _Scope:
+    src: "PythonSource"
+    qual: str
+    node: Any
+    cls: Optional[str]               # the class of a method
+    parent: Optional["_Scope"]       # the enclosing function scope (None: the module's)
+    params: list[str] = field(default_factory=list)        # those a keyword can name
+    positional: list[str] = field(default_factory=list)    # those a positional argument fills, in order
+    bound: set[str] = field(default_factory=set)
+    binds: list[ast.AST] = field(default_factory=list)
+    calls: list[ast.Call] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.qual.rsplit(".", 1)[-1]
+
+
+def _dotted(expr: ast.AST) -> Optional[str]:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _builder(callee: Optional[str]) -> Optional[str]:
+    """"initialize" / "init_inference" for DeepSpeed's engine builders (as `moe_facts._engine_kind`)."""
+    if not callee:
+        return None
+    last = callee.rsplit(".", 1)[-1]
+    return last if last in _BUILDERS and "deepspeed" in callee else None
+
+
+class _Collector:
+    """Scopes of one file: per function (and the module), the statements that bind names and its calls."""
+
+    def __init__(self, src: "PythonSource") -> None:
+        self.src = src
+        self.scopes: dict[str, _Scope] = {}
+        self.classes: dict[str, _Class] = {}
+
+    def run(self, tree: ast.Module) -> None:
+        module = _Scope(self.src, MODULE_SCOPE, tree, None, None)
+        self.scopes[MODULE_SCOPE] = module
+        self._body(tree.body, module, prefix=(), cls=None)
+
+    def _body(self, stmts, scope: _Scope, prefix: tuple, cls: Optional[str]) -> None:
+        for stmt in stmts:
+            self._stmt(stmt, scope, prefix, cls)
+
+    def _stmt(self, node, scope: _Scope, prefix: tuple, cls: Optional[str]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            qual = ".".join((*prefix, node.name))
+            # a method sees the names of the function its class sits in, not the class body's
+            inner = _Scope(self.src, qual, node, cls, scope if scope.qual != MODULE_SCOPE else None)
+            a = node.args
+            inner.positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+            inner.params = [*inner.positional, *(p.arg for p in a.kwonlyargs)]
+            inner.bound.update(inner.params)
+            inner.bound.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
+            self.scopes[qual] = inner
+            for expr in (*node.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None)):
+                self._exprs(expr, scope)
+            scope.bound.add(node.name)
+            self._body(node.body, inner, (*prefix, node.name), None)
+            return
+        if isinstance(node, ast.ClassDef):
+            qual = ".".join((*prefix, node.name))
+            fields = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+            is_dc = any("dataclass" in (_dotted(d.func if isinstance(d, ast.Call) else d) or "")
+                        for d in node.decorator_list)
+            self.classes[qual] = _Class(self.src, qual, [self.src.outline.resolve(_dotted(b)) or ""
+                                                          for b in node.bases], fields, is_dc)
+            scope.bound.add(node.name)
+            for expr in (*node.bases, *node.decorator_list):
+                self._exprs(expr, scope)
+            for stmt in node.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    self._stmt(stmt, scope, (*prefix, node.name), qual)
+            return
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith,
+                             ast.Return)):
+            scope.binds.append(node)
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.For, ast.AsyncFor)) else \
+                [i.optional_vars for i in node.items if i.optional_vars is not None] \
+                if isinstance(node, (ast.With, ast.AsyncWith)) else []
+            for t in targets:
+                scope.bound.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            return
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            return
+        for name, value in ast.iter_fields(node):
+            if name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for child in value:
+                    if isinstance(child, ast.ExceptHandler):
+                        if child.type is not None:
+                            self._exprs(child.type, scope)
+                        self._body(child.body, scope, prefix, cls)
+                    elif isinstance(child, ast.match_case):
+                        self._body(child.body, scope, prefix, cls)
+                    else:
+                        self._stmt(child, scope, prefix, cls)
+            elif isinstance(value, ast.AST):
+                self._exprs(value, scope)
+            elif isinstance(value, list):
+                for v in value:
+                    if isinstance(v, ast.AST):
+                        self._exprs(v, scope)
+
+    def _exprs(self, expr: ast.AST, scope: _Scope) -> None:
+        """Calls and walrus/comprehension bindings of an expression, not entering lambdas."""
+        todo = [expr]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.Lambda):
+                continue
+            if isinstance(node, ast.Call):
+                scope.calls.append(node)
+            elif isinstance(node, ast.NamedExpr):
+                scope.binds.append(node)
+                scope.bound.add(node.target.id)
+            elif isinstance(node, ast.comprehension):
+                scope.binds.append(node)
+                scope.bound.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            todo.extend(ast.iter_child_nodes(node))
+
+
+class RoleAnalysis:
+    """The role fixed point of one run (memoised on the ProjectView; computed in `prepare`, before forking)."""
+
+    def __init__(self, project: "ProjectView") -> None:
+        self.project = project
+        self.values: dict[tuple, Roles] = {}
+        self.scopes: dict[int, dict[str, _Scope]] = {}
+        self.classes: dict[tuple[int, str], _Class] = {}
+        self._family: dict[tuple[int, str], tuple[int, str]] = {}
+        self._by_module: dict[str, "PythonSource"] = {}
+        self._changed = False
+        self._call_memo: dict[int, list] = {}
+        self._pending: dict[int, "PythonSource"] = {}    # files a role is passed into, read after the round
+        self._carrying: set[tuple] = set()               # class families whose fields hold an engine (nested)
+        self.files: list["PythonSource"] = []
+        self._loaded: set[int] = set()
+        seeds = self._seed_files()
+        if seeds:
+            self._solve(seeds)
+        self.tails = self._tails()
+
+    @classmethod
+    def of(cls, project: "ProjectView") -> "RoleAnalysis":
+        return project.memo(cls, lambda: cls(project))
+
+    @property
+    def active(self) -> bool:
+        return bool(self.tails)
+
+    # --- which files take part: read on demand, as roles reach them --------------------------------------
+    def _class_source(self, src: "PythonSource", callee: Optional[str]) -> Optional[tuple["PythonSource", str]]:
+        return class_source(self.project, src, callee)
+
+    def _seed_files(self) -> list["PythonSource"]:
+        """The files that build an engine (on the outlines). Every other file is read only when a role reaches
+        it: passed into one of its functions or classes, or exported (returned, kept on a field, a module
+        global) to a file that calls, constructs or imports it (`_importers`)."""
+        return [s for s in self.project.python
+                if s.outline is not None and any(_builder(c) for c, _ in s.outline.calls)]
+
+    def _solve(self, seeds: list["PythonSource"]) -> None:
+        batch = list(seeds)
+        while batch and len(self._loaded) < MAX_FILES:
+            for src in batch:
+                self._load(src)
+            self._families()
+            for _ in range(MAX_ROUNDS):
+                self._changed = False
+                self._carrying = self._carrying_families()
+                for scopes in list(self.scopes.values()):
+                    for sc in scopes.values():
+                        self._run_scope(sc)
+                if not self._changed and self._carrying == self._carrying_families():
+                    break
+            batch = [s for i, s in self._pending.items() if i not in self._loaded]
+            self._pending.clear()
+            if not batch:
+                batch = self._importers()
+
+    def _load(self, src: "PythonSource") -> None:
+        if id(src) in self._loaded or len(self._loaded) >= MAX_FILES:
+            return
+        self._loaded.add(id(src))
+        try:
+            tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        self.files.append(src)
+        col = _Collector(src)
+        col.run(tree)
+        self.scopes[id(src)] = col.scopes
+        for qual, info in col.classes.items():
+            self.classes[(id(src), qual)] = info
+        if src.module_name:
+            self._by_module[src.module_name] = src
+        # `self` of a method is an instance of its class
+        for sc in col.scopes.values():
+            if sc.cls is not None and sc.params and not _is_static(sc.node):
+                key = (id(sc.src), sc.cls)
+                if key in self.classes:
+                    role = self._instance(key)
+                    self.values[self._local(sc, sc.params[0])] = {role.key: role}
+
+    def _want(self, src: "PythonSource") -> None:
+        """A role reaches a file not read yet: read it after this round."""
+        if id(src) not in self._loaded:
+            self._pending[id(src)] = src
+
+    def _carries(self, roles: Roles) -> bool:
+        return any(r.kind in MODEL_KINDS or r.kind == INSTANCE and self._family.get(r.cls, r.cls) in self._carrying
+                   for r in roles.values())
+
+    def _carrying_families(self) -> set[tuple]:
+        out: set[tuple] = set()
+        changed = True
+        while changed:
+            changed = False
+            for loc, roles in self.values.items():
+                if loc[0] == "field" and loc[1] not in out and any(
+                        r.kind in MODEL_KINDS or r.kind == INSTANCE and self._family.get(r.cls, r.cls) in out
+                        for r in roles.values()):
+                    out.add(loc[1])
+                    changed = True
+        return out
+
+    def _importers(self) -> list["PythonSource"]:
+        """Files not read yet that call a function returning an engine, construct a class holding one, or import
+        a module global holding one (on the outlines)."""
+        exported_functions: set[tuple[int, str]] = set()
+        exported_globals: dict[str, set[str]] = {}
+        by_id = {id(s): s for s in self.files}
+        for loc, roles in self.values.items():
+            if not self._carries(roles):
+                continue
+            if loc[0] == "ret":
+                exported_functions.add((loc[1], loc[2]))
+            elif loc[0] == "local" and loc[2] == MODULE_SCOPE and by_id[loc[1]].module_name:
+                exported_globals.setdefault(by_id[loc[1]].module_name, set()).add(loc[3])
+        exported_classes = {k for k in self.classes if self._family.get(k, k) in self._carrying}
+        if not (exported_functions or exported_globals or exported_classes):
+            return []
+        from dslint.analysis.rank_taint import ProjectTaint
+        taint = ProjectTaint.of(self.project)
+        out = []
+        for src in self.project.python:
+            if id(src) in self._loaded or src.outline is None:
+                continue
+            if any(target.rpartition(".")[2] in exported_globals.get(target.rpartition(".")[0], ())
+                   for target in src.outline.imports.values()):
+                out.append(src)
+                continue
+            for callee, scope in src.outline.calls:
+                if callee is None:
+                    continue
+                hit = self._class_source(src, callee)
+                if hit is not None and (id(hit[0]), hit[1]) in exported_classes or any(
+                        (id(t[0]), t[1]) in exported_functions for t in taint.call_targets(src, callee, scope)):
+                    out.append(src)
+                    break
+        return out
+
+    def _families(self) -> None:
+        parent: dict[tuple, tuple] = {k: k for k in self.classes}
+
+        def root(k):
+            while parent[k] != k:
+                parent[k] = parent[parent[k]]
+                k = parent[k]
+            return k
+        for key, info in self.classes.items():
+            for base in info.bases:
+                hit = self._class_source(info.src, base) if base else None
+                if hit is not None and (id(hit[0]), hit[1]) in parent:
+                    parent[root((id(hit[0]), hit[1]))] = root(key)
+        self._family = {k: root(k) for k in parent}
+        for loc in [loc for loc in self.values if loc[0] == "field"]:
+            new = ("field", self._family.get(loc[1], loc[1]), loc[2])
+            if new != loc:
+                for key, role in self.values.pop(loc).items():
+                    self.values.setdefault(new, {}).setdefault(key, role)
+
+    def _instance(self, key: tuple[int, str]) -> Role:
+        info = self.classes[key]
+        return Role(INSTANCE, ("class", *key), info.src, cls=key)
+
+    # --- locations --------------------------------------------------------------------------------------
+    @staticmethod
+    def _local(sc: _Scope, name: str) -> tuple:
+        return ("local", id(sc.src), sc.qual, name)
+
+    def _field(self, cls: tuple[int, str], attr: str) -> tuple:
+        return ("field", self._family.get(cls, cls), attr)
+
+    def _add(self, loc: tuple, roles: Roles, step: Optional[Step] = None) -> None:
+        if not roles:
+            return
+        have = self.values.setdefault(loc, {})
+        for key, role in roles.items():
+            if key not in have and len(have) < MAX_ROLES:
+                have[key] = role.then(step) if step is not None else role
+                self._changed = True
+
+    # --- the fixed point's transfer functions --------------------------------------------------------
+    def _run_scope(self, sc: _Scope) -> None:
+        for node in sc.binds:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                if node.value is None:
+                    continue
+                roles = self.eval(sc, node.value)
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    self._store(sc, t, roles)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                roles = self.eval(sc, node.iter)
+                self._store(sc, node.target, _elements(roles))
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self._store(sc, item.optional_vars, self.eval(sc, item.context_expr))
+            elif isinstance(node, ast.NamedExpr):
+                self._store(sc, node.target, self.eval(sc, node.value))
+            elif isinstance(node, ast.Return) and node.value is not None and sc.qual != MODULE_SCOPE:
+                self._add(("ret", id(sc.src), sc.qual), self.eval(sc, node.value))
+        for call in sc.calls:
+            self.eval(sc, call)
+
+    def _store(self, sc: _Scope, target: ast.AST, roles: Roles) -> None:
+        if not roles:
+            return
+        if isinstance(target, ast.Name):
+            self._add(self._local(sc, target.id), roles)
+        elif isinstance(target, ast.Attribute):
+            owners = self.eval(sc, target.value)
+            step = Step(f"stored on {_dotted(target) or target.attr}", sc.src, target.lineno, target.col_offset + 1)
+            for owner in owners.values():
+                if owner.kind == INSTANCE and owner.elem is None:
+                    self._add(self._field(owner.cls, target.attr), roles, step)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Starred):
+                    break
+                self._store(sc, elt, _element(roles, i))
+        elif isinstance(target, ast.Subscript):
+            self._store(sc, target.value, {r.key: r for r in (x.then(None, elem="*") for x in roles.values()
+                                                               if x.elem is None)})
+
+    def eval(self, sc: _Scope, e: Optional[ast.AST]) -> Roles:
+        if e is None:
+            return {}
+        if isinstance(e, ast.Name):
+            return self._lookup(sc, e.id)
+        if isinstance(e, ast.Attribute):
+            return self._attribute(self.eval(sc, e.value), e.attr)
+        if isinstance(e, ast.Call):
+            return self._call(sc, e)
+        if isinstance(e, ast.Subscript):
+            index = e.slice.value if isinstance(e.slice, ast.Constant) and isinstance(e.slice.value, int) else None
+            base = self.eval(sc, e.value)
+            return _element(base, index) if index is not None else _elements(base)
+        if isinstance(e, ast.Tuple):
+            out: Roles = {}
+            for i, elt in enumerate(e.elts):
+                if isinstance(elt, ast.Starred):
+                    break
+                out.update(_tagged(self.eval(sc, elt), i))
+            return out
+        if isinstance(e, (ast.List, ast.Set)):
+            out = {}
+            for elt in e.elts:
+                out.update(_tagged(self.eval(sc, elt.value if isinstance(elt, ast.Starred) else elt), "*"))
+            return out
+        if isinstance(e, ast.Dict):
+            out = {}
+            for v in e.values:
+                out.update(_tagged(self.eval(sc, v), "*"))
+            return out
+        if isinstance(e, ast.IfExp):
+            return {**self.eval(sc, e.body), **self.eval(sc, e.orelse)}
+        if isinstance(e, ast.BoolOp):
+            out = {}
+            for v in e.values:
+                out.update(self.eval(sc, v))
+            return out
+        if isinstance(e, (ast.NamedExpr, ast.Await)):
+            return self.eval(sc, e.value)
+        return {}
+
+    def _lookup(self, sc: _Scope, name: str) -> Roles:
+        # a name the scope binds, or one a role was stored on without a binding statement (the `model=` an
+        # engine wraps, a global or a parameter of an enclosing function)
+        s: Optional[_Scope] = sc
+        while s is not None:
+            if name in s.bound or self._local(s, name) in self.values:
+                return self.values.get(self._local(s, name), {})
+            s = s.parent
+        module = self.scopes[id(sc.src)][MODULE_SCOPE]
+        if name in module.bound or self._local(module, name) in self.values:
+            return self.values.get(self._local(module, name), {})
+        target = sc.src.outline.imports.get(name)
+        if target and "." in target:
+            mod, _, attr = target.rpartition(".")
+            other = self._by_module.get(mod) or next(
+                (s for m, s in self._by_module.items() if m.endswith("." + mod) or mod.endswith("." + m)), None)
+            if other is not None and id(other) in self.scopes:
+                return self.values.get(("local", id(other), MODULE_SCOPE, attr), {})
+        return {}
+
+    def _attribute(self, base: Roles, attr: str) -> Roles:
+        out: Roles = {}
+        for r in base.values():
+            if r.elem is not None:
+                continue
+            if r.kind == ENGINE and attr == "module":
+                moved = r.then(None, kind=MODEL)
+                out[moved.key] = moved
+            elif r.kind == INSTANCE:
+                out.update(self.values.get(self._field(r.cls, attr), {}))
+        return out
+
+    def _call(self, sc: _Scope, e: ast.Call) -> Roles:
+        func = e.func
+        dotted = _dotted(func)
+        callee = sc.src.outline.resolve(dotted) if dotted else None
+        built = _builder(callee)
+        if built is not None:
+            return self._engine(sc, e, built)
+        out: Roles = {}
+        if isinstance(func, ast.Attribute):
+            base = self.eval(sc, func.value)
+            if func.attr in KEEP_METHODS:
+                return {k: r for k, r in base.items() if r.elem is None and r.kind in MODEL_KINDS}
+            instances = [r for r in base.values() if r.kind == INSTANCE and r.elem is None]
+            for r in instances:
+                method = self._method(r.cls, func.attr)
+                if method is not None:
+                    out.update(self._invoke(sc, e, method, bound=True))
+            if instances:
+                return out
+        for target in self._targets(sc, e, callee):
+            if target[0] == "class":
+                src, qual = target[1]
+                key = (id(src), qual)
+                if key in self.classes:
+                    out.update(self._construct(sc, e, key))
+                elif self._carries_args(sc, e):
+                    self._want(src)
+                continue
+            fn = self.scopes.get(id(target[0]), {}).get(target[1])
+            if fn is not None:
+                out.update(self._invoke(sc, e, fn, bound=False))
+            elif self._carries_args(sc, e):
+                self._want(target[0])
+        return out
+
+    def _carries_args(self, sc: _Scope, e: ast.Call) -> bool:
+        return any(self._carries(self.eval(sc, a.value if isinstance(a, ast.Starred) else a)) for a in e.args) or \
+            any(self._carries(self.eval(sc, k.value)) for k in e.keywords)
+
+    def _targets(self, sc: _Scope, e: ast.Call, callee: Optional[str]) -> list:
+        """Functions (source, qualified name) and classes ("class", (source, name)) a plain call runs, resolved
+        on the outlines; memoised per call."""
+        hit = self._call_memo.get(id(e))
+        if hit is not None:
+            return hit
+        out: list = []
+        if callee and not callee.startswith("self."):
+            from dslint.analysis.rank_taint import ProjectTaint
+            scope = sc.qual if sc.qual in sc.src.outline.functions else MODULE_SCOPE
+            out.extend(ProjectTaint.of(self.project).call_targets(sc.src, callee, scope))
+            cls = self._class_source(sc.src, callee)
+            if cls is not None:
+                out.append(("class", cls))
+        self._call_memo[id(e)] = out
+        return out
+
+    def _method(self, cls: tuple[int, str], name: str, depth: int = 0) -> Optional[_Scope]:
+        info = self.classes.get(cls)
+        if info is None or depth > 8:
+            return None
+        hit = self.scopes.get(cls[0], {}).get(f"{cls[1]}.{name}")
+        if hit is not None:
+            return hit
+        for base in info.bases:
+            found = self._class_source(info.src, base) if base else None
+            if found is not None:
+                hit = self._method((id(found[0]), found[1]), name, depth + 1)
+                if hit is not None:
+                    return hit
+        return None
+
+    def _engine(self, sc: _Scope, e: ast.Call, built: str) -> Roles:
+        line, col = e.lineno, e.col_offset + 1
+        origin = ("engine", id(sc.src), line, col)
+        created = Step(f"engine created by deepspeed.{built}", sc.src, line, col)
+        role = Role(ENGINE, origin, sc.src, (created,), elem=0 if built == "initialize" else None, builder=built)
+        model = next((k.value for k in e.keywords if k.arg == "model"), None)
+        positional = [a for a in e.args if not isinstance(a, ast.Starred)]
+        if model is None and len(positional) > _MODEL_ARG[built]:
+            model = positional[_MODEL_ARG[built]]
+        if isinstance(model, (ast.Name, ast.Attribute)):
+            wrapped = Role(MODEL, origin, sc.src, (Step(f"model wrapped by deepspeed.{built}", sc.src, line, col),),
+                           builder=built)
+            self._store(sc, model, {wrapped.key: wrapped})
+        return {role.key: role}
+
+    def _bind(self, sc: _Scope, e: ast.Call, positional: list[str], named: list[str], fn: str, store) -> None:
+        for i, arg in enumerate(e.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if i < len(positional):
+                roles = self.eval(sc, arg)
+                if roles:
+                    store(positional[i], roles, Step(f"passed as `{positional[i]}` to {fn}()", sc.src, arg.lineno,
+                                                     arg.col_offset + 1))
+        for kw in e.keywords:
+            if kw.arg is not None and kw.arg in named:
+                roles = self.eval(sc, kw.value)
+                if roles:
+                    store(kw.arg, roles, Step(f"passed as `{kw.arg}` to {fn}()", sc.src, kw.value.lineno,
+                                              kw.value.col_offset + 1))
+
+    def _invoke(self, sc: _Scope, e: ast.Call, target: _Scope, bound: bool, shown: str = "") -> Roles:
+        positional = target.positional
+        if bound and target.cls is not None and not _is_static(target.node):
+            positional = positional[1:]
+        self._bind(sc, e, positional, target.params, shown or target.name, lambda p, roles, step: self._add(self._local(target, p), roles, step))
+        returned = self.values.get(("ret", id(target.src), target.qual), {})
+        if not returned:
+            return {}
+        step = Step(f"returned by {target.name}()", sc.src, e.lineno, e.col_offset + 1)
+        return {r.key: r.then(step) for r in returned.values()}
+
+    def _construct(self, sc: _Scope, e: ast.Call, cls: tuple[int, str]) -> Roles:
+        init = self._method(cls, "__init__")
+        info = self.classes[cls]
+        name = info.qual.rsplit(".", 1)[-1]
+        if init is not None:
+            self._invoke(sc, e, init, bound=True, shown=name)
+        elif info.is_dataclass:
+            self._bind(sc, e, info.fields, info.fields, name,
+                       lambda p, roles, step: self._add(self._field(cls, p), roles, step))
+        role = self._instance(cls)
+        return {role.key: role}
+
+    # --- queries ------------------------------------------------------------------------------------------
+    def _tails(self) -> frozenset[str]:
+        out = set()
+        for loc, roles in self.values.items():
+            if loc[0] != "ret" and any(r.kind in MODEL_KINDS and r.elem is None for r in roles.values()):
+                out.add(loc[-1])
+        return frozenset(out)
+
+    def scope(self, src: "PythonSource", qual: str) -> Optional[_Scope]:
+        scopes = self.scopes.get(id(src))
+        if scopes is None:
+            return None
+        return scopes.get(qual) or scopes.get(MODULE_SCOPE)
+
+    def model_roles(self, src: "PythonSource", expr, scope: str) -> list[Role]:
+        """The DeepSpeed engines / wrapped models a libcst expression -- a name/attribute chain, through calls
+        of methods that return their receiver -- can hold in `scope` (a function's qualified name or
+        MODULE_SCOPE). Empty when the analysis knows of none."""
+        if not self.tails:
+            return []
+        chain = _cst_chain(expr)
+        if not chain or chain[-1] not in self.tails and chain[-1] != "module":
+            return []
+        sc = self.scope(src, scope)
+        if sc is None:
+            return []
+        roles = self._lookup(sc, chain[0])
+        for attr in chain[1:]:
+            if not roles:
+                return []
+            roles = self._attribute(roles, attr)
+        return [r for r in roles.values() if r.kind in MODEL_KINDS and r.elem is None]
+
+
+def class_source(project: "ProjectView", src: "PythonSource", callee: Optional[str]
+                 ) -> Optional[tuple["PythonSource", str]]:
+    """The checked class (source, qualified name) a constructor call names (`Trainer(...)`, `ppo.Trainer(...)`),
+    looked up as `ProjectView.find_function_source` looks up functions, on the outlines."""
+    if not callee or src.outline is None:
+        return None
+    last = callee.rsplit(".", 1)[-1]
+    if not last[:1].isupper():
+        return None
+    if callee in src.outline.classes:
+        return src, callee
+    if "." not in callee and callee not in src.outline.imports:
+        return None
+    index = project.memo("class-index", lambda: {
+        (f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
+        for other in project.python if other.outline is not None for qual in other.outline.classes})
+    if src.module_name and f"{src.module_name}.{callee}" in index:
+        return index[f"{src.module_name}.{callee}"]
+    if callee in index:
+        return index[callee]
+    parts = callee.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        hit = index.get(".".join(parts[-n - 1:]))
+        if hit:
+            return hit
+    return None
+
+
+def _cst_chain(expr) -> Optional[list[str]]:
+    """`self.actor_model.module` → ["self", "actor_model", "module"]; `model.eval()` → ["model"]."""
+    import libcst as cst
+    parts: list[str] = []
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+                expr.func.attr.value in KEEP_METHODS:
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute):
+            parts.append(expr.attr.value)
+            expr = expr.value
+        elif isinstance(expr, cst.Name):
+            parts.append(expr.value)
+            return list(reversed(parts))
+        else:
+            return None
+
+
+def _tagged(roles: Roles, elem: Any) -> Roles:
+    out: Roles = {}
+    for r in roles.values():
+        if r.elem is None:
+            moved = r.then(None, elem=elem)
+            out[moved.key] = moved
+    return out
+
+
+def _element(roles: Roles, index: int) -> Roles:
+    out: Roles = {}
+    for r in roles.values():
+        if r.elem == index or r.elem == "*":
+            moved = r.then(None, elem=None)
+            out[moved.key] = moved
+    return out
+
+
+def _elements(roles: Roles) -> Roles:
+    out: Roles = {}
+    for r in roles.values():
+        if r.elem is not None:
+            moved = r.then(None, elem=None)
+            out[moved.key] = moved
+    return out
+
+
+def _is_static(node) -> bool:
+    return any(_dotted(d) == "staticmethod" for d in getattr(node, "decorator_list", ()))
+
