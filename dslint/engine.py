@@ -175,15 +175,14 @@ class Checker:
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
-        views: list[Optional[ProjectView]] = [None] * len(relevant)   # filled by _views when needed
         keys: list[Optional[str]] = [None] * len(relevant)
         known = cache.get(self._run_entry) if cache else None
         if known and len(known.get("keys", ())) == len(relevant):
-            keys = list(known["keys"])
+            keys = list(known["keys"])       # an unchanged tree: answered without building the program model
         else:
-            views = self._views(sources, relevant, project)
-            keys = [self._item_key(relevant, i, views[i], project) for i in range(len(relevant))] if cache else keys
+            self._program(sources, project, cache)
             if cache:
+                keys = [self._item_key(relevant, i, project) for i in range(len(relevant))]
                 cache.put(self._run_entry, {"keys": keys})
         todo: list[int] = []
         for i, source in enumerate(relevant):
@@ -193,8 +192,11 @@ class Checker:
             else:
                 report.findings += [Finding.model_validate(f) for f in hit["findings"]]
                 report.errors += [InputError.model_validate(e) for e in hit["errors"]]
-        if todo and views[0] is None and relevant:
-            views = self._views(sources, relevant, project)
+        views: dict[int, ProjectView] = {}
+        if todo:
+            if project.program is None:
+                self._program(sources, project, cache)
+            views = self._views(relevant, todo, project)
         for i, findings, errors in self._analyse(relevant, views, todo):
             report.findings += findings
             report.errors += errors
@@ -205,28 +207,56 @@ class Checker:
         return report
 
     # --- launch units ------------------------------------------------------------------------------
-    def _views(self, sources: list[AnySource], relevant: list[AnySource], project: ProjectView
-               ) -> list[ProjectView]:
-        """The view each relevant file is analysed in: a Python file in its launch-unit context (the files of
-        the units that reach it, their configs and launcher lines), a config or launcher script in the run's
-        view. The program model reads every compiled Python file (an `__init__.py` that no rule needs still
-        links a script to the modules it imports)."""
-        from dslint.program.units import Program
+    def _program(self, sources: list[AnySource], project: ProjectView, cache) -> None:
+        """The run's launch units (dslint.program.units), from each Python file's `FileFacts`: read from the
+        cache by content, else from the file's outline (built by forked workers on big runs) and the config
+        paths its code names. An `__init__.py` that no rule needs still links a script to what it imports, so
+        every compiled Python file takes part."""
+        from dslint.cache import content_hash
+        from dslint.program.units import FileFacts, Program
+        python = [s for s in sources if isinstance(s, PythonSource)]
+        facts: dict[int, FileFacts] = {}
+        missing: list[tuple[PythonSource, str]] = []
+        hashes = getattr(self, "_hashes", {})
+        for src in python:
+            key = f"program:{hashes.get(id(src)) or content_hash(src.text)}" if cache else ""
+            hit = cache.get(key) if cache else None
+            if hit is None:
+                missing.append((src, key))
+            elif hit.get("compiles"):
+                facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]))
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and hasattr(os, "fork"):
-            self._outlines(sources, jobs)
-        project.program = Program([s for s in sources if isinstance(s, PythonSource) and s.compiles], project.shell)
+            self._outlines([s for s, _ in missing], jobs)
+        for src, key in missing:
+            refs: list[str] = []
+            if src.compiles:
+                refs = [v for v, _ in project.literal_configs(src) if isinstance(v, str) and v.endswith(".json")]
+            found = FileFacts.of(src, refs)
+            if found is not None:
+                facts[id(src)] = found
+            if cache:
+                cache.put(key, {"compiles": False} if found is None else {
+                    "compiles": True, "imports": list(found.imports), "runs": found.runs_by_itself,
+                    "refs": list(found.config_refs)})
+        project.program = Program([s for s in python if id(s) in facts], project.shell, facts)
+
+    def _views(self, relevant: list[AnySource], todo: list[int], project: ProjectView) -> dict[int, ProjectView]:
+        """The view each file to analyse is checked in: a Python file in its launch-unit context (the files of
+        the units that reach it, their configs and launcher lines), a config or launcher script in the run's
+        view."""
         by_context: dict[int, ProjectView] = {}
-        out: list[ProjectView] = []
-        for src in relevant:
+        out: dict[int, ProjectView] = {}
+        for i in todo:
+            src = relevant[i]
             context = project.program.context_of(src) if isinstance(src, PythonSource) else None
             if context is None:
-                out.append(project)
+                out[i] = project
                 continue
             view = by_context.get(id(context))
             if view is None:
                 view = by_context[id(context)] = project.context_view(context)
-            out.append(view)
+            out[i] = view
         return out
 
     # --- triage, cache, workers ------------------------------------------------------------------
@@ -277,12 +307,13 @@ class Checker:
     def _source_key(self, source: AnySource) -> str:
         return f"{source.kind}:{source.path}:{self._hashes[id(source)]}"
 
-    def _item_key(self, relevant: list[AnySource], i: int, view: ProjectView, project: ProjectView) -> str:
+    def _item_key(self, relevant: list[AnySource], i: int, project: ProjectView) -> str:
         """A file's key: its content and that of every file its findings can depend on."""
         from dslint.cache import content_hash
         source = relevant[i]
-        if view is not project:
-            deps = view.sources
+        context = project.program.context_of(source) if isinstance(source, PythonSource) else None
+        if context is not None:
+            deps = project.context_sources(context)
         else:
             # a config or launcher script: the configs and launchers of the run, and the scripts that name it
             deps = [s for s in relevant if not isinstance(s, PythonSource)]
@@ -294,7 +325,7 @@ class Checker:
         text = "\n".join(sorted(f"{s.path}:{hashes.get(id(s)) or content_hash(s.text)}" for s in deps))
         return f"{self._source_key(source)}|{content_hash(text)}"
 
-    def _analyse(self, sources: list[AnySource], views: list[ProjectView], todo: list[int]):
+    def _analyse(self, sources: list[AnySource], views: dict[int, ProjectView], todo: list[int]):
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
             for i in todo:

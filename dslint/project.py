@@ -78,28 +78,51 @@ class ProjectView:
     unit_launches: Optional[list] = None
     units: list = field(default_factory=list)
 
-    @cached_property
+    @property
     def run_program(self):
-        """The launch units of this run (built on first use from the outlines and launcher lines)."""
+        """The launch units of this run: set by the engine (`Checker._program`, with per-file facts from the
+        cache), else built here on first use from the outlines, the config paths and the launcher lines."""
         if self.program is None:
-            from dslint.program.units import Program
-            self.program = Program(self.python, self.shell)
+            from dslint.program.units import FileFacts, Program
+            facts = {}
+            for src in self.python:
+                refs = [v for v, _ in self.literal_configs(src) if isinstance(v, str) and v.endswith(".json")]
+                found = FileFacts.of(src, refs)
+                if found is not None:
+                    facts[id(src)] = found
+            self.program = Program(self.python, self.shell, facts)
         return self.program
 
-    def context_view(self, context) -> "ProjectView":
-        """The view a context's files are analysed in: the files of its units (or of its import-connected
-        group), the configs those files are given, the launcher lines that run its units."""
+    def context_sources(self, context) -> list[AnySource]:
+        """What a context's files are analysed with: the files of its units (or of its import-connected
+        group), the configs they are given (launcher flags, paths their code names, the run's only config
+        for a file that names none) and the launcher scripts that run its units. Read from the program
+        model's per-file facts: no file is parsed for it."""
         program = self.run_program
         sources: dict[int, AnySource] = {id(f): f for f in context.files}
         for f in context.files:
-            for cfg in self.configs_for(f):
-                if cfg.source is not None:
-                    sources.setdefault(id(cfg.source), cfg.source)
+            found: list[JsonSource] = []
+            for sh, launch in program.launches_of(f):
+                for ref in launch.config_paths:
+                    found += self._json_by_reference(ref, Path(sh.path).parent)
+            facts = program.facts.get(id(f))
+            for ref in facts.config_refs if facts is not None else ():
+                found += self._json_by_reference(ref, Path(f.path).parent)
+            if not found and len(self.json_configs) == 1:
+                found = list(self.json_configs)
+            for cfg in found:
+                sources.setdefault(id(cfg), cfg)
+        for unit in context.units:
+            for sh, _ in unit.launches:
+                sources.setdefault(id(sh), sh)
+        return list(sources.values())
+
+    def context_view(self, context) -> "ProjectView":
+        """The view a context's files are analysed in (`context_sources`), with the launcher lines of its
+        units alone deciding the world size."""
         launches = [pair for unit in context.units for pair in unit.launches]
-        for sh, _ in launches:
-            sources.setdefault(id(sh), sh)
-        return ProjectView(list(sources.values()), self.world_size_override, self.deepspeed_version_override,
-                           self.root, program=program, unit_launches=launches, units=list(context.units))
+        return ProjectView(self.context_sources(context), self.world_size_override, self.deepspeed_version_override,
+                           self.root, program=self.run_program, unit_launches=launches, units=list(context.units))
 
     # --- indexes ---------------------------------------------------------------------------------
     @cached_property

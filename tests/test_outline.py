@@ -80,16 +80,13 @@ def no_prefilters(monkeypatch):
     from dslint.analysis.collective_sites import CollectiveSites
     monkeypatch.setattr(collective_sites, "_may_bind_role", lambda src, moe_classes: True)
     monkeypatch.setattr(CollectiveSites, "may_have_sites", lambda self, src: True)
-    monkeypatch.setattr(CollectiveSites, "site_units", property(lambda self: _Everything()))
+    monkeypatch.setattr(CollectiveSites, "able", lambda self, unit: True)
+    from dslint.analysis import param_groups
+    monkeypatch.setattr(param_groups, "may_construct_optimizer", lambda src: True)
     monkeypatch.setattr(model_facts.ModuleClass, "mentions", lambda self, names: True)
     from dslint.program.roles import RoleAnalysis
     monkeypatch.setattr(RoleAnalysis, "_seed_files",       # every file read from the start, not on demand
                         lambda self: [s for s in self.project.python if s.outline is not None])
-
-
-class _Everything:
-    def __contains__(self, item) -> bool:
-        return True
 
 
 def _findings(files: list[Path], options: dict):

@@ -152,10 +152,13 @@ def _appends_moe(fn: cst.FunctionDef, name: str) -> bool:
     return found
 
 
+OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "deepspeed.ops.")
+
+
 def is_optimizer_ctor(src: PythonSource, call: cst.Call) -> bool:
     name = src.facts.resolve_expr(call.func) or ""
     last = name.rsplit(".", 1)[-1]
-    return last in OPTIMIZER_CLASSES or name.startswith(("torch.optim.", "bitsandbytes.optim.", "deepspeed.ops."))
+    return last in OPTIMIZER_CLASSES or name.startswith(OPTIMIZER_MODULES)
 
 
 def optimizer_params_arg(call: cst.Call) -> Optional[cst.BaseExpression]:

@@ -123,8 +123,21 @@ def uncovered(groups: list[Group]) -> Optional[list[tuple[str, bool]]]:
     return None
 
 
+def may_construct_optimizer(src: PythonSource) -> bool:
+    """Can the file construct an optimizer? Decided on the outline's resolved callees (as `is_optimizer_ctor`
+    resolves them), so that a file without one is not parsed for it."""
+    from dslint.analysis.optimizers import OPTIMIZER_CLASSES, OPTIMIZER_MODULES
+    outline = src.outline
+    if outline is None:
+        return True
+    return any(callee and (callee.rsplit(".", 1)[-1] in OPTIMIZER_CLASSES or callee.startswith(OPTIMIZER_MODULES))
+               for callee, _ in outline.calls)
+
+
 def optimizer_constructions(src: PythonSource):
     """(call, scope) of every optimizer construction in a file."""
+    if not may_construct_optimizer(src):
+        return
     for call in src.facts.calls:
         if is_optimizer_ctor(src, call.node):
             arg = optimizer_params_arg(call.node)

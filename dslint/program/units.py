@@ -28,6 +28,27 @@ _RUNS_AT_TOP = frozenset({"initialize", "init_inference", "init_distributed", "i
                           "generate", "backward", "fit", "main", "launch", "spawn", "evaluate", "predict"})
 
 
+@dataclass(frozen=True)
+class FileFacts:
+    """What the program model needs of one Python file, a function of its text alone (kept in the result
+    cache by content, so an edit re-reads only the edited file): the modules its imports name, whether it
+    runs by itself, and the config paths its code names (`deepspeed.initialize(config="ds.json")`, an
+    argparse default)."""
+
+    imports: tuple[str, ...]
+    runs_by_itself: bool
+    config_refs: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(src: PythonSource, config_refs: Iterable[str] = ()) -> Optional["FileFacts"]:
+        outline = src.outline
+        if outline is None:
+            return None
+        runs = outline.main_guard or any(scope == MODULE_SCOPE and callee and callee.rsplit(".", 1)[-1] in _RUNS_AT_TOP
+                                         for callee, scope in outline.calls)
+        return FileFacts(tuple(outline.imported_modules), runs, tuple(config_refs))
+
+
 @dataclass(eq=False)
 class LaunchUnit:
     entry: PythonSource
@@ -60,7 +81,16 @@ def _norm(path: str) -> str:
 class Program:
     """The launch units of one run, and the context each Python file is analysed in."""
 
-    def __init__(self, python: list[PythonSource], shell: list[ShellSource]):
+    def __init__(self, python: list[PythonSource], shell: list[ShellSource],
+                 facts: Optional[dict[int, FileFacts]] = None):
+        """`facts`: id(source) → FileFacts (read from the outlines where missing)."""
+        self.facts = dict(facts or {})
+        for src in python:
+            if id(src) not in self.facts:
+                found = FileFacts.of(src)
+                if found is not None:
+                    self.facts[id(src)] = found
+        python = [s for s in python if id(s) in self.facts]
         self.python = python
         self.shell = shell
         self._by_path = {_norm(s.path): s for s in python}
@@ -131,10 +161,10 @@ class Program:
         hit = self._imports.get(key)
         if hit is None:
             out: dict[int, PythonSource] = {}
-            outline = src.outline
-            if outline is not None:
+            facts = self.facts.get(id(src))
+            if facts is not None:
                 bases = self._bases(src, entry)
-                for dotted in outline.imported_modules:
+                for dotted in facts.imports:
                     for f in self._file_for_module(dotted, bases):
                         if f is not src:
                             out.setdefault(id(f), f)
@@ -177,15 +207,9 @@ class Program:
             bases.append(folder)
         return bases
 
-    @staticmethod
-    def runs_by_itself(src: PythonSource) -> bool:
-        outline = src.outline
-        if outline is None:
-            return False
-        if outline.main_guard:
-            return True
-        return any(scope == MODULE_SCOPE and callee and callee.rsplit(".", 1)[-1] in _RUNS_AT_TOP
-                   for callee, scope in outline.calls)
+    def runs_by_itself(self, src: PythonSource) -> bool:
+        facts = self.facts.get(id(src))
+        return facts is not None and facts.runs_by_itself
 
     def _build_units(self) -> list[LaunchUnit]:
         launched: dict[int, list] = {}
