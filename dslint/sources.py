@@ -216,11 +216,19 @@ class PythonSource(Source):
         if isinstance(node, cst.SimpleStatementLine):
             node = node.with_changes(leading_lines=(), trailing_whitespace=cst.TrailingWhitespace())
         elif isinstance(node, cst.BaseCompoundStatement):
-            # a compound statement is reported at its header (`for batch in shard:`), comment excluded
+            # a compound statement is reported at its header (`for batch in shard:`), comment excluded: only
+            # the header is generated (a body of `pass`, no else/except/finally), not a body of 3,000 lines
             body = node.body
             if isinstance(body, cst.IndentedBlock):
-                body = body.with_changes(header=cst.TrailingWhitespace())
-            node = node.with_changes(leading_lines=(), body=body)
+                body = body.with_changes(header=cst.TrailingWhitespace(),
+                                         body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+            changes = {"leading_lines": (), "body": body}
+            for name in ("orelse", "finalbody"):
+                if getattr(node, name, None) is not None:
+                    changes[name] = None
+            if getattr(node, "handlers", None):
+                changes["handlers"] = ()
+            node = node.with_changes(**changes)
             header = True
         try:
             code = self.module.code_for_node(node)
