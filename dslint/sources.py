@@ -82,6 +82,13 @@ class PythonSource(Source):
         in one of them, `…Trainer`)? Such a call is written `name(` / `x.name(` or goes through a name
         imported as one (`import … as alias`); either way the name is in the text. A text test on the
         outline, so that project scans parse only files that pass it."""
+        memo = self.__dict__.setdefault("_may_call_memo", {})     # a fact of the text: shared by every view
+        hit = memo.get((names, suffix))
+        if hit is None:
+            hit = memo[(names, suffix)] = self._may_call(names, suffix)
+        return hit
+
+    def _may_call(self, names: frozenset[str], suffix: bool) -> bool:
         if not any(n in self.text for n in names):
             return False
         key = (names, suffix)

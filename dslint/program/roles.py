@@ -352,6 +352,8 @@ class RoleAnalysis:
             return []
         from dslint.analysis.rank_taint import ProjectTaint
         taint = ProjectTaint.of(self.project)
+        # a call can only resolve to a function or class of that last name
+        names = {q.rpartition(".")[2] for _, q in exported_functions} | {k[1].rpartition(".")[2] for k in exported_classes}
         out = []
         for src in self.project.python:
             if id(src) in self._loaded or src.outline is None:
@@ -361,7 +363,7 @@ class RoleAnalysis:
                 out.append(src)
                 continue
             for callee, scope in src.outline.calls:
-                if callee is None:
+                if callee is None or callee.rpartition(".")[2] not in names:
                     continue
                 hit = self._class_source(src, callee)
                 if hit is not None and (id(hit[0]), hit[1]) in exported_classes or any(

@@ -97,7 +97,9 @@ class Program:
         self._by_name: dict[str, list[PythonSource]] = {}
         for s in python:
             self._by_name.setdefault(posixpath.basename(self._norm_of(s)), []).append(s)
-        self._imports: dict[int, list[PythonSource]] = {}
+        self._imports: dict[tuple, list[PythonSource]] = {}
+        self._lookups: dict[tuple[str, str], list[PythonSource]] = {}
+        self._closures: dict[int, list[PythonSource]] = {}
         self.launch_targets: list[tuple[ShellSource, object, PythonSource]] = []
         for sh in shell:
             for launch in sh.launches:
@@ -114,19 +116,26 @@ class Program:
     def _file_for_module(self, dotted: str, bases: Iterable[str]) -> list[PythonSource]:
         """The files an import of `dotted` runs, looked up under each base folder in turn: the module itself
         (longest prefix that is a file) and the packages' `__init__.py` on the way."""
-        parts = [p for p in dotted.split(".") if p]
-        if not parts:
-            return []
         for base in bases:
-            found: list[PythonSource] = []
-            for n in range(1, len(parts) + 1):
-                stem = posixpath.join(base, *parts[:n]) if base not in ("", ".") else posixpath.join(*parts[:n])
-                hit = self._by_path.get(_norm(stem + ".py")) or self._by_path.get(_norm(stem + "/__init__.py"))
-                if hit is not None:
-                    found.append(hit)     # a folder without __init__.py is a namespace package: go on
+            found = self._under(base, dotted)
             if found:
                 return found
         return []
+
+    def _under(self, base: str, dotted: str) -> list[PythonSource]:
+        key = (base, dotted)
+        hit = self._lookups.get(key)
+        if hit is None:
+            hit = self._lookups[key] = []
+            stem = "" if base in ("", ".") else base
+            for part in dotted.split("."):
+                if not part:
+                    continue
+                stem = f"{stem}/{part}" if stem else part
+                found = self._by_path.get(stem + ".py") or self._by_path.get(stem + "/__init__.py")
+                if found is not None:
+                    hit.append(found)     # a folder without __init__.py is a namespace package: go on
+        return hit
 
     def _bases(self, src: PythonSource, entry: Optional[PythonSource]) -> list[str]:
         """Folders an import in `src` may be resolved under, nearest first: the package root of `src` (its
@@ -157,7 +166,7 @@ class Program:
 
     def imports_of(self, src: PythonSource, entry: Optional[PythonSource] = None) -> list[PythonSource]:
         """The checked files that `src`'s import statements run."""
-        key = (id(src), id(entry))
+        key = (id(src), posixpath.dirname(self._norm_of(entry)) if entry is not None else None)
         hit = self._imports.get(key)
         if hit is None:
             out: dict[int, PythonSource] = {}
@@ -172,6 +181,9 @@ class Program:
         return hit
 
     def closure(self, entry: PythonSource) -> list[PythonSource]:
+        hit = self._closures.get(id(entry))
+        if hit is not None:
+            return hit
         seen = {id(entry): entry}
         todo = [entry]
         while todo:
@@ -180,7 +192,8 @@ class Program:
                 if id(dep) not in seen:
                     seen[id(dep)] = dep
                     todo.append(dep)
-        return list(seen.values())
+        hit = self._closures[id(entry)] = list(seen.values())
+        return hit
 
     # --- entry points ---------------------------------------------------------------------------
     def _launch_target(self, sh: ShellSource, launch) -> Optional[PythonSource]:
