@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+from dslint.commands import (_FAIL_LEVELS, _OUTPUT_FORMATS, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK,  # noqa: F401
+                             EXIT_USAGE, _run_preflight, run_check)
 
 # The typer application (dslint.cli_app) parses every command line but the plain `dslint check` ones, which
 # `_parse_check` reads itself: typer costs ~0.1 s of start-up and recent versions import pydantic to coerce
@@ -24,8 +24,6 @@ _CHECK_VALUES = {"--format": "output_format", "-f": "output_format", "--select":
                  "--deepspeed-version": "deepspeed_version", "--output": "output", "-o": "output",
                  "--jobs": "jobs", "-j": "jobs"}
 _CHECK_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--sniff-json": "sniff_json"}
-_OUTPUT_FORMATS = ("text", "json", "sarif", "github")
-_FAIL_LEVELS = ("warning", "error")
 
 
 def _parse_check(args: list[str]) -> Optional[dict]:
@@ -80,71 +78,6 @@ def _parse_check(args: list[str]) -> Optional[dict]:
     return out if out["paths"] else None
 
 
-def _codes(values: Optional[List[str]]) -> List[str]:
-    return [c.strip().upper() for v in values or [] for c in v.split(",") if c.strip()]
-
-
-def _error(message: str) -> None:
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
-
-
-def run_check(paths: List[Path], output_format: str = "text", select: Optional[List[str]] = None,
-              ignore: Optional[List[str]] = None, world_size: Optional[int] = None, fail_level: Optional[str] = None,
-              config: Optional[Path] = None, deepspeed_version: Optional[str] = None, output: Optional[Path] = None,
-              exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False) -> int:
-    """`dslint check`: returns the exit code."""
-    from dslint.cache import default_dir
-    from dslint.codecache import install
-    cache_dir = None if no_cache else default_dir()
-    install(cache_dir)      # before libcst's ~200 dataclasses are built (dslint.codecache)
-    from dslint.config import ConfigFileError, load_settings
-    from dslint.engine import Checker, fails
-    from dslint.findings import Severity
-    from dslint.formats import render
-    from dslint.rules import all_rules
-
-    try:
-        settings = load_settings(config, list(paths))
-    except ConfigFileError as exc:
-        _error(f"dslint: error: {exc}")
-        return EXIT_USAGE
-    for code in _codes(select) + _codes(ignore):     # imports every family only when codes are given
-        if code != "ALL" and not any(r.code.startswith(code) for r in all_rules()):
-            _error(f"dslint: error: unknown rule code or prefix {code!r} (see `dslint rules`)")
-            return EXIT_USAGE
-    if select:
-        settings.select = _codes(select)
-    if ignore:
-        settings.ignore = settings.ignore + _codes(ignore)
-    if world_size:
-        settings.world_size = world_size
-    if fail_level:
-        settings.fail_level = Severity(fail_level)
-    if deepspeed_version:
-        settings.deepspeed_version = deepspeed_version
-
-    checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs)
-    report = checker.check_paths(list(paths))
-    used = [type(r) for r in checker.rules]
-    rendered = render(output_format, report, used)
-    if output:
-        output.write_text(rendered)
-    else:
-        sys.stdout.write(rendered)
-    if report.errors:
-        for e in report.errors:
-            where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
-            _error(f"{where}: error: {e.message}")
-    if any(e.kind == "internal-error" for e in report.errors):
-        return EXIT_INTERNAL
-    if any(e.kind in ("missing-path", "config") for e in report.errors) or report.files_checked == 0:
-        if report.files_checked == 0:
-            _error("dslint: error: no input could be checked")
-        return EXIT_USAGE
-    return EXIT_FINDINGS if fails(report, settings.fail_level) and not exit_zero else EXIT_OK
-
-
 def _run_check_directly(kwargs: dict) -> int:
     """`run_check` with what typer's standalone mode does around a command: Ctrl-C exits 130, a closed
     pipe (`dslint check … | head`) exits 1 without a traceback."""
@@ -158,11 +91,6 @@ def _run_check_directly(kwargs: dict) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
-
-
-def _run_preflight(argv: list[str], local_rank: Optional[int]) -> int:
-    from dslint.runtime_checks.cli import main as preflight_main
-    return preflight_main(argv, local_rank)
 
 
 def _split_local_rank(argv: list[str]) -> tuple[list[str], Optional[int]]:

@@ -15,14 +15,14 @@ os.environ.setdefault("TYPER_USE_RICH", "0")
 import typer  # noqa: E402
 
 from dslint import __version__  # noqa: E402
-from dslint.cli import _FAIL_LEVELS, _OUTPUT_FORMATS, EXIT_OK, EXIT_USAGE, _run_preflight, run_check  # noqa: E402
+from dslint.commands import _FAIL_LEVELS, _OUTPUT_FORMATS, EXIT_OK, EXIT_USAGE, _run_preflight, run_check  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   pretty_exceptions_enable=False,
                   help="Find collective-communication hazards in DeepSpeed MoE/ZeRO setups before they hang.")
 
 
-# the choices are the direct parser's (dslint.cli), so both accept the same values
+# the choices are the direct parser's (dslint.cli, from dslint.commands), so both accept the same values
 OutputFormat = Enum("OutputFormat", {v: v for v in _OUTPUT_FORMATS}, type=str)
 FailLevel = Enum("FailLevel", {v: v for v in _FAIL_LEVELS}, type=str)
 

@@ -231,15 +231,9 @@ def tail(expr: Optional[ast.expr]) -> Optional[str]:
     return expr.id if type(expr) is ast.Name else None
 
 
-def outline_of(text: str, filename: str, package: str = "") -> Optional[Outline]:
-    """The outline, or None when CPython rejects the source."""
+def parse_tree(text: str, filename: str) -> Optional[ast.Module]:
+    """CPython's tree of the file, or None when CPython rejects the source."""
     try:
-        tree = compile(text, filename, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+        return compile(text, filename, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    out = build_outline(tree, package)
-    # the model facts' per-file part reads this same tree: built here, CPython parses each file once per run
-    # (and the outline workers of a big run build it in parallel)
-    from dslint.analysis.model_facts import file_model_facts
-    out.model_classes, out.freezing = file_model_facts(tree, text, filename, out)
-    return out

@@ -70,8 +70,16 @@ class PythonSource(Source):
     def outline(self):
         """Functions, classes and imports from CPython's parser (about 10x cheaper than libcst); None when
         CPython rejects the file."""
-        from dslint.outline import outline_of
-        return outline_of(self.text, self.path, self.package)
+        from dslint.analysis.model_facts import file_model_facts
+        from dslint.outline import build_outline, parse_tree
+        tree = parse_tree(self.text, self.path)
+        if tree is None:
+            return None
+        out = build_outline(tree, self.package)
+        # the model facts' per-file part reads this same tree: CPython parses each file once per run (and the
+        # outline workers of a big run build it in parallel)
+        out.model_classes, out.freezing = file_model_facts(tree, self.text, self.path, out)
+        return out
 
     @property
     def compiles(self) -> bool:

@@ -24,10 +24,10 @@ from dslint.analysis.values import memo
 from dslint.facts import ClassInfo
 from dslint.literals import UNKNOWN
 from dslint.outline import ClassOutline, Outline, calls_under, dotted_name
-from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
     from dslint.project import ProjectView
+    from dslint.sources import PythonSource
 
 # torch.nn classes without parameters: creating one is not creating a trainable submodule
 PARAMETERLESS = {"ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "Dropout1d",

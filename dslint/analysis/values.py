@@ -16,10 +16,10 @@ import libcst as cst
 from dslint.cstwalk import visit as cst_visit
 from dslint.facts import FunctionInfo, dotted_name
 from dslint.literals import UNKNOWN, literal_value
-from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
     from dslint.project import ProjectView
+    from dslint.sources import PythonSource
 
 
 @dataclass(frozen=True)
