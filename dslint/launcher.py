@@ -1,13 +1,27 @@
 """Launcher lines in shell scripts: `deepspeed …`, `torchrun …`, `python -m torch.distributed.run …`,
 `accelerate launch …`. They pair a training script with its DeepSpeed config and tell the world size.
-Variables assigned literally in the same script are substituted (`NUM_GPUS=4 … --num_gpus $NUM_GPUS`)."""
+
+Scripts are parsed with tree-sitter-bash (a maintained grammar with error recovery, see
+docs/architecture.md for the choice over bashlex). Every simple command of the tree is a candidate: in
+functions, `if`/`case` branches, loops, pipelines and `&&` lists, behind environment prefixes
+(`CUDA_VISIBLE_DEVICES=0,1 deepspeed …`) and wrappers (`srun …`, `mpirun …`, `… -- accelerate launch`).
+Command strings that are run later are parsed again in place: a string assigned to a variable that the
+script expands elsewhere (`cmd="deepspeed …"; eval $cmd`, `$cmd`, `bash -c "$cmd"`), the string of
+`eval "…"`, `bash -c "…"`, `sbatch --wrap "…"`, and heredoc bodies (`sbatch <<EOF`). Variables assigned
+literally earlier in the script are substituted (`NUM_GPUS=4 … --num_gpus $NUM_GPUS`, `${VAR:-default}`).
+
+A syntax error (`LauncherParseError`, DSL001) is reported only where bash itself would stop: an
+unterminated quote, `$(`, backquote, or a block (`if`/`for`/`case`/`{`) still open at the end of the file.
+Where the grammar cannot parse text that may well be valid bash, the region falls back to a per-line
+reading and nothing is reported."""
 
 from __future__ import annotations
 
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Optional
+from functools import lru_cache
+from typing import Callable, Optional
 
 
 class LauncherParseError(ValueError):
@@ -55,7 +69,15 @@ _VALUED = {
     "accelerate": {"--num_processes", "--num-processes", "--num_machines", "--num-machines", "--config_file",
                    "--config-file", "--main_process_port", "--main_process_ip", "--machine_rank", "--mixed_precision",
                    "--deepspeed_config_file", "--zero_stage", "--gradient_accumulation_steps", "--gpu_ids",
-                   "--dynamo_backend", "--deepspeed_hostfile", "--offload_optimizer_device", "--offload_param_device"},
+                   "--dynamo_backend", "--deepspeed_hostfile", "--offload_optimizer_device", "--offload_param_device",
+                   "--deepspeed_multinode_launcher", "--deepspeed_exclusion_filter", "--deepspeed_inclusion_filter",
+                   "--zero3_init_flag", "--zero3_save_16bit_model", "--gradient_clipping", "--num_cpu_threads_per_process",
+                   "--main_training_function", "--rdzv_backend", "--rdzv_conf", "--max_restarts", "--monitor_interval",
+                   "--deepspeed_moe_layer_cls_names", "--fsdp_sharding_strategy", "--fsdp_auto_wrap_policy",
+                   "--fsdp_transformer_layer_cls_to_wrap", "--fsdp_state_dict_type", "--fsdp_offload_params",
+                   "--fsdp_backward_prefetch", "--fsdp_min_num_params", "--fsdp_use_orig_params",
+                   "--fsdp_cpu_ram_efficient_loading", "--fsdp_sync_module_states", "--fsdp_version",
+                   "--dynamo_mode", "--tpu_zone", "--tpu_name", "--gpu-ids", "--mixed-precision"},
 }
 
 
@@ -106,14 +128,14 @@ def _split_commands(words: list[str]) -> list[list[str]]:
     return [c for c in out if c]
 
 
-def _launcher_of(words: list[str]) -> tuple[Optional[str], int]:
-    """Name of the launcher and index of its first option, skipping env prefixes / wrappers."""
-    i = 0
-    while i < len(words) and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i]) or words[i] in
-                              ("env", "exec", "nohup", "time", "srun", "CUDA_VISIBLE_DEVICES")):
-        i += 1
-    if i >= len(words):
-        return None, 0
+_PLAIN_WRAPPERS = ("env", "exec", "nohup", "time", "command", "builtin", "CUDA_VISIBLE_DEVICES")
+# wrappers with options of their own: the launcher is the first launcher word after them, before any script
+_OPTION_WRAPPERS = ("srun", "mpirun", "mpiexec", "numactl", "taskset", "stdbuf", "nice", "ionice", "timeout",
+                    "uv", "conda", "poetry", "pipenv", "pdm", "hatch", "singularity", "apptainer", "xargs")
+_ASSIGN_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
+
+
+def _launcher_at(words: list[str], i: int) -> tuple[Optional[str], int]:
     head = words[i].rsplit("/", 1)[-1]
     if head == "deepspeed":
         return "deepspeed", i + 1
@@ -126,6 +148,28 @@ def _launcher_of(words: list[str]) -> tuple[Optional[str], int]:
             return "torchrun", i + 3
         if words[i + 2] in ("deepspeed.launcher.runner",):
             return "deepspeed", i + 3
+    return None, 0
+
+
+def _launcher_of(words: list[str]) -> tuple[Optional[str], int]:
+    """Name of the launcher and index of its first option, skipping env prefixes and wrappers (`srun -N 2
+    torchrun …`, `mpirun -np 2 deepspeed …`, `python mason.py … -- accelerate launch …`)."""
+    i = 0
+    while i < len(words) and (_ASSIGN_WORD.match(words[i]) or words[i] in _PLAIN_WRAPPERS):
+        i += 1
+    if i >= len(words):
+        return None, 0
+    found = _launcher_at(words, i)
+    if found[0] is not None:
+        return found
+    wrapped = words[i].rsplit("/", 1)[-1] in _OPTION_WRAPPERS
+    for j in range(i + 1, len(words)):
+        if words[j - 1] in ("--", "&&", "||", ";") or wrapped:     # `mason.py … -- cd x \&\& deepspeed …`
+            found = _launcher_at(words, j)
+            if found[0] is not None:
+                return found
+        if words[j].endswith(".py"):
+            wrapped = False             # a script of the wrapper's own: what follows are its arguments
     return None, 0
 
 
@@ -182,9 +226,11 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch) 
             launch.config_paths.append(cfg)
 
 
-def parse_launches(text: str) -> list[Launch]:
-    env: dict[str, str] = {}
+def _line_launches(text: str, first_line: int, env: dict[str, str]) -> list[Launch]:
+    """The per-line reading, for a region the grammar could not parse: backslash continuations joined,
+    `shlex` words; a line that does not split is skipped (the grammar's gap is not the user's error)."""
     launches: list[Launch] = []
+    lines = text.splitlines()
     for line_no, logical in _logical_lines(text):
         stripped = logical.strip()
         if not stripped or stripped.startswith("#"):
@@ -202,16 +248,289 @@ def parse_launches(text: str) -> list[Launch]:
             lexer.whitespace_split = True
             lexer.commenters = "#"
             words = list(lexer)
-        except ValueError as exc:
-            raise LauncherParseError(str(exc), line_no) from None
+        except ValueError:
+            continue
         words = [_substitute(w, env) for w in words]
         for command in _split_commands(words):
             launcher, start = _launcher_of(command)
             if launcher is None:
                 continue
-            first = text.splitlines()[line_no - 1]
+            first = lines[line_no - 1]
             col = len(first) - len(first.lstrip()) + 1
-            launch = Launch(launcher, line_no, col, len(first.rstrip()) + 1)
+            launch = Launch(launcher, line_no + first_line - 1, col, len(first.rstrip()) + 1)
             _parse_command(launcher, command, start, launch)
             launches.append(launch)
+    return launches
+
+
+# --- the tree-sitter reader ----------------------------------------------------------------------------
+_KEYWORD = re.compile(rb"(?<![\w.-])(deepspeed|torchrun|accelerate|torch\.distributed\.(?:run|launch))(?![\w-])")
+_STRING_NODES = ("string", "raw_string", "concatenation")
+_MAX_DEPTH = 4                     # command strings inside command strings
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    import tree_sitter
+    import tree_sitter_bash
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def _expand(raw: str, env: dict[str, str]) -> str:
+    """The value of one shell word as bash would pass it: quotes removed, backslash escapes and
+    backslash-newlines resolved, `$VAR`/`${VAR:-default}` substituted outside single quotes."""
+    out: list[str] = []
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c == "'":
+            j = raw.find("'", i + 1)
+            j = n if j < 0 else j
+            out.append(raw[i + 1:j])
+            i = j + 1
+        elif c == "$" and raw.startswith("$'", i):
+            j = raw.find("'", i + 2)
+            j = n if j < 0 else j
+            out.append(raw[i + 2:j])
+            i = j + 1
+        elif c == '"':
+            j, buf = i + 1, []
+            while j < n and raw[j] != '"':
+                if raw[j] == "\\" and j + 1 < n:
+                    if raw[j + 1] == "\n":
+                        j += 2
+                        continue
+                    if raw[j + 1] in '"\\$`':
+                        buf.append(raw[j + 1])
+                        j += 2
+                        continue
+                buf.append(raw[j])
+                j += 1
+            out.append(_substitute("".join(buf), env))
+            i = j + 1
+        elif c == "\\":
+            if i + 1 < n and raw[i + 1] != "\n":
+                out.append(raw[i + 1])
+            i += 2
+        else:
+            j = i
+            while j < n and raw[j] not in "'\"\\" and not raw.startswith("$'", j):
+                j += 1
+            out.append(_substitute(raw[i:j], env))
+            i = j
+    return "".join(out)
+
+
+# A block still open at the end of the file: the node that opens it, named for the message
+_CLOSERS = {'"': "double-quoted string", "`": "backquoted command", ")": "`$(…)` / `(…)`", "fi": "`if`",
+            "done": "loop", "esac": "`case`", "}": "`{ … }` block", "then": "`if`", "do": "loop",
+            "]]": "`[[ … ]]` test", "))": "arithmetic `((…))`"}
+
+
+_OPENERS = {'"': '"', "`": "`", "$(": ")", "$((": "))"}
+
+
+class _Reader:
+    def __init__(self, text: str):
+        self.text = text
+        self.data = text.encode("utf-8")
+        self.lines = self.data.split(b"\n")
+        self.env: dict[str, str] = {}
+        self.launches: list[Launch] = []
+        self.seen: set[int] = set()     # command strings already read (by their first byte in the file)
+
+    # positions: (row, byte column) in the file → 1-based line and character column
+    def column(self, row: int, byte_col: int) -> int:
+        line = self.lines[row] if row < len(self.lines) else b""
+        return len(line[:byte_col].decode("utf-8", "replace")) + 1
+
+    def read(self, data: bytes, at: tuple[int, int, int], depth: int = 0):
+        """Parse `data`, a verbatim slice of the file starting at `at` (row, byte column, byte), and collect its
+        launches. Returns the tree (the caller checks the top level for syntax errors)."""
+        tree = _parser().parse(data)
+        self.walk(tree.root_node, at, depth)
+        return tree
+
+    @staticmethod
+    def place(point, at: tuple[int, int, int]) -> tuple[int, int]:
+        row, col = point
+        return (at[0] + row, at[1] + col) if row == 0 else (at[0] + row, col)
+
+    def walk(self, root, at: tuple[int, int], depth: int) -> None:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            if kind == "ERROR":
+                self.fallback(node, at)
+                continue
+            if kind == "variable_assignment" and (node.parent is None or node.parent.type != "command"):
+                self.assignment(node, at, depth)
+            elif kind == "command":
+                self.command(node, at, depth)
+            elif kind == "heredoc_body" and depth < _MAX_DEPTH and _KEYWORD.search(node.text):
+                self.nested(node, at, depth, node.start_byte, node.end_byte)
+                continue
+            if kind in ("string", "raw_string", "comment"):
+                continue
+            stack.extend(reversed(node.children))
+
+    def nested(self, node, at, depth: int, start: int, end: int) -> None:
+        """Read a command string (the inside of a quoted word, a heredoc body) as a script of its own."""
+        where = self.place(node.start_point, at)
+        key = at[2] + start
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        offset = start - node.start_byte
+        inner = node.text[offset: offset + (end - start)]
+        self.read(inner, (where[0], where[1] + offset, at[2] + start), depth + 1)
+
+    def string_inside(self, node, at, depth: int) -> None:
+        """A quoted word holding a command (`"deepspeed …"`, `'deepspeed …'`): read between the quotes."""
+        if depth >= _MAX_DEPTH or not _KEYWORD.search(node.text):
+            return
+        if node.type == "concatenation":
+            for kid in node.children:
+                if kid.type in ("string", "raw_string"):
+                    self.string_inside(kid, at, depth)
+            return
+        if node.type in ("string", "raw_string") and len(node.text) >= 2:
+            self.nested(node, at, depth, node.start_byte + 1, node.end_byte - 1)
+
+    def assignment(self, node, at, depth: int) -> None:
+        name_node = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        if name_node is None or name_node.type != "variable_name":
+            return
+        name = name_node.text.decode("utf-8", "replace")
+        if value is None:
+            self.env[name] = ""
+            return
+        if value.type == "array":
+            return
+        raw = value.text.decode("utf-8", "replace")
+        expanded = _expand(raw, self.env)
+        appended = any(kid.type == "+=" for kid in node.children)
+        if appended:
+            expanded = self.env.get(name, "") + expanded
+        if expanded.strip() and not re.search(r"\s", expanded.strip()):
+            self.env[name] = expanded.strip()
+        else:
+            self.env.pop(name, None)
+        if value.type in _STRING_NODES and self.expanded_elsewhere(name, node, at):
+            self.string_inside(value, at, depth)
+
+    def expanded_elsewhere(self, name: str, node, at) -> bool:
+        """Is `$name` / `${name}` expanded anywhere in the file outside this assignment's own value (before
+        or after it: a function may run it)?"""
+        start = at[2] + node.start_byte
+        end = at[2] + node.end_byte
+        pattern = re.compile(rb"\$\{?" + re.escape(name.encode()) + rb"(?![\w])")
+        return any(not start <= m.start() < end for m in pattern.finditer(self.data))
+
+    def command(self, node, at, depth: int) -> None:
+        words: list[str] = []
+        args = []
+        for i, kid in enumerate(node.children):
+            fieldname = node.field_name_for_child(i)
+            if kid.type == "variable_assignment" or fieldname in ("name", "argument"):
+                words.append(_expand(kid.text.decode("utf-8", "replace"), self.env))
+                args.append(kid)
+        if not words:
+            return
+        launcher, start = _launcher_of(words)
+        if launcher is not None:
+            row, col = self.place(node.start_point, at)
+            first = self.lines[row].decode("utf-8", "replace") if row < len(self.lines) else ""
+            end = self.place(node.end_point, at)
+            end_col = self.column(*end) if end[0] == row else len(first.rstrip()) + 1
+            launch = Launch(launcher, row + 1, self.column(row, col), end_col)
+            _parse_command(launcher, words, start, launch)
+            self.launches.append(launch)
+            return
+        # a command string run by this command: eval "…", bash -c "…", sbatch --wrap "…"
+        head = words[0].rsplit("/", 1)[-1]
+        for k, kid in enumerate(args):
+            before = words[k - 1] if k else ""
+            if head == "eval" and k or before in ("-c", "--wrap") or words[k].startswith("--wrap="):
+                self.string_inside(kid, at, depth)
+
+    def fallback(self, node, at) -> None:
+        """A region the grammar could not parse: read its whole lines one by one as before."""
+        first_row = self.place(node.start_point, at)[0]
+        last_row = self.place(node.end_point, at)[0]
+        region = b"\n".join(self.lines[first_row:last_row + 1]).decode("utf-8", "replace")
+        for launch in _line_launches(region, first_row + 1, self.env):
+            if not any(l.line == launch.line for l in self.launches):
+                self.launches.append(launch)
+
+
+def _syntax_error(tree, text: str) -> Optional[LauncherParseError]:
+    """An error bash would report too: the file ends inside a quote, `$(`, backquote or block. Other parse
+    errors of the grammar (text bash may well accept) are not reported."""
+    root = tree.root_node
+    if not root.has_error:
+        return None
+    data = text.encode("utf-8")
+    lines = data.split(b"\n")
+
+    def at_end(byte: int) -> bool:
+        rest = data[byte:].decode("utf-8", "replace")
+        return all(not ln.strip() or ln.lstrip().startswith("#") for ln in rest.splitlines())
+
+    def col(row: int, byte_col: int) -> int:
+        return len(lines[row][:byte_col].decode("utf-8", "replace")) + 1 if row < len(lines) else 1
+
+    last = len(text.rstrip("\n").split("\n"))
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_missing and node.type in _CLOSERS and at_end(node.start_byte):
+            opener = node.parent if node.parent is not None else root
+            if node.type in ("done", "do") and opener.type == "do_group" and opener.parent is not None:
+                opener = opener.parent
+            row, bcol = opener.start_point
+            what = _CLOSERS[node.type]
+            if node.type in ('"', "`", ")"):
+                return LauncherParseError(f"unexpected end of file: the {what} opened here is never closed "
+                                          f"(bash: looking for matching `{node.type}`)", row + 1, col(row, bcol))
+            return LauncherParseError(f"unexpected end of file: the {what} at line {row + 1} is never closed by "
+                                      f"`{node.type}`", last, 1)
+        if node.type == "ERROR" and at_end(node.end_byte):
+            body = node.text
+            if node.child_count == 0 and body.startswith((b"'", b"$'")) and body.count(b"'") == 1:
+                row, bcol = node.start_point
+                return LauncherParseError("unexpected end of file: the single-quoted string opened here is never "
+                                          "closed (bash: looking for matching `'`)", row + 1, col(row, bcol))
+            kids = node.children
+            for i, kid in enumerate(kids):
+                closer = _OPENERS.get(kid.type) if not kid.is_named else None
+                if closer and not any(k.type == closer and not k.is_named for k in kids[i + 1:]):
+                    row, bcol = kid.start_point
+                    return LauncherParseError(f"unexpected end of file: the {_CLOSERS[closer]} opened here is never "
+                                              f"closed (bash: looking for matching `{closer}`)", row + 1, col(row, bcol))
+        if node.has_error:
+            stack.extend(node.children)
+    return None
+
+
+def read_script(text: str) -> tuple[list[Launch], Optional[LauncherParseError]]:
+    """The launches of a shell script, and the syntax error bash would stop at (None when there is none)."""
+    stripped = text.rstrip(" \t\r\n")
+    if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+        # a continuation at the end of the file ends the last command for bash; the grammar wants a line
+        cut = len(stripped) - 1
+        text = text[:cut] + " " + text[cut + 1:]
+    reader = _Reader(text)
+    tree = reader.read(reader.data, (0, 0, 0))
+    reader.launches.sort(key=lambda l: (l.line, l.column))
+    return reader.launches, _syntax_error(tree, text)
+
+
+def parse_launches(text: str) -> list[Launch]:
+    """The launches of a script; raises LauncherParseError where bash itself would report a syntax error."""
+    launches, error = read_script(text)
+    if error is not None:
+        raise error
     return launches

@@ -26,6 +26,12 @@ class ParseProblem:
     message: str
     line: int = 1
     column: int = 1
+    template: bool = False     # a config template (placeholders for sed/envsubst): not checked, not reported
+
+
+# What a config template puts where a JSON value belongs: `CONFIG_BATCH_SIZE`, `<Specify path>`, `${BS}`, `$BS`,
+# `{{ bs }}`, `@BS@`, `__BS__`. `True`/`None` (Python spellings) are no placeholders: those stay DSL001.
+_PLACEHOLDER = re.compile(r"[A-Z_]*[A-Z][A-Z0-9_]*\b(?![a-z])|<[^<>\n]{1,80}>|\$\{?[A-Za-z_]\w*\}?|\{\{|@\w+@|__\w+__")
 
 
 @dataclass
@@ -319,10 +325,30 @@ class JsonSource(Source):
         try:
             parsed = self.parsed
         except JsonPositionError as exc:
-            return ParseProblem(f"invalid JSON: {exc.message}", exc.line, exc.column)
+            return ParseProblem(f"invalid JSON: {exc.message}", exc.line, exc.column,
+                                template=self._is_template(exc.line, exc.column))
         if not isinstance(parsed.value, dict):
             return ParseProblem(f"a DeepSpeed config must be a JSON object, found {type(parsed.value).__name__}")
         return None
+
+
+    def _is_template(self, line: int, column: int) -> bool:
+        """A JSON that does not parse is a config template when it fails at a placeholder (or one sits just
+        before: `{{ bs }}`), when its name says so (`ds_config_TEMPLATE.json`), or when a shell script beside it
+        rewrites it with `sed`. Such a file becomes a config only after the substitution."""
+        if 1 <= line <= len(self.lines):
+            text = self.lines[line - 1]
+            at = max(0, column - 2)
+            if any(_PLACEHOLDER.match(text, i) for i in (column - 1, at)):
+                return True
+        name = Path(self.path).name
+        if re.search(r"templ|tmpl", name, re.IGNORECASE):
+            return True
+        try:
+            siblings = list(Path(self.path).parent.glob("*.sh"))[:50]
+            return any(name in t and re.search(r"\bsed\b", t) for t in (p.read_text(errors="replace") for p in siblings))
+        except OSError:
+            return False
 
 
 @dataclass

@@ -158,3 +158,27 @@ def test_autotuning_search_spaces_are_not_values_and_suffixed_section_names_get_
     assert "did you mean `autotuning`" in report.findings[0].message
     cfg["autotuning"]["enabled"] = False        # no autotuner: a list is not a stage
     assert "DSL405" in {f.code for f in check_texts({"tune.json": json.dumps(cfg)}, Settings()).findings}
+
+
+def test_config_templates_are_not_parse_errors(tmp_path, monkeypatch):
+    """A JSON that fails at a placeholder (sed/envsubst/Jinja templates), is named as a template, or is rewritten
+    by `sed` in a script beside it is not a config yet: no DSL001, no other finding. A real mistake (Python's
+    `True`, a trailing comma) still is one."""
+    from dslint.sources import JsonSource
+
+    def problem(text, name="ds.json"):
+        return JsonSource(name, text).parse_problem()
+
+    for text in ('{"train_batch_size": CONFIG_BATCH_SIZE}', '{"path": <Specify path>}', '{"bs": ${BS}}',
+                 '{"bs": $BS}', '{"bs": {{ bs }}}', '{"bs": @BS@}', '{"bs": __BS__}'):
+        assert problem(text).template, text
+    assert problem('{"bs": 1,}', "ds_config_TEMPLATE.json").template
+    for text in ('{"bf16": {"enabled": True}}', '{"bs": 1,}', '{"bs": None}'):
+        assert not problem(text).template, text
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ds.json").write_text('{"bs": 8, "lr": LR}')
+    assert problem('{"bs": 8, "lr": lr}') is not None and not problem('{"bs": 8, "lr": lr}').template
+    (tmp_path / "make.sh").write_text("sed 's/lr/3e-4/' ds.json > ds_run.json\n")
+    assert problem('{"bs": 8, "lr": lr}').template
+    report = check_texts({"ds.json": '{"train_batch_size": CONFIG_BATCH_SIZE}'}, Settings())
+    assert report.findings == []

@@ -12,6 +12,14 @@ class ParseError(Rule):
     **Why it matters**: a config DeepSpeed cannot parse fails the job at start-up on every rank, after it
     waited in the queue; a script that does not parse never trains. dslint reports it with the position
     and goes on with the other inputs, so one broken file never hides the findings of the rest.
+
+    **Shell scripts** are reported only where bash itself stops (`bash -n`): a quote, `$(…)`, backquote or
+    `if`/loop block still open at the end of the file (at the opening quote, the line bash names, or at the
+    last line for a block). Text the shell grammar cannot read but bash may accept is read line by line
+    instead, never reported. **Config templates** —
+    JSON with placeholders where values belong (`"train_batch_size": CONFIG_BATCH_SIZE`, `<Specify path>`,
+    `${BS}`, `{{ bs }}`), a `*template*` file name, or a `sed` over the file in a script beside it — are
+    not configs yet: they are skipped, not reported.
     """
 
     code = "DSL001"
@@ -24,6 +32,10 @@ class ParseError(Rule):
     VALID = (
         "import deepspeed\nengine, *_ = deepspeed.initialize(model=model, config='ds.json')\n",
         Example('{"train_micro_batch_size_per_gpu": 4}\n', filename="ds_config.json"),
+        Example('{\n  "train_batch_size": CONFIG_BATCH_SIZE,\n  "train_micro_batch_size_per_gpu": 4\n}\n',
+                filename="ds_config_template.json"),
+        Example('run_cmd="deepspeed \\\n  --num_gpus 2 train.py --deepspeed ds.json"\neval $run_cmd\n',
+                filename="run.sh"),
     )
     INVALID = (
         "def train(:  # expect: DSL001\n    pass\n",
@@ -34,7 +46,7 @@ class ParseError(Rule):
 
     def check(self, ctx: RuleContext):
         problem = ctx.source.parse_problem()
-        if problem is not None:
+        if problem is not None and not problem.template:
             yield Diagnostic(problem.message, (problem.line, problem.column))
 
 
