@@ -9,12 +9,12 @@ Nested function and class bodies are walked on their own, as separate scopes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.analysis.rank_taint import TRIP_COUNT_KINDS, Env, Origin, RankTaint
+from dslint.analysis.rank_taint import TRIP_COUNT_KINDS, Env, Origin, RankTaint, join
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
 
@@ -40,6 +40,7 @@ class FlowWalk:
         self.base_guards = guards
         self.ever_bound: Env = dict(env)
         self.returned: Optional[Origin] = None
+        self._elements: object = ()          # () before any return; a list per element; None: not always a tuple
         self.loop_depth = 0
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         self._tainted_loops = 0
@@ -159,7 +160,8 @@ class FlowWalk:
         if isinstance(node, cst.Return):
             if node.value is not None:
                 self.expr(node.value, guards)
-                self.returned = self.returned or self.eval(node.value)
+                self.returned = join(self.returned, self.eval(node.value))
+            self._return_elements(node.value)
             return self._exit(node, "return", guards)
         if isinstance(node, (cst.Continue, cst.Break)):
             if self._tainted_loops:       # the loop's own trip count already varies: DSL102 says it
@@ -172,6 +174,25 @@ class FlowWalk:
                     self.expr(sub, guards)
             return []
         return []
+
+    def _return_elements(self, value: Optional[cst.BaseExpression]) -> None:
+        if self._elements is None:
+            return
+        if not isinstance(value, (cst.Tuple, cst.List)) or any(
+                isinstance(el, cst.StarredElement) for el in value.elements):
+            self._elements = None
+            return
+        elems = [self.eval(el.value) for el in value.elements]
+        if self._elements == ():
+            self._elements = elems
+        elif len(self._elements) != len(elems):
+            self._elements = None
+        else:
+            self._elements = [join(a, b) for a, b in zip(self._elements, elems)]
+
+    def returned_elements(self) -> Optional[list[Optional[Origin]]]:
+        """Per element of the tuple every `return` of the body returns (None when one returns something else)."""
+        return self._elements if isinstance(self._elements, list) else None
 
     def _exit(self, node: cst.CSTNode, kind: str, guards: tuple[Guard, ...]) -> list[Guard]:
         cond = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards), None)
@@ -210,7 +231,7 @@ class FlowWalk:
             origin = self.eval(node.iter)
             item = origin
             if origin is not None and origin.kind == "shard":     # one element of this rank's share
-                item = Origin("item", origin.node, origin.source, origin.via, origin.via_call)
+                item = replace(origin, kind="item")
             self.bind(node.target, None, item)
             head: cst.CSTNode = node
         else:
