@@ -44,6 +44,7 @@ class FlowWalk:
         self.loop_depth = 0
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         self._tainted_loops = 0
+        self._retry_loops: list[bool] = []     # per enclosing loop: is it a retry loop (`_retries`)?
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -70,6 +71,8 @@ class FlowWalk:
         pending: list[Guard] = []
         for stmt in stmts:
             pending.extend(self.stmt(stmt, guards + tuple(pending)))
+            if pending and _forms_world(stmt):
+                pending = []        # the ranks that left are no members of the world formed here
         return pending
 
     def _branch(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> tuple[Env, list[Guard]]:
@@ -166,6 +169,8 @@ class FlowWalk:
         if isinstance(node, (cst.Continue, cst.Break)):
             if self._tainted_loops:       # the loop's own trip count already varies: DSL102 says it
                 return []
+            if isinstance(node, cst.Continue) and self._retry_loops and self._retry_loops[-1]:
+                return []                 # back to the same collective: a retry, not an exit (`_retries`)
             return self._exit(node, "continue" if isinstance(node, cst.Continue) else "break", guards)
         if isinstance(node, (cst.Assert, cst.Raise, cst.Del)):
             for field in ("test", "msg", "exc", "cause", "target"):
@@ -240,6 +245,7 @@ class FlowWalk:
             head = node
         self.loop_depth += 1
         self.loop_iters.append(node.iter if isinstance(node, cst.For) else None)
+        self._retry_loops.append(_retries(node))
         if isinstance(node, cst.For) and origin is not None and origin.kind not in TRIP_COUNT_KINDS:
             origin_loop = None      # iterating over this rank's item or output: its length is the batch's
         else:
@@ -256,6 +262,7 @@ class FlowWalk:
                 self.on_late_loop(node, Guard("loop", late, head), guards)
         self.loop_depth -= 1
         self.loop_iters.pop()
+        self._retry_loops.pop()
         self._merge(self.env, env_before)
         pending = [g for g in pending if g.exit_kind not in ("continue", "break")]
         if node.orelse is not None:
@@ -413,6 +420,35 @@ def _last_attr(func: cst.BaseExpression) -> Optional[str]:
     if isinstance(func, cst.Attribute):
         return func.attr.value
     return func.value if isinstance(func, cst.Name) else None
+
+
+def _forms_world(stmt: cst.CSTNode) -> bool:
+    """`init_process_group(..., world_size=N, rank=R)`: the program names the world's size itself, so the ranks
+    that exited before it are not part of the WORLD the later collectives run on (a script that keeps one process
+    of each tensor-parallel group). Without `world_size=` the launcher's count is awaited, and the exit stays one."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        value = getattr(small, "value", None)
+        if isinstance(value, cst.Call) and _last_attr(value.func) == "init_process_group" and any(
+                a.keyword is not None and a.keyword.value == "world_size" for a in value.args):
+            return True
+    return False
+
+
+def _retries(node: cst.CSTNode) -> bool:
+    """A `while` loop whose body ends by leaving it (`break`/`return`/`raise` as its last statement): every pass
+    that gets past its `continue`s runs the rest once and leaves, so a rank that continues comes back to the same
+    collectives instead of skipping them -- each rank runs them exactly once (`while True: batch = next_valid();
+    if batch is None: continue; all_reduce(x); break`). A `for` loop can run out first: not a retry."""
+    if not isinstance(node, cst.While) or node.orelse is not None:
+        return False
+    body = _body(node.body)
+    if not body:
+        return False
+    last = body[-1]
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else (last,)
+    return bool(smalls) and isinstance(smalls[-1], (cst.Break, cst.Return, cst.Raise))
 
 
 def _exits_together(g: Guard, pending: list[Guard], more: list[Guard], body, orelse) -> bool:

@@ -192,6 +192,15 @@ def partial(origin: Optional[Origin]) -> bool:
     return origin is not None and origin.axes is not None
 
 
+# sizes of a value: the same on every rank when the value is this rank's *item* (its content varies, its shape is
+# the batch's), whatever its content; a shard's or a generation's sizes vary
+SIZE_ATTRS = {"shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"}
+
+
+def _sized(origin: Optional[Origin]) -> Optional[Origin]:
+    return None if origin is not None and origin.kind == "item" else origin
+
+
 def _env_read(e: cst.BaseExpression) -> bool:
     """`os.getenv(K)`, `os.environ.get(K)`, `os.environ[K]`: a string whose presence is the launcher's choice."""
     if isinstance(e, cst.Call):
@@ -286,6 +295,8 @@ class RankTaint:
                 if hit is not None:
                     return hit
         attr = e.attr.value
+        if attr in SIZE_ATTRS:
+            return _sized(self.eval(e.value, env, cls))
         if attr in RANK_AXES and not attr.startswith(("get_", "is_")):
             return Origin("rank", e, self.src, axes=RANK_AXES[attr])
         if attr in RANK_ATTRS:
@@ -320,6 +331,9 @@ class RankTaint:
                 shard = split or any(w in base_name for w in ("shard", "split", "chunk", "per_rank", "subset"))
                 out = Origin("shard" if shard else "item", e, self.src, axes=index.axes)
                 return join(out, self.eval(e.value, env, cls)) if partial(out) else out
+        name = dotted_name(e.value)
+        if name is not None and name + "[]" in env:
+            return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
         return self.eval(e.value, env, cls)
 
     def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
@@ -371,7 +385,10 @@ class RankTaint:
                 return self.analysis.returns_for_args(e, target, origins)
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
-            return self.eval(first.value, env, cls) if first is not None else None
+            hit = self.eval(first.value, env, cls) if first is not None else None
+            return _sized(hit) if last == "len" else hit
+        if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
+            return _sized(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
         if any(a.keyword is not None and a.keyword.value in _SAMPLER_KWARGS and self.distributed_sampler(a.value)
                for a in e.args):
             # DataLoader(ds, sampler=DistributedSampler(ds)): ceil(len(ds)/world) batches on every rank, so
@@ -446,8 +463,18 @@ class RankTaint:
             self.bind(target.value, None, origin, env, cls)
             return
         if isinstance(target, cst.Subscript):      # d["k"] = tainted: the container now holds it
-            if origin is not None:
-                self.bind(target.value, None, origin, env, cls)
+            if origin is None:
+                return
+            name = dotted_name(target.value)
+            keys = [el.slice.value if isinstance(el.slice, cst.Index) else el.slice for el in target.slice]
+            if name is not None and not any(isinstance(k, cst.Slice) or self.eval(k, env, cls) for k in keys):
+                # stored at a uniform key: the container's keys and length stay the same on every rank (a loop
+                # over `data` after `data[k] = chunk[cp_rank]` runs alike); its items are what was stored
+                env[name + "[]"] = join(env.get(name + "[]"), origin)
+                if name not in env:
+                    env[name] = replace(origin, kind="item") if origin.kind in TRIP_COUNT_KINDS else origin
+                return
+            self.bind(target.value, None, origin, env, cls)
             return
         name = dotted_name(target)
         if name is None:
