@@ -33,6 +33,7 @@ from dslint.literals import literal_value
 from dslint.project import version_tuple
 
 if TYPE_CHECKING:
+    from dslint.analysis.groups import Group
     from dslint.program.roles import RoleAnalysis
     from dslint.project import ConfigView, ProjectView
     from dslint.sources import PythonSource
@@ -84,6 +85,7 @@ class Site:
     # roles.py): "engine created by deepspeed.initialize at a.py:12", "stored on self.actor at a.py:12", ...
     handoff: list[Hop] = field(default_factory=list)
     forward: Optional["ForwardFacts"] = None        # forward/generate sites: why the model's forward is collective
+    function: Optional[tuple] = None                # function sites: (source, FunctionInfo) of the callee
 
     @property
     def label(self) -> str:
@@ -475,7 +477,7 @@ class CollectiveSites:
             if inner is not None:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
-                            handoff=inner.handoff, forward=inner.forward)
+                            handoff=inner.handoff, forward=inner.forward, function=hit)
         return None
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
@@ -716,6 +718,42 @@ class CollectiveSites:
             if callee is not None and any(self.able(t) for t in self._call_targets(src, callee, scope)):
                 return True
         return False
+
+    # --- process groups: which ranks call a site (dslint/analysis/groups.py) ------------------------------
+    def group_of(self, site: Site) -> "Group":
+        """The ranks a site's collective runs over: the group argument of an explicit collective; for a call of
+        a checked function, the union of the groups of every collective it can reach; WORLD otherwise."""
+        from dslint.analysis.groups import WORLD, group_argument, resolve_group
+        if site.kind == "explicit":
+            func = site.call.func
+            op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            if op in ("new_group", "new_subgroups"):
+                return WORLD
+            scope = self._scope_of(site.source, site.call)
+            info = site.source.facts.functions.get(scope)
+            return resolve_group(site.source, group_argument(site.call, op), info.node if info else None)
+        if site.kind == "function" and site.function is not None:
+            return self.function_group(*site.function)
+        return WORLD
+
+    def function_group(self, src: "PythonSource", info: FunctionInfo) -> "Group":
+        from dslint.analysis.groups import WORLD
+        memo = self.__dict__.setdefault("_function_groups", {})
+        key = (id(src), info.qualname)
+        if key in memo:
+            return memo[key] if memo[key] is not None else WORLD
+        memo[key] = None                # recursion: WORLD
+        out = None
+        for call in info.calls:
+            site = self.classify(src, call.node, info.class_name)
+            if site is None:
+                continue
+            g = self.group_of(site)
+            out = g if out is None else out.join(g)
+            if out.axes is None and out.family is None and out.ranks is None:
+                break
+        memo[key] = out or WORLD
+        return memo[key]
 
     def block_sites(self, src: "PythonSource", stmts, cls: Optional[str]) -> list[Site]:
         out = []

@@ -9,12 +9,12 @@ Nested function and class bodies are walked on their own, as separate scopes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.analysis.rank_taint import TRIP_COUNT_KINDS, Env, Origin, RankTaint
+from dslint.analysis.rank_taint import TRIP_COUNT_KINDS, Env, Origin, RankTaint, join
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
 
@@ -40,9 +40,11 @@ class FlowWalk:
         self.base_guards = guards
         self.ever_bound: Env = dict(env)
         self.returned: Optional[Origin] = None
+        self._elements: object = ()          # () before any return; a list per element; None: not always a tuple
         self.loop_depth = 0
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         self._tainted_loops = 0
+        self._retry_loops: list[bool] = []     # per enclosing loop: is it a retry loop (`_retries`)?
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -69,6 +71,8 @@ class FlowWalk:
         pending: list[Guard] = []
         for stmt in stmts:
             pending.extend(self.stmt(stmt, guards + tuple(pending)))
+            if pending and _forms_world(stmt):
+                pending = []        # the ranks that left are no members of the world formed here
         return pending
 
     def _branch(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> tuple[Env, list[Guard]]:
@@ -159,11 +163,14 @@ class FlowWalk:
         if isinstance(node, cst.Return):
             if node.value is not None:
                 self.expr(node.value, guards)
-                self.returned = self.returned or self.eval(node.value)
+                self.returned = join(self.returned, self.eval(node.value))
+            self._return_elements(node.value)
             return self._exit(node, "return", guards)
         if isinstance(node, (cst.Continue, cst.Break)):
             if self._tainted_loops:       # the loop's own trip count already varies: DSL102 says it
                 return []
+            if isinstance(node, cst.Continue) and self._retry_loops and self._retry_loops[-1]:
+                return []                 # back to the same collective: a retry, not an exit (`_retries`)
             return self._exit(node, "continue" if isinstance(node, cst.Continue) else "break", guards)
         if isinstance(node, (cst.Assert, cst.Raise, cst.Del)):
             for field in ("test", "msg", "exc", "cause", "target"):
@@ -172,6 +179,25 @@ class FlowWalk:
                     self.expr(sub, guards)
             return []
         return []
+
+    def _return_elements(self, value: Optional[cst.BaseExpression]) -> None:
+        if self._elements is None:
+            return
+        if not isinstance(value, (cst.Tuple, cst.List)) or any(
+                isinstance(el, cst.StarredElement) for el in value.elements):
+            self._elements = None
+            return
+        elems = [self.eval(el.value) for el in value.elements]
+        if self._elements == ():
+            self._elements = elems
+        elif len(self._elements) != len(elems):
+            self._elements = None
+        else:
+            self._elements = [join(a, b) for a, b in zip(self._elements, elems)]
+
+    def returned_elements(self) -> Optional[list[Optional[Origin]]]:
+        """Per element of the tuple every `return` of the body returns (None when one returns something else)."""
+        return self._elements if isinstance(self._elements, list) else None
 
     def _exit(self, node: cst.CSTNode, kind: str, guards: tuple[Guard, ...]) -> list[Guard]:
         cond = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards), None)
@@ -210,7 +236,7 @@ class FlowWalk:
             origin = self.eval(node.iter)
             item = origin
             if origin is not None and origin.kind == "shard":     # one element of this rank's share
-                item = Origin("item", origin.node, origin.source, origin.via, origin.via_call)
+                item = replace(origin, kind="item")
             self.bind(node.target, None, item)
             head: cst.CSTNode = node
         else:
@@ -219,6 +245,7 @@ class FlowWalk:
             head = node
         self.loop_depth += 1
         self.loop_iters.append(node.iter if isinstance(node, cst.For) else None)
+        self._retry_loops.append(_retries(node))
         if isinstance(node, cst.For) and origin is not None and origin.kind not in TRIP_COUNT_KINDS:
             origin_loop = None      # iterating over this rank's item or output: its length is the batch's
         else:
@@ -235,6 +262,7 @@ class FlowWalk:
                 self.on_late_loop(node, Guard("loop", late, head), guards)
         self.loop_depth -= 1
         self.loop_iters.pop()
+        self._retry_loops.pop()
         self._merge(self.env, env_before)
         pending = [g for g in pending if g.exit_kind not in ("continue", "break")]
         if node.orelse is not None:
@@ -392,6 +420,35 @@ def _last_attr(func: cst.BaseExpression) -> Optional[str]:
     if isinstance(func, cst.Attribute):
         return func.attr.value
     return func.value if isinstance(func, cst.Name) else None
+
+
+def _forms_world(stmt: cst.CSTNode) -> bool:
+    """`init_process_group(..., world_size=N, rank=R)`: the program names the world's size itself, so the ranks
+    that exited before it are not part of the WORLD the later collectives run on (a script that keeps one process
+    of each tensor-parallel group). Without `world_size=` the launcher's count is awaited, and the exit stays one."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        value = getattr(small, "value", None)
+        if isinstance(value, cst.Call) and _last_attr(value.func) == "init_process_group" and any(
+                a.keyword is not None and a.keyword.value == "world_size" for a in value.args):
+            return True
+    return False
+
+
+def _retries(node: cst.CSTNode) -> bool:
+    """A `while` loop whose body ends by leaving it (`break`/`return`/`raise` as its last statement): every pass
+    that gets past its `continue`s runs the rest once and leaves, so a rank that continues comes back to the same
+    collectives instead of skipping them -- each rank runs them exactly once (`while True: batch = next_valid();
+    if batch is None: continue; all_reduce(x); break`). A `for` loop can run out first: not a retry."""
+    if not isinstance(node, cst.While) or node.orelse is not None:
+        return False
+    body = _body(node.body)
+    if not body:
+        return False
+    last = body[-1]
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else (last,)
+    return bool(smalls) and isinstance(smalls[-1], (cst.Break, cst.Return, cst.Raise))
 
 
 def _exits_together(g: Guard, pending: list[Guard], more: list[Guard], body, orelse) -> bool:

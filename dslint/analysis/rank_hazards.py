@@ -16,6 +16,7 @@ import libcst as cst
 
 from dslint.analysis.collective_sites import CollectiveSites, Hop, Site, assignments
 from dslint.analysis.flow import FlowWalk, Guard
+from dslint.analysis.groups import uniform_over
 from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import UNKNOWN, literal_value
@@ -57,6 +58,8 @@ class HazardWalk(FlowWalk):
         site = self.sites.classify(self.src, call, self.cls)
         if site is None:
             return
+        if guards:
+            guards = self._over_group(site, guards)
         conds = [g for g in guards if g.kind == "cond"]
         if conds:
             self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope))
@@ -67,6 +70,14 @@ class HazardWalk(FlowWalk):
                 self._record(("DSL102", id(g.node)), Hazard("DSL102", g.node, site, g, self.scope))
         if site.kind == "generate" and not conds:
             self._generate(call, site, guards)
+
+    def _over_group(self, site: Site, guards: tuple[Guard, ...]) -> tuple[Guard, ...]:
+        """The guards that can differ between members of the site's process group: a test of the pipeline stage
+        around a collective on the data-parallel group, or the group's own membership test, is taken alike by
+        every member (dslint/analysis/groups.py)."""
+        group = self.sites.group_of(site)
+        return tuple(g for g in guards if not uniform_over(
+            g.origin, group, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None))
 
     def _generate(self, call: cst.Call, site: Site, guards: tuple[Guard, ...]) -> None:
         synced = next((a for a in call.args if a.keyword is not None and a.keyword.value == "synced_gpus"), None)

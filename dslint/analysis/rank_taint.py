@@ -16,13 +16,14 @@ globals and `self.` attributes, which functions see whenever they run.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 import re
 from typing import TYPE_CHECKING, Iterable, Optional
 
 import libcst as cst
 
+from dslint.analysis.groups import MEMBERSHIP, RANK_AXES
 from dslint.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.literals import literal_value
 
@@ -44,7 +45,11 @@ RANK_CALLS = {"get_rank", "get_local_rank", "get_node_rank", "get_data_parallel_
               "get_model_parallel_rank", "get_tensor_model_parallel_rank", "get_pipeline_model_parallel_rank",
               "get_expert_parallel_rank", "get_expert_data_parallel_rank", "get_sequence_parallel_rank",
               "is_world_process_zero", "is_local_process_zero", "is_main_process", "is_local_main_process",
-              "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main", "get_ordinal", "current_device"}
+              "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main", "get_ordinal", "current_device",
+              # values of one coordinate of the rank grid (their axes: dslint/analysis/groups.py)
+              *(n for n in RANK_AXES if n.startswith(("get_", "is_")))}
+# predicates naming a group family's members (`is_rank_in_embedding_group()`): their Origin keeps the name
+_MEMBER_CALLS = {n for sets in MEMBERSHIP.values() for s in sets for n in s}
 # collectives whose result (or first argument, in place) is the same on every rank afterwards
 UNIFORMIZING = {"all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast",
                 "broadcast_object_list", "gather", "gather_for_metrics", "gather_object", "reduce",
@@ -74,7 +79,7 @@ _ENGINE_BUILDERS = {"initialize", "init_inference"}
 # keyword arguments that choose a loader's sampler
 _SAMPLER_KWARGS = {"sampler", "batch_sampler"}
 _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
-                  "split_between", "RANK", "generate", "local_process")
+                  "split_between", "RANK", "generate", "local_process", "_stage", "stage_id")
 
 
 # every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
@@ -135,6 +140,11 @@ class Origin:
     source: "PythonSource"
     via: Optional[str] = None      # "is_main()" when it came through a helper
     via_call: Optional[tuple] = None   # (source, call node) of the call that passed it in, located lazily
+    # the coordinates of the rank grid the value depends on (dslint/analysis/groups.py): None = any rank may
+    # differ; {"pp"} for `is_pipeline_last_stage()`, which every member of a data-parallel group shares
+    axes: Optional[frozenset] = None
+    member: Optional[frozenset] = None     # membership predicates it is made of (`is_rank_in_embedding_group`)
+    elements: Optional[tuple] = None       # a tuple literal's elements, each an Origin or None (`(world, rank)`)
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -162,6 +172,41 @@ def code_of(node: cst.CSTNode, limit: int = 60) -> str:
 
 
 Env = dict[str, Origin]
+
+
+def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Optional[Origin]:
+    """The origin of a value computed from both: `a`'s report, the union of their axes. `either`: `a or b` of
+    two membership predicates (`is_pipeline_first_stage() or is_pipeline_last_stage()`) keeps both names."""
+    if a is None:
+        return b
+    if b is None or a.axes is None:
+        return a
+    if b.axes is None:
+        return b
+    member = a.member | b.member if either and a.member and b.member else None
+    return replace(a, axes=a.axes | b.axes, member=member)
+
+
+def partial(origin: Optional[Origin]) -> bool:
+    """Does the origin vary over some coordinates only (another operand may widen it)?"""
+    return origin is not None and origin.axes is not None
+
+
+# sizes of a value: the same on every rank when the value is this rank's *item* (its content varies, its shape is
+# the batch's), whatever its content; a shard's or a generation's sizes vary
+SIZE_ATTRS = {"shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"}
+
+
+def _sized(origin: Optional[Origin]) -> Optional[Origin]:
+    return None if origin is not None and origin.kind == "item" else origin
+
+
+def _env_read(e: cst.BaseExpression) -> bool:
+    """`os.getenv(K)`, `os.environ.get(K)`, `os.environ[K]`: a string whose presence is the launcher's choice."""
+    if isinstance(e, cst.Call):
+        last = _last(None, e.func)
+        return last == "getenv" or last == "get" and "environ" in (dotted_name(e.func) or "")
+    return isinstance(e, cst.Subscript) and (dotted_name(e.value) or "").endswith("environ")
 
 
 def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
@@ -200,14 +245,17 @@ class RankTaint:
             return self._call(e, env, cls)
         if isinstance(e, cst.Comparison):
             return self._comparison(e, env, cls)
-        if isinstance(e, cst.BinaryOperation):
-            return self.eval(e.left, env, cls) or self.eval(e.right, env, cls)
-        if isinstance(e, cst.BooleanOperation):
-            return self.eval(e.left, env, cls) or self.eval(e.right, env, cls)
+        if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
+            left = self.eval(e.left, env, cls)
+            if left is not None and not partial(left):
+                return left
+            return join(left, self.eval(e.right, env, cls), isinstance(e, cst.BooleanOperation)
+                        and isinstance(e.operator, cst.Or))
         if isinstance(e, cst.UnaryOperation):
-            return self.eval(e.expression, env, cls)
+            hit = self.eval(e.expression, env, cls)
+            return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
-            return self.eval(e.test, env, cls) or self.eval(e.body, env, cls) or self.eval(e.orelse, env, cls)
+            return self._any([e.test, e.body, e.orelse], env, cls)
         if isinstance(e, cst.FormattedString):
             return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
@@ -230,11 +278,12 @@ class RankTaint:
         return None
 
     def _any(self, exprs: list, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        out = None
         for x in exprs:
-            hit = self.eval(x, env, cls)
-            if hit is not None:
-                return hit
-        return None
+            out = join(out, self.eval(x, env, cls))
+            if out is not None and not partial(out):
+                return out
+        return out
 
     def _attribute(self, e: cst.Attribute, env: Env, cls: Optional[str]) -> Optional[Origin]:
         name = dotted_name(e)
@@ -246,6 +295,10 @@ class RankTaint:
                 if hit is not None:
                     return hit
         attr = e.attr.value
+        if attr in SIZE_ATTRS:
+            return _sized(self.eval(e.value, env, cls))
+        if attr in RANK_AXES and not attr.startswith(("get_", "is_")):
+            return Origin("rank", e, self.src, axes=RANK_AXES[attr])
         if attr in RANK_ATTRS:
             return Origin("rank", e, self.src)
         if attr == "rank" and not any(w in (name or "").lower() for w in _NOT_PROCESS_RANK):
@@ -257,27 +310,42 @@ class RankTaint:
         if base in ("os.environ", "environ") and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
             if literal_value(e.slice[0].slice.value) in RANK_ENV_KEYS:
                 return Origin("rank", e, self.src)
+        if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+            base_origin = self.eval(e.value, env, cls)
+            if base_origin is not None and base_origin.elements is not None:
+                at = literal_value(e.slice[0].slice.value)
+                if isinstance(at, int) and -len(base_origin.elements) <= at < len(base_origin.elements):
+                    return base_origin.elements[at]
         for el in e.slice:
             s = el.slice
             if isinstance(s, cst.Slice):
-                if any(self.eval(x, env, cls) for x in (s.lower, s.upper, s.step) if x is not None):
-                    return Origin("shard", e, self.src)
-            elif self.eval(s.value, env, cls) is not None:
+                bound = self._any([x for x in (s.lower, s.upper, s.step) if x is not None], env, cls)
+                if bound is not None:
+                    out = Origin("shard", e, self.src, axes=bound.axes)
+                    return join(out, self.eval(e.value, env, cls)) if partial(out) else out
+            elif (index := self.eval(s.value, env, cls)) is not None:
                 # array_split(xs, world)[rank], chunk(...)[rank], shards[rank]: this rank's share (its length
                 # varies); any other xs[rank] is this rank's item, whose structure is usually uniform
                 base_name = (dotted_name(e.value) or "").lower()
                 split = isinstance(e.value, cst.Call) and _last(None, e.value.func) in SPLITTERS
                 shard = split or any(w in base_name for w in ("shard", "split", "chunk", "per_rank", "subset"))
-                return Origin("shard" if shard else "item", e, self.src)
+                out = Origin("shard" if shard else "item", e, self.src, axes=index.axes)
+                return join(out, self.eval(e.value, env, cls)) if partial(out) else out
+        name = dotted_name(e.value)
+        if name is not None and name + "[]" in env:
+            return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
         return self.eval(e.value, env, cls)
 
     def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
-        hit = self.eval(e.left, env, cls) or self._any([c.comparator for c in e.comparisons], env, cls)
+        hit = self._any([e.left, *(c.comparator for c in e.comparisons)], env, cls)
         if hit is None or len(e.comparisons) != 1:
             return hit
+        op = e.comparisons[0].operator
+        if isinstance(op, (cst.Is, cst.IsNot)) and _env_read(e.left) and \
+                isinstance(e.comparisons[0].comparator, cst.Name) and e.comparisons[0].comparator.value == "None":
+            return None                 # `os.getenv("RANK") is not None`: the launcher sets it on every rank or none
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
         other = literal_value(e.comparisons[0].comparator)
-        op = e.comparisons[0].operator
         if other == -1 and isinstance(op, (cst.Equal, cst.NotEqual, cst.GreaterThan, cst.LessThanEqual)):
             return None
         if other == 0 and isinstance(op, (cst.GreaterThanEqual, cst.LessThan)) and hit.kind == "rank":
@@ -288,7 +356,8 @@ class RankTaint:
         callee = self.facts.resolve_expr(e.func)
         last = _last(callee, e.func)
         if last in RANK_CALLS:
-            return Origin("rank", e, self.src)
+            return Origin("rank", e, self.src, axes=RANK_AXES.get(last),
+                          member=frozenset({last}) if last in _MEMBER_CALLS else None)
         if last in ("getenv", "get") and e.args and (last == "getenv" or (callee or "").endswith("environ.get")):
             if literal_value(e.args[0].value) in RANK_ENV_KEYS:
                 return Origin("rank", e, self.src)
@@ -316,7 +385,10 @@ class RankTaint:
                 return self.analysis.returns_for_args(e, target, origins)
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
-            return self.eval(first.value, env, cls) if first is not None else None
+            hit = self.eval(first.value, env, cls) if first is not None else None
+            return _sized(hit) if last == "len" else hit
+        if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
+            return _sized(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
         if any(a.keyword is not None and a.keyword.value in _SAMPLER_KWARGS and self.distributed_sampler(a.value)
                for a in e.args):
             # DataLoader(ds, sampler=DistributedSampler(ds)): ceil(len(ds)/world) batches on every rank, so
@@ -324,10 +396,9 @@ class RankTaint:
             data = next((a for a in e.args if a.keyword is None or a.keyword.value == "dataset"), None)
             hit = self.eval(data.value, env, cls) if data is not None else None
             return hit if hit is not None and hit.kind == "shard" else None
-        if isinstance(e.func, cst.Attribute):
-            hit = self.eval(e.func.value, env, cls)
-            if hit is not None:
-                return hit
+        out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        if out is not None and not partial(out):
+            return out
         for arg in e.args:
             if arg.keyword is not None and arg.keyword.value in PLACEMENT_KWARGS:
                 continue
@@ -336,9 +407,11 @@ class RankTaint:
                 if hit.kind == "rank" and last not in KIND_KEEPING:
                     name = (callee or last or "").lower()
                     kind = "shard" if any(w in name for w in _SHARD_WORDS) else "derived"
-                    return Origin(kind, hit.node, hit.source, hit.via, hit.via_call)
-                return hit
-        return None
+                    hit = replace(hit, kind=kind, member=None)
+                out = join(out, hit)
+                if not partial(out):
+                    return out
+        return out
 
     def distributed_sampler(self, e: cst.BaseExpression) -> bool:
         """A `DistributedSampler(...)` (or a name this file binds to one, on some path: the other paths are
@@ -374,6 +447,14 @@ class RankTaint:
             if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(items):
                 for t, v in zip(items, value.elements):
                     self.bind(t, v.value, self.eval(v.value, env, cls), env, cls)
+                return
+            elems = self.analysis.returned_elements(self.src, value, env, cls) \
+                if origin is not None and isinstance(value, cst.Call) else \
+                origin.elements if origin is not None else None
+            if elems is not None and len(elems) == len(items) and not any(
+                    isinstance(t, cst.StarredElement) for t in items):
+                for t, o in zip(items, elems):
+                    self.bind(t, None, o, env, cls)
             else:
                 for t in items:
                     self.bind(t, None, origin, env, cls)
@@ -382,12 +463,25 @@ class RankTaint:
             self.bind(target.value, None, origin, env, cls)
             return
         if isinstance(target, cst.Subscript):      # d["k"] = tainted: the container now holds it
-            if origin is not None:
-                self.bind(target.value, None, origin, env, cls)
+            if origin is None:
+                return
+            name = dotted_name(target.value)
+            keys = [el.slice.value if isinstance(el.slice, cst.Index) else el.slice for el in target.slice]
+            if name is not None and not any(isinstance(k, cst.Slice) or self.eval(k, env, cls) for k in keys):
+                # stored at a uniform key: the container's keys and length stay the same on every rank (a loop
+                # over `data` after `data[k] = chunk[cp_rank]` runs alike); its items are what was stored
+                env[name + "[]"] = join(env.get(name + "[]"), origin)
+                if name not in env:
+                    env[name] = replace(origin, kind="item") if origin.kind in TRIP_COUNT_KINDS else origin
+                return
+            self.bind(target.value, None, origin, env, cls)
             return
         name = dotted_name(target)
         if name is None:
             return
+        if origin is not None and isinstance(value, (cst.Tuple, cst.List)) and not any(
+                isinstance(el, cst.StarredElement) for el in value.elements):
+            origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
         if origin is None:
             env.pop(name, None)
         else:
@@ -501,7 +595,7 @@ class ProjectTaint:
         origin = self.returns(*hit)
         if origin is None:
             return None
-        return Origin(origin.kind, origin.node, origin.source, via=f"{hit[1].name}()")
+        return replace(origin, via=f"{hit[1].name}()", via_call=None)
 
     def returns(self, src: "PythonSource", info: FunctionInfo) -> Optional[Origin]:
         """Does the function return a rank-varying value whatever its arguments (`def is_main(): …`)?"""
@@ -517,10 +611,61 @@ class ProjectTaint:
                             cls=info.class_name)
             walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
             result = walk.returned
+            self.__dict__.setdefault("_returns_elems", {})[key] = walk.returned_elements()
         finally:
             self._in_progress.discard(key)
         self._returns[key] = result
         return result
+
+    def returned_elements(self, src: "PythonSource", call: cst.Call, env: Env, cls: Optional[str]
+                          ) -> Optional[list[Optional[Origin]]]:
+        """What each element of the tuple a checked function returns is, for this call (`rank, world_size =
+        get_dist_info()`: the rank varies, the world size does not); None when it does not always return a
+        tuple of one length."""
+        taint = self.taint(src)
+        source = self.call_source(src, taint.facts.resolve_expr(call.func), cls)
+        hit = self.function_info(source)
+        if hit is None:
+            return None
+        origins = [taint.eval(a.value, env, cls) for a in call.args]
+        if any(o is not None for o in origins):
+            if self.returns_for_args(call, hit, origins) is None:
+                return None             # uniform as a whole: nothing to split
+            key = self._args_key(call, hit, origins)
+            elems = self.__dict__.get("_returns_for_elems", {}).get(key) if key is not None else None
+        else:
+            if not self.may_return_rank(*source):
+                return None
+            self.returns(*hit)
+            elems = self.__dict__.get("_returns_elems", {}).get((id(hit[0]), hit[1].qualname))
+        if elems is None:
+            return None
+        via = f"{hit[1].name}()"
+        return [replace(o, via=via, via_call=None) if o is not None else None for o in elems]
+
+    @staticmethod
+    def _bound_params(call: cst.Call, info: FunctionInfo, origins: list[Optional[Origin]]):
+        """Parameter → origin for the arguments that are rank-varying; an Origin alone when one goes into
+        *args/**kwargs (not followed)."""
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        bound: dict[str, Origin] = {}
+        for i, (arg, origin) in enumerate(zip(call.args, origins)):
+            if origin is None:
+                continue
+            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) and not arg.star
+                                                                      else None)
+            if name is None or name not in info.params:
+                return origin
+            bound.setdefault(name, origin)
+        return bound
+
+    def _args_key(self, call: cst.Call, target: tuple["PythonSource", FunctionInfo],
+                  origins: list[Optional[Origin]]) -> Optional[tuple]:
+        bound = self._bound_params(call, target[1], origins)
+        if not isinstance(bound, dict) or not bound:
+            return None
+        return (id(target[0]), target[1].qualname,
+                tuple(sorted(((n, o.kind, o.axes, o.member) for n, o in bound.items()), key=lambda t: t[0])))
 
 
     def returns_for_args(self, call: cst.Call, target: tuple["PythonSource", FunctionInfo],
@@ -530,19 +675,12 @@ class ProjectTaint:
         bound, so `build_loader(ds, rank)` that only hands `rank` to a DistributedSampler returns a uniform
         loader, and `shard(xs, rank)` returns a share."""
         other, info = target
-        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
-        bound: dict[str, Origin] = {}
-        for i, (arg, origin) in enumerate(zip(call.args, origins)):
-            if origin is None:
-                continue
-            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) and not arg.star
-                                                                      else None)
-            if name is None or name not in info.params:
-                return origin           # into *args/**kwargs: not followed, keep the argument's taint
-            bound.setdefault(name, origin)
+        bound = self._bound_params(call, info, origins)
+        if isinstance(bound, Origin):
+            return bound                # into *args/**kwargs: not followed, keep the argument's taint
         if not bound:
             return None
-        key = (id(other), info.qualname, tuple(sorted((n, o.kind) for n, o in bound.items())))
+        key = self._args_key(call, target, origins)
         memo = self.__dict__.setdefault("_returns_for", {})
         if key in memo:
             hit = memo[key]
@@ -556,12 +694,13 @@ class ProjectTaint:
                                 cls=info.class_name)
                 walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
                 hit = walk.returned
+                self.__dict__.setdefault("_returns_for_elems", {})[key] = walk.returned_elements()
             finally:
                 self._in_progress.discard(key)
             memo[key] = hit
         if hit is None:
             return None
-        return Origin(hit.kind, hit.node, hit.source, via=f"{info.name}()")
+        return replace(hit, via=f"{info.name}()", via_call=None)
 
     # --- which helpers can return a rank-varying value: decided on the outlines, before any parse ----------
     def may_return_rank(self, src: "PythonSource", qual: str) -> bool:
@@ -681,8 +820,7 @@ class ProjectTaint:
                     continue
                 origin = taint.eval(arg.value, env, cls)
                 if origin is not None:
-                    out[name] = Origin(origin.kind, origin.node, origin.source,
-                                       via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
+                    out[name] = replace(origin, via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
         self._params[key] = out
         return out
 

@@ -137,9 +137,21 @@ class RankGuardedCollective(_CollectiveRule):
     **Not flagged**: logging, printing, file writes, wandb/tensorboard, `torch.save` of a state dict, `tqdm`
     under the test; `if/else` whose both branches reach a collective; the "rank 0 first" barrier pair
     (`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0: barrier()`); tests against -1 ("is this
-    run distributed"), which are the same on every rank. A forward under ZeRO-0/1/2 without MoE is local: a
-    rank-0 `model.save_pretrained` of an unwrapped HF model is fine there. With no DeepSpeed config found, a
-    forward is reported as a warning.
+    run distributed"), `world_size > 1`, `dist.is_initialized()` and `os.getenv("RANK") is not None`, which are
+    the same on every rank (also when they come in a tuple beside the rank: taint is per element). A forward under
+    ZeRO-0/1/2 without MoE is local: a rank-0 `model.save_pretrained` of an unwrapped HF model is fine there. With
+    no DeepSpeed config found, a forward is reported as a warning.
+
+    **Process groups**: a collective on a sub-group only needs that group's members. A test that depends only on
+    coordinates the members share is taken alike by all of them: `if mpu.is_pipeline_last_stage():
+    all_reduce(x, group=mpu.get_data_parallel_group())` (every member of a data-parallel group sits at the same
+    pipeline stage), a tensor-parallel rank test around a data-parallel or pipeline-group collective. The group's
+    own membership test is fine too (`if mpu.is_rank_in_embedding_group(): all_reduce(g,
+    group=mpu.get_embedding_group())`; `if rank in ranks:` around a collective on `new_group(ranks)`). The same
+    test around a collective on WORLD, or on a group whose members differ in that coordinate (the pipeline group
+    under a stage test), is flagged. The group getters and predicates dslint knows (Megatron/NeoX `mpu`,
+    DeepSpeed `groups`, pipeline engines) are tables in dslint/analysis/groups.py; a group it cannot name is WORLD.
+    DSL102 and DSL103 apply the same rule to loops and exits.
     """
 
     code = "DSL101"
@@ -198,7 +210,10 @@ class RankDependentTripCount(_CollectiveRule):
     **Why it hangs**: with 10 batches over 4 ranks, ranks 0–1 get 3 and ranks 2–3 get 2; the last forward of
     ranks 0–1 waits in a ZeRO-3 all-gather or an MoE all_to_all (DeepSpeed #7141: `batches[local_rank::world]`
     with an MoE model) that ranks 2–3 never join. DistributedSampler pads every rank to the same length and is
-    not flagged; neither is a loop whose count was made uniform with an all_reduce(MAX).
+    not flagged; neither is a loop whose count was made uniform with an all_reduce(MAX), nor one over a dict
+    whose values (not keys) were replaced by this rank's chunk (`batch[k] = chunks[cp_rank]`), nor one to the
+    size of this rank's item (`input_ids.size(0)` of a batch whose content, not row count, differs), nor one whose
+    trip count depends only on coordinates the collective's group members share (DSL101, process groups).
 
     A model holding DeepSpeed MoE layers (built by its class, `from_pretrained`, a helper that returns it, or
     an `MoE` layer attached to it) has a collective forward whether or not it went through
@@ -246,7 +261,10 @@ class RankEarlyExit(_CollectiveRule):
     expert-parallel MoE (all_to_all over the expert group) or ZeRO-3 (parameter all-gather) rank 0 waits for
     peers that already left (DeepSpeed #7141). `continue` on a per-rank condition (an empty batch on one
     rank) skips one rank's `engine.backward` for that step, so its gradient all_reduce pairs with the next
-    step of the others. Exits taken on every rank alike (`if/else` that both return) are not flagged.
+    step of the others. Exits taken on every rank alike (`if/else` that both return) are not flagged, nor a
+    `continue` in a `while` loop that ends by leaving it (a retry: each rank comes back to the same collective
+    and runs it once), nor an exit before `init_process_group(..., world_size=N)` (the ranks that left are no
+    members of the world formed after them), nor a test uniform over the collective's process group (DSL101).
     """
 
     code = "DSL103"

@@ -1,0 +1,220 @@
+"""Process groups: over which ranks a value is uniform, and which ranks a collective's group holds.
+
+The ranks of a Megatron/NeoX/DeepSpeed job form a grid: a rank's coordinates are its tensor-parallel rank
+("tp"), pipeline stage ("pp"), context/sequence-parallel rank ("cp"), and its data-parallel rank, which under
+expert parallelism splits into the expert-parallel rank ("ep") and the expert-data-parallel rank ("edp");
+"node" stands for every other way ranks differ (a local rank, a host). A value's *axes* are the coordinates it
+can depend on: `get_rank()` all of them (`None`: any rank may differ), `is_pipeline_last_stage()` only "pp",
+`get_data_parallel_rank()` "ep" and "edp". A process group's *axes* are the coordinates in which its members
+differ: the members of a data-parallel group share their stage and tensor-parallel rank (axes "ep", "edp"), those
+of a pipeline group share everything but the stage ("pp"), WORLD differs in every coordinate.
+
+A test whose axes are disjoint from the group's is uniform over the group's members: every member takes the same
+branch, so a collective on that group under the test does not hang (`if mpu.is_pipeline_last_stage():
+all_reduce(x, group=mpu.get_data_parallel_group())`). A test that *is* the group's membership predicate
+(`if mpu.is_rank_in_embedding_group(): all_reduce(g, group=mpu.get_embedding_group())`; `if rank in ranks:`
+around a collective on `new_group(ranks)`) is taken exactly by the members. Anything else -- a group dslint
+cannot name, a group passed in as a parameter -- is WORLD.
+
+The tables below are the whole model: names of rank/predicate calls and attributes → the axes their value
+depends on (`RANK_AXES`), names of group getters → the axes of the group and the family its membership
+predicates name (`GROUP_GETTERS`, `MEMBERSHIP`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.facts import dotted_name
+
+if TYPE_CHECKING:
+    from dslint.sources import PythonSource
+
+TP, PP, CP, EP, EDP, NODE = "tp", "pp", "cp", "ep", "edp", "node"
+ALL_AXES = frozenset({TP, PP, CP, EP, EDP, NODE})
+DP = frozenset({EP, EDP})          # the data-parallel rank: expert-parallel rank × expert-data-parallel rank
+
+Axes = Optional[frozenset]         # None: every rank may differ (WORLD, `get_rank()`)
+
+# calls and attributes whose value depends only on these coordinates (Megatron `mpu`/`parallel_state`, NeoX
+# `mpu`, DeepSpeed `groups`/`PipelineEngine`/`PipeModelDataParallelTopology`)
+RANK_AXES: dict[str, frozenset] = {
+    "get_data_parallel_rank": DP, "dp_rank": DP, "data_parallel_rank": DP, "get_data_parallel_id": DP,
+    "get_tensor_model_parallel_rank": frozenset({TP}), "get_slice_parallel_rank": frozenset({TP}),
+    "get_model_parallel_rank": frozenset({TP, PP}),    # TP in NeoX, TP×PP in Megatron: the wider
+    "get_pipeline_model_parallel_rank": frozenset({PP}), "get_pipe_parallel_rank": frozenset({PP}),
+    "get_stage_id": frozenset({PP}), "stage_id": frozenset({PP}),
+    "is_pipeline_first_stage": frozenset({PP}), "is_pipeline_last_stage": frozenset({PP}),
+    "is_first_stage": frozenset({PP}), "is_last_stage": frozenset({PP}),
+    "is_pipeline_stage_before_split": frozenset({PP}), "is_pipeline_stage_after_split": frozenset({PP}),
+    "is_pipeline_stage_at_split": frozenset({PP}),
+    "is_rank_in_embedding_group": frozenset({PP}), "is_rank_in_position_embedding_group": frozenset({PP}),
+    "get_expert_parallel_rank": frozenset({EP}), "get_expert_model_parallel_rank": frozenset({EP}),
+    "get_expert_data_parallel_rank": frozenset({EDP}),
+    "get_context_parallel_rank": frozenset({CP}), "get_sequence_parallel_rank": frozenset({CP}),
+    "cp_rank": frozenset({CP}), "sp_rank": frozenset({CP}), "tp_rank": frozenset({TP}), "pp_rank": frozenset({PP}),
+}
+# predicates that hold exactly on the members of a group family (one alone, or all of a set joined by `or`)
+MEMBERSHIP: dict[str, tuple[frozenset, ...]] = {
+    "embedding": (frozenset({"is_rank_in_embedding_group"}),
+                  frozenset({"is_pipeline_first_stage", "is_pipeline_last_stage"}),
+                  frozenset({"is_first_stage", "is_last_stage"})),
+    "position_embedding": (frozenset({"is_rank_in_position_embedding_group"}),
+                           frozenset({"is_pipeline_first_stage"})),
+}
+# group getters → (axes in which the members differ, membership family)
+GROUP_GETTERS: dict[str, tuple[Axes, Optional[str]]] = {
+    **{n: (DP, None) for n in ("get_data_parallel_group", "_get_data_parallel_group", "get_data_parallel_group_gloo",
+                               "get_dp_group", "dp_group", "data_parallel_group", "get_data_parallel_process_group")},
+    **{n: (frozenset({TP}), None) for n in ("get_tensor_model_parallel_group", "get_slice_parallel_group",
+                                            "get_tp_group", "tp_group", "tensor_parallel_group",
+                                            "_get_expert_tensor_parallel_group")},
+    **{n: (frozenset({TP, PP}), None) for n in ("get_model_parallel_group", "_get_model_parallel_group",
+                                                "get_mp_group", "mp_group", "model_parallel_group")},
+    **{n: (frozenset({PP}), None) for n in ("get_pipeline_model_parallel_group", "get_pipe_parallel_group",
+                                            "get_pp_group", "pp_group", "pipe_group", "pipeline_group")},
+    "get_embedding_group": (frozenset({PP}), "embedding"),
+    "get_position_embedding_group": (frozenset({PP}), "position_embedding"),
+    **{n: (frozenset({EP}), None) for n in ("_get_expert_parallel_group", "get_expert_parallel_group",
+                                            "get_expert_model_parallel_group", "ep_group", "expert_parallel_group")},
+    **{n: (frozenset({EDP}), None) for n in ("_get_expert_data_parallel_group", "get_expert_data_parallel_group",
+                                             "expert_data_parallel_group")},
+    **{n: (frozenset({CP}), None) for n in ("get_context_parallel_group", "get_sequence_parallel_group",
+                                            "_get_sequence_parallel_group", "cp_group", "sp_group",
+                                            "sequence_parallel_group", "context_parallel_group")},
+    "get_sequence_data_parallel_group": (DP | {CP}, None),
+    "_get_sequence_data_parallel_group": (DP | {CP}, None),
+}
+_WORLD_GETTERS = {"get_world_group", "WORLD"}
+_NEW_GROUP = {"new_group", "new_subgroups", "new_subgroups_by_enumeration"}
+
+# where torch.distributed / deepspeed.comm take the group positionally
+GROUP_POSITION = {"all_reduce": 2, "broadcast": 2, "all_gather": 2, "all_gather_into_tensor": 2,
+                  "_all_gather_base": 2, "all_gather_object": 2, "broadcast_object_list": 2, "all_to_all": 2,
+                  "reduce_scatter": 3, "reduce_scatter_tensor": 3, "_reduce_scatter_base": 3, "reduce": 3,
+                  "gather": 3, "scatter": 3, "gather_object": 3, "scatter_object_list": 3, "all_to_all_single": 4,
+                  "barrier": 0, "monitored_barrier": 0, "all_reduce_coalesced": 2}
+
+
+class Group:
+    """Who calls a collective: the axes its members differ in, a membership family, or `new_group(ranks)`."""
+
+    __slots__ = ("axes", "family", "ranks")
+
+    def __init__(self, axes: Axes, family: Optional[str] = None, ranks: Optional[str] = None) -> None:
+        self.axes, self.family, self.ranks = axes, family, ranks
+
+    def join(self, other: "Group") -> "Group":
+        if self.axes is None or other.axes is None:
+            axes = None
+        else:
+            axes = self.axes | other.axes
+        same = self.family == other.family and self.ranks == other.ranks
+        return Group(axes, self.family if same else None, self.ranks if same else None)
+
+
+WORLD = Group(None)
+
+
+def uniform_over(origin, group: Group, test: Optional[cst.CSTNode] = None) -> bool:
+    """Do all members of `group` evaluate a test with this origin alike?"""
+    if origin.member and group.family:
+        if any(origin.member == accepted for accepted in MEMBERSHIP.get(group.family, ())):
+            return True
+    if group.ranks is not None and test is not None and _membership_test(test, group.ranks):
+        return True
+    if origin.axes is None or group.axes is None:
+        return False
+    return not (origin.axes & group.axes)
+
+
+def _membership_test(test: cst.CSTNode, ranks: str) -> bool:
+    """`rank in ranks` (possibly `and` something uniform) where the group is `new_group(ranks)`."""
+    from dslint.analysis.rank_taint import code_of
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _membership_test(test.left, ranks) or _membership_test(test.right, ranks)
+    return isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+        and isinstance(test.comparisons[0].operator, cst.In) \
+        and code_of(test.comparisons[0].comparator, 400) == ranks
+
+
+def _last(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def group_argument(call: cst.Call, op: str) -> Optional[cst.BaseExpression]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in ("group", "process_group", "pg"):
+            return arg.value
+    pos = GROUP_POSITION.get(op)
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if pos is not None and pos < len(positional):
+        return positional[pos].value
+    return None
+
+
+def resolve_group(src: "PythonSource", expr: Optional[cst.BaseExpression], scope_node: Optional[cst.CSTNode],
+                  depth: int = 0) -> Group:
+    """The group an expression names: a getter call (`mpu.get_data_parallel_group()`), `new_group(ranks)`, or a
+    name/attribute every assignment of which (in the function, else the file) is one of those."""
+    if expr is None or depth > 3:
+        return WORLD
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return WORLD
+    if isinstance(expr, cst.Call):
+        last = _last(expr.func)
+        if last in GROUP_GETTERS:
+            axes, family = GROUP_GETTERS[last]
+            if any(a.keyword is not None and a.keyword.value == "with_context_parallel" for a in expr.args):
+                axes = axes | {CP}
+            return Group(axes, family)
+        if last == "new_group" and expr.args:
+            from dslint.analysis.rank_taint import code_of
+            first = next((a for a in expr.args if a.keyword is None or a.keyword.value == "ranks"), None)
+            return Group(None, None, code_of(first.value, 400)) if first is not None else WORLD
+        if isinstance(expr.func, cst.Attribute) and last in ("get", "__getitem__"):
+            return WORLD
+        return WORLD
+    last = _last(expr)
+    if last in _WORLD_GETTERS:
+        return WORLD
+    name = dotted_name(expr)
+    if name is None:
+        return WORLD
+    values = _assigned(src, name, scope_node) or (_assigned(src, name, None) if scope_node is not None else [])
+    if values:
+        out: Optional[Group] = None
+        for value in values:
+            g = resolve_group(src, value, scope_node, depth + 1)
+            out = g if out is None else out.join(g)
+            if out.axes is None and out.ranks is None and out.family is None:
+                return WORLD
+        return out or WORLD
+    if last in GROUP_GETTERS:           # a module attribute / field named for its group (`self.dp_group`)
+        axes, family = GROUP_GETTERS[last]
+        return Group(axes, family)
+    return WORLD
+
+
+def _assigned(src: "PythonSource", name: str, scope_node: Optional[cst.CSTNode]) -> list[cst.BaseExpression]:
+    """Values assigned to `name` in a function body (`scope_node`) or anywhere in the file (None); `self.x` is
+    matched file-wide by its tail."""
+    from dslint.analysis.flow import iter_assigns
+    memo = src.__dict__.setdefault("_group_assigns", {})
+    key = id(scope_node) if scope_node is not None else 0
+    table = memo.get(key)
+    if table is None:
+        table = memo[key] = {}
+        for node in iter_assigns(scope_node if scope_node is not None else src.module):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, (cst.Tuple, cst.List)):
+                    continue
+                n = dotted_name(t)
+                if n:
+                    table.setdefault(n, []).append(node.value)
+    return table.get(name, [])
