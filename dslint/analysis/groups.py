@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from dslint.analysis.statements import code_of, iter_assigns
 from dslint.facts import dotted_name
 
 if TYPE_CHECKING:
@@ -132,7 +133,6 @@ def uniform_over(origin, group: Group, test: Optional[cst.CSTNode] = None) -> bo
 
 def _membership_test(test: cst.CSTNode, ranks: str) -> bool:
     """`rank in ranks` (possibly `and` something uniform) where the group is `new_group(ranks)`."""
-    from dslint.analysis.rank_taint import code_of
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return _membership_test(test.left, ranks) or _membership_test(test.right, ranks)
     return isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
@@ -173,7 +173,6 @@ def resolve_group(src: "PythonSource", expr: Optional[cst.BaseExpression], scope
                 axes = axes | {CP}
             return Group(axes, family)
         if last == "new_group" and expr.args:
-            from dslint.analysis.rank_taint import code_of
             first = next((a for a in expr.args if a.keyword is None or a.keyword.value == "ranks"), None)
             return Group(None, None, code_of(first.value, 400)) if first is not None else WORLD
         if isinstance(expr.func, cst.Attribute) and last in ("get", "__getitem__"):
@@ -203,7 +202,6 @@ def resolve_group(src: "PythonSource", expr: Optional[cst.BaseExpression], scope
 def _assigned(src: "PythonSource", name: str, scope_node: Optional[cst.CSTNode]) -> list[cst.BaseExpression]:
     """Values assigned to `name` in a function body (`scope_node`) or anywhere in the file (None); `self.x` is
     matched file-wide by its tail."""
-    from dslint.analysis.flow import iter_assigns
     memo = src.__dict__.setdefault("_group_assigns", {})
     key = id(scope_node) if scope_node is not None else 0
     table = memo.get(key)

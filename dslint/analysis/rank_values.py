@@ -1,0 +1,495 @@
+"""Rank-varying values (the expression level; `rank_taint.ProjectTaint` holds the project level): which expressions can differ from one rank to another (PARCOACH's taint, DESIGN §2.1).
+
+Sources are rank ids (`dist.get_rank()`, `os.environ["LOCAL_RANK"]`, `args.local_rank`,
+`accelerator.is_main_process`, `trainer.is_world_process_zero()`, helpers that return them) and per-rank data
+(slices and shards indexed by a rank id, loaders over them, `split_between_processes`, generation outputs).
+Taint flows through assignment, unpacking, operators, comparisons, containers, attributes, f-strings, calls and
+the returns of functions in the checked files. Collective outputs (all_reduce, broadcast, all_gather, accelerate
+gather/reduce) are uniform again, and so are values that only place work on a device (`.to(device)`,
+`device=`), a padded `DistributedSampler`, and comparisons with -1 (the "is this run distributed" test, which
+is the same on every rank).
+
+The evaluation is flow-sensitive inside a function body (see `FlowWalk`) and flow-insensitive for module
+globals and `self.` attributes, which functions see whenever they run.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+from functools import cached_property
+import re
+from typing import TYPE_CHECKING, Iterable, Optional
+
+import libcst as cst
+
+from dslint.analysis.groups import MEMBERSHIP, RANK_AXES
+from dslint.analysis.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
+from dslint.facts import MODULE_SCOPE, dotted_name
+from dslint.literals import literal_value
+
+if TYPE_CHECKING:
+    from dslint.analysis.rank_taint import ProjectTaint
+    from dslint.project import ProjectView
+    from dslint.sources import PythonSource
+
+RANK_ENV_KEYS = {"RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                 "SLURM_PROCID", "SLURM_LOCALID", "PMI_RANK", "MV2_COMM_WORLD_RANK", "CROSS_RANK"}
+# attributes that hold a rank id or a "this is rank 0" flag (argparse, engine, accelerate, HF TrainingArguments)
+RANK_ATTRS = {"local_rank", "global_rank", "node_rank", "world_rank", "process_index", "local_process_index",
+              "is_main_process", "is_local_main_process", "is_last_process", "should_save", "should_log",
+              "dp_rank", "data_parallel_rank", "global_rank_id", "local_rank_id"}
+# `.rank` is a rank id on args/engine/self/state objects, but a matrix rank on LoRA/PEFT configs
+_NOT_PROCESS_RANK = ("lora", "peft", "config", "cfg", "adapter", "svd", "lowrank", "low_rank")
+# functions/methods whose result is a rank id or a rank-0 test
+# (not get_global_rank(group, i): it maps a group rank to a global one, the same answer everywhere)
+RANK_CALLS = {"get_rank", "get_local_rank", "get_node_rank", "get_data_parallel_rank",
+              "get_model_parallel_rank", "get_tensor_model_parallel_rank", "get_pipeline_model_parallel_rank",
+              "get_expert_parallel_rank", "get_expert_data_parallel_rank", "get_sequence_parallel_rank",
+              "is_world_process_zero", "is_local_process_zero", "is_main_process", "is_local_main_process",
+              "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main", "get_ordinal", "current_device",
+              # values of one coordinate of the rank grid (their axes: dslint/analysis/groups.py)
+              *(n for n in RANK_AXES if n.startswith(("get_", "is_")))}
+# predicates naming a group family's members (`is_rank_in_embedding_group()`): their Origin keeps the name
+_MEMBER_CALLS = {n for sets in MEMBERSHIP.values() for s in sets for n in s}
+# collectives whose result (or first argument, in place) is the same on every rank afterwards
+UNIFORMIZING = {"all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast",
+                "broadcast_object_list", "gather", "gather_for_metrics", "gather_object", "reduce",
+                "pad_across_processes", "allreduce", "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor"}
+_COLLECTIVE_MODULES = ("torch.distributed", "deepspeed.comm", "accelerate")
+# calls whose result does not vary with a rank argument: device placement, seeding, padded samplers
+LAUNDERING = {"to", "cuda", "device", "device_name", "set_device", "manual_seed", "seed", "manual_seed_all",
+              "set_seed", "DistributedSampler", "DistributedLengthGroupedSampler", "deepspeed_io", "prepare",
+              "prepare_data_loader", "getLogger", "get_logger", "log_dist", "print_rank_0", "get_world_size",
+              "init_process_group", "init_distributed", "DistributedDataParallel", "DDP", "barrier"}
+# keyword arguments that carry a rank only for placement or display
+PLACEMENT_KWARGS = {"device", "device_ids", "output_device", "map_location", "rank", "local_rank", "device_map",
+                    "position", "disable", "num_replicas", "process_index", "seed", "leave", "dynamic_ncols",
+                    "main_process_only", "is_main_process", "world_size", "dist_rank"}
+# wrappers whose length/items follow their first argument only (tqdm(loader, disable=not main) is as long as loader)
+FIRST_ARG_ONLY = {"tqdm", "trange", "enumerate", "iter", "list", "tuple", "sorted", "reversed", "len", "int",
+                  "float", "bool", "str", "set", "next", "deepcopy", "copy", "islice"}
+SPLITTERS = {"array_split", "split", "chunk", "tensor_split", "array_split_list", "np_split", "distribute"}
+# calls whose result keeps the kind of a rank-id argument (`range(rank)` runs `rank` times); any other call to a
+# function outside the checked files only *derives* a value from it (see `_call`)
+KIND_KEEPING = {"range", "arange", "min", "max", "abs", "sum", "round", "divmod", "pow", "ceil", "floor",
+                "zip", "map", "filter", "repeat", "product", "chain", "cycle", "count"}
+# words in a callee's name that say it returns this rank's share of the data
+_SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
+# calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
+_ENGINE_BUILDERS = {"initialize", "init_inference"}
+# keyword arguments that choose a loader's sampler
+_SAMPLER_KWARGS = {"sampler", "batch_sampler"}
+_RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
+                  "split_between", "RANK", "generate", "local_process", "_stage", "stage_id")
+
+
+# every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
+# generation, accelerate's split): a file without any of them holds no rank source of its own
+_TAINT_WORDS = re.compile("|".join(sorted(
+    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTRS, *RANK_CALLS, *RANK_ENV_KEYS})))
+
+
+def _unit(src: "PythonSource", qual: str) -> tuple[int, str]:
+    """What `returns()` of a function reads besides its own body: a method also reads the `self.` attributes
+    set in any method of its file, so the methods of a file form one unit."""
+    owner = qual.rpartition(".")[0]
+    return (id(src), "<methods>") if owner and owner in src.outline.classes else (id(src), qual)
+
+
+def _enclosing(scope: str) -> list[str]:
+    parts = scope.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _seeded_tops(text: str, outline) -> Optional[set[str]]:
+    """Names of the module-scope functions and classes whose code spells a taint source's word; None when one
+    is spelled outside them (module-level code feeds every function of the file through the module env)."""
+    found: set[str] = set()
+    tops = sorted(outline.tops, key=lambda t: t[1])
+    firsts = [t[1] for t in tops]
+    line, seen = 1, 0
+    for m in _TAINT_WORDS.finditer(text):
+        line += text.count("\n", seen, m.start())
+        seen = m.start()
+        at = bisect_right(firsts, line) - 1
+        if at < 0 or line > tops[at][2]:
+            return None
+        found.add(tops[at][0])
+    return found
+
+
+def scope_classes(outline, scope: str) -> list[Optional[str]]:
+    """The `cls` a call of this scope may be resolved with: the class of a method, of a method a nested
+    function sits in (a walk of the method may visit it), or none."""
+    if scope == MODULE_SCOPE:
+        return [None]
+    return [*(q for q in _enclosing(scope)[1:] if q in outline.classes), None]
+
+
+def mentions_rank(text: str) -> bool:
+    """Cheap pre-filter: can this text contain a rank source at all?"""
+    return any(word in text for word in _RANKISH_NAMES)
+
+
+@dataclass(frozen=True, eq=False)
+class Origin:
+    """Why a value is rank-varying: the source expression and what it is."""
+
+    kind: str                      # "rank" (a rank id / rank-0 test) | "shard" (this rank's share: its length
+                                   # varies) | "item" (xs[rank]) | "generation" (a sampled output)
+    node: cst.CSTNode
+    source: "PythonSource"
+    via: Optional[str] = None      # "is_main()" when it came through a helper
+    via_call: Optional[tuple] = None   # (source, call node) of the call that passed it in, located lazily
+    # the coordinates of the rank grid the value depends on (dslint/analysis/groups.py): None = any rank may
+    # differ; {"pp"} for `is_pipeline_last_stage()`, which every member of a data-parallel group shares
+    axes: Optional[frozenset] = None
+    member: Optional[frozenset] = None     # membership predicates it is made of (`is_rank_in_embedding_group`)
+    elements: Optional[tuple] = None       # a tuple literal's elements, each an Origin or None (`(world, rank)`)
+
+    def text(self, limit: int = 60) -> str:
+        return code_of(self.node, limit)
+
+    def describe(self) -> str:
+        line = self.source.span(self.node).line
+        what = {"rank": "a rank id", "shard": "this rank's share of the data", "item": "this rank's item",
+                "generation": "a per-rank generation output", "derived": "a value computed from a rank id"}
+        if self.via_call is not None:
+            src, node = self.via_call
+            return (f"`{self.text()}` ({what.get(self.kind, self.kind)} from {self.source.path}:{line}, "
+                    f"{self.via} at {src.path}:{src.span(node).line})")
+        if self.via:
+            return f"`{self.text()}` ({what.get(self.kind, self.kind)} from {self.source.path}:{line}, {self.via})"
+        return f"`{self.text()}` ({what.get(self.kind, self.kind)}, line {line})"
+
+
+Env = dict[str, Origin]
+
+
+def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Optional[Origin]:
+    """The origin of a value computed from both: `a`'s report, the union of their axes. `either`: `a or b` of
+    two membership predicates (`is_pipeline_first_stage() or is_pipeline_last_stage()`) keeps both names."""
+    if a is None:
+        return b
+    if b is None or a.axes is None:
+        return a
+    if b.axes is None:
+        return b
+    member = a.member | b.member if either and a.member and b.member else None
+    return replace(a, axes=a.axes | b.axes, member=member)
+
+
+def partial(origin: Optional[Origin]) -> bool:
+    """Does the origin vary over some coordinates only (another operand may widen it)?"""
+    return origin is not None and origin.axes is not None
+
+
+# sizes of a value: the same on every rank when the value is this rank's *item* (its content varies, its shape is
+# the batch's), whatever its content; a shard's or a generation's sizes vary
+SIZE_ATTRS = {"shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"}
+
+
+def _sized(origin: Optional[Origin]) -> Optional[Origin]:
+    return None if origin is not None and origin.kind == "item" else origin
+
+
+def _env_read(e: cst.BaseExpression) -> bool:
+    """`os.getenv(K)`, `os.environ.get(K)`, `os.environ[K]`: a string whose presence is the launcher's choice."""
+    if isinstance(e, cst.Call):
+        last = _last(None, e.func)
+        return last == "getenv" or last == "get" and "environ" in (dotted_name(e.func) or "")
+    return isinstance(e, cst.Subscript) and (dotted_name(e.value) or "").endswith("environ")
+
+
+def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
+    if callee:
+        return callee.rsplit(".", 1)[-1]
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+TRIP_COUNT_KINDS = ("rank", "shard")     # iterating over these runs a rank-dependent number of times
+# "derived": the result of a call outside the checked files that was passed a rank id (`make_dataset(local_rank)`,
+# `build_loader(args)`): rank-dependent as a test, but nothing says its length follows the rank (most such
+# helpers use the rank for caching, logging or device placement), so it does not make a loop's trip count vary
+
+
+class RankTaint:
+    """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
+
+    def __init__(self, analysis: "ProjectTaint", src: "PythonSource") -> None:
+        self.analysis = analysis
+        self.src = src
+        self.facts = src.facts
+
+    # --- expressions ---------------------------------------------------------------------------------
+    def eval(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None) -> Optional[Origin]:
+        if e is None:
+            return None
+        if isinstance(e, cst.Name):
+            return env.get(e.value)
+        if isinstance(e, cst.Attribute):
+            return self._attribute(e, env, cls)
+        if isinstance(e, cst.Subscript):
+            return self._subscript(e, env, cls)
+        if isinstance(e, cst.Call):
+            return self._call(e, env, cls)
+        if isinstance(e, cst.Comparison):
+            return self._comparison(e, env, cls)
+        if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
+            left = self.eval(e.left, env, cls)
+            if left is not None and not partial(left):
+                return left
+            return join(left, self.eval(e.right, env, cls), isinstance(e, cst.BooleanOperation)
+                        and isinstance(e.operator, cst.Or))
+        if isinstance(e, cst.UnaryOperation):
+            hit = self.eval(e.expression, env, cls)
+            return replace(hit, member=None) if hit is not None and hit.member else hit
+        if isinstance(e, cst.IfExp):
+            return self._any([e.test, e.body, e.orelse], env, cls)
+        if isinstance(e, cst.FormattedString):
+            return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
+        if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
+            return self._any([el.value for el in e.elements], env, cls)
+        if isinstance(e, cst.Dict):
+            return self._any([x for el in e.elements for x in
+                              ((el.key, el.value) if isinstance(el, cst.DictElement) else (el.value,))], env, cls)
+        if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            parts: list = [e.key, e.value] if isinstance(e, cst.DictComp) else [e.elt]
+            comp: Optional[cst.CompFor] = e.for_in
+            while comp is not None:
+                parts.append(comp.iter)
+                parts.extend(i.test for i in comp.ifs)
+                comp = comp.inner_for_in
+            return self._any(parts, env, cls)
+        if isinstance(e, (cst.Await, cst.StarredElement)):
+            return self.eval(getattr(e, "expression", None) or getattr(e, "value", None), env, cls)
+        if isinstance(e, cst.NamedExpr):
+            return self.eval(e.value, env, cls)
+        return None
+
+    def _any(self, exprs: list, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        out = None
+        for x in exprs:
+            out = join(out, self.eval(x, env, cls))
+            if out is not None and not partial(out):
+                return out
+        return out
+
+    def _attribute(self, e: cst.Attribute, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        name = dotted_name(e)
+        if name is not None:
+            if name in env:
+                return env[name]
+            if name.startswith("self.") and cls is not None:
+                hit = self.analysis.self_attrs(self.src).get(name)
+                if hit is not None:
+                    return hit
+        attr = e.attr.value
+        if attr in SIZE_ATTRS:
+            return _sized(self.eval(e.value, env, cls))
+        if attr in RANK_AXES and not attr.startswith(("get_", "is_")):
+            return Origin("rank", e, self.src, axes=RANK_AXES[attr])
+        if attr in RANK_ATTRS:
+            return Origin("rank", e, self.src)
+        if attr == "rank" and not any(w in (name or "").lower() for w in _NOT_PROCESS_RANK):
+            return Origin("rank", e, self.src)
+        return self.eval(e.value, env, cls)
+
+    def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        base = self.facts.resolve_expr(e.value)
+        if base in ("os.environ", "environ") and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+            if literal_value(e.slice[0].slice.value) in RANK_ENV_KEYS:
+                return Origin("rank", e, self.src)
+        if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+            base_origin = self.eval(e.value, env, cls)
+            if base_origin is not None and base_origin.elements is not None:
+                at = literal_value(e.slice[0].slice.value)
+                if isinstance(at, int) and -len(base_origin.elements) <= at < len(base_origin.elements):
+                    return base_origin.elements[at]
+        for el in e.slice:
+            s = el.slice
+            if isinstance(s, cst.Slice):
+                bound = self._any([x for x in (s.lower, s.upper, s.step) if x is not None], env, cls)
+                if bound is not None:
+                    out = Origin("shard", e, self.src, axes=bound.axes)
+                    return join(out, self.eval(e.value, env, cls)) if partial(out) else out
+            elif (index := self.eval(s.value, env, cls)) is not None:
+                # array_split(xs, world)[rank], chunk(...)[rank], shards[rank]: this rank's share (its length
+                # varies); any other xs[rank] is this rank's item, whose structure is usually uniform
+                base_name = (dotted_name(e.value) or "").lower()
+                split = isinstance(e.value, cst.Call) and _last(None, e.value.func) in SPLITTERS
+                shard = split or any(w in base_name for w in ("shard", "split", "chunk", "per_rank", "subset"))
+                out = Origin("shard" if shard else "item", e, self.src, axes=index.axes)
+                return join(out, self.eval(e.value, env, cls)) if partial(out) else out
+        name = dotted_name(e.value)
+        if name is not None and name + "[]" in env:
+            return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
+        return self.eval(e.value, env, cls)
+
+    def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        hit = self._any([e.left, *(c.comparator for c in e.comparisons)], env, cls)
+        if hit is None or len(e.comparisons) != 1:
+            return hit
+        op = e.comparisons[0].operator
+        if isinstance(op, (cst.Is, cst.IsNot)) and _env_read(e.left) and \
+                isinstance(e.comparisons[0].comparator, cst.Name) and e.comparisons[0].comparator.value == "None":
+            return None                 # `os.getenv("RANK") is not None`: the launcher sets it on every rank or none
+        # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
+        other = literal_value(e.comparisons[0].comparator)
+        if other == -1 and isinstance(op, (cst.Equal, cst.NotEqual, cst.GreaterThan, cst.LessThanEqual)):
+            return None
+        if other == 0 and isinstance(op, (cst.GreaterThanEqual, cst.LessThan)) and hit.kind == "rank":
+            return None
+        return hit
+
+    def _call(self, e: cst.Call, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        callee = self.facts.resolve_expr(e.func)
+        last = _last(callee, e.func)
+        if last in RANK_CALLS:
+            return Origin("rank", e, self.src, axes=RANK_AXES.get(last),
+                          member=frozenset({last}) if last in _MEMBER_CALLS else None)
+        if last in ("getenv", "get") and e.args and (last == "getenv" or (callee or "").endswith("environ.get")):
+            if literal_value(e.args[0].value) in RANK_ENV_KEYS:
+                return Origin("rank", e, self.src)
+        if last in UNIFORMIZING and (callee or "").startswith(_COLLECTIVE_MODULES) or \
+                last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and "accelerator" in (dotted_name(e.func) or ""):
+            return None
+        if last in LAUNDERING:
+            return None
+        if last in _ENGINE_BUILDERS and (callee or "").startswith("deepspeed"):
+            return None
+        if last == "generate" and isinstance(e.func, cst.Attribute):
+            return Origin("generation", e, self.src)
+        source = self.analysis.call_source(self.src, callee, cls)
+        if source is not None:
+            hit = self.analysis.returns_of_source(source)
+            if hit is not None:
+                return hit
+            # a function of the checked files: what it returns for these arguments (context-sensitive), which
+            # differs only when some argument is rank-varying
+            origins = [self.eval(a.value, env, cls) for a in e.args]
+            if not any(o is not None for o in origins):
+                return None
+            target = self.analysis.function_info(source)
+            if target is not None:
+                return self.analysis.returns_for_args(e, target, origins)
+        if last in FIRST_ARG_ONLY:
+            first = next((a for a in e.args if a.keyword is None), None)
+            hit = self.eval(first.value, env, cls) if first is not None else None
+            return _sized(hit) if last == "len" else hit
+        if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
+            return _sized(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
+        if any(a.keyword is not None and a.keyword.value in _SAMPLER_KWARGS and self.distributed_sampler(a.value)
+               for a in e.args):
+            # DataLoader(ds, sampler=DistributedSampler(ds)): ceil(len(ds)/world) batches on every rank, so
+            # only a dataset that is itself this rank's share makes its length vary
+            data = next((a for a in e.args if a.keyword is None or a.keyword.value == "dataset"), None)
+            hit = self.eval(data.value, env, cls) if data is not None else None
+            return hit if hit is not None and hit.kind == "shard" else None
+        out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        if out is not None and not partial(out):
+            return out
+        for arg in e.args:
+            if arg.keyword is not None and arg.keyword.value in PLACEMENT_KWARGS:
+                continue
+            hit = self.eval(arg.value, env, cls)
+            if hit is not None:
+                if hit.kind == "rank" and last not in KIND_KEEPING:
+                    name = (callee or last or "").lower()
+                    kind = "shard" if any(w in name for w in _SHARD_WORDS) else "derived"
+                    hit = replace(hit, kind=kind, member=None)
+                out = join(out, hit)
+                if not partial(out):
+                    return out
+        return out
+
+    def distributed_sampler(self, e: cst.BaseExpression) -> bool:
+        """A `DistributedSampler(...)` (or a name this file binds to one, on some path: the other paths are
+        the single-process fallbacks of `if local_rank == -1:`)."""
+        if self._sampler_call(e):
+            return True
+        name = dotted_name(e)
+        return name is not None and name in self._sampler_names
+
+    def _sampler_call(self, e: cst.BaseExpression) -> bool:
+        if isinstance(e, cst.Call):
+            last = _last(self.facts.resolve_expr(e.func), e.func) or ""
+            return "Distributed" in last and "Sampler" in last
+        if isinstance(e, cst.IfExp):
+            return self._sampler_call(e.body) or self._sampler_call(e.orelse)
+        return False
+
+    @cached_property
+    def _sampler_names(self) -> set[str]:
+        if "Sampler" not in self.src.text:
+            return set()
+        out = set()
+        for node in _assignments(self.src.module):
+            if self._sampler_call(node.value):
+                out.update(n for t in node.targets if (n := dotted_name(t.target)))
+        return out
+
+    # --- binding -----------------------------------------------------------------------------------
+    def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin],
+             env: Env, cls: Optional[str] = None) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            items = [el.value for el in target.elements]
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(items):
+                for t, v in zip(items, value.elements):
+                    self.bind(t, v.value, self.eval(v.value, env, cls), env, cls)
+                return
+            elems = self.analysis.returned_elements(self.src, value, env, cls) \
+                if origin is not None and isinstance(value, cst.Call) else \
+                origin.elements if origin is not None else None
+            if elems is not None and len(elems) == len(items) and not any(
+                    isinstance(t, cst.StarredElement) for t in items):
+                for t, o in zip(items, elems):
+                    self.bind(t, None, o, env, cls)
+            else:
+                for t in items:
+                    self.bind(t, None, origin, env, cls)
+            return
+        if isinstance(target, cst.StarredElement):
+            self.bind(target.value, None, origin, env, cls)
+            return
+        if isinstance(target, cst.Subscript):      # d["k"] = tainted: the container now holds it
+            if origin is None:
+                return
+            name = dotted_name(target.value)
+            keys = [el.slice.value if isinstance(el.slice, cst.Index) else el.slice for el in target.slice]
+            if name is not None and not any(isinstance(k, cst.Slice) or self.eval(k, env, cls) for k in keys):
+                # stored at a uniform key: the container's keys and length stay the same on every rank (a loop
+                # over `data` after `data[k] = chunk[cp_rank]` runs alike); its items are what was stored
+                env[name + "[]"] = join(env.get(name + "[]"), origin)
+                if name not in env:
+                    env[name] = replace(origin, kind="item") if origin.kind in TRIP_COUNT_KINDS else origin
+                return
+            self.bind(target.value, None, origin, env, cls)
+            return
+        name = dotted_name(target)
+        if name is None:
+            return
+        if origin is not None and isinstance(value, (cst.Tuple, cst.List)) and not any(
+                isinstance(el, cst.StarredElement) for el in value.elements):
+            origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
+        if origin is None:
+            env.pop(name, None)
+        else:
+            env[name] = origin
+
+    def uniformize(self, call: cst.Call, env: Env) -> None:
+        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now."""
+        callee = self.facts.resolve_expr(call.func) or ""
+        last = _last(callee, call.func)
+        if last in UNIFORMIZING and call.args and (callee.startswith(_COLLECTIVE_MODULES)
+                                                   or "accelerator" in callee):
+            name = dotted_name(call.args[0].value)
+            if name:
+                env.pop(name, None)
+
+
+def _assignments(block) -> Iterable[cst.Assign]:
+    return iter_assigns(block)
