@@ -54,7 +54,14 @@ class ConfigView:
 
     @property
     def zero_stage(self) -> Optional[int]:
-        stage = self.get("zero_optimization", "stage", default=0)
+        """The ZeRO stage; None when unknown (a variable, or a dict built in Python that may hold another)."""
+        if type(self.data) is not dict:
+            from dslint.pyconfig import reading_known
+            stage, known = reading_known(self.get, "zero_optimization", "stage", default=0)
+            if not known:
+                return None
+        else:
+            stage = self.get("zero_optimization", "stage", default=0)
         return stage if isinstance(stage, int) and not isinstance(stage, bool) else None
 
     @property
@@ -237,56 +244,44 @@ class ProjectView:
                 yield pair
 
     def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
-        """(value, node) of config arguments in `src`: JSON path strings or dict literals."""
-        from dslint.literals import UNKNOWN, literal_value
-        # the outline has every call's resolved callee: parse only a file that makes one of these calls with a
-        # config keyword written in it, or declares an argparse flag for a config
-        outline = src.outline
-        if outline is None:
+        """(value, node) of config arguments in `src`: JSON path strings or dicts built in the script (a
+        `dslint.pyconfig.PartialDict`: literals, `dict(...)`, a name bound to one and mutated, a helper's
+        return; not one built on an unknown value)."""
+        if not self._may_hand_configs(src):
             return
-        configs = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
-            and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
-        if not configs and not (outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text)):
-            return
-        facts = src.facts
-        for call in facts.calls:
-            callee = call.callee or ""
-            if not any(callee == c or callee.endswith("." + c) for c in _CONFIG_CALLS):
+        for call in src.facts.calls:
+            if not _hands_config(call):
                 continue
             for arg in call.node.args:
                 if arg.keyword is not None and arg.keyword.value in _CONFIG_KEYWORDS:
-                    value = literal_value(arg.value)
-                    if value is UNKNOWN:
-                        value = self._name_value(src, arg.value, call.scope)
-                    if value is not UNKNOWN:
+                    value = self.config_value(src, arg.value, call.scope, call.node)
+                    if _usable(value):
                         yield value, arg.value
         for node, value in self._argparse_config_defaults(src):
             yield value, node
 
-    def _name_value(self, src: PythonSource, expr, scope: str) -> Any:
-        """The literal last assigned to a name, in the calling function (`ds_config = {...}` then
-        `deepspeed.initialize(config=ds_config)`), else at module level."""
-        import libcst as cst
+    def _may_hand_configs(self, src: PythonSource) -> bool:
+        # the outline has every call's resolved callee: parse only a file that makes one of these calls with a
+        # config keyword written in it, or declares an argparse flag for a config
+        outline = src.outline
+        if outline is None:
+            return False
+        configs = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
+            and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
+        return configs or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
 
-        from dslint.cstwalk import walk
-        from dslint.literals import UNKNOWN, literal_value
-        if not isinstance(expr, cst.Name):
-            return UNKNOWN
-        function = src.facts.functions.get(scope)
-        bodies = [walk(function.node.body)] if function is not None else []
-        bodies.append(small for stmt in src.module.body if isinstance(stmt, cst.SimpleStatementLine)
-                      for small in stmt.body)
-        for nodes in bodies:
-            value = UNKNOWN
-            for node in nodes:
-                if isinstance(node, cst.Assign) and len(node.targets) == 1 and \
-                        isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == expr.value:
-                    found = literal_value(node.value)
-                    if found is not UNKNOWN:
-                        value = found
-            if value is not UNKNOWN:
-                return value
-        return UNKNOWN
+    @cached_property
+    def config_evaluator(self):
+        from dslint.pyconfig import ConfigEvaluator
+        return ConfigEvaluator(self)
+
+    def config_value(self, src: PythonSource, expr, scope: str, upto=None) -> Any:
+        """The abstract value of a config expression just before `upto` (`dslint.pyconfig`), memoised."""
+        memo = self.__dict__.setdefault("_config_values", {})
+        key = (id(src), id(expr), id(upto))
+        if key not in memo:
+            memo[key] = self.config_evaluator.evaluate(src, expr, scope, upto)
+        return memo[key]
 
     def _argparse_config_defaults(self, src: PythonSource):
         from dslint.literals import literal_value
@@ -342,7 +337,7 @@ class ProjectView:
         view whose `zero_stage` is None (unknown)."""
         expr = self._config_expr(src, call)
         if expr is not None:
-            views = self._config_views(src, expr, call.scope)
+            views = self._config_views(src, expr, call.scope, call.node)
             if views is not None:
                 return views
         found = self.configs_for(src)
@@ -380,13 +375,12 @@ class ProjectView:
         index = {"initialize": 10, "init_inference": 1, "HfDeepSpeedConfig": 0}.get(last)
         return positional[index] if index is not None and len(positional) > index else None
 
-    def _config_views(self, src: PythonSource, expr, scope: str) -> Optional[list[ConfigView]]:
-        """Views of a config argument: a dict (literal or a name bound to one), or a JSON path of the run;
+    def _config_views(self, src: PythonSource, expr, scope: str, upto=None) -> Optional[list[ConfigView]]:
+        """Views of a config argument: a dict built in Python (`dslint.pyconfig`), or a JSON path of the run;
         None when it cannot be read."""
-        from dslint.literals import UNKNOWN, literal_value
-        value = literal_value(expr)
-        if value is UNKNOWN:
-            value = self._name_value(src, expr, scope)
+        value = self.config_value(src, expr, scope, upto)
+        if not _usable(value):
+            return None
         if isinstance(value, dict):
             return [ConfigView(value, f"{src.path}:{src.span(expr).line}")]
         if isinstance(value, str) and value.endswith(".json"):
@@ -460,6 +454,13 @@ class ProjectView:
                     if m:
                         return m.group(1)
         return installed_version("deepspeed")
+
+
+def _usable(value: Any) -> bool:
+    """A config value a ConfigView can stand on: a path string, or a dict not built on an unknown value."""
+    if isinstance(value, str):
+        return True
+    return isinstance(value, dict) and not getattr(value, "based_unknown", False)
 
 
 def installed_version(name: str) -> Optional[str]:
