@@ -1,7 +1,10 @@
-"""DSL4xx: DeepSpeed JSON config rules — keys, values, batch arithmetic, precision, ZeRO/offload combinations,
-`"auto"` outside the HF integration, MoE-specific ZeRO settings.
+"""DSL4xx: DeepSpeed config rules — keys, values, batch arithmetic, precision, ZeRO/offload combinations,
+`"auto"` outside the HF integration, MoE-specific ZeRO settings — for JSON configs and for dicts built in Python
+and handed to `deepspeed.initialize`/`init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig`,
+Accelerate's `DeepSpeedPlugin(hf_ds_config=...)` (`dslint.pyconfig`: literals, `dict(...)`, mutations, helper
+returns; nothing is reported that depends on a value dslint cannot know).
 
-Every finding sits on the offending key. The key/value checks share one pass (`dslint.dsconfig.analyse`,
+Every finding sits on the offending key (for a Python-built config, the line where the key is written). The key/value checks share one pass (`dslint.dsconfig.analyse`,
 memoised per source); configs for `deepspeed.init_inference` (a different schema) are left alone.
 """
 
@@ -140,6 +143,13 @@ class UnknownConfigKey(ConfigRule):
     Keys are those of DeepSpeed 0.19.8 (checked against the installed DeepSpeed by a test). Free-form
     mappings (`optimizer.params`, `scheduler.params`, `checkpoint`, `pipeline`, `data_efficiency`,
     `autotuning`, `expert_parallel`, `weight_quantization`) are not checked below their top.
+
+    Like every DSL4xx rule it also checks configs built in Python and handed to `deepspeed.initialize`,
+    `init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig` or `DeepSpeedPlugin(hf_ds_config=...)`:
+    dict literals, `dict(...)`, `cfg["zero_optimization"] = {...}`, `cfg.update(...)`, `cfg.setdefault(...)`, and
+    the dict a helper function of the checked files returns. The finding sits where the key is written; a value
+    dslint cannot know (a parameter, `args.x`) is never reported, nor anything that depends on it. A dotted key
+    (`"zero_optimization.reduce_bucket_size"`, Accelerate's notation) is not expanded by DeepSpeed.
     """
 
     code = "DSL401"
@@ -155,12 +165,24 @@ class UnknownConfigKey(ConfigRule):
                 '  "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7,\n'
                 '                        "offload_optimizer": {"device": "cpu", "pin_memory": true}}\n}\n',
                 filename="ds_config.json"),
+        """
+        import deepspeed
+        ds_config = {"train_micro_batch_size_per_gpu": 4, "_comment": "ZeRO-2 with CPU Adam"}
+        ds_config["zero_optimization"] = {"stage": args.zero_stage, "offload_optimizer": {"device": "cpu"}}
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """,
     )
     INVALID = (
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_acumulation_steps": 8\n}\n',
                 filename="ds_config.json", expect_lines=(3,)),
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
                 '    "offload_optimiser": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
+        """
+        import deepspeed
+        ds_config = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
+        ds_config["zero_optimization"]["offload_optimiser"] = {"device": "cpu"}  # expect: DSL401
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """,
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
@@ -274,9 +296,21 @@ class InvalidConfigValue(ConfigRule):
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/zero/config.py", "deepspeed/runtime/precision_config.py")
     versions = "Types and bounds as of DeepSpeed 0.19.8."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 3}\n}\n',
-                     filename="ds_config.json"),)
+                     filename="ds_config.json"),
+             """
+             import deepspeed
+             def train(args):   # an unknown value is never invalid
+                 config = {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": args.zero_stage}}
+                 return deepspeed.initialize(model=args.model, config=config)
+             """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {\n    "stage": 4\n  }\n}\n',
-                       filename="ds_config.json", expect_lines=(4,)),)
+                       filename="ds_config.json", expect_lines=(4,)),
+               """
+               import deepspeed
+               zero = dict(stage=3, reduce_bucket_size=-1)  # expect: DSL405
+               engine, *_ = deepspeed.initialize(model=model, config={"train_micro_batch_size_per_gpu": 2,
+                                                                      "zero_optimization": zero})
+               """)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("invalid"):
@@ -341,9 +375,23 @@ class FP16AndBF16(ConfigRule):
     references = ("deepspeed/runtime/config.py _initialize_params",)
     versions = "All DeepSpeed versions with bf16 support."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": "auto"},\n'
-                     '  "bf16": {"enabled": "auto"}\n}\n', filename="ds_config.json"),)
+                     '  "bf16": {"enabled": "auto"}\n}\n', filename="ds_config.json"),
+             """
+             import deepspeed
+             def build(args):
+                 ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": args.dtype == "fp16"}}
+                 if args.dtype == "bf16":
+                     ds_config["bf16"] = {"enabled": True}
+                 return deepspeed.initialize(model=args.model, config=ds_config)
+             """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": true},\n'
-                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,)),)
+                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,)),
+               """
+               import deepspeed
+               ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": True}}
+               ds_config.setdefault("bf16", {"enabled": True})  # expect: DSL407
+               engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+               """)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(precision_findings):
