@@ -440,20 +440,103 @@ class ProjectView:
 
     @cached_property
     def deepspeed_version(self) -> Optional[str]:
-        """Version from --deepspeed-version/[tool.dslint], else a pin in the project, else the installed
-        distribution's metadata (never `import deepspeed`). None: unknown."""
+        """Version from --deepspeed-version/[tool.dslint], else a pin in the project (`deepspeed_pin`), else the
+        installed distribution's metadata (never `import deepspeed`). None: unknown."""
         if self.deepspeed_version_override:
             return self.deepspeed_version_override
-        pin = re.compile(r"^\s*[\"']?deepspeed\s*==\s*([0-9][0-9A-Za-z.+-]*)", re.M)
+        pin = self.deepspeed_pin
+        return pin[0] if pin else installed_version("deepspeed")
+
+    @cached_property
+    def deepspeed_pin(self) -> Optional[tuple[str, str]]:
+        """(version, file) of the first DeepSpeed pin (`==`, `===`, `~=`; conda's `=` in environment files) in
+        the folders of the checked files, nearest first, up to the root: `requirements*.txt` and the `.txt`
+        files of a `requirements*/` folder, `pyproject.toml` (`[project] dependencies`,
+        `[project.optional-dependencies]`, Poetry), `setup.py` / `setup.cfg` `install_requires`,
+        `environment*.yml` (conda and pip sections). A lower bound (`>=`) is not a pin."""
         for folder in self._project_folders():
-            for name in ("requirements.txt", "requirements-dev.txt", "requirements_dev.txt", "pyproject.toml",
-                         "setup.cfg", "setup.py", "environment.yml"):
-                path = folder / name
-                if path.is_file():
-                    m = pin.search(path.read_text(errors="replace"))
-                    if m:
-                        return m.group(1)
-        return installed_version("deepspeed")
+            for path in _pin_files(folder):
+                found = pin_in_file(path)
+                if found:
+                    return found, str(path)
+        return None
+
+
+_PIN = re.compile(r"""(?<![\w.-])deepspeed\s*(?:\[[^\]]*\])?\s*(?:===?|~=)\s*v?([0-9][0-9A-Za-z.+!-]*)""", re.I)
+_CONDA_PIN = re.compile(r"""^\s*-\s*(?:conda-forge::)?deepspeed\s*=\s*([0-9][0-9A-Za-z.+-]*)""", re.I | re.M)
+
+
+def _pin_files(folder: Path) -> list[Path]:
+    """The files of one folder that may pin DeepSpeed, in the order they are trusted."""
+    out: list[Path] = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return out
+    names = {p.name: p for p in entries}
+    # names first: a stat only for the few entries whose name can matter
+    out += [p for p in entries if p.name.startswith("requirements") and p.suffix == ".txt"
+            and p.name != "requirements.txt" and p.is_file()]
+    if "requirements.txt" in names:
+        out.insert(0, names["requirements.txt"])
+    for sub in entries:
+        if sub.name.startswith("requirements") and not sub.suffix and sub.is_dir():
+            try:
+                out += sorted(p for p in sub.iterdir() if p.is_file() and p.suffix == ".txt")
+            except OSError:
+                pass
+    out += [names[n] for n in ("pyproject.toml", "setup.py", "setup.cfg") if n in names]
+    out += [p for p in entries if p.name.startswith("environment") and p.suffix in (".yml", ".yaml") and p.is_file()]
+    return out
+
+
+def pin_in_file(path: Path) -> Optional[str]:
+    """The DeepSpeed version pinned in one requirements/pyproject/setup/environment file, or None."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    if "deepspeed" not in text.lower():
+        return None
+    if path.name == "pyproject.toml":
+        return _pyproject_pin(text)
+    if path.suffix in (".yml", ".yaml"):
+        found = _CONDA_PIN.search(text)
+        if found:
+            return found.group(1)
+    text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())      # comments pin nothing
+    found = _PIN.search(text)
+    return found.group(1) if found else None
+
+
+def _pyproject_pin(text: str) -> Optional[str]:
+    """A pin among `[project] dependencies`, `[project.optional-dependencies]` and Poetry's dependency tables."""
+    try:
+        import tomllib
+        data = tomllib.loads(text)
+    except Exception:                      # an unreadable file (or Python < 3.11): read its lines
+        found = _PIN.search("\n".join(line.split("#", 1)[0] for line in text.splitlines()))
+        return found.group(1) if found else None
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    specs: list = list(project.get("dependencies") or [])
+    for group in (project.get("optional-dependencies") or {}).values():
+        specs += list(group or [])
+    for spec in specs:
+        found = _PIN.search(spec) if isinstance(spec, str) else None
+        if found:
+            return found.group(1)
+    poetry = (data.get("tool") or {}).get("poetry") or {}
+    tables = [poetry.get("dependencies") or {}] + [g.get("dependencies") or {}
+                                                    for g in (poetry.get("group") or {}).values() if isinstance(g, dict)]
+    for table in tables:
+        value = table.get("deepspeed") if isinstance(table, dict) else None
+        if isinstance(value, dict):
+            value = value.get("version")
+        if isinstance(value, str):
+            found = re.fullmatch(r"\s*(?:===?|~=)?\s*v?([0-9][0-9A-Za-z.+!-]*)\s*", value)
+            if found:
+                return found.group(1)
+    return None
 
 
 def _usable(value: Any) -> bool:
