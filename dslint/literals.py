@@ -9,6 +9,7 @@ import libcst as cst
 
 class _Unknown:
     _instance = None
+    _dslint_unknown = True          # recognised by dslint.dsconfig without importing libcst
 
     def __new__(cls):
         if cls._instance is None:

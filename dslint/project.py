@@ -21,17 +21,8 @@ if TYPE_CHECKING:
     from dslint.facts import FunctionInfo
 
 # keyword/positional places where a DeepSpeed config (a path or a dict) is handed over
-_CONFIG_KEYWORDS = {"config", "config_params", "deepspeed", "deepspeed_config", "config_file", "hf_ds_config"}
-_CONFIG_CALLS = ("deepspeed.initialize", "deepspeed.init_inference", "TrainingArguments", "Seq2SeqTrainingArguments",
-                 "HfDeepSpeedConfig", "DeepSpeedPlugin", "HfTrainerDeepSpeedConfig")
-
-_CONFIG_SUFFIXES = tuple("." + c for c in _CONFIG_CALLS)
-_CONFIG_KEYWORD_TEXT = re.compile(r"\b(%s)\s*=(?!=)" % "|".join(sorted(_CONFIG_KEYWORDS)))
-def _hands_config(call) -> bool:
-    """`deepspeed.initialize(config=...)`, `TrainingArguments(deepspeed=...)` and the like."""
-    callee = call.callee or ""
-    return callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
-
+from dslint.program.configs import (_CONFIG_CALLS, _CONFIG_KEYWORD_TEXT, _CONFIG_KEYWORDS,  # noqa: F401
+                                    _CONFIG_SUFFIXES, _hands_config)
 
 _CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`
 
@@ -54,7 +45,14 @@ class ConfigView:
 
     @property
     def zero_stage(self) -> Optional[int]:
-        stage = self.get("zero_optimization", "stage", default=0)
+        """The ZeRO stage; None when unknown (a variable, or a dict built in Python that may hold another)."""
+        if type(self.data) is not dict:
+            from dslint.pyconfig import reading_known
+            stage, known = reading_known(self.get, "zero_optimization", "stage", default=0)
+            if not known:
+                return None
+        else:
+            stage = self.get("zero_optimization", "stage", default=0)
         return stage if isinstance(stage, int) and not isinstance(stage, bool) else None
 
     @property
@@ -260,56 +258,44 @@ class ProjectView:
                 yield pair
 
     def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
-        """(value, node) of config arguments in `src`: JSON path strings or dict literals."""
-        from dslint.literals import UNKNOWN, literal_value
-        # the outline has every call's resolved callee: parse only a file that makes one of these calls with a
-        # config keyword written in it, or declares an argparse flag for a config
-        outline = src.outline
-        if outline is None:
+        """(value, node) of config arguments in `src`: JSON path strings or dicts built in the script (a
+        `dslint.pyconfig.PartialDict`: literals, `dict(...)`, a name bound to one and mutated, a helper's
+        return; not one built on an unknown value)."""
+        if not self._may_hand_configs(src):
             return
-        configs = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
-            and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
-        if not configs and not (outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text)):
-            return
-        facts = src.facts
-        for call in facts.calls:
-            callee = call.callee or ""
-            if not any(callee == c or callee.endswith("." + c) for c in _CONFIG_CALLS):
+        for call in src.facts.calls:
+            if not _hands_config(call):
                 continue
             for arg in call.node.args:
                 if arg.keyword is not None and arg.keyword.value in _CONFIG_KEYWORDS:
-                    value = literal_value(arg.value)
-                    if value is UNKNOWN:
-                        value = self._name_value(src, arg.value, call.scope)
-                    if value is not UNKNOWN:
+                    value = self.config_value(src, arg.value, call.scope, call.node)
+                    if _usable(value):
                         yield value, arg.value
         for node, value in self._argparse_config_defaults(src):
             yield value, node
 
-    def _name_value(self, src: PythonSource, expr, scope: str) -> Any:
-        """The literal last assigned to a name, in the calling function (`ds_config = {...}` then
-        `deepspeed.initialize(config=ds_config)`), else at module level."""
-        import libcst as cst
+    def _may_hand_configs(self, src: PythonSource) -> bool:
+        # the outline has every call's resolved callee: parse only a file that makes one of these calls with a
+        # config keyword written in it, or declares an argparse flag for a config
+        outline = src.outline
+        if outline is None:
+            return False
+        configs = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
+            and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
+        return configs or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
 
-        from dslint.cstwalk import walk
-        from dslint.literals import UNKNOWN, literal_value
-        if not isinstance(expr, cst.Name):
-            return UNKNOWN
-        function = src.facts.functions.get(scope)
-        bodies = [walk(function.node.body)] if function is not None else []
-        bodies.append(small for stmt in src.module.body if isinstance(stmt, cst.SimpleStatementLine)
-                      for small in stmt.body)
-        for nodes in bodies:
-            value = UNKNOWN
-            for node in nodes:
-                if isinstance(node, cst.Assign) and len(node.targets) == 1 and \
-                        isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == expr.value:
-                    found = literal_value(node.value)
-                    if found is not UNKNOWN:
-                        value = found
-            if value is not UNKNOWN:
-                return value
-        return UNKNOWN
+    @cached_property
+    def config_evaluator(self):
+        from dslint.pyconfig import ConfigEvaluator
+        return ConfigEvaluator(self)
+
+    def config_value(self, src: PythonSource, expr, scope: str, upto=None) -> Any:
+        """The abstract value of a config expression just before `upto` (`dslint.pyconfig`), memoised."""
+        memo = self.__dict__.setdefault("_config_values", {})
+        key = (id(src), id(expr), id(upto))
+        if key not in memo:
+            memo[key] = self.config_evaluator.evaluate(src, expr, scope, upto)
+        return memo[key]
 
     def _argparse_config_defaults(self, src: PythonSource):
         from dslint.literals import literal_value
@@ -365,7 +351,7 @@ class ProjectView:
         view whose `zero_stage` is None (unknown)."""
         expr = self._config_expr(src, call)
         if expr is not None:
-            views = self._config_views(src, expr, call.scope)
+            views = self._config_views(src, expr, call.scope, call.node)
             if views is not None:
                 return views
         found = self.configs_for(src)
@@ -403,13 +389,12 @@ class ProjectView:
         index = {"initialize": 10, "init_inference": 1, "HfDeepSpeedConfig": 0}.get(last)
         return positional[index] if index is not None and len(positional) > index else None
 
-    def _config_views(self, src: PythonSource, expr, scope: str) -> Optional[list[ConfigView]]:
-        """Views of a config argument: a dict (literal or a name bound to one), or a JSON path of the run;
+    def _config_views(self, src: PythonSource, expr, scope: str, upto=None) -> Optional[list[ConfigView]]:
+        """Views of a config argument: a dict built in Python (`dslint.pyconfig`), or a JSON path of the run;
         None when it cannot be read."""
-        from dslint.literals import UNKNOWN, literal_value
-        value = literal_value(expr)
-        if value is UNKNOWN:
-            value = self._name_value(src, expr, scope)
+        value = self.config_value(src, expr, scope, upto)
+        if not _usable(value):
+            return None
         if isinstance(value, dict):
             return [ConfigView(value, f"{src.path}:{src.span(expr).line}")]
         if isinstance(value, str) and value.endswith(".json"):
@@ -469,20 +454,110 @@ class ProjectView:
 
     @cached_property
     def deepspeed_version(self) -> Optional[str]:
-        """Version from --deepspeed-version/[tool.dslint], else a pin in the project, else the installed
-        distribution's metadata (never `import deepspeed`). None: unknown."""
+        """Version from --deepspeed-version/[tool.dslint], else a pin in the project (`deepspeed_pin`), else the
+        installed distribution's metadata (never `import deepspeed`). None: unknown."""
         if self.deepspeed_version_override:
             return self.deepspeed_version_override
-        pin = re.compile(r"^\s*[\"']?deepspeed\s*==\s*([0-9][0-9A-Za-z.+-]*)", re.M)
+        pin = self.deepspeed_pin
+        return pin[0] if pin else installed_version("deepspeed")
+
+    @cached_property
+    def deepspeed_pin(self) -> Optional[tuple[str, str]]:
+        """(version, file) of the first DeepSpeed pin (`==`, `===`, `~=`; conda's `=` in environment files) in
+        the folders of the checked files, nearest first, up to the root: `requirements*.txt` and the `.txt`
+        files of a `requirements*/` folder, `pyproject.toml` (`[project] dependencies`,
+        `[project.optional-dependencies]`, Poetry), `setup.py` / `setup.cfg` `install_requires`,
+        `environment*.yml` (conda and pip sections). A lower bound (`>=`) is not a pin."""
         for folder in self._project_folders():
-            for name in ("requirements.txt", "requirements-dev.txt", "requirements_dev.txt", "pyproject.toml",
-                         "setup.cfg", "setup.py", "environment.yml"):
-                path = folder / name
-                if path.is_file():
-                    m = pin.search(path.read_text(errors="replace"))
-                    if m:
-                        return m.group(1)
-        return installed_version("deepspeed")
+            for path in _pin_files(folder):
+                found = pin_in_file(path)
+                if found:
+                    return found, str(path)
+        return None
+
+
+_PIN = re.compile(r"""(?<![\w.-])deepspeed\s*(?:\[[^\]]*\])?\s*(?:===?|~=)\s*v?([0-9][0-9A-Za-z.+!-]*)""", re.I)
+_CONDA_PIN = re.compile(r"""^\s*-\s*(?:conda-forge::)?deepspeed\s*=\s*([0-9][0-9A-Za-z.+-]*)""", re.I | re.M)
+
+
+def _pin_files(folder: Path) -> list[Path]:
+    """The files of one folder that may pin DeepSpeed, in the order they are trusted."""
+    out: list[Path] = []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return out
+    names = {p.name: p for p in entries}
+    # names first: a stat only for the few entries whose name can matter
+    out += [p for p in entries if p.name.startswith("requirements") and p.suffix == ".txt"
+            and p.name != "requirements.txt" and p.is_file()]
+    if "requirements.txt" in names:
+        out.insert(0, names["requirements.txt"])
+    for sub in entries:
+        if sub.name.startswith("requirements") and not sub.suffix and sub.is_dir():
+            try:
+                out += sorted(p for p in sub.iterdir() if p.is_file() and p.suffix == ".txt")
+            except OSError:
+                pass
+    out += [names[n] for n in ("pyproject.toml", "setup.py", "setup.cfg") if n in names]
+    out += [p for p in entries if p.name.startswith("environment") and p.suffix in (".yml", ".yaml") and p.is_file()]
+    return out
+
+
+def pin_in_file(path: Path) -> Optional[str]:
+    """The DeepSpeed version pinned in one requirements/pyproject/setup/environment file, or None."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    if "deepspeed" not in text.lower():
+        return None
+    if path.name == "pyproject.toml":
+        return _pyproject_pin(text)
+    if path.suffix in (".yml", ".yaml"):
+        found = _CONDA_PIN.search(text)
+        if found:
+            return found.group(1)
+    text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())      # comments pin nothing
+    found = _PIN.search(text)
+    return found.group(1) if found else None
+
+
+def _pyproject_pin(text: str) -> Optional[str]:
+    """A pin among `[project] dependencies`, `[project.optional-dependencies]` and Poetry's dependency tables."""
+    try:
+        import tomllib
+        data = tomllib.loads(text)
+    except Exception:                      # an unreadable file (or Python < 3.11): read its lines
+        found = _PIN.search("\n".join(line.split("#", 1)[0] for line in text.splitlines()))
+        return found.group(1) if found else None
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    specs: list = list(project.get("dependencies") or [])
+    for group in (project.get("optional-dependencies") or {}).values():
+        specs += list(group or [])
+    for spec in specs:
+        found = _PIN.search(spec) if isinstance(spec, str) else None
+        if found:
+            return found.group(1)
+    poetry = (data.get("tool") or {}).get("poetry") or {}
+    tables = [poetry.get("dependencies") or {}] + [g.get("dependencies") or {}
+                                                    for g in (poetry.get("group") or {}).values() if isinstance(g, dict)]
+    for table in tables:
+        value = table.get("deepspeed") if isinstance(table, dict) else None
+        if isinstance(value, dict):
+            value = value.get("version")
+        if isinstance(value, str):
+            found = re.fullmatch(r"\s*(?:===?|~=)?\s*v?([0-9][0-9A-Za-z.+!-]*)\s*", value)
+            if found:
+                return found.group(1)
+    return None
+
+
+def _usable(value: Any) -> bool:
+    """A config value a ConfigView can stand on: a path string, or a dict not built on an unknown value."""
+    if isinstance(value, str):
+        return True
+    return isinstance(value, dict) and not getattr(value, "based_unknown", False)
 
 
 def installed_version(name: str) -> Optional[str]:

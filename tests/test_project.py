@@ -86,3 +86,50 @@ def test_configs_reach_each_engine_call_separately():
     # dict literal of another call; the Trainer's TrainingArguments(deepspeed=...)
     assert stages == [[0], [None], [2], [2], [3]]
     assert {c.zero_stage for c in project.configs_for(src)} == {0, None, 2, 3}
+
+
+# --- DeepSpeed version pins --------------------------------------------------------------------------------
+def _pin(tmp_path, files, script="train.py"):
+    from pathlib import Path
+    from dslint.engine import make_source
+    from dslint.project import ProjectView
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    path = tmp_path / script
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("import deepspeed\n")
+    view = ProjectView([make_source(path, str(path), "python", "import deepspeed\n")], root=tmp_path)
+    pin = view.deepspeed_pin
+    return (pin[0], Path(pin[1]).relative_to(tmp_path).as_posix()) if pin else None
+
+
+def test_pin_in_pyproject_optional_dependencies_and_dependencies(tmp_path):
+    assert _pin(tmp_path, {"pyproject.toml": '[project]\nname = "x"\ndependencies = ["torch"]\n'
+                           '[project.optional-dependencies]\ntrain = ["accelerate", "deepspeed==0.14.4"]\n'}) \
+        == ("0.14.4", "pyproject.toml")
+    assert _pin(tmp_path, {"pyproject.toml": '[project]\nname = "x"\ndependencies = ["torch", "deepspeed~=0.15.1"]\n'}) \
+        == ("0.15.1", "pyproject.toml")
+    # a lower bound is not a pin; a pin elsewhere in the file (a comment, another tool's table) is not either
+    assert _pin(tmp_path, {"pyproject.toml": '[project]\nname = "x"\ndependencies = ["deepspeed>=0.14"]\n'
+                           '# deepspeed==0.9.0 was too old\n'}) is None
+
+
+def test_pin_in_setup_py_install_requires(tmp_path):
+    assert _pin(tmp_path, {"setup.py": 'from setuptools import setup\nsetup(name="x", install_requires=['
+                           '"torch>=2.0", "deepspeed==0.12.6", "transformers"])\n'}) == ("0.12.6", "setup.py")
+
+
+def test_pin_in_requirements_of_sub_folders_nearest_first(tmp_path):
+    files = {"requirements/base.txt": "torch\ndeepspeed==0.10.0\n",
+             "apps/chat/requirements-train.txt": "deepspeed==0.13.1  # tested\n"}
+    assert _pin(tmp_path, files, script="apps/chat/train.py") == ("0.13.1", "apps/chat/requirements-train.txt")
+    assert _pin(tmp_path, {}, script="tools/train.py") == ("0.10.0", "requirements/base.txt")
+
+
+def test_pin_in_environment_yml_pip_and_conda_sections(tmp_path):
+    env = "name: x\ndependencies:\n  - python=3.10\n  - pip\n  - pip:\n    - deepspeed==0.11.2\n"
+    assert _pin(tmp_path, {"environment.yml": env}) == ("0.11.2", "environment.yml")
+    (tmp_path / "environment.yml").unlink()
+    assert _pin(tmp_path, {"environment.yaml": "dependencies:\n  - conda-forge::deepspeed=0.12.3\n"}) \
+        == ("0.12.3", "environment.yaml")

@@ -85,12 +85,34 @@ def _stem(key: str, model: type[Section]) -> Optional[str]:
     return stem[0] if len(stem) == 1 else None
 
 
+def _dotted_home(key: str, model: type[Section]) -> bool:
+    """`zero_optimization.reduce_bucket_size`: a dotted path to a real key (Accelerate's notation)."""
+    parts = key.split(".")
+    if len(parts) < 2:
+        return False
+    current: Optional[type[Section]] = model
+    for i, part in enumerate(parts):
+        found = field_for(current, part) if current is not None else None
+        if found is None:
+            return False
+        current = section_type(found[1])
+        if current is None and i < len(parts) - 1:
+            return False
+    return True
+
+
 def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
     fails = model.deepspeed_rejects_unknown
     effect = ("`deepspeed.initialize` fails on it (this section forbids extra keys)" if fails
               else "DeepSpeed ignores it silently, so the setting is not applied")
     guess = suggest(key, model)
     hint = ""
+    dotted = _dotted_home(key, model)
+    if dotted:
+        head, _, rest = key.partition(".")
+        return Problem("unknown", path, f"unknown key `{key}` {_in(path[:-1])}: {effect}; DeepSpeed does not "
+                       f"expand dotted keys (Accelerate's config processing does): nest it as `{head}` → "
+                       f"`{rest}`", fails, key)
     if guess:
         hint = f"; did you mean `{guess}`?"
     else:
@@ -105,7 +127,7 @@ def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
 
 
 def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean: dict) -> None:
-    for key, value in node.items():
+    for key, value in dict.items(node):
         child = path + (key,)
         found = field_for(model, key)
         if found is None:
@@ -127,13 +149,20 @@ def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean
             _walk(value, sub, child, out, clean[key])
 
 
+def _is_unknown(value: Any) -> bool:
+    """A value of a config built in Python that dslint cannot know (`dslint.literals.UNKNOWN`)."""
+    return getattr(type(value), "_dslint_unknown", False)
+
+
 def _strip_auto(node: Any, path: JsonPath, out: Analysis) -> Any:
-    """A copy of `node` without "auto" values, recording where they were."""
+    """A copy of `node` without "auto" values, recording where they were (and without unknown values)."""
     if isinstance(node, dict):
         copy = {}
-        for key, value in node.items():
+        for key, value in dict.items(node):
             child = path + (key,)
-            if value == "auto":
+            if _is_unknown(value):
+                continue
+            if isinstance(value, str) and value == "auto":
                 if child not in NATIVE_AUTO:
                     out.auto_paths.append(child)
                     continue
@@ -169,7 +198,10 @@ def data_path(data: Any, loc: tuple, model: type[Section] = DeepSpeedConfig) -> 
     return tuple(path)
 
 
-def analyse(data: dict) -> Analysis:
+def analyse(data: dict, partial: bool = False) -> Analysis:
+    """The problems of one config. `partial`: a config built in Python (`dslint.pyconfig.PartialDict`):
+    unknown values are left out of the validation and a value error is kept only where everything it
+    depends on is known; the whole dict is DeepSpeed's (no embedded-framework heuristic)."""
     out = Analysis()
     clean = _strip_auto(data, (), out)
     zero = data.get("zero_optimization")
@@ -180,7 +212,7 @@ def analyse(data: dict) -> Analysis:
                                     "zero_optimization.stage"))
         clean.pop("zero_optimization")
     _walk(data, DeepSpeedConfig, (), out, clean)
-    _drop_foreign_keys(data, out)
+    _drop_foreign_keys(data, out, embedded_ok=not partial)
     try:
         DeepSpeedConfig.model_validate(clean)
     except ValidationError as exc:
@@ -191,6 +223,8 @@ def analyse(data: dict) -> Analysis:
                 continue
             path = data_path(data, err["loc"])
             if path in seen:          # one message per key (unions report each member)
+                continue
+            if partial and not data.known_below(path):
                 continue
             seen.add(path)
             value = err.get("input")
@@ -210,7 +244,7 @@ def is_comment_key(key: str) -> bool:
     return key.startswith(("_", "//", "#")) or key.lower() in _COMMENT_KEYS
 
 
-def _drop_foreign_keys(data: dict, out: Analysis) -> None:
+def _drop_foreign_keys(data: dict, out: Analysis, embedded_ok: bool = True) -> None:
     """Unknown keys that are not DeepSpeed's business:
 
     - annotation keys (`_comment`, `//`, `description`) where DeepSpeed reads the section with `dict.get`
@@ -222,7 +256,7 @@ def _drop_foreign_keys(data: dict, out: Analysis) -> None:
     top_unknown = [p for p in out.problems if p.kind == "unknown" and len(p.path) == 1]
     foreign = [p for p in top_unknown if p.suggestion is None]
     known = len(data) - len(top_unknown)
-    embedded = len(foreign) > known
+    embedded = embedded_ok and len(foreign) > known
     out.problems = [p for p in out.problems if not (
         p.kind == "unknown" and isinstance(p.path[-1], str) and (
             (is_comment_key(p.path[-1]) and not p.deepspeed_fails)

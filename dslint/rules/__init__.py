@@ -17,7 +17,7 @@ FAMILIES = {
     "dslint.rules.collectives": frozenset({"python"}),
     "dslint.rules.moe": frozenset({"python"}),
     "dslint.rules.params": frozenset({"python"}),
-    "dslint.rules.config": frozenset({"json"}),
+    "dslint.rules.config": frozenset({"json", "python"}),
     "dslint.rules.launch": frozenset({"shell"}),
 }
 

@@ -1,15 +1,17 @@
-"""DSL4xx: DeepSpeed JSON config rules — keys, values, batch arithmetic, precision, ZeRO/offload combinations,
-`"auto"` outside the HF integration, MoE-specific ZeRO settings.
+"""DSL4xx: DeepSpeed config rules — keys, values, batch arithmetic, precision, ZeRO/offload combinations,
+`"auto"` outside the HF integration, MoE-specific ZeRO settings — for JSON configs and for dicts built in Python
+and handed to `deepspeed.initialize`/`init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig`,
+Accelerate's `DeepSpeedPlugin(hf_ds_config=...)` (`dslint.pyconfig`: literals, `dict(...)`, mutations, helper
+returns; nothing is reported that depends on a value dslint cannot know).
 
-Every finding sits on the offending key. The key/value checks share one pass (`dslint.dsconfig.analyse`,
+Every finding sits on the offending key (for a Python-built config, the line where the key is written). The key/value checks share one pass (`dslint.dsconfig.analyse`,
 memoised per source); configs for `deepspeed.init_inference` (a different schema) are left alone.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from dslint.dsconfig import Analysis, analyse, is_inference_config, where
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
                                        precision_findings)
 from dslint.dsconfig.usage import builds_moe_layers, runs_under_hf, scripts_using
@@ -17,23 +19,115 @@ from dslint.findings import Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
 
+if TYPE_CHECKING:
+    from dslint.dsconfig.check import Analysis
+
 DS_CONFIG_DOCS = "DeepSpeed config reference: https://www.deepspeed.ai/docs/config-json/"
 
 
-def analysis_of(src) -> Analysis:
+def analyse(data, partial: bool = False) -> "Analysis":
+    from dslint.dsconfig.check import analyse as run     # pydantic: imported once a config is checked
+    return run(data, partial)
+
+
+def is_inference_config(data) -> bool:
+    from dslint.dsconfig.top import is_inference_config as test
+    return test(data)
+
+
+def where(path) -> str:
+    return ".".join(str(p) for p in path) if path else "the top level"
+
+
+def analysis_of(src) -> "Analysis":
     cached = src.__dict__.get("_dslint_dsconfig")
     if cached is None:
         cached = src.__dict__["_dslint_dsconfig"] = analyse(src.data)
     return cached
 
 
+# words one of which a Python file holding (part of) a DeepSpeed config dict contains
+PY_CONFIG_TRIGGERS = ("initialize", "init_inference", "TrainingArguments", "HfDeepSpeedConfig", "DeepSpeedPlugin",
+                      "zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "fp16", "bf16")
+
+
+class Subject:
+    """One config under check: a JSON file, or a dict built in Python (`dslint.pyconfig.PyConfig`, whose
+    unknown values no finding may depend on)."""
+
+    def __init__(self, ctx: RuleContext, pyconfig=None):
+        self.ctx, self.py = ctx, pyconfig
+        self.data = pyconfig.data if pyconfig is not None else ctx.source.data
+
+    @property
+    def analysis(self) -> "Analysis":
+        if self.py is None:
+            return analysis_of(self.ctx.source)
+        cached = getattr(self.data, "_dslint_analysis", None)
+        if cached is None:
+            cached = self.data._dslint_analysis = analyse(self.data, partial=True)
+        return cached
+
+    def semantic(self, fn, *args):
+        """fn(data, *args)'s findings; none of them when it read an unknown value of a Python-built config."""
+        if self.py is None:
+            return fn(self.data, *args)
+        from dslint.pyconfig import reading_known
+        found, known = reading_known(fn, self.data, *args)
+        return found if known else []
+
+    @property
+    def world_size(self):
+        return self.ctx.project.world_size_for(self.py.src if self.py is not None else self.ctx.source)
+
+    @property
+    def scripts(self) -> list:
+        """The scripts that use this config."""
+        if self.py is not None:
+            return [self.py.src]
+        return scripts_using(self.ctx.project, self.ctx.source)
+
+    @property
+    def hf_call(self) -> bool:
+        """A Python-built config handed to the HF integration itself (TrainingArguments, HfDeepSpeedConfig,
+        DeepSpeedPlugin)."""
+        return self.py is not None and not (self.py.call.callee or "").endswith(("initialize", "init_inference"))
+
+
 class ConfigRule(Rule):
-    kinds = frozenset({"json"})
+    """A DSL4xx rule: `problems(subject)` yields (message, JSON path, severity or None) for one config; a JSON
+    config reports on its key, a dict built in Python on the line where the key is written."""
+
+    kinds = frozenset({"json", "python"})
+    triggers = PY_CONFIG_TRIGGERS
     inference_too = False
 
     def wants(self, ctx: RuleContext) -> bool:
+        if ctx.source.kind == "python":
+            from dslint.pyconfig import configs_written_in
+            return bool(configs_written_in(ctx.project, ctx.source))
         data = ctx.source.data
         return isinstance(data, dict) and (self.inference_too or not is_inference_config(data))
+
+    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
+        if ctx.source.kind != "python":
+            for message, path, severity in self.problems(Subject(ctx)):
+                yield Diagnostic(message, path, severity=severity)
+            return
+        from dslint.pyconfig import configs_written_in
+        seen = set()
+        for cfg in configs_written_in(ctx.project, ctx.source):
+            if not self.inference_too and (cfg.inference or is_inference_config(cfg.data)):
+                continue
+            for message, path, severity in self.problems(Subject(ctx, cfg)):
+                src, node = cfg.location(path)
+                if src is not ctx.source or (id(node), message) in seen:
+                    continue
+                seen.add((id(node), message))
+                yield Diagnostic(message, node, severity=severity)
+
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        raise NotImplementedError
 
 
 class UnknownConfigKey(ConfigRule):
@@ -49,6 +143,13 @@ class UnknownConfigKey(ConfigRule):
     Keys are those of DeepSpeed 0.19.8 (checked against the installed DeepSpeed by a test). Free-form
     mappings (`optimizer.params`, `scheduler.params`, `checkpoint`, `pipeline`, `data_efficiency`,
     `autotuning`, `expert_parallel`, `weight_quantization`) are not checked below their top.
+
+    Like every DSL4xx rule it also checks configs built in Python and handed to `deepspeed.initialize`,
+    `init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig` or `DeepSpeedPlugin(hf_ds_config=...)`:
+    dict literals, `dict(...)`, `cfg["zero_optimization"] = {...}`, `cfg.update(...)`, `cfg.setdefault(...)`, and
+    the dict a helper function of the checked files returns. The finding sits where the key is written; a value
+    dslint cannot know (a parameter, `args.x`) is never reported, nor anything that depends on it. A dotted key
+    (`"zero_optimization.reduce_bucket_size"`, Accelerate's notation) is not expanded by DeepSpeed.
     """
 
     code = "DSL401"
@@ -64,18 +165,30 @@ class UnknownConfigKey(ConfigRule):
                 '  "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7,\n'
                 '                        "offload_optimizer": {"device": "cpu", "pin_memory": true}}\n}\n',
                 filename="ds_config.json"),
+        """
+        import deepspeed
+        ds_config = {"train_micro_batch_size_per_gpu": 4, "_comment": "ZeRO-2 with CPU Adam"}
+        ds_config["zero_optimization"] = {"stage": args.zero_stage, "offload_optimizer": {"device": "cpu"}}
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """,
     )
     INVALID = (
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_acumulation_steps": 8\n}\n',
                 filename="ds_config.json", expect_lines=(3,)),
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
                 '    "offload_optimiser": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
+        """
+        import deepspeed
+        ds_config = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
+        ds_config["zero_optimization"]["offload_optimiser"] = {"device": "cpu"}  # expect: DSL401
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """,
     )
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for p in analysis_of(ctx.source).of("unknown"):
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        for p in subject.analysis.of("unknown"):
             sev = None if (p.deepspeed_fails or p.suggestion) else Severity.WARNING
-            yield Diagnostic(p.message, p.path, severity=sev)
+            yield p.message, p.path, sev
 
 
 class DeprecatedConfigKey(ConfigRule):
@@ -101,9 +214,9 @@ class DeprecatedConfigKey(ConfigRule):
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
                        '    "cpu_offload": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),)
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for p in analysis_of(ctx.source).of("deprecated"):
-            yield Diagnostic(p.message, p.path)
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        for p in subject.analysis.of("deprecated"):
+            yield p.message, p.path, None
 
 
 class RemovedConfigKey(ConfigRule):
@@ -130,13 +243,13 @@ class RemovedConfigKey(ConfigRule):
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "amp": {"enabled": true, "opt_level": "O1"}\n}\n',
                        filename="ds_config.json", expect_lines=(3,)),)
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        version = version_tuple(ctx.project.deepspeed_version)
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        version = version_tuple(subject.ctx.project.deepspeed_version)
         if version is not None and version < (0, 19):
             return
         sev = Severity.ERROR if version is not None and version >= (0, 19, 8) else Severity.WARNING
-        for p in analysis_of(ctx.source).of("removed"):
-            yield Diagnostic(p.message, p.path, severity=sev)
+        for p in subject.analysis.of("removed"):
+            yield p.message, p.path, sev
 
 
 class DuplicateConfigKey(ConfigRule):
@@ -155,6 +268,7 @@ class DuplicateConfigKey(ConfigRule):
     references = ("deepspeed/runtime/config_utils.py dict_raise_error_on_duplicate_keys",)
     versions = "All DeepSpeed versions."
     inference_too = True
+    kinds = frozenset({"json"})
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "steps_per_print": 10\n}\n',
                      filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "train_micro_batch_size_per_gpu": 4\n}\n',
@@ -182,13 +296,25 @@ class InvalidConfigValue(ConfigRule):
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/zero/config.py", "deepspeed/runtime/precision_config.py")
     versions = "Types and bounds as of DeepSpeed 0.19.8."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 3}\n}\n',
-                     filename="ds_config.json"),)
+                     filename="ds_config.json"),
+             """
+             import deepspeed
+             def train(args):   # an unknown value is never invalid
+                 config = {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": args.zero_stage}}
+                 return deepspeed.initialize(model=args.model, config=config)
+             """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {\n    "stage": 4\n  }\n}\n',
-                       filename="ds_config.json", expect_lines=(4,)),)
+                       filename="ds_config.json", expect_lines=(4,)),
+               """
+               import deepspeed
+               zero = dict(stage=3, reduce_bucket_size=-1)  # expect: DSL405
+               engine, *_ = deepspeed.initialize(model=model, config={"train_micro_batch_size_per_gpu": 2,
+                                                                      "zero_optimization": zero})
+               """)
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for p in analysis_of(ctx.source).of("invalid"):
-            yield Diagnostic(p.message, p.path)
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        for p in subject.analysis.of("invalid"):
+            yield p.message, p.path, None
 
 
 class BatchSizeMismatch(ConfigRule):
@@ -229,9 +355,9 @@ class BatchSizeMismatch(ConfigRule):
                 expect_lines=(2,)),
     )
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for f in batch_findings(ctx.source.data, ctx.project.world_size_for(ctx.source)):
-            yield Diagnostic(f.message, f.path, severity=f.severity)
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        for f in subject.semantic(batch_findings, subject.world_size):
+            yield f.message, f.path, f.severity
 
 
 class FP16AndBF16(ConfigRule):
@@ -249,13 +375,27 @@ class FP16AndBF16(ConfigRule):
     references = ("deepspeed/runtime/config.py _initialize_params",)
     versions = "All DeepSpeed versions with bf16 support."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": "auto"},\n'
-                     '  "bf16": {"enabled": "auto"}\n}\n', filename="ds_config.json"),)
+                     '  "bf16": {"enabled": "auto"}\n}\n', filename="ds_config.json"),
+             """
+             import deepspeed
+             def build(args):
+                 ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": args.dtype == "fp16"}}
+                 if args.dtype == "bf16":
+                     ds_config["bf16"] = {"enabled": True}
+                 return deepspeed.initialize(model=args.model, config=ds_config)
+             """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": true},\n'
-                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,)),)
+                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,)),
+               """
+               import deepspeed
+               ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": True}}
+               ds_config.setdefault("bf16", {"enabled": True})  # expect: DSL407
+               engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+               """)
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for f in precision_findings(ctx.source.data):
-            yield Diagnostic(f.message, f.path, severity=f.severity)
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        for f in subject.semantic(precision_findings):
+            yield f.message, f.path, f.severity
 
 
 class ZeroOffloadConflict(ConfigRule):
@@ -286,9 +426,9 @@ class ZeroOffloadConflict(ConfigRule):
                 '    "offload_param": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
     )
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for f in offload_findings(ctx.source.data):
-            yield Diagnostic(f.message, f.path, severity=f.severity)
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        for f in subject.semantic(offload_findings):
+            yield f.message, f.path, f.severity
 
 
 class AutoOutsideHF(ConfigRule):
@@ -322,11 +462,12 @@ class AutoOutsideHF(ConfigRule):
             "train.py": "import deepspeed\nengine, *_ = deepspeed.initialize(model=model, config='ds.json')\n"}),
     )
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        autos = analysis_of(ctx.source).auto_paths
-        if not autos:
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        autos = subject.analysis.auto_paths
+        if not autos or subject.hf_call:
             return
-        scripts = scripts_using(ctx.project, ctx.source)
+        ctx = subject.ctx
+        scripts = subject.scripts
         if not scripts or any(runs_under_hf(ctx.project, s) for s in scripts):
             return
         names = ", ".join(sorted({s.path for s in scripts}))
@@ -334,9 +475,8 @@ class AutoOutsideHF(ConfigRule):
             fails = len(path) == 1 or path[0] in ("optimizer", "scheduler")
             effect = ("DeepSpeed reads the string \"auto\" and fails" if fails
                       else "DeepSpeed drops it and uses its default")
-            yield Diagnostic(f"`{where(path)}` is \"auto\", but {names} does not use the HF integration (Trainer/"
-                             f"Accelerate), the only thing that fills \"auto\" in; {effect}. Set a concrete value",
-                             path)
+            yield (f"`{where(path)}` is \"auto\", but {names} does not use the HF integration (Trainer/"
+                   f"Accelerate), the only thing that fills \"auto\" in; {effect}. Set a concrete value", path, None)
 
 
 class MoEZeroSettings(ConfigRule):
@@ -363,12 +503,12 @@ class MoEZeroSettings(ConfigRule):
                        '    "contiguous_gradients": false\n  }\n}\n', filename="ds.json", files={"train.py": _SCRIPT},
                        expect_lines=(5,)),)
 
-    def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        findings = moe_zero_findings(ctx.source.data)
+    def problems(self, subject: Subject) -> Iterable[tuple]:
+        findings = subject.semantic(moe_zero_findings)
         if not findings:
             return
-        scripts = [s for s in scripts_using(ctx.project, ctx.source) if builds_moe_layers(s)]
+        scripts = [s for s in subject.scripts if builds_moe_layers(s)]
         if not scripts:
             return
         for f in findings:
-            yield Diagnostic(f"{f.message} ({scripts[0].path} builds MoE layers)", f.path, severity=f.severity)
+            yield f"{f.message} ({scripts[0].path} builds MoE layers)", f.path, f.severity

@@ -1,0 +1,21 @@
+"""Where a DeepSpeed config is handed over: the calls that take one (`deepspeed.initialize(config=...)`,
+`init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig`, accelerate's `DeepSpeedPlugin`)
+and the keywords they take it by. Shared by the project view (which configs reach a script or a call) and
+the Python config evaluator (`dslint.pyconfig`)."""
+
+from __future__ import annotations
+
+import re
+
+_CONFIG_KEYWORDS = {"config", "config_params", "deepspeed", "deepspeed_config", "config_file", "hf_ds_config"}
+_CONFIG_CALLS = ("deepspeed.initialize", "deepspeed.init_inference", "TrainingArguments", "Seq2SeqTrainingArguments",
+                 "HfDeepSpeedConfig", "DeepSpeedPlugin", "HfTrainerDeepSpeedConfig")
+
+_CONFIG_SUFFIXES = tuple("." + c for c in _CONFIG_CALLS)
+_CONFIG_KEYWORD_TEXT = re.compile(r"\b(%s)\s*=(?!=)" % "|".join(sorted(_CONFIG_KEYWORDS)))
+
+
+def _hands_config(call) -> bool:
+    """`deepspeed.initialize(config=...)`, `TrainingArguments(deepspeed=...)` and the like."""
+    callee = call.callee or ""
+    return callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
