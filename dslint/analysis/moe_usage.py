@@ -64,6 +64,36 @@ def _padding_kw(call: CallSite) -> object:
     return literal_value(kw.value) if kw is not None else None
 
 
+# layers and functions whose `padding=` is spatial (a number of cells), never a batch's sequence padding
+_SPATIAL_PADDING = ("torch.nn.", "nn.", "torch.nn.functional.", "F.", "torchvision.", "numpy.", "np.")
+
+
+def _one_sequence(src: PythonSource, call) -> bool:
+    """A tokenizer call on one text at a time: its text is a string literal, or the variable of a `for` loop
+    around the call (`for text in texts: tok(text, padding=True)`): padding a single sequence to the longest of
+    its batch of one pads nothing."""
+    args = [a for a in call.node.args if a.keyword is None and not a.star]
+    if not args:
+        text = call.keyword("text")
+        if text is None:
+            return False
+        value = text.value
+    else:
+        value = args[0].value
+    if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    info = src.facts.functions.get(call.scope)
+    body = info.node if info is not None else src.module
+    from dslint.cstwalk import walk
+    for node in walk(body):
+        if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.target, cst.Name) \
+                and node.target.value == value.value:
+            return True
+    return False
+
+
 def dynamic_padding_sites(project: "ProjectView", src: PythonSource) -> list[PaddingSite]:
     """Where a batch is padded to its own longest sequence, so per-rank token counts differ."""
     out: list[PaddingSite] = []
@@ -81,7 +111,8 @@ def dynamic_padding_sites(project: "ProjectView", src: PythonSource) -> list[Pad
             out.append(PaddingSite(src, call.node, what))
         elif last == "pad_sequence" and ("rnn" in callee or callee == "pad_sequence"):
             out.append(PaddingSite(src, call.node, "`pad_sequence` pads to the longest sequence of the batch"))
-        elif padding in (True, "longest"):
+        elif (padding is True or padding == "longest") and not callee.startswith(_SPATIAL_PADDING) \
+                and not _one_sequence(src, call):
             out.append(PaddingSite(src, call.node, f"`padding={padding!r}` pads to the longest sequence of the batch"))
         elif last in ("TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig"):
             kw = call.keyword("group_by_length")
