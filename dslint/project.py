@@ -106,8 +106,8 @@ class ProjectView:
             facts = program.facts.get(id(f))
             for ref in facts.config_refs if facts is not None else ():
                 found += self._json_by_reference(ref, Path(f.path).parent)
-            if not found and len(self.json_configs) == 1:
-                found = list(self.json_configs)
+            if not found and len(self.json_configs) == 1 and _beside(self.json_configs[0], f):
+                found = list(self.json_configs)     # the run's one config, beside the script or above it
             for cfg in found:
                 sources.setdefault(id(cfg), cfg)
         for unit in context.units:
@@ -337,7 +337,7 @@ class ProjectView:
             elif isinstance(value, dict):
                 line = src.span(node).line
                 found.append(ConfigView(value, f"{src.path}:{line}"))
-        if not found and len(self.json_configs) == 1:
+        if not found and len(self.json_configs) == 1 and _beside(self.json_configs[0], src):
             add_json(self.json_configs)
         return found
 
@@ -586,6 +586,14 @@ def installed_version(name: str) -> Optional[str]:
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _beside(config: JsonSource, src: PythonSource) -> bool:
+    """Is the config in the script's folder or a folder above it?"""
+    import posixpath
+    folder = posixpath.dirname(_norm(config.path))
+    here = posixpath.dirname(_norm(src.path))
+    return folder in ("", ".") or here == folder or here.startswith(folder.rstrip("/") + "/")
 
 
 def _norm(path: str) -> str:

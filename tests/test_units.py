@@ -162,3 +162,15 @@ def test_editing_one_script_reanalyses_only_the_files_of_its_units(tmp_path, mon
     (tmp_path / "b_lib.py").write_text("import torch.distributed as dist\ndef f():\n    return 0\n")
     Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
     assert sorted(analysed) == ["b.py", "b_lib.py"]
+
+
+def test_the_runs_only_config_reaches_scripts_beside_or_below_it_only():
+    z3 = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}'
+    gen = ("import deepspeed, torch.distributed as dist\n"
+           "if __name__ == '__main__':\n    engine, *_ = deepspeed.initialize(model=m, config=cfg)\n"
+           "    for p in prompts[dist.get_rank()::2]:\n        engine.module.generate(p, do_sample=True)\n")
+    beside = check_texts({"exp/ds.json": z3, "exp/gen.py": gen})
+    assert {f.code for f in beside.findings} >= {"DSL102", "DSL104"}
+    assert all(f.severity.value == "error" for f in beside.findings if f.code == "DSL104")
+    apart = check_texts({"exp/ds.json": z3, "other/gen.py": gen})
+    assert all(f.severity.value == "warning" for f in apart.findings if f.code in ("DSL102", "DSL104"))
