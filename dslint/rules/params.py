@@ -7,6 +7,7 @@ Facts: `dslint.analysis.model_facts` (module classes, created attributes, freezi
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Optional
 
@@ -56,6 +57,40 @@ def _roots(facts: ModelFacts, cls: ModuleClass) -> list[tuple[ModuleClass, bool]
     return out
 
 
+# attributes a transformers model's own forward reads (its sub-modules): a subclass that assigns one replaces a
+# library sub-module, which the base's `super().forward(...)` then uses on every path
+LIBRARY_ATTRS = frozenset({
+    "model", "lm_head", "transformer", "embed_tokens", "layers", "norm", "rotary_emb", "language_model",
+    "vision_tower", "vision_model", "visual", "multi_modal_projector", "encoder", "decoder", "embeddings",
+    "pooler", "classifier", "score", "wte", "wpe", "h", "ln_f", "shared", "final_logits_bias", "qa_outputs",
+    "embed_out", "gpt_neox", "bert", "roberta", "dropout", "lm_head_bias", "loss_fct", "vision_embed_tokens",
+    "connector", "mlp1", "vision_encoder", "projector", "image_newline", "text_model", "audio_tower"})
+
+
+def _library_reachable(root: ModuleClass, names: frozenset) -> frozenset:
+    """Of `names`, those a library base's forward may read on every path: library attribute names, and
+    attributes that a method of the run's classes spells which the run itself never calls (an override the
+    library may call: `get_input_embeddings`, `_update_causal_mask`, a `loss_function`); the methods the run
+    calls (`self.encode_images(...)`) are inlined into forward's paths."""
+    out = set(names & LIBRARY_ATTRS)
+    rest = frozenset(names - out)
+    if rest:
+        mro = root.mro()
+        for cls in mro:
+            if not cls.mentions(rest):
+                continue
+            for mname in cls.methods - {"forward", "__init__"}:
+                if any(re.search(r"\.%s\s*\(" % re.escape(mname), c.src.text[c.span[0]:c.span[1]]) for c in mro):
+                    continue
+                code = _code(cls.info.methods[mname].node)
+                out |= {n for n in rest if _word_in(n, code)}
+    return frozenset(out)
+
+
+def _word_in(name: str, code: str) -> bool:
+    return re.search(r"\b%s\b" % re.escape(name), code) is not None
+
+
 def conditional_uses(ctx: RuleContext) -> list[tuple]:
     """(attr, root class, condition, path pair) for trainable attributes of this file's classes whose use
     depends on data; memoised per file."""
@@ -81,14 +116,18 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     continue
                 found = root.find_method("forward")
                 if own and any(c.external_bases for c in root.mro()) and "super(" in _code(found[1].node):
-                    continue        # the library base's forward may read any of these attributes on every path
+                    # the library base's forward reads its own attributes (`model`, `lm_head`, ...) on every path,
+                    # and the run's attributes only through methods the run overrides for it
+                    interesting = interesting - _library_reachable(root, interesting)
+                    if not interesting:
+                        continue
                 walker = ForwardPaths(root, names - shadowed)
                 try:
                     paths = walker.root(found[1].node)
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
-                    if attr.name in reported or attr.name in shadowed:
+                    if attr.name in reported or attr.name in shadowed or attr.name not in interesting:
                         continue
                     pair = divergent(paths, attr.name)
                     if pair is None:
