@@ -290,6 +290,14 @@ class ConditionallyUsedParam(Rule):
     ranks that got through wait in `optimizer.step()`'s overflow all_reduce (DeepSpeed #4933, #1355). Stage 0
     zero-fills missing gradients and is safe.
 
+    Models derived from a transformers class (`class LlavaLlamaForCausalLM(LlamaForCausalLM, ...)`) count: the
+    parameters added beside the library's sub-modules are checked, and freezing is per sub-tree --
+    `model.get_model().requires_grad_(False)` (a getter of `self.model`) or a `requires_grad = False` loop over
+    `model.model.parameters()` freezes that sub-module only, not `self.image_gate` of the outer class nor a
+    sibling `self.mm_projector`; `model.requires_grad_(False)` then `model.get_model().mm_projector
+    .requires_grad_(True)` leaves only the projector trainable. The library base's `super().forward(...)` is taken
+    to use the library's own attributes (`model`, `lm_head`, ...) on every path, not the ones the subclass adds.
+
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
     `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False`, tests on
     uniform values only (`self.training`, config flags, `return_dict`, `use_cache`).
@@ -367,6 +375,24 @@ class ConditionallyUsedParam(Rule):
                 if hidden.shape[1] > 512:
                     out = out + self.long_seq_bias
                 return out
+        """,
+        """\
+        import torch
+        from torch import nn
+        from transformers import LlamaForCausalLM
+        class GatedLlama(LlamaForCausalLM):
+            def __init__(self, config):
+                super().__init__(config)
+                self.image_gate = nn.Parameter(torch.zeros(1))  # expect: DSL303
+            def get_model(self):
+                return self.model
+            def forward(self, input_ids=None, labels=None, images=None):
+                embeds = self.get_model().embed_tokens(input_ids)
+                if images is not None:
+                    embeds = torch.cat([images * self.image_gate, embeds], dim=1)
+                return super().forward(inputs_embeds=embeds, labels=labels)
+        model = GatedLlama.from_pretrained("org/llama")
+        model.get_model().requires_grad_(False)
         """,
     )
 
