@@ -226,3 +226,32 @@ def test_statement_order_follows_libcst_blocks():
     assert cls.src.span(cls.attrs["q"].statement).line == 14       # breadth-first: the else block's own line
     assert cls.src.span(cls.attrs["r"].statement).line == 20       # try's else block before its handlers
     assert cls.attrs["v"].frozen_at_creation and not cls.attrs["p"].frozen_at_creation
+
+
+def test_freezing_is_per_sub_tree():
+    """Freezing `model.get_model()` (a getter of `self.model`) freezes the library sub-module's tree only: an
+    attribute of the outer class stays trainable; freezing everything then unfreezing one sub-tree leaves that
+    sub-tree trainable; a mixin's attribute sits under the attribute that creates its subclass."""
+    model = (
+        "import torch\nimport torch.nn as nn\nfrom transformers import LlamaForCausalLM, LlamaModel\n"
+        "class MetaModel:\n    def __init__(self, config):\n        super().__init__(config)\n"
+        "        self.mm_projector = nn.Linear(4, 4)\n"
+        "class InnerModel(MetaModel, LlamaModel):\n    pass\n"
+        "class Outer(LlamaForCausalLM):\n    def __init__(self, config):\n        super().__init__(config)\n"
+        "        self.model = InnerModel(config)\n        self.image_gate = nn.Parameter(torch.zeros(1))\n"
+        "        self.frozen_query = nn.Parameter(torch.zeros(1), requires_grad=False)\n"
+        "    def get_model(self):\n        return self.model\n")
+
+    def trainable(script: str) -> dict:
+        srcs = [PythonSource("m.py", model, module_name="m"),
+                PythonSource("t.py", script, module_name="t")]
+        facts = mf.model_facts(ProjectView(srcs))
+        return {a.name: facts.trainable(a) for c in facts.classes for a in c.attrs.values()}
+
+    assert trainable("model.get_model().requires_grad_(False)\n") == \
+        {"mm_projector": False, "model": False, "image_gate": True, "frozen_query": False}
+    assert trainable("for p in model.model.parameters():\n    p.requires_grad = False\n")["image_gate"]
+    assert trainable("model.requires_grad_(False)\nmodel.get_model().mm_projector.requires_grad_(True)\n") == \
+        {"mm_projector": True, "model": True, "image_gate": False, "frozen_query": False}
+    assert trainable("model.frozen_query.requires_grad = True\n")["frozen_query"]
+    assert trainable("x = 1\n") == {"mm_projector": True, "model": True, "image_gate": True, "frozen_query": False}

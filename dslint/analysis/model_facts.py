@@ -7,6 +7,13 @@ whether they start frozen (`requires_grad=False`), and the freezing/unfreezing s
 (`.x.requires_grad_(False)`, `for p in m.x.parameters(): p.requires_grad = False`, `model.requires_grad_(False)`,
 `get_peft_model`). Attributes are matched by name across classes (`self.get_model().mm_projector` in a mixin):
 that is how multimodal models split creation and use over several classes.
+
+Freezing is per sub-tree: each statement acts on an attribute path (`model.get_model().requires_grad_(False)`
+→ `("model",)` once the getter `def get_model(self): return self.model` is resolved), and an attribute's own
+paths come from the containment of the run's classes (`self.model = LlavaLlamaModel(config)` puts the mixin
+`LlavaMetaModel`'s `mm_projector` at `("model", "mm_projector")`). The most specific statement reaching an
+attribute decides (`model.requires_grad_(False)` then `model.get_model().mm_projector.requires_grad_(True)`
+leaves only the projector trainable); freezing `model.model` leaves `self.image_gate` of the outer class alone.
 """
 
 from __future__ import annotations
@@ -112,6 +119,9 @@ class Freezing:
     frozen: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     unfrozen: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     freeze_all: list[tuple[str, int]] = field(default_factory=list)
+    # every statement by the attribute path it acts on (from the statement's root variable; a method call
+    # kept as "name()" until `_build` resolves getters): (path, flag, file, line); () is the whole model
+    paths: list[tuple[tuple, bool, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -121,12 +131,43 @@ class ModelFacts:
     freezing: Freezing
 
     def trainable(self, attr: ModuleAttr) -> bool:
-        """False when evidence says the attribute is frozen and nothing unfreezes it again."""
-        if attr.frozen_at_creation and attr.name not in self.freezing.unfrozen:
-            return False
-        if attr.name in self.freezing.unfrozen:
-            return True
-        return attr.name not in self.freezing.frozen and not self.freezing.freeze_all
+        """False when evidence says the whole attribute is frozen and nothing unfreezes it (or a part of it)
+        again. Per sub-tree: see `_path_state`."""
+        statements = self.freezing.paths
+        if not statements:
+            return not attr.frozen_at_creation
+        return any(_path_state(path, statements, attr.frozen_at_creation) for path in self.paths_of(attr))
+
+    def paths_of(self, attr: ModuleAttr) -> set[tuple]:
+        return {(*p, attr.name) for p in self.class_paths(attr.owner)}
+
+    def class_paths(self, cls: ModuleClass, seen: Optional[frozenset] = None) -> set[tuple]:
+        """Attribute paths at which instances of `cls` (or of a subclass: a mixin's attributes live in them) sit
+        below a model root: `self.<a> = Cls(...)` in another class of the run; {()} when none creates it."""
+        memo_paths = self.__dict__.setdefault("_class_paths", {})
+        if id(cls) in memo_paths:
+            return memo_paths[id(cls)]
+        seen = (seen or frozenset()) | {id(cls)}
+        index = self.__dict__.get("_created_as")
+        if index is None:
+            index = self.__dict__["_created_as"] = {}
+            for c in self.classes:
+                for a in c.attrs.values():
+                    if a.kind == "module" and a.ctor:
+                        index.setdefault(a.ctor, []).append(a)
+        out: set[tuple] = set()
+        for inst in [cls, *self.subclasses(cls)]:
+            for a in index.get(inst.name, ()):
+                if id(a.owner) in seen:
+                    continue
+                out |= {(*p, a.name) for p in self.class_paths(a.owner, seen)}
+                if len(out) > 8:
+                    break
+        if not out:
+            out = {()}
+        if seen == {id(cls)}:
+            memo_paths[id(cls)] = out
+        return out
 
     # indexes built on first use: the rules ask these per class and per file, and a large project (the
     # transformers package) has ~10k module classes, so scanning the list each time is quadratic
@@ -158,6 +199,65 @@ class ModelFacts:
         names = {c.name for c in [cls, *self.subclasses(cls)]}
         found = {position: c for name in names for position, c in creators.get(name, ()) if c is not cls}
         return [found[p] for p in sorted(found)]
+
+
+def _lands(stmt: tuple, path: tuple) -> Optional[int]:
+    """Where in `path` the statement's path ends, over the alignments that agree on every segment both have
+    (its start may lie above the attribute's root: a wrapper's own attributes); None when it does not reach
+    the attribute, len(path) when it reaches a part below it (`vision_tower.blocks`). () ends at -1: the whole
+    model."""
+    if not stmt:
+        return -1
+    best = None
+    n, m = len(stmt), len(path)
+    for k in range(-n + 1, m):
+        overlap = [(j, k + j) for j in range(n) if 0 <= k + j < m]
+        if not overlap or any(stmt[j] != path[i] for j, i in overlap):
+            continue
+        if k + n - 1 < m and (best is None or k + n - 1 > best):
+            best = k + n - 1
+        elif k + n - 1 >= m and k <= m - 1 and overlap[-1][1] == m - 1:
+            best = m if best is None else max(best, m)
+    return best
+
+
+def _path_state(path: tuple, statements: list, frozen_at_creation: bool) -> bool:
+    """Is the attribute at `path` (or a part of it) trainable? The most specific statement reaching it decides
+    (an unfreeze wins a tie: statements of several files have no order); an unfreeze of a part below it makes
+    it (partly) trainable; `requires_grad=False` at creation counts as a freeze of the attribute itself that
+    only an unfreeze naming the attribute undoes."""
+    state, depth = True, -2
+    if frozen_at_creation:
+        state, depth = False, len(path) - 1
+    partly = False
+    for stmt, flag, _file, _line in statements:
+        at = _lands(stmt, path)
+        if at is None:
+            continue
+        if at == len(path):
+            partly = partly or flag
+            continue
+        if at > depth or (at == depth and flag):
+            state, depth = flag, at
+    return state or partly
+
+
+def _resolve_segments(path: tuple, getters: dict) -> tuple:
+    """Method calls in a freezing statement's path: a getter of the run (`get_model()` → `model`), else the
+    name without `get_` (LLaVA's `get_vision_tower()`), else the call's name."""
+    out = []
+    for seg in path:
+        if seg.endswith("()"):
+            name = seg[:-2]
+            attrs = getters.get(name)
+            if attrs and len(attrs) == 1:
+                seg = next(iter(attrs))
+            elif name.startswith("get_") and len(name) > 4:
+                seg = name[4:]
+            else:
+                seg = name
+        out.append(seg)
+    return tuple(out)
 
 
 def _is_moduleish(base: str) -> bool:
@@ -233,6 +333,7 @@ def _build(project: "ProjectView") -> ModelFacts:
                     del cls.attrs[name]
                     changed = True
     freezing = Freezing()
+    raw_paths = []
     for src in project.python:
         found = src.outline.freezing if src.outline is not None else None
         if found is not None:
@@ -241,6 +342,13 @@ def _build(project: "ProjectView") -> ModelFacts:
             for attr, where in found.unfrozen.items():
                 freezing.unfrozen.setdefault(attr, []).extend(where)
             freezing.freeze_all.extend(found.freeze_all)
+            raw_paths.extend(found.paths)
+    if raw_paths:
+        getters: dict[str, set] = {}
+        for cls in classes:
+            for name, attr in cls.src.outline.model_classes[cls.qualname].getters.items():
+                getters.setdefault(name, set()).add(attr)
+        freezing.paths = [(_resolve_segments(p, getters), flag, f, line) for p, flag, f, line in raw_paths]
     return ModelFacts(classes, by_name, freezing)
 
 
@@ -255,6 +363,14 @@ class RawClass:
     # self.<attr> = <call> candidates in `_build`'s order: (attr, kind when the callee's short name `last` is no
     # module class of the run, kind when it is, last, ctor, method, statement index, line)
     attrs: list
+    getters: dict = field(default_factory=dict)     # `def m(self): return self.x` → {"m": "x"}
+
+
+def _getter(fn: ast.AST) -> Optional[str]:
+    body = [s for s in fn.body if not (type(s) is ast.Expr and type(s.value) is ast.Constant)]
+    if len(body) == 1 and type(body[0]) is ast.Return and body[0].value is not None:
+        return _self_attr(body[0].value)
+    return None
 
 
 def file_model_facts(tree: ast.Module, text: str, path: str, outline: Outline
@@ -291,8 +407,9 @@ def file_model_facts(tree: ast.Module, text: str, path: str, outline: Outline
                         candidate = _attr_candidate(outline, args[1]) if isinstance(attr, str) else None
                         if candidate is not None:
                             attrs.append((attr, *candidate, "", mname, index, stmt.lineno))
+        getters = {m: a for m, fn in methods.items() if (a := _getter(fn)) is not None}
         classes[qual] = RawClass(span, _DYNAMIC.search(text, *span) is not None, frozenset(methods),
-                                 frozenset(created), attrs)
+                                 frozenset(created), attrs, getters)
     freezing = None
     matches = [m.start() for m in _FREEZE_TEXT.finditer(text)]
     if matches:
@@ -479,6 +596,37 @@ def _classify(outline: Outline, value: ast.expr, project_names: set[str]) -> Opt
     return None
 
 
+_WRAPPERS = ("module", "base_model")      # engine.module, PEFT's base_model: the model itself
+_PARTS = ("weight", "bias")              # freezing a layer's weight: the layer, as before
+
+
+def _chain_path(expr: ast.expr) -> tuple:
+    """The attribute path of `a.b().c[0].d` from its root variable: ("b()", "c", "d") -- a method call kept as
+    "name()" for `_resolve_segments`; leading wrappers and a trailing weight/bias dropped."""
+    out = []
+    while True:
+        kind = type(expr)
+        if kind is ast.Attribute:
+            out.append(expr.attr)
+            expr = expr.value
+        elif kind is ast.Call:
+            if type(expr.func) is ast.Attribute:
+                out.append(expr.func.attr + "()")
+                expr = expr.func.value
+            else:
+                break
+        elif kind is ast.Subscript:
+            expr = expr.value
+        else:
+            break
+    out.reverse()
+    while out and out[0] in _WRAPPERS:
+        out.pop(0)
+    while out and out[-1] in _PARTS:
+        out.pop()
+    return tuple(out)
+
+
 def _chain_attrs(expr: ast.expr) -> list[str]:
     """Attribute names along `a.b().c.d` (['b', 'c', 'd'])."""
     out = []
@@ -502,7 +650,7 @@ class _FreezeCollector(ast.NodeVisitor):
     def __init__(self, out: Freezing, path: str, lines: Optional[list[int]] = None) -> None:
         self.out = out
         self.path = path
-        self.loops: list[tuple[str, list[str]]] = []     # (loop variable, attrs of the iterated module)
+        self.loops: list[tuple[str, list[str], tuple]] = []  # (loop variable, attrs and path of the iterated module)
         self.conditional = 0
         self.lines = lines      # sorted lines where `_FREEZE_TEXT` matches; None: visit everything
 
@@ -521,11 +669,15 @@ class _FreezeCollector(ast.NodeVisitor):
                         continue
                 self.visit(item)
 
-    def _record(self, attrs: list[str], flag: object, node: ast.AST, whole: bool = False) -> None:
+    def _record(self, attrs: list[str], flag: object, node: ast.AST, whole: bool = False,
+                path: Optional[tuple] = None) -> None:
         """`whole`: the statement acts on a module's parameters (requires_grad_(), a parameters() loop), so an
-        empty attribute chain (`model.requires_grad_(False)`) means the whole model."""
+        empty attribute chain (`model.requires_grad_(False)`) means the whole model. `path`: the attribute path
+        it acts on (`Freezing.paths`)."""
         if self.conditional and flag is False:
             return
+        if (flag is True or flag is False) and path is not None and (path or (whole and flag is False)):
+            self.out.paths.append((path, flag, self.path, node.lineno))
         attrs = [a for a in attrs if a not in ("parameters", "named_parameters", "module", "get_model", "model",
                                                "requires_grad", "requires_grad_", "weight", "bias", "base_model")]
         if flag is not True and flag is not False:
@@ -553,9 +705,9 @@ class _FreezeCollector(ast.NodeVisitor):
                 it.func.attr in ("parameters", "named_parameters") and type(node.target) in (ast.Name, ast.Tuple):
             var = node.target.id if type(node.target) is ast.Name else \
                 next((e.id for e in reversed(node.target.elts) if type(e) is ast.Name), "")
-            self.loops.append((var, _chain_attrs(it.func.value)))
+            self.loops.append((var, _chain_attrs(it.func.value), _chain_path(it.func.value)))
         else:
-            self.loops.append(("", []))
+            self.loops.append(("", [], ()))
         self.generic_visit(node)
         self.loops.pop()
 
@@ -566,9 +718,9 @@ class _FreezeCollector(ast.NodeVisitor):
                 if type(tgt.value) is ast.Name:
                     loop = next((l for l in reversed(self.loops) if l[0] == tgt.value.id), None)
                     if loop is not None:
-                        self._record(loop[1], flag, node, whole=True)
+                        self._record(loop[1], flag, node, whole=True, path=loop[2])
                         continue
-                self._record(_chain_attrs(tgt.value), flag, node)
+                self._record(_chain_attrs(tgt.value), flag, node, path=_chain_path(tgt.value))
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -580,10 +732,11 @@ class _FreezeCollector(ast.NodeVisitor):
             while type(root) in (ast.Attribute, ast.Call, ast.Subscript):
                 root = root.func if type(root) is ast.Call else root.value
             whole = not (type(root) is ast.Name and root.id == "self")
-            self._record(_chain_attrs(func.value), flag, node, whole=whole)
+            self._record(_chain_attrs(func.value), flag, node, whole=whole, path=_chain_path(func.value))
         name = dotted_name(func) or ""
         if name.rsplit(".", 1)[-1] in ("get_peft_model", "prepare_model_for_kbit_training", "freeze_model"):
             self.out.freeze_all.append((self.path, node.lineno))
+            self.out.paths.append(((), False, self.path, node.lineno))
         self.generic_visit(node)
 
 

@@ -7,6 +7,7 @@ Facts: `dslint.analysis.model_facts` (module classes, created attributes, freezi
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Optional
 
@@ -56,6 +57,40 @@ def _roots(facts: ModelFacts, cls: ModuleClass) -> list[tuple[ModuleClass, bool]
     return out
 
 
+# attributes a transformers model's own forward reads (its sub-modules): a subclass that assigns one replaces a
+# library sub-module, which the base's `super().forward(...)` then uses on every path
+LIBRARY_ATTRS = frozenset({
+    "model", "lm_head", "transformer", "embed_tokens", "layers", "norm", "rotary_emb", "language_model",
+    "vision_tower", "vision_model", "visual", "multi_modal_projector", "encoder", "decoder", "embeddings",
+    "pooler", "classifier", "score", "wte", "wpe", "h", "ln_f", "shared", "final_logits_bias", "qa_outputs",
+    "embed_out", "gpt_neox", "bert", "roberta", "dropout", "lm_head_bias", "loss_fct", "vision_embed_tokens",
+    "connector", "mlp1", "vision_encoder", "projector", "image_newline", "text_model", "audio_tower"})
+
+
+def _library_reachable(root: ModuleClass, names: frozenset) -> frozenset:
+    """Of `names`, those a library base's forward may read on every path: library attribute names, and
+    attributes that a method of the run's classes spells which the run itself never calls (an override the
+    library may call: `get_input_embeddings`, `_update_causal_mask`, a `loss_function`); the methods the run
+    calls (`self.encode_images(...)`) are inlined into forward's paths."""
+    out = set(names & LIBRARY_ATTRS)
+    rest = frozenset(names - out)
+    if rest:
+        mro = root.mro()
+        for cls in mro:
+            if not cls.mentions(rest):
+                continue
+            for mname in cls.methods - {"forward", "__init__"}:
+                if any(re.search(r"\.%s\s*\(" % re.escape(mname), c.src.text[c.span[0]:c.span[1]]) for c in mro):
+                    continue
+                code = _code(cls.info.methods[mname].node)
+                out |= {n for n in rest if _word_in(n, code)}
+    return frozenset(out)
+
+
+def _word_in(name: str, code: str) -> bool:
+    return re.search(r"\b%s\b" % re.escape(name), code) is not None
+
+
 def conditional_uses(ctx: RuleContext) -> list[tuple]:
     """(attr, root class, condition, path pair) for trainable attributes of this file's classes whose use
     depends on data; memoised per file."""
@@ -81,14 +116,18 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     continue
                 found = root.find_method("forward")
                 if own and any(c.external_bases for c in root.mro()) and "super(" in _code(found[1].node):
-                    continue        # the library base's forward may read any of these attributes on every path
+                    # the library base's forward reads its own attributes (`model`, `lm_head`, ...) on every path,
+                    # and the run's attributes only through methods the run overrides for it
+                    interesting = interesting - _library_reachable(root, interesting)
+                    if not interesting:
+                        continue
                 walker = ForwardPaths(root, names - shadowed)
                 try:
                     paths = walker.root(found[1].node)
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
-                    if attr.name in reported or attr.name in shadowed:
+                    if attr.name in reported or attr.name in shadowed or attr.name not in interesting:
                         continue
                     pair = divergent(paths, attr.name)
                     if pair is None:
@@ -251,6 +290,14 @@ class ConditionallyUsedParam(Rule):
     ranks that got through wait in `optimizer.step()`'s overflow all_reduce (DeepSpeed #4933, #1355). Stage 0
     zero-fills missing gradients and is safe.
 
+    Models derived from a transformers class (`class LlavaLlamaForCausalLM(LlamaForCausalLM, ...)`) count: the
+    parameters added beside the library's sub-modules are checked, and freezing is per sub-tree --
+    `model.get_model().requires_grad_(False)` (a getter of `self.model`) or a `requires_grad = False` loop over
+    `model.model.parameters()` freezes that sub-module only, not `self.image_gate` of the outer class nor a
+    sibling `self.mm_projector`; `model.requires_grad_(False)` then `model.get_model().mm_projector
+    .requires_grad_(True)` leaves only the projector trainable. The library base's `super().forward(...)` is taken
+    to use the library's own attributes (`model`, `lm_head`, ...) on every path, not the ones the subclass adds.
+
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
     `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False`, tests on
     uniform values only (`self.training`, config flags, `return_dict`, `use_cache`).
@@ -328,6 +375,24 @@ class ConditionallyUsedParam(Rule):
                 if hidden.shape[1] > 512:
                     out = out + self.long_seq_bias
                 return out
+        """,
+        """\
+        import torch
+        from torch import nn
+        from transformers import LlamaForCausalLM
+        class GatedLlama(LlamaForCausalLM):
+            def __init__(self, config):
+                super().__init__(config)
+                self.image_gate = nn.Parameter(torch.zeros(1))  # expect: DSL303
+            def get_model(self):
+                return self.model
+            def forward(self, input_ids=None, labels=None, images=None):
+                embeds = self.get_model().embed_tokens(input_ids)
+                if images is not None:
+                    embeds = torch.cat([images * self.image_gate, embeds], dim=1)
+                return super().forward(inputs_embeds=embeds, labels=labels)
+        model = GatedLlama.from_pretrained("org/llama")
+        model.get_model().requires_grad_(False)
         """,
     )
 
