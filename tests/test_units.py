@@ -16,6 +16,13 @@ def _program(files: dict[str, str]) -> tuple[Program, dict]:
     for name, text in files.items():
         kind = "shell" if name.endswith(".sh") else "python"
         sources[name] = make_source(Path(name), name, kind, text)
+        if kind == "python":        # the module name from the in-memory tree's __init__.py files
+            parts = [Path(name).stem] if Path(name).name != "__init__.py" else []
+            folder = Path(name).parent
+            while (folder / "__init__.py").as_posix() in files and folder != folder.parent:
+                parts.insert(0, folder.name)
+                folder = folder.parent
+            sources[name].module_name = ".".join(parts)
     python = [s for s in sources.values() if s.kind == "python"]
     shell = [s for s in sources.values() if s.kind == "shell"]
     return Program(python, shell), sources
@@ -79,6 +86,10 @@ def test_contexts_keep_unrelated_scripts_apart_and_share_a_library_between_its_u
         "orphan1.py": "import orphan2\n",
         "orphan2.py": "",
         "orphan3.py": "",
+        "lib/__init__.py": "",
+        "lib/a.py": "x = 1\n",
+        "lib/sub/__init__.py": "",
+        "lib/sub/b.py": "y = 2\n",
     })
     ctx = {name: program.context_of(s) for name, s in src.items()}
     assert {f.path for f in ctx["a.py"].files} == {"a.py", "lib.py"}
@@ -86,6 +97,8 @@ def test_contexts_keep_unrelated_scripts_apart_and_share_a_library_between_its_u
     assert {f.path for f in ctx["lib.py"].files} == {"a.py", "b.py", "lib.py"}
     assert {f.path for f in ctx["c.py"].files} == {"c.py"}
     assert ctx["orphan1.py"] is ctx["orphan2.py"] and ctx["orphan3.py"] is not ctx["orphan1.py"]
+    # the modules of one package no unit reaches form one context, even when they do not import each other
+    assert ctx["lib/a.py"] is ctx["lib/sub/b.py"] is ctx["lib/__init__.py"] and ctx["lib/a.py"] is not ctx["orphan3.py"]
 
 
 def test_moe_model_of_one_script_does_not_make_another_scripts_forward_collective():

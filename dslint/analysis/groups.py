@@ -117,10 +117,17 @@ class Group:
 
 
 WORLD = Group(None)
+# a group the code computes or is handed (`group=group` of a parameter, `group=_pair_group(a, b)`): its members
+# are unknown. A raw rank test around a collective on it is still a hazard; a test of a grid coordinate (the
+# pipeline stage of `if not self.is_last_stage(): p2p.send(...)`) is how code reaches the stage-local and
+# point-to-point groups such helpers build, and is not reported.
+HANDED_IN = Group(None, "handed-in")
 
 
 def uniform_over(origin, group: Group, test: Optional[cst.CSTNode] = None) -> bool:
     """Do all members of `group` evaluate a test with this origin alike?"""
+    if group.family == HANDED_IN.family and origin.axes is not None:
+        return True
     if origin.member and group.family:
         if any(origin.member == accepted for accepted in MEMBERSHIP.get(group.family, ())):
             return True
@@ -177,7 +184,7 @@ def resolve_group(src: "PythonSource", expr: Optional[cst.BaseExpression], scope
             return Group(None, None, code_of(first.value, 400)) if first is not None else WORLD
         if isinstance(expr.func, cst.Attribute) and last in ("get", "__getitem__"):
             return WORLD
-        return WORLD
+        return HANDED_IN                # a helper of the code builds it
     last = _last(expr)
     if last in _WORLD_GETTERS:
         return WORLD
@@ -196,7 +203,7 @@ def resolve_group(src: "PythonSource", expr: Optional[cst.BaseExpression], scope
     if last in GROUP_GETTERS:           # a module attribute / field named for its group (`self.dp_group`)
         axes, family = GROUP_GETTERS[last]
         return Group(axes, family)
-    return WORLD
+    return HANDED_IN                    # a parameter, or a name bound where dslint does not look
 
 
 def _assigned(src: "PythonSource", name: str, scope_node: Optional[cst.CSTNode]) -> list[cst.BaseExpression]:

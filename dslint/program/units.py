@@ -271,7 +271,9 @@ class Program:
         return contexts
 
     def _components(self, orphans: list[PythonSource]) -> list[list[PythonSource]]:
-        """Import-connected groups of the files no unit reaches (union-find over their import edges)."""
+        """Groups of the files no unit reaches: import-connected ones, and the modules of one package (a
+        library package checked as a whole is one program's code, not a set of scripts) -- union-find over
+        both. Files outside packages (no `__init__.py` above them) join only through imports."""
         parent = {id(s): id(s) for s in orphans}
 
         def find(x: int) -> int:
@@ -280,16 +282,34 @@ class Program:
                 x = parent[x]
             return x
 
+        def union(a: int, b: int) -> None:
+            a, b = find(a), find(b)
+            if a != b:
+                parent[a] = b
+
+        packages: dict[str, int] = {}
         for src in orphans:
             for dep in self.imports_of(src):
                 if id(dep) in parent:
-                    a, b = find(id(src)), find(id(dep))
-                    if a != b:
-                        parent[a] = b
+                    union(id(src), id(dep))
+            root = self._package_root(src)
+            if root is not None:
+                union(id(src), packages.setdefault(root, id(src)))
         groups: dict[int, list[PythonSource]] = {}
         for src in orphans:
             groups.setdefault(find(id(src)), []).append(src)
         return list(groups.values())
+
+    def _package_root(self, src: PythonSource) -> Optional[str]:
+        """The folder of the top-level package `src` belongs to, None outside packages."""
+        if "." not in src.module_name and posixpath.basename(self._norm_of(src)) != "__init__.py":
+            return None
+        top = src.module_name.split(".", 1)[0]
+        folder = posixpath.dirname(self._norm_of(src))
+        depth = src.module_name.count(".") - (0 if posixpath.basename(self._norm_of(src)) == "__init__.py" else 1)
+        for _ in range(max(depth, 0)):
+            folder = posixpath.dirname(folder)
+        return f"{folder}:{top}"
 
     def context_of(self, src: PythonSource) -> Optional[Context]:
         return self._contexts.get(id(src))
