@@ -292,13 +292,22 @@ class RoleAnalysis:
         if id(src) in self._loaded or len(self._loaded) >= MAX_FILES:
             return
         self._loaded.add(id(src))
-        try:
-            tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        col = src.__dict__.get("_role_scopes", False)
+        if col is False:
+            # the scopes of a file are a fact of its text (read-only below): collected once, kept on the source
+            # for every context that reads it
+            try:
+                tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            col = None
+            if tree is not None:
+                col = _Collector(src)
+                col.run(tree)
+            src.__dict__["_role_scopes"] = col
+        if col is None:
             return
         self.files.append(src)
-        col = _Collector(src)
-        col.run(tree)
         self.scopes[id(src)] = col.scopes
         for qual, info in col.classes.items():
             self.classes[(id(src), qual)] = info
