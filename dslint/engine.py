@@ -320,7 +320,7 @@ class Checker:
             if not isinstance(source, ShellSource):
                 name = Path(source.path).name
                 single = len(project.json_configs) == 1
-                deps += [s for s in project.python if single or name in s.text]
+                deps += [s for s in project.program.python if single or name in s.text]   # no outline built
         hashes = self._hashes
         text = "\n".join(sorted(f"{s.path}:{hashes.get(id(s)) or content_hash(s.text)}" for s in deps))
         return f"{self._source_key(source)}|{content_hash(text)}"

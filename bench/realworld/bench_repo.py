@@ -71,7 +71,7 @@ def main() -> int:
     original = script.read_bytes()
     for _ in range(args.repeat):
         rows["parse-only"].append(timed([sys.executable, "-c", PARSE_ONLY, "."], repo, env))
-        rows["cold"].append(timed(dslint[:3] + ["--no-cache"] + dslint[3:], repo, env))
+        rows["cold"].append(timed(dslint[:4] + ["--no-cache"] + dslint[4:], repo, env))
         cache = Path(tempfile.mkdtemp(prefix="dslint-bench-cache-"))
         try:
             cenv = {**env, "DSLINT_CACHE_DIR": str(cache)}
