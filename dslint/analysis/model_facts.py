@@ -600,9 +600,9 @@ _WRAPPERS = ("module", "base_model")      # engine.module, PEFT's base_model: th
 _PARTS = ("weight", "bias")              # freezing a layer's weight: the layer, as before
 
 
-def _chain_path(expr: ast.expr) -> tuple:
-    """The attribute path of `a.b().c[0].d` from its root variable: ("b()", "c", "d") -- a method call kept as
-    "name()" for `_resolve_segments`; leading wrappers and a trailing weight/bias dropped."""
+def _chain_segments(expr: ast.expr) -> list[str]:
+    """The attribute names along `a.b().c[0].d` from its root variable, a method call marked "name()":
+    ["b()", "c", "d"]."""
     out = []
     while True:
         kind = type(expr)
@@ -620,6 +620,13 @@ def _chain_path(expr: ast.expr) -> tuple:
         else:
             break
     out.reverse()
+    return out
+
+
+def _chain_path(expr: ast.expr) -> tuple:
+    """The attribute path of `a.b().c[0].d` from its root variable: ("b()", "c", "d") -- a method call kept as
+    "name()" for `_resolve_segments`; leading wrappers and a trailing weight/bias dropped."""
+    out = _chain_segments(expr)
     while out and out[0] in _WRAPPERS:
         out.pop(0)
     while out and out[-1] in _PARTS:
@@ -629,19 +636,7 @@ def _chain_path(expr: ast.expr) -> tuple:
 
 def _chain_attrs(expr: ast.expr) -> list[str]:
     """Attribute names along `a.b().c.d` (['b', 'c', 'd'])."""
-    out = []
-    while True:
-        kind = type(expr)
-        if kind is ast.Attribute:
-            out.append(expr.attr)
-            expr = expr.value
-        elif kind is ast.Call:
-            expr = expr.func
-        elif kind is ast.Subscript:
-            expr = expr.value
-        else:
-            break
-    return list(reversed(out))
+    return [seg[:-2] if seg.endswith("()") else seg for seg in _chain_segments(expr)]
 
 
 class _FreezeCollector(ast.NodeVisitor):

@@ -32,11 +32,12 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
+from dslint.outline import MODULE_SCOPE, dotted_name
+
 if TYPE_CHECKING:
     from dslint.project import ProjectView
     from dslint.sources import PythonSource
 
-MODULE_SCOPE = "<module>"
 ENGINE, MODEL, INSTANCE = "engine", "model", "instance"
 MODEL_KINDS = (ENGINE, MODEL)
 _BUILDERS = ("initialize", "init_inference")
@@ -114,17 +115,6 @@ class _Scope:
         return self.qual.rsplit(".", 1)[-1]
 
 
-def _dotted(expr: ast.AST) -> Optional[str]:
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        parts.append(expr.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _builder(callee: Optional[str]) -> Optional[str]:
     """"initialize" / "init_inference" for DeepSpeed's engine builders (as `moe_facts._engine_kind`)."""
     if not callee:
@@ -169,9 +159,9 @@ class _Collector:
         if isinstance(node, ast.ClassDef):
             qual = ".".join((*prefix, node.name))
             fields = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
-            is_dc = any("dataclass" in (_dotted(d.func if isinstance(d, ast.Call) else d) or "")
+            is_dc = any("dataclass" in (dotted_name(d.func if isinstance(d, ast.Call) else d) or "")
                         for d in node.decorator_list)
-            self.classes[qual] = _Class(self.src, qual, [self.src.outline.resolve(_dotted(b)) or ""
+            self.classes[qual] = _Class(self.src, qual, [self.src.outline.resolve(dotted_name(b)) or ""
                                                           for b in node.bases], fields, is_dc)
             scope.bound.add(node.name)
             for expr in (*node.bases, *node.decorator_list):
@@ -452,7 +442,7 @@ class RoleAnalysis:
             self._add(self._local(sc, target.id), roles)
         elif isinstance(target, ast.Attribute):
             owners = self.eval(sc, target.value)
-            step = Step(f"stored on {_dotted(target) or target.attr}", sc.src, target.lineno, target.col_offset + 1)
+            step = Step(f"stored on {dotted_name(target) or target.attr}", sc.src, target.lineno, target.col_offset + 1)
             for owner in owners.values():
                 if owner.kind == INSTANCE and owner.elem is None:
                     self._add(self._field(owner.cls, target.attr), roles, step)
@@ -540,7 +530,7 @@ class RoleAnalysis:
 
     def _call(self, sc: _Scope, e: ast.Call) -> Roles:
         func = e.func
-        dotted = _dotted(func)
+        dotted = dotted_name(func)
         callee = sc.src.outline.resolve(dotted) if dotted else None
         built = _builder(callee)
         if built is not None:
@@ -771,5 +761,5 @@ def _elements(roles: Roles) -> Roles:
 
 
 def _is_static(node) -> bool:
-    return any(_dotted(d) == "staticmethod" for d in getattr(node, "decorator_list", ()))
+    return any(dotted_name(d) == "staticmethod" for d in getattr(node, "decorator_list", ()))
 
