@@ -153,6 +153,28 @@ def _zero_severity(project) -> Optional[tuple[Optional[Severity], str]]:
     return Severity.WARNING, "ZeRO stage 1/2/3 (no DeepSpeed config with a known stage was found in this run)"
 
 
+# calls that train a model on several ranks (last names of resolved callees): DeepSpeed, DDP, the HF Trainer,
+# accelerate
+_MULTI_RANK_TRAINING = frozenset({"initialize", "DistributedDataParallel", "DDP", "FullyShardedDataParallel",
+                                  "Accelerator", "prepare", "init_process_group", "init_distributed", "train"})
+
+
+def _trained_across_ranks(project) -> bool:
+    """Does any file of the context start multi-rank training (decided on the outlines)? In a run whose launch
+    units never reach it, a model class with no script that trains it -- a library's own model code, a copy
+    vendored for evaluation -- has no gradient reduction to skew."""
+    def build() -> bool:
+        for src in project.python:
+            outline = src.outline
+            if outline is None:
+                continue
+            if any(callee and (callee.rsplit(".", 1)[-1] in _MULTI_RANK_TRAINING
+                               or callee.rsplit(".", 1)[-1].endswith("Trainer")) for callee, _ in outline.calls):
+                return True
+        return False
+    return project.memo("params.trained_across_ranks", build)
+
+
 class ParamNotInOptimizer(Rule):
     """An optimizer whose param groups, built by name filters over `named_parameters()`, leave some trainable
     parameters out of every group.
@@ -397,10 +419,13 @@ class ConditionallyUsedParam(Rule):
     )
 
     def check(self, ctx: RuleContext):
+        if not run_stages(ctx.project) and not _trained_across_ranks(ctx.project) and ctx.project.run_program.units:
+            return              # the run's programs never reach this model and nothing near it trains it on
+                                # several ranks (vendored model code); a model file checked alone is still checked
         zero = _zero_severity(ctx.project)
-        if zero is None and run_stages(ctx.project):
-            return
-        severity, stage_text = zero if zero is not None else (None, "ZeRO")
+        if zero is None:
+            return              # ZeRO-0 / DDP only
+        severity, stage_text = zero
         for attr, root, owner, cond, use in conditional_uses(ctx):
             where = f"{root.name}.forward" if owner is root else f"{root.name}.forward (via {owner.name})"
             trace = [Trace(f"data-dependent branch in {cond.method}(): `{_code(cond.node)}`", cond.node, cond.src)]
