@@ -204,6 +204,7 @@ class Checker:
                 cache.put(keys[i], {"findings": [f.model_dump(mode="json") for f in findings],
                                     "errors": [e.model_dump(mode="json") for e in errors]})
         report.findings.sort(key=Finding.sort_key)
+        report.settings = project.settings_summary()
         return report
 
     # --- launch units ------------------------------------------------------------------------------

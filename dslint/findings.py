@@ -161,6 +161,9 @@ class Report(_Model):
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     errors: list[InputError] = field(default_factory=list)
+    # what the run assumed (issue 19): the DeepSpeed version the rules judged against and where it came from
+    # ("option": --deepspeed-version or [tool.dslint]; a file path: a pin found there; "installed"; null)
+    settings: dict = field(default_factory=dict)
 
     _NESTED = {"findings": Finding, "errors": InputError}
 

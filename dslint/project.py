@@ -461,6 +461,16 @@ class ProjectView:
         pin = self.deepspeed_pin
         return pin[0] if pin else installed_version("deepspeed")
 
+    def settings_summary(self) -> dict:
+        """What `--format json` reports under `settings`: the DeepSpeed version and its source."""
+        if self.deepspeed_version_override:
+            return {"deepspeed_version": self.deepspeed_version_override, "deepspeed_version_from": "option"}
+        pin = self.deepspeed_pin
+        if pin:
+            return {"deepspeed_version": pin[0], "deepspeed_version_from": _shown(pin[1])}
+        found = installed_version("deepspeed")
+        return {"deepspeed_version": found, "deepspeed_version_from": "installed" if found else None}
+
     @cached_property
     def deepspeed_pin(self) -> Optional[tuple[str, str]]:
         """(version, file) of the first DeepSpeed pin (`==`, `===`, `~=`; conda's `=` in environment files) in
@@ -586,6 +596,15 @@ def installed_version(name: str) -> Optional[str]:
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _shown(path: str) -> str:
+    """A path as findings show theirs: relative to the working directory when below it."""
+    import os
+    try:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    except ValueError:
+        return path
 
 
 def _beside(config: JsonSource, src: PythonSource) -> bool:

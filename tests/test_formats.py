@@ -35,7 +35,7 @@ def _report() -> Report:
 
 def test_json_contract_keys_exactly():
     data = json.loads(render("json", _report(), all_rules()))
-    assert set(data) == {"version", "findings", "files_checked", "errors"}
+    assert set(data) == {"version", "findings", "files_checked", "errors", "settings"}
     assert set(data["findings"][0]) == {"code", "name", "severity", "path", "line", "column", "end_line",
                                         "end_column", "message", "trace", "fix"}
     assert data["findings"][0]["trace"][1] == {"path": "utils/ckpt.py", "line": 4,
@@ -81,3 +81,19 @@ def test_text_has_code_frame_trace_and_help(tmp_path, monkeypatch):
     assert "= via utils/ckpt.py:4: save() → engine.save_checkpoint" in out
     assert "= help: call it on every rank" in out
     assert "Found 2 findings (1 error, 1 warning) in 3 files." in out
+
+
+def test_json_settings_name_the_deepspeed_version_and_where_it_came_from(tmp_path, monkeypatch):
+    from dslint.config import Settings
+    from dslint.engine import Checker
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "requirements.txt").write_text("torch\ndeepspeed==0.15.1\n")
+    (tmp_path / "sub" / "train.py").write_text("import torch.distributed as dist\nif dist.get_rank() == 0:\n    pass\n")
+    report = Checker(Settings(root=tmp_path), cache_dir=None, jobs=1).check_paths([tmp_path / "sub"])
+    assert report.settings == {"deepspeed_version": "0.15.1", "deepspeed_version_from": "sub/requirements.txt"}
+    report = Checker(Settings(root=tmp_path, deepspeed_version="0.18.0"), cache_dir=None, jobs=1).check_paths(
+        [tmp_path / "sub"])
+    assert report.settings == {"deepspeed_version": "0.18.0", "deepspeed_version_from": "option"}
+    data = json.loads(render("json", report, all_rules()))
+    assert data["settings"]["deepspeed_version_from"] == "option"
