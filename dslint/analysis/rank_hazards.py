@@ -17,6 +17,7 @@ import libcst as cst
 from dslint.analysis.collective_sites import CollectiveSites, Hop, Site, assignments
 from dslint.analysis.flow import FlowWalk, Guard
 from dslint.analysis.groups import uniform_over
+from dslint.analysis.rank_exceptions import ExceptionTracking, RaisingOp
 from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import UNKNOWN, literal_value
@@ -33,21 +34,95 @@ _P2P_PAIRED = {"barrier", "monitored_barrier", "broadcast", "broadcast_object_li
 
 @dataclass
 class Hazard:
-    code: str                          # DSL101 | DSL102 | DSL103 | DSL104
-    at: cst.CSTNode                    # the call (101/104), the loop (102), the exit statement (103)
+    code: str                          # DSL101 | DSL102 | DSL103 | DSL104 | DSL105
+    at: cst.CSTNode                    # the call (101/104), the loop (102), the exit statement (103), the
+                                       # raising operation (105; its guard: kind "filter", at the filter)
     site: Site
     guard: Optional[Guard]
     scope: str
     notes: list[str] = field(default_factory=list)
 
 
-class HazardWalk(FlowWalk):
+class HazardWalk(ExceptionTracking, FlowWalk):
     def __init__(self, analysis: "RankHazards", src: "PythonSource", scope: str, env, cls, guards=()) -> None:
         super().__init__(analysis.taint.taint(src), scope, env, cls, guards)
         self.analysis = analysis
         self.src = src
         self.sites = analysis.sites
         self.found: dict[tuple, Hazard] = {}
+        self._exc_init()
+
+    # --- DSL105: a rank-dependent exception before a collective (dslint/analysis/rank_exceptions.py) ------
+    def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.Assert):
+            self.exc_checked(node.test)
+        out = super().small(node, guards)
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self.exc_assign(target.target, node.value, guards)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self.exc_assign(node.target, node.value, guards)
+        elif isinstance(node, (cst.AugAssign, cst.Del)):
+            self.exc_checked(node.target)
+        return out
+
+    def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.Try) and node.handlers:
+            self._try_depth += 1        # a raise in the body is caught on that rank
+            try:
+                return super().stmt(node, guards)
+            finally:
+                self._try_depth -= 1
+        return super().stmt(node, guards)
+
+    def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
+        self.exc_checked(node.test)
+        both: set[str] = set()
+        if self.none_init and isinstance(node.orelse, (cst.If, cst.Else)):
+            from dslint.analysis.rank_exceptions import _assigned_names
+            orelse = (node.orelse,) if isinstance(node.orelse, cst.If) else node.orelse.body.body
+            both = _assigned_names(node.body.body) & _assigned_names(orelse)
+        self._both_assigned.append(both)
+        try:
+            return super().if_stmt(node, guards)
+        finally:
+            self._both_assigned.pop()
+
+    def loop(self, node, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.While):
+            self.exc_checked(node.test)
+        elif isinstance(node, cst.For):
+            for name in list(self.maybe):
+                if name in {n for n in (dotted_name(node.target),) if n}:
+                    self._forget(name)
+        self._loops.append(node)
+        try:
+            return super().loop(node, guards)
+        finally:
+            self._loops.pop()
+            waiting = [op for op in self.raising if node in op.loops]
+            if waiting:
+                sites = self.sites.block_sites(self.src, node.body.body, self.cls)
+                if sites:       # the next iteration reaches them: the other ranks wait there
+                    best = next((s for s in sites if s.certain), sites[0])
+                    for op in waiting:
+                        self._report(op, best)
+
+    def expr(self, e: cst.CSTNode, guards: tuple[Guard, ...]) -> None:
+        if self.maybe or self.none_init or self.empty_init:
+            if isinstance(e, cst.IfExp):
+                self.exc_checked(e.test)
+            elif isinstance(e, cst.BooleanOperation):
+                self.exc_checked(e.left)
+            self.exc_expr(e)
+        super().expr(e, guards)
+
+    def _report(self, op: RaisingOp, site: Site) -> None:
+        if op in self.raising:
+            self.raising.remove(op)
+        guard = Guard("filter", op.value.origin, op.value.node)
+        self._record(("DSL105", id(op.node)), Hazard("DSL105", op.node, site, guard, self.scope,
+                                                        [op.what, op.value.how]))
 
     def _record(self, key: tuple, hazard: Hazard) -> None:
         old = self.found.get(key)
@@ -55,9 +130,13 @@ class HazardWalk(FlowWalk):
             self.found[key] = hazard
 
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
+        if self.empty_init:
+            self.exc_growth(call, guards)
         site = self.sites.classify(self.src, call, self.cls)
         if site is None:
             return
+        for op in list(self.raising):
+            self._report(op, site)
         if guards:
             guards = self._over_group(site, guards)
         conds = [g for g in guards if g.kind == "cond"]
