@@ -42,6 +42,7 @@ class MaybeEmpty:
     node: cst.CSTNode           # the filter / the conditional assignment
     origin: Origin              # why it differs across ranks
     how: str = "filter"         # filter | grown (appended under a test) | assigned (rebound under a test) | next
+    test: str = ""              # grown/assigned: the test's code; a use under the same test is correlated
 
 
 @dataclass
@@ -145,6 +146,25 @@ class ExceptionTracking:
         self._both_assigned: list[set[str]] = []
         self._loops: list[cst.CSTNode] = []
         self._try_depth = 0
+        # grown/assigned values take effect past the `if`/loop they were set in (inside it they are set):
+        # one dict per enclosing statement, promoted when it ends
+        self._deferred: list[dict[str, MaybeEmpty]] = []
+
+    def exc_enter(self) -> None:
+        self._deferred.append({})
+
+    def exc_leave(self) -> None:
+        done = self._deferred.pop()
+        for name, value in done.items():
+            if self._deferred:
+                self._deferred[-1][name] = value
+            self.maybe[name] = value
+
+    def _defer(self, value: MaybeEmpty) -> None:
+        if self._deferred:
+            self._deferred[-1][value.name] = value
+        else:
+            self.maybe[value.name] = value
 
     # --- bindings ------------------------------------------------------------------------------------
     def exc_assign(self, target: cst.BaseExpression, value: cst.BaseExpression, guards) -> None:
@@ -157,7 +177,8 @@ class ExceptionTracking:
         if name in self.none_init and len(conds) > self.none_init[name] and \
                 not any(name in both for both in self._both_assigned):
             g = conds[-1]
-            self.maybe[name] = MaybeEmpty(name, "none", g.test if g.kind == "exit" else g.node, g.origin, "assigned")
+            test = g.test if g.kind == "exit" else g.node
+            self._defer(MaybeEmpty(name, "none", test, g.origin, "assigned", _code(test)))
             return              # still None on the ranks that skip this branch
         self._forget(name)
         inner = _unwrap(value)
@@ -186,6 +207,8 @@ class ExceptionTracking:
 
     def _forget(self, name: str) -> None:
         self.maybe.pop(name, None)
+        for pending in self._deferred:
+            pending.pop(name, None)
         self.empty_init.pop(name, None)
         self.none_init.pop(name, None)
 
@@ -207,7 +230,8 @@ class ExceptionTracking:
         conds = [g for g in guards if g.kind in ("cond", "cond-balanced", "exit")]
         if len(conds) > self.empty_init[name]:
             g = conds[-1]
-            self.maybe[name] = MaybeEmpty(name, "empty", g.test if g.kind == "exit" else g.node, g.origin, "grown")
+            test = g.test if g.kind == "exit" else g.node
+            self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test)))
         del self.empty_init[name]       # grown on every rank otherwise (or already maybe-empty)
 
     # --- raising operations ------------------------------------------------------------------------
@@ -216,11 +240,17 @@ class ExceptionTracking:
         if name is None:
             name = _comp_source(e)
         hit = self.maybe.get(name) if name else None
-        return hit if hit is not None and hit.kind in kinds else None
+        if hit is None or hit.kind not in kinds:
+            return None
+        if hit.test and any(g.kind in ("cond", "cond-balanced") and _code(g.node) == hit.test
+                            for g in getattr(self, "_guards_now", ())):
+            return None         # under the same test that set it (`if is_main: x = ...` … `if is_main: x.y`)
+        return hit
 
-    def exc_expr(self, e: cst.CSTNode) -> None:
+    def exc_expr(self, e: cst.CSTNode, guards=()) -> None:
         if not self.maybe or self._try_depth:
             return
+        self._guards_now = guards
         if isinstance(e, cst.Call):
             last = _last(e.func)
             callee = self.taint.facts.resolve_expr(e.func) or ""

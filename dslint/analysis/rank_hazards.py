@@ -83,10 +83,12 @@ class HazardWalk(ExceptionTracking, FlowWalk):
             orelse = (node.orelse,) if isinstance(node.orelse, cst.If) else node.orelse.body.body
             both = _assigned_names(node.body.body) & _assigned_names(orelse)
         self._both_assigned.append(both)
+        self.exc_enter()
         try:
             return super().if_stmt(node, guards)
         finally:
             self._both_assigned.pop()
+            self.exc_leave()
 
     def loop(self, node, guards: tuple[Guard, ...]) -> list[Guard]:
         if isinstance(node, cst.While):
@@ -96,10 +98,12 @@ class HazardWalk(ExceptionTracking, FlowWalk):
                 if name in {n for n in (dotted_name(node.target),) if n}:
                     self._forget(name)
         self._loops.append(node)
+        self.exc_enter()
         try:
             return super().loop(node, guards)
         finally:
             self._loops.pop()
+            self.exc_leave()
             waiting = [op for op in self.raising if node in op.loops]
             if waiting:
                 sites = self.sites.block_sites(self.src, node.body.body, self.cls)
@@ -114,7 +118,7 @@ class HazardWalk(ExceptionTracking, FlowWalk):
                 self.exc_checked(e.test)
             elif isinstance(e, cst.BooleanOperation):
                 self.exc_checked(e.left)
-            self.exc_expr(e)
+            self.exc_expr(e, guards)
         super().expr(e, guards)
 
     def _report(self, op: RaisingOp, site: Site) -> None:
