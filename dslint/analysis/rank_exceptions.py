@@ -33,6 +33,8 @@ EMPTY_RAISING = {"cat", "concat", "concatenate", "stack", "vstack", "hstack", "d
 # the modules those are read from (a bare `max`/`min` is the builtin)
 _EMPTY_MODULES = ("torch", "numpy", "np", "statistics", "random", "torch.nn.utils.rnn")
 _GROWING = {"append", "extend", "insert", "add", "update"}
+# a helper whose calls include none of these cannot raise DSL105's way (decided on the outline)
+HELPER_GATE = EMPTY_RAISING | {"len", "next", "append", "extend", "filter"}
 
 
 @dataclass
@@ -43,6 +45,7 @@ class MaybeEmpty:
     origin: Origin              # why it differs across ranks
     how: str = "filter"         # filter | grown (appended under a test) | assigned (rebound under a test) | next
     test: str = ""              # grown/assigned: the test's code; a use under the same test is correlated
+    source: object = None       # the PythonSource of `node` (another file's, for a helper's raise)
 
 
 @dataclass
@@ -51,6 +54,7 @@ class RaisingOp:
     value: MaybeEmpty
     what: str                   # "`torch.cat(answers)` raises on an empty list"
     loops: tuple                # enclosing loop statements at the operation
+    inner: object = None        # a call of a helper that raises: (source, RaisingOp) of the helper's operation
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
@@ -178,7 +182,7 @@ class ExceptionTracking:
                 not any(name in both for both in self._both_assigned):
             g = conds[-1]
             test = g.test if g.kind == "exit" else g.node
-            self._defer(MaybeEmpty(name, "none", test, g.origin, "assigned", _code(test)))
+            self._defer(MaybeEmpty(name, "none", test, g.origin, "assigned", _code(test), self.src))
             return              # still None on the ranks that skip this branch
         self._forget(name)
         inner = _unwrap(value)
@@ -192,18 +196,18 @@ class ExceptionTracking:
         if _has_filter(inner) or isinstance(inner, cst.Call) and _last(inner.func) == "filter":
             origin = self.eval(inner)
             if origin is not None:
-                self.maybe[name] = MaybeEmpty(name, "empty", inner, origin)
+                self.maybe[name] = MaybeEmpty(name, "empty", inner, origin, source=self.src)
             return
         src = _comp_source(inner)
         if src is not None and src in self.maybe and self.maybe[src].kind == "empty":
             self.maybe[name] = MaybeEmpty(name, "empty", self.maybe[src].node, self.maybe[src].origin,
-                                          self.maybe[src].how)
+                                          self.maybe[src].how, self.maybe[src].test, self.maybe[src].source)
             return
         if isinstance(inner, cst.Call) and _last(inner.func) == "next" and len(inner.args) == 2 and \
                 isinstance(inner.args[1].value, cst.Name) and inner.args[1].value.value == "None":
             origin = self.eval(inner.args[0].value)
             if origin is not None:
-                self.maybe[name] = MaybeEmpty(name, "none", inner, origin, "next")
+                self.maybe[name] = MaybeEmpty(name, "none", inner, origin, "next", source=self.src)
 
     def _forget(self, name: str) -> None:
         self.maybe.pop(name, None)
@@ -231,7 +235,7 @@ class ExceptionTracking:
         if len(conds) > self.empty_init[name]:
             g = conds[-1]
             test = g.test if g.kind == "exit" else g.node
-            self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test)))
+            self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test), self.src))
         del self.empty_init[name]       # grown on every rank otherwise (or already maybe-empty)
 
     # --- raising operations ------------------------------------------------------------------------
@@ -288,6 +292,16 @@ class ExceptionTracking:
                 hit = self._maybe_of(right.args[0].value, ("empty",))
                 if hit is not None:
                     self._raise(e, hit, f"`{_code(e)}` raises ZeroDivisionError on an empty list")
+
+    def exc_helper(self, call: cst.Call, ops: list) -> None:
+        """`rewards = self.score(outputs)` where `score` raises on a per-rank empty value with no collective after
+        it: the raise happens here, before this body's later collectives."""
+        if self._try_depth:
+            return
+        for source, op in ops:
+            where = f"{source.path}:{source.span(op.node).line}"
+            self.raising.append(RaisingOp(call, op.value, f"`{_code(call)}` can raise: {op.what} at {where}",
+                                          tuple(self._loops), (source, op)))
 
     def _raise(self, node: cst.CSTNode, hit: MaybeEmpty, what: str) -> None:
         self.raising.append(RaisingOp(node, hit, what, tuple(self._loops)))

@@ -41,6 +41,8 @@ class Hazard:
     guard: Optional[Guard]
     scope: str
     notes: list[str] = field(default_factory=list)
+    inner: Optional[tuple] = None          # DSL105 through a helper: (source, RaisingOp) of its operation
+    value_source: Optional["PythonSource"] = None   # DSL105: the source of the filter (guard.node)
 
 
 class HazardWalk(ExceptionTracking, FlowWalk):
@@ -125,8 +127,10 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         if op in self.raising:
             self.raising.remove(op)
         guard = Guard("filter", op.value.origin, op.value.node)
-        self._record(("DSL105", id(op.node)), Hazard("DSL105", op.node, site, guard, self.scope,
-                                                        [op.what, op.value.how]))
+        hazard = Hazard("DSL105", op.node, site, guard, self.scope, [op.what, op.value.how])
+        hazard.inner = op.inner
+        hazard.value_source = op.value.source or self.src
+        self._record(("DSL105", id(op.node)), hazard)
 
     def _record(self, key: tuple, hazard: Hazard) -> None:
         old = self.found.get(key)
@@ -136,6 +140,9 @@ class HazardWalk(ExceptionTracking, FlowWalk):
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
         if self.empty_init:
             self.exc_growth(call, guards)
+        helper = self.analysis.raising_helper(self.src, call, self.cls)
+        if helper:
+            self.exc_helper(call, helper)
         site = self.sites.classify(self.src, call, self.cls)
         if site is None:
             return
@@ -242,6 +249,37 @@ class RankHazards:
             return True
         info = hit[0].outline.classes.get(hit[1])
         return info is None or any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)
+
+    def raising_helper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> list:
+        """The DSL105 operations of the checked function `call` runs that no collective of its own follows
+        (they raise before whatever the caller does next): [(source, RaisingOp)]. Functions whose outline calls
+        nothing of `HELPER_GATE` are not parsed."""
+        from dslint.analysis.rank_exceptions import HELPER_GATE
+        callee = src.facts.resolve_expr(call.func)
+        if callee is None:
+            return []
+        where = self.taint.call_source(src, callee, cls)
+        if where is None or where[0].outline is None:
+            return []
+        key = (id(where[0]), where[1])
+        memo = self.__dict__.setdefault("_raising", {})
+        if key in memo:
+            return memo[key]
+        memo[key] = []                  # recursion: in progress
+        other, qual = where
+        if not any(scope == qual and c and c.rsplit(".", 1)[-1] in HELPER_GATE for c, scope in other.outline.calls):
+            return []
+        if not mentions_rank(other.text) and not self._calls_rank_helpers(other):
+            return []
+        hit = self.taint.function_info(where)
+        if hit is None or not isinstance(hit[1].node.body, cst.IndentedBlock):
+            return []
+        info = hit[1]
+        env = {**self.taint.module_env(other), **self.taint.param_taint(other, info)}
+        walk = HazardWalk(self, other, qual, env, info.class_name, _decorator_guards(other, info.node))
+        walk.run(info.node.body.body)
+        memo[key] = [(other, op) for op in walk.raising]
+        return memo[key]
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),

@@ -40,7 +40,11 @@ def _trace(ctx: RuleContext, h: Hazard) -> list[Trace]:
     if origin is not None:
         out.append(Trace(f"rank-varying value: `{origin.text()}`", origin.node, origin.source))
     if h.code == "DSL105":
-        out[0] = Trace(f"may be empty/None on some ranks only: {_filtered(h, ctx)}", h.guard.node, ctx.source)
+        out[0] = Trace(f"may be empty/None on some ranks only: {_filtered(h, ctx)}", h.guard.node,
+                       h.value_source or ctx.source)
+        if h.inner is not None:
+            source, op = h.inner
+            out.append(Trace(f"raises: {op.what}", op.node, source))
     if h.code in ("DSL102", "DSL103", "DSL105"):
         out.append(Trace(f"collective: {h.site.label} — {h.site.why}", h.site.call, h.site.source))
     for hop in h.site.chain:
@@ -71,7 +75,9 @@ def _line(ctx: RuleContext, node) -> int:
 def _filtered(h: Hazard, ctx: RuleContext) -> str:
     """How the DSL105 value came to differ: "it comes from `[...]`, which filters `outputs` (…)"."""
     g, how = h.guard, h.notes[1] if len(h.notes) > 1 else "filter"
-    test = f"{code_of(g.node)}` (line {_line(ctx, g.node)})"
+    source = h.value_source or ctx.source
+    where = f"line {source.span(g.node).line}" if source is ctx.source else f"{source.path}:{source.span(g.node).line}"
+    test = f"{code_of(g.node)}` ({where})"
     if how == "grown":
         return f"it only grows when `{test} holds, which depends on {g.origin.describe()}"
     if how == "assigned":
