@@ -17,6 +17,7 @@ import libcst as cst
 from dslint.analysis.collective_sites import CollectiveSites, Hop, Site, assignments
 from dslint.analysis.flow import FlowWalk, Guard
 from dslint.analysis.groups import uniform_over
+from dslint.analysis.rank_exceptions import ExceptionTracking, RaisingOp
 from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import UNKNOWN, literal_value
@@ -33,21 +34,103 @@ _P2P_PAIRED = {"barrier", "monitored_barrier", "broadcast", "broadcast_object_li
 
 @dataclass
 class Hazard:
-    code: str                          # DSL101 | DSL102 | DSL103 | DSL104
-    at: cst.CSTNode                    # the call (101/104), the loop (102), the exit statement (103)
+    code: str                          # DSL101 | DSL102 | DSL103 | DSL104 | DSL105
+    at: cst.CSTNode                    # the call (101/104), the loop (102), the exit statement (103), the
+                                       # raising operation (105; its guard: kind "filter", at the filter)
     site: Site
     guard: Optional[Guard]
     scope: str
     notes: list[str] = field(default_factory=list)
+    inner: Optional[tuple] = None          # DSL105 through a helper: (source, RaisingOp) of its operation
+    value_source: Optional["PythonSource"] = None   # DSL105: the source of the filter (guard.node)
 
 
-class HazardWalk(FlowWalk):
+class HazardWalk(ExceptionTracking, FlowWalk):
     def __init__(self, analysis: "RankHazards", src: "PythonSource", scope: str, env, cls, guards=()) -> None:
         super().__init__(analysis.taint.taint(src), scope, env, cls, guards)
         self.analysis = analysis
         self.src = src
         self.sites = analysis.sites
         self.found: dict[tuple, Hazard] = {}
+        self._exc_init()
+
+    # --- DSL105: a rank-dependent exception before a collective (dslint/analysis/rank_exceptions.py) ------
+    def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.Assert):
+            self.exc_checked(node.test)
+        out = super().small(node, guards)
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self.exc_assign(target.target, node.value, guards)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self.exc_assign(node.target, node.value, guards)
+        elif isinstance(node, (cst.AugAssign, cst.Del)):
+            self.exc_checked(node.target)
+        return out
+
+    def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.Try) and node.handlers:
+            self._try_depth += 1        # a raise in the body is caught on that rank
+            try:
+                return super().stmt(node, guards)
+            finally:
+                self._try_depth -= 1
+        return super().stmt(node, guards)
+
+    def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
+        self.exc_checked(node.test)
+        both: set[str] = set()
+        if self.none_init and isinstance(node.orelse, (cst.If, cst.Else)):
+            from dslint.analysis.rank_exceptions import _assigned_names
+            orelse = (node.orelse,) if isinstance(node.orelse, cst.If) else node.orelse.body.body
+            both = _assigned_names(node.body.body) & _assigned_names(orelse)
+        self._both_assigned.append(both)
+        self.exc_enter()
+        try:
+            return super().if_stmt(node, guards)
+        finally:
+            self._both_assigned.pop()
+            self.exc_leave()
+
+    def loop(self, node, guards: tuple[Guard, ...]) -> list[Guard]:
+        if isinstance(node, cst.While):
+            self.exc_checked(node.test)
+        elif isinstance(node, cst.For):
+            for name in list(self.maybe):
+                if name in {n for n in (dotted_name(node.target),) if n}:
+                    self._forget(name)
+        self._loops.append(node)
+        self.exc_enter()
+        try:
+            return super().loop(node, guards)
+        finally:
+            self._loops.pop()
+            self.exc_leave()
+            waiting = [op for op in self.raising if node in op.loops]
+            if waiting:
+                sites = self.sites.block_sites(self.src, node.body.body, self.cls)
+                if sites:       # the next iteration reaches them: the other ranks wait there
+                    best = next((s for s in sites if s.certain), sites[0])
+                    for op in waiting:
+                        self._report(op, best)
+
+    def expr(self, e: cst.CSTNode, guards: tuple[Guard, ...]) -> None:
+        if self.maybe or self.none_init or self.empty_init:
+            if isinstance(e, cst.IfExp):
+                self.exc_checked(e.test)
+            elif isinstance(e, cst.BooleanOperation):
+                self.exc_checked(e.left)
+            self.exc_expr(e, guards)
+        super().expr(e, guards)
+
+    def _report(self, op: RaisingOp, site: Site) -> None:
+        if op in self.raising:
+            self.raising.remove(op)
+        guard = Guard("filter", op.value.origin, op.value.node)
+        hazard = Hazard("DSL105", op.node, site, guard, self.scope, [op.what, op.value.how])
+        hazard.inner = op.inner
+        hazard.value_source = op.value.source or self.src
+        self._record(("DSL105", id(op.node)), hazard)
 
     def _record(self, key: tuple, hazard: Hazard) -> None:
         old = self.found.get(key)
@@ -55,9 +138,16 @@ class HazardWalk(FlowWalk):
             self.found[key] = hazard
 
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
+        if self.empty_init:
+            self.exc_growth(call, guards)
+        helper = self.analysis.raising_helper(self.src, call, self.cls)
+        if helper:
+            self.exc_helper(call, helper)
         site = self.sites.classify(self.src, call, self.cls)
         if site is None:
             return
+        for op in list(self.raising):
+            self._report(op, site)
         if guards:
             guards = self._over_group(site, guards)
         conds = [g for g in guards if g.kind == "cond"]
@@ -159,6 +249,37 @@ class RankHazards:
             return True
         info = hit[0].outline.classes.get(hit[1])
         return info is None or any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in info.bases if b)
+
+    def raising_helper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> list:
+        """The DSL105 operations of the checked function `call` runs that no collective of its own follows
+        (they raise before whatever the caller does next): [(source, RaisingOp)]. Functions whose outline calls
+        nothing of `HELPER_GATE` are not parsed."""
+        from dslint.analysis.rank_exceptions import HELPER_GATE
+        callee = src.facts.resolve_expr(call.func)
+        if callee is None:
+            return []
+        where = self.taint.call_source(src, callee, cls)
+        if where is None or where[0].outline is None:
+            return []
+        key = (id(where[0]), where[1])
+        memo = self.__dict__.setdefault("_raising", {})
+        if key in memo:
+            return memo[key]
+        memo[key] = []                  # recursion: in progress
+        other, qual = where
+        if not any(scope == qual and c and c.rsplit(".", 1)[-1] in HELPER_GATE for c, scope in other.outline.calls):
+            return []
+        if not mentions_rank(other.text) and not self._calls_rank_helpers(other):
+            return []
+        hit = self.taint.function_info(where)
+        if hit is None or not isinstance(hit[1].node.body, cst.IndentedBlock):
+            return []
+        info = hit[1]
+        env = {**self.taint.module_env(other), **self.taint.param_taint(other, info)}
+        walk = HazardWalk(self, other, qual, env, info.class_name, _decorator_guards(other, info.node))
+        walk.run(info.node.body.body)
+        memo[key] = [(other, op) for op in walk.raising]
+        return memo[key]
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),

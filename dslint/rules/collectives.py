@@ -1,6 +1,6 @@
-"""Collective hazards: a collective that one rank enters and another never reaches (DSL101–DSL104).
+"""Collective hazards: a collective that one rank enters and another never reaches (DSL101–DSL105).
 
-All four rules read one memoised analysis per file (dslint/analysis/rank_hazards.py); `RankGuardedCollective`
+All five rules read one memoised analysis per file (dslint/analysis/rank_hazards.py); `RankGuardedCollective`
 would be enough to run it, but each rule filters its own code so `--select DSL102` runs only what it needs.
 """
 
@@ -39,7 +39,13 @@ def _trace(ctx: RuleContext, h: Hazard) -> list[Trace]:
     origin = h.guard.origin if h.guard is not None else None
     if origin is not None:
         out.append(Trace(f"rank-varying value: `{origin.text()}`", origin.node, origin.source))
-    if h.code in ("DSL102", "DSL103"):
+    if h.code == "DSL105":
+        out[0] = Trace(f"may be empty/None on some ranks only: {_filtered(h, ctx)}", h.guard.node,
+                       h.value_source or ctx.source)
+        if h.inner is not None:
+            source, op = h.inner
+            out.append(Trace(f"raises: {op.what}", op.node, source))
+    if h.code in ("DSL102", "DSL103", "DSL105"):
         out.append(Trace(f"collective: {h.site.label} — {h.site.why}", h.site.call, h.site.source))
     for hop in h.site.chain:
         out.append(Trace(hop.note, hop.node, hop.source))
@@ -66,6 +72,21 @@ def _line(ctx: RuleContext, node) -> int:
     return ctx.source.span(node).line
 
 
+def _filtered(h: Hazard, ctx: RuleContext) -> str:
+    """How the DSL105 value came to differ: "it comes from `[...]`, which filters `outputs` (…)"."""
+    g, how = h.guard, h.notes[1] if len(h.notes) > 1 else "filter"
+    source = h.value_source or ctx.source
+    where = f"line {source.span(g.node).line}" if source is ctx.source else f"{source.path}:{source.span(g.node).line}"
+    test = f"{code_of(g.node)}` ({where})"
+    if how == "grown":
+        return f"it only grows when `{test} holds, which depends on {g.origin.describe()}"
+    if how == "assigned":
+        return f"it stays None unless `{test} holds, which depends on {g.origin.describe()}"
+    if how == "next":
+        return f"`{test} is None when {g.origin.describe()} is empty"
+    return f"it comes from `{test}, which filters {g.origin.describe()}"
+
+
 def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
     g = h.guard
     if h.code == "DSL101":
@@ -87,6 +108,11 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
                f"{_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}; the remaining "
                f"ranks then wait in it forever. Reach the collective on every rank before leaving, or make the "
                f"exit condition the same on all ranks (all_reduce it).")
+    elif h.code == "DSL105":
+        msg = (f"{h.notes[0]}, and the value can be empty/None on some ranks only: {_filtered(h, ctx)}. A rank "
+               f"that raises here dies before {_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}"
+               f", and the other ranks wait in it until the timeout. Handle the empty case with a decision "
+               f"every rank takes alike: all_reduce the count and skip together, or pad with a dummy element.")
     else:
         why = "; ".join(h.notes)
         unsure = "" if h.site.certain else " (no DeepSpeed config found to confirm it)"
@@ -97,6 +123,8 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         "DSL102": "Give every rank the same iteration count (pad the shard / DistributedSampler / all_reduce MAX).",
         "DSL103": "Let every rank reach the collective, or agree on the exit (all_reduce the condition).",
         "DSL104": "Pass synced_gpus=True to generate().",
+        "DSL105": "Guard the empty/None case uniformly: all_reduce the count and skip on every rank together, "
+                  "or pad with a dummy element so the operation cannot raise.",
     }[h.code])
     return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code)
 
@@ -347,6 +375,71 @@ engine, *_ = deepspeed.initialize(model=model, config="ds.json")
 for batch in loader:
     out = engine.module.generate(**batch, do_sample=True)  # expect: DSL104
 """, files={"ds.json": _Z2_CONFIG}),
+    )
+
+
+class RankDependentException(_CollectiveRule):
+    """An operation that raises on an empty or None value which only some ranks can hold, before a collective.
+
+    **What it flags**: a value produced by a *filter* over rank-varying data — a comprehension with an `if`
+    clause (`answers = [a for a in outputs if a.is_valid]` over this rank's generations or shard), `filter(...)`,
+    a list started empty that grows only under a rank-dependent test or after a rank-dependent `continue`, a
+    name left None unless a rank-dependent branch rebinds it, `next(iter(data), None)` — fed to an operation that
+    raises when it is empty/None: `torch.cat`/`torch.stack`/`np.concatenate`, `max`/`min` without `default=`,
+    `random.choice`, `xs[0]`, `total / len(xs)` (ZeroDivisionError), `x.shape`/`x.item()`/`len(x)` of a
+    maybe-None; and a collective site after it in the same function (or anywhere in the enclosing loop's body:
+    the next iteration reaches it) — an all_reduce/gather, a ZeRO-3 or MoE engine forward, `engine.backward`,
+    `accelerator.gather`.
+
+    **Why it hangs**: the filter keeps nothing on one rank only (all its samples were invalid, its shard was
+    short); that rank raises and dies, while the others block in the collective until the NCCL timeout, and the
+    job reports a timeout far from the real error (an RLHF trainer's reward step: `torch.cat(valid_rewards)`
+    before the gradient all_reduce).
+
+    **Not flagged**: any test of the value before the operation (`if not answers:`, `if len(answers) == 0`,
+    `if x is None`, `assert answers`, `answers and ...`) — what that test does is the user's decision (whether
+    the test itself is rank-dependent is DSL103's concern); an operation inside `try` with handlers; a filter
+    over data that is the same on every rank; no collective after the operation. A collective under a config
+    dslint cannot confirm makes the finding a warning.
+    """
+
+    code = "DSL105"
+    name = "rank-dependent-exception"
+    severity = Severity.ERROR
+    summary = "an operation that raises on a per-rank empty/None value (filtered data) before a collective"
+    fix_advice = ("Handle the empty case uniformly: all_reduce the count and skip on every rank together, or pad "
+                  "with a dummy element; or check it and still reach the collective.")
+    references = ("RLHF trainers: filtered per-rank answers fed to torch.cat before the step's all_reduce",)
+    versions = "All DeepSpeed/torch.distributed versions."
+    suppress_when = "The filter provably keeps at least one element on every rank (say why in a comment)."
+    VALID = (
+        """\
+        import torch, torch.distributed as dist
+        def step(engine, outputs):
+            answers = [o.reward for o in outputs if o.is_valid]
+            n = torch.tensor(len(answers))
+            dist.all_reduce(n)
+            if len(answers) == 0:
+                answers = [torch.zeros(1)]
+            loss = -torch.cat(answers).mean()
+            dist.all_reduce(loss)
+        """,
+        """\
+        import torch, torch.distributed as dist
+        def step(outputs):
+            answers = [o.reward for o in outputs if o.is_valid]
+            return torch.cat(answers).mean()       # no collective after it
+        """,
+    )
+    INVALID = (
+        """\
+        import torch, torch.distributed as dist
+        def step(model, prompts):
+            outputs = model.generate(prompts, do_sample=True)
+            answers = [o for o in outputs if is_valid(o)]
+            rewards = torch.cat(answers)  # expect: DSL105
+            dist.all_reduce(rewards)
+        """,
     )
 
 

@@ -1,0 +1,313 @@
+"""Rank-dependent exceptions before a collective (rule DSL105), a part of the hazard walk (`HazardWalk`).
+
+A value produced by a *filter* over rank-varying data can be empty (or None) on some ranks only:
+
+- a comprehension with an `if` clause whose result is rank-varying (`[a for a in outputs if a.is_valid]`),
+  `filter(...)` of rank-varying data, a comprehension over such a filtered value;
+- a list started empty (`xs = []`) that grows only under a rank-dependent test or after a rank-dependent
+  `continue` (`for o in outputs: if o.ok: xs.append(o)`);
+- a name bound to None that a rank-dependent branch alone rebinds (`x = None; if cond: x = ...`), and
+  `next(iter(data), None)` of rank-varying data.
+
+An operation that raises on an empty/None value (`torch.cat(xs)`, `torch.stack`, `max`/`min` without a
+default, `xs[0]`, `x / len(xs)`, `x.shape` of a maybe-None) kills that rank; when a collective site follows
+it in the same body (or earlier in an enclosing loop's body: the next iteration), the other ranks wait there
+forever. Any test of the name before the operation (`if not xs:`, `len(xs) == 0`, `x is None`, an `assert`,
+`xs and ...`) is the user's decision and clears it; an operation inside a `try` with handlers is caught.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from dslint.analysis.rank_values import Origin
+from dslint.facts import dotted_name
+from dslint.literals import literal_value
+
+# calls that raise on an empty sequence argument (first positional)
+EMPTY_RAISING = {"cat", "concat", "concatenate", "stack", "vstack", "hstack", "dstack", "max", "min", "choice",
+                 "mean", "median", "stdev", "pad_sequence"}
+# the modules those are read from (a bare `max`/`min` is the builtin)
+_EMPTY_MODULES = ("torch", "numpy", "np", "statistics", "random", "torch.nn.utils.rnn")
+_GROWING = {"append", "extend", "insert", "add", "update"}
+# a helper whose calls include none of these cannot raise DSL105's way (decided on the outline)
+HELPER_GATE = EMPTY_RAISING | {"len", "next", "append", "extend", "filter"}
+
+
+@dataclass
+class MaybeEmpty:
+    name: str
+    kind: str                   # "empty" | "none"
+    node: cst.CSTNode           # the filter / the conditional assignment
+    origin: Origin              # why it differs across ranks
+    how: str = "filter"         # filter | grown (appended under a test) | assigned (rebound under a test) | next
+    test: str = ""              # grown/assigned: the test's code; a use under the same test is correlated
+    source: object = None       # the PythonSource of `node` (another file's, for a helper's raise)
+
+
+@dataclass
+class RaisingOp:
+    node: cst.CSTNode           # the raising expression
+    value: MaybeEmpty
+    what: str                   # "`torch.cat(answers)` raises on an empty list"
+    loops: tuple                # enclosing loop statements at the operation
+    inner: object = None        # a call of a helper that raises: (source, RaisingOp) of the helper's operation
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    out: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> Optional[bool]:
+            name = dotted_name(n)
+            if name is not None:
+                out.add(name)
+            return True
+
+    node.visit(V())
+    return out
+
+
+def _assigned_names(stmts) -> set[str]:
+    out: set[str] = set()
+    for stmt in stmts:
+        for node in _walk_statements(stmt):
+            if isinstance(node, cst.Assign):
+                for t in node.targets:
+                    name = dotted_name(t.target)
+                    if name:
+                        out.add(name)
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                name = dotted_name(node.target)
+                if name:
+                    out.add(name)
+    return out
+
+
+def _walk_statements(node: cst.CSTNode):
+    """Assignments of a statement and of the blocks nested in it (not of nested functions/classes)."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return
+    if isinstance(node, cst.SimpleStatementLine):
+        yield from node.body
+        return
+    if isinstance(node, cst.BaseSmallStatement):
+        yield node
+        return
+    for child in node.children:
+        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.BaseSmallStatement, cst.Else,
+                              cst.ExceptHandler, cst.Finally)):
+            yield from _walk_statements(child)
+
+
+def _last(func: cst.BaseExpression) -> Optional[str]:
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def _has_filter(e: cst.BaseExpression) -> bool:
+    if not isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        return False
+    comp = e.for_in
+    while comp is not None:
+        if comp.ifs:
+            return True
+        comp = comp.inner_for_in
+    return False
+
+
+def _comp_source(e: cst.BaseExpression) -> Optional[str]:
+    """The name a comprehension without filters iterates (`[a.text for a in valid]` is as long as `valid`)."""
+    if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)) and e.for_in.inner_for_in is None \
+            and not e.for_in.ifs:
+        return dotted_name(e.for_in.iter)
+    return None
+
+
+def _unwrap(e: cst.BaseExpression) -> cst.BaseExpression:
+    """`list(x)`, `sorted(x)`, `tuple(x)`: as long as `x`."""
+    while isinstance(e, cst.Call) and _last(e.func) in ("list", "tuple", "sorted", "set") and e.args \
+            and e.args[0].keyword is None:
+        e = e.args[0].value
+    return e
+
+
+class ExceptionTracking:
+    """Mixin of `HazardWalk`: tracks maybe-empty names and raising operations on them in statement order."""
+
+    def _exc_init(self) -> None:
+        self.maybe: dict[str, MaybeEmpty] = {}
+        self.empty_init: dict[str, int] = {}     # `xs = []`: name -> number of guards at the binding
+        self.none_init: dict[str, int] = {}      # `x = None`
+        self.raising: list[RaisingOp] = []
+        self._both_assigned: list[set[str]] = []
+        self._loops: list[cst.CSTNode] = []
+        self._try_depth = 0
+        # grown/assigned values take effect past the `if`/loop they were set in (inside it they are set):
+        # one dict per enclosing statement, promoted when it ends
+        self._deferred: list[dict[str, MaybeEmpty]] = []
+
+    def exc_enter(self) -> None:
+        self._deferred.append({})
+
+    def exc_leave(self) -> None:
+        done = self._deferred.pop()
+        for name, value in done.items():
+            if self._deferred:
+                self._deferred[-1][name] = value
+            self.maybe[name] = value
+
+    def _defer(self, value: MaybeEmpty) -> None:
+        if self._deferred:
+            self._deferred[-1][value.name] = value
+        else:
+            self.maybe[value.name] = value
+
+    # --- bindings ------------------------------------------------------------------------------------
+    def exc_assign(self, target: cst.BaseExpression, value: cst.BaseExpression, guards) -> None:
+        name = dotted_name(target)
+        if name is None:
+            for sub in _names_in(target) if isinstance(target, (cst.Tuple, cst.List)) else ():
+                self._forget(sub)
+            return
+        conds = [g for g in guards if g.kind in ("cond", "cond-balanced", "exit")]
+        if name in self.none_init and len(conds) > self.none_init[name] and \
+                not any(name in both for both in self._both_assigned):
+            g = conds[-1]
+            test = g.test if g.kind == "exit" else g.node
+            self._defer(MaybeEmpty(name, "none", test, g.origin, "assigned", _code(test), self.src))
+            return              # still None on the ranks that skip this branch
+        self._forget(name)
+        inner = _unwrap(value)
+        if isinstance(value, cst.Name) and value.value == "None":
+            self.none_init[name] = len(conds)
+            return
+        if isinstance(inner, (cst.List, cst.Tuple)) and not inner.elements or \
+                isinstance(inner, cst.Call) and _last(inner.func) in ("list",) and not inner.args:
+            self.empty_init[name] = len(conds)
+            return
+        if _has_filter(inner) or isinstance(inner, cst.Call) and _last(inner.func) == "filter":
+            origin = self.eval(inner)
+            if origin is not None:
+                self.maybe[name] = MaybeEmpty(name, "empty", inner, origin, source=self.src)
+            return
+        src = _comp_source(inner)
+        if src is not None and src in self.maybe and self.maybe[src].kind == "empty":
+            self.maybe[name] = MaybeEmpty(name, "empty", self.maybe[src].node, self.maybe[src].origin,
+                                          self.maybe[src].how, self.maybe[src].test, self.maybe[src].source)
+            return
+        if isinstance(inner, cst.Call) and _last(inner.func) == "next" and len(inner.args) == 2 and \
+                isinstance(inner.args[1].value, cst.Name) and inner.args[1].value.value == "None":
+            origin = self.eval(inner.args[0].value)
+            if origin is not None:
+                self.maybe[name] = MaybeEmpty(name, "none", inner, origin, "next", source=self.src)
+
+    def _forget(self, name: str) -> None:
+        self.maybe.pop(name, None)
+        for pending in self._deferred:
+            pending.pop(name, None)
+        self.empty_init.pop(name, None)
+        self.none_init.pop(name, None)
+
+    def exc_checked(self, test: cst.CSTNode) -> None:
+        """A test that reads the name decides what to do with an empty/None value: the user's decision."""
+        if not (self.maybe or self.empty_init or self.none_init):
+            return
+        for name in _names_in(test):
+            if name in self.maybe or name in self.none_init or name in self.empty_init:
+                self._forget(name)
+
+    def exc_growth(self, call: cst.Call, guards) -> None:
+        """`xs.append(o)` under a rank-dependent test taken after `xs = []`."""
+        if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in _GROWING:
+            return
+        name = dotted_name(call.func.value)
+        if name is None or name not in self.empty_init:
+            return
+        conds = [g for g in guards if g.kind in ("cond", "cond-balanced", "exit")]
+        if len(conds) > self.empty_init[name]:
+            g = conds[-1]
+            test = g.test if g.kind == "exit" else g.node
+            self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test), self.src))
+        del self.empty_init[name]       # grown on every rank otherwise (or already maybe-empty)
+
+    # --- raising operations ------------------------------------------------------------------------
+    def _maybe_of(self, e: cst.BaseExpression, kinds=("empty", "none")) -> Optional[MaybeEmpty]:
+        name = dotted_name(e)
+        if name is None:
+            name = _comp_source(e)
+        hit = self.maybe.get(name) if name else None
+        if hit is None or hit.kind not in kinds:
+            return None
+        if hit.test and any(g.kind in ("cond", "cond-balanced") and _code(g.node) == hit.test
+                            for g in getattr(self, "_guards_now", ())):
+            return None         # under the same test that set it (`if is_main: x = ...` … `if is_main: x.y`)
+        return hit
+
+    def exc_expr(self, e: cst.CSTNode, guards=()) -> None:
+        if not self.maybe or self._try_depth:
+            return
+        self._guards_now = guards
+        if isinstance(e, cst.Call):
+            last = _last(e.func)
+            callee = self.taint.facts.resolve_expr(e.func) or ""
+            module_ok = isinstance(e.func, cst.Name) and last in ("max", "min") or \
+                callee.startswith(_EMPTY_MODULES)
+            first = e.args[0] if e.args else None
+            if last in EMPTY_RAISING and module_ok and first is not None and first.keyword is None and first.star == "" \
+                    and not any(a.keyword is not None and a.keyword.value == "default" for a in e.args) \
+                    and not (last in ("max", "min") and len([a for a in e.args if a.keyword is None]) > 1):
+                hit = self._maybe_of(first.value)
+                if hit is not None:
+                    what = "an empty list" if hit.kind == "empty" else "None"
+                    self._raise(e, hit, f"`{_code(e)}` raises on {what}")
+                    return
+            if last == "len" and first is not None:
+                hit = self._maybe_of(first.value, ("none",))
+                if hit is not None:
+                    self._raise(e, hit, f"`{_code(e)}` raises TypeError on None")
+            return
+        if isinstance(e, cst.Subscript):
+            hit = self._maybe_of(e.value)
+            if hit is not None and (hit.kind == "none" or len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index)
+                                    and isinstance(literal_value(e.slice[0].slice.value), int)):
+                what = "IndexError on an empty list" if hit.kind == "empty" else "TypeError on None"
+                self._raise(e, hit, f"`{_code(e)}` raises {what}")
+            return
+        if isinstance(e, cst.Attribute):
+            hit = self._maybe_of(e.value, ("none",))
+            if hit is not None:
+                self._raise(e, hit, f"`{_code(e)}` raises AttributeError on None")
+            return
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Divide, cst.FloorDivide, cst.Modulo)):
+            right = e.right
+            if isinstance(right, cst.Call) and _last(right.func) == "len" and right.args:
+                hit = self._maybe_of(right.args[0].value, ("empty",))
+                if hit is not None:
+                    self._raise(e, hit, f"`{_code(e)}` raises ZeroDivisionError on an empty list")
+
+    def exc_helper(self, call: cst.Call, ops: list) -> None:
+        """`rewards = self.score(outputs)` where `score` raises on a per-rank empty value with no collective after
+        it: the raise happens here, before this body's later collectives."""
+        if self._try_depth:
+            return
+        for source, op in ops:
+            where = f"{source.path}:{source.span(op.node).line}"
+            self.raising.append(RaisingOp(call, op.value, f"`{_code(call)}` can raise: {op.what} at {where}",
+                                          tuple(self._loops), (source, op)))
+
+    def _raise(self, node: cst.CSTNode, hit: MaybeEmpty, what: str) -> None:
+        self.raising.append(RaisingOp(node, hit, what, tuple(self._loops)))
+        self.maybe.pop(hit.name, None)      # one report per value: past the first raise it is known non-empty
+
+
+def _code(node: cst.CSTNode) -> str:
+    from dslint.analysis.statements import code_of
+    return code_of(node, 48)
