@@ -227,7 +227,15 @@ class ProjectView:
 
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
         """The configs a path written in a script or launcher line names: relative to the referring file's
-        folder or to the root (compared as normalised paths: no file system access), else by file name."""
+        folder or to the root (compared as normalised paths: no file system access), else by file name.
+        Memoised per view: every file of every context asks for the same few paths."""
+        memo = self.__dict__.setdefault("_json_refs", {})
+        key = (ref, str(base))
+        if key not in memo:
+            memo[key] = self._find_json(ref, base)
+        return list(memo[key])
+
+    def _find_json(self, ref: str, base: Path) -> list[JsonSource]:
         by_path, by_name = self._json_index
         hits = []
         for candidate in (base / ref, Path(ref), self.root / ref):
@@ -616,8 +624,8 @@ def _beside(config: JsonSource, src: PythonSource) -> bool:
 
 
 def _norm(path: str) -> str:
-    import posixpath
-    return posixpath.normpath(path.replace("\\", "/"))
+    from dslint.program.units import norm_path      # one normalisation for the program model and the view
+    return norm_path(path)
 
 
 def _ancestors(path: Path, stop: Path, limit: int = 6):

@@ -74,8 +74,12 @@ class Context:
     units: list[LaunchUnit]
 
 
-def _norm(path: str) -> str:
-    return posixpath.normpath(path.replace(os.sep, "/"))
+def norm_path(path: str) -> str:
+    """A path as the program model and the project view compare them: normalised, with forward slashes."""
+    return posixpath.normpath(path.replace(os.sep, "/").replace("\\", "/"))
+
+
+_norm = norm_path
 
 
 class Program:
@@ -151,17 +155,9 @@ class Program:
         for b in (root, posixpath.dirname(self._norm_of(entry)) if entry is not None else None):
             if b is not None and b not in bases:
                 bases.append(b)
-        up = folder
-        while True:
-            if up not in bases:
+        for up in _ancestors(folder):
+            if up not in bases and not (up == "" and "." in bases):
                 bases.append(up)
-            if up in ("", ".", "/") or posixpath.dirname(up) == up:
-                break
-            up = posixpath.dirname(up)
-            if up == "":
-                if "" not in bases and "." not in bases:
-                    bases.append("")
-                break
         return bases
 
     def imports_of(self, src: PythonSource, entry: Optional[PythonSource] = None) -> list[PythonSource]:
@@ -208,17 +204,9 @@ class Program:
             name = posixpath.basename(script)
             return _nearest(self._by_name.get(name, []), folder, self._norm_of)
         if launch.module:
-            found = self._file_for_module(launch.module, self._bases_for_shell(folder))
+            found = self._file_for_module(launch.module, _ancestors(folder))
             return found[-1] if found else None
         return None
-
-    @staticmethod
-    def _bases_for_shell(folder: str) -> list[str]:
-        bases = [folder]
-        while folder not in ("", ".", "/") and posixpath.dirname(folder) != folder:
-            folder = posixpath.dirname(folder)
-            bases.append(folder)
-        return bases
 
     def runs_by_itself(self, src: PythonSource) -> bool:
         facts = self.facts.get(id(src))
@@ -321,7 +309,22 @@ class Program:
         return list(out.values())
 
     def launches_of(self, src: PythonSource) -> list[tuple[ShellSource, object]]:
-        return [(sh, launch) for sh, launch, target in self.launch_targets if target is src]
+        """The launcher lines that run `src` (indexed once: every file of every context asks)."""
+        index = self.__dict__.get("_launches_by_target")
+        if index is None:
+            index = self.__dict__["_launches_by_target"] = {}
+            for sh, launch, target in self.launch_targets:
+                index.setdefault(id(target), []).append((sh, launch))
+        return index.get(id(src), [])
+
+
+def _ancestors(folder: str) -> list[str]:
+    """`folder` and the folders above it, nearest first, ending at the top of the path ("" for a relative one)."""
+    out = [folder]
+    while folder not in ("", ".", "/") and posixpath.dirname(folder) != folder:
+        folder = posixpath.dirname(folder)
+        out.append(folder)
+    return out
 
 
 def _nearest(candidates: list[PythonSource], folder: str, norm) -> Optional[PythonSource]:
