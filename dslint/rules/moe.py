@@ -569,6 +569,19 @@ class Zero3DataDependentExperts(Rule):
     `zero_optimization.leaf_module` makes the whole block one unit gathered on every rank. DeepSpeed ≥ 0.18.0
     does this by default for `MixtralSparseMoeBlock`, `Qwen2MoeSparseMoeBlock` and `Qwen3MoeSparseMoeBlock`
     (unless the config's `leaf_module.classes` replaces the defaults).
+
+    **Library models**: a transformers MoE model loaded by hub id (`AutoModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-30B-A3B")`), by class (`MixtralForCausalLM`, `DbrxConfig`) or by `model_type`
+    (`AutoConfig.for_model("qwen3_moe")`) is looked up in a table of families (`dslint/analysis/moe_library.py`,
+    each row citing the transformers/DeepSpeed source it was read from). In transformers 4.x the Mixtral/Qwen/
+    DeepSeek-V3/OLMoE/PhiMoE/Jamba/Qwen3-Next blocks call `self.experts[i]` only for hit experts; transformers
+    ≥ 5.0 fuses each family's experts into one module of 3-D parameters (no hazard), except DBRX (calls its
+    `mlp` once per hit expert) and Switch Transformers / NLLB-MoE (a `ModuleDict` of experts, only hit ones
+    run). The finding is at the loading call, when the run's config selects ZeRO-3, the DeepSpeed version
+    (option, pin, installed) predates the block's default (0.18.0 for Mixtral/Qwen2-MoE/Qwen3-MoE, never for
+    the others) and no `set_z3_leaf_modules` or `leaf_module.classes` names the block. The transformers
+    version comes from a pin in the project, else the installed distribution; unknown: a warning. A model id
+    held in a variable is not followed.
     """
 
     code = "DSL206"
@@ -578,7 +591,10 @@ class Zero3DataDependentExperts(Rule):
     fix_advice = ("Call `deepspeed.utils.set_z3_leaf_modules(model, [YourSparseMoeBlock])` before "
                   "`deepspeed.initialize`, or list the class in `zero_optimization.leaf_module.classes`.")
     references = ("DeepSpeed #5066", "DeepSpeed #7461", "DeepSpeed PR #7604", "deepspeed/utils/z3_leaf_module.py")
-    versions = "All versions; Mixtral/Qwen2-MoE/Qwen3-MoE blocks are leaves by default since 0.18.0."
+    versions = ("All DeepSpeed versions; Mixtral/Qwen2-MoE/Qwen3-MoE blocks are leaves by default since 0.18.0 "
+                "(PR #7604; checked in 0.19.8's `leaf_module_config.py`). Library models: transformers 4.x "
+                "blocks (ModuleList experts); in transformers ≥ 5.0 only DBRX, Switch Transformers and "
+                "NLLB-MoE (checked in 5.24.0).")
     suppress_when = "Every expert runs on every rank in every step (the loop never skips an expert)."
     triggers = ("expert", "from_pretrained", "for_model", "from_config", "Config(")
     _BLOCK = textwrap.dedent("""\
@@ -602,13 +618,26 @@ class Zero3DataDependentExperts(Rule):
                 return out
         """)
     _CFG = '{"train_batch_size": 8, "zero_optimization": {"stage": 3}}'
+    _LIB = textwrap.dedent("""\
+        import deepspeed
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained("{id}"){mark}
+        {leaf}engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+        """)
     VALID = (
         ex(_BLOCK.replace("{mark}", "") + "\nimport deepspeed\ndeepspeed.utils.set_z3_leaf_modules(model, "
                 "[SparseMoeBlock])\n", files={"ds.json": _CFG}),
         ex(_BLOCK.replace("{mark}", ""), files={"ds.json": '{"zero_optimization": {"stage": 2}}'}),
+        ex(_LIB.format(id="Qwen/Qwen3-30B-A3B", mark="", leaf=""), deepspeed_version="0.19.8",
+           files={"ds.json": _CFG}),
+        ex(_LIB.format(id="Qwen/Qwen3-30B-A3B", mark="", leaf="deepspeed.utils.set_z3_leaf_modules(model, "
+                       "[Qwen3MoeSparseMoeBlock])\n"), deepspeed_version="0.17.5",
+           files={"ds.json": _CFG}),
     )
     INVALID = (
         ex(_BLOCK.replace("{mark}", "# expect: DSL206"), files={"ds.json": _CFG}),
+        ex(_LIB.format(id="databricks/dbrx-instruct", mark="  # expect: DSL206", leaf=""),
+           deepspeed_version="0.19.8", files={"ds.json": _CFG}),
     )
 
     def _library_models(self, ctx: RuleContext):
