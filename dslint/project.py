@@ -480,6 +480,17 @@ class ProjectView:
         return {"deepspeed_version": found, "deepspeed_version_from": "installed" if found else None}
 
     @cached_property
+    def transformers_version(self) -> Optional[str]:
+        """transformers' version: a pin in the project (as for DeepSpeed), else the installed distribution's
+        metadata (never `import transformers`). None: unknown."""
+        for folder in self._project_folders():
+            for path in _pin_files(folder):
+                found = pin_in_file(path, "transformers")
+                if found:
+                    return found
+        return installed_version("transformers")
+
+    @cached_property
     def deepspeed_pin(self) -> Optional[tuple[str, str]]:
         """(version, file) of the first DeepSpeed pin (`==`, `===`, `~=`; conda's `=` in environment files) in
         the folders of the checked files, nearest first, up to the root: `requirements*.txt` and the `.txt`
@@ -494,8 +505,17 @@ class ProjectView:
         return None
 
 
-_PIN = re.compile(r"""(?<![\w.-])deepspeed\s*(?:\[[^\]]*\])?\s*(?:===?|~=)\s*v?([0-9][0-9A-Za-z.+!-]*)""", re.I)
-_CONDA_PIN = re.compile(r"""^\s*-\s*(?:conda-forge::)?deepspeed\s*=\s*([0-9][0-9A-Za-z.+-]*)""", re.I | re.M)
+_PIN_FMT = r"""(?<![\w.-]){}\s*(?:\[[^\]]*\])?\s*(?:===?|~=)\s*v?([0-9][0-9A-Za-z.+!-]*)"""
+_CONDA_PIN_FMT = r"""^\s*-\s*(?:conda-forge::)?{}\s*=\s*([0-9][0-9A-Za-z.+-]*)"""
+_PIN = re.compile(_PIN_FMT.format("deepspeed"), re.I)
+_CONDA_PIN = re.compile(_CONDA_PIN_FMT.format("deepspeed"), re.I | re.M)
+
+
+def _pin_patterns(name: str) -> tuple[re.Pattern, re.Pattern]:
+    if name == "deepspeed":
+        return _PIN, _CONDA_PIN
+    return (re.compile(_PIN_FMT.format(re.escape(name)), re.I),
+            re.compile(_CONDA_PIN_FMT.format(re.escape(name)), re.I | re.M))
 
 
 def _pin_files(folder: Path) -> list[Path]:
@@ -522,46 +542,49 @@ def _pin_files(folder: Path) -> list[Path]:
     return out
 
 
-def pin_in_file(path: Path) -> Optional[str]:
-    """The DeepSpeed version pinned in one requirements/pyproject/setup/environment file, or None."""
+def pin_in_file(path: Path, name: str = "deepspeed") -> Optional[str]:
+    """The version of `name` (DeepSpeed by default) pinned in one requirements/pyproject/setup/environment
+    file, or None."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return None
-    if "deepspeed" not in text.lower():
+    if name not in text.lower():
         return None
+    pin_re, conda_re = _pin_patterns(name)
     if path.name == "pyproject.toml":
-        return _pyproject_pin(text)
+        return _pyproject_pin(text, name)
     if path.suffix in (".yml", ".yaml"):
-        found = _CONDA_PIN.search(text)
+        found = conda_re.search(text)
         if found:
             return found.group(1)
     text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())      # comments pin nothing
-    found = _PIN.search(text)
+    found = pin_re.search(text)
     return found.group(1) if found else None
 
 
-def _pyproject_pin(text: str) -> Optional[str]:
+def _pyproject_pin(text: str, name: str = "deepspeed") -> Optional[str]:
     """A pin among `[project] dependencies`, `[project.optional-dependencies]` and Poetry's dependency tables."""
+    pin_re = _pin_patterns(name)[0]
     try:
         import tomllib
         data = tomllib.loads(text)
     except Exception:                      # an unreadable file (or Python < 3.11): read its lines
-        found = _PIN.search("\n".join(line.split("#", 1)[0] for line in text.splitlines()))
+        found = pin_re.search("\n".join(line.split("#", 1)[0] for line in text.splitlines()))
         return found.group(1) if found else None
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
     specs: list = list(project.get("dependencies") or [])
     for group in (project.get("optional-dependencies") or {}).values():
         specs += list(group or [])
     for spec in specs:
-        found = _PIN.search(spec) if isinstance(spec, str) else None
+        found = pin_re.search(spec) if isinstance(spec, str) else None
         if found:
             return found.group(1)
     poetry = (data.get("tool") or {}).get("poetry") or {}
     tables = [poetry.get("dependencies") or {}] + [g.get("dependencies") or {}
                                                     for g in (poetry.get("group") or {}).values() if isinstance(g, dict)]
     for table in tables:
-        value = table.get("deepspeed") if isinstance(table, dict) else None
+        value = table.get(name) if isinstance(table, dict) else None
         if isinstance(value, dict):
             value = value.get("version")
         if isinstance(value, str):

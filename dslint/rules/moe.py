@@ -13,10 +13,13 @@ from typing import Optional
 
 from dslint.analysis.moe_facts import (INITIALIZE_POSITIONAL, MoESite, call_arg, engine_calls, moe_builds_in_scope,
                                        moe_facts, returns_value)
+from dslint.analysis.moe_library import (LibraryMoE, data_dependent, family_by_class, family_by_id,
+                                         family_by_model_type)
 from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
                                        leaf_modules, run_stages, sparse_blocks, stages_for)
 from dslint.analysis.optimizers import PLAIN, classify_optimizer
 from dslint.cstwalk import visit as cst_visit
+from dslint.literals import literal_value
 from dslint.findings import Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
@@ -566,6 +569,19 @@ class Zero3DataDependentExperts(Rule):
     `zero_optimization.leaf_module` makes the whole block one unit gathered on every rank. DeepSpeed ≥ 0.18.0
     does this by default for `MixtralSparseMoeBlock`, `Qwen2MoeSparseMoeBlock` and `Qwen3MoeSparseMoeBlock`
     (unless the config's `leaf_module.classes` replaces the defaults).
+
+    **Library models**: a transformers MoE model loaded by hub id (`AutoModelForCausalLM.from_pretrained(
+    "Qwen/Qwen3-30B-A3B")`), by class (`MixtralForCausalLM`, `DbrxConfig`) or by `model_type`
+    (`AutoConfig.for_model("qwen3_moe")`) is looked up in a table of families (`dslint/analysis/moe_library.py`,
+    each row citing the transformers/DeepSpeed source it was read from). In transformers 4.x the Mixtral/Qwen/
+    DeepSeek-V3/OLMoE/PhiMoE/Jamba/Qwen3-Next blocks call `self.experts[i]` only for hit experts; transformers
+    ≥ 5.0 fuses each family's experts into one module of 3-D parameters (no hazard), except DBRX (calls its
+    `mlp` once per hit expert) and Switch Transformers / NLLB-MoE (a `ModuleDict` of experts, only hit ones
+    run). The finding is at the loading call, when the run's config selects ZeRO-3, the DeepSpeed version
+    (option, pin, installed) predates the block's default (0.18.0 for Mixtral/Qwen2-MoE/Qwen3-MoE, never for
+    the others) and no `set_z3_leaf_modules` or `leaf_module.classes` names the block. The transformers
+    version comes from a pin in the project, else the installed distribution; unknown: a warning. A model id
+    held in a variable is not followed.
     """
 
     code = "DSL206"
@@ -575,9 +591,12 @@ class Zero3DataDependentExperts(Rule):
     fix_advice = ("Call `deepspeed.utils.set_z3_leaf_modules(model, [YourSparseMoeBlock])` before "
                   "`deepspeed.initialize`, or list the class in `zero_optimization.leaf_module.classes`.")
     references = ("DeepSpeed #5066", "DeepSpeed #7461", "DeepSpeed PR #7604", "deepspeed/utils/z3_leaf_module.py")
-    versions = "All versions; Mixtral/Qwen2-MoE/Qwen3-MoE blocks are leaves by default since 0.18.0."
+    versions = ("All DeepSpeed versions; Mixtral/Qwen2-MoE/Qwen3-MoE blocks are leaves by default since 0.18.0 "
+                "(PR #7604; checked in 0.19.8's `leaf_module_config.py`). Library models: transformers 4.x "
+                "blocks (ModuleList experts); in transformers ≥ 5.0 only DBRX, Switch Transformers and "
+                "NLLB-MoE (checked in 5.24.0).")
     suppress_when = "Every expert runs on every rank in every step (the loop never skips an expert)."
-    triggers = ("expert",)
+    triggers = ("expert", "from_pretrained", "for_model", "from_config", "Config(")
     _BLOCK = textwrap.dedent("""\
         import torch
         from torch import nn
@@ -599,16 +618,77 @@ class Zero3DataDependentExperts(Rule):
                 return out
         """)
     _CFG = '{"train_batch_size": 8, "zero_optimization": {"stage": 3}}'
+    _LIB = textwrap.dedent("""\
+        import deepspeed
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained("{id}"){mark}
+        {leaf}engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config="ds.json")
+        """)
     VALID = (
         ex(_BLOCK.replace("{mark}", "") + "\nimport deepspeed\ndeepspeed.utils.set_z3_leaf_modules(model, "
                 "[SparseMoeBlock])\n", files={"ds.json": _CFG}),
         ex(_BLOCK.replace("{mark}", ""), files={"ds.json": '{"zero_optimization": {"stage": 2}}'}),
+        ex(_LIB.format(id="Qwen/Qwen3-30B-A3B", mark="", leaf=""), deepspeed_version="0.19.8",
+           files={"ds.json": _CFG}),
+        ex(_LIB.format(id="Qwen/Qwen3-30B-A3B", mark="", leaf="deepspeed.utils.set_z3_leaf_modules(model, "
+                       "[Qwen3MoeSparseMoeBlock])\n"), deepspeed_version="0.17.5",
+           files={"ds.json": _CFG}),
     )
     INVALID = (
         ex(_BLOCK.replace("{mark}", "# expect: DSL206"), files={"ds.json": _CFG}),
+        ex(_LIB.format(id="databricks/dbrx-instruct", mark="  # expect: DSL206", leaf=""),
+           deepspeed_version="0.19.8", files={"ds.json": _CFG}),
     )
 
+    def _library_models(self, ctx: RuleContext):
+        """A transformers MoE model loaded by id / class / `model_type` (the table in
+        `dslint.analysis.moe_library`) whose block is data-dependent in the run's transformers version and not
+        a leaf: no `set_z3_leaf_modules`/`leaf_module.classes` naming it, DeepSpeed older than its default."""
+        src, project = ctx.source, ctx.project
+        if "from_pretrained" not in src.text and "for_model" not in src.text and "from_config" not in src.text \
+                and "Config(" not in src.text:
+            return
+        seen: set[str] = set()
+        tf = version_tuple(project.transformers_version)
+        ds = _ds_version(ctx)
+        for call in src.facts.calls:
+            fam, how = _library_family(call)
+            if fam is None or fam.family in seen:
+                continue
+            dd = data_dependent(fam, tf)
+            if dd is False:
+                continue
+            configs, stages = stages_for(project, src)
+            zero3 = [c for c in configs if c.zero_stage == 3]
+            if not zero3:
+                return
+            named, unreadable = leaf_modules(project)
+            if unreadable or fam.block in named:
+                continue
+            listed = [_listed_leaf_classes(c) for c in zero3]       # None: the defaults apply
+            if any(names is not None and fam.block in names for names in listed):
+                continue                     # the config lists the block itself
+            replaced = any(names is not None for names in listed)
+            if fam.default_leaf_since and not replaced and (ds is None or ds >= fam.default_leaf_since):
+                continue
+            seen.add(fam.family)
+            since = (f"DeepSpeed ≥ {_version_text(fam.default_leaf_since)} makes it a leaf by default (PR #7604); "
+                     f"this run uses {project.deepspeed_version}" + (" and the config's `leaf_module.classes` "
+                                                                     "replaces the defaults" if replaced else "")
+                     if fam.default_leaf_since else "no DeepSpeed version makes it a leaf by default")
+            tf_text = (f"transformers {project.transformers_version}" if tf is not None
+                       else "transformers < 5.0 (the version of this run is unknown)")
+            yield Diagnostic(
+                f"{how} loads a {fam.family} model whose sparse block `{fam.block}` runs only the experts that "
+                f"received tokens ({tf_text}); the config {zero3[0].origin} selects ZeRO stage 3, so each rank "
+                f"all-gathers a different set of expert parameters and the collective sequence diverges "
+                f"(DeepSpeed #5066, #7461). {since[0].upper() + since[1:]}. Call "
+                f"`deepspeed.utils.set_z3_leaf_modules(model, [{fam.block}])` before `deepspeed.initialize`, or "
+                f"list `{fam.block}` in `zero_optimization.leaf_module.classes`.",
+                call.node, severity=None if dd else Severity.WARNING)
+
     def check(self, ctx: RuleContext):
+        yield from self._library_models(ctx)
         project = ctx.project
         blocks = [b for b in sparse_blocks(project) if b.src is ctx.source]
         if not blocks:
@@ -645,6 +725,48 @@ class Zero3DataDependentExperts(Rule):
                 f"sequence diverges (DeepSpeed #5066, #7461). Make the block a ZeRO-3 leaf module: "
                 f"`deepspeed.utils.set_z3_leaf_modules(model, [{block.class_name}])` or "
                 f"`zero_optimization.leaf_module.classes`.{extra}", block.loop)
+
+
+def _library_family(call) -> tuple[Optional[LibraryMoE], str]:
+    """The transformers MoE family a call loads or configures, and how it was named: a family class
+    (`Qwen3MoeForCausalLM.from_pretrained(...)`, `MixtralConfig(...)`), a hub id given to an `Auto*` class, or a
+    `model_type` (`AutoConfig.for_model("qwen3_moe")`)."""
+    callee = call.callee or ""
+    parts = callee.split(".")
+    last = parts[-1]
+    if last in ("from_pretrained", "from_config", "for_model", "_from_config") and len(parts) >= 2:
+        owner = parts[-2]
+        fam = family_by_class(owner)
+        if fam is not None:
+            return fam, f"`{owner}`"
+        if not owner.startswith("Auto"):
+            return None, ""
+        args = [a for a in call.node.args if a.keyword is None and not a.star]
+        value = args[0].value if args else None
+        if value is None:
+            kw = call.keyword("pretrained_model_name_or_path") or call.keyword("model_type")
+            value = kw.value if kw is not None else None
+        lit = literal_value(value) if value is not None else None
+        if not isinstance(lit, str):
+            return None, ""
+        fam = family_by_model_type(lit) if last == "for_model" else family_by_id(lit)
+        return fam, (f"model_type {lit!r}" if last == "for_model" else f"{lit!r}")
+    fam = family_by_class(last)
+    return (fam, f"`{last}`") if fam is not None and (last.endswith("Config") or "For" in last
+                                                       or last.endswith("Model")) else (None, "")
+
+
+def _listed_leaf_classes(config) -> Optional[set[str]]:
+    """The class names a config's `zero_optimization.leaf_module` lists (they replace DeepSpeed's defaults),
+    plus its `names`/`name_suffixes`; None when it lists no `classes` (the defaults apply)."""
+    section = config.get("zero_optimization", "leaf_module")
+    if not isinstance(section, dict) or "classes" not in section:
+        return None
+    return config_leaf_classes(config)
+
+
+def _version_text(v) -> str:
+    return ".".join(str(n) for n in v)
 
 
 def prepare(project) -> None:
