@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.analysis.rank_values import TRIP_COUNT_KINDS, Env, Origin, RankTaint, join
+from dslint.analysis.rank_values import TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
 from dslint.analysis.statements import (iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
@@ -236,7 +236,7 @@ class FlowWalk:
         if isinstance(node, cst.For):
             self.expr(node.iter, guards)
             origin = self.eval(node.iter)
-            item = origin
+            item = element_of(origin)
             if origin is not None and origin.kind == "shard":     # one element of this rank's share
                 item = replace(origin, kind="item")
             self.bind(node.target, None, item)

@@ -30,7 +30,7 @@ class ProjectTaint:
         self._returns: dict[tuple[int, str], Optional[Origin]] = {}
         self._in_progress: set[tuple[int, str]] = set()
         self._params: dict[tuple[int, str], Env] = {}
-        self._scope_env: dict[tuple[int, str], Env] = {}
+        self._scope_env: dict[tuple[int, str], tuple[Env, dict[int, Env]]] = {}
 
     @classmethod
     def of(cls, project: "ProjectView") -> "ProjectTaint":
@@ -327,7 +327,7 @@ class ProjectTaint:
             hit = self.function_for_call(other, call.node, call.callee, cls)
             if hit is None or hit[1] is not info:
                 continue
-            env = self.scope_env(other, call.scope)
+            env = self.call_env(other, call.scope, call.node)
             params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
             taint = self.taint(other)
             for i, arg in enumerate(call.node.args):
@@ -343,16 +343,51 @@ class ProjectTaint:
         return out
 
     def scope_env(self, src: "PythonSource", scope: str) -> Env:
-        """Every name a scope ever binds to a rank-varying value (flow-insensitive), for its call sites."""
+        """Every name a scope ever binds to a rank-varying value (flow-insensitive)."""
+        return self._scope_walk(src, scope)[0]
+
+    def call_env(self, src: "PythonSource", scope: str, call: cst.Call) -> Env:
+        """The names rank-varying where `call` is evaluated: flow-sensitive outside loops (`inputs =
+        self.prepare(inputs)` does not feed the call its own result), every name the scope ever binds inside
+        one (a later statement of the body runs before the call's next iteration)."""
+        ever, at_call = self._scope_walk(src, scope)
+        return at_call.get(id(call), ever)
+
+    def _scope_walk(self, src: "PythonSource", scope: str) -> tuple[Env, dict[int, Env]]:
         key = (id(src), scope)
         if key in self._scope_env:
             return self._scope_env[key]
-        self._scope_env[key] = dict(self.module_env(src))
+        module = dict(self.module_env(src))
+        self._scope_env[key] = (module, {})
         info = src.facts.functions.get(scope)
         if info is None:
             return self._scope_env[key]
-        env = {**self.module_env(src), **self.param_taint(src, info)}
-        walk = FlowWalk(self.taint(src), scope=scope, env=env, cls=info.class_name)
+        env = {**module, **self.param_taint(src, info)}
+        walk = _CallSiteWalk(self.taint(src), scope=scope, env=env, cls=info.class_name)
         walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
-        self._scope_env[key] = walk.ever_bound
-        return walk.ever_bound
+        self._scope_env[key] = (walk.ever_bound, walk.at_call)
+        return self._scope_env[key]
+
+
+class _CallSiteWalk(FlowWalk):
+    """The base walk, also keeping the environment each call outside a loop is evaluated in (shared between
+    calls while no name is bound in between)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.at_call: dict[int, Env] = {}
+        self._version = 0
+        self._snapshot: tuple[int, int, Env] = (-1, -1, {})
+
+    def bind(self, target, value, origin) -> None:
+        self._version += 1
+        super().bind(target, value, origin)
+
+    def on_call(self, call: cst.Call, guards) -> None:
+        if self.loop_depth:
+            return
+        env_id, version, snap = self._snapshot
+        if env_id != id(self.env) or version != self._version:
+            snap = dict(self.env)
+            self._snapshot = (id(self.env), self._version, snap)
+        self.at_call[id(call)] = snap

@@ -147,6 +147,9 @@ class Origin:
     axes: Optional[frozenset] = None
     member: Optional[frozenset] = None     # membership predicates it is made of (`is_rank_in_embedding_group`)
     elements: Optional[tuple] = None       # a tuple literal's elements, each an Origin or None (`(world, rank)`)
+    # a generation's batch as a whole (`out = model.generate(ids)`, its decoded texts): one row per prompt, so
+    # its length is the prompts' count; an element (`out[0]`, a loop's item) is one sampled sequence
+    rows: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -192,6 +195,22 @@ SIZE_ATTRS = {"shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"}
 
 def _sized(origin: Optional[Origin]) -> Optional[Origin]:
     return None if origin is not None and origin.kind == "item" else origin
+
+
+def _counted(origin: Optional[Origin]) -> Optional[Origin]:
+    """`len(x)` / `x.size(0)`: the number of rows. A sampled generation returns one row per prompt (the count
+    is the prompts', uniform unless they are sharded: then the shard's own origin says so); its rows' lengths
+    vary."""
+    if origin is not None and origin.kind == "generation" and origin.rows:
+        return None
+    return _sized(origin)
+
+
+def element_of(origin: Optional[Origin]) -> Optional[Origin]:
+    """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch."""
+    if origin is not None and origin.rows:
+        return replace(origin, rows=False)
+    return origin
 
 
 def _env_read(e: cst.BaseExpression) -> bool:
@@ -327,7 +346,11 @@ class RankTaint:
         name = dotted_name(e.value)
         if name is not None and name + "[]" in env:
             return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
-        return self.eval(e.value, env, cls)
+        base_origin = self.eval(e.value, env, cls)
+        if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
+                not isinstance(literal_value(e.slice[0].slice.value), str):
+            return element_of(base_origin)      # `out[0]`: one sequence; `out["sequences"]`: the batch still
+        return base_origin
 
     def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
         hit = self._any([e.left, *(c.comparator for c in e.comparisons)], env, cls)
@@ -362,7 +385,7 @@ class RankTaint:
         if last in _ENGINE_BUILDERS and (callee or "").startswith("deepspeed"):
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
-            return Origin("generation", e, self.src)
+            return Origin("generation", e, self.src, rows=True)
         source = self.analysis.call_source(self.src, callee, cls)
         if source is not None:
             hit = self.analysis.returns_of_source(source)
@@ -379,8 +402,10 @@ class RankTaint:
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
-            return _sized(hit) if last == "len" else hit
+            return _counted(hit) if last == "len" else hit
         if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
+            if last == "size" and len(e.args) == 1 and literal_value(e.args[0].value) == 0:
+                return _counted(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
             return _sized(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
         if any(a.keyword is not None and a.keyword.value in _SAMPLER_KWARGS and self.distributed_sampler(a.value)
                for a in e.args):
