@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.flow import iter_assigns, iter_calls
+from dslint.analysis.statements import settled_flags
 from dslint.analysis.moe_facts import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.analysis.rank_taint import ProjectTaint, code_of
 from dslint.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -421,16 +422,32 @@ class CollectiveSites:
         return f"DeepSpeed MoE ({size}{where}) runs all_to_all over {group} in every forward"
 
     # --- classification -----------------------------------------------------------------------------------
-    def classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None) -> Optional[Site]:
-        key = (id(call), cls)
+    def classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None,
+                 assumed: frozenset = frozenset()) -> Optional[Site]:
+        """The collective site `call` is (or reaches), if any. `assumed`: `self.` flags the callers' branches
+        have decided on the way here (see `settled`)."""
+        key = (id(call), cls, assumed)
         if key in self._classified:
             return self._classified[key]
-        site = self._classify(src, call, cls)
+        site = self._classify(src, call, cls, assumed)
         if not self._busy:          # an answer given inside a recursive `reaches` may be partial: not kept
             self._classified[key] = site
         return site
 
-    def _classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None) -> Optional[Site]:
+    def settled(self, src: "PythonSource", call: cst.Call) -> frozenset:
+        """The `self.` flags decided where `call` runs in its function (`if self.args.pipe: ... else: <call>`)."""
+        memo = self.__dict__.setdefault("_settled", {})
+        scope = self._scope_of(src, call)
+        key = (id(src), scope)
+        table = memo.get(key)
+        if table is None:
+            info = src.facts.functions.get(scope)
+            body = info.node.body if info is not None else None
+            table = memo[key] = settled_flags(body.body) if isinstance(body, cst.IndentedBlock) else {}
+        return table.get(id(call), frozenset())
+
+    def _classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None,
+                  assumed: frozenset = frozenset()) -> Optional[Site]:
         callee = src.facts.resolve_expr(call.func)
         func = call.func
         last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) \
@@ -473,7 +490,10 @@ class CollectiveSites:
             return None             # decided on the outlines: the callee's file is not parsed for it
         hit = self.taint.function_info(target)
         if hit is not None:
-            inner = self.reaches(*hit)
+            # a method called on `self` reads the object's flags as the caller left them: a flag the caller's
+            # branch decided decides the callee's branches on it too
+            on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+            inner = self.reaches(*hit, assumed=assumed | self.settled(src, call) if on_self else frozenset())
             if inner is not None:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
@@ -568,8 +588,10 @@ class CollectiveSites:
         return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, forward=fwd)
 
     # --- interprocedural: does a function reach a site? ----------------------------------------------------
-    def reaches(self, src: "PythonSource", info: FunctionInfo) -> Optional[Site]:
-        key = (id(src), info.qualname)
+    def reaches(self, src: "PythonSource", info: FunctionInfo, assumed: frozenset = frozenset()) -> Optional[Site]:
+        """A site the function's body reaches; `assumed`: (flag, truth) pairs its callers decided, so a
+        call under a branch they exclude is not reached."""
+        key = (id(src), info.qualname, assumed) if assumed else (id(src), info.qualname)
         if key in self._reach:
             return self._reach[key]
         if key in self._busy:
@@ -578,7 +600,9 @@ class CollectiveSites:
         best: Optional[Site] = None
         try:
             for call in info.calls:
-                site = self.classify(src, call.node, info.class_name)
+                if assumed and any((flag, not truth) in assumed for flag, truth in self.settled(src, call.node)):
+                    continue
+                site = self.classify(src, call.node, info.class_name, assumed)
                 if site is not None and (best is None or site.certain and not best.certain):
                     best = site
                     if site.certain:

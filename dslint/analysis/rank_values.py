@@ -74,6 +74,10 @@ SPLITTERS = {"array_split", "split", "chunk", "tensor_split", "array_split_list"
 # function outside the checked files only *derives* a value from it (see `_call`)
 KIND_KEEPING = {"range", "arange", "min", "max", "abs", "sum", "round", "divmod", "pow", "ceil", "floor",
                 "zip", "map", "filter", "repeat", "product", "chain", "cycle", "count"}
+# per-rank data (its size or content varies), as opposed to a rank id
+_DATA_KINDS = ("shard", "item", "generation")
+# calls that look a part of their argument up (`getattr(batch, "images", None)`): its presence is the data's
+_LOOKUPS = {"getattr", "get", "pop", "next", "deepcopy", "copy"}
 # words in a callee's name that say it returns this rank's share of the data
 _SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
 # calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
@@ -150,6 +154,9 @@ class Origin:
     # a generation's batch as a whole (`out = model.generate(ids)`, its decoded texts): one row per prompt, so
     # its length is the prompts' count; an element (`out[0]`, a loop's item) is one sampled sequence
     rows: bool = False
+    # per-rank data that went through a call outside the checked files (`_, logits = forward_fn(data=shard)`):
+    # whether such a result is None is that function's control (a pipeline stage, a mode), not the data's size
+    opaque: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -357,9 +364,12 @@ class RankTaint:
         if hit is None or len(e.comparisons) != 1:
             return hit
         op = e.comparisons[0].operator
-        if isinstance(op, (cst.Is, cst.IsNot)) and _env_read(e.left) and \
+        if isinstance(op, (cst.Is, cst.IsNot)) and \
                 isinstance(e.comparisons[0].comparator, cst.Name) and e.comparisons[0].comparator.value == "None":
-            return None                 # `os.getenv("RANK") is not None`: the launcher sets it on every rank or none
+            if _env_read(e.left):
+                return None             # `os.getenv("RANK") is not None`: the launcher sets it on every rank or none
+            if hit.opaque and hit.kind in _DATA_KINDS:
+                return None             # `logits is not None` after `forward_fn(data=shard)`: not the data's doing
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
         other = literal_value(e.comparisons[0].comparator)
         if other == -1 and isinstance(op, (cst.Equal, cst.NotEqual, cst.GreaterThan, cst.LessThanEqual)):
@@ -422,6 +432,8 @@ class RankTaint:
                 continue
             hit = self.eval(arg.value, env, cls)
             if hit is not None:
+                if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
+                    hit = replace(hit, opaque=True)
                 if hit.kind == "rank" and last not in KIND_KEEPING:
                     name = (callee or last or "").lower()
                     kind = "shard" if any(w in name for w in _SHARD_WORDS) else "derived"

@@ -82,6 +82,8 @@ def iter_calls(node: cst.CSTNode):
             stack.extend(a.value for a in n.args)
         elif isinstance(n, cst.BaseExpression) or type(n) in _FIELDS:
             stack.extend(sub_expressions(n))
+        elif isinstance(n, cst.SimpleStatementLine):
+            stack.extend(statement_expressions(n))      # its small statements' expressions, each once
         else:
             stack.extend(statement_expressions(n))
             stack.extend(sub_statements(n))
@@ -107,3 +109,54 @@ def code_of(node: cst.CSTNode, limit: int = 60) -> str:
         return type(node).__name__
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _settled_flag(test: cst.BaseExpression):
+    """(`self.x.y`, polarity) for a test that is an attribute of `self` (possibly negated): a flag of the object
+    that a method and the methods it calls on `self` read alike."""
+    polarity = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, polarity = test.expression, not polarity
+    parts = []
+    while isinstance(test, cst.Attribute):
+        parts.append(test.attr.value)
+        test = test.value
+    if isinstance(test, cst.Name) and test.value == "self" and parts:
+        return "self." + ".".join(reversed(parts)), polarity
+    return None
+
+
+def settled_flags(body) -> dict[int, frozenset]:
+    """For every call of a function body (by node id): the `self.` flags the enclosing `if`/`elif`/`else`
+    branches have decided where it runs, as (dotted name, truth) pairs."""
+    out: dict[int, frozenset] = {}
+
+    def calls(node, known):
+        for call in iter_calls(node):
+            out[id(call)] = known
+
+    def walk(stmts, known):
+        for stmt in stmts:
+            if isinstance(stmt, cst.If):
+                calls(stmt.test, known)
+                flag = _settled_flag(stmt.test)
+                walk(sub_statements(stmt.body), known | {flag} if flag else known)
+                other = known | {(flag[0], not flag[1])} if flag else known
+                if isinstance(stmt.orelse, cst.If):
+                    walk([stmt.orelse], other)
+                elif stmt.orelse is not None:
+                    walk(sub_statements(stmt.orelse.body), other)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            elif isinstance(stmt, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
+                calls(stmt, known)
+            else:
+                for expr in statement_expressions(stmt):
+                    calls(expr, known)
+                for sub in sub_statements(stmt):
+                    walk(sub_statements(sub) if isinstance(sub, (cst.IndentedBlock, cst.SimpleStatementSuite))
+                         else [sub] if not hasattr(sub, "body") or isinstance(sub, cst.BaseCompoundStatement)
+                         else sub_statements(sub.body), known)
+
+    walk(body, frozenset())
+    return out
