@@ -4,7 +4,6 @@ file; DSL001 only where bash itself stops (`bash -n`), never for text the gramma
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -138,18 +137,15 @@ def test_no_parse_error_on_any_fixture_script_bash_accepts():
 def test_no_parse_error_on_any_realworld_script_bash_accepts():
     scripts = _bash_valid(sorted(p for p in REALWORLD.rglob("*") if p.suffix in SHELL_SUFFIXES and p.is_file()))
     texts = [p.read_text(errors="replace") for p in scripts]
-    start = time.perf_counter()
     wrong = [(str(p), e.line, e.message) for p, text in zip(scripts, texts) if (e := read_script(text)[1])]
-    elapsed = time.perf_counter() - start
     assert not wrong
-    assert elapsed < 2.0 * max(1, len(texts) / 400), elapsed
 
 
-def test_parsing_stays_fast():
+def test_parsing_repeated_scripts_is_stable():
+    # speed lives in the benches (docs/performance.md), not in timed tests: this checks repeated parses agree
     body = "".join(f'N{i}=4\nrun_cmd="deepspeed \\\n  --num_gpus $N{i} train{i}.py \\\n  --deepspeed ds.json"\n'
                    f"for s in 1 2; do\n  if [ $s -gt 1 ]; then eval $run_cmd --seed $s; fi\ndone\n" for i in range(8))
-    parse_launches(body)
-    start = time.perf_counter()
-    for _ in range(170):
-        assert len(parse_launches(body)) == 8
-    assert time.perf_counter() - start < 3.0       # about 0.2 s here: 170 scripts of 64 lines
+    first = parse_launches(body)
+    assert len(first) == 8
+    for _ in range(20):
+        assert parse_launches(body) == first

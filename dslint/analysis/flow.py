@@ -142,6 +142,8 @@ class FlowWalk:
         if isinstance(node, cst.Assign):
             self.expr(node.value, guards)
             origin = self.eval(node.value)
+            if origin is None and isinstance(node.value, cst.Name) and node.value.value == "None":
+                origin = self._none_under(guards)
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
             self._uniformize(node.value)
@@ -200,6 +202,13 @@ class FlowWalk:
     def returned_elements(self) -> Optional[list[Optional[Origin]]]:
         """Per element of the tuple every `return` of the body returns (None when one returns something else)."""
         return self._elements if isinstance(self._elements, list) else None
+
+    def _none_under(self, guards: tuple[Guard, ...]) -> Optional[Origin]:
+        """`x = None` under a rank-dependent test of this walk (`if all(imgs == [] for imgs in images): images =
+        None`): whether `x` is None now varies with that test."""
+        cond = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards),
+                    None)
+        return replace(cond.origin, batch=False, opaque=False) if cond is not None else None
 
     def _exit(self, node: cst.CSTNode, kind: str, guards: tuple[Guard, ...]) -> list[Guard]:
         cond = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards), None)

@@ -282,36 +282,7 @@ class RankHazards:
         return memo[key]
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
-        """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),
-        directly or through classes of the view? Decided on the outlines' resolved bases."""
-        if not cls or src.outline is None:
-            return False
-        memo = self.__dict__.setdefault("_hf_trainer", {})
-        key = (id(src), cls)
-        if key not in memo:
-            memo[key] = False
-            by_name = self.__dict__.get("_classes_by_name")
-            if by_name is None:
-                by_name = self.__dict__["_classes_by_name"] = {}
-                for other in self.project.python:
-                    if other.outline is not None:
-                        for c in other.outline.classes.values():
-                            by_name.setdefault(c.name, []).append((other, c.qualname))
-            todo, seen = [(src, cls)], set()
-            while todo and not memo[key]:
-                where, name = todo.pop()
-                info = where.outline.classes.get(name) if where.outline is not None else None
-                if info is None or (id(where), name) in seen:
-                    continue
-                seen.add((id(where), name))
-                for base in info.bases:
-                    last = base.rsplit(".", 1)[-1]
-                    if last.endswith("Trainer") and (base.startswith(("transformers.", "trl.")) or last in (
-                            "Trainer", "Seq2SeqTrainer")):
-                        memo[key] = True
-                        break
-                    todo.extend(by_name.get(last, ()))
-        return memo[key]
+        return self.taint.is_hf_trainer_class(src, cls)
 
     def for_source(self, src: "PythonSource") -> list[Hazard]:
         key = id(src)

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from dslint.sources import PythonSource
 
 
+# HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
+# `training_step(model, inputs)` → `self._prepare_inputs(inputs)`, `compute_loss(model, inputs)`,
+# `prediction_step(model, inputs, ...)` in `evaluation_loop`)
+TRAINER_BATCH_HOOKS = {"training_step": "inputs", "compute_loss": "inputs", "prediction_step": "inputs",
+                       "_prepare_inputs": None}     # None: its first parameter
+
+
 class ProjectTaint:
     """Per-run memo: module globals, `self.` attributes and helper return summaries for every source."""
 
@@ -316,8 +323,9 @@ class ProjectTaint:
         if key in self._params:
             return self._params[key]
         self._params[key] = {}
-        out: Env = {}
+        out: Env = self._trainer_batch(src, info)
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
+            self._params[key] = out
             return out
         callers = [(other, call) for other in self._files_calling_function(src, info) for call in other.facts.calls
                    if call.attr == info.name]
@@ -341,6 +349,55 @@ class ProjectTaint:
                     out[name] = replace(origin, via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
         self._params[key] = out
         return out
+
+    def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
+        """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),
+        directly or through classes of the view? Decided on the outlines' resolved bases."""
+        if not cls or src.outline is None:
+            return False
+        memo = self.__dict__.setdefault("_hf_trainer", {})
+        key = (id(src), cls)
+        if key not in memo:
+            memo[key] = False
+            by_name = self.__dict__.get("_classes_by_name")
+            if by_name is None:
+                by_name = self.__dict__["_classes_by_name"] = {}
+                for other in self.project.python:
+                    if other.outline is not None:
+                        for c in other.outline.classes.values():
+                            by_name.setdefault(c.name, []).append((other, c.qualname))
+            todo, seen = [(src, cls)], set()
+            while todo and not memo[key]:
+                where, name = todo.pop()
+                info = where.outline.classes.get(name) if where.outline is not None else None
+                if info is None or (id(where), name) in seen:
+                    continue
+                seen.add((id(where), name))
+                for base in info.bases:
+                    last = base.rsplit(".", 1)[-1]
+                    if last.endswith("Trainer") and (base.startswith(("transformers.", "trl.")) or last in (
+                            "Trainer", "Seq2SeqTrainer")):
+                        memo[key] = True
+                        break
+                    todo.extend(by_name.get(last, ()))
+        return memo[key]
+
+    def _trainer_batch(self, src: "PythonSource", info: FunctionInfo) -> Env:
+        """The batch parameter of an HF Trainer hook overridden in a Trainer subclass: the Trainer's loop calls
+        `training_step`/`compute_loss`/`prediction_step` with this rank's batch from its own (distributed)
+        dataloader, and `training_step` hands it on to `_prepare_inputs` -- same keys and row count on every
+        rank, contents of its own (`Origin` kind "item")."""
+        if info.name not in TRAINER_BATCH_HOOKS or not info.class_name or info.params[:1] != ["self"]:
+            return {}
+        param = TRAINER_BATCH_HOOKS[info.name] or (info.params[1] if len(info.params) > 1 else None)
+        if param is None or param not in info.params:
+            return {}
+        if not self.is_hf_trainer_class(src, info.class_name):
+            return {}
+        node = next((p.name for p in info.node.params.params if p.name.value == param), None)
+        if node is None:
+            return {}
+        return {param: Origin("item", node, src, via=f"the batch the HF Trainer passes to {info.name}()", batch=True)}
 
     def scope_env(self, src: "PythonSource", scope: str) -> Env:
         """Every name a scope ever binds to a rank-varying value (flow-insensitive)."""

@@ -78,6 +78,8 @@ KIND_KEEPING = {"range", "arange", "min", "max", "abs", "sum", "round", "divmod"
 _DATA_KINDS = ("shard", "item", "generation")
 # calls that look a part of their argument up (`getattr(batch, "images", None)`): its presence is the data's
 _LOOKUPS = {"getattr", "get", "pop", "next", "deepcopy", "copy"}
+# calls that ask a value's structure (its type, attributes, keys), not its contents
+_STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys"}
 # words in a callee's name that say it returns this rank's share of the data
 _SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
 # calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
@@ -157,6 +159,9 @@ class Origin:
     # per-rank data that went through a call outside the checked files (`_, logits = forward_fn(data=shard)`):
     # whether such a result is None is that function's control (a pipeline stage, a mode), not the data's size
     opaque: bool = False
+    # a collated batch as a whole and the fields read from it (the HF Trainer's `inputs`): its keys, its fields'
+    # presence (None or not) and their types are the collator's, the same on every rank; only the values vary
+    batch: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -370,6 +375,14 @@ class RankTaint:
                 return None             # `os.getenv("RANK") is not None`: the launcher sets it on every rank or none
             if hit.opaque and hit.kind in _DATA_KINDS:
                 return None             # `logits is not None` after `forward_fn(data=shard)`: not the data's doing
+            if hit.batch:
+                return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
+        if isinstance(op, (cst.In, cst.NotIn)) and self.eval(e.left, env, cls) is None:
+            container = self.eval(e.comparisons[0].comparator, env, cls)
+            if container is not None and container.batch:
+                return None             # `"pixel_values" in inputs`: a key of the collated batch
+        if hit.batch:
+            hit = replace(hit, batch=False)     # a comparison of values: the contents, which vary
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
         other = literal_value(e.comparisons[0].comparator)
         if other == -1 and isinstance(op, (cst.Equal, cst.NotEqual, cst.GreaterThan, cst.LessThanEqual)):
@@ -409,6 +422,12 @@ class RankTaint:
             target = self.analysis.function_info(source)
             if target is not None:
                 return self.analysis.returns_for_args(e, target, origins)
+        if last in _STRUCTURE_CALLS:
+            first = e.func.value if last == "keys" and isinstance(e.func, cst.Attribute) else \
+                next((a.value for a in e.args if a.keyword is None), None)
+            hit = self.eval(first, env, cls) if first is not None else None
+            if hit is not None and hit.batch:
+                return None             # `isinstance(inputs, dict)`, `hasattr(outputs, "loss")`, `inputs.keys()`
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
