@@ -746,8 +746,9 @@ class CollectiveSites:
     # --- process groups: which ranks call a site (dslint/analysis/groups.py) ------------------------------
     def group_of(self, site: Site) -> "Group":
         """The ranks a site's collective runs over: the group argument of an explicit collective; for a call of
-        a checked function, the union of the groups of every collective it can reach; WORLD otherwise."""
-        from dslint.analysis.groups import WORLD, group_argument, resolve_group
+        a checked function, the union of the groups of every collective it can reach; a model's forward, its
+        generation and an engine's backward: `MODEL_STEP`; WORLD otherwise."""
+        from dslint.analysis.groups import MODEL_STEP, WORLD, group_argument, resolve_group
         if site.kind == "explicit":
             func = site.call.func
             op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
@@ -758,6 +759,10 @@ class CollectiveSites:
             return resolve_group(site.source, group_argument(site.call, op), info.node if info else None)
         if site.kind == "function" and site.function is not None:
             return self.function_group(*site.function)
+        func = site.call.func
+        if site.kind in ("forward", "generate") or site.kind == "engine" and isinstance(func, cst.Attribute) and \
+                func.attr.value == "backward":
+            return MODEL_STEP
         return WORLD
 
     def function_group(self, src: "PythonSource", info: FunctionInfo) -> "Group":

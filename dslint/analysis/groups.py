@@ -117,6 +117,11 @@ class Group:
 
 
 WORLD = Group(None)
+# the collectives of one model step -- a forward (ZeRO-3 gathers, MoE all_to_all, tensor-parallel all_reduce, DDP
+# buffer broadcast), a generation, an engine's backward (gradient reduction) -- run among ranks that hold the same
+# pipeline stage: stages exchange activations only through the schedule's explicit send/recv, which are sites of
+# their own. A test of the stage (`for _ in range(num_warmup_microbatches)`) is taken alike by all of them.
+MODEL_STEP = Group(ALL_AXES - {PP})
 # a group the code computes or is handed (`group=group` of a parameter, `group=_pair_group(a, b)`): its members
 # are unknown. A raw rank test around a collective on it is still a hazard; a test of a grid coordinate (the
 # pipeline stage of `if not self.is_last_stage(): p2p.send(...)`) is how code reaches the stage-local and

@@ -61,7 +61,9 @@ _COLLECTIVE_MODULES = ("torch.distributed", "deepspeed.comm", "accelerate")
 LAUNDERING = {"to", "cuda", "device", "device_name", "set_device", "manual_seed", "seed", "manual_seed_all",
               "set_seed", "DistributedSampler", "DistributedLengthGroupedSampler", "deepspeed_io", "prepare",
               "prepare_data_loader", "getLogger", "get_logger", "log_dist", "print_rank_0", "get_world_size",
-              "init_process_group", "init_distributed", "DistributedDataParallel", "DDP", "barrier"}
+              "init_process_group", "init_distributed", "DistributedDataParallel", "DDP", "barrier",
+              # every rank loads (saves) the one checkpoint the run names: its path, tag and iteration are shared
+              "load_checkpoint", "save_checkpoint"}
 # keyword arguments that carry a rank only for placement or display
 PLACEMENT_KWARGS = {"device", "device_ids", "output_device", "map_location", "rank", "local_rank", "device_map",
                     "position", "disable", "num_replicas", "process_index", "seed", "leave", "dynamic_ncols",
@@ -78,6 +80,8 @@ KIND_KEEPING = {"range", "arange", "min", "max", "abs", "sum", "round", "divmod"
 _DATA_KINDS = ("shard", "item", "generation")
 # calls that look a part of their argument up (`getattr(batch, "images", None)`): its presence is the data's
 _LOOKUPS = {"getattr", "get", "pop", "next", "deepcopy", "copy"}
+# a mapping's views: as many items as the mapping has keys
+_MAPPING_VIEWS = {"items", "keys", "values"}
 # calls that ask a value's structure (its type, attributes, keys), not its contents
 _STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys"}
 # words in a callee's name that say it returns this rank's share of the data
@@ -444,6 +448,10 @@ class RankTaint:
             hit = self.eval(data.value, env, cls) if data is not None else None
             return hit if hit is not None and hit.kind == "shard" else None
         out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        if out is not None and out.opaque and out.kind in _DATA_KINDS and last in _MAPPING_VIEWS:
+            # `for k, v in outputs.items()` of what a function outside the checked files made from per-rank data:
+            # its keys are that function's, as many on every rank; the values still vary
+            return replace(out, kind="item")
         if out is not None and not partial(out):
             return out
         for arg in e.args:

@@ -95,9 +95,12 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
                f"which depends on {g.origin.describe()}: ranks that skip it leave the others blocked in the "
                f"collective. {_fix(h)}")
     elif h.code == "DSL102":
-        head = code_of(h.at.iter if hasattr(h.at, "iter") else getattr(h.at, "test", h.at))
-        kind = "for" if hasattr(h.at, "iter") else "while"
-        msg = (f"this `{kind}` loop over `{head}` runs a rank-dependent number of times ({g.origin.describe()}), "
+        comp = getattr(h.at, "for_in", None)        # a comprehension: its (first) `for` clause's iterable
+        head = code_of(h.at.iter if hasattr(h.at, "iter") else comp.iter if comp is not None else
+                       getattr(h.at, "test", h.at))
+        kind = "for" if hasattr(h.at, "iter") or comp is not None else "while"
+        what = "comprehension" if comp is not None else "loop"
+        msg = (f"this `{kind}` {what} over `{head}` runs a rank-dependent number of times ({g.origin.describe()}), "
                f"and each iteration calls {_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}"
                f"; a rank with fewer iterations stops calling it while the others wait. Pad every rank to the "
                f"same number of iterations (DistributedSampler, or all_reduce the count with MAX and run dummy "
