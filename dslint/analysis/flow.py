@@ -30,6 +30,7 @@ class Guard:
     node: cst.CSTNode                 # the test (cond), the loop statement (loop), the exit statement (exit)
     exit_kind: str = ""               # return | continue | break | exit
     test: Optional[cst.CSTNode] = None   # for exits: the test that leads to it
+    loop: Optional[cst.CSTNode] = None   # for `continue`: the loop it goes back to
 
 
 class FlowWalk:
@@ -47,6 +48,7 @@ class FlowWalk:
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         self._tainted_loops = 0
         self._retry_loops: list[bool] = []     # per enclosing loop: is it a retry loop (`_retries`)?
+        self._loops: list[cst.CSTNode] = []    # the enclosing loop statements, innermost last
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -175,7 +177,10 @@ class FlowWalk:
                 return []
             if isinstance(node, cst.Continue) and self._retry_loops and self._retry_loops[-1]:
                 return []                 # back to the same collective: a retry, not an exit (`_retries`)
-            return self._exit(node, "continue" if isinstance(node, cst.Continue) else "break", guards)
+            out = self._exit(node, "continue" if isinstance(node, cst.Continue) else "break", guards)
+            if isinstance(node, cst.Continue) and self._loops:
+                out = [replace(g, loop=self._loops[-1]) for g in out]
+            return out
         if isinstance(node, (cst.Assert, cst.Raise, cst.Del)):
             for field in ("test", "msg", "exc", "cause", "target"):
                 sub = getattr(node, field, None)
@@ -256,6 +261,7 @@ class FlowWalk:
             head = node
         self.loop_depth += 1
         self.loop_iters.append(node.iter if isinstance(node, cst.For) else None)
+        self._loops.append(node)
         self._retry_loops.append(_retries(node))
         if isinstance(node, cst.For) and origin is not None and origin.kind not in TRIP_COUNT_KINDS:
             origin_loop = None      # iterating over this rank's item or output: its length is the batch's
@@ -273,6 +279,7 @@ class FlowWalk:
                 self.on_late_loop(node, Guard("loop", late, head), guards)
         self.loop_depth -= 1
         self.loop_iters.pop()
+        self._loops.pop()
         self._retry_loops.pop()
         self._merge(self.env, env_before)
         pending = [g for g in pending if g.exit_kind not in ("continue", "break")]

@@ -15,7 +15,7 @@ import re
 import libcst as cst
 
 from dslint.analysis.collective_sites import CollectiveSites, Hop, Site, assignments
-from dslint.analysis.flow import FlowWalk, Guard
+from dslint.analysis.flow import EXIT_CALLS, FlowWalk, Guard
 from dslint.analysis.groups import uniform_over
 from dslint.analysis.rank_exceptions import ExceptionTracking, RaisingOp
 from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
@@ -155,11 +155,46 @@ class HazardWalk(ExceptionTracking, FlowWalk):
             self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope))
         for g in guards:
             if g.kind == "exit":
+                if g.exit_kind == "continue" and self._comes_back(g, call):
+                    continue
                 self._record(("DSL103", id(g.node)), Hazard("DSL103", g.node, site, g, self.scope))
             elif g.kind == "loop":
                 self._record(("DSL102", id(g.node)), Hazard("DSL102", g.node, site, g, self.scope))
         if site.kind == "generate" and not conds:
             self._generate(call, site, guards)
+
+    def _comes_back(self, g: Guard, call: cst.Call) -> bool:
+        """A `continue` in a `while True:` loop with no collective before it in the loop and no way out of the
+        loop before the first collective after it: the others wait in that first collective, and the rank that
+        continues comes back to it on its next pass; from there on they run the same collectives in the same
+        order (Megatron's interactive generation: `continue` on an over-long prompt, `all_reduce` of the
+        request, `return` on the agreed stop)."""
+        memo = self.__dict__.setdefault("_comes_back_memo", {})
+        key = id(g.node)
+        if key not in memo:
+            memo[key] = self._retry_pass(g)
+        return memo[key]
+
+    def _retry_pass(self, g: Guard) -> bool:
+        loop = g.loop
+        if not isinstance(loop, cst.While) or literal_value(loop.test) not in (True, 1):
+            return False
+        at = self.src.span(g.node).line
+        sites: list[int] = []
+        exits: list[int] = []
+        for node in _loop_statements(loop):
+            line = self.src.span(node).line
+            if isinstance(node, cst.Call):
+                if self.src.facts.resolve_expr(node.func) in EXIT_CALLS:
+                    exits.append(line)
+                elif self.sites.classify(self.src, node, self.cls) is not None:
+                    sites.append(line)
+            else:
+                exits.append(line)
+        if any(line < at for line in sites):
+            return False
+        first = min((line for line in sites if line > at), default=None)
+        return first is not None and not any(line < first for line in exits)
 
     def _over_group(self, site: Site, guards: tuple[Guard, ...]) -> tuple[Guard, ...]:
         """The guards that can differ between members of the site's process group: a test of the pipeline stage
@@ -372,6 +407,20 @@ def _decorator_guards(src: "PythonSource", node: cst.FunctionDef) -> tuple[Guard
         if name in RANK_ONLY_DECORATORS:
             return (Guard("cond", Origin("rank", dec.decorator, src), dec.decorator),)
     return ()
+
+
+def _loop_statements(loop: cst.While):
+    """The calls and the statements that leave a loop, in its body: not those of nested functions and classes,
+    nor the `break`s of nested loops (they leave only those)."""
+    todo: list[tuple[cst.CSTNode, bool]] = [(stmt, False) for stmt in loop.body.children]
+    while todo:
+        node, nested = todo.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, (cst.Return, cst.Raise, cst.Call)) or isinstance(node, cst.Break) and not nested:
+            yield node
+        inner = nested or isinstance(node, (cst.For, cst.While))
+        todo.extend((child, inner) for child in node.children)
 
 
 def _drop_paired(hazards: list[Hazard]) -> list[Hazard]:
