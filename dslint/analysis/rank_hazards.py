@@ -349,7 +349,7 @@ class RankHazards:
             walk = HazardWalk(self, src, qual, env, info.class_name, guards)
             walk.run(body)
             found.update(walk.found)
-        return _drop_paired(list(found.values()))
+        return _drop_returned_sites(_drop_paired(list(found.values())))
 
     def _has_sites(self, src: "PythonSource", calls, cls: Optional[str]) -> bool:
         return any(self.sites.classify(src, c.node, cls) is not None for c in calls)
@@ -421,6 +421,21 @@ def _loop_statements(loop: cst.While):
             yield node
         inner = nested or isinstance(node, (cst.For, cst.While))
         todo.extend((child, inner) for child in node.children)
+
+
+def _drop_returned_sites(hazards: list[Hazard]) -> list[Hazard]:
+    """`if rank_0: return helper()` where `helper()` reaches a collective: one hazard, reported once -- as the
+    collective the other ranks skip (DSL101), not again as the exit (DSL103) written on the same line."""
+    calls = {id(h.at): h for h in hazards if h.code == "DSL101" and h.guard is not None}
+    drop = set()
+    for h in hazards:
+        if h.code != "DSL103" or h.guard is None or not isinstance(h.at, cst.Return):
+            continue
+        value = h.at.value
+        hit = calls.get(id(value)) if isinstance(value, cst.Call) else None
+        if hit is not None and hit.guard.node is h.guard.test:
+            drop.add(id(h))
+    return [h for h in hazards if id(h) not in drop]
 
 
 def _drop_paired(hazards: list[Hazard]) -> list[Hazard]:
