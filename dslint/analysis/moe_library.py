@@ -71,7 +71,7 @@ LIBRARY_MOE: dict[str, LibraryMoE] = {f.family: f for f in (
                r"jamba", "JambaSparseMoeBlock", (None, V5), None,
                "5.24 modeling_jamba.py L668-678 (fused); 4.x unverified"),
     LibraryMoE("granitemoe", ("granitemoe",), ("GraniteMoeForCausalLM", "GraniteMoeModel", "GraniteMoeConfig"),
-               r"granite-[\w.]*-a\d+(?:\.\d+)?[bm]", "GraniteMoeMoE", None, None,
+               r"granite-[\w.-]*-a\d+(?:\.\d+)?[bm]", "GraniteMoeMoE", None, None,
                "5.24 modeling_granitemoe.py L160-170 (fused); 4.x GraniteMoeParallelExperts runs every expert"),
     LibraryMoE("llama4", ("llama4", "llama4_text"),
                ("Llama4ForCausalLM", "Llama4ForConditionalGeneration", "Llama4TextModel", "Llama4Config"),
@@ -99,6 +99,45 @@ LIBRARY_MOE: dict[str, LibraryMoE] = {f.family: f for f in (
 
 _BY_CLASS = {c: f for f in LIBRARY_MOE.values() for c in f.classes}
 _BY_TYPE = {t: f for f in LIBRARY_MOE.values() for t in f.model_type}
+
+
+def _literal_heads(pattern: str) -> set[str]:
+    """The literal characters each top-level alternative of an id pattern starts with (`qwen2-(?:…)|qwen2-?moe`
+    → `qwen2-`, `qwen2`)."""
+    alternatives, depth, start, i = [], 0, 0, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            alternatives.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    alternatives.append(pattern[start:])
+    heads = set()
+    for alt in alternatives:
+        head = re.match(r"[\w-]*", alt).group(0)
+        if alt[len(head):len(head) + 1] in ("?", "*", "{"):
+            head = head[:-1]                # `qwen2-?moe`: the `-` is optional
+        heads.add(head.lower())
+    return heads
+
+
+# every way a file can name a family (a class, a model_type, a hub id), as lower-case substrings: a file that
+# spells none of them loads none (substring tests: one alternation regex over a whole file costs seconds)
+_ANCHORS = tuple(sorted({n.lower() for f in LIBRARY_MOE.values() for n in (*f.classes, *f.model_type)} |
+                        {h for f in LIBRARY_MOE.values() for h in _literal_heads(f.ids)}))
+assert all(len(a) >= 4 for a in _ANCHORS), _ANCHORS
+
+
+def mentions_library_moe(text: str) -> bool:
+    """Can a call of this text load or configure a family of the table? (A superset, on the text alone.)"""
+    low = text.lower()
+    return any(a in low for a in _ANCHORS)
 
 
 def family_by_class(name: str) -> Optional[LibraryMoE]:

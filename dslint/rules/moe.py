@@ -13,7 +13,7 @@ from typing import Optional
 
 from dslint.analysis.moe_facts import (INITIALIZE_POSITIONAL, MoESite, call_arg, engine_calls, moe_builds_in_scope,
                                        moe_facts, returns_value)
-from dslint.analysis.moe_library import (LibraryMoE, data_dependent, family_by_class, family_by_id,
+from dslint.analysis.moe_library import (LibraryMoE, data_dependent, family_by_class, family_by_id, mentions_library_moe,
                                          family_by_model_type)
 from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
                                        leaf_modules, run_stages, sparse_blocks, stages_for)
@@ -646,15 +646,15 @@ class Zero3DataDependentExperts(Rule):
         a leaf: no `set_z3_leaf_modules`/`leaf_module.classes` naming it, DeepSpeed older than its default."""
         src, project = ctx.source, ctx.project
         if "from_pretrained" not in src.text and "for_model" not in src.text and "from_config" not in src.text \
-                and "Config(" not in src.text:
+                and "Config(" not in src.text or not mentions_library_moe(src.text):
             return
         seen: set[str] = set()
-        tf = version_tuple(project.transformers_version)
-        ds = _ds_version(ctx)
         for call in src.facts.calls:
             fam, how = _library_family(call)
             if fam is None or fam.family in seen:
                 continue
+            tf = version_tuple(project.transformers_version)
+            ds = _ds_version(ctx)
             dd = data_dependent(fam, tf)
             if dd is False:
                 continue
@@ -690,6 +690,8 @@ class Zero3DataDependentExperts(Rule):
     def check(self, ctx: RuleContext):
         yield from self._library_models(ctx)
         project = ctx.project
+        if "experts[" not in ctx.source.text and "expert(" not in ctx.source.text:
+            return                  # no sparse block of this file (`sparse_blocks` reads only such files)
         blocks = [b for b in sparse_blocks(project) if b.src is ctx.source]
         if not blocks:
             return
