@@ -70,16 +70,19 @@ def test_labelled_lines_follow_the_fix_through_the_diff():
 
 def test_summary_counts_recall_per_family_and_fix_outcomes():
     results = [
-        {"family": "DSL1", "found": True, "gone_after_fix": True, "fix_flags_site": False},
-        {"family": "DSL1", "found": True, "gone_after_fix": False, "fix_flags_site": True},
-        {"family": "DSL1", "found": False, "gone_after_fix": None, "fix_flags_site": True},
-        {"family": "DSL2", "found": False, "gone_after_fix": None, "fix_flags_site": False},
-        {"family": "DSL2", "found": None, "gone_after_fix": None, "fix_flags_site": None},  # run failed
+        {"family": "DSL1", "codes": ["DSL101"], "found": True, "gone_after_fix": True, "fix_flags_site": False},
+        {"family": "DSL1", "codes": ["DSL101"], "found": True, "gone_after_fix": False, "fix_flags_site": True},
+        {"family": "DSL1", "codes": ["DSL103", "DSL101"], "found": False, "gone_after_fix": None,
+         "fix_flags_site": True},
+        {"family": "DSL2", "codes": ["DSL206"], "found": False, "gone_after_fix": None, "fix_flags_site": False},
+        {"family": "DSL2", "codes": ["DSL206"], "found": None, "gone_after_fix": None, "fix_flags_site": None},  # run failed
     ]
     summary = recall.summarise(results)
     assert (summary["scored"], summary["found"], summary["recall"]) == (4, 2, 0.5)
     assert summary["per_family"] == {"DSL1": {"found": 2, "cases": 3, "recall": 0.667},
                                      "DSL2": {"found": 0, "cases": 1, "recall": 0.0}}
+    assert summary["per_code"] == {"DSL101": {"found": 2, "cases": 2}, "DSL103": {"found": 0, "cases": 1},
+                                   "DSL206": {"found": 0, "cases": 1}}
     assert (summary["found_and_gone_after_fix"], summary["found_and_still_flagged_after_fix"],
             summary["fix_tree_flags_site_though_parent_missed"]) == (1, 1, 1)
 
@@ -95,3 +98,11 @@ def test_the_committed_manifest_is_well_formed():
         assert c["sites"] and all(s["path"].endswith(".py") and s["lines"] for s in c["sites"]), c["id"]
         assert all(re.fullmatch(r"DSL\d(\d\d)?", code) for code in c["codes"]), c["id"]
         assert c["reason"], c["id"]
+
+
+def test_rejected_candidates_say_why_and_are_not_cases():
+    manifest = json.loads((BENCH / "hangs.json").read_text())
+    fixes = {c["fix"] for c in manifest["cases"]}
+    for r in manifest.get("rejected", []):
+        assert re.fullmatch(r"[0-9a-f]{40}", r["commit"]) and r["why"], r
+        assert r["commit"] not in fixes, r

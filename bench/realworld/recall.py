@@ -222,6 +222,8 @@ def evaluate(case: dict, runner: Runner) -> dict:
         fix_sites.append({"path": s["path"], "lines": mapped})
     result["fix_sites"] = fix_sites
     fix_findings = (fix_run["report"] or {}).get("findings", [])
+    fix_paths = {_norm(s["path"]) for s in fix_sites}
+    result["fix_findings_in_files"] = [slim(f) for f in fix_findings if _norm(f.get("path", "")) in fix_paths]
     fix_hits = matching_findings(fix_findings, fix_sites, codes, window)
     result["fix_matched"] = [slim(f) for f in fix_hits]
     if fix_run["report"] is None:
@@ -241,6 +243,11 @@ def summarise(results: list[dict]) -> dict:
         row = by_family.setdefault(r["family"], [0, 0])
         row[0] += bool(r["found"])
         row[1] += 1
+    by_code: dict[str, list[int]] = {}
+    for r in scored:
+        row = by_code.setdefault(r["codes"][0], [0, 0])
+        row[0] += bool(r["found"])
+        row[1] += 1
     found = sum(bool(r["found"]) for r in scored)
     gone = [r["gone_after_fix"] for r in scored if r["found"]]
     return {
@@ -248,6 +255,7 @@ def summarise(results: list[dict]) -> dict:
         "recall": round(found / len(scored), 3) if scored else None,
         "per_family": {k: {"found": v[0], "cases": v[1], "recall": round(v[0] / v[1], 3)}
                        for k, v in sorted(by_family.items())},
+        "per_code": {k: {"found": v[0], "cases": v[1]} for k, v in sorted(by_code.items())},
         "found_and_gone_after_fix": sum(1 for g in gone if g),
         "found_and_still_flagged_after_fix": sum(1 for g in gone if g is False),
         "fix_tree_flags_site_though_parent_missed": sum(1 for r in scored if not r["found"] and r["fix_flags_site"]),
