@@ -19,13 +19,6 @@ if TYPE_CHECKING:
     from dslint.sources import PythonSource
 
 
-# HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
-# `training_step(model, inputs)` → `self._prepare_inputs(inputs)`, `compute_loss(model, inputs)`,
-# `prediction_step(model, inputs, ...)` in `evaluation_loop`)
-TRAINER_BATCH_HOOKS = {"training_step": "inputs", "compute_loss": "inputs", "prediction_step": "inputs",
-                       "_prepare_inputs": None}     # None: its first parameter
-
-
 class ProjectTaint:
     """Per-run memo: module globals, `self.` attributes and helper return summaries for every source."""
 

@@ -94,10 +94,17 @@ _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_m
                   "split_between", "RANK", "generate", "local_process", "_stage", "stage_id")
 
 
+# HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
+# `training_step(model, inputs)` → `self._prepare_inputs(inputs)`, `compute_loss(model, inputs)`,
+# `prediction_step(model, inputs, ...)` in `evaluation_loop`)
+TRAINER_BATCH_HOOKS = {"training_step": "inputs", "compute_loss": "inputs", "prediction_step": "inputs",
+                       "_prepare_inputs": None}     # None: its first parameter
+
+
 # every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
 # generation, accelerate's split): a file without any of them holds no rank source of its own
 _TAINT_WORDS = re.compile("|".join(sorted(
-    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTRS, *RANK_CALLS, *RANK_ENV_KEYS})))
+    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTRS, *RANK_CALLS, *RANK_ENV_KEYS, *TRAINER_BATCH_HOOKS})))
 
 
 def _unit(src: "PythonSource", qual: str) -> tuple[int, str]:
@@ -138,8 +145,10 @@ def scope_classes(outline, scope: str) -> list[Optional[str]]:
 
 
 def mentions_rank(text: str) -> bool:
-    """Cheap pre-filter: can this text contain a rank source at all?"""
-    return any(word in text for word in _RANKISH_NAMES)
+    """Cheap pre-filter: can this text contain a rank source at all? (A rank word, or an HF Trainer hook whose
+    batch parameter is this rank's data: `ProjectTaint._trainer_batch`.)"""
+    return any(word in text for word in _RANKISH_NAMES) or \
+        "Trainer" in text and any(hook in text for hook in TRAINER_BATCH_HOOKS)
 
 
 @dataclass(frozen=True, eq=False)
