@@ -11,21 +11,16 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
-from dslint.config import Settings, real_dir, real_path, relative_to
+from dslint.config import Settings
 from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
+from dslint.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
 from dslint.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
-from dslint.sources import (AnySource, ParseProblem, PythonSource, ShellSource, decode, kind_of,
-                            looks_like_deepspeed_config, make_source)
+from dslint.sources import AnySource, PythonSource, ShellSource, kind_of, make_source
 from dslint.suppressions import parse_suppressions
-
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
-             ".mypy_cache", ".pytest_cache", ".ruff_cache", ".dslint_cache", "build", "dist", "site-packages",
-             ".eggs"}
-
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
 CHUNKS_PER_JOB = 1             # contiguous runs of files per worker at least (see _contiguous_chunks): a
@@ -49,73 +44,6 @@ def _outline_chunk(indices: list[int]):
 
 
 @dataclass
-class Inputs:
-    files: list[tuple[Path, bool]] = field(default_factory=list)   # (path, given explicitly)
-    errors: list[InputError] = field(default_factory=list)
-
-
-def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
-    out = Inputs()
-    seen: set[Path] = set()
-
-    real_dir.cache_clear()      # folders resolved afresh per run (a link may have changed)
-
-    def add(path: Path, explicit: bool) -> None:
-        key = real_path(path)
-        if key not in seen:
-            seen.add(key)
-            out.files.append((path, explicit))
-
-    for path in paths:
-        if not path.exists():
-            out.errors.append(InputError(kind="missing-path", path=str(path), message="no such file or directory"))
-        elif path.is_dir():
-            patterns = settings.excludes_below(path)
-            for folder, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                                 and not settings.excluded(Path(folder, d), patterns))
-                for name in sorted(names):
-                    child = Path(folder, name)
-                    if not settings.excluded(child, patterns):
-                        add(child, False)
-        else:
-            add(path, True)
-    return out
-
-
-def shown_path(path: Path) -> str:
-    return relative_to(path, os.getcwd()) or path.as_posix()
-
-
-def read_sources(inputs: Inputs, sniff_json: bool = False) -> tuple[list[AnySource], list[tuple[str, str, ParseProblem]]]:
-    """Sources to check, and files that could not even be decoded (path, kind, problem)."""
-    sources: list[AnySource] = []
-    undecodable: list[tuple[str, str, ParseProblem]] = []
-    for path, explicit in inputs.files:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            inputs.errors.append(InputError(kind="unreadable", path=str(path), message=exc.strerror or str(exc)))
-            continue
-        head = data[:4096].decode("utf-8", "replace")
-        taken_at_word = explicit and not (sniff_json and path.suffix.lower() == ".json")
-        kind = kind_of(path, taken_at_word, head)
-        if kind is None:
-            if explicit and not sniff_json:
-                inputs.errors.append(InputError(kind="unreadable", path=str(path),
-                                                message="not a Python, JSON or shell file; skipped"))
-            continue
-        text, problem = decode(data)
-        if kind == "json" and problem is None and not taken_at_word and not looks_like_deepspeed_config(text):
-            continue
-        if problem is not None:
-            undecodable.append((shown_path(path), kind, problem))
-            continue
-        sources.append(make_source(path, shown_path(path), kind, text))
-    return sources, undecodable
-
-
-@dataclass
 class Checker:
     settings: Settings
     rules: list[Rule] = field(default_factory=list)
@@ -135,7 +63,7 @@ class Checker:
 
     def check_paths(self, paths: list[Path]) -> Report:
         inputs = collect(paths, self.settings)
-        sources, undecodable = read_sources(inputs, self.sniff_json)
+        sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
         report = self.check_sources(sources)
         if undecodable and not self._explicit_rules and not any(r.code == "DSL001" for r in self.rules):
             self.rules += [cls() for cls in all_rules(frozenset({"python"})) if cls.code == "DSL001"
@@ -460,6 +388,8 @@ class Checker:
 
 
 def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:
+    if os.environ.get("DSLINT_DEBUG") == "1":       # `dslint --debug`
+        sys.stderr.write(f"{path}: rule {rule.code}:\n" + "".join(traceback.format_exception(exc)))
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
     return InputError(kind="internal-error", path=path, code=rule.code,
