@@ -104,8 +104,9 @@ class Checker:
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
         keys: list[Optional[str]] = [None] * len(relevant)
-        known = cache.get(self._run_entry) if cache else None
-        if known and len(known.get("keys", ())) == len(relevant):
+        known = cache.get(self._run_entry, lambda e: _strings(e.get("keys")) and len(e["keys"]) == len(relevant)) \
+            if cache else None
+        if known:
             keys = list(known["keys"])       # an unchanged tree: answered without building the program model
         else:
             self._program(sources, project, cache)
@@ -114,12 +115,12 @@ class Checker:
                 cache.put(self._run_entry, {"keys": keys})
         todo: list[int] = []
         for i, source in enumerate(relevant):
-            hit = cache.get(keys[i]) if cache else None
+            hit = _cached_results(cache.get(keys[i])) if cache else None
             if hit is None:
                 todo.append(i)
             else:
-                report.findings += [Finding.model_validate(f) for f in hit["findings"]]
-                report.errors += [InputError.model_validate(e) for e in hit["errors"]]
+                report.findings += hit[0]
+                report.errors += hit[1]
         views: dict[int, ProjectView] = {}
         if todo:
             if project.program is None:
@@ -149,7 +150,7 @@ class Checker:
         hashes = getattr(self, "_hashes", {})
         for src in python:
             key = f"program:{hashes.get(id(src)) or content_hash(src.text)}" if cache else ""
-            hit = cache.get(key) if cache else None
+            hit = cache.get(key, _facts_entry) if cache else None
             if hit is None:
                 missing.append((src, key))
             elif hit.get("compiles"):
@@ -385,6 +386,31 @@ class Checker:
             diag = Diagnostic(f"unused suppression: no {what} {scope} to suppress", (d.line, d.column))
             if not suppressions.covers("DSL002", d.line):
                 report.findings.append(_finding(rule, diag, source))
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(type(v) is str for v in value)
+
+
+def _facts_entry(entry: dict) -> bool:
+    """A program-facts entry of the result cache has the shape `_program` writes."""
+    return entry.get("compiles") is False or (entry.get("compiles") is True and _strings(entry.get("imports"))
+                                               and type(entry.get("runs")) is bool and _strings(entry.get("refs")))
+
+
+def _cached_results(entry: Optional[dict]) -> Optional[tuple[list[Finding], list[InputError]]]:
+    """A file's findings and errors from its result-cache entry; None where the entry is not one (a wrong
+    shape, a value a finding cannot hold): the file is analysed again and the entry written over."""
+    if entry is None or not isinstance(entry.get("findings"), list) or not isinstance(entry.get("errors"), list):
+        return None
+    try:
+        findings = [Finding.model_validate(f) for f in entry["findings"]]
+        errors = [InputError.model_validate(e) for e in entry["errors"]]
+    except Exception:
+        return None
+    texts = [x for f in findings for x in (f.code, f.name, f.path, f.message, *(s.path for s in f.trace),
+                                           *(s.note for s in f.trace))] + [x for e in errors for x in (e.path, e.message)]
+    return (findings, errors) if all(type(x) is str for x in texts) else None
 
 
 def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:
