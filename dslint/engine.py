@@ -54,11 +54,22 @@ class Checker:
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
 
+    @property
+    def _judging(self) -> bool:
+        """DSL002 judges a suppression only by the rules it names having run: when it is selected, every
+        default rule that is not ignored runs as a judge, and findings of codes not selected are dropped
+        after they have marked the suppressions they hit (`--select DSL002` alone reports the unused ones)."""
+        return "DSL002" in self.settings.select and self.settings.code_enabled("DSL002")
+
     def _rules_for(self, sources: list[AnySource]) -> None:
         if not self._explicit_rules:
             kinds = frozenset(s.kind for s in sources) or frozenset({"python"})
-            self.rules = [cls() for cls in all_rules(kinds) if self.settings.code_enabled(cls.code)
-                          and (cls.default_enabled or cls.code in self.settings.select)]
+            ignored = self.settings.ignore
+            self.rules = [cls() for cls in all_rules(kinds)
+                          if self.settings.code_enabled(cls.code)
+                          and (cls.default_enabled or cls.code in self.settings.select)
+                          or self._judging and cls.default_enabled
+                          and not any(cls.code.startswith(p) or p == "ALL" for p in ignored)]
             self.__dict__.pop("_trigger_re", None)
 
     def check_paths(self, paths: list[Path]) -> Report:
@@ -68,7 +79,8 @@ class Checker:
         if undecodable and not self._explicit_rules and not any(r.code == "DSL001" for r in self.rules):
             self.rules += [cls() for cls in all_rules(frozenset({"python"})) if cls.code == "DSL001"
                            and self.settings.code_enabled("DSL001")]
-        parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
+        parse_rule = next((r for r in self.rules if r.code == "DSL001"), None) \
+            if self.settings.code_enabled("DSL001") else None
         for shown, _kind, problem in undecodable:
             report.files_checked += 1
             if parse_rule is not None:
@@ -351,7 +363,8 @@ class Checker:
                 continue
             for diag in diagnostics:
                 code = diag.code or rule.code
-                if code in per_file or not self.settings.code_enabled(code):
+                enabled = self.settings.code_enabled(code)
+                if code in per_file or not enabled and not self._judging:
                     continue
                 try:
                     finding = _finding(rule, diag, source)
@@ -360,15 +373,17 @@ class Checker:
                     continue
                 if finding.path == source.path and suppressions.covers(code, finding.line):
                     continue
-                report.findings.append(finding)
+                if enabled:
+                    report.findings.append(finding)
         if not broken and source.parse_problem() is not None:
             # libcst rejected, when a rule read the tree, a file CPython compiles: the rules saw an empty module
             parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
             if parse_rule is not None and "DSL001" not in per_file:
                 finding = _finding(parse_rule, next(iter(parse_rule.check(ctx))), source)
-                if not suppressions.covers("DSL001", finding.line):
+                if not suppressions.covers("DSL001", finding.line) and self.settings.code_enabled("DSL001"):
                     report.findings.append(finding)
-        self._report_unused(source, suppressions, per_file, report, errors_before)
+        if not broken:      # the rules did not run on a file that does not parse: nothing to judge by
+            self._report_unused(source, suppressions, per_file, report, errors_before)
 
     def _report_unused(self, source: AnySource, suppressions, per_file: set[str], report: Report,
                        errors_before: int) -> None:
