@@ -95,12 +95,16 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     rendered = render(output_format, report, used)
     if output:
         try:
-            output.write_text(rendered, encoding="utf-8")
+            output.write_text(rendered, encoding="utf-8", errors="backslashreplace")
         except OSError as exc:
             _error(f"dslint: error: -o/--output {output}: cannot write the report: {exc.strerror or exc}")
             return EXIT_USAGE
     else:
-        sys.stdout.write(rendered)
+        try:
+            sys.stdout.write(rendered)
+        except UnicodeEncodeError:      # a terminal that cannot show some character: escaped, not a crash
+            encoding = sys.stdout.encoding or "utf-8"
+            sys.stdout.write(rendered.encode(encoding, "backslashreplace").decode(encoding))
     for e in report.errors:
         where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
         _error(f"{where}: {e.message}" if e.message.startswith("skipped: ") else f"{where}: error: {e.message}")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from dslint.config import Settings, parse_size, real_dir, real_path, relative_to  # noqa: F401
+from dslint.config import Settings, real_dir, real_path, relative_to
 from dslint.findings import InputError
 from dslint.sources import SHELL_SUFFIXES, AnySource, ParseProblem, decode, kind_of, looks_like_deepspeed_config, make_source
 
@@ -109,6 +109,10 @@ def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
             out.files.append((path, explicit))
 
     for path in paths:
+        if _not_utf8(os.fspath(path)):
+            # a name no output format can carry (findings name their file): said once, not checked
+            out.errors.append(_skipped(path, "file name is not valid UTF-8"))
+            continue
         try:
             st = os.lstat(path)
         except OSError as exc:

@@ -255,6 +255,13 @@ def test_non_utf8_file_name_is_skipped_with_a_printable_name(tmp_path):
     out = tmp_path / "report.json"
     result = run_dslint("check", "--format", "json", "-o", str(out), str(folder))
     assert result.returncode == 1 and json.loads(out.read_text())["files_checked"] == 1
+    # named on the command line: the same one line, and the other paths are checked
+    env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO), "DSLINT_CACHE_DIR": str(tmp_path / "c")}
+    named = subprocess.run([sys.executable, "-m", "dslint", "check", os.fsencode(folder) + b"/caf\xe9.py",
+                            str(folder / "train.py")], capture_output=True, timeout=60, env=env)
+    assert named.returncode == 1, named.stderr
+    assert b"caf\\xe9.py: skipped: file name is not valid UTF-8" in named.stderr
+    assert b"Traceback" not in named.stderr and b"train.py:6:9: DSL101" in named.stdout
 
 
 # --- encodings ------------------------------------------------------------------------------------------
@@ -500,3 +507,13 @@ def test_a_folder_of_every_bad_input_still_reports_the_hazards(tmp_path):
     assert {"fifo.py", "zero.py", "loop_a.py", "loop_b.py", "big.json", "bad\\xff.py", "blob.py"} <= skipped
     assert "checkpoint.pt" not in skipped and "tsconfig.json" not in skipped
     assert stat.S_ISFIFO(os.lstat(folder / "fifo.py").st_mode)
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_it_escaped(tmp_path):
+    """DSL406's message holds `×`; on an ASCII-only stdout it is escaped, not a UnicodeEncodeError."""
+    (tmp_path / "ds_config.json").write_text('{"train_batch_size": 24, "train_micro_batch_size_per_gpu": 4,\n'
+                                             ' "gradient_accumulation_steps": 1}\n')
+    result = run_dslint("check", "--world-size", "4", str(tmp_path / "ds_config.json"),
+                        env={"PYTHONIOENCODING": "ascii"})
+    _clean_stderr(result)
+    assert result.returncode == 1 and "DSL406" in result.stdout and "\\xd7" in result.stdout, result.stdout
