@@ -5,6 +5,12 @@ code (a fingerprint of the installed sources), the enabled rules and settings, a
 -- the content hashes of every other input of the run that can contribute facts (a helper module, a config,
 a launcher script). Editing any of those invalidates the entries of the whole run; editing a file that no
 rule can see (triaged out) invalidates only itself. Location: $DSLINT_CACHE_DIR, else ~/.cache/dslint.
+
+Each file is an envelope `{"schema", "dslint", "sha256", "payload"}`: the payload is the entry's JSON text
+and `sha256` its digest. An entry is used only when the envelope is whole, its schema and dslint version are
+this one's, the digest matches, and the reader's own check of the entry's shape passes (`get(key, valid)`);
+anything else -- truncated, flipped bytes, valid JSON of another shape, another version's -- is a miss,
+recomputed and written over. A cache can cost time, never a result or a traceback.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import dslint
+
+SCHEMA = 1          # of the envelope and the entries; bump when either changes shape
 
 
 def default_dir() -> Path:
@@ -53,20 +61,36 @@ class ResultCache:
         digest = hashlib.sha256(f"{self.run_key}|{source_key}".encode()).hexdigest()
         return self.directory / digest[:2] / f"{digest[2:]}.json"
 
-    def get(self, source_key: str) -> Optional[dict]:
+    def get(self, source_key: str, valid: Optional[Callable[[Any], bool]] = None) -> Optional[dict]:
+        """The entry stored under `source_key`, or None: missing, damaged, of another schema or dslint version,
+        or rejected by `valid` (the caller's check of its shape; an exception in it counts as a rejection)."""
         path = self._path(source_key)
         if path is None:
             return None
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
+            envelope = json.loads(path.read_bytes())
+            if not (isinstance(envelope, dict) and envelope.get("schema") == SCHEMA
+                    and envelope.get("dslint") == dslint.__version__ and isinstance(envelope.get("payload"), str)
+                    and envelope.get("sha256") == _digest(envelope["payload"])):
+                return None
+            entry = json.loads(envelope["payload"])
+            if not isinstance(entry, dict) or valid is not None and not valid(entry):
+                return None
+            return entry
+        except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
             return None
 
     def put(self, source_key: str, entry: dict) -> None:
         path = self._path(source_key)
         if path is None:
             return
-        write_atomically(path, json.dumps(entry).encode())
+        payload = json.dumps(entry, separators=(",", ":"))
+        envelope = {"schema": SCHEMA, "dslint": dslint.__version__, "sha256": _digest(payload), "payload": payload}
+        write_atomically(path, json.dumps(envelope).encode())
+
+
+def _digest(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def write_atomically(path: Path, data: bytes) -> None:

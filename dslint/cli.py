@@ -2,7 +2,8 @@
 
 Exit codes of `check`: 0 nothing at or above the fail level; 1 findings at or above it; 2 usage error or an
 input that could not be checked (missing path, bad config); 3 an internal error in a rule (the other rules'
-findings are still printed). `preflight` has its own codes (docs/preflight.md).
+findings are still printed) or of dslint itself: one line on stderr, never a traceback unless `--debug` (any
+command) asks for it. `preflight` has its own codes (docs/preflight.md).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from dslint.commands import (_FAIL_LEVELS, _OUTPUT_FORMATS, EXIT_FINDINGS, EXIT_
 _CHECK_VALUES = {"--format": "output_format", "-f": "output_format", "--select": "select", "--ignore": "ignore",
                  "--world-size": "world_size", "--fail-level": "fail_level", "--config": "config",
                  "--deepspeed-version": "deepspeed_version", "--output": "output", "-o": "output",
-                 "--jobs": "jobs", "-j": "jobs"}
+                 "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size"}
 _CHECK_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--sniff-json": "sniff_json"}
+_MAIN_FLAGS = {"--debug"}      # taken out of every command line by `main` before either parser sees it
 
 
 def _parse_check(args: list[str]) -> Optional[dict]:
@@ -105,11 +107,38 @@ def _split_local_rank(argv: list[str]) -> tuple[list[str], Optional[int]]:
     return argv, local_rank
 
 
+def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`--debug` anywhere before a `--` (and not preflight's: its arguments belong to the script)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if argv and argv[0] == "preflight" or "--debug" not in argv[:end]:
+        return argv, False
+    return [a for i, a in enumerate(argv) if a != "--debug" or i > end], True
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     rest, local_rank = _split_local_rank(argv)
     if rest and rest[0] == "preflight":
         return _run_preflight(rest[1:], local_rank)
+    rest, debug = _split_debug(rest)
+    if debug:
+        os.environ["DSLINT_DEBUG"] = "1"     # rules' internal errors print their traceback too (engine.py)
+    try:
+        return _main(rest)
+    except Exception as exc:
+        # no traceback reaches a user: one line and exit 3, the traceback with --debug
+        if debug:
+            import traceback
+            traceback.print_exc()
+        else:
+            message = " ".join(str(exc).split())
+            sys.stderr.write(f"dslint: internal error: {type(exc).__name__}: {message[:500]} "
+                             "(run again with --debug for the traceback)\n")
+        sys.stderr.flush()
+        return EXIT_INTERNAL
+
+
+def _main(rest: list[str]) -> int:
     if rest and rest[0] == "check":
         parsed = _parse_check(rest[1:])
         if parsed is not None:

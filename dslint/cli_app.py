@@ -70,12 +70,18 @@ def check(
     sniff_json: bool = typer.Option(False, "--sniff-json", help="Treat a JSON argument as a DeepSpeed config "
                                                                 "only when it looks like one (pre-commit, "
                                                                 "`git ls-files`)."),
+    max_file_size: Optional[str] = typer.Option(None, "--max-file-size",
+                                                help="Skip (with a message) files larger than this, e.g. 20M "
+                                                     "(default: 10M for Python, 2M for shell, 1M for JSON)."),
+    debug: bool = typer.Option(False, "--debug", help="Print the traceback of an internal error (read by "
+                                                      "`dslint.cli.main` before this parser runs)."),
 ) -> None:
     """Check scripts and configs statically (never imports or runs them)."""
     raise typer.Exit(run_check(
         list(paths), output_format=output_format.value, select=select, ignore=ignore, world_size=world_size,
         fail_level=fail_level.value if fail_level else None, config=config, deepspeed_version=deepspeed_version,
-        output=output, exit_zero=exit_zero, no_cache=no_cache, jobs=jobs, sniff_json=sniff_json))
+        output=output, exit_zero=exit_zero, no_cache=no_cache, jobs=jobs, sniff_json=sniff_json,
+        max_file_size=max_file_size))
 
 
 @app.command()

@@ -13,12 +13,22 @@ text with exactly these flags, so the classes are the ones a plain `exec` would 
 Nothing else changes: other callers of `exec` are untouched (the name is set in the `dataclasses` module's
 own namespace, which it looks up before the builtins), an unreadable or foreign file is ignored, and a
 read-only or full cache directory only costs the compilation. `DSLINT_NO_CODE_CACHE=1` turns it off.
+
+**Integrity before anything is unmarshalled**: `marshal.loads` of damaged bytes can crash the interpreter
+or build a code object that crashes when run, so the file is `MAGIC`, the SHA-256 of `build_tag()` (the
+interpreter build, marshal format and dslint version) followed by the marshalled bytes, then those bytes.
+A file whose digest does not match -- flipped bits, a truncated write, another build's or another dslint
+version's -- is never passed to `marshal`; it is ignored and written over at exit. The digest proves that
+the bytes are the ones a dslint of this build wrote; like `__pycache__`, it does not defend against someone
+who can write to the user's cache folder (who could as well edit the installed packages). What the cache
+buys, and why it stays: docs/architecture.md ("Caches").
 """
 
 from __future__ import annotations
 
 import atexit
 import builtins
+import hashlib
 import marshal
 import os
 import sys
@@ -33,13 +43,40 @@ _installed: Optional[Path] = None
 stats = {"hits": 0, "compiled": 0}     # of this process, for tests and benchmarks
 
 
+MAGIC = b"dslint-code-cache 2\n"
+
+
 def cache_file(directory: Path) -> Path:
     return directory / "code" / f"dataclasses-{sys.implementation.cache_tag}-{sys.hexversion:x}.marshal"
 
 
+def build_tag() -> bytes:
+    """What a code object's validity depends on besides its source text: the interpreter build and the
+    marshal format (and dslint's version, so that an upgrade starts afresh)."""
+    from dslint import __version__
+    return (f"{sys.implementation.name}|{sys.implementation.cache_tag}|{sys.hexversion:x}|{sys.version}|"
+            f"marshal {marshal.version}|dslint {__version__}").encode()
+
+
+def _seal(body: bytes) -> bytes:
+    return MAGIC + hashlib.sha256(build_tag() + body).digest() + body
+
+
+def _unseal(data: bytes) -> Optional[bytes]:
+    """The marshalled bytes of a sealed file, or None when the file is not one this build wrote, whole."""
+    head = len(MAGIC)
+    if not data.startswith(MAGIC) or len(data) < head + 32:
+        return None
+    digest, body = data[head:head + 32], data[head + 32:]
+    return body if hashlib.sha256(build_tag() + body).digest() == digest else None
+
+
 def _load(path: Path) -> dict:
     try:
-        memo = marshal.loads(path.read_bytes())
+        body = _unseal(path.read_bytes())
+        if body is None:            # never unmarshal bytes that are not provably this build's own
+            return {}
+        memo = marshal.loads(body)
     except (OSError, ValueError, EOFError, TypeError):
         return {}
     if not isinstance(memo, dict):
@@ -56,7 +93,7 @@ def _save(path: Path, memo: dict, owner: int) -> None:
     except ValueError:              # an unmarshallable constant: keep the file as it is
         return
     from dslint.cache import write_atomically
-    write_atomically(path, data)
+    write_atomically(path, _seal(data))
 
 
 def install(directory: Optional[Path]) -> bool:

@@ -3,7 +3,8 @@ itself, dslint.cli_app -- typer -- everything else): `run_check`, `preflight`, a
 
 Exit codes of `check`: 0 nothing at or above the fail level; 1 findings at or above it; 2 usage error or an
 input that could not be checked (missing path, bad config); 3 an internal error in a rule (the other rules'
-findings are still printed). `preflight` has its own codes (docs/preflight.md).
+findings are still printed) or of dslint itself (one line; `--debug` shows the traceback). `preflight` has its
+own codes (docs/preflight.md).
 """
 
 from __future__ import annotations
@@ -22,33 +23,54 @@ def _codes(values: Optional[List[str]]) -> List[str]:
 
 
 def _error(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(" ".join(message.splitlines()) + "\n")
     sys.stderr.flush()
+
+
+def unknown_codes(codes: List[str]) -> List[str]:
+    """The codes or prefixes that name no rule (imports every rule family)."""
+    from dslint.rules import all_rules
+    known = [r.code for r in all_rules()]
+    return [c for c in codes if c != "ALL" and not any(k.startswith(c) for k in known)]
 
 
 def run_check(paths: List[Path], output_format: str = "text", select: Optional[List[str]] = None,
               ignore: Optional[List[str]] = None, world_size: Optional[int] = None, fail_level: Optional[str] = None,
               config: Optional[Path] = None, deepspeed_version: Optional[str] = None, output: Optional[Path] = None,
-              exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False) -> int:
+              exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False,
+              max_file_size: Optional[str] = None) -> int:
     """`dslint check`: returns the exit code."""
+    if output is not None and output.is_dir():
+        _error(f"dslint: error: -o/--output {output}: is a folder; give a file to write the report to")
+        return EXIT_USAGE
+    if config is not None and config.is_dir():
+        _error(f"dslint: error: --config {config}: is a folder; give a pyproject.toml or a TOML file")
+        return EXIT_USAGE
     from dslint.cache import default_dir
     from dslint.codecache import install
     cache_dir = None if no_cache else default_dir()
     install(cache_dir)      # before libcst's ~200 dataclasses are built (dslint.codecache)
-    from dslint.config import ConfigFileError, load_settings
+    from dslint.config import ConfigFileError, load_settings, parse_size
     from dslint.engine import Checker, fails
     from dslint.findings import Severity
     from dslint.formats import render
-    from dslint.rules import all_rules
 
     try:
         settings = load_settings(config, list(paths))
     except ConfigFileError as exc:
         _error(f"dslint: error: {exc}")
         return EXIT_USAGE
-    for code in _codes(select) + _codes(ignore):     # imports every family only when codes are given
-        if code != "ALL" and not any(r.code.startswith(code) for r in all_rules()):
-            _error(f"dslint: error: unknown rule code or prefix {code!r} (see `dslint rules`)")
+    # codes of the configuration file, then of the command line: a misspelt code would silently turn every
+    # rule off (`select`) or leave one on
+    configured = [(f"[tool.dslint] {key}", codes) for key, codes in
+                  (("select", settings.select), ("ignore", settings.ignore))] + \
+        [(f"[tool.dslint.per-file-ignores] {pattern!r}", [c.upper() for c in codes])
+         for pattern, codes in settings.per_file_ignores.items()]
+    configured += [("--select", _codes(select)), ("--ignore", _codes(ignore))]
+    for where, codes in configured:
+        bad = unknown_codes(codes) if codes else []
+        if bad:
+            _error(f"dslint: error: {where}: unknown rule code or prefix {bad[0]!r} (see `dslint rules`)")
             return EXIT_USAGE
     if select:
         settings.select = _codes(select)
@@ -60,24 +82,40 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
         settings.fail_level = Severity(fail_level)
     if deepspeed_version:
         settings.deepspeed_version = deepspeed_version
+    if max_file_size is not None:
+        try:
+            settings.max_file_size = parse_size(max_file_size)
+        except ValueError as exc:
+            _error(f"dslint: error: --max-file-size: {exc}")
+            return EXIT_USAGE
 
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs)
     report = checker.check_paths(list(paths))
     used = [type(r) for r in checker.rules]
     rendered = render(output_format, report, used)
     if output:
-        output.write_text(rendered)
+        try:
+            output.write_text(rendered, encoding="utf-8", errors="backslashreplace")
+        except OSError as exc:
+            _error(f"dslint: error: -o/--output {output}: cannot write the report: {exc.strerror or exc}")
+            return EXIT_USAGE
     else:
-        sys.stdout.write(rendered)
-    if report.errors:
-        for e in report.errors:
-            where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
-            _error(f"{where}: error: {e.message}")
+        try:
+            sys.stdout.write(rendered)
+        except UnicodeEncodeError:      # a terminal that cannot show some character: escaped, not a crash
+            encoding = sys.stdout.encoding or "utf-8"
+            sys.stdout.write(rendered.encode(encoding, "backslashreplace").decode(encoding))
+    for e in report.errors:
+        where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
+        _error(f"{where}: {e.message}" if e.message.startswith("skipped: ") else f"{where}: error: {e.message}")
     if any(e.kind == "internal-error" for e in report.errors):
         return EXIT_INTERNAL
-    if any(e.kind in ("missing-path", "config") for e in report.errors) or report.files_checked == 0:
-        if report.files_checked == 0:
-            _error("dslint: error: no input could be checked")
+    if any(e.kind in ("missing-path", "config") for e in report.errors):
+        return EXIT_USAGE
+    if report.files_checked == 0:
+        if sniff_json:
+            return EXIT_OK      # pre-commit / `git ls-files`: nothing staged that dslint checks
+        _error("dslint: error: no input could be checked")
         return EXIT_USAGE
     return EXIT_FINDINGS if fails(report, settings.fail_level) and not exit_zero else EXIT_OK
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import fnmatch
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -77,6 +78,30 @@ _fail_level = _converted(Severity, lambda v: f"expected 'warning' or 'error', go
 _path = _converted(Path, lambda v: f"expected a path, got {_kind(v)}")
 
 
+def parse_size(text) -> int:
+    """`10M`, `512k`, `1G`, `2MiB`, `1000000` → bytes (powers of 1024). ValueError otherwise."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        number, unit = text, ""
+    else:
+        m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(?:i?[bB])?\s*", str(text))
+        if not m:
+            raise ValueError(f"expected a size such as 10M, 512k or 1000000, got {text!r}")
+        number, unit = int(m.group(1)), m.group(2).lower()
+    size = number << {"": 0, "k": 10, "m": 20, "g": 30}[unit]
+    if size < 1:
+        raise ValueError(f"a size must be at least 1 byte, got {text!r}")
+    return size
+
+
+def _max_file_size(where: str, value: Any) -> Optional[int]:
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise SettingsError(where, str(exc)) from None
+
+
 def _optional_str(where: str, value: Any) -> Optional[str]:
     if value is not None and not isinstance(value, str):
         raise SettingsError(where, f"expected a string, got {_kind(value)}")
@@ -97,10 +122,12 @@ _FIELDS: dict[str, tuple[str, Callable[[str, Any], Any], Callable[[], Any]]] = {
     "fail_level": ("fail-level", _fail_level, lambda: Severity.WARNING),
     "exclude": ("exclude", _strings, list),
     "deepspeed_version": ("deepspeed-version", _optional_str, lambda: None),
+    "max_file_size": ("max-file-size", _max_file_size, lambda: None),
     "root": ("root", _path, Path.cwd),
 }
 _BY_KEY = {key: name for name, (key, _, _) in _FIELDS.items()} | {name: name for name in _FIELDS}
-_NOT_DUMPED = {"root"}         # a checkout moved elsewhere keeps its result cache
+_NOT_DUMPED = {"root", "max_file_size"}    # a checkout moved elsewhere keeps its result cache; the size limit
+                                           # decides which files are read, not what they hold
 
 
 class Settings:
@@ -116,6 +143,7 @@ class Settings:
     fail_level: Severity
     exclude: list[str]
     deepspeed_version: Optional[str]
+    max_file_size: Optional[int]
     root: Path
 
     def __init__(self, **values: Any) -> None:
@@ -237,13 +265,20 @@ def real_path(path) -> str:
 
 
 def find_pyproject(paths: list[Path]) -> Optional[Path]:
+    """The nearest pyproject.toml above the first path that has a `[tool.dslint]` table. One that mentions
+    dslint but is not valid TOML is returned too: `load_settings` reports it (a usage error), rather than
+    running with its settings silently ignored."""
     start = paths[0] if paths else Path.cwd()
-    start = start.resolve()
-    for folder in [start if start.is_dir() else start.parent, *(start if start.is_dir() else start.parent).parents]:
+    try:
+        start = start.resolve()
+        folders = [start if start.is_dir() else start.parent, *(start if start.is_dir() else start.parent).parents]
+    except (OSError, RuntimeError):        # a link loop: collect() reports the path itself
+        return None
+    for folder in folders:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                text = candidate.read_text()
+                text = candidate.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
             if "dslint" not in text:        # no [tool.dslint]: not worth importing the TOML parser (~15 ms)
@@ -252,6 +287,8 @@ def find_pyproject(paths: list[Path]) -> Optional[Path]:
             try:
                 data = tomllib.loads(text)
             except tomllib.TOMLDecodeError:
+                if re.search(r"^\s*\[\s*tool\s*\.\s*dslint\b|^\s*\[\s*tool\s*\]|dslint\s*=", text, re.M):
+                    return candidate
                 continue
             if "dslint" in data.get("tool", {}):
                 return candidate
@@ -265,12 +302,21 @@ def load_settings(config_file: Optional[Path], paths: list[Path]) -> Settings:
         return Settings()
     import tomllib
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigFileError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigFileError(f"{path}: is a folder, not a TOML file") from None
+    except OSError as exc:
+        raise ConfigFileError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(f"{path}: invalid TOML: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigFileError(f"{path}: invalid TOML: {exc}") from None
-    table = data.get("tool", {}).get("dslint", data if path.suffix == ".toml" and "tool" not in data else {})
+    tool = data.get("tool", {})
+    table = tool.get("dslint", {}) if isinstance(tool, dict) else {}
+    if "tool" not in data and path.suffix == ".toml" and path.name != "pyproject.toml":
+        table = data
     try:
         settings = Settings.model_validate(table)
     except SettingsError as exc:

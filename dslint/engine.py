@@ -11,21 +11,16 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
-from dslint.config import Settings, real_dir, real_path, relative_to
+from dslint.config import Settings
 from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
+from dslint.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
 from dslint.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
-from dslint.sources import (AnySource, ParseProblem, PythonSource, ShellSource, decode, kind_of,
-                            looks_like_deepspeed_config, make_source)
+from dslint.sources import AnySource, PythonSource, ShellSource, kind_of, make_source
 from dslint.suppressions import parse_suppressions
-
-SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
-             ".mypy_cache", ".pytest_cache", ".ruff_cache", ".dslint_cache", "build", "dist", "site-packages",
-             ".eggs"}
-
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
 CHUNKS_PER_JOB = 1             # contiguous runs of files per worker at least (see _contiguous_chunks): a
@@ -49,73 +44,6 @@ def _outline_chunk(indices: list[int]):
 
 
 @dataclass
-class Inputs:
-    files: list[tuple[Path, bool]] = field(default_factory=list)   # (path, given explicitly)
-    errors: list[InputError] = field(default_factory=list)
-
-
-def collect(paths: Iterable[Path], settings: Settings) -> Inputs:
-    out = Inputs()
-    seen: set[Path] = set()
-
-    real_dir.cache_clear()      # folders resolved afresh per run (a link may have changed)
-
-    def add(path: Path, explicit: bool) -> None:
-        key = real_path(path)
-        if key not in seen:
-            seen.add(key)
-            out.files.append((path, explicit))
-
-    for path in paths:
-        if not path.exists():
-            out.errors.append(InputError(kind="missing-path", path=str(path), message="no such file or directory"))
-        elif path.is_dir():
-            patterns = settings.excludes_below(path)
-            for folder, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")
-                                 and not settings.excluded(Path(folder, d), patterns))
-                for name in sorted(names):
-                    child = Path(folder, name)
-                    if not settings.excluded(child, patterns):
-                        add(child, False)
-        else:
-            add(path, True)
-    return out
-
-
-def shown_path(path: Path) -> str:
-    return relative_to(path, os.getcwd()) or path.as_posix()
-
-
-def read_sources(inputs: Inputs, sniff_json: bool = False) -> tuple[list[AnySource], list[tuple[str, str, ParseProblem]]]:
-    """Sources to check, and files that could not even be decoded (path, kind, problem)."""
-    sources: list[AnySource] = []
-    undecodable: list[tuple[str, str, ParseProblem]] = []
-    for path, explicit in inputs.files:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            inputs.errors.append(InputError(kind="unreadable", path=str(path), message=exc.strerror or str(exc)))
-            continue
-        head = data[:4096].decode("utf-8", "replace")
-        taken_at_word = explicit and not (sniff_json and path.suffix.lower() == ".json")
-        kind = kind_of(path, taken_at_word, head)
-        if kind is None:
-            if explicit and not sniff_json:
-                inputs.errors.append(InputError(kind="unreadable", path=str(path),
-                                                message="not a Python, JSON or shell file; skipped"))
-            continue
-        text, problem = decode(data)
-        if kind == "json" and problem is None and not taken_at_word and not looks_like_deepspeed_config(text):
-            continue
-        if problem is not None:
-            undecodable.append((shown_path(path), kind, problem))
-            continue
-        sources.append(make_source(path, shown_path(path), kind, text))
-    return sources, undecodable
-
-
-@dataclass
 class Checker:
     settings: Settings
     rules: list[Rule] = field(default_factory=list)
@@ -126,21 +54,33 @@ class Checker:
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
 
+    @property
+    def _judging(self) -> bool:
+        """DSL002 judges a suppression only by the rules it names having run: when it is selected, every
+        default rule that is not ignored runs as a judge, and findings of codes not selected are dropped
+        after they have marked the suppressions they hit (`--select DSL002` alone reports the unused ones)."""
+        return "DSL002" in self.settings.select and self.settings.code_enabled("DSL002")
+
     def _rules_for(self, sources: list[AnySource]) -> None:
         if not self._explicit_rules:
             kinds = frozenset(s.kind for s in sources) or frozenset({"python"})
-            self.rules = [cls() for cls in all_rules(kinds) if self.settings.code_enabled(cls.code)
-                          and (cls.default_enabled or cls.code in self.settings.select)]
+            ignored = self.settings.ignore
+            self.rules = [cls() for cls in all_rules(kinds)
+                          if self.settings.code_enabled(cls.code)
+                          and (cls.default_enabled or cls.code in self.settings.select)
+                          or self._judging and cls.default_enabled
+                          and not any(cls.code.startswith(p) or p == "ALL" for p in ignored)]
             self.__dict__.pop("_trigger_re", None)
 
     def check_paths(self, paths: list[Path]) -> Report:
         inputs = collect(paths, self.settings)
-        sources, undecodable = read_sources(inputs, self.sniff_json)
+        sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
         report = self.check_sources(sources)
         if undecodable and not self._explicit_rules and not any(r.code == "DSL001" for r in self.rules):
             self.rules += [cls() for cls in all_rules(frozenset({"python"})) if cls.code == "DSL001"
                            and self.settings.code_enabled("DSL001")]
-        parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
+        parse_rule = next((r for r in self.rules if r.code == "DSL001"), None) \
+            if self.settings.code_enabled("DSL001") else None
         for shown, _kind, problem in undecodable:
             report.files_checked += 1
             if parse_rule is not None:
@@ -176,8 +116,9 @@ class Checker:
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
         keys: list[Optional[str]] = [None] * len(relevant)
-        known = cache.get(self._run_entry) if cache else None
-        if known and len(known.get("keys", ())) == len(relevant):
+        known = cache.get(self._run_entry, lambda e: _strings(e.get("keys")) and len(e["keys"]) == len(relevant)) \
+            if cache else None
+        if known:
             keys = list(known["keys"])       # an unchanged tree: answered without building the program model
         else:
             self._program(sources, project, cache)
@@ -186,12 +127,12 @@ class Checker:
                 cache.put(self._run_entry, {"keys": keys})
         todo: list[int] = []
         for i, source in enumerate(relevant):
-            hit = cache.get(keys[i]) if cache else None
+            hit = _cached_results(cache.get(keys[i])) if cache else None
             if hit is None:
                 todo.append(i)
             else:
-                report.findings += [Finding.model_validate(f) for f in hit["findings"]]
-                report.errors += [InputError.model_validate(e) for e in hit["errors"]]
+                report.findings += hit[0]
+                report.errors += hit[1]
         views: dict[int, ProjectView] = {}
         if todo:
             if project.program is None:
@@ -221,7 +162,7 @@ class Checker:
         hashes = getattr(self, "_hashes", {})
         for src in python:
             key = f"program:{hashes.get(id(src)) or content_hash(src.text)}" if cache else ""
-            hit = cache.get(key) if cache else None
+            hit = cache.get(key, _facts_entry) if cache else None
             if hit is None:
                 missing.append((src, key))
             elif hit.get("compiles"):
@@ -422,7 +363,8 @@ class Checker:
                 continue
             for diag in diagnostics:
                 code = diag.code or rule.code
-                if code in per_file or not self.settings.code_enabled(code):
+                enabled = self.settings.code_enabled(code)
+                if code in per_file or not enabled and not self._judging:
                     continue
                 try:
                     finding = _finding(rule, diag, source)
@@ -431,15 +373,17 @@ class Checker:
                     continue
                 if finding.path == source.path and suppressions.covers(code, finding.line):
                     continue
-                report.findings.append(finding)
+                if enabled:
+                    report.findings.append(finding)
         if not broken and source.parse_problem() is not None:
             # libcst rejected, when a rule read the tree, a file CPython compiles: the rules saw an empty module
             parse_rule = next((r for r in self.rules if r.code == "DSL001"), None)
             if parse_rule is not None and "DSL001" not in per_file:
                 finding = _finding(parse_rule, next(iter(parse_rule.check(ctx))), source)
-                if not suppressions.covers("DSL001", finding.line):
+                if not suppressions.covers("DSL001", finding.line) and self.settings.code_enabled("DSL001"):
                     report.findings.append(finding)
-        self._report_unused(source, suppressions, per_file, report, errors_before)
+        if not broken:      # the rules did not run on a file that does not parse: nothing to judge by
+            self._report_unused(source, suppressions, per_file, report, errors_before)
 
     def _report_unused(self, source: AnySource, suppressions, per_file: set[str], report: Report,
                        errors_before: int) -> None:
@@ -459,7 +403,34 @@ class Checker:
                 report.findings.append(_finding(rule, diag, source))
 
 
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(type(v) is str for v in value)
+
+
+def _facts_entry(entry: dict) -> bool:
+    """A program-facts entry of the result cache has the shape `_program` writes."""
+    return entry.get("compiles") is False or (entry.get("compiles") is True and _strings(entry.get("imports"))
+                                               and type(entry.get("runs")) is bool and _strings(entry.get("refs")))
+
+
+def _cached_results(entry: Optional[dict]) -> Optional[tuple[list[Finding], list[InputError]]]:
+    """A file's findings and errors from its result-cache entry; None where the entry is not one (a wrong
+    shape, a value a finding cannot hold): the file is analysed again and the entry written over."""
+    if entry is None or not isinstance(entry.get("findings"), list) or not isinstance(entry.get("errors"), list):
+        return None
+    try:
+        findings = [Finding.model_validate(f) for f in entry["findings"]]
+        errors = [InputError.model_validate(e) for e in entry["errors"]]
+    except Exception:
+        return None
+    texts = [x for f in findings for x in (f.code, f.name, f.path, f.message, *(s.path for s in f.trace),
+                                           *(s.note for s in f.trace))] + [x for e in errors for x in (e.path, e.message)]
+    return (findings, errors) if all(type(x) is str for x in texts) else None
+
+
 def _internal_error(rule: Rule, path: str, exc: BaseException) -> InputError:
+    if os.environ.get("DSLINT_DEBUG") == "1":       # `dslint --debug`
+        sys.stderr.write(f"{path}: rule {rule.code}:\n" + "".join(traceback.format_exception(exc)))
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
     return InputError(kind="internal-error", path=path, code=rule.code,

@@ -312,7 +312,17 @@ class JsonSource(Source):
 
     @cached_property
     def parsed(self) -> PositionedJson:
-        return load_positioned(self.text)
+        """JSON, else the Hjson DeepSpeed reads a config file with (comments, trailing commas, …: see
+        dslint.jsonpos) -- unless the file is a template (placeholders where strict JSON fails)."""
+        try:
+            return load_positioned(self.text, hjson=False)
+        except JsonPositionError as strict:
+            if strict.fatal or self._is_template(strict.line, strict.column):
+                raise
+            try:
+                return load_positioned(self.text, hjson=True)
+            except JsonPositionError as exc:
+                raise exc if exc.fatal else strict from None
 
     @property
     def data(self) -> Any:
@@ -325,8 +335,10 @@ class JsonSource(Source):
         try:
             parsed = self.parsed
         except JsonPositionError as exc:
-            return ParseProblem(f"invalid JSON: {exc.message}", exc.line, exc.column,
-                                template=self._is_template(exc.line, exc.column))
+            if exc.fatal:
+                return ParseProblem(f"cannot read the config: {exc.message}", exc.line, exc.column)
+            return ParseProblem(f"invalid JSON (and not the Hjson DeepSpeed reads configs with): {exc.message}",
+                                exc.line, exc.column, template=self._is_template(exc.line, exc.column))
         if not isinstance(parsed.value, dict):
             return ParseProblem(f"a DeepSpeed config must be a JSON object, found {type(parsed.value).__name__}")
         return None
@@ -371,9 +383,10 @@ class ShellSource(Source):
 
 AnySource = Union[PythonSource, JsonSource, ShellSource]
 
-_DS_CONFIG_HINT = re.compile(
-    r'"(train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps|zero_optimization|'
-    r'fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping)"')
+_DS_CONFIG_HINT = re.compile(         # a key, quoted as JSON or bare as Hjson allows
+    r'(?:"|\'|^[ \t]*|[{,][ \t]*)(train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps|'
+    r'zero_optimization|fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping)'
+    r'(?:"|\'|[ \t]*:)', re.MULTILINE)
 
 
 _DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
@@ -388,7 +401,7 @@ def looks_like_deepspeed_config(text: str) -> bool:
     import json
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):     # Hjson, a template, or broken: DSL001 or the config rules tell
         return True
     return isinstance(data, dict) and any(k in _DS_TOP_KEYS and (k not in ("fp16", "bf16") or isinstance(v, dict))
                                           for k, v in data.items())
@@ -427,13 +440,31 @@ def make_source(path: Path, shown: str, kind: Kind, text: str) -> AnySource:
     return ShellSource(shown, text)
 
 
-def decode(data: bytes) -> tuple[Optional[str], Optional[ParseProblem]]:
+def decode(data: bytes, kind: str = "python") -> tuple[Optional[str], Optional[ParseProblem]]:
+    """A file's text. Python sources are decoded as CPython reads them (PEP 263: a UTF-8 BOM, else a
+    `# -*- coding: latin-1 -*-` line among the first two, else UTF-8); configs and shell scripts as UTF-8."""
+    encoding = "utf-8"
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    elif kind == "python" and b"coding" in _first_two_lines(data):
+        import tokenize
+        lines = iter(_first_two_lines(data).splitlines(keepends=True))
+        try:
+            encoding, _ = tokenize.detect_encoding(lambda: next(lines, b""))
+        except SyntaxError as exc:      # an unknown encoding, or one the file's bytes contradict
+            return None, ParseProblem(f"cannot decode the file: {exc}", 1, 1)
     try:
-        return data.decode("utf-8"), None
+        return data.decode(encoding), None
     except UnicodeDecodeError as exc:
         before = data[: exc.start]
         line = before.count(b"\n") + 1
         column = exc.start - (before.rfind(b"\n") + 1) + 1
-        return None, ParseProblem(f"file is not valid UTF-8 ({exc.reason} at byte {exc.start})", line, column)
+        what = "valid UTF-8" if encoding == "utf-8" else f"valid {encoding} (its coding declaration)"
+        return None, ParseProblem(f"file is not {what} ({exc.reason} at byte {exc.start})", line, column)
+
+
+def _first_two_lines(data: bytes) -> bytes:
+    end = data.find(b"\n")
+    if end >= 0:
+        end = data.find(b"\n", end + 1)
+    return data if end < 0 else data[:end + 1]

@@ -26,7 +26,8 @@ def test_explain_known_and_unknown(dslint_cli):
 def test_parse_errors_reported_and_other_files_still_checked(tmp_path, dslint_cli):
     (tmp_path / "broken.py").write_text(BROKEN_PY)
     (tmp_path / "good.py").write_text(GOOD_PY)
-    (tmp_path / "bad.json").write_text('{\n  "train_batch_size": 8,\n}\n')
+    # a trailing comma is fine (DeepSpeed reads configs as Hjson: tests/test_bad_inputs.py); a missing value is not
+    (tmp_path / "bad.json").write_text('{\n  "train_batch_size": 8,\n  "fp16": ]\n}\n')
     (tmp_path / "latin1.py").write_bytes(b"x = 1\ny = '\xe9'\n")
     (tmp_path / "list.json").write_text("[1, 2]\n")
     out = dslint_cli("check", "--format", "json", "broken.py", "good.py", "bad.json", "latin1.py", "list.json",
@@ -35,7 +36,7 @@ def test_parse_errors_reported_and_other_files_still_checked(tmp_path, dslint_cl
     report = json.loads(out.stdout)
     assert report["files_checked"] == 5
     where = {(f["path"], f["line"], f["column"]) for f in report["findings"] if f["code"] == "DSL001"}
-    assert where == {("broken.py", 2, 11), ("bad.json", 3, 1), ("latin1.py", 2, 6), ("list.json", 1, 1)}
+    assert where == {("broken.py", 2, 11), ("bad.json", 3, 11), ("latin1.py", 2, 6), ("list.json", 1, 1)}
     text = dslint_cli("check", "broken.py", "good.py", cwd=tmp_path)
     assert "broken.py:2:11: DSL001" in text.stdout
 
@@ -55,7 +56,7 @@ def test_exit_codes(tmp_path, dslint_cli):
 def test_directory_walk_skips_non_deepspeed_json_and_excludes(tmp_path, dslint_cli):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "package.json").write_text("[not json")
-    (tmp_path / "pkg" / "ds.json").write_text('{"train_batch_size": 8,}')
+    (tmp_path / "pkg" / "ds.json").write_text('{"train_batch_size": 8,,}')
     (tmp_path / "vendored").mkdir()
     (tmp_path / "vendored" / "x.py").write_text(BROKEN_PY)
     (tmp_path / "pyproject.toml").write_text('[tool.dslint]\nexclude = ["vendored"]\n')

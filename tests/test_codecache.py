@@ -1,7 +1,9 @@
 """The dataclass code cache (dslint.codecache) builds the very classes a plain `exec` builds, and a damaged or
 unwritable cache only costs the compilation."""
 
+import hashlib
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -104,8 +106,57 @@ def test_only_the_installing_process_writes(tmp_path):
 
 def test_foreign_entries_are_dropped(tmp_path):
     path = tmp_path / "x.marshal"
-    path.write_bytes(__import__("marshal").dumps({"a": 1, 2: compile("pass", "<s>", "exec"),
-                                                  "ok": compile("pass", "<s>", "exec")}))
+    path.write_bytes(codecache._seal(marshal.dumps({"a": 1, 2: compile("pass", "<s>", "exec"),
+                                                    "ok": compile("pass", "<s>", "exec")})))
     assert list(codecache._load(path)) == ["ok"]
-    path.write_bytes(__import__("marshal").dumps([1, 2]))
+    path.write_bytes(codecache._seal(marshal.dumps([1, 2])))
     assert codecache._load(path) == {}
+
+
+def _never_unmarshalled(monkeypatch) -> list:
+    calls: list = []
+    real = marshal.loads
+    monkeypatch.setattr(codecache.marshal, "loads", lambda data: calls.append(data) or real(data))
+    return calls
+
+
+def test_unsealed_flipped_or_foreign_bytes_are_never_unmarshalled(tmp_path, monkeypatch):
+    """The digest is checked before `marshal.loads` sees a byte: plain marshal data (an older dslint's file),
+    a file with bits flipped anywhere, a truncated one and one sealed for another build are all ignored."""
+    memo = {"def f(): pass": compile("def f(): pass", "<string>", "exec")}
+    good = codecache._seal(marshal.dumps(memo))
+    path = tmp_path / "x.marshal"
+    calls = _never_unmarshalled(monkeypatch)
+    path.write_bytes(good)
+    assert list(codecache._load(path)) == ["def f(): pass"] and len(calls) == 1
+    calls.clear()
+    damaged = [marshal.dumps(memo), good[:-7], good[: len(good) // 2]]
+    for at in (0, len(codecache.MAGIC) + 3, len(good) // 2, len(good) - 1):
+        flipped = bytearray(good)
+        flipped[at] ^= 0x41
+        damaged.append(bytes(flipped))
+    body = marshal.dumps(memo)
+    other_build = codecache.MAGIC + hashlib.sha256(b"cpython|cpython-399|other" + body).digest() + body
+    damaged.append(other_build)
+    for data in damaged:
+        path.write_bytes(data)
+        assert codecache._load(path) == {}
+    assert calls == []
+
+
+def test_flipped_bytes_in_the_real_cache_file_cost_nothing_and_are_rewritten(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch.distributed as dist\nif dist.get_rank() == 0:\n    dist.barrier()\n")
+    cache_dir = tmp_path / "on"
+    first = _check(script, cache_dir, DSLINT_NO_CODE_CACHE="")
+    path = codecache.cache_file(cache_dir)
+    good = path.read_bytes()
+    assert first.returncode == 1 and len(codecache._load(path)) > 500
+    for at in range(len(codecache.MAGIC) + 40, len(good), max(1, len(good) // 7)):
+        flipped = bytearray(good)
+        for k in range(at, min(at + 16, len(good))):
+            flipped[k] ^= 0xFF
+        path.write_bytes(bytes(flipped))
+        again = _check(script, cache_dir, DSLINT_NO_CODE_CACHE="")
+        assert (again.returncode, again.stdout, again.stderr) == (first.returncode, first.stdout, ""), at
+        assert codecache._unseal(path.read_bytes()) is not None      # written over, whole again

@@ -163,7 +163,7 @@ def test_autotuning_search_spaces_are_not_values_and_suffixed_section_names_get_
 def test_config_templates_are_not_parse_errors(tmp_path, monkeypatch):
     """A JSON that fails at a placeholder (sed/envsubst/Jinja templates), is named as a template, or is rewritten
     by `sed` in a script beside it is not a config yet: no DSL001, no other finding. A real mistake (Python's
-    `True`, a trailing comma) still is one."""
+    `True` inside braces, a doubled comma) still is one; a trailing comma is Hjson, which DeepSpeed reads."""
     from dslint.sources import JsonSource
 
     def problem(text, name="ds.json"):
@@ -173,7 +173,7 @@ def test_config_templates_are_not_parse_errors(tmp_path, monkeypatch):
                  '{"bs": $BS}', '{"bs": {{ bs }}}', '{"bs": @BS@}', '{"bs": __BS__}'):
         assert problem(text).template, text
     assert problem('{"bs": 1,}', "ds_config_TEMPLATE.json").template
-    for text in ('{"bf16": {"enabled": True}}', '{"bs": 1,}', '{"bs": None}'):
+    for text in ('{"bf16": {"enabled": True}}', '{"bs": 1,,}', '{"bs": None}'):
         assert not problem(text).template, text
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ds.json").write_text('{"bs": 8, "lr": LR}')

@@ -55,7 +55,7 @@ def test_sarif_validates_against_official_schema(sarif_schema):
 
 
 def test_sarif_of_a_real_run_validates(sarif_schema, tmp_path, dslint_cli):
-    (tmp_path / "bad.json").write_text('{"a": 1,}')
+    (tmp_path / "bad.json").write_text('{"a": 1,,}')
     out = dslint_cli("check", "--format", "sarif", "bad.json", cwd=tmp_path)
     doc = json.loads(out.stdout)
     jsonschema.Draft4Validator(sarif_schema).validate(doc)

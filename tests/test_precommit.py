@@ -46,4 +46,14 @@ def test_pre_commit_hook_fails_on_hazard_and_passes_on_clean(tmp_path):
     good = _pre_commit(repo, env)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "Passed" in good.stdout
+
+    # nothing the hook can check staged (a front-end's tsconfig.json): the commit is not blocked
+    web = tmp_path / "web"
+    web.mkdir()
+    _git(web, "init", "-q")
+    (web / "tsconfig.json").write_text('{\n  "compilerOptions": {"strict": true}\n}\n')
+    _git(web, "add", "-A")
+    only_json = _pre_commit(web, env)
+    assert only_json.returncode == 0, only_json.stdout + only_json.stderr
+    assert "Passed" in only_json.stdout
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)

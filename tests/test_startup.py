@@ -129,6 +129,6 @@ def test_fast_check_parser_knows_every_option_of_the_typer_command():
 
     command = typer.main.get_command(app).commands["check"]
     typer_opts = {opt for p in command.params if not p.name == "paths" for opt in p.opts}
-    assert typer_opts == set(cli._CHECK_VALUES) | set(cli._CHECK_FLAGS)
+    assert typer_opts == set(cli._CHECK_VALUES) | set(cli._CHECK_FLAGS) | cli._MAIN_FLAGS
     flags = {opt for p in command.params if getattr(p, "is_flag", False) for opt in p.opts}
-    assert flags == set(cli._CHECK_FLAGS)
+    assert flags == set(cli._CHECK_FLAGS) | cli._MAIN_FLAGS

@@ -95,3 +95,26 @@ def test_unused_suppressions_are_reported_only_when_selected():
     report = check_texts({"a.py": text}, Settings(select=["DSL002", "DSL1"]))
     assert [(f.code, f.line) for f in report.findings] == [("DSL002", 4)]   # DSL999 never ran: not judged
     assert "DSL102" in report.findings[0].message
+
+
+def test_select_dsl002_alone_judges_with_the_default_rules_and_reports_only_dsl002():
+    """README: `--select DSL002` reports only the unused suppressions; the other rules run to judge them (a
+    used `ignore[DSL101]` is not reported), their findings are not shown. An ignored family is not judged."""
+    text = ("import torch.distributed as dist\n"
+            "def save():\n"
+            "    if dist.get_rank() == 0:\n"
+            "        dist.barrier()  # dslint: ignore[DSL101]\n"
+            "def load():\n"
+            "    if dist.get_rank() == 0:\n"
+            "        dist.all_reduce(t)\n"
+            "x = 1  # dslint: ignore[DSL102]\n"
+            '"""\n\n')      # an unterminated string: DSL001, also not shown
+    assert [f.code for f in check_texts({"a.py": text.replace('"""\n\n', "")}).findings] == ["DSL101"]
+    report = check_texts({"a.py": text.replace('"""\n\n', "")}, Settings(select=["DSL002"]))
+    assert [(f.code, f.line) for f in report.findings] == [("DSL002", 8)]
+    both = check_texts({"a.py": text.replace('"""\n\n', "")}, Settings(select=["DSL1", "DSL002"]))
+    assert [(f.code, f.line) for f in both.findings] == [("DSL101", 7), ("DSL002", 8)]
+    ignored = check_texts({"a.py": text.replace('"""\n\n', "")}, Settings(select=["DSL002"], ignore=["DSL1"]))
+    assert ignored.findings == []
+    broken = check_texts({"a.py": text}, Settings(select=["DSL002"]))
+    assert [f.code for f in broken.findings] == []

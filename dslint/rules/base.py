@@ -71,6 +71,9 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     severity: ClassVar[Severity] = Severity.ERROR
+    # the severity of its findings where the hazard depends on a fact dslint cannot see (an unknown ep_size,
+    # ZeRO stage or DeepSpeed version); `dslint rules` shows both (tests/test_docs.py checks the findings)
+    severity_when_unsure: ClassVar[Optional[Severity]] = None
     summary: ClassVar[str]                       # one line: what it flags
     fix_advice: ClassVar[str] = ""               # use instead
     references: ClassVar[tuple[str, ...]] = ()   # "DeepSpeed #5794", "transformers generate(synced_gpus)"

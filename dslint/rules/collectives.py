@@ -133,6 +133,7 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
 
 
 class _CollectiveRule(Rule):
+    severity_when_unsure = Severity.WARNING
     # files that can hold a rank source, a collective site, or a helper reaching one
     triggers = ("rank", "RANK", "main_process", "process_index", "process_zero", "is_master", "is_main",
                 "should_save", "should_log", "generate", "split_between", "barrier", "all_reduce", "all_gather",

@@ -155,6 +155,7 @@ class UnknownConfigKey(ConfigRule):
     code = "DSL401"
     name = "unknown-config-key"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "a config key DeepSpeed does not read (misspelled or misplaced), with a did-you-mean suggestion"
     fix_advice = "Rename the key to the suggested one (or move it to the section it belongs to); delete it otherwise."
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/config.py", "deepspeed/runtime/zero/config.py")
@@ -233,6 +234,7 @@ class RemovedConfigKey(ConfigRule):
     code = "DSL403"
     name = "removed-config-key"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "a config key for a feature removed from DeepSpeed (initialize raises on it)"
     fix_advice = "Delete the block, or use the replacement the message names."
     references = ("DeepSpeed #8489", "deepspeed/runtime/config.py _reject_removed_config_keys")
@@ -411,6 +413,7 @@ class ZeroOffloadConflict(ConfigRule):
     code = "DSL408"
     name = "zero-offload-conflict"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "a ZeRO stage/offload/precision combination DeepSpeed rejects or ignores"
     fix_advice = "Raise the ZeRO stage to what the option needs, or remove the option."
     references = ("deepspeed/runtime/zero/config.py validators", "deepspeed/runtime/zero/offload_config.py",

@@ -76,6 +76,7 @@ class MoEGroupsNotInitialised(Rule):
     code = "DSL201"
     name = "moe-groups-not-initialised"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "an MoE model run without `deepspeed.initialize` (expert groups never created: all_to_all on WORLD)"
     fix_advice = ("Wrap the model with `deepspeed.initialize(model=..., config=...)` (also for inference) so the "
                   "MoE layers get their expert-parallel groups; or upgrade to DeepSpeed ≥ 0.19.1 when ep_size=1.")
@@ -207,6 +208,7 @@ class MoEParamGroupsMissing(Rule):
     code = "DSL202"
     name = "moe-param-groups-missing"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "client optimizer for an MoE model without `split_params_into_different_moe_groups_for_optimizer`"
     fix_advice = ("Build the optimizer from `split_params_into_different_moe_groups_for_optimizer("
                   "{'params': params, 'name': 'parameters'})` (deepspeed.moe.utils), or drop the client optimizer "
@@ -442,6 +444,7 @@ class MoETokenCountVaries(Rule):
     code = "DSL204"
     name = "moe-token-count-varies"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "expert parallelism with per-rank token counts that differ (dynamic padding) and local capacity"
     fix_advice = ("Pad every batch to a fixed length (`padding=\"max_length\"`, `max_length=...`) or all-reduce the "
                   "pad length to the max across ranks; or use k≥2 with drop_tokens=False.")
@@ -587,6 +590,7 @@ class Zero3DataDependentExperts(Rule):
     code = "DSL206"
     name = "zero3-data-dependent-experts"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "sparse MoE block running only routed experts under ZeRO-3 without leaf modules"
     fix_advice = ("Call `deepspeed.utils.set_z3_leaf_modules(model, [YourSparseMoeBlock])` before "
                   "`deepspeed.initialize`, or list the class in `zero_optimization.leaf_module.classes`.")

@@ -193,7 +193,7 @@ class ParamNotInOptimizer(Rule):
     severity = Severity.WARNING
     summary = "trainable parameters that no optimizer param group contains (name filters that miss some)"
     fix_advice = "Make the groups' filters cover every trainable parameter (add the missing complement group)."
-    references = ("DESIGN.md §1.3",)
+    references = ("DeepSpeed #4933",)
     versions = "All versions."
     suppress_when = "The uncovered parameters are frozen elsewhere (requires_grad=False)."
     triggers = ("named_parameters",)
@@ -328,6 +328,7 @@ class ConditionallyUsedParam(Rule):
     code = "DSL303"
     name = "conditionally-used-param"
     severity = Severity.ERROR
+    severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
     fix_advice = ("Touch the parameter on every path (e.g. `x = x + 0 * self.proj(dummy).sum()` or concatenate "
                   "`features[0:0]` on text-only batches), or freeze it.")

@@ -19,14 +19,17 @@ class ParseError(Rule):
     instead, never reported. **Config templates** —
     JSON with placeholders where values belong (`"train_batch_size": CONFIG_BATCH_SIZE`, `<Specify path>`,
     `${BS}`, `{{ bs }}`), a `*template*` file name, or a `sed` over the file in a script beside it — are
-    not configs yet: they are skipped, not reported.
+    not configs yet: they are skipped, not reported. **Configs** are read as DeepSpeed reads them: JSON, else
+    Hjson (comments, trailing commas, unquoted keys are fine); a config nested deeper than 100 levels, with
+    an integer of more than 4,300 digits or a string holding a lone surrogate (`"\\ud800"`) is reported.
+    **Python sources** are decoded as CPython does (PEP 263: a `# -*- coding: latin-1 -*-` line).
     """
 
     code = "DSL001"
     name = "parse-error"
     severity = Severity.ERROR
     summary = "an input that cannot be parsed (Python, JSON or shell)"
-    fix_advice = "Fix the syntax at the reported position; JSON allows no trailing commas or comments."
+    fix_advice = "Fix the syntax at the reported position."
     suppress_when = "Never: a file that does not parse is not checked at all."
     kinds = frozenset({"python", "json", "shell"})
     VALID = (
@@ -39,7 +42,7 @@ class ParseError(Rule):
     )
     INVALID = (
         "def train(:  # expect: DSL001\n    pass\n",
-        Example('{\n  "train_batch_size": 8,\n}\n', filename="ds_config.json", expect_lines=(3,)),
+        Example('{\n  "train_batch_size": 8,\n  "fp16": ]\n}\n', filename="ds_config.json", expect_lines=(3,)),
         Example("[1, 2, 3]\n", filename="ds_config.json", expect_lines=(1,)),
         Example('deepspeed --num_gpus 2 train.py --deepspeed "ds.json  # expect: DSL001\n', filename="run.sh"),
     )
