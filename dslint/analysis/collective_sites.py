@@ -63,6 +63,9 @@ TRAINER_ALWAYS = {"train": "Trainer.train runs DeepSpeed/DDP gradient reductions
 _INIT_CALLS = ("deepspeed.initialize", "deepspeed.init_inference")
 _ENGINE_BUILDERS = ("initialize", "init_inference")
 _MODEL_ROLES = ("engine", "wrapped", "moe")
+# words of a name that make an "…engine" an inference server's (vLLM's `llm_engine`, SGLang), not DeepSpeed's:
+# its `generate` is a request to another process, no collective of the training ranks
+_SERVING_WORDS = ("vllm", "llm_engine", "sglang")
 
 
 @dataclass
@@ -349,7 +352,8 @@ class CollectiveSites:
             return None
         r = self.roles
         low = tail.lower()
-        if tail in r["engine"] or "engine" in low or low in ("ds_model", "dsmodel"):
+        if tail in r["engine"] or "engine" in low and not any(w in low for w in _SERVING_WORDS) \
+                or low in ("ds_model", "dsmodel"):
             return "engine"
         if tail in r["moe"]:
             return "moe"

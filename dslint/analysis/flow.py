@@ -282,6 +282,9 @@ class FlowWalk:
         self._loops.pop()
         self._retry_loops.pop()
         self._merge(self.env, env_before)
+        leaving = [g for g in pending if g.exit_kind in ("break", "return", "exit")]
+        if leaving:
+            self.on_loop_exit(node, leaving)
         pending = [g for g in pending if g.exit_kind not in ("continue", "break")]
         if node.orelse is not None:
             pending.extend(self.block(_body(node.orelse.body), guards + tuple(pending)))
@@ -289,6 +292,10 @@ class FlowWalk:
 
     def on_late_loop(self, node: cst.CSTNode, guard: Guard, guards: tuple[Guard, ...]) -> None:
         pass
+
+    def on_loop_exit(self, node: cst.CSTNode, exits: list[Guard]) -> None:
+        """Rank-dependent `break`/`return`/exit statements of a loop's body: the ranks that take them skip every
+        later pass of the loop, the collectives before them in the body included."""
 
     # --- expressions: calls in evaluation order, with `x if c else y` and `a and b` as control ----------
     def expr(self, e: cst.CSTNode, guards: tuple[Guard, ...]) -> None:

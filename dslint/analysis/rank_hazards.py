@@ -163,6 +163,21 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         if site.kind == "generate" and not conds:
             self._generate(call, site, guards)
 
+    def on_loop_exit(self, node: cst.CSTNode, exits: list[Guard]) -> None:
+        """`for …: all_reduce(x); if rank == 0: break`: the ranks that leave skip the next pass's collectives,
+        where the others wait (those after the exit in the same pass are reported by `on_call`)."""
+        sites = []
+        for call in _loop_statements(node):
+            if isinstance(call, cst.Call):
+                site = self.sites.classify(self.src, call, self.cls)
+                if site is not None:
+                    sites.append(site)
+        for g in exits:
+            for site in sites:
+                if not uniform_over(g.origin, self.sites.group_of(site), g.test):
+                    self._record(("DSL103", id(g.node)), Hazard("DSL103", g.node, site, g, self.scope))
+                    break
+
     def _comes_back(self, g: Guard, call: cst.Call) -> bool:
         """A `continue` in a `while True:` loop with no collective before it in the loop and no way out of the
         loop before the first collective after it: the others wait in that first collective, and the rank that
@@ -409,7 +424,7 @@ def _decorator_guards(src: "PythonSource", node: cst.FunctionDef) -> tuple[Guard
     return ()
 
 
-def _loop_statements(loop: cst.While):
+def _loop_statements(loop: cst.CSTNode):
     """The calls and the statements that leave a loop, in its body: not those of nested functions and classes,
     nor the `break`s of nested loops (they leave only those)."""
     todo: list[tuple[cst.CSTNode, bool]] = [(stmt, False) for stmt in loop.body.children]

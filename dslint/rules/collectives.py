@@ -107,10 +107,18 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
                f"steps), or move the collective out of the loop.")
     elif h.code == "DSL103":
         test = code_of(g.test) if g.test is not None else "a rank-dependent test"
-        msg = (f"`{g.exit_kind}` under `{test}` ({g.origin.describe()}) lets some ranks leave before "
-               f"{_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}; the remaining "
-               f"ranks then wait in it forever. Reach the collective on every rank before leaving, or make the "
-               f"exit condition the same on all ranks (all_reduce it).")
+        at = ctx.source.span(h.site.call).line
+        if h.site.source is ctx.source and at < ctx.source.span(h.at).line:
+            # the loop's collective comes before the exit: the others meet it again on their next pass
+            msg = (f"`{g.exit_kind}` under `{test}` ({g.origin.describe()}) lets some ranks leave the loop while the "
+                   f"others come back to {_collective(h, ctx)} at line {at} on their next pass and wait in it "
+                   f"forever. Decide the exit on every rank alike (all_reduce the condition), or let every rank "
+                   f"run the same passes.")
+        else:
+            msg = (f"`{g.exit_kind}` under `{test}` ({g.origin.describe()}) lets some ranks leave before "
+                   f"{_collective(h, ctx)} at line {at}; the remaining "
+                   f"ranks then wait in it forever. Reach the collective on every rank before leaving, or make "
+                   f"the exit condition the same on all ranks (all_reduce it).")
     elif h.code == "DSL105":
         msg = (f"{h.notes[0]}, and the value can be empty/None on some ranks only: {_filtered(h, ctx)}. A rank "
                f"that raises here dies before {_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}"
