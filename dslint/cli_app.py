@@ -70,12 +70,20 @@ def check(
     sniff_json: bool = typer.Option(False, "--sniff-json", help="Treat a JSON argument as a DeepSpeed config "
                                                                 "only when it looks like one (pre-commit, "
                                                                 "`git ls-files`)."),
+    fix: bool = typer.Option(False, "--fix", help="Apply the safe fixes, then report what remains."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="With --fix/--diff/--fix-only: also the "
+                                                                    "unsafe fixes (they may change behaviour)."),
+    diff: bool = typer.Option(False, "--diff", help="Print the fixes as a unified diff; write nothing (exit 1 "
+                                                    "when there is a diff)."),
+    fix_only: bool = typer.Option(False, "--fix-only", help="Apply the fixes and report nothing but the count "
+                                                            "(exit 0 unless a file could not be written)."),
 ) -> None:
     """Check scripts and configs statically (never imports or runs them)."""
     raise typer.Exit(run_check(
         list(paths), output_format=output_format.value, select=select, ignore=ignore, world_size=world_size,
         fail_level=fail_level.value if fail_level else None, config=config, deepspeed_version=deepspeed_version,
-        output=output, exit_zero=exit_zero, no_cache=no_cache, jobs=jobs, sniff_json=sniff_json))
+        output=output, exit_zero=exit_zero, no_cache=no_cache, jobs=jobs, sniff_json=sniff_json, fix=fix,
+        unsafe_fixes=unsafe_fixes, diff=diff, fix_only=fix_only))
 
 
 @app.command()

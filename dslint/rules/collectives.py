@@ -126,7 +126,41 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         "DSL105": "Guard the empty/None case uniformly: all_reduce the count and skip on every rank together, "
                   "or pad with a dummy element so the operation cannot raise.",
     }[h.code])
+    if h.code == "DSL104":
+        fix = _synced_gpus_fix(ctx, h.at) or fix
+    elif h.code == "DSL102":
+        fix = _trip_count_fix(ctx, h) or fix
     return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code)
+
+
+# `**name` splats that may already carry generate()'s keywords: adding synced_gpus= next to them could pass it
+# twice (TypeError), so the fix is unsafe there
+_GEN_KWARGS = ("kwarg", "gen", "config", "param", "arg", "opt", "setting", "sampling")
+
+
+def _synced_gpus_fix(ctx: RuleContext, call) -> "Fix | None":
+    import libcst as cst
+
+    from dslint.fixes.python import replace_nodes, with_keyword
+    if not isinstance(call, cst.Call):
+        return None
+    try:
+        edits = replace_nodes(ctx.source, {call: with_keyword(call, "synced_gpus", cst.Name("True"))})
+    except Exception:
+        return None
+    if not edits:
+        return None
+    splats = [a for a in call.args if a.star == "**"]
+    risky = any(not isinstance(a.value, cst.Name) or any(w in a.value.value.lower() for w in _GEN_KWARGS)
+                for a in splats)
+    return Fix(description="Pass synced_gpus=True to generate()." + (
+        " Unsafe: a `**` argument may already pass synced_gpus." if risky else ""),
+        applicability="unsafe" if risky else "safe", edits=edits)
+
+
+def _trip_count_fix(ctx: RuleContext, h: Hazard) -> "Fix | None":
+    """Display only: the loop's sequence through a DistributedSampler-style padding recipe."""
+    return None
 
 
 class _CollectiveRule(Rule):

@@ -10,12 +10,12 @@ memoised per source); configs for `deepspeed.init_inference` (a different schema
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
                                        precision_findings)
 from dslint.dsconfig.usage import builds_moe_layers, runs_under_hf, scripts_using
-from dslint.findings import Severity
+from dslint.findings import Fix, Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
 
@@ -94,6 +94,69 @@ class Subject:
         return self.py is not None and not (self.py.call.callee or "").endswith(("initialize", "init_inference"))
 
 
+class Change:
+    """The one change a config finding implies, for dslint.fixes: rename the key at the finding's path to
+    `rename`, and/or set the value at `path` (default: the finding's) to `value`."""
+
+    def __init__(self, description: str, applicability: str, rename: Optional[str] = None, path=None,
+                 value: Any = None, has_value: bool = False):
+        self.description, self.applicability = description, applicability
+        self.rename, self.path, self.value, self.has_value = rename, path, value, has_value
+
+    def json_fix(self, source, path) -> Optional[Fix]:
+        from dslint.fixes.jsonedit import rename_key, set_value
+        edits = []
+        if self.rename is not None:
+            edits.append(rename_key(source, path, self.rename))
+        if self.has_value:
+            edits.append(set_value(source, self.path or path, self.value))
+        return self._fix(edits)
+
+    def python_fix(self, source, cfg, path) -> Optional[Fix]:
+        from dslint.fixes.python import config_key_node, config_value_node, literal, renamed_key, replace_nodes
+        mapping = {}
+        if self.rename is not None:
+            key = config_key_node(cfg, path, source)
+            new = renamed_key(key, self.rename) if key is not None else None
+            parent = _dict_at(cfg.data, path[:-1])
+            if new is None or parent is None or dict.__contains__(parent, self.rename):
+                return None
+            mapping[key] = new
+        if self.has_value:
+            key = config_key_node(cfg, self.path or path, source)
+            value = config_value_node(source, key) if key is not None else None
+            code = literal(self.value)
+            if value is None or code is None:
+                return None
+            mapping[value] = code
+        try:
+            edits = replace_nodes(source, mapping)
+        except Exception:
+            return None
+        return self._fix(edits)
+
+    def _fix(self, edits) -> Optional[Fix]:
+        if not edits or any(e is None for e in edits):
+            return None
+        return Fix(description=self.description, applicability=self.applicability, edits=edits)
+
+
+def _dict_at(data, path):
+    for part in path:
+        if not isinstance(data, dict) or not dict.__contains__(data, part):
+            return None
+        data = dict.__getitem__(data, part)
+    return data if isinstance(data, dict) else None
+
+
+def _implied(f) -> Optional[Change]:
+    """The one value change a cross-key finding implies (unsafe: it changes what the job does)."""
+    if f.fix_path is None:
+        return None
+    return Change(f"Set `{where(f.fix_path)}` to {str(f.fix_value).lower() if isinstance(f.fix_value, bool) else f.fix_value}.",
+                  "unsafe", path=f.fix_path, value=f.fix_value, has_value=True)
+
+
 class ConfigRule(Rule):
     """A DSL4xx rule: `problems(subject)` yields (message, JSON path, severity or None) for one config; a JSON
     config reports on its key, a dict built in Python on the line where the key is written."""
@@ -111,20 +174,22 @@ class ConfigRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         if ctx.source.kind != "python":
-            for message, path, severity in self.problems(Subject(ctx)):
-                yield Diagnostic(message, path, severity=severity)
+            for message, path, severity, *change in self.problems(Subject(ctx)):
+                fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
+                yield Diagnostic(message, path, severity=severity, fix=fix)
             return
         from dslint.pyconfig import configs_written_in
         seen = set()
         for cfg in configs_written_in(ctx.project, ctx.source):
             if not self.inference_too and (cfg.inference or is_inference_config(cfg.data)):
                 continue
-            for message, path, severity in self.problems(Subject(ctx, cfg)):
+            for message, path, severity, *change in self.problems(Subject(ctx, cfg)):
                 src, node = cfg.location(path)
                 if src is not ctx.source or (id(node), message) in seen:
                     continue
                 seen.add((id(node), message))
-                yield Diagnostic(message, node, severity=severity)
+                fix = change[0].python_fix(ctx.source, cfg, path) if change and change[0] else None
+                yield Diagnostic(message, node, severity=severity, fix=fix)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         raise NotImplementedError
@@ -188,7 +253,13 @@ class UnknownConfigKey(ConfigRule):
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("unknown"):
             sev = None if (p.deepspeed_fails or p.suggestion) else Severity.WARNING
-            yield p.message, p.path, sev
+            change = None
+            if p.rename:
+                # where initialize failed on the key there is no working behaviour to keep; where DeepSpeed
+                # ignored it, the renamed key now takes effect
+                change = Change(f"Rename `{p.path[-1]}` to `{p.rename}`.", "safe" if p.deepspeed_fails else "unsafe",
+                                rename=p.rename)
+            yield p.message, p.path, sev, change
 
 
 class DeprecatedConfigKey(ConfigRule):
@@ -216,7 +287,54 @@ class DeprecatedConfigKey(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("deprecated"):
-            yield p.message, p.path, None
+            yield p.message, p.path, None, _deprecated_change(p.path)
+
+
+# deprecated key -> (replacement, value map or None for the same value, applicability): the keys DeepSpeed maps
+# one to one (zero/config.py, top-level bf16, aio): `cpu_offload: true` is `offload_optimizer: {"device": "cpu"}`
+_DEPRECATED_FIXES = {
+    "bfloat16": ("bf16", None, "safe"),
+    "stage3_gather_fp16_weights_on_model_save": ("stage3_gather_16bit_weights_on_model_save", None, "safe"),
+    "cpu_offload": ("offload_optimizer", {True: {"device": "cpu"}}, "safe"),
+    "cpu_offload_param": ("offload_param", {True: {"device": "cpu"}}, "safe"),
+    # no longer read at all: renaming makes the setting take effect
+    "thread_count": ("intra_op_parallelism", None, "unsafe"),
+}
+
+
+def _deprecated_change(path) -> Optional[Change]:
+    entry = _DEPRECATED_FIXES.get(path[-1]) if path and isinstance(path[-1], str) else None
+    if entry is None:
+        return None
+    new, values, applicability = entry
+    return _MappedChange(f"Rename `{path[-1]}` to `{new}`" + (" (true → {\"device\": \"cpu\"}, as DeepSpeed maps it)"
+                                                             if values else "") + ".",
+                         applicability, rename=new, values=values)
+
+
+class _MappedChange(Change):
+    """A rename whose value is mapped as DeepSpeed maps it (no fix for a value outside the map)."""
+
+    def __init__(self, description, applicability, rename, values):
+        super().__init__(description, applicability, rename=rename)
+        self.values = values
+
+    def _mapped(self, current) -> bool:
+        if self.values is None:
+            return True
+        if isinstance(current, bool) and current in self.values:
+            self.value, self.has_value = self.values[current], True
+            return True
+        return False
+
+    def json_fix(self, source, path):
+        from dslint.fixes.jsonedit import _value_at
+        return super().json_fix(source, path) if self._mapped(_value_at(source.data, path)) else None
+
+    def python_fix(self, source, cfg, path):
+        parent = _dict_at(cfg.data, path[:-1])
+        current = dict.get(parent, path[-1]) if parent is not None else None
+        return super().python_fix(source, cfg, path) if self._mapped(current) else None
 
 
 class RemovedConfigKey(ConfigRule):
@@ -275,9 +393,14 @@ class DuplicateConfigKey(ConfigRule):
                        filename="ds_config.json", expect_lines=(3,)),)
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for path, span in ctx.source.parsed.duplicate_keys:
+        from dslint.fixes.jsonedit import delete_first_duplicate
+        for i, (path, span) in enumerate(ctx.source.parsed.duplicate_keys):
+            edit = delete_first_duplicate(ctx.source, i)
+            fix = Fix(description=f"Delete the earlier `{path[-1]}` (keeps the value other loaders use); or keep "
+                                  "the earlier one and delete this one.", applicability="display",
+                      edits=[edit]) if edit else None
             yield Diagnostic(f"duplicate key `{where(path)}`: DeepSpeed refuses a config with duplicate keys, "
-                             f"other loaders keep the last value", span)
+                             f"other loaders keep the last value", span, fix=fix)
 
 
 class InvalidConfigValue(ConfigRule):
@@ -314,7 +437,9 @@ class InvalidConfigValue(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("invalid"):
-            yield p.message, p.path, None
+            change = Change(f"Set `{where(p.path)}` to {p.value!r}.", "unsafe", value=p.value, has_value=True) \
+                if p.has_value else None
+            yield p.message, p.path, None, change
 
 
 class BatchSizeMismatch(ConfigRule):
@@ -357,7 +482,7 @@ class BatchSizeMismatch(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(batch_findings, subject.world_size):
-            yield f.message, f.path, f.severity
+            yield f.message, f.path, f.severity, _implied(f)
 
 
 class FP16AndBF16(ConfigRule):
@@ -395,7 +520,7 @@ class FP16AndBF16(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(precision_findings):
-            yield f.message, f.path, f.severity
+            yield f.message, f.path, f.severity, _implied(f)
 
 
 class ZeroOffloadConflict(ConfigRule):

@@ -20,7 +20,7 @@ from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes
 from dslint.analysis.optimizers import PLAIN, classify_optimizer
 from dslint.cstwalk import visit as cst_visit
 from dslint.literals import literal_value
-from dslint.findings import Severity
+from dslint.findings import Fix, Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
@@ -309,7 +309,87 @@ class MoEParamGroupsMissing(Rule):
                 + (" in an overridden `create_optimizer`, or add an `optimizer` block to the DeepSpeed config"
                    if ec.kind == "trainer" else "") + ".",
                 at, source=at_src if at_src is not src else None, severity=severity,
-                trace=trace + [Trace("MoE layers built here", builds[0].node, src)])
+                trace=trace + [Trace("MoE layers built here", builds[0].node, src)],
+                fix=_moe_groups_fix(at_src, at) if ec.kind == "initialize" else None)
+
+
+SPLIT = "split_params_into_different_moe_groups_for_optimizer"
+
+
+def _moe_groups_fix(src, ctor) -> Optional[Fix]:
+    """Unsafe: the optimizer's params wrapped with split_params_into_different_moe_groups_for_optimizer (a
+    parameter iterable as one named group; a list of group dicts as it is), the import added once."""
+    import libcst as cst
+
+    from dslint.analysis.optimizers import optimizer_params_arg
+    from dslint.fixes.python import import_edit, replace_nodes
+    if not isinstance(ctor, cst.Call):
+        return None
+    params = optimizer_params_arg(ctor)
+    if params is None:
+        return None
+    name = src.module.code_for_node(params)
+    groups = (isinstance(params, (cst.List, cst.Tuple)) and params.elements
+              and all(isinstance(e.value, cst.Dict) for e in params.elements)) or "group" in name.lower()
+    if groups:
+        new = cst.Call(func=cst.Name(SPLIT), args=[cst.Arg(value=params)])
+    else:
+        new = cst.Call(func=cst.Name(SPLIT), args=[cst.Arg(value=cst.Dict([
+            cst.DictElement(cst.SimpleString('"params"'), params),
+            cst.DictElement(cst.SimpleString('"name"'), cst.SimpleString('"parameters"'))]))])
+    try:
+        edits = replace_nodes(src, {params: new})
+        imp = import_edit(src, "deepspeed.moe.utils", SPLIT)
+    except Exception:
+        return None
+    if not edits:
+        return None
+    return Fix(description=f"Build the param groups with `{SPLIT}` (deepspeed.moe.utils); unsafe: the groups "
+                           "change (expert parameters get their own).", applicability="unsafe",
+               edits=edits + ([imp] if imp else []))
+
+
+# collators whose `padding` takes "max_length" with a `max_length=`
+_MAX_LENGTH_COLLATORS = ("DataCollatorWithPadding", "DataCollatorForSeq2Seq", "DataCollatorForTokenClassification")
+
+
+def _max_length_fix(src, call) -> Optional[Fix]:
+    """Unsafe: `padding="max_length"` with the length the call already names (`max_length=`), else the
+    tokenizer's `model_max_length` when the tokenizer is the callee or the collator's tokenizer argument."""
+    import libcst as cst
+
+    from dslint.fixes.python import replace_nodes, with_keyword
+    if not isinstance(call, cst.Call):
+        return None
+    code = src.module.code_for_node
+    func = code(call.func)
+    last = func.rpartition(".")[2]
+    has_max = any(a.keyword is not None and a.keyword.value == "max_length" for a in call.args)
+    length = None
+    if not has_max:
+        if last in _MAX_LENGTH_COLLATORS:
+            tok = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "tokenizer"),
+                       None) or next((a.value for a in call.args if a.keyword is None and not a.star), None)
+            if isinstance(tok, (cst.Name, cst.Attribute)):
+                length = f"{code(tok)}.model_max_length"
+        elif "token" in last.lower() and isinstance(call.func, (cst.Name, cst.Attribute)):
+            length = f"{func}.model_max_length"
+        if length is None:
+            return None
+    elif last not in _MAX_LENGTH_COLLATORS and "token" not in last.lower():
+        return None
+    new = with_keyword(call, "padding", cst.SimpleString('"max_length"'))
+    if length is not None:
+        new = with_keyword(new, "max_length", cst.parse_expression(length))
+    try:
+        edits = replace_nodes(src, {call: new})
+    except Exception:
+        return None
+    if not edits:
+        return None
+    return Fix(description="Pad to a fixed length: padding=\"max_length\"" + (f", max_length={length}" if length else "")
+               + "; unsafe: batches get longer (and a tokenizer without a real model_max_length pads to it).",
+               applicability="unsafe", edits=edits)
 
 
 def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:
@@ -504,7 +584,8 @@ class MoETokenCountVaries(Rule):
                 f"NCCL corrupts data and hangs at a later MoE layer (DeepSpeed #5794). Pad to a fixed length "
                 f"(`padding=\"max_length\"`) or all-reduce the pad length to the max across ranks.",
                 pad.node, severity=None if certain else Severity.WARNING,
-                trace=[Trace(f"MoE layer: {_site_note(site)}", site.call.node, site.src)])
+                trace=[Trace(f"MoE layer: {_site_note(site)}", site.call.node, site.src)],
+                fix=_max_length_fix(ctx.source, pad.node))
 
 
 class MoEZero3(Rule):
