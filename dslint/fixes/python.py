@@ -199,14 +199,18 @@ def _is_docstring(stmt) -> bool:
                                                                                 cst.ConcatenatedString))
 
 
-def import_edit(source: "PythonSource", module: str, name: str) -> Optional[Edit]:
-    """`from module import name` added once, at the end of the file's leading import block (after the
-    docstring and `__future__` imports when there is no import block); None when the file imports it already."""
-    if has_import(source, module, name):
+def import_edit(source: "PythonSource", module: str, name: Optional[str] = None) -> Optional[Edit]:
+    """`from module import name` (or `import module` when name is None) added once, at the end of the file's
+    leading import block (after the docstring when there is no import block); None when the file has it."""
+    if name is None:
+        if any(isinstance(s, cst.Import) and any(a.asname is None and _dotted(a.name) == module for a in s.names)
+               for stmt in source.module.body if isinstance(stmt, cst.SimpleStatementLine) for s in stmt.body):
+            return None
+    elif has_import(source, module, name):
         return None
     pieces = _pieces(source)
     newline = source.module.default_newline
-    line = f"from {module} import {name}{newline}"
+    line = f"from {module} import {name}{newline}" if name else f"import {module}{newline}"
     at = None
     for i, (start, end, stmt) in enumerate(pieces):
         if _is_import_line(stmt):
@@ -298,3 +302,27 @@ def literal(value) -> Optional[cst.BaseExpression]:
         except Exception:
             return None
     return None
+
+
+def line_insertion(source: "PythonSource", node: cst.CSTNode, lines: list[str], after: bool) -> Optional[Edit]:
+    """Whole lines inserted before the first line of `node` (a statement) or after its last line, indented
+    like that first line."""
+    span = source.span(node)
+    text_lines = source.text.split("\n")
+    first = text_lines[span.line - 1] if span.line <= len(text_lines) else ""
+    indent = first[:len(first) - len(first.lstrip())]
+    newline = source.module.default_newline
+    body = "".join(f"{indent}{line}{newline}" for line in lines)
+    at_line = span.end_line + 1 if after else span.line
+    if at_line > len(text_lines):
+        return None
+    return Edit(path=source.path, line=at_line, column=1, end_line=at_line, end_column=1, content=body)
+
+
+def statement_of(source: "PythonSource", node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The innermost statement (simple line or compound statement) holding `node`."""
+    parents = source._parents
+    at: Optional[cst.CSTNode] = node
+    while at is not None and not isinstance(at, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        at = parents.get(id(at))
+    return at

@@ -159,8 +159,29 @@ def _synced_gpus_fix(ctx: RuleContext, call) -> "Fix | None":
 
 
 def _trip_count_fix(ctx: RuleContext, h: Hazard) -> "Fix | None":
-    """Display only: the loop's sequence through a DistributedSampler-style padding recipe."""
-    return None
+    """Display only: the MAX-padding recipe before the loop (agree on the longest share, run dummy steps on the
+    ranks with fewer), with the DistributedSampler variant in the description."""
+    import libcst as cst
+
+    from dslint.fixes.python import line_insertion
+    loop = h.at
+    if not isinstance(loop, cst.For):
+        return None
+    head = code_of(loop.iter)
+    try:
+        edit = line_insertion(ctx.source, loop, [
+            "# every rank must run the loop equally often: agree on the longest share, then pad with dummy steps",
+            f"_dslint_steps = torch.tensor(len({head}))",
+            "torch.distributed.all_reduce(_dslint_steps, op=torch.distributed.ReduceOp.MAX)",
+            f"# ... iterate _dslint_steps times, repeating an element of {head} where this rank's share ran out"],
+            after=False)
+    except Exception:
+        return None
+    if edit is None:
+        return None
+    return Fix(description="Give every rank the same iteration count: all_reduce the count with MAX and pad with "
+                           "dummy steps (sketched before the loop), or load the data with a DistributedSampler "
+                           "(it pads every rank to the same length).", applicability="display", edits=[edit])
 
 
 class _CollectiveRule(Rule):
@@ -311,7 +332,17 @@ rank, world = dist.get_rank(), dist.get_world_size()
 engine, *_ = deepspeed.initialize(model=model, config="ds.json")
 for batch in batches[rank::world]:  # expect: DSL102
     engine(batch)
-""", files={"ds.json": _Z3_CONFIG}),
+""", files={"ds.json": _Z3_CONFIG}, fixed="""\
+import torch.distributed as dist, deepspeed
+rank, world = dist.get_rank(), dist.get_world_size()
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+# every rank must run the loop equally often: agree on the longest share, then pad with dummy steps
+_dslint_steps = torch.tensor(len(batches[rank::world]))
+torch.distributed.all_reduce(_dslint_steps, op=torch.distributed.ReduceOp.MAX)
+# ... iterate _dslint_steps times, repeating an element of batches[rank::world] where this rank's share ran out
+for batch in batches[rank::world]:  # expect: DSL102
+    engine(batch)
+"""),
     )
 
 
@@ -408,7 +439,32 @@ model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))
 engine, *_ = deepspeed.initialize(model=model, config="ds.json")
 for batch in loader:
     out = engine.module.generate(**batch, do_sample=True)  # expect: DSL104
-""", files={"ds.json": _Z2_CONFIG}),
+""", files={"ds.json": _Z2_CONFIG}, fixed="""\
+import deepspeed
+from deepspeed.moe.layer import MoE
+model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(**batch, do_sample=True, synced_gpus=True)  # expect: DSL104
+"""),
+        Example("""\
+import deepspeed
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(  # expect: DSL104
+        batch["input_ids"],
+        do_sample=True,  # sampling: ranks stop at different steps
+    )
+""", files={"ds.json": _Z3_CONFIG}, fixed="""\
+import deepspeed
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(  # expect: DSL104
+        batch["input_ids"],
+        do_sample=True,  # sampling: ranks stop at different steps
+        synced_gpus=True,
+    )
+"""),
     )
 
 

@@ -10,6 +10,7 @@ memoised per source); configs for `deepspeed.init_inference` (a different schema
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
@@ -239,15 +240,27 @@ class UnknownConfigKey(ConfigRule):
     )
     INVALID = (
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_acumulation_steps": 8\n}\n',
-                filename="ds_config.json", expect_lines=(3,)),
+                filename="ds_config.json", expect_lines=(3,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 8\n}\n'),
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
-                '    "offload_optimiser": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
-        """
+                '    "offload_optimiser": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
+                      '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n'),
+        Example(textwrap.dedent("""\
         import deepspeed
         ds_config = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
         ds_config["zero_optimization"]["offload_optimiser"] = {"device": "cpu"}  # expect: DSL401
         engine, *_ = deepspeed.initialize(model=model, config=ds_config)
-        """,
+        """), fixed="""\
+        import deepspeed
+        ds_config = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
+        ds_config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}  # expect: DSL401
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """),
+        # two close keys (`stage3_max_live_parameters` and its alias `max_live_parameters`): no unique
+        # did-you-mean, so no rename is offered
+        Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {"stage": 3, '
+                '"stage3_max_live_parameter": 1e9}\n}\n', filename="ds_config.json", expect_lines=(3,)),
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
@@ -283,7 +296,23 @@ class DeprecatedConfigKey(ConfigRule):
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 2, '
                      '"offload_optimizer": {"device": "cpu"}}\n}\n', filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
-                       '    "cpu_offload": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),)
+                       '    "cpu_offload": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
+                             '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n'),
+               Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bfloat16": {"enabled": true},\n'
+                       '  "zero_optimization": {"stage": 3, "stage3_gather_fp16_weights_on_model_save": true}\n}\n',
+                       filename="ds_config.json", expect_lines=(3, 4),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},\n'
+                             '  "zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": true}\n}\n'),
+               Example(textwrap.dedent("""\
+               import deepspeed
+               config = {"train_micro_batch_size_per_gpu": 1, "bfloat16": {"enabled": True}}  # expect: DSL402
+               engine, *_ = deepspeed.initialize(model=model, config=config)
+               """), fixed="""\
+               import deepspeed
+               config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}}  # expect: DSL402
+               engine, *_ = deepspeed.initialize(model=model, config=config)
+               """))
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("deprecated"):
@@ -390,7 +419,8 @@ class DuplicateConfigKey(ConfigRule):
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "steps_per_print": 10\n}\n',
                      filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "train_micro_batch_size_per_gpu": 4\n}\n',
-                       filename="ds_config.json", expect_lines=(3,)),)
+                       filename="ds_config.json", expect_lines=(3,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 4\n}\n'),)
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         from dslint.fixes.jsonedit import delete_first_duplicate
@@ -428,6 +458,10 @@ class InvalidConfigValue(ConfigRule):
              """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {\n    "stage": 4\n  }\n}\n',
                        filename="ds_config.json", expect_lines=(4,)),
+               Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
+                       '"offload_optimizer": {"device": "CPU"}}\n}\n', filename="ds_config.json", expect_lines=(3,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
+                             '"offload_optimizer": {"device": "cpu"}}\n}\n'),
                """
                import deepspeed
                zero = dict(stage=3, reduce_bucket_size=-1)  # expect: DSL405
@@ -477,7 +511,8 @@ class BatchSizeMismatch(ConfigRule):
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", expect_lines=(2,)),
         Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", world_size=8,
-                expect_lines=(2,)),
+                expect_lines=(2,), fixed='{\n  "train_batch_size": 64,\n  "train_micro_batch_size_per_gpu": 4,\n'
+                                         '  "gradient_accumulation_steps": 2\n}\n'),
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
@@ -510,13 +545,20 @@ class FP16AndBF16(ConfigRule):
                  return deepspeed.initialize(model=args.model, config=ds_config)
              """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": true},\n'
-                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,)),
-               """
+                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": false},\n'
+                             '  "bf16": {\n    "enabled": true\n  }\n}\n'),
+               Example(textwrap.dedent("""\
                import deepspeed
                ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": True}}
                ds_config.setdefault("bf16", {"enabled": True})  # expect: DSL407
                engine, *_ = deepspeed.initialize(model=model, config=ds_config)
-               """)
+               """), fixed="""\
+               import deepspeed
+               ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": False}}
+               ds_config.setdefault("bf16", {"enabled": True})  # expect: DSL407
+               engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+               """))
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(precision_findings):

@@ -108,14 +108,31 @@ class MoEGroupsNotInitialised(Rule):
         model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=1)  # expect: DSL201
         for batch in batches[dist.get_rank()::dist.get_world_size()]:
             model(batch)
-        """, deepspeed_version="0.15.1"),
-        """\
+        """, deepspeed_version="0.15.1", fixed="""\
+        import torch.distributed as dist
+        from deepspeed.moe.layer import MoE
+        import deepspeed
+        dist.init_process_group("nccl")
+        model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=1)  # expect: DSL201
+        model, *_ = deepspeed.initialize(model=model, config="ds_config.json")  # creates the expert-parallel groups
+        for batch in batches[dist.get_rank()::dist.get_world_size()]:
+            model(batch)
+        """),
+        ex("""\
         import torch.distributed as dist
         from deepspeed.moe.layer import MoE
         dist.init_process_group("nccl")
         model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=2)  # expect: DSL201
         model(batch)
-        """,
+        """, fixed="""\
+        import torch.distributed as dist
+        from deepspeed.moe.layer import MoE
+        import deepspeed
+        dist.init_process_group("nccl")
+        model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=2)  # expect: DSL201
+        model, *_ = deepspeed.initialize(model=model, config="ds_config.json")  # creates the expert-parallel groups
+        model(batch)
+        """),
     )
 
     def wants(self, ctx: RuleContext) -> bool:
@@ -169,7 +186,34 @@ class MoEGroupsNotInitialised(Rule):
             f"`ep_group` stays None and the MoE all_to_all runs on the WORLD group {when} — outputs mix tokens "
             f"across ranks and uneven per-rank forward counts hang (DeepSpeed #7141). Wrap the model with "
             f"`deepspeed.initialize`.", call.node, severity=severity,
-            trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)])
+            trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)],
+            fix=_initialize_fix(src, call.node))
+
+
+def _initialize_fix(src, node) -> Optional[Fix]:
+    """Display only: `name, *_ = deepspeed.initialize(model=name, config=...)` after the statement binding the
+    model (the config path is the user's to fill in)."""
+    import libcst as cst
+
+    from dslint.fixes.python import import_edit, line_insertion, statement_of
+    stmt = statement_of(src, node)
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+        return None
+    name = small.targets[0].target.value
+    try:
+        edits = [line_insertion(src, stmt, [f'{name}, *_ = deepspeed.initialize(model={name}, config="ds_config.json")'
+                                            "  # creates the expert-parallel groups"], after=True),
+                 import_edit(src, "deepspeed")]
+    except Exception:
+        return None
+    edits = [e for e in edits if e is not None]
+    if not edits or edits[0].content.strip().startswith("import"):
+        return None
+    return Fix(description=f"Pass `{name}` through `deepspeed.initialize` (with the job's DeepSpeed config) before "
+                           "running it.", applicability="display", edits=edits)
 
 
 def _builder_called(project, key: str, name: str) -> bool:
@@ -269,7 +313,48 @@ class MoEParamGroupsMissing(Rule):
         model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)  # expect: DSL202
         engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config="ds.json")
-        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}),
+        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}, fixed="""\
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+        from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        optimizer = torch.optim.AdamW(split_params_into_different_moe_groups_for_optimizer({"params": model.parameters(), "name": "parameters"}), lr=1e-4)  # expect: DSL202
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config="ds.json")
+        """),
+        ex('''\
+        """Two optimizers built in one file: the import is added once."""
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+
+        def build(model):
+            opt = torch.optim.AdamW([{"params": model.parameters(), "name": "all"}], lr=1e-4)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        def build_sgd(model):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        build(model)
+        build_sgd(model)
+        ''', files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}, fixed='''\
+        """Two optimizers built in one file: the import is added once."""
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+        from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
+
+        def build(model):
+            opt = torch.optim.AdamW(split_params_into_different_moe_groups_for_optimizer([{"params": model.parameters(), "name": "all"}]), lr=1e-4)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        def build_sgd(model):
+            opt = torch.optim.SGD(split_params_into_different_moe_groups_for_optimizer({"params": model.parameters(), "name": "parameters"}), lr=0.1)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        build(model)
+        build_sgd(model)
+        '''),
     )
 
     def wants(self, ctx: RuleContext) -> bool:
@@ -544,12 +629,28 @@ class MoETokenCountVaries(Rule):
         """,
     )
     INVALID = (
-        """\
+        ex("""\
         from deepspeed.moe.layer import MoE
         from transformers import DataCollatorWithPadding
         layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
         collator = DataCollatorWithPadding(tok, padding="longest")  # expect: DSL204
-        """,
+        """, fixed="""\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        collator = DataCollatorWithPadding(tok, padding="max_length", max_length=tok.model_max_length)  # expect: DSL204
+        """),
+        ex("""\
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        def collate(tokenizer, texts):
+            return tokenizer(texts, padding=True, max_length=1024, truncation=True)  # expect: DSL204
+        """, fixed="""\
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        def collate(tokenizer, texts):
+            return tokenizer(texts, padding="max_length", max_length=1024, truncation=True)  # expect: DSL204
+        """),
     )
 
     def wants(self, ctx: RuleContext) -> bool:
