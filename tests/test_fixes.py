@@ -76,6 +76,7 @@ def test_every_fixable_rule_has_a_fixed_example_and_the_documented_applicability
         cases = [ex for ex in rule.examples("invalid") if ex.fixed is not None]
         if rule.code in FIXABLE:
             assert cases, f"{rule.code} has a fix but no INVALID example with its fixed text"
+        assert bool(rule.autofix) == (rule.code in FIXABLE), f"{rule.code}: `autofix` documents the fix"
         for ex in rule.examples("invalid"):
             fixes = [f.fix for f in run_example(ex).findings if f.code == rule.code and f.fix and f.fix.edits]
             if fixes and ex.fixed is None:
@@ -298,3 +299,56 @@ def test_file_changed_during_the_run_is_refused(tmp_path):
     result = write_fixed(outcome, [tmp_path])
     assert result.refused and "changed during the run" in result.refused[0][1]
     assert path.read_text() == "x = 1\n"
+
+
+def test_python_only_fix_run_imports_neither_pydantic_typer_nor_torch(tmp_path):
+    """`check --fix` on a script stays a fast pre-commit hook (tests/test_startup.py's probe)."""
+    from tests.test_startup import _probe
+    (tmp_path / "train.py").write_text(
+        "import deepspeed\nfrom deepspeed.moe.layer import MoE\n"
+        "model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))\n"
+        "engine, *_ = deepspeed.initialize(model=model, args=args)\n"
+        "for batch in loader:\n    out = engine.module.generate(**batch, do_sample=True)\n")
+    stdout, slow, code, stderr = _probe("text", "--fix", "train.py", cwd=tmp_path)
+    assert slow == set(), stderr[-2000:]
+    assert code == "0" and "Fixed 1 finding (0 remaining)." in stdout, stdout + stderr
+    assert "synced_gpus=True" in (tmp_path / "train.py").read_text()
+
+
+# --- the fixtures: every fix applied in memory parses, removes its finding and is idempotent ---------------
+
+from tests.test_fixtures import CASES as FIXTURE_CASES, ROOT as FIXTURE_ROOT, _files as _fixture_files, \
+    _options as _fixture_options  # noqa: E402
+
+
+def _fixture_run(case: Path, monkeypatch):
+    from dslint.config import Settings
+    from dslint.engine import Checker
+    from dslint.fixes.session import fix_loop, run_fixes
+    files = _fixture_files(case)
+    base = case if case.is_dir() else case.parent
+    monkeypatch.chdir(base)
+    settings = Settings(**{"root": base, "deepspeed_version": "0.19.8", **_fixture_options(files)})
+    paths = [f.relative_to(base) for f in files]
+    checker = Checker(settings)
+    outcome = run_fixes(checker, paths, unsafe=True)
+    again = None
+    if outcome.texts:
+        report = checker.check_paths(paths, overrides=outcome.texts)
+        sources = checker.sources
+        again = fix_loop(lambda t: checker.check_paths(paths, overrides={**outcome.texts, **t}), report,
+                         {s.path: s.text for s in sources}, {s.path: s.kind for s in sources}, unsafe=True)
+    return outcome, again
+
+
+@pytest.mark.parametrize("case", FIXTURE_CASES, ids=[c.relative_to(FIXTURE_ROOT).as_posix() for c in FIXTURE_CASES])
+def test_fixes_on_fixtures_parse_remove_their_finding_and_are_idempotent(case, monkeypatch):
+    outcome, again = _fixture_run(case, monkeypatch)
+    assert not outcome.broken
+    for path, text in outcome.texts.items():
+        _parses(path, text)
+    fixed = {(f.path, f.code, f.message) for f in outcome.applied}
+    left = {(f.path, f.code, f.message) for f in outcome.report.findings}
+    assert not fixed & left, fixed & left
+    if again is not None:
+        assert again.texts == {} and again.fixed == 0

@@ -77,6 +77,7 @@ class Rule:
     severity: ClassVar[Severity] = Severity.ERROR
     summary: ClassVar[str]                       # one line: what it flags
     fix_advice: ClassVar[str] = ""               # use instead
+    autofix: ClassVar[str] = ""                  # the edits `check --fix` makes: "safe: ...", "unsafe: ...", "display: ..."
     references: ClassVar[tuple[str, ...]] = ()   # "DeepSpeed #5794", "transformers generate(synced_gpus)"
     versions: ClassVar[str] = ""                 # which DeepSpeed/transformers versions are concerned
     suppress_when: ClassVar[str] = ""            # when it is safe to suppress

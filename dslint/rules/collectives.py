@@ -309,6 +309,7 @@ class RankDependentTripCount(_CollectiveRule):
     severity = Severity.ERROR
     summary = "a collective site in a loop whose iteration count can differ across ranks"
     fix_advice = "Use a DistributedSampler (pads to equal length) or all_reduce the count with MAX and pad."
+    autofix = 'display: the MAX-padding recipe before the loop (all_reduce the count with MAX, pad with dummy steps); the description names the DistributedSampler alternative.'
     references = ("DeepSpeed #7141", "DeepSpeed #5794")
     versions = ("All DeepSpeed versions; MoE without deepspeed.initialize runs all_to_all on WORLD (ep_size > 1: "
                 "every version; ep_size=1: ≤ 0.19.0).")
@@ -418,6 +419,7 @@ class GenerateNotSynced(_CollectiveRule):
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."
+    autofix = 'safe: adds `synced_gpus=True` to the `generate` call (or sets an existing `synced_gpus=` to True); unsafe when a `**` argument named like generation kwargs (`**gen_kwargs`, `**generation_config`) may pass it already.'
     references = ("DeepSpeed #7141", "transformers generate(synced_gpus)")
     versions = "transformers ≤ 5.24 auto-enables synced_gpus only under ZeRO-3 with a live HfDeepSpeedConfig."
     suppress_when = "Every rank generates the same prompt greedily, so all ranks stop at the same step."

@@ -223,6 +223,7 @@ class UnknownConfigKey(ConfigRule):
     severity = Severity.ERROR
     summary = "a config key DeepSpeed does not read (misspelled or misplaced), with a did-you-mean suggestion"
     fix_advice = "Rename the key to the suggested one (or move it to the section it belongs to); delete it otherwise."
+    autofix = 'a did-you-mean rename when it is the only candidate (a case-only difference or the one close key) and the object does not have that key yet: safe where `deepspeed.initialize` rejects the key, unsafe where DeepSpeed ignored it (the setting starts to apply). JSON and dicts built in Python.'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/config.py", "deepspeed/runtime/zero/config.py")
     versions = "Keys as of DeepSpeed 0.19.8."
     suppress_when = "Never for a misspelling; a private annotation key (e.g. `_comment`) at a dict.get level is harmless."
@@ -290,6 +291,7 @@ class DeprecatedConfigKey(ConfigRule):
     severity = Severity.WARNING
     summary = "a deprecated config key, named with its replacement"
     fix_advice = "Use the replacement key named in the message."
+    autofix = 'safe where DeepSpeed maps the key one to one: `bfloat16` → `bf16`, `stage3_gather_fp16_weights_on_model_save` → `stage3_gather_16bit_weights_on_model_save`, `cpu_offload: true/false` → `offload_optimizer: {"device": "cpu"/"none"}` (likewise `cpu_offload_param` → `offload_param`); unsafe for `aio.thread_count` → `intra_op_parallelism` (no longer read at all).'
     references = ("deepspeed/runtime/zero/config.py (json_schema_extra deprecated)", DS_CONFIG_DOCS)
     versions = "Deprecations as of DeepSpeed 0.19.8."
     suppress_when = "When the config must also run on a DeepSpeed old enough not to know the replacement."
@@ -324,8 +326,9 @@ class DeprecatedConfigKey(ConfigRule):
 _DEPRECATED_FIXES = {
     "bfloat16": ("bf16", None, "safe"),
     "stage3_gather_fp16_weights_on_model_save": ("stage3_gather_16bit_weights_on_model_save", None, "safe"),
-    "cpu_offload": ("offload_optimizer", {True: {"device": "cpu"}}, "safe"),
-    "cpu_offload_param": ("offload_param", {True: {"device": "cpu"}}, "safe"),
+    # DeepSpeed: true -> an offload config with device cpu, false -> none (no offload: device "none")
+    "cpu_offload": ("offload_optimizer", {True: {"device": "cpu"}, False: {"device": "none"}}, "safe"),
+    "cpu_offload_param": ("offload_param", {True: {"device": "cpu"}, False: {"device": "none"}}, "safe"),
     # no longer read at all: renaming makes the setting take effect
     "thread_count": ("intra_op_parallelism", None, "unsafe"),
 }
@@ -336,7 +339,8 @@ def _deprecated_change(path) -> Optional[Change]:
     if entry is None:
         return None
     new, values, applicability = entry
-    return _MappedChange(f"Rename `{path[-1]}` to `{new}`" + (" (true → {\"device\": \"cpu\"}, as DeepSpeed maps it)"
+    return _MappedChange(f"Rename `{path[-1]}` to `{new}`" + (" (true → {\"device\": \"cpu\"}, false → "
+                                                             "{\"device\": \"none\"}, as DeepSpeed maps it)"
                                                              if values else "") + ".",
                          applicability, rename=new, values=values)
 
@@ -412,6 +416,7 @@ class DuplicateConfigKey(ConfigRule):
     severity = Severity.ERROR
     summary = "a key given twice in one object of the config"
     fix_advice = "Keep one occurrence with the value you mean."
+    autofix = 'display: delete the earlier occurrence (the value `json.load` kept stays).'
     references = ("deepspeed/runtime/config_utils.py dict_raise_error_on_duplicate_keys",)
     versions = "All DeepSpeed versions."
     inference_too = True
@@ -446,6 +451,7 @@ class InvalidConfigValue(ConfigRule):
     severity = Severity.ERROR
     summary = "a config value of the wrong type or out of its valid range"
     fix_advice = "Use a value of the type and range the message names."
+    autofix = 'unsafe, where one value is implied: a wrong-case choice (`"CPU"` → `"cpu"`).'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/zero/config.py", "deepspeed/runtime/precision_config.py")
     versions = "Types and bounds as of DeepSpeed 0.19.8."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 3}\n}\n',
@@ -497,6 +503,7 @@ class BatchSizeMismatch(ConfigRule):
     summary = "train_batch_size != micro batch × gradient accumulation × data-parallel size"
     fix_advice = ("Make train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × "
                   "data-parallel size, or give only two of the three and let DeepSpeed derive the third.")
+    autofix = 'unsafe, where the world size is known and all three values are given: `train_batch_size` set to micro × accumulation × data-parallel size.'
     references = ("deepspeed/runtime/config.py _batch_assertion", DS_CONFIG_DOCS)
     versions = "All DeepSpeed versions."
     suppress_when = "When the script passes an mpu (Megatron tensor/pipeline parallel) that shrinks the data-parallel size."
@@ -532,6 +539,7 @@ class FP16AndBF16(ConfigRule):
     severity = Severity.ERROR
     summary = "fp16 and bf16 both enabled"
     fix_advice = "Enable one of fp16/bf16 (bf16 on Ampere or newer), or set both to \"auto\" under the HF Trainer."
+    autofix = 'unsafe: `fp16.enabled` set to false (bf16 kept).'
     references = ("deepspeed/runtime/config.py _initialize_params",)
     versions = "All DeepSpeed versions with bf16 support."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": "auto"},\n'

@@ -79,6 +79,7 @@ class MoEGroupsNotInitialised(Rule):
     summary = "an MoE model run without `deepspeed.initialize` (expert groups never created: all_to_all on WORLD)"
     fix_advice = ("Wrap the model with `deepspeed.initialize(model=..., config=...)` (also for inference) so the "
                   "MoE layers get their expert-parallel groups; or upgrade to DeepSpeed ≥ 0.19.1 when ep_size=1.")
+    autofix = 'display: `model, *_ = deepspeed.initialize(model=model, config="ds_config.json")` after the statement that builds the model (the config path is yours to fill in), `import deepspeed` added once.'
     references = ("DeepSpeed #7141", "DeepSpeed PR #7997", "deepspeed/runtime/engine.py set_deepspeed_parallelism")
     versions = "ep_size=1: DeepSpeed ≤ 0.19.0; ep_size>1: every version."
     suppress_when = "The script runs in a single process, or sets every MoE layer's expert group itself."
@@ -255,6 +256,7 @@ class MoEParamGroupsMissing(Rule):
     fix_advice = ("Build the optimizer from `split_params_into_different_moe_groups_for_optimizer("
                   "{'params': params, 'name': 'parameters'})` (deepspeed.moe.utils), or drop the client optimizer "
                   "and use the config's `optimizer` block.")
+    autofix = 'unsafe: the client optimizer\'s params wrapped with `split_params_into_different_moe_groups_for_optimizer` (a parameter iterable as `{"params": ..., "name": "parameters"}`, a list of group dicts as it is), its import added once to the import block.'
     references = ("deepspeed/runtime/zero/stage_1_and_2.py _configure_moe_settings", "DeepSpeed PR #5354",
                   "MoE-LLaVA #17", "DeepSpeed #5794")
     versions = "All DeepSpeed versions with MoE (ZeRO stage 1/2, BF16 optimizer)."
@@ -610,6 +612,7 @@ class MoETokenCountVaries(Rule):
     summary = "expert parallelism with per-rank token counts that differ (dynamic padding) and local capacity"
     fix_advice = ("Pad every batch to a fixed length (`padding=\"max_length\"`, `max_length=...`) or all-reduce the "
                   "pad length to the max across ranks; or use k≥2 with drop_tokens=False.")
+    autofix = 'unsafe: `padding="max_length"` on the tokenizer call or collator, with the `max_length=` the call gives, else the tokenizer\'s `model_max_length` (the collator\'s tokenizer argument, or the called tokenizer).'
     references = ("DeepSpeed #5794", "DeepSpeed #6809", "deepspeed/moe/sharded_moe.py top1gating/top2gating")
     versions = "All versions with drop_tokens=True; k=1, drop_tokens=False since 0.14.1."
     suppress_when = "Every rank's batch has the same number of tokens by construction."

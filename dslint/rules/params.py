@@ -331,6 +331,7 @@ class ConditionallyUsedParam(Rule):
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
     fix_advice = ("Touch the parameter on every path (e.g. `x = x + 0 * self.proj(dummy).sum()` or concatenate "
                   "`features[0:0]` on text-only batches), or freeze it.")
+    autofix = 'display, two variants: freeze it (`self.x.requires_grad_(False)` after it is built), or use it on every path (a zero term built from it before the branch).'
     references = ("DeepSpeed #4933", "DeepSpeed #1355", "LLaVA llava_arch.py prepare_inputs_labels_for_multimodal")
     versions = "All versions (ZeRO stages 1-3)."
     suppress_when = "Every rank's batch takes the same branch in every step (e.g. every sample has an image)."
