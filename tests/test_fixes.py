@@ -24,7 +24,8 @@ from dslint.testing import example_settings, fix_files, run_example
 from tests.conftest import REPO
 
 # rules that carry a fix, and the applicability of their fixes
-FIXABLE = {"DSL104": "safe", "DSL401": "safe", "DSL402": "safe", "DSL404": "display", "DSL405": "unsafe",
+FIXABLE = {"DSL104": "safe", "DSL401": "safe", "DSL402": "safe", "DSL403": "unsafe", "DSL404": "display",
+           "DSL405": "unsafe", "DSL408": "unsafe",
            "DSL406": "unsafe", "DSL407": "unsafe", "DSL202": "unsafe", "DSL204": "unsafe", "DSL303": "display",
            "DSL102": "display", "DSL201": "display"}
 

@@ -24,6 +24,7 @@ class Finding:
     # the one value change the finding implies (dslint.fixes, unsafe): set `fix_path` to `fix_value`
     fix_path: Optional[tuple] = None
     fix_value: Any = None
+    fix_delete: bool = False        # the finding's key is deleted (an option DeepSpeed ignores at this stage)
 
 
 def _get(data: Any, *path: str, default: Any = None) -> Any:
@@ -146,7 +147,7 @@ def offload_findings(data: dict) -> list[Finding]:
         if par_dev in ("cpu", "nvme") and stage < 3:
             out.append(Finding(f"offload_param (device {par_dev}) needs ZeRO stage 3; at stage {stage} only stage 3 "
                                "partitions parameters, so the setting is ignored and parameters stay on the GPU",
-                               ("zero_optimization", "offload_param"), Severity.WARNING))
+                               ("zero_optimization", "offload_param"), Severity.WARNING, fix_delete=True))
         if opt_dev in ("cpu", "nvme") and stage == 0:
             out.append(Finding(f"offload_optimizer (device {opt_dev}) with ZeRO stage 0: DeepSpeed builds its CPU "
                                "optimizer but no ZeRO optimizer moves states to the CPU, so the first step fails "

@@ -52,3 +52,43 @@ def _value_at(data: Any, path) -> Any:
         else:
             return None
     return data
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    at = 0
+    for _ in range(line - 1):
+        at = text.index("\n", at) + 1
+    return at + column - 1
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def delete_member(source: "JsonSource", path: "JsonPath") -> Optional[Edit]:
+    """Delete the member `path` (key, value and one separating comma) from its object; the whitespace before
+    the next member stays as it was."""
+    parsed, text = source.parsed, source.text
+    key, value = parsed.key_spans.get(tuple(path)), parsed.value_spans.get(tuple(path))
+    if key is None or value is None:
+        return None
+    a = _offset(text, key.line, key.column)
+    b = _offset(text, value.end_line, value.end_column)
+    after = b
+    while after < len(text) and text[after] in " \t\r\n":
+        after += 1
+    if after < len(text) and text[after] == ",":
+        end = after + 1
+        while end < len(text) and text[end] in " \t\r\n":
+            end += 1
+        start = a
+    else:
+        before = a - 1
+        while before >= 0 and text[before] in " \t\r\n":
+            before -= 1
+        if before < 0:
+            return None
+        start, end = (before, b) if text[before] == "," else (before + 1, b)
+    (line, column), (end_line, end_column) = _position(text, start), _position(text, end)
+    return Edit(path=source.path, line=line, column=column, end_line=end_line, end_column=end_column, content="")

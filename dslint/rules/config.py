@@ -100,12 +100,15 @@ class Change:
     `rename`, and/or set the value at `path` (default: the finding's) to `value`."""
 
     def __init__(self, description: str, applicability: str, rename: Optional[str] = None, path=None,
-                 value: Any = None, has_value: bool = False):
+                 value: Any = None, has_value: bool = False, delete: bool = False):
         self.description, self.applicability = description, applicability
         self.rename, self.path, self.value, self.has_value = rename, path, value, has_value
+        self.delete = delete        # delete the member at `path` (a JSON member, a dict literal's element)
 
     def json_fix(self, source, path) -> Optional[Fix]:
-        from dslint.fixes.jsonedit import rename_key, set_value
+        from dslint.fixes.jsonedit import delete_member, rename_key, set_value
+        if self.delete:
+            return self._fix([delete_member(source, self.path or path)])
         edits = []
         if self.rename is not None:
             edits.append(rename_key(source, path, self.rename))
@@ -116,6 +119,17 @@ class Change:
     def python_fix(self, source, cfg, path) -> Optional[Fix]:
         from dslint.fixes.python import config_key_node, config_value_node, literal, renamed_key, replace_nodes
         mapping = {}
+        if self.delete:
+            import libcst as cst
+            key = config_key_node(cfg, self.path or path, source)
+            element = source._parents.get(id(key)) if key is not None else None
+            holder = source._parents.get(id(element)) if element is not None else None
+            if not isinstance(element, cst.DictElement) or element.key is not key or not isinstance(holder, cst.Dict):
+                return None
+            kept = [e for e in holder.elements if e is not element]
+            if kept and holder.elements[-1] is element:
+                kept[-1] = kept[-1].with_changes(comma=element.comma)     # the last one ends as the deleted did
+            mapping[holder] = holder.with_changes(elements=kept)
         if self.rename is not None:
             key = config_key_node(cfg, path, source)
             new = renamed_key(key, self.rename) if key is not None else None
@@ -152,6 +166,9 @@ def _dict_at(data, path):
 
 def _implied(f) -> Optional[Change]:
     """The one value change a cross-key finding implies (unsafe: it changes what the job does)."""
+    if f.fix_delete:
+        return Change(f"Delete `{where(f.path)}` (or raise the ZeRO stage to what it needs).", "unsafe",
+                      path=f.path, delete=True)
     if f.fix_path is None:
         return None
     return Change(f"Set `{where(f.fix_path)}` to {str(f.fix_value).lower() if isinstance(f.fix_value, bool) else f.fix_value}.",
@@ -223,7 +240,7 @@ class UnknownConfigKey(ConfigRule):
     severity = Severity.ERROR
     summary = "a config key DeepSpeed does not read (misspelled or misplaced), with a did-you-mean suggestion"
     fix_advice = "Rename the key to the suggested one (or move it to the section it belongs to); delete it otherwise."
-    autofix = 'a did-you-mean rename when it is the only candidate (a case-only difference or the one close key) and the object does not have that key yet: safe where `deepspeed.initialize` rejects the key, unsafe where DeepSpeed ignored it (the setting starts to apply). JSON and dicts built in Python.'
+    autofix = 'a did-you-mean rename when it is the only candidate (a case-only difference or the one close key) and the object does not have that key yet: safe where `deepspeed.initialize` rejects the key, unsafe where DeepSpeed ignored it (the setting starts to apply). A key that resembles no DeepSpeed key is deleted: unsafe where initialize rejects it, display where DeepSpeed ignores it (other code may read it). JSON and dict literals built in Python.'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/config.py", "deepspeed/runtime/zero/config.py")
     versions = "Keys as of DeepSpeed 0.19.8."
     suppress_when = "Never for a misspelling; a private annotation key (e.g. `_comment`) at a dict.get level is harmless."
@@ -258,6 +275,25 @@ class UnknownConfigKey(ConfigRule):
         ds_config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}  # expect: DSL401
         engine, *_ = deepspeed.initialize(model=model, config=ds_config)
         """),
+        # a key no DeepSpeed key resembles, in a section that rejects unknown keys: deleted (unsafe)
+        Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "fp16": {\n    "enabled": true,\n'
+                '    "opt_level": "O2"\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 4,\n  "fp16": {\n    "enabled": true\n  }\n}\n'),
+        Example(textwrap.dedent("""\
+        import deepspeed
+        ds_config = {
+            "train_micro_batch_size_per_gpu": 4,
+            "bf16": {"enabled": True, "opt_level": "O2"},  # expect: DSL401
+        }
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """), fixed="""\
+        import deepspeed
+        ds_config = {
+            "train_micro_batch_size_per_gpu": 4,
+            "bf16": {"enabled": True},  # expect: DSL401
+        }
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """),
         # two close keys (`stage3_max_live_parameters` and its alias `max_live_parameters`): no unique
         # did-you-mean, so no rename is offered
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {"stage": 3, '
@@ -273,6 +309,11 @@ class UnknownConfigKey(ConfigRule):
                 # ignored it, the renamed key now takes effect
                 change = Change(f"Rename `{p.path[-1]}` to `{p.rename}`.", "safe" if p.deepspeed_fails else "unsafe",
                                 rename=p.rename)
+            elif p.suggestion is None and isinstance(p.path[-1], str):
+                # no DeepSpeed key it could stand for: delete it -- unsafe where initialize rejects it (the run
+                # starts working, whatever the key meant is dropped), display where DeepSpeed ignores it (other
+                # code may read the key from the same file)
+                change = Change(f"Delete `{p.path[-1]}`.", "unsafe" if p.deepspeed_fails else "display", delete=True)
             yield p.message, p.path, sev, change
 
 
@@ -386,13 +427,15 @@ class RemovedConfigKey(ConfigRule):
     severity = Severity.ERROR
     summary = "a config key for a feature removed from DeepSpeed (initialize raises on it)"
     fix_advice = "Delete the block, or use the replacement the message names."
+    autofix = 'unsafe (DeepSpeed ≥ 0.19.8, where initialize raises): delete the block; display on older or unknown versions.'
     references = ("DeepSpeed #8489", "deepspeed/runtime/config.py _reject_removed_config_keys")
     versions = "Rejected by DeepSpeed 0.19.8; accepted by releases before 0.19."
     suppress_when = "When the config only runs with a DeepSpeed release that still has the feature."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true}\n}\n',
                      filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "amp": {"enabled": true, "opt_level": "O1"}\n}\n',
-                       filename="ds_config.json", expect_lines=(3,)),)
+                       filename="ds_config.json", expect_lines=(3,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1\n}\n'),)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         version = version_tuple(subject.ctx.project.deepspeed_version)
@@ -400,7 +443,9 @@ class RemovedConfigKey(ConfigRule):
             return
         sev = Severity.ERROR if version is not None and version >= (0, 19, 8) else Severity.WARNING
         for p in subject.analysis.of("removed"):
-            yield p.message, p.path, sev
+            change = Change(f"Delete `{where(p.path)}` (the feature is gone from DeepSpeed).",
+                            "unsafe" if sev is Severity.ERROR else "display", delete=True)
+            yield p.message, p.path, sev, change
 
 
 class DuplicateConfigKey(ConfigRule):
@@ -588,6 +633,7 @@ class ZeroOffloadConflict(ConfigRule):
     severity = Severity.ERROR
     summary = "a ZeRO stage/offload/precision combination DeepSpeed rejects or ignores"
     fix_advice = "Raise the ZeRO stage to what the option needs, or remove the option."
+    autofix = 'unsafe: delete `offload_param` below stage 3 (DeepSpeed ignores it there; the other fix is raising the stage). The other combinations have no automatic fix.'
     references = ("deepspeed/runtime/zero/config.py validators", "deepspeed/runtime/zero/offload_config.py",
                   "deepspeed/runtime/config.py _do_error_check", "deepspeed/ops/adam/cpu_adam.py")
     versions = "DeepSpeed 0.19.8 (partial offload and compute_grad_norm since they were added)."
@@ -598,12 +644,13 @@ class ZeroOffloadConflict(ConfigRule):
         Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 0,\n'
                 '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
         Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
-                '    "offload_param": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
+                '    "offload_param": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2\n  }\n}\n'),
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(offload_findings):
-            yield f.message, f.path, f.severity
+            yield f.message, f.path, f.severity, _implied(f)
 
 
 class AutoOutsideHF(ConfigRule):
