@@ -353,3 +353,11 @@ def test_fixes_on_fixtures_parse_remove_their_finding_and_are_idempotent(case, m
     assert not fixed & left, fixed & left
     if again is not None:
         assert again.texts == {} and again.fixed == 0
+
+
+def test_python_config_fix_writes_literals_in_double_quotes():
+    files = {"train.py": 'import deepspeed\nconfig = {"train_micro_batch_size_per_gpu": 1,\n'
+                         '          "zero_optimization": {"stage": 2, "cpu_offload": False}}\n'
+                         'engine, *_ = deepspeed.initialize(model=model, config=config)\n'}
+    out = fix_files(files, unsafe=False)
+    assert '"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}}' in out.texts["train.py"]

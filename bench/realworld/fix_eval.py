@@ -85,7 +85,12 @@ def main() -> int:
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     rows = []
-    for repo, commit in read_manifest(HERE / "manifest"):
+    listed = read_manifest(HERE / "manifest")
+    known = {repo.split("/")[1] for repo, _ in listed}
+    # a folder named on the command line that the manifest does not list (e.g. DeepSpeedExamples): its commit
+    # is not recorded
+    listed += [(f"(not in manifest)/{n}", "unknown") for n in args.names if n not in known]
+    for repo, commit in listed:
         name = repo.split("/")[1]
         src = Path(args.src, name)
         if not src.is_dir() or (args.names and name not in args.names):
@@ -121,7 +126,7 @@ def main() -> int:
               f"{row['findings_after']:3}  changed {len(changed):2} files  re-parsed {reparsed:5}  broken "
               f"{len(row['broken'])}  2nd run applied {row['second_run_applied']}  offered {dict(fixable)}",
               flush=True)
-    out = HERE / "results" / "fixes.json"
+    out = HERE / "results" / ("fixes.json" if not args.names else f"fixes-{'-'.join(args.names)}.json")
     out.write_text(json.dumps(rows, indent=2) + "\n")
     total = {k: sum(r[k] for r in rows) for k in ("findings_before", "fixes_applied", "findings_after",
                                                   "files_reparsed", "second_run_applied")}

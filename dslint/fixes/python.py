@@ -288,19 +288,28 @@ def renamed_key(node: cst.CSTNode, new: str) -> Optional[cst.CSTNode]:
 
 
 def literal(value) -> Optional[cst.BaseExpression]:
-    """A libcst expression for a JSON-like value (True/False/None, numbers, strings, lists, dicts)."""
+    """A libcst expression for a JSON-like value (True/False/None, numbers, strings, lists, dicts); strings in
+    double quotes, as JSON and most configs write them."""
+    code = _literal_code(value)
+    return None if code is None else cst.parse_expression(code)
+
+
+def _literal_code(value) -> Optional[str]:
     import json
     if value is None or isinstance(value, bool):
-        return cst.Name(repr(value))
+        return repr(value)
     if isinstance(value, (int, float)):
-        return cst.parse_expression(repr(value))
+        return repr(value)
     if isinstance(value, str):
-        return cst.SimpleString(json.dumps(value))
-    if isinstance(value, (list, dict)):
-        try:
-            return cst.parse_expression(repr(value))
-        except Exception:
+        return json.dumps(value)
+    if isinstance(value, list):
+        items = [_literal_code(v) for v in value]
+        return None if None in items else "[" + ", ".join(items) + "]"
+    if isinstance(value, dict):
+        pairs = [(_literal_code(k), _literal_code(v)) for k, v in value.items()]
+        if any(k is None or v is None for k, v in pairs):
             return None
+        return "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
     return None
 
 
