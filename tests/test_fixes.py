@@ -394,3 +394,14 @@ def test_symlink_inside_the_tree_writes_its_target_and_keeps_the_link(tmp_path):
     assert "Not written" not in run.stdout and "Fixed 2 findings (1 remaining)." in run.stdout, run.stdout
     assert (root / "train.py").is_symlink()
     assert "synced_gpus=True" in (root / "real" / "train.py").read_text()
+
+
+def test_synced_gpus_given_false_is_replaced_by_an_unsafe_fix():
+    src = ('import deepspeed\nfrom deepspeed.moe.layer import MoE\n'
+           'model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))\n'
+           'engine, *_ = deepspeed.initialize(model=model, args=args)\n'
+           'for batch in loader:\n    out = engine.module.generate(**batch, do_sample=True, synced_gpus=False)\n')
+    (finding,) = [f for f in fix_files({"train.py": src}, unsafe=False).report.findings if f.code == "DSL104"]
+    assert finding.fix.applicability == "unsafe"
+    out = fix_files({"train.py": src}, unsafe=True)
+    assert out.texts["train.py"] == src.replace("synced_gpus=False", "synced_gpus=True")

@@ -153,8 +153,11 @@ def _synced_gpus_fix(ctx: RuleContext, call) -> "Fix | None":
     splats = [a for a in call.args if a.star == "**"]
     risky = any(not isinstance(a.value, cst.Name) or any(w in a.value.value.lower() for w in _GEN_KWARGS)
                 for a in splats)
+    given = any(a.keyword is not None and a.keyword.value == "synced_gpus" for a in call.args)
+    risky = risky or given        # the user's own `synced_gpus=<expr>` is replaced
     return Fix(description="Pass synced_gpus=True to generate()." + (
-        " Unsafe: a `**` argument may already pass synced_gpus." if risky else ""),
+        " Unsafe: a `**` argument may already pass synced_gpus." if risky and not given else "") + (
+        " Unsafe: replaces the given synced_gpus value." if given else ""),
         applicability="unsafe" if risky else "safe", edits=edits)
 
 
@@ -419,7 +422,7 @@ class GenerateNotSynced(_CollectiveRule):
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."
-    autofix = 'safe: adds `synced_gpus=True` to the `generate` call (or sets an existing `synced_gpus=` to True); unsafe when a `**` argument named like generation kwargs (`**gen_kwargs`, `**generation_config`) may pass it already.'
+    autofix = 'safe: adds `synced_gpus=True` to the `generate` call; unsafe when a `**` argument named like generation kwargs (`**gen_kwargs`, `**generation_config`) may pass it already, or when the call gives `synced_gpus=<expr>` (replaced by True).'
     references = ("DeepSpeed #7141", "transformers generate(synced_gpus)")
     versions = "transformers ≤ 5.24 auto-enables synced_gpus only under ZeRO-3 with a live HfDeepSpeedConfig."
     suppress_when = "Every rank generates the same prompt greedily, so all ranks stop at the same step."
