@@ -24,7 +24,8 @@ _CHECK_VALUES = {"--format": "output_format", "-f": "output_format", "--select":
                  "--world-size": "world_size", "--fail-level": "fail_level", "--config": "config",
                  "--deepspeed-version": "deepspeed_version", "--output": "output", "-o": "output",
                  "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size"}
-_CHECK_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--sniff-json": "sniff_json"}
+_CHECK_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--sniff-json": "sniff_json",
+                "--fix": "fix", "--unsafe-fixes": "unsafe_fixes", "--diff": "diff", "--fix-only": "fix_only"}
 _MAIN_FLAGS = {"--debug"}      # taken out of every command line by `main` before either parser sees it
 
 

@@ -75,13 +75,20 @@ def check(
                                                      "(default: 10M for Python, 2M for shell, 1M for JSON)."),
     debug: bool = typer.Option(False, "--debug", help="Print the traceback of an internal error (read by "
                                                       "`dslint.cli.main` before this parser runs)."),
+    fix: bool = typer.Option(False, "--fix", help="Apply the safe fixes, then report what remains."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="With --fix/--diff/--fix-only: also the "
+                                                                    "unsafe fixes (they may change behaviour)."),
+    diff: bool = typer.Option(False, "--diff", help="Print the fixes as a unified diff; write nothing (exit 1 "
+                                                    "when there is a diff)."),
+    fix_only: bool = typer.Option(False, "--fix-only", help="Apply the fixes and report nothing but the count "
+                                                            "(exit 0 unless a file could not be written)."),
 ) -> None:
     """Check scripts and configs statically (never imports or runs them)."""
     raise typer.Exit(run_check(
         list(paths), output_format=output_format.value, select=select, ignore=ignore, world_size=world_size,
         fail_level=fail_level.value if fail_level else None, config=config, deepspeed_version=deepspeed_version,
         output=output, exit_zero=exit_zero, no_cache=no_cache, jobs=jobs, sniff_json=sniff_json,
-        max_file_size=max_file_size))
+        max_file_size=max_file_size, fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, fix_only=fix_only))
 
 
 @app.command()

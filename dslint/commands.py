@@ -38,8 +38,9 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
               ignore: Optional[List[str]] = None, world_size: Optional[int] = None, fail_level: Optional[str] = None,
               config: Optional[Path] = None, deepspeed_version: Optional[str] = None, output: Optional[Path] = None,
               exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False,
-              max_file_size: Optional[str] = None) -> int:
-    """`dslint check`: returns the exit code."""
+              max_file_size: Optional[str] = None, fix: bool = False, unsafe_fixes: bool = False,
+              diff: bool = False, fix_only: bool = False) -> int:
+    """`dslint check`: returns the exit code. `fix`/`fix_only`/`diff`: dslint.fixes (issue 22)."""
     if output is not None and output.is_dir():
         _error(f"dslint: error: -o/--output {output}: is a folder; give a file to write the report to")
         return EXIT_USAGE
@@ -90,7 +91,27 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             return EXIT_USAGE
 
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs)
-    report = checker.check_paths(list(paths))
+    if fix or fix_only or diff:
+        from dslint.fixes.session import diffs, fix_run
+        outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)
+        report = outcome.report
+        if diff or fix_only:
+            if diff:
+                sys.stdout.write(diffs(outcome))
+                n = outcome.fixed
+                _error(f"Would fix {n} finding{'s' if n != 1 else ''}." if n else "No fixes available.")
+            else:
+                from dslint.formats.text import fix_summary
+                _error(fix_summary(report.fixes))
+            for e in report.errors:
+                _error(f"{e.path}: error: {e.message}")
+            if any(e.kind == "internal-error" for e in report.errors):
+                return EXIT_INTERNAL
+            if diff:
+                return EXIT_FINDINGS if outcome.texts else EXIT_OK
+            return EXIT_FINDINGS if report.fixes["not_written"] else EXIT_OK
+    else:
+        report = checker.check_paths(list(paths))
     used = [type(r) for r in checker.rules]
     rendered = render(output_format, report, used)
     if output:
@@ -117,6 +138,8 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             return EXIT_OK      # pre-commit / `git ls-files`: nothing staged that dslint checks
         _error("dslint: error: no input could be checked")
         return EXIT_USAGE
+    if report.fixes is not None and report.fixes["not_written"]:
+        return EXIT_FINDINGS
     return EXIT_FINDINGS if fails(report, settings.fail_level) and not exit_zero else EXIT_OK
 
 

@@ -50,6 +50,7 @@ class Checker:
     sniff_json: bool = False
     cache_dir: Optional[Path] = None       # None: no cache
     jobs: int = 0                          # 0: one per CPU (at most MAX_AUTO_JOBS); 1: no workers
+    sources: list = field(default_factory=list, repr=False)     # the sources of the last check_paths
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -72,9 +73,14 @@ class Checker:
                           and not any(cls.code.startswith(p) or p == "ALL" for p in ignored)]
             self.__dict__.pop("_trigger_re", None)
 
-    def check_paths(self, paths: list[Path]) -> Report:
+    def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None) -> Report:
+        """`overrides`: shown path -> text to check instead of the file's (dslint.fixes: a fix round's texts)."""
         inputs = collect(paths, self.settings)
         sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
+        if overrides:
+            from dataclasses import replace
+            sources = [replace(s, text=overrides[s.path]) if s.path in overrides else s for s in sources]
+        self.sources = sources
         report = self.check_sources(sources)
         if undecodable and not self._explicit_rules and not any(r.code == "DSL001" for r in self.rules):
             self.rules += [cls() for cls in all_rules(frozenset({"python"})) if cls.code == "DSL001"

@@ -100,15 +100,46 @@ class TraceStep(_Model):
 
 
 @dataclass(slots=True, kw_only=True)
-class Fix(_Model):
-    """What to change. `applicability` follows ruff: a safe fix keeps behaviour, an unsafe one may change it;
-    `manual` means dslint only describes the change."""
+class Edit(_Model):
+    """Replace the text from (line, column) up to, not including, (end_line, end_column) of `path` by
+    `content` (1-based, columns in characters; an insertion has start == end). Built by dslint.fixes."""
 
-    description: str
-    applicability: Literal["safe", "unsafe", "manual"] = "manual"
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
 
     def __post_init__(self) -> None:
-        _check_choice("Fix", "applicability", self.applicability, ("safe", "unsafe", "manual"))
+        for name in ("line", "column", "end_line", "end_column"):
+            _check_position("Edit", name, getattr(self, name))
+
+
+APPLICABILITIES = ("safe", "unsafe", "display", "manual")
+
+
+@dataclass(slots=True, kw_only=True)
+class Fix(_Model):
+    """What to change. `applicability` follows ruff: a `safe` fix keeps behaviour (`--fix` applies it), an
+    `unsafe` one may change it (applied only with `--unsafe-fixes`), a `display` one is shown with its edits and
+    never applied; `manual` means dslint only describes the change (no edits). `alternatives`: other display-only
+    variants of the change (each a Fix of its own)."""
+
+    description: str
+    applicability: Literal["safe", "unsafe", "display", "manual"] = "manual"
+    edits: list[Edit] = field(default_factory=list)
+    alternatives: list["Fix"] = field(default_factory=list)
+
+    _NESTED = {"edits": Edit}
+
+    def __post_init__(self) -> None:
+        _check_choice("Fix", "applicability", self.applicability, APPLICABILITIES)
+        self.edits = list(self.edits)
+        self.alternatives = list(self.alternatives)
+
+
+Fix._NESTED = {"edits": Edit, "alternatives": Fix}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -164,6 +195,9 @@ class Report(_Model):
     # what the run assumed (issue 19): the DeepSpeed version the rules judged against and where it came from
     # ("option": --deepspeed-version or [tool.dslint]; a file path: a pin found there; "installed"; null)
     settings: dict = field(default_factory=dict)
+    # `check --fix`/`--fix-only` (issue 22): {"applied": N, "remaining": M, "files": [...], "not_written": [...]};
+    # None (and absent from the JSON) otherwise
+    fixes: Optional[dict] = None
 
     _NESTED = {"findings": Finding, "errors": InputError}
 

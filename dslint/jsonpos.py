@@ -54,6 +54,9 @@ class PositionedJson:
     key_spans: dict[JsonPath, Span] = field(default_factory=dict)
     value_spans: dict[JsonPath, Span] = field(default_factory=dict)
     duplicate_keys: list[tuple[JsonPath, Span]] = field(default_factory=list)
+    # per duplicate key: the text of the member it repeats (from its key up to the next member's key), what a
+    # fix deletes to keep the last value (the one `json.load` keeps)
+    duplicate_firsts: list[Span] = field(default_factory=list)
 
     def span(self, path: JsonPath) -> Span:
         """The key's span for an object member, else the value's; falls back to the nearest ancestor."""
@@ -155,6 +158,8 @@ class _Reader:
 
     def object(self, i: int, path: JsonPath) -> tuple[dict, int]:
         result: dict[str, Any] = {}
+        starts: list[int] = []              # each member's key offset
+        member: dict[str, int] = {}         # key -> index of its latest member
         i = self.skip(i + 1)
         if self.text.startswith("}", i):
             return result, i + 1
@@ -167,6 +172,11 @@ class _Reader:
             span = self.span(key_start, i)
             if key in result:
                 self.out.duplicate_keys.append((child, span))
+                first = member[key]
+                self.out.duplicate_firsts.append(self.span(starts[first], key_start if first + 1 == len(starts)
+                                                           else starts[first + 1]))
+            member[key] = len(starts)
+            starts.append(key_start)
             self.out.key_spans[child] = span
             i = self.skip(i)
             if not self.text.startswith(":", i):

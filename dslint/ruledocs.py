@@ -31,6 +31,10 @@ def _example_block(rule: type[Rule], kind: str) -> list[str]:
         for name, text in ex.files.items():
             lang2 = {"json": "json", "sh": "bash"}.get(name.rsplit(".", 1)[-1], "python")
             out.append(f"with `{name}`:\n```{lang2}\n{text.rstrip()}\n```")
+        if ex.fixed is not None:
+            how = "with the suggested edit" if rule.autofix.startswith("display") else "after `dslint check --fix" + (
+                "`" if rule.autofix.startswith("safe") else " --unsafe-fixes`")
+            out.append(f"{how}:\n```{lang}\n{ex.fixed.rstrip()}\n```")
     return out
 
 
@@ -55,6 +59,8 @@ def markdown(rules: tuple[type[Rule], ...]) -> str:
             parts.append("\n**Example** (flagged):\n\n" + "\n\n".join(invalid) + "\n")
         if r.fix_advice:
             parts.append(f"\n**Use instead**: {r.fix_advice}\n")
+        if r.autofix:
+            parts.append(f"\n**Automatic fix**: {r.autofix}\n")
         valid = _example_block(r, "valid")
         if valid:
             parts.append("\n**Not flagged**:\n\n" + "\n\n".join(valid) + "\n")
@@ -72,7 +78,8 @@ def text(rules) -> str:
 def as_json(rules) -> str:
     return json.dumps([{"code": r.code, "name": r.name, "severity": r.severity.value,
                         "severity_when_unsure": (r.severity_when_unsure or r.severity).value, "summary": r.summary,
-                        "documentation": r.documentation(), "fix": r.fix_advice, "references": list(r.references),
+                        "documentation": r.documentation(), "fix": r.fix_advice, "autofix": r.autofix,
+                        "references": list(r.references),
                         "versions": r.versions} for r in rules], indent=2) + "\n"
 
 
@@ -81,4 +88,5 @@ def explain(rule: type[Rule]) -> str:
         (f"\nVersions: {rule.versions}\n" if rule.versions else "") + \
         (f"\nReferences: {'; '.join(rule.references)}\n" if rule.references else "") + \
         (f"\nUse instead: {rule.fix_advice}\n" if rule.fix_advice else "") + \
+        (f"\nAutomatic fix: {rule.autofix}\n" if rule.autofix else "") + \
         (f"\nSuppress when: {rule.suppress_when}\n" if rule.suppress_when else "")

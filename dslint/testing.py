@@ -40,3 +40,25 @@ def example_expectations(rule: type[Rule], example: Example) -> set[tuple[str, i
     for name, text in [(example.filename, example.source), *example.files.items()]:
         want |= {(name, line) for line, code in expected(text) if code == rule.code}
     return want
+
+
+def fix_files(files: dict[str, str], settings: Optional[Settings] = None, unsafe: bool = True):
+    """Check in-memory files and apply their fixes to a fixed point (dslint.fixes.session.fix_loop): the
+    FixOutcome (`texts`: the fixed files; `report`: what is left)."""
+    from dslint.engine import kind_of
+    from dslint.fixes.session import fix_loop
+    from pathlib import Path
+
+    def check(texts: dict) -> Report:
+        return check_texts({**files, **texts}, settings)
+
+    kinds = {name: kind_of(Path(name), True, text[:4096]) for name, text in files.items()}
+    return fix_loop(check, check({}), dict(files), kinds, unsafe)
+
+
+def example_settings(example: Example) -> Settings:
+    return Settings().model_copy(update={
+        "select": list(example.select),
+        "world_size": example.world_size,
+        "deepspeed_version": example.deepspeed_version or "0.19.8",
+    })

@@ -57,3 +57,40 @@ def test_pre_commit_hook_fails_on_hazard_and_passes_on_clean(tmp_path):
     assert only_json.returncode == 0, only_json.stdout + only_json.stderr
     assert "Passed" in only_json.stdout
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+FIXABLE = ('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
+           '    "cpu_offload": true\n  }\n}\n')
+FIXED = ('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
+         '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n')
+
+
+@pytest.mark.timeout(900)
+def test_fixing_hook_applies_safe_fixes_then_passes(tmp_path):
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "ci@example.com")
+    _git(repo, "config", "user.name", "ci")
+    (repo / "ds_config.json").write_text(FIXABLE)
+    (repo / "README.md").write_text("notes\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "init")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "NO_COLOR": "1"}
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "dslint-fix",
+                               "--all-files", "--color", "never"], cwd=repo, capture_output=True, text=True,
+                              timeout=600, env=env)
+
+    first = run()
+    # pre-commit fails a hook that modified files; the file now holds the fix, byte for byte
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "files were modified by this hook" in first.stdout, first.stdout
+    assert (repo / "ds_config.json").read_text() == FIXED
+    assert (repo / "README.md").read_text() == "notes\n"
+    _git(repo, "commit", "-qam", "dslint fixes")
+    second = run()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Passed" in second.stdout
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)

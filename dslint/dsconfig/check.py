@@ -8,6 +8,7 @@ drops them) and as the HF integration does (it fills them in); `auto_paths` list
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, Optional, Union
@@ -34,6 +35,10 @@ class Problem:
     message: str
     deepspeed_fails: bool = False          # `deepspeed.initialize` raises (vs silently ignores/warns)
     suggestion: Optional[str] = None
+    # what a fix may do (dslint.fixes): the key's one sibling of a did-you-mean; the one valid value implied
+    rename: Optional[str] = None
+    value: Any = None
+    has_value: bool = False
 
 
 @dataclass
@@ -79,6 +84,16 @@ def suggest(key: str, model: type[Section]) -> Optional[str]:
     return close[0] if close else None
 
 
+def unique_suggestion(key: str, model: type[Section]) -> Optional[str]:
+    """The did-you-mean of `key` when it is the only candidate (a case-only difference, or the one close match)."""
+    valid = keys_of(model)
+    lower = [k for k in valid if k.lower() == key.lower()]
+    if lower:
+        return lower[0] if len(lower) == 1 else None
+    close = difflib.get_close_matches(key, valid, n=2, cutoff=0.8)
+    return close[0] if len(close) == 1 else None
+
+
 def _stem(key: str, model: type[Section]) -> Optional[str]:
     """A key of the section with a suffix added (`autotuning_config` for `autotuning`)."""
     stem = [k for k in keys_of(model) if len(k) >= 6 and key.startswith(k + "_")]
@@ -115,6 +130,10 @@ def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
                        f"`{rest}`", fails, key)
     if guess:
         hint = f"; did you mean `{guess}`?"
+        if unique_suggestion(key, model) == guess:
+            problem = Problem("unknown", path, f"unknown key `{key}` {_in(path[:-1])}: {effect}{hint}", fails,
+                              guess, rename=guess)
+            return problem
     else:
         homes = [h for h in _key_homes().get(key, []) if h != where(path[:-1])]
         if homes:
@@ -231,8 +250,11 @@ def analyse(data: dict, partial: bool = False) -> Analysis:
             if isinstance(value, list) and tuning:
                 continue      # the autotuner's search space (`"stage": [0, 1, 2, 3]`), not a value
             shown = f" (got {value!r})" if not isinstance(value, (dict, list)) else ""
-            out.problems.append(Problem("invalid", path, f"invalid value for `{where(path)}`{shown}: "
-                                        f"{_message(err)}", True))
+            problem = Problem("invalid", path, f"invalid value for `{where(path)}`{shown}: {_message(err)}", True)
+            implied = _implied_value(err, value)
+            if implied is not None:
+                problem.value, problem.has_value = implied, True
+            out.problems.append(problem)
     return out
 
 
@@ -261,6 +283,17 @@ def _drop_foreign_keys(data: dict, out: Analysis, embedded_ok: bool = True) -> N
         p.kind == "unknown" and isinstance(p.path[-1], str) and (
             (is_comment_key(p.path[-1]) and not p.deepspeed_fails)
             or (embedded and len(p.path) == 1 and p.suggestion is None)))]
+
+
+def _implied_value(err: dict, value: Any) -> Optional[str]:
+    """The one allowed value a wrong-case string stands for (`"CPU"` where `'none', 'cpu' or 'nvme'` are
+    expected), else None."""
+    expected = (err.get("ctx") or {}).get("expected")
+    if err.get("type") not in ("enum", "literal_error") or not isinstance(value, str) or not isinstance(expected, str):
+        return None
+    choices = re.findall(r"'([^']*)'", expected)
+    same = [c for c in choices if c.lower() == value.strip().lower()]
+    return same[0] if len(same) == 1 and same[0] != value else None
 
 
 def _message(err: dict) -> str:

@@ -21,6 +21,10 @@ class Finding:
     message: str
     path: tuple
     severity: Optional[Severity] = None
+    # the one value change the finding implies (dslint.fixes, unsafe): set `fix_path` to `fix_value`
+    fix_path: Optional[tuple] = None
+    fix_value: Any = None
+    fix_delete: bool = False        # the finding's key is deleted (an option DeepSpeed ignores at this stage)
 
 
 def _get(data: Any, *path: str, default: Any = None) -> Any:
@@ -95,8 +99,10 @@ def batch_findings(data: dict, world: Optional[int]) -> list[Finding]:
     if dp is None:
         return []
     # DeepSpeed derives the missing values with floor division, then asserts the product
+    implied = None
     if mb and gas:
         ok, product = tb == mb * gas * dp, f"{mb} × {gas} × {dp} = {mb * gas * dp}"
+        implied = mb * gas * dp
     elif mb:
         gas = tb // mb // dp
         ok, product = gas > 0 and tb == mb * gas * dp, f"{mb} × {gas} (derived) × {dp} = {mb * gas * dp}"
@@ -111,7 +117,7 @@ def batch_findings(data: dict, world: Optional[int]) -> list[Finding]:
     return [Finding(f"train_batch_size {tb} != micro × accumulation × data-parallel size ({product}, "
                     f"data-parallel size from {how}): deepspeed.initialize fails the batch assertion; set "
                     "values whose product is train_batch_size, or drop train_batch_size and let DeepSpeed derive it",
-                    at)]
+                    at, fix_path=(TB,) if implied else None, fix_value=implied)]
 
 
 def enabled(data: dict, section: str) -> bool:
@@ -122,7 +128,8 @@ def precision_findings(data: dict) -> list[Finding]:
     bf16 = "bf16" if enabled(data, "bf16") else ("bfloat16" if enabled(data, "bfloat16") else None)
     if enabled(data, "fp16") and bf16:
         return [Finding("fp16 and bf16 are both enabled: deepspeed.initialize asserts 'bfloat16 and fp16 modes "
-                        "cannot be simultaneously enabled'; keep one (bf16 on Ampere or newer)", (bf16,))]
+                        "cannot be simultaneously enabled'; keep one (bf16 on Ampere or newer)", (bf16,),
+                        fix_path=("fp16", "enabled"), fix_value=False)]
     return []
 
 
@@ -140,7 +147,7 @@ def offload_findings(data: dict) -> list[Finding]:
         if par_dev in ("cpu", "nvme") and stage < 3:
             out.append(Finding(f"offload_param (device {par_dev}) needs ZeRO stage 3; at stage {stage} only stage 3 "
                                "partitions parameters, so the setting is ignored and parameters stay on the GPU",
-                               ("zero_optimization", "offload_param"), Severity.WARNING))
+                               ("zero_optimization", "offload_param"), Severity.WARNING, fix_delete=True))
         if opt_dev in ("cpu", "nvme") and stage == 0:
             out.append(Finding(f"offload_optimizer (device {opt_dev}) with ZeRO stage 0: DeepSpeed builds its CPU "
                                "optimizer but no ZeRO optimizer moves states to the CPU, so the first step fails "

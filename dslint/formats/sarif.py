@@ -23,6 +23,19 @@ def _rule_entry(rule) -> dict:
     }
 
 
+def _fix_entry(fix) -> dict:
+    """A SARIF 2.1.0 `fix`: its edits grouped per file as replacements (an insertion deletes an empty region)."""
+    changes: dict[str, list] = {}
+    for e in fix.edits:
+        changes.setdefault(e.path, []).append({
+            "deletedRegion": {"startLine": e.line, "startColumn": e.column, "endLine": e.end_line,
+                              "endColumn": e.end_column},
+            "insertedContent": {"text": e.content}})
+    return {"description": {"text": f"{fix.description} [{fix.applicability}]"},
+            "artifactChanges": [{"artifactLocation": {"uri": Path(path).as_posix()}, "replacements": reps}
+                                for path, reps in changes.items()]}
+
+
 def render(report, rules) -> str:
     rules = list(rules)
     index = {r.code: i for i, r in enumerate(rules)}
@@ -40,6 +53,9 @@ def render(report, rules) -> str:
         }
         if f.code in index:
             result["ruleIndex"] = index[f.code]
+        fixes = [fx for fx in ([f.fix] + list(f.fix.alternatives) if f.fix else []) if fx.edits]
+        if fixes:
+            result["fixes"] = [_fix_entry(fx) for fx in fixes]
         if f.trace:
             result["codeFlows"] = [{"threadFlows": [{"locations": [
                 {"location": {"physicalLocation": {"artifactLocation": {"uri": Path(t.path).as_posix()},

@@ -46,7 +46,9 @@ def render(report, rules, color: bool | None = None) -> str:
         for step in f.trace:
             out.append(f"  = via {step.path}:{step.line}: {step.note}")
         if f.fix:
-            out.append(f"  = help: {f.fix.description}")
+            how = {"safe": " [fix: --fix]", "unsafe": " [fix: --fix --unsafe-fixes]",
+                   "display": " [suggested edit: --format json]"}.get(f.fix.applicability, "")
+            out.append(f"  = help: {f.fix.description}{how}")
         out.append("")
     n = len(report.findings)
     errors = sum(1 for f in report.findings if f.severity.value == "error")
@@ -56,4 +58,14 @@ def render(report, rules, color: bool | None = None) -> str:
         ("No files were checked." if not report.files_checked else "") or \
         f"All checks passed ({report.files_checked} file{'s' if report.files_checked != 1 else ''})."
     out.append(summary)
+    if report.fixes is not None:
+        out.append(fix_summary(report.fixes))
     return "\n".join(out) + "\n"
+
+
+def fix_summary(fixes: dict) -> str:
+    n, left = fixes.get("applied", 0), fixes.get("remaining", 0)
+    line = f"Fixed {n} finding{'s' if n != 1 else ''} ({left} remaining)."
+    if fixes.get("not_written"):
+        line += f" Not written: {', '.join(fixes['not_written'])}."
+    return line

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Optional, Union
 
 from dslint.findings import Fix, Severity
@@ -36,6 +36,10 @@ class Example:
     deepspeed_version: Optional[str] = None
     expect_lines: tuple[int, ...] = ()
     select: tuple[str, ...] = ()            # codes to select for the run (opt-in rules)
+    # INVALID examples of a rule with a fix (Fixit's `expected_replacement`): `source` after `check --fix
+    # --unsafe-fixes` (a display-only fix: with its edits applied), and the companions that change
+    fixed: Optional[str] = None
+    fixed_files: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,6 +80,7 @@ class Rule:
     severity_when_unsure: ClassVar[Optional[Severity]] = None
     summary: ClassVar[str]                       # one line: what it flags
     fix_advice: ClassVar[str] = ""               # use instead
+    autofix: ClassVar[str] = ""                  # the edits `check --fix` makes: "safe: ...", "unsafe: ...", "display: ..."
     references: ClassVar[tuple[str, ...]] = ()   # "DeepSpeed #5794", "transformers generate(synced_gpus)"
     versions: ClassVar[str] = ""                 # which DeepSpeed/transformers versions are concerned
     suppress_when: ClassVar[str] = ""            # when it is safe to suppress
@@ -102,7 +107,8 @@ class Rule:
     @classmethod
     def examples(cls, kind: str) -> list[Example]:
         raw = cls.VALID if kind == "valid" else cls.INVALID
-        return [e if isinstance(e, Example) else Example(textwrap.dedent(e).lstrip("\n")) for e in raw]
+        out = [e if isinstance(e, Example) else Example(textwrap.dedent(e).lstrip("\n")) for e in raw]
+        return [replace(e, fixed=textwrap.dedent(e.fixed).lstrip("\n")) if e.fixed else e for e in out]
 
 
 # A rule family may emit codes that have no class of their own yet; they are documented here.

@@ -137,7 +137,65 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         "DSL105": "Guard the empty/None case uniformly: all_reduce the count and skip on every rank together, "
                   "or pad with a dummy element so the operation cannot raise.",
     }[h.code])
+    if h.code == "DSL104":
+        fix = _synced_gpus_fix(ctx, h.at) or fix
+    elif h.code == "DSL102":
+        fix = _trip_count_fix(ctx, h) or fix
     return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code)
+
+
+# `**name` splats that may already carry generate()'s keywords: adding synced_gpus= next to them could pass it
+# twice (TypeError), so the fix is unsafe there
+_GEN_KWARGS = ("kwarg", "gen", "config", "param", "arg", "opt", "setting", "sampling")
+
+
+def _synced_gpus_fix(ctx: RuleContext, call) -> "Fix | None":
+    import libcst as cst
+
+    from dslint.fixes.python import replace_nodes, with_keyword
+    if not isinstance(call, cst.Call):
+        return None
+    try:
+        edits = replace_nodes(ctx.source, {call: with_keyword(call, "synced_gpus", cst.Name("True"))})
+    except Exception:
+        return None
+    if not edits:
+        return None
+    splats = [a for a in call.args if a.star == "**"]
+    risky = any(not isinstance(a.value, cst.Name) or any(w in a.value.value.lower() for w in _GEN_KWARGS)
+                for a in splats)
+    given = any(a.keyword is not None and a.keyword.value == "synced_gpus" for a in call.args)
+    risky = risky or given        # the user's own `synced_gpus=<expr>` is replaced
+    return Fix(description="Pass synced_gpus=True to generate()." + (
+        " Unsafe: a `**` argument may already pass synced_gpus." if risky and not given else "") + (
+        " Unsafe: replaces the given synced_gpus value." if given else ""),
+        applicability="unsafe" if risky else "safe", edits=edits)
+
+
+def _trip_count_fix(ctx: RuleContext, h: Hazard) -> "Fix | None":
+    """Display only: the MAX-padding recipe before the loop (agree on the longest share, run dummy steps on the
+    ranks with fewer), with the DistributedSampler variant in the description."""
+    import libcst as cst
+
+    from dslint.fixes.python import line_insertion
+    loop = h.at
+    if not isinstance(loop, cst.For):
+        return None
+    head = code_of(loop.iter)
+    try:
+        edit = line_insertion(ctx.source, loop, [
+            "# every rank must run the loop equally often: agree on the longest share, then pad with dummy steps",
+            f"_dslint_steps = torch.tensor(len({head}))",
+            "torch.distributed.all_reduce(_dslint_steps, op=torch.distributed.ReduceOp.MAX)",
+            f"# ... iterate _dslint_steps times, repeating an element of {head} where this rank's share ran out"],
+            after=False)
+    except Exception:
+        return None
+    if edit is None:
+        return None
+    return Fix(description="Give every rank the same iteration count: all_reduce the count with MAX and pad with "
+                           "dummy steps (sketched before the loop), or load the data with a DistributedSampler "
+                           "(it pads every rank to the same length).", applicability="display", edits=[edit])
 
 
 class _CollectiveRule(Rule):
@@ -266,6 +324,7 @@ class RankDependentTripCount(_CollectiveRule):
     severity = Severity.ERROR
     summary = "a collective site in a loop whose iteration count can differ across ranks"
     fix_advice = "Use a DistributedSampler (pads to equal length) or all_reduce the count with MAX and pad."
+    autofix = 'display: the MAX-padding recipe before the loop (all_reduce the count with MAX, pad with dummy steps); the description names the DistributedSampler alternative.'
     references = ("DeepSpeed #7141", "DeepSpeed #5794")
     versions = ("All DeepSpeed versions; MoE without deepspeed.initialize runs all_to_all on WORLD (ep_size > 1: "
                 "every version; ep_size=1: ≤ 0.19.0).")
@@ -289,7 +348,17 @@ rank, world = dist.get_rank(), dist.get_world_size()
 engine, *_ = deepspeed.initialize(model=model, config="ds.json")
 for batch in batches[rank::world]:  # expect: DSL102
     engine(batch)
-""", files={"ds.json": _Z3_CONFIG}),
+""", files={"ds.json": _Z3_CONFIG}, fixed="""\
+import torch.distributed as dist, deepspeed
+rank, world = dist.get_rank(), dist.get_world_size()
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+# every rank must run the loop equally often: agree on the longest share, then pad with dummy steps
+_dslint_steps = torch.tensor(len(batches[rank::world]))
+torch.distributed.all_reduce(_dslint_steps, op=torch.distributed.ReduceOp.MAX)
+# ... iterate _dslint_steps times, repeating an element of batches[rank::world] where this rank's share ran out
+for batch in batches[rank::world]:  # expect: DSL102
+    engine(batch)
+"""),
     )
 
 
@@ -365,6 +434,7 @@ class GenerateNotSynced(_CollectiveRule):
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."
+    autofix = 'safe: adds `synced_gpus=True` to the `generate` call; unsafe when a `**` argument named like generation kwargs (`**gen_kwargs`, `**generation_config`) may pass it already, or when the call gives `synced_gpus=<expr>` (replaced by True).'
     references = ("DeepSpeed #7141", "transformers generate(synced_gpus)")
     versions = "transformers ≤ 5.24 auto-enables synced_gpus only under ZeRO-3 with a live HfDeepSpeedConfig."
     suppress_when = "Every rank generates the same prompt greedily, so all ranks stop at the same step."
@@ -386,7 +456,32 @@ model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))
 engine, *_ = deepspeed.initialize(model=model, config="ds.json")
 for batch in loader:
     out = engine.module.generate(**batch, do_sample=True)  # expect: DSL104
-""", files={"ds.json": _Z2_CONFIG}),
+""", files={"ds.json": _Z2_CONFIG}, fixed="""\
+import deepspeed
+from deepspeed.moe.layer import MoE
+model = Net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(**batch, do_sample=True, synced_gpus=True)  # expect: DSL104
+"""),
+        Example("""\
+import deepspeed
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(  # expect: DSL104
+        batch["input_ids"],
+        do_sample=True,  # sampling: ranks stop at different steps
+    )
+""", files={"ds.json": _Z3_CONFIG}, fixed="""\
+import deepspeed
+engine, *_ = deepspeed.initialize(model=model, config="ds.json")
+for batch in loader:
+    out = engine.module.generate(  # expect: DSL104
+        batch["input_ids"],
+        do_sample=True,  # sampling: ranks stop at different steps
+        synced_gpus=True,
+    )
+"""),
     )
 
 

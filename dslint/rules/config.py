@@ -10,12 +10,13 @@ memoised per source); configs for `deepspeed.init_inference` (a different schema
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+import textwrap
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
                                        precision_findings)
 from dslint.dsconfig.usage import builds_moe_layers, runs_under_hf, scripts_using
-from dslint.findings import Severity
+from dslint.findings import Fix, Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
 
@@ -94,6 +95,86 @@ class Subject:
         return self.py is not None and not (self.py.call.callee or "").endswith(("initialize", "init_inference"))
 
 
+class Change:
+    """The one change a config finding implies, for dslint.fixes: rename the key at the finding's path to
+    `rename`, and/or set the value at `path` (default: the finding's) to `value`."""
+
+    def __init__(self, description: str, applicability: str, rename: Optional[str] = None, path=None,
+                 value: Any = None, has_value: bool = False, delete: bool = False):
+        self.description, self.applicability = description, applicability
+        self.rename, self.path, self.value, self.has_value = rename, path, value, has_value
+        self.delete = delete        # delete the member at `path` (a JSON member, a dict literal's element)
+
+    def json_fix(self, source, path) -> Optional[Fix]:
+        from dslint.fixes.jsonedit import delete_member, rename_key, set_value
+        if self.delete:
+            return self._fix([delete_member(source, self.path or path)])
+        edits = []
+        if self.rename is not None:
+            edits.append(rename_key(source, path, self.rename))
+        if self.has_value:
+            edits.append(set_value(source, self.path or path, self.value))
+        return self._fix(edits)
+
+    def python_fix(self, source, cfg, path) -> Optional[Fix]:
+        from dslint.fixes.python import config_key_node, config_value_node, literal, renamed_key, replace_nodes
+        mapping = {}
+        if self.delete:
+            import libcst as cst
+            key = config_key_node(cfg, self.path or path, source)
+            element = source._parents.get(id(key)) if key is not None else None
+            holder = source._parents.get(id(element)) if element is not None else None
+            if not isinstance(element, cst.DictElement) or element.key is not key or not isinstance(holder, cst.Dict):
+                return None
+            kept = [e for e in holder.elements if e is not element]
+            if kept and holder.elements[-1] is element:
+                kept[-1] = kept[-1].with_changes(comma=element.comma)     # the last one ends as the deleted did
+            mapping[holder] = holder.with_changes(elements=kept)
+        if self.rename is not None:
+            key = config_key_node(cfg, path, source)
+            new = renamed_key(key, self.rename) if key is not None else None
+            parent = _dict_at(cfg.data, path[:-1])
+            if new is None or parent is None or dict.__contains__(parent, self.rename):
+                return None
+            mapping[key] = new
+        if self.has_value:
+            key = config_key_node(cfg, self.path or path, source)
+            value = config_value_node(source, key) if key is not None else None
+            code = literal(self.value)
+            if value is None or code is None:
+                return None
+            mapping[value] = code
+        try:
+            edits = replace_nodes(source, mapping)
+        except Exception:
+            return None
+        return self._fix(edits)
+
+    def _fix(self, edits) -> Optional[Fix]:
+        if not edits or any(e is None for e in edits):
+            return None
+        return Fix(description=self.description, applicability=self.applicability, edits=edits)
+
+
+def _dict_at(data, path):
+    for part in path:
+        if not isinstance(data, dict) or not dict.__contains__(data, part):
+            return None
+        data = dict.__getitem__(data, part)
+    return data if isinstance(data, dict) else None
+
+
+def _implied(f) -> Optional[Change]:
+    """The one value change a cross-key finding implies (unsafe: it changes what the job does)."""
+    if f.fix_delete:
+        return Change(f"Delete `{where(f.path)}` (or raise the ZeRO stage to what it needs).", "unsafe",
+                      path=f.path, delete=True)
+    if f.fix_path is None:
+        return None
+    return Change(f"Set `{where(f.fix_path)}` to {str(f.fix_value).lower() if isinstance(f.fix_value, bool) else f.fix_value}.",
+                  "unsafe", path=f.fix_path, value=f.fix_value, has_value=True)
+
+
 class ConfigRule(Rule):
     """A DSL4xx rule: `problems(subject)` yields (message, JSON path, severity or None) for one config; a JSON
     config reports on its key, a dict built in Python on the line where the key is written."""
@@ -111,20 +192,22 @@ class ConfigRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         if ctx.source.kind != "python":
-            for message, path, severity in self.problems(Subject(ctx)):
-                yield Diagnostic(message, path, severity=severity)
+            for message, path, severity, *change in self.problems(Subject(ctx)):
+                fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
+                yield Diagnostic(message, path, severity=severity, fix=fix)
             return
         from dslint.pyconfig import configs_written_in
         seen = set()
         for cfg in configs_written_in(ctx.project, ctx.source):
             if not self.inference_too and (cfg.inference or is_inference_config(cfg.data)):
                 continue
-            for message, path, severity in self.problems(Subject(ctx, cfg)):
+            for message, path, severity, *change in self.problems(Subject(ctx, cfg)):
                 src, node = cfg.location(path)
                 if src is not ctx.source or (id(node), message) in seen:
                     continue
                 seen.add((id(node), message))
-                yield Diagnostic(message, node, severity=severity)
+                fix = change[0].python_fix(ctx.source, cfg, path) if change and change[0] else None
+                yield Diagnostic(message, node, severity=severity, fix=fix)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         raise NotImplementedError
@@ -158,6 +241,7 @@ class UnknownConfigKey(ConfigRule):
     severity_when_unsure = Severity.WARNING
     summary = "a config key DeepSpeed does not read (misspelled or misplaced), with a did-you-mean suggestion"
     fix_advice = "Rename the key to the suggested one (or move it to the section it belongs to); delete it otherwise."
+    autofix = 'a did-you-mean rename when it is the only candidate (a case-only difference or the one close key) and the object does not have that key yet: safe where `deepspeed.initialize` rejects the key, unsafe where DeepSpeed ignored it (the setting starts to apply). A key that resembles no DeepSpeed key is deleted: unsafe where initialize rejects it, display where DeepSpeed ignores it (other code may read it). JSON and dict literals built in Python.'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/config.py", "deepspeed/runtime/zero/config.py")
     versions = "Keys as of DeepSpeed 0.19.8."
     suppress_when = "Never for a misspelling; a private annotation key (e.g. `_comment`) at a dict.get level is harmless."
@@ -175,21 +259,63 @@ class UnknownConfigKey(ConfigRule):
     )
     INVALID = (
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_acumulation_steps": 8\n}\n',
-                filename="ds_config.json", expect_lines=(3,)),
+                filename="ds_config.json", expect_lines=(3,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 8\n}\n'),
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
-                '    "offload_optimiser": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
-        """
+                '    "offload_optimiser": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n    "stage": 2,\n'
+                      '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n'),
+        Example(textwrap.dedent("""\
         import deepspeed
         ds_config = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
         ds_config["zero_optimization"]["offload_optimiser"] = {"device": "cpu"}  # expect: DSL401
         engine, *_ = deepspeed.initialize(model=model, config=ds_config)
-        """,
+        """), fixed="""\
+        import deepspeed
+        ds_config = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}
+        ds_config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}  # expect: DSL401
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """),
+        # a key no DeepSpeed key resembles, in a section that rejects unknown keys: deleted (unsafe)
+        Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "fp16": {\n    "enabled": true,\n'
+                '    "opt_level": "O2"\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 4,\n  "fp16": {\n    "enabled": true\n  }\n}\n'),
+        Example(textwrap.dedent("""\
+        import deepspeed
+        ds_config = {
+            "train_micro_batch_size_per_gpu": 4,
+            "bf16": {"enabled": True, "opt_level": "O2"},  # expect: DSL401
+        }
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """), fixed="""\
+        import deepspeed
+        ds_config = {
+            "train_micro_batch_size_per_gpu": 4,
+            "bf16": {"enabled": True},  # expect: DSL401
+        }
+        engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+        """),
+        # two close keys (`stage3_max_live_parameters` and its alias `max_live_parameters`): no unique
+        # did-you-mean, so no rename is offered
+        Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {"stage": 3, '
+                '"stage3_max_live_parameter": 1e9}\n}\n', filename="ds_config.json", expect_lines=(3,)),
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("unknown"):
             sev = None if (p.deepspeed_fails or p.suggestion) else Severity.WARNING
-            yield p.message, p.path, sev
+            change = None
+            if p.rename:
+                # where initialize failed on the key there is no working behaviour to keep; where DeepSpeed
+                # ignored it, the renamed key now takes effect
+                change = Change(f"Rename `{p.path[-1]}` to `{p.rename}`.", "safe" if p.deepspeed_fails else "unsafe",
+                                rename=p.rename)
+            elif p.suggestion is None and isinstance(p.path[-1], str):
+                # no DeepSpeed key it could stand for: delete it -- unsafe where initialize rejects it (the run
+                # starts working, whatever the key meant is dropped), display where DeepSpeed ignores it (other
+                # code may read the key from the same file)
+                change = Change(f"Delete `{p.path[-1]}`.", "unsafe" if p.deepspeed_fails else "display", delete=True)
+            yield p.message, p.path, sev, change
 
 
 class DeprecatedConfigKey(ConfigRule):
@@ -207,17 +333,83 @@ class DeprecatedConfigKey(ConfigRule):
     severity = Severity.WARNING
     summary = "a deprecated config key, named with its replacement"
     fix_advice = "Use the replacement key named in the message."
+    autofix = 'safe where DeepSpeed maps the key one to one: `bfloat16` → `bf16`, `stage3_gather_fp16_weights_on_model_save` → `stage3_gather_16bit_weights_on_model_save`, `cpu_offload: true/false` → `offload_optimizer: {"device": "cpu"/"none"}` (likewise `cpu_offload_param` → `offload_param`); unsafe for `aio.thread_count` → `intra_op_parallelism` (no longer read at all).'
     references = ("deepspeed/runtime/zero/config.py (json_schema_extra deprecated)", DS_CONFIG_DOCS)
     versions = "Deprecations as of DeepSpeed 0.19.8."
     suppress_when = "When the config must also run on a DeepSpeed old enough not to know the replacement."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 2, '
                      '"offload_optimizer": {"device": "cpu"}}\n}\n', filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
-                       '    "cpu_offload": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),)
+                       '    "cpu_offload": true\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
+                             '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n'),
+               Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bfloat16": {"enabled": true},\n'
+                       '  "zero_optimization": {"stage": 3, "stage3_gather_fp16_weights_on_model_save": true}\n}\n',
+                       filename="ds_config.json", expect_lines=(3, 4),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},\n'
+                             '  "zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": true}\n}\n'),
+               Example(textwrap.dedent("""\
+               import deepspeed
+               config = {"train_micro_batch_size_per_gpu": 1, "bfloat16": {"enabled": True}}  # expect: DSL402
+               engine, *_ = deepspeed.initialize(model=model, config=config)
+               """), fixed="""\
+               import deepspeed
+               config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}}  # expect: DSL402
+               engine, *_ = deepspeed.initialize(model=model, config=config)
+               """))
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("deprecated"):
-            yield p.message, p.path, None
+            yield p.message, p.path, None, _deprecated_change(p.path)
+
+
+# deprecated key -> (replacement, value map or None for the same value, applicability): the keys DeepSpeed maps
+# one to one (zero/config.py, top-level bf16, aio): `cpu_offload: true` is `offload_optimizer: {"device": "cpu"}`
+_DEPRECATED_FIXES = {
+    "bfloat16": ("bf16", None, "safe"),
+    "stage3_gather_fp16_weights_on_model_save": ("stage3_gather_16bit_weights_on_model_save", None, "safe"),
+    # DeepSpeed: true -> an offload config with device cpu, false -> none (no offload: device "none")
+    "cpu_offload": ("offload_optimizer", {True: {"device": "cpu"}, False: {"device": "none"}}, "safe"),
+    "cpu_offload_param": ("offload_param", {True: {"device": "cpu"}, False: {"device": "none"}}, "safe"),
+    # no longer read at all: renaming makes the setting take effect
+    "thread_count": ("intra_op_parallelism", None, "unsafe"),
+}
+
+
+def _deprecated_change(path) -> Optional[Change]:
+    entry = _DEPRECATED_FIXES.get(path[-1]) if path and isinstance(path[-1], str) else None
+    if entry is None:
+        return None
+    new, values, applicability = entry
+    return _MappedChange(f"Rename `{path[-1]}` to `{new}`" + (" (true → {\"device\": \"cpu\"}, false → "
+                                                             "{\"device\": \"none\"}, as DeepSpeed maps it)"
+                                                             if values else "") + ".",
+                         applicability, rename=new, values=values)
+
+
+class _MappedChange(Change):
+    """A rename whose value is mapped as DeepSpeed maps it (no fix for a value outside the map)."""
+
+    def __init__(self, description, applicability, rename, values):
+        super().__init__(description, applicability, rename=rename)
+        self.values = values
+
+    def _mapped(self, current) -> bool:
+        if self.values is None:
+            return True
+        if isinstance(current, bool) and current in self.values:
+            self.value, self.has_value = self.values[current], True
+            return True
+        return False
+
+    def json_fix(self, source, path):
+        from dslint.fixes.jsonedit import _value_at
+        return super().json_fix(source, path) if self._mapped(_value_at(source.data, path)) else None
+
+    def python_fix(self, source, cfg, path):
+        parent = _dict_at(cfg.data, path[:-1])
+        current = dict.get(parent, path[-1]) if parent is not None else None
+        return super().python_fix(source, cfg, path) if self._mapped(current) else None
 
 
 class RemovedConfigKey(ConfigRule):
@@ -237,13 +429,15 @@ class RemovedConfigKey(ConfigRule):
     severity_when_unsure = Severity.WARNING
     summary = "a config key for a feature removed from DeepSpeed (initialize raises on it)"
     fix_advice = "Delete the block, or use the replacement the message names."
+    autofix = 'unsafe (DeepSpeed ≥ 0.19.8, where initialize raises): delete the block; display on older or unknown versions.'
     references = ("DeepSpeed #8489", "deepspeed/runtime/config.py _reject_removed_config_keys")
     versions = "Rejected by DeepSpeed 0.19.8; accepted by releases before 0.19."
     suppress_when = "When the config only runs with a DeepSpeed release that still has the feature."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true}\n}\n',
                      filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "amp": {"enabled": true, "opt_level": "O1"}\n}\n',
-                       filename="ds_config.json", expect_lines=(3,)),)
+                       filename="ds_config.json", expect_lines=(3,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1\n}\n'),)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         version = version_tuple(subject.ctx.project.deepspeed_version)
@@ -251,7 +445,9 @@ class RemovedConfigKey(ConfigRule):
             return
         sev = Severity.ERROR if version is not None and version >= (0, 19, 8) else Severity.WARNING
         for p in subject.analysis.of("removed"):
-            yield p.message, p.path, sev
+            change = Change(f"Delete `{where(p.path)}` (the feature is gone from DeepSpeed).",
+                            "unsafe" if sev is Severity.ERROR else "display", delete=True)
+            yield p.message, p.path, sev, change
 
 
 class DuplicateConfigKey(ConfigRule):
@@ -267,6 +463,7 @@ class DuplicateConfigKey(ConfigRule):
     severity = Severity.ERROR
     summary = "a key given twice in one object of the config"
     fix_advice = "Keep one occurrence with the value you mean."
+    autofix = 'display: delete the earlier occurrence (the value `json.load` kept stays).'
     references = ("deepspeed/runtime/config_utils.py dict_raise_error_on_duplicate_keys",)
     versions = "All DeepSpeed versions."
     inference_too = True
@@ -274,12 +471,18 @@ class DuplicateConfigKey(ConfigRule):
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "steps_per_print": 10\n}\n',
                      filename="ds_config.json"),)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "train_micro_batch_size_per_gpu": 4\n}\n',
-                       filename="ds_config.json", expect_lines=(3,)),)
+                       filename="ds_config.json", expect_lines=(3,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 4\n}\n'),)
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for path, span in ctx.source.parsed.duplicate_keys:
+        from dslint.fixes.jsonedit import delete_first_duplicate
+        for i, (path, span) in enumerate(ctx.source.parsed.duplicate_keys):
+            edit = delete_first_duplicate(ctx.source, i)
+            fix = Fix(description=f"Delete the earlier `{path[-1]}` (keeps the value other loaders use); or keep "
+                                  "the earlier one and delete this one.", applicability="display",
+                      edits=[edit]) if edit else None
             yield Diagnostic(f"duplicate key `{where(path)}`: DeepSpeed refuses a config with duplicate keys, "
-                             f"other loaders keep the last value", span)
+                             f"other loaders keep the last value", span, fix=fix)
 
 
 class InvalidConfigValue(ConfigRule):
@@ -295,6 +498,7 @@ class InvalidConfigValue(ConfigRule):
     severity = Severity.ERROR
     summary = "a config value of the wrong type or out of its valid range"
     fix_advice = "Use a value of the type and range the message names."
+    autofix = 'unsafe, where one value is implied: a wrong-case choice (`"CPU"` → `"cpu"`).'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/zero/config.py", "deepspeed/runtime/precision_config.py")
     versions = "Types and bounds as of DeepSpeed 0.19.8."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 3}\n}\n',
@@ -307,6 +511,10 @@ class InvalidConfigValue(ConfigRule):
              """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {\n    "stage": 4\n  }\n}\n',
                        filename="ds_config.json", expect_lines=(4,)),
+               Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
+                       '"offload_optimizer": {"device": "CPU"}}\n}\n', filename="ds_config.json", expect_lines=(3,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
+                             '"offload_optimizer": {"device": "cpu"}}\n}\n'),
                """
                import deepspeed
                zero = dict(stage=3, reduce_bucket_size=-1)  # expect: DSL405
@@ -316,7 +524,9 @@ class InvalidConfigValue(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for p in subject.analysis.of("invalid"):
-            yield p.message, p.path, None
+            change = Change(f"Set `{where(p.path)}` to {p.value!r}.", "unsafe", value=p.value, has_value=True) \
+                if p.has_value else None
+            yield p.message, p.path, None, change
 
 
 class BatchSizeMismatch(ConfigRule):
@@ -340,6 +550,7 @@ class BatchSizeMismatch(ConfigRule):
     summary = "train_batch_size != micro batch × gradient accumulation × data-parallel size"
     fix_advice = ("Make train_batch_size = train_micro_batch_size_per_gpu × gradient_accumulation_steps × "
                   "data-parallel size, or give only two of the three and let DeepSpeed derive the third.")
+    autofix = 'unsafe, where the world size is known and all three values are given: `train_batch_size` set to micro × accumulation × data-parallel size.'
     references = ("deepspeed/runtime/config.py _batch_assertion", DS_CONFIG_DOCS)
     versions = "All DeepSpeed versions."
     suppress_when = "When the script passes an mpu (Megatron tensor/pipeline parallel) that shrinks the data-parallel size."
@@ -354,12 +565,13 @@ class BatchSizeMismatch(ConfigRule):
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", expect_lines=(2,)),
         Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", world_size=8,
-                expect_lines=(2,)),
+                expect_lines=(2,), fixed='{\n  "train_batch_size": 64,\n  "train_micro_batch_size_per_gpu": 4,\n'
+                                         '  "gradient_accumulation_steps": 2\n}\n'),
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(batch_findings, subject.world_size):
-            yield f.message, f.path, f.severity
+            yield f.message, f.path, f.severity, _implied(f)
 
 
 class FP16AndBF16(ConfigRule):
@@ -374,6 +586,7 @@ class FP16AndBF16(ConfigRule):
     severity = Severity.ERROR
     summary = "fp16 and bf16 both enabled"
     fix_advice = "Enable one of fp16/bf16 (bf16 on Ampere or newer), or set both to \"auto\" under the HF Trainer."
+    autofix = 'unsafe: `fp16.enabled` set to false (bf16 kept).'
     references = ("deepspeed/runtime/config.py _initialize_params",)
     versions = "All DeepSpeed versions with bf16 support."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": "auto"},\n'
@@ -387,17 +600,24 @@ class FP16AndBF16(ConfigRule):
                  return deepspeed.initialize(model=args.model, config=ds_config)
              """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": true},\n'
-                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,)),
-               """
+                       '  "bf16": {\n    "enabled": true\n  }\n}\n', filename="ds_config.json", expect_lines=(4,),
+                       fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "fp16": {"enabled": false},\n'
+                             '  "bf16": {\n    "enabled": true\n  }\n}\n'),
+               Example(textwrap.dedent("""\
                import deepspeed
                ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": True}}
                ds_config.setdefault("bf16", {"enabled": True})  # expect: DSL407
                engine, *_ = deepspeed.initialize(model=model, config=ds_config)
-               """)
+               """), fixed="""\
+               import deepspeed
+               ds_config = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": False}}
+               ds_config.setdefault("bf16", {"enabled": True})  # expect: DSL407
+               engine, *_ = deepspeed.initialize(model=model, config=ds_config)
+               """))
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(precision_findings):
-            yield f.message, f.path, f.severity
+            yield f.message, f.path, f.severity, _implied(f)
 
 
 class ZeroOffloadConflict(ConfigRule):
@@ -416,6 +636,7 @@ class ZeroOffloadConflict(ConfigRule):
     severity_when_unsure = Severity.WARNING
     summary = "a ZeRO stage/offload/precision combination DeepSpeed rejects or ignores"
     fix_advice = "Raise the ZeRO stage to what the option needs, or remove the option."
+    autofix = 'unsafe: delete `offload_param` below stage 3 (DeepSpeed ignores it there; the other fix is raising the stage). The other combinations have no automatic fix.'
     references = ("deepspeed/runtime/zero/config.py validators", "deepspeed/runtime/zero/offload_config.py",
                   "deepspeed/runtime/config.py _do_error_check", "deepspeed/ops/adam/cpu_adam.py")
     versions = "DeepSpeed 0.19.8 (partial offload and compute_grad_norm since they were added)."
@@ -426,12 +647,13 @@ class ZeroOffloadConflict(ConfigRule):
         Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 0,\n'
                 '    "offload_optimizer": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
         Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2,\n'
-                '    "offload_param": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,)),
+                '    "offload_param": {"device": "cpu"}\n  }\n}\n', filename="ds_config.json", expect_lines=(5,),
+                fixed='{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 2\n  }\n}\n'),
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         for f in subject.semantic(offload_findings):
-            yield f.message, f.path, f.severity
+            yield f.message, f.path, f.severity, _implied(f)
 
 
 class AutoOutsideHF(ConfigRule):

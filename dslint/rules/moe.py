@@ -20,7 +20,7 @@ from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes
 from dslint.analysis.optimizers import PLAIN, classify_optimizer
 from dslint.cstwalk import visit as cst_visit
 from dslint.literals import literal_value
-from dslint.findings import Severity
+from dslint.findings import Fix, Severity
 from dslint.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
@@ -80,6 +80,7 @@ class MoEGroupsNotInitialised(Rule):
     summary = "an MoE model run without `deepspeed.initialize` (expert groups never created: all_to_all on WORLD)"
     fix_advice = ("Wrap the model with `deepspeed.initialize(model=..., config=...)` (also for inference) so the "
                   "MoE layers get their expert-parallel groups; or upgrade to DeepSpeed ≥ 0.19.1 when ep_size=1.")
+    autofix = 'display: `model, *_ = deepspeed.initialize(model=model, config="ds_config.json")` after the statement that builds the model (the config path is yours to fill in), `import deepspeed` added once.'
     references = ("DeepSpeed #7141", "DeepSpeed PR #7997", "deepspeed/runtime/engine.py set_deepspeed_parallelism")
     versions = "ep_size=1: DeepSpeed ≤ 0.19.0; ep_size>1: every version."
     suppress_when = "The script runs in a single process, or sets every MoE layer's expert group itself."
@@ -109,14 +110,31 @@ class MoEGroupsNotInitialised(Rule):
         model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=1)  # expect: DSL201
         for batch in batches[dist.get_rank()::dist.get_world_size()]:
             model(batch)
-        """, deepspeed_version="0.15.1"),
-        """\
+        """, deepspeed_version="0.15.1", fixed="""\
+        import torch.distributed as dist
+        from deepspeed.moe.layer import MoE
+        import deepspeed
+        dist.init_process_group("nccl")
+        model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=1)  # expect: DSL201
+        model, *_ = deepspeed.initialize(model=model, config="ds_config.json")  # creates the expert-parallel groups
+        for batch in batches[dist.get_rank()::dist.get_world_size()]:
+            model(batch)
+        """),
+        ex("""\
         import torch.distributed as dist
         from deepspeed.moe.layer import MoE
         dist.init_process_group("nccl")
         model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=2)  # expect: DSL201
         model(batch)
-        """,
+        """, fixed="""\
+        import torch.distributed as dist
+        from deepspeed.moe.layer import MoE
+        import deepspeed
+        dist.init_process_group("nccl")
+        model = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=2)  # expect: DSL201
+        model, *_ = deepspeed.initialize(model=model, config="ds_config.json")  # creates the expert-parallel groups
+        model(batch)
+        """),
     )
 
     def wants(self, ctx: RuleContext) -> bool:
@@ -170,7 +188,34 @@ class MoEGroupsNotInitialised(Rule):
             f"`ep_group` stays None and the MoE all_to_all runs on the WORLD group {when} — outputs mix tokens "
             f"across ranks and uneven per-rank forward counts hang (DeepSpeed #7141). Wrap the model with "
             f"`deepspeed.initialize`.", call.node, severity=severity,
-            trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)])
+            trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)],
+            fix=_initialize_fix(src, call.node))
+
+
+def _initialize_fix(src, node) -> Optional[Fix]:
+    """Display only: `name, *_ = deepspeed.initialize(model=name, config=...)` after the statement binding the
+    model (the config path is the user's to fill in)."""
+    import libcst as cst
+
+    from dslint.fixes.python import import_edit, line_insertion, statement_of
+    stmt = statement_of(src, node)
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+        return None
+    name = small.targets[0].target.value
+    try:
+        edits = [line_insertion(src, stmt, [f'{name}, *_ = deepspeed.initialize(model={name}, config="ds_config.json")'
+                                            "  # creates the expert-parallel groups"], after=True),
+                 import_edit(src, "deepspeed")]
+    except Exception:
+        return None
+    edits = [e for e in edits if e is not None]
+    if not edits or edits[0].content.strip().startswith("import"):
+        return None
+    return Fix(description=f"Pass `{name}` through `deepspeed.initialize` (with the job's DeepSpeed config) before "
+                           "running it.", applicability="display", edits=edits)
 
 
 def _builder_called(project, key: str, name: str) -> bool:
@@ -213,6 +258,7 @@ class MoEParamGroupsMissing(Rule):
     fix_advice = ("Build the optimizer from `split_params_into_different_moe_groups_for_optimizer("
                   "{'params': params, 'name': 'parameters'})` (deepspeed.moe.utils), or drop the client optimizer "
                   "and use the config's `optimizer` block.")
+    autofix = 'unsafe: the client optimizer\'s params wrapped with `split_params_into_different_moe_groups_for_optimizer` (a parameter iterable as `{"params": ..., "name": "parameters"}`, a list of group dicts as it is), its import added once to the import block.'
     references = ("deepspeed/runtime/zero/stage_1_and_2.py _configure_moe_settings", "DeepSpeed PR #5354",
                   "MoE-LLaVA #17", "DeepSpeed #5794")
     versions = "All DeepSpeed versions with MoE (ZeRO stage 1/2, BF16 optimizer)."
@@ -271,7 +317,48 @@ class MoEParamGroupsMissing(Rule):
         model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)  # expect: DSL202
         engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config="ds.json")
-        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}),
+        """, files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}, fixed="""\
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+        from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        optimizer = torch.optim.AdamW(split_params_into_different_moe_groups_for_optimizer({"params": model.parameters(), "name": "parameters"}), lr=1e-4)  # expect: DSL202
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config="ds.json")
+        """),
+        ex('''\
+        """Two optimizers built in one file: the import is added once."""
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+
+        def build(model):
+            opt = torch.optim.AdamW([{"params": model.parameters(), "name": "all"}], lr=1e-4)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        def build_sgd(model):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        build(model)
+        build_sgd(model)
+        ''', files={"ds.json": '{"train_batch_size": 8, "zero_optimization": {"stage": 2}}'}, fixed='''\
+        """Two optimizers built in one file: the import is added once."""
+        import deepspeed, torch
+        from deepspeed.moe.layer import MoE
+        from deepspeed.moe.utils import split_params_into_different_moe_groups_for_optimizer
+
+        def build(model):
+            opt = torch.optim.AdamW(split_params_into_different_moe_groups_for_optimizer([{"params": model.parameters(), "name": "all"}]), lr=1e-4)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        def build_sgd(model):
+            opt = torch.optim.SGD(split_params_into_different_moe_groups_for_optimizer({"params": model.parameters(), "name": "parameters"}), lr=0.1)  # expect: DSL202
+            return deepspeed.initialize(model=model, optimizer=opt, config="ds.json")
+
+        model = MoE(hidden_size=64, expert=torch.nn.Linear(64, 64), num_experts=4, ep_size=2)
+        build(model)
+        build_sgd(model)
+        '''),
     )
 
     def wants(self, ctx: RuleContext) -> bool:
@@ -311,7 +398,87 @@ class MoEParamGroupsMissing(Rule):
                 + (" in an overridden `create_optimizer`, or add an `optimizer` block to the DeepSpeed config"
                    if ec.kind == "trainer" else "") + ".",
                 at, source=at_src if at_src is not src else None, severity=severity,
-                trace=trace + [Trace("MoE layers built here", builds[0].node, src)])
+                trace=trace + [Trace("MoE layers built here", builds[0].node, src)],
+                fix=_moe_groups_fix(at_src, at) if ec.kind == "initialize" else None)
+
+
+SPLIT = "split_params_into_different_moe_groups_for_optimizer"
+
+
+def _moe_groups_fix(src, ctor) -> Optional[Fix]:
+    """Unsafe: the optimizer's params wrapped with split_params_into_different_moe_groups_for_optimizer (a
+    parameter iterable as one named group; a list of group dicts as it is), the import added once."""
+    import libcst as cst
+
+    from dslint.analysis.optimizers import optimizer_params_arg
+    from dslint.fixes.python import import_edit, replace_nodes
+    if not isinstance(ctor, cst.Call):
+        return None
+    params = optimizer_params_arg(ctor)
+    if params is None:
+        return None
+    name = src.module.code_for_node(params)
+    groups = (isinstance(params, (cst.List, cst.Tuple)) and params.elements
+              and all(isinstance(e.value, cst.Dict) for e in params.elements)) or "group" in name.lower()
+    if groups:
+        new = cst.Call(func=cst.Name(SPLIT), args=[cst.Arg(value=params)])
+    else:
+        new = cst.Call(func=cst.Name(SPLIT), args=[cst.Arg(value=cst.Dict([
+            cst.DictElement(cst.SimpleString('"params"'), params),
+            cst.DictElement(cst.SimpleString('"name"'), cst.SimpleString('"parameters"'))]))])
+    try:
+        edits = replace_nodes(src, {params: new})
+        imp = import_edit(src, "deepspeed.moe.utils", SPLIT)
+    except Exception:
+        return None
+    if not edits:
+        return None
+    return Fix(description=f"Build the param groups with `{SPLIT}` (deepspeed.moe.utils); unsafe: the groups "
+                           "change (expert parameters get their own).", applicability="unsafe",
+               edits=edits + ([imp] if imp else []))
+
+
+# collators whose `padding` takes "max_length" with a `max_length=`
+_MAX_LENGTH_COLLATORS = ("DataCollatorWithPadding", "DataCollatorForSeq2Seq", "DataCollatorForTokenClassification")
+
+
+def _max_length_fix(src, call) -> Optional[Fix]:
+    """Unsafe: `padding="max_length"` with the length the call already names (`max_length=`), else the
+    tokenizer's `model_max_length` when the tokenizer is the callee or the collator's tokenizer argument."""
+    import libcst as cst
+
+    from dslint.fixes.python import replace_nodes, with_keyword
+    if not isinstance(call, cst.Call):
+        return None
+    code = src.module.code_for_node
+    func = code(call.func)
+    last = func.rpartition(".")[2]
+    has_max = any(a.keyword is not None and a.keyword.value == "max_length" for a in call.args)
+    length = None
+    if not has_max:
+        if last in _MAX_LENGTH_COLLATORS:
+            tok = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "tokenizer"),
+                       None) or next((a.value for a in call.args if a.keyword is None and not a.star), None)
+            if isinstance(tok, (cst.Name, cst.Attribute)):
+                length = f"{code(tok)}.model_max_length"
+        elif "token" in last.lower() and isinstance(call.func, (cst.Name, cst.Attribute)):
+            length = f"{func}.model_max_length"
+        if length is None:
+            return None
+    elif last not in _MAX_LENGTH_COLLATORS and "token" not in last.lower():
+        return None
+    new = with_keyword(call, "padding", cst.SimpleString('"max_length"'))
+    if length is not None:
+        new = with_keyword(new, "max_length", cst.parse_expression(length))
+    try:
+        edits = replace_nodes(src, {call: new})
+    except Exception:
+        return None
+    if not edits:
+        return None
+    return Fix(description="Pad to a fixed length: padding=\"max_length\"" + (f", max_length={length}" if length else "")
+               + "; unsafe: batches get longer (and a tokenizer without a real model_max_length pads to it).",
+               applicability="unsafe", edits=edits)
 
 
 def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:
@@ -448,6 +615,7 @@ class MoETokenCountVaries(Rule):
     summary = "expert parallelism with per-rank token counts that differ (dynamic padding) and local capacity"
     fix_advice = ("Pad every batch to a fixed length (`padding=\"max_length\"`, `max_length=...`) or all-reduce the "
                   "pad length to the max across ranks; or use k≥2 with drop_tokens=False.")
+    autofix = 'unsafe: `padding="max_length"` on the tokenizer call or collator, with the `max_length=` the call gives, else the tokenizer\'s `model_max_length` (the collator\'s tokenizer argument, or the called tokenizer).'
     references = ("DeepSpeed #5794", "DeepSpeed #6809", "deepspeed/moe/sharded_moe.py top1gating/top2gating")
     versions = "All versions with drop_tokens=True; k=1, drop_tokens=False since 0.14.1."
     suppress_when = "Every rank's batch has the same number of tokens by construction."
@@ -467,12 +635,28 @@ class MoETokenCountVaries(Rule):
         """,
     )
     INVALID = (
-        """\
+        ex("""\
         from deepspeed.moe.layer import MoE
         from transformers import DataCollatorWithPadding
         layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
         collator = DataCollatorWithPadding(tok, padding="longest")  # expect: DSL204
-        """,
+        """, fixed="""\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        collator = DataCollatorWithPadding(tok, padding="max_length", max_length=tok.model_max_length)  # expect: DSL204
+        """),
+        ex("""\
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        def collate(tokenizer, texts):
+            return tokenizer(texts, padding=True, max_length=1024, truncation=True)  # expect: DSL204
+        """, fixed="""\
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4)
+        def collate(tokenizer, texts):
+            return tokenizer(texts, padding="max_length", max_length=1024, truncation=True)  # expect: DSL204
+        """),
     )
 
     def wants(self, ctx: RuleContext) -> bool:
@@ -507,7 +691,8 @@ class MoETokenCountVaries(Rule):
                 f"NCCL corrupts data and hangs at a later MoE layer (DeepSpeed #5794). Pad to a fixed length "
                 f"(`padding=\"max_length\"`) or all-reduce the pad length to the max across ranks.",
                 pad.node, severity=None if certain else Severity.WARNING,
-                trace=[Trace(f"MoE layer: {_site_note(site)}", site.call.node, site.src)])
+                trace=[Trace(f"MoE layer: {_site_note(site)}", site.call.node, site.src)],
+                fix=_max_length_fix(ctx.source, pad.node))
 
 
 class MoEZero3(Rule):

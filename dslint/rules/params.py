@@ -21,7 +21,7 @@ from dslint.analysis.moe_usage import run_stages
 from dslint.analysis.param_groups import groups_of, optimizer_constructions, uncovered
 from dslint.analysis.values import memo
 from dslint.cstwalk import visit as cst_visit
-from dslint.findings import Severity
+from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
 PARAM_TRIGGERS = ("Module", "Parameter", "PreTrained", "ForCausalLM", "requires_grad", "named_parameters",
@@ -332,6 +332,7 @@ class ConditionallyUsedParam(Rule):
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
     fix_advice = ("Touch the parameter on every path (e.g. `x = x + 0 * self.proj(dummy).sum()` or concatenate "
                   "`features[0:0]` on text-only batches), or freeze it.")
+    autofix = 'display, two variants: freeze it (`self.x.requires_grad_(False)` after it is built), or use it on every path (a zero term built from it before the branch).'
     references = ("DeepSpeed #4933", "DeepSpeed #1355", "LLaVA llava_arch.py prepare_inputs_labels_for_multimodal")
     versions = "All versions (ZeRO stages 1-3)."
     suppress_when = "Every rank's batch takes the same branch in every step (e.g. every sample has an image)."
@@ -372,7 +373,7 @@ class ConditionallyUsedParam(Rule):
         """,
     )
     INVALID = (
-        """\
+        Example(textwrap.dedent("""\
         import torch
         from torch import nn
         class VLM(nn.Module):
@@ -384,8 +385,21 @@ class ConditionallyUsedParam(Rule):
                 if images is not None:
                     text = torch.cat([self.projector(images), text])
                 return self.lm(text)
-        """,
-        """\
+        """), fixed="""\
+        import torch
+        from torch import nn
+        class VLM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lm = nn.Linear(8, 8)
+                self.projector = nn.Linear(4, 8)  # expect: DSL303
+                self.projector.requires_grad_(False)  # frozen: no rank waits for its gradient
+            def forward(self, text, images=None):
+                if images is not None:
+                    text = torch.cat([self.projector(images), text])
+                return self.lm(text)
+        """),
+        Example(textwrap.dedent("""\
         import torch
         from torch import nn
         class Router(nn.Module):
@@ -398,8 +412,22 @@ class ConditionallyUsedParam(Rule):
                 if hidden.shape[1] > 512:
                     out = out + self.long_seq_bias
                 return out
-        """,
-        """\
+        """), fixed="""\
+        import torch
+        from torch import nn
+        class Router(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 8)
+                self.long_seq_bias = nn.Parameter(torch.zeros(8))  # expect: DSL303
+                self.long_seq_bias.requires_grad_(False)  # frozen: no rank waits for its gradient
+            def forward(self, hidden):
+                out = self.body(hidden)
+                if hidden.shape[1] > 512:
+                    out = out + self.long_seq_bias
+                return out
+        """),
+        Example(textwrap.dedent("""\
         import torch
         from torch import nn
         from transformers import LlamaForCausalLM
@@ -416,7 +444,25 @@ class ConditionallyUsedParam(Rule):
                 return super().forward(inputs_embeds=embeds, labels=labels)
         model = GatedLlama.from_pretrained("org/llama")
         model.get_model().requires_grad_(False)
-        """,
+        """), fixed="""\
+        import torch
+        from torch import nn
+        from transformers import LlamaForCausalLM
+        class GatedLlama(LlamaForCausalLM):
+            def __init__(self, config):
+                super().__init__(config)
+                self.image_gate = nn.Parameter(torch.zeros(1))  # expect: DSL303
+                self.image_gate.requires_grad_(False)  # frozen: no rank waits for its gradient
+            def get_model(self):
+                return self.model
+            def forward(self, input_ids=None, labels=None, images=None):
+                embeds = self.get_model().embed_tokens(input_ids)
+                if images is not None:
+                    embeds = torch.cat([images * self.image_gate, embeds], dim=1)
+                return super().forward(inputs_embeds=embeds, labels=labels)
+        model = GatedLlama.from_pretrained("org/llama")
+        model.get_model().requires_grad_(False)
+        """),
     )
 
     def check(self, ctx: RuleContext):
@@ -437,7 +483,35 @@ class ConditionallyUsedParam(Rule):
                 f"`{_code(cond.node)}` goes one way: ranks whose batch takes the other path produce no gradient for "
                 f"it, so under {stage_text} the gradient reductions differ in size across ranks and hang or mix "
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
-                f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace)
+                f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
+                fix=_freeze_or_touch_fix(ctx, attr, cond))
+
+
+def _freeze_or_touch_fix(ctx: RuleContext, attr, cond) -> Optional[Fix]:
+    """Display only, both variants: freeze the parameter after it is built, or use it on every path (a zero
+    term added to the forward's result before the branch)."""
+    from dslint.fixes.python import line_insertion, statement_of
+    name = attr.name
+    try:
+        freeze = line_insertion(ctx.source, attr.statement,
+                                [f"self.{name}.requires_grad_(False)  # frozen: no rank waits for its gradient"],
+                                after=True)
+        stmt = statement_of(cond.src, cond.node) if cond.src is not None else None
+        terms = (f"self.{name}.sum()" if attr.kind == "parameter"
+                 else f"sum(p.sum() for p in self.{name}.parameters())")
+        touch = line_insertion(cond.src, stmt, [
+            f"_dslint_touch = 0 * {terms}  # add to the forward's result so every path uses self.{name}"],
+            after=False) if stmt is not None else None
+    except Exception:
+        return None
+    if freeze is None:
+        return None
+    alternatives = [Fix(description=f"Use self.{name} on every path: add a zero term built from it to the "
+                                    f"forward's result (the inserted `_dslint_touch`).", applicability="display",
+                        edits=[touch])] if touch is not None else []
+    return Fix(description=f"Freeze self.{name} (requires_grad_(False)) if it is not meant to train; or use it on "
+                           f"every path (alternative).", applicability="display", edits=[freeze],
+               alternatives=alternatives)
 
 
 class RequiresGradAfterInit(Rule):

@@ -1,0 +1,181 @@
+"""`dslint check --fix / --diff`: check, apply the applicable fixes in memory, re-check, repeat to a fixed
+point; then write the changed files (or print their diff).
+
+- Every round re-checks the whole run with the changed texts in place of the files (nothing is written
+  until the end), so each fix is computed on the text it applies to and a fix that a previous round made
+  moot is not applied.
+- A round whose result no longer parses (Python: CPython's parser; JSON: dslint's reader) where the input
+  did is undone for that file, and the file gets no further fixes.
+- Writes (`write_fixed`): only files with an applied fix; the file must hold exactly the text that was
+  checked (else it changed during the run and is left alone); the real path (symlinks resolved) must lie
+  inside a checked path; a temporary file in the same folder, fsynced, then renamed over the file (its
+  mode kept; a UTF-8 BOM kept).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from dslint.findings import Report
+from dslint.fixes.apply import MAX_ROUNDS, fix_round
+
+
+@dataclass
+class FixOutcome:
+    report: Report                               # the findings left after the fixes
+    originals: dict[str, str]                    # path -> text that was checked (every checked file)
+    texts: dict[str, str] = field(default_factory=dict)    # path -> fixed text (changed files only)
+    fixed: int = 0                               # findings whose fix was applied
+    rounds: int = 0
+    broken: list[str] = field(default_factory=list)        # files whose fixes were undone (no longer parsed)
+    applied: list = field(default_factory=list)            # the findings whose fix was applied
+
+
+def _parses(path: str, text: str, kind: str) -> bool:
+    if kind == "python":
+        try:
+            compile(text, path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
+        except (SyntaxError, ValueError, RecursionError):
+            return False
+        return True
+    if kind == "json":
+        from dslint.jsonpos import JsonPositionError, load_positioned
+        try:
+            load_positioned(text)
+        except (JsonPositionError, RecursionError):
+            return False
+    return True
+
+
+def run_fixes(checker, paths: list[Path], unsafe: bool) -> FixOutcome:
+    """Check `paths` with `checker` (an engine Checker), then fix to a fixed point."""
+    report = checker.check_paths(paths)
+    sources = list(checker.sources)
+    return fix_loop(lambda texts: checker.check_paths(paths, overrides=texts), report,
+                    {s.path: s.text for s in sources}, {s.path: s.kind for s in sources}, unsafe)
+
+
+def fix_loop(check: Callable[[dict], Report], report: Report, originals: dict[str, str], kinds: dict[str, str],
+             unsafe: bool) -> FixOutcome:
+    """Rounds of `fix_round` on `report`, each followed by `check(texts)` (a re-check of the run with the
+    changed texts in place of the files), until no applicable fix is left."""
+    out = FixOutcome(report=report, originals=originals)
+    frozen: set[str] = set()
+    for _ in range(MAX_ROUNDS):
+        rnd = fix_round(report, lambda p: None if p in frozen else out.texts.get(p, originals.get(p)), unsafe)
+        changed = {}
+        for path, text in rnd.texts.items():
+            before = out.texts.get(path, originals[path])
+            if _parses(path, before, kinds.get(path, "")) and not _parses(path, text, kinds.get(path, "")):
+                frozen.add(path)
+                out.broken.append(path)
+                continue
+            changed[path] = text
+        applied = [f for f in rnd.applied if all(e.path in changed for e in f.fix.edits)]
+        if not changed or not applied:
+            break
+        out.texts.update(changed)
+        out.fixed += len(applied)
+        out.applied += applied
+        out.rounds += 1
+        report = check(dict(out.texts))
+    out.report = report
+    return out
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    lines = []
+    for line in difflib.unified_diff(a, b, fromfile=f"a/{path}", tofile=f"b/{path}"):
+        lines.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(lines)
+
+
+def checked_roots(paths: list[Path]) -> list[Path]:
+    """The real folders a fix may write into: each folder given, the folder of each file given."""
+    roots = []
+    for p in paths:
+        roots.append(Path(os.path.realpath(p if p.is_dir() else (p.parent if str(p.parent) else Path(".")))))
+    return roots
+
+
+def inside(real: Path, roots: list[Path]) -> bool:
+    return any(real == r or r in real.parents for r in roots)
+
+
+@dataclass
+class WriteResult:
+    written: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)      # (path, why)
+
+
+def write_fixed(outcome: FixOutcome, paths: list[Path]) -> WriteResult:
+    result = WriteResult()
+    roots = checked_roots(paths)
+    for path, text in sorted(outcome.texts.items()):
+        why = _write_one(Path(path), outcome.originals[path], text, roots)
+        if why:
+            result.refused.append((path, why))
+        else:
+            result.written.append(path)
+    return result
+
+
+def _write_one(path: Path, original: str, text: str, roots: list[Path]) -> Optional[str]:
+    real = Path(os.path.realpath(path))
+    if not inside(real, roots):
+        return f"resolves to {real}, outside the checked paths (a symlink); not written"
+    try:
+        data = real.read_bytes()
+        mode = os.stat(real).st_mode & 0o7777
+    except OSError as exc:
+        return f"cannot be read back ({exc.strerror or exc}); not written"
+    bom = data.startswith(b"\xef\xbb\xbf")
+    try:
+        current = (data[3:] if bom else data).decode("utf-8")
+    except UnicodeDecodeError:
+        current = None
+    if current != original:
+        return "changed during the run; not written"
+    payload = (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".dslint-fix", dir=real.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return f"could not be written ({exc.strerror or exc})"
+    return None
+
+
+def fix_run(checker, paths: list[Path], unsafe: bool, write: bool) -> tuple[FixOutcome, WriteResult]:
+    """The `--fix`/`--fix-only` (write=True) and `--diff` (write=False) run. When a file could not be written,
+    the report is that of the files as they are on disk."""
+    outcome = run_fixes(checker, paths, unsafe)
+    result = WriteResult()
+    if write and outcome.texts:
+        result = write_fixed(outcome, paths)
+        if result.refused:
+            outcome.report = checker.check_paths(paths)
+            outcome.fixed = sum(1 for f in outcome.applied if f.path in result.written) if outcome.applied else 0
+    if write:
+        outcome.report.fixes = {"applied": outcome.fixed, "remaining": len(outcome.report.findings),
+                                "files": sorted(result.written),
+                                "not_written": [f"{p} ({why})" for p, why in result.refused]}
+    return outcome, result
+
+
+def diffs(outcome: FixOutcome) -> str:
+    return "".join(unified_diff(p, outcome.originals[p], t) for p, t in sorted(outcome.texts.items()))
