@@ -6,6 +6,7 @@ verdict from the same published data, rank 0 writes the report, and all ranks le
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -48,10 +49,31 @@ class DrySession:
         self.trainable: dict[str, None] = {}
         self.not_in_optimizer: list[str] = []
         self.error: dict[str, Any] | None = None
-        self.scratch_dir = tempfile.mkdtemp(prefix="dslint-preflight-")
+        self.param_names: dict[int, str] = {}  # id(parameter) -> its name in the model
+        # saves are redirected into a scratch folder, created on the first redirect and removed when the dry
+        # step has passed and on every exit path (verdicts, --continue, guard(), interpreter exit)
+        self._scratch: str | None = None
         self.redirected_saves: list[str] = []
+        self.redirected_to: list[dict[str, str]] = []
+        atexit.register(self.cleanup)
         self._conclude_lock = threading.Lock()
         self.waiting_for: dict[str, Any] | None = None
+
+    # ---- scratch folder and other leftovers ----------------------------------------------------------
+    @property
+    def scratch_dir(self) -> str:
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="dslint-preflight-")
+        return self._scratch
+
+    def is_scratch(self, path: str) -> bool:
+        return self._scratch is not None and os.path.abspath(path).startswith(self._scratch + os.sep)
+
+    def cleanup(self) -> None:
+        """Remove the scratch folder (the redirected saves) and this process's DeepSpeed shm buffers."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        remove_own_shm_files(self.rank)
 
     # ---- peers --------------------------------------------------------------------------------------
     def peers(self) -> PeerExchange | None:
@@ -73,7 +95,7 @@ class DrySession:
             return True
         seq = record["seq"]
         fp = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"],
-                  user_stack=record["user_stack"])
+                  user_stack=record["user_stack"], params=record.get("params"))
         keys = [f"fp/{info.name}/{seq}/{i}" for i in range(info.size)]
         peers.put(keys[info.my_index], fp)
         deadline = time.monotonic() + self.options.timeout
@@ -91,7 +113,8 @@ class DrySession:
             "kind": "divergence", "mismatch": mismatch.kind, "detail": mismatch.detail,
             "group": info.name, "group_ranks": list(info.ranks), "seq": seq,
             "calls": [{"rank": f["rank"], "call": describe(f), "op": f["op"], "ins": f["ins"], "module": f["module"],
-                       "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"]} for f in fps],
+                       "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"],
+                       "params": f.get("params")} for f in fps],
             "detected_by": self.rank,
         }))
         return False  # unreachable: conclude exits
@@ -165,7 +188,9 @@ class DrySession:
         built = report.build_pass(self, summaries, findings)
         code = ExitCode.DIVERGENCE if failed else ExitCode.PASS
         self._leave(built, code, final=failed or not self.options.keep_going)
-        self.status = "passed"
+        self.status = "passed"  # from here on saves go where the script says: the scratch copies can go
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
         self.tracer.watch()
 
     def _drain(self) -> None:
@@ -254,7 +279,7 @@ class DrySession:
             pass
 
     def exit(self, code: ExitCode) -> None:
-        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        self.cleanup()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(code))
@@ -279,7 +304,7 @@ class DrySession:
             "trainable": list(self.trainable), "grads_seen": sorted(self.grads_seen),
             "not_in_optimizer": self.not_in_optimizer,
             "moe_layers": self.moe_layers(), "error": self.error,
-            "redirected_saves": self.redirected_saves,
+            "redirected_saves": self.redirected_saves, "redirected_to": self.redirected_to,
         }
 
     def state(self) -> dict[str, Any]:
@@ -297,6 +322,11 @@ class DrySession:
         return state
 
     def moe_layers(self) -> list[dict[str, Any]]:
+        """Each MoE layer's expert group, and the groups its all_to_alls were observed on in this run."""
+        a2a: dict[str, set[str]] = {}
+        for rec in self.tracer.records:
+            if rec["op"] in ("all_to_all_single", "all_to_all") and rec.get("module"):
+                a2a.setdefault(rec["module"], set()).add(rec["group"])
         layers = []
         roots = list(self.models)
         for root in self.context.roots:
@@ -313,9 +343,12 @@ class DrySession:
                     import torch.distributed as dist
 
                     ranks = list(dist.get_process_group_ranks(group))
-                layers.append({"module": self.context.module_names.get(id(module), name),
-                               "ep_size": getattr(module, "ep_size", None), "ep_group_ranks": ranks,
-                               "num_experts": getattr(module, "num_experts", None)})
+                path = self.context.module_names.get(id(module), name)
+                observed = sorted({g for m, groups in a2a.items() if m == path or m.startswith(path + ".")
+                                   for g in groups})
+                layers.append({"module": path, "ep_size": getattr(module, "ep_size", None), "ep_group_ranks": ranks,
+                               "num_experts": getattr(module, "num_experts", None),
+                               "all_to_all_groups": observed})
         return layers
 
     def group_labels(self) -> dict[str, str]:
@@ -337,3 +370,20 @@ class DrySession:
         if dist.is_initialized():
             labels.setdefault(dist.group.WORLD.group_name, "WORLD")
         return labels
+
+
+def remove_own_shm_files(rank: int) -> None:
+    """Unlink the ``/dev/shm/deepspeed_*`` segments this process has mapped (DeepSpeed's CPU shm comm op creates
+    ``deepspeed_allreduce_buffer_<uid>_<addr>_<port>_<rank>`` per rank and never unlinks it). Only segments
+    mapped by this process are touched; the peers mapped theirs at initialisation, so unlinking is safe."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            mapped = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    except OSError:
+        return
+    for path in mapped:
+        if path.startswith("/dev/shm/deepspeed_") and os.path.basename(path).endswith(f"_{rank}"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass

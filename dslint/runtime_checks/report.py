@@ -36,7 +36,7 @@ def _where(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"op": record["op"], "group": record["group"], "seq": record["seq"], "ins": record["ins"],
             "outs": record["outs"], "splits": record.get("splits"), "module": record.get("module"),
             "phase": record.get("phase"), "async": record.get("async"), "on_stream": record.get("on_stream"),
-            "p2p": record.get("p2p"),
+            "p2p": record.get("p2p"), "params": record.get("params"), "params_from": record.get("params_from"),
             "source": _frame(source) if source else None,
             "user_stack": [_frame(f) for f in record.get("user_stack") or []]}
 
@@ -51,10 +51,18 @@ def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: lis
         "tool": "dslint preflight", "verdict": "divergence" if failed else "pass",
         "world_size": session.world_size, "timeout_s": session.options.timeout,
         "ended_by": {str(r): s.get("ended_by") for r, s in summaries.items()},
-        "counts": _count_table(summaries), "findings": findings,
+        "counts": _count_table(summaries), "findings": [f for f in findings if f["severity"] != "hint"],
+        "hints": [f for f in findings if f["severity"] == "hint"],
         "moe_layers": summaries.get(0, {}).get("moe_layers", []),
-        "redirected_saves": {str(r): s.get("redirected_saves", []) for r, s in summaries.items()},
+        **_saves(summaries),
     }
+
+
+def _saves(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Where the dry step's saves were redirected (the scratch copies are deleted when the run leaves)."""
+    return {"redirected_saves": {str(r): s.get("redirected_saves", []) for r, s in per_rank.items()},
+            "redirected_to": {str(r): s.get("redirected_to", []) for r, s in per_rank.items()
+                              if s.get("redirected_to")}}
 
 
 def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -85,6 +93,7 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
         "ranks": ranks, "ranks_without_state": missing, "counts": _count_table(states),
         "first_divergence": divergences,
         "moe_layers": next((s.get("moe_layers") for s in states.values() if s.get("moe_layers")), []),
+        **_saves(states),
     }
 
 
@@ -114,6 +123,9 @@ def render_text(built: dict[str, Any]) -> str:
             console.print(f"    rank {call['rank']}: {call['call']}  module={call.get('module')}  "
                           f"phase={call.get('phase')}  at {src[0]}:{src[1]}" if src else
                           f"    rank {call['rank']}: {call['call']}  module={call.get('module')}")
+            if call.get("params"):
+                console.print(f"      reduces the gradients of: {', '.join(call['params'][:12])}"
+                              + (" …" if len(call["params"]) > 12 else ""))
     for rank, info in (built.get("ranks") or {}).items():
         where = info.get("pending") or (info.get("last_collectives") or [None])[-1]
         doing = "pending" if info.get("pending") else "last"
@@ -152,6 +164,11 @@ def render_text(built: dict[str, Any]) -> str:
             console.print(f"  {finding['severity']} {finding['code']}: {finding['message']}")
             if finding.get("fix"):
                 console.print(f"      fix: {finding['fix']}")
+    for hint in built.get("hints", []):
+        console.print(f"  hint {hint['code']} (static, not observed in this run; does not fail it): {hint['message']}")
+    for rank, moves in sorted((built.get("redirected_to") or {}).items(), key=lambda item: int(item[0])):
+        for move in moves:
+            console.print(f"  rank {rank}: save to {move['from']} redirected to {move['to']} (deleted at exit)")
     return buffer.getvalue().rstrip()
 
 
