@@ -72,6 +72,8 @@ def enclosing_controls(source: list[Any] | None) -> list[tuple[str, str]]:
 
 def diagnose(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
     kind = verdict.get("kind")
+    if verdict.get("diagnosis"):  # decided where it was observed (e.g. the loader audit, before any model ran)
+        return dict(verdict["diagnosis"])
     if kind == "error":
         finding = verdict.get("finding")
         if finding:

@@ -44,6 +44,7 @@ def install(session: DrySession, script_text: str = "") -> None:
     _active.append(session)
     _install_autograd(session)
     _install_torch_save(session)
+    _install_dataloader()
     if "deepspeed" in script_text or "deepspeed" in sys.modules or "transformers" in script_text:
         try:
             import deepspeed  # noqa: F401
@@ -75,6 +76,52 @@ def _install_autograd(session: DrySession) -> None:
         return backward
 
     _patch(torch.autograd, "backward", make)
+
+
+class _WatchedIterator:
+    """The script's iterator over an audited DataLoader: notes each batch's shape class and the epoch end."""
+
+    def __init__(self, iterator: Any, session: DrySession, index: int) -> None:
+        self._iterator, self._session, self._index = iterator, session, index
+
+    def __iter__(self) -> "_WatchedIterator":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            if self._session.status == "running":
+                self._session.epoch_end(self._index)
+            raise
+        if self._session.status == "running":
+            self._session.batch_seen(self._index, batch)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._iterator)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._iterator, name)
+
+
+def _install_dataloader() -> None:
+    """Audit each DataLoader when the script first iterates it in the dry step (before its first batch)."""
+    from torch.utils.data import DataLoader
+
+    def make(original: Any) -> Any:
+        def __iter__(self: Any) -> Any:
+            session = _session()
+            if session is None or session.status != "running":
+                return original(self)
+            index = session.audit_loader(self)  # before the script's iterator draws from the random state
+            iterator = original(self)
+            if index is None or session.status != "running":
+                return iterator
+            return _WatchedIterator(iterator, session, index)
+        return __iter__
+
+    _patch(DataLoader, "__iter__", make)
 
 
 def install_engine(session: DrySession) -> None:
@@ -115,9 +162,7 @@ def install_engine(session: DrySession) -> None:
             finally:
                 session.context.pop_phase()
             if boundary and session.status == "running":
-                session.steps_done += 1
-                if session.steps_done >= session.options.steps:
-                    session.finish(f"optimizer step {session.steps_done}")
+                session.step_boundary()
             return result
         return step
 

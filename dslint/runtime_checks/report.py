@@ -54,8 +54,23 @@ def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: lis
         "counts": _count_table(summaries), "findings": [f for f in findings if f["severity"] != "hint"],
         "hints": [f for f in findings if f["severity"] == "hint"],
         "moe_layers": summaries.get(0, {}).get("moe_layers", []),
+        "loader_audit": _audit_table(summaries), "coverage": {str(r): s.get("coverage") for r, s in summaries.items()},
         **_saves(summaries),
     }
+
+
+def _audit_table(per_rank: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per audited loader: what each rank's walk of its epoch found (batch count, shape classes, sampler)."""
+    table: dict[int, dict[str, Any]] = {}
+    for rank, summary in sorted(per_rank.items()):
+        for audit in summary.get("audits") or []:
+            row = table.setdefault(audit["index"], {"index": audit["index"], "source": audit.get("source"),
+                                                    "loader": audit["loader"], "per_rank": {}})
+            walk = audit["walk"]
+            row["per_rank"][str(rank)] = {"batches": walk["count"], "shape_classes": len(walk["classes"]),
+                                          "truncated": walk["truncated"], "error": walk["error"],
+                                          "seconds": walk["seconds"], "dataset_len": audit["loader"]["dataset_len"]}
+    return [table[i] for i in sorted(table)]
 
 
 def _saves(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -93,6 +108,7 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
         "ranks": ranks, "ranks_without_state": missing, "counts": _count_table(states),
         "first_divergence": divergences,
         "moe_layers": next((s.get("moe_layers") for s in states.values() if s.get("moe_layers")), []),
+        "loader_audit": _audit_table(states), "audit_findings": verdict.get("audit") or [],
         **_saves(states),
     }
 
@@ -164,6 +180,21 @@ def render_text(built: dict[str, Any]) -> str:
             console.print(f"  {finding['severity']} {finding['code']}: {finding['message']}")
             if finding.get("fix"):
                 console.print(f"      fix: {finding['fix']}")
+    for row in built.get("loader_audit") or []:
+        src = row.get("source")
+        console.print(f"  loader audit #{row['index']} ({row['loader'].get('loader')}, sampler "
+                      f"{row['loader'].get('sampler')}, collate_fn {row['loader'].get('collate_fn')}"
+                      + (f", iterated at {src[0]}:{src[1]}" if src else "") + "): "
+                      + ", ".join(f"rank {r}: {v['batches']} batches, {v['shape_classes']} shape classes"
+                                  + (" (cut by --audit-budget)" if v["truncated"] else "")
+                                  for r, v in row["per_rank"].items()))
+    for finding in built.get("audit_findings") or []:
+        console.print(f"  audit {finding['severity']} {finding.get('code') or ''}: {finding['message']}")
+    for rank, cov in sorted((built.get("coverage") or {}).items(), key=lambda item: int(item[0])):
+        if cov and cov.get("loaders"):
+            console.print(f"  coverage rank {rank}: {cov['steps']} optimizer steps; "
+                          + "; ".join(f"loader #{c['index']}: {c['classes_seen']}/{c['classes']} shape classes, "
+                                      f"{c['epoch_ends']} epoch end(s)" for c in cov["loaders"]))
     for hint in built.get("hints", []):
         console.print(f"  hint {hint['code']} (static, not observed in this run; does not fail it): {hint['message']}")
     for rank, moves in sorted((built.get("redirected_to") or {}).items(), key=lambda item: int(item[0])):
