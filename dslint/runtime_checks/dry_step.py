@@ -183,24 +183,40 @@ class DrySession:
             return None
         index = self.audit_of[id(loader)] = len(self.audits)
         frames = self.context.user_frames(3, 2)
-        entry = {"index": index, "loader": loader_audit.describe_loader(loader),
-                 "walk": loader_audit.walk(loader, budget), "source": list(frames[0]) if frames else None}
+        source = list(frames[0]) if frames else None
+        # the loader's identity across ranks: where the script iterates it (and how many loaders were first
+        # iterated there before), not the rank-local order: a loader iterated on some ranks only (a rank-0
+        # evaluation) must not shift the pairing of the others
+        site = f"{source[0]}:{source[1]}" if source else "?"
+        key = f"{site}#{sum(1 for a in self.audits if a['site'] == site)}"
+        peers = self.peers()
+        multi = peers is not None and self.world_size > 1
+        if multi:
+            peers.put(f"audit-start/{key}/{self.rank}", 1)
+        entry = {"index": index, "key": key, "site": site, "loader": loader_audit.describe_loader(loader),
+                 "walk": loader_audit.walk(loader, budget), "source": source}
         self.audit_seconds += entry["walk"]["seconds"]
         self.audits.append(entry)
         self.classes_seen[index] = set()
-        peers = self.peers()
-        if peers is None or self.world_size == 1:
+        if not multi:
             return index
-        keys = [f"audit/{index}/{r}" for r in range(self.world_size)]
+        assert peers is not None
+        keys = [f"audit/{key}/{r}" for r in range(self.world_size)]
         peers.put(keys[self.rank], entry)
-        deadline = time.monotonic() + min(self.options.timeout, loader_audit.PEER_WAIT_S)
-        self.waiting_for = {"what": f"peers' audits of loader #{index}"}
+        # peers that started walking this loader are waited for (their walk is bounded by the audit budget);
+        # a peer that has not started within PEER_WAIT_S may never iterate it here
+        now = time.monotonic()
+        unstarted_until = now + min(self.options.timeout, loader_audit.PEER_WAIT_S)
+        last = now + min(self.options.timeout, budget + loader_audit.PEER_WAIT_S)
+        self.waiting_for = {"what": f"peers' audits of the loader iterated at {site}"}
         try:
             while not peers.wait_keys(keys):
                 verdict = peers.aborted()
                 if verdict is not None:
                     self.conclude(verdict)
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                started = all(peers.has(f"audit-start/{key}/{r}") for r in range(self.world_size))
+                if now > last or (now > unstarted_until and not started):
                     return index  # iterated on some ranks only (so far): compared with the summaries
         finally:
             self.waiting_for = None
@@ -208,11 +224,11 @@ class DrySession:
         findings = loader_audit.compare(audits, self.moe_layers())
         errors = [f for f in findings if f["severity"] == "error"]
         if errors:
-            first = errors[0]
+            worst = errors[0]
             self.conclude(peers.abort({
-                "kind": "divergence", "mismatch": "loader", "detail": f"loader audit: {first['message']}",
-                "diagnosis": {"code": first["code"], "cause": first["message"], "fix": first["fix"],
-                              "source": first.get("source")},
+                "kind": "divergence", "mismatch": "loader", "detail": f"loader audit: {worst['message']}",
+                "diagnosis": {"code": worst["code"], "cause": worst["message"], "fix": worst["fix"],
+                              "source": worst.get("source")},
                 "audit": findings, "detected_by": self.rank,
             }))
         return index
@@ -231,7 +247,7 @@ class DrySession:
         for entry in self.audits:
             index = entry["index"]
             classes = set(entry["walk"]["classes"])
-            loaders.append({"index": index, "epoch_ends": self.epoch_ends.get(index, 0),
+            loaders.append({"index": index, "key": entry["key"], "epoch_ends": self.epoch_ends.get(index, 0),
                             "classes": len(classes), "classes_seen": len(classes & self.classes_seen.get(index, set())),
                             "batches": entry["walk"]["count"]})
         return {"steps": self.steps_done, "loaders": loaders}
@@ -546,11 +562,10 @@ def audit_findings(summaries: dict[int, dict[str, Any]]) -> list[dict[str, Any]]
     some ranks only: their batch counts are then 0 on the others and not compared)."""
     moe = next((s.get("moe_layers") for s in summaries.values() if s.get("moe_layers")), [])
     findings: list[dict[str, Any]] = []
-    indices = sorted({a["index"] for s in summaries.values() for a in s.get("audits", [])})
-    for index in indices:
-        audits = {r: next(a for a in s["audits"] if a["index"] == index) for r, s in summaries.items()
-                  if any(a["index"] == index for a in s.get("audits", []))}
+    keys = sorted({a["key"] for s in summaries.values() for a in s.get("audits", [])})
+    for key in keys:
+        audits = {r: a for r, s in summaries.items() for a in s.get("audits", []) if a["key"] == key}
         if len(audits) == len(summaries) and len(audits) > 1:
-            findings += [dict(f, audit=index) for f in loader_audit.compare(audits, moe)
+            findings += [dict(f, audit=key) for f in loader_audit.compare(audits, moe)
                          if f["severity"] in ("error", "warning")]
     return findings

@@ -26,7 +26,7 @@ MAX_FIELDS = 12
 MAX_STEPS_PUBLISHED = 20000
 # how long a rank waits for its peers' audits of the same loader before going on (a loader iterated on some
 # ranks only, e.g. a rank-0 evaluation, is then compared later or not at all)
-PEER_WAIT_S = 10.0
+PEER_WAIT_S = 5.0
 
 
 def _flatten(obj: Any, path: str, out: dict[str, list[int]]) -> None:

@@ -61,16 +61,17 @@ def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: lis
 
 def _audit_table(per_rank: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per audited loader: what each rank's walk of its epoch found (batch count, shape classes, sampler)."""
-    table: dict[int, dict[str, Any]] = {}
+    table: dict[str, dict[str, Any]] = {}
     for rank, summary in sorted(per_rank.items()):
         for audit in summary.get("audits") or []:
-            row = table.setdefault(audit["index"], {"index": audit["index"], "source": audit.get("source"),
-                                                    "loader": audit["loader"], "per_rank": {}})
+            row = table.setdefault(audit["key"], {"index": len(table), "key": audit["key"],
+                                                  "source": audit.get("source"), "loader": audit["loader"],
+                                                  "per_rank": {}})
             walk = audit["walk"]
             row["per_rank"][str(rank)] = {"batches": walk["count"], "shape_classes": len(walk["classes"]),
                                           "truncated": walk["truncated"], "error": walk["error"],
                                           "seconds": walk["seconds"], "dataset_len": audit["loader"]["dataset_len"]}
-    return [table[i] for i in sorted(table)]
+    return list(table.values())
 
 
 def _saves(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:

@@ -31,13 +31,15 @@ def test_dynamic_padding_that_differs_from_step_2_is_caught_by_the_audit(preflig
 
 
 def test_fixed_padding_twin_runs_to_the_epoch_end_and_passes(preflight):
-    run = preflight("padding_grows.py", "--fixed", timeout=TIMEOUT)
+    run = preflight("padding_grows.py", "--fixed", launcher="torchrun", timeout=TIMEOUT)
     assert run.returncode == 0, run.output[-3000:]
     report = run.report
     assert report["verdict"] == "pass"
     assert report["ended_by"]["0"].startswith("optimizer step 5 (coverage")
-    assert report["coverage"]["0"]["loaders"] == [{"index": 0, "epoch_ends": 1, "classes": 1, "classes_seen": 1,
-                                                   "batches": 4}]
+    [loader] = report["coverage"]["0"]["loaders"]
+    assert loader["key"].endswith("padding_grows.py:65#0")
+    assert {k: v for k, v in loader.items() if k != "key"} == {"index": 0, "epoch_ends": 1, "classes": 1,
+                                                              "classes_seen": 1, "batches": 4}
     assert "rank 0 finished 2 epochs" not in run.output
 
 
@@ -96,3 +98,15 @@ def test_checkpoint_on_every_rank_twin_passes_and_is_redirected(preflight, tmp_p
     assert run.returncode == 0, run.output[-3000:]
     assert run.report["redirected_saves"] == {"0": [str(out)], "1": [str(out)]}
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_loader_iterated_on_rank_0_only_is_no_hazard(preflight):
+    run = preflight("rank0_eval_loader.py", launcher="torchrun", timeout=TIMEOUT)
+    assert run.returncode == 0, run.output[-3000:]
+    report = run.report
+    assert {row["key"].rsplit(":", 1)[1] for row in report["loader_audit"]} == {"29#0", "35#0"}
+    train = next(row for row in report["loader_audit"] if row["key"].endswith(":29#0"))
+    assert {r: v["batches"] for r, v in train["per_rank"].items()} == {"0": 2, "1": 2}
+    held_out = next(row for row in report["loader_audit"] if row["key"].endswith(":35#0"))
+    assert list(held_out["per_rank"]) == ["0"]
+    assert report["ended_by"]["0"].startswith("optimizer step 3 (coverage")
