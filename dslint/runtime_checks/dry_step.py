@@ -250,7 +250,7 @@ class DrySession:
             loaders.append({"index": index, "key": entry["key"], "epoch_ends": self.epoch_ends.get(index, 0),
                             "classes": len(classes), "classes_seen": len(classes & self.classes_seen.get(index, set())),
                             "batches": entry["walk"]["count"]})
-        return {"steps": self.steps_done, "loaders": loaders}
+        return {"steps": self.steps_done, "saves": len(self.redirected_saves), "loaders": loaders}
 
     def coverage_done(self) -> bool:
         """Every audited loader has reached its first epoch end (so every shape class it has came by, and the

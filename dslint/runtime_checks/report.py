@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from dslint.runtime_checks import compare, diagnosis
+from dslint.runtime_checks import compare, diagnosis, loader_audit
 
 VERDICT_TITLES = {
     "pass": "PASS: all ranks agree",
@@ -71,6 +71,11 @@ def _audit_table(per_rank: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
             row["per_rank"][str(rank)] = {"batches": walk["count"], "shape_classes": len(walk["classes"]),
                                           "truncated": walk["truncated"], "error": walk["error"],
                                           "seconds": walk["seconds"], "dataset_len": audit["loader"]["dataset_len"]}
+    moe = next((s.get("moe_layers") for s in per_rank.values() if s.get("moe_layers")), [])
+    for row in table.values():  # what the comparison found, the partial last batch included
+        if len(row["per_rank"]) == len(per_rank) > 1:
+            audits = {r: a for r, s in per_rank.items() for a in s.get("audits") or [] if a["key"] == row["key"]}
+            row["findings"] = loader_audit.compare(audits, moe)
     return list(table.values())
 
 
@@ -189,6 +194,8 @@ def render_text(built: dict[str, Any]) -> str:
                       + ", ".join(f"rank {r}: {v['batches']} batches, {v['shape_classes']} shape classes"
                                   + (" (cut by --audit-budget)" if v["truncated"] else "")
                                   for r, v in row["per_rank"].items()))
+        for note in row.get("findings") or []:
+            console.print(f"    {note['severity']} {note.get('code') or ''} step {note.get('step')}: {note['message']}")
     for finding in built.get("audit_findings") or []:
         console.print(f"  audit {finding['severity']} {finding.get('code') or ''}: {finding['message']}")
     for rank, cov in sorted((built.get("coverage") or {}).items(), key=lambda item: int(item[0])):

@@ -63,6 +63,9 @@ def test_sharded_loader_twin_passes_with_its_partial_last_batch(preflight):
     assert {r: v["batches"] for r, v in audit["per_rank"].items()} == {"0": 3, "1": 3}
     assert audit["per_rank"]["0"]["shape_classes"] == 2  # [3, 4] batches and the partial [2, 4] one
     assert report["coverage"]["1"]["loaders"][0]["classes_seen"] == 2
+    notes = audit["findings"]
+    assert [(n["severity"], n["step"], n["rank"]) for n in notes] == [("info", 2, 0), ("info", 2, 1)]
+    assert "[0]:2x4" in notes[0]["message"] and "drop_last=False" in notes[0]["message"]
     assert report["ended_by"]["0"] == "script exit"
 
 
@@ -97,6 +100,7 @@ def test_checkpoint_on_every_rank_twin_passes_and_is_redirected(preflight, tmp_p
     run = preflight("rank0_checkpoint.py", "--out", str(out), "--every_rank", launcher="torchrun", timeout=TIMEOUT)
     assert run.returncode == 0, run.output[-3000:]
     assert run.report["redirected_saves"] == {"0": [str(out)], "1": [str(out)]}
+    assert run.report["coverage"]["0"]["saves"] == 1
     assert not out.exists() or not any(out.iterdir())
 
 
