@@ -256,6 +256,7 @@ class DrySession:
         """Every audited loader has reached its first epoch end (so every shape class it has came by, and the
         saves and evaluations the script makes within and at the end of that epoch ran)."""
         return bool(self.audits) and all(self.epoch_ends.get(e["index"], 0) >= 1 for e in self.audits)
+        # (a loader whose walk failed or was skipped still counts: the script's own epoch end is what matters)
 
     def step_boundary(self) -> None:
         """An engine optimizer-step boundary in the dry step: end it here? With ``--steps K`` after K; by default

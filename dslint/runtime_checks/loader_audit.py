@@ -110,6 +110,10 @@ def walk(loader: Any, budget_s: float) -> dict[str, Any]:
     error = None
     start = time.monotonic()
     try:
+        if loader._dataset_kind != _DatasetKind.Map:
+            # a stream may be consumable once (a generator behind __iter__): walking it would take the
+            # script's data, so iterable datasets are described but not walked
+            raise _NotWalked("an IterableDataset is not walked (a stream may be consumable only once)")
         fetcher = _DatasetKind.create_fetcher(loader._dataset_kind, loader.dataset, loader._auto_collation,
                                               loader.collate_fn, loader.drop_last)
         for index in loader._index_sampler:
@@ -126,9 +130,11 @@ def walk(loader: Any, budget_s: float) -> dict[str, Any]:
             if len(steps) < MAX_STEPS_PUBLISHED:
                 steps.append(class_index[sig])
                 tokens.append(token_count(shapes))
-            if time.monotonic() - start > budget_s:
+            if time.monotonic() - start > budget_s or len(steps) >= MAX_STEPS_PUBLISHED:
                 truncated = True
                 break
+    except _NotWalked as exc:
+        error = str(exc)
     except Exception as exc:  # an audit that cannot walk this pipeline says so and checks nothing
         error = f"{type(exc).__name__}: {exc}"[:300]
     finally:
@@ -136,6 +142,10 @@ def walk(loader: Any, budget_s: float) -> dict[str, Any]:
     return {"classes": classes, "class_shapes": class_shapes, "steps": steps, "tokens": tokens,
             "count": len(steps), "truncated": truncated, "error": error,
             "seconds": round(time.monotonic() - start, 3)}
+
+
+class _NotWalked(Exception):
+    pass
 
 
 def _save_random_state(torch: Any) -> tuple[Any, ...]:

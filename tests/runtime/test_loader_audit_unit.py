@@ -93,3 +93,21 @@ def test_gradient_reduction_attributed_through_its_bucket():
     assert ctx.module_path() == "Net"  # head and body: the model owns both
     assert ctx.gradient_params() == (["head.weight", "body.0.weight", "body.0.bias"], "autograd")
     assert ctx.gradient_params() is None  # consumed by that collective
+
+
+def test_iterable_datasets_are_described_but_not_walked_and_walks_stop_at_the_budget():
+    class Stream(torch.utils.data.IterableDataset):
+        def __init__(self):
+            self.source = iter(range(10))  # consumable once
+
+        def __iter__(self):
+            return self.source
+
+    stream = Stream()
+    walked = loader_audit.walk(torch.utils.data.DataLoader(stream, batch_size=2), 30)
+    assert walked["count"] == 0 and "IterableDataset is not walked" in walked["error"]
+    assert list(stream) == list(range(10))  # the script still gets all of it
+    cut = loader_audit.walk(_loader(50), 0)
+    assert cut["truncated"] and cut["count"] == 1
+    findings = loader_audit.compare({0: dict(_audit(_loader(9)), walk=cut), 1: _audit(_loader(6))}, [])
+    assert not [f for f in findings if f["severity"] == "error"]  # a cut walk's count proves nothing
