@@ -64,3 +64,4 @@ def guard(engine: Any = None, *, timeout: float = 120.0, steps: int = 1, report:
             session.tracer.uninstall()
             session.context.uninstall()
             engine_hooks.uninstall()
+        session.cleanup()  # the scratch folder with the block's redirected saves

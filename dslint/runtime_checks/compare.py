@@ -97,18 +97,32 @@ def _gradient_findings(summaries: dict[int, dict[str, Any]]) -> list[dict[str, A
 def _expert_group_findings(summaries: dict[int, dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
     findings = []
     reported: set[tuple[str, str]] = set()
+    observed: dict[str, set[str]] = {}  # layer -> groups its all_to_alls ran on, on any rank
+    for summary in summaries.values():
+        for layer in summary.get("moe_layers", []):
+            observed.setdefault(layer["module"], set()).update(layer.get("all_to_all_groups") or [])
     for rank, summary in sorted(summaries.items()):
         for layer in summary.get("moe_layers", []):
             module, ep_size, ranks = layer["module"], layer["ep_size"], layer["ep_group_ranks"]
             if ranks is None and world_size > 1 and (module, "none") not in reported:
                 reported.add((module, "none"))
-                findings.append(_finding(
-                    "DSL201", "error",
-                    f"MoE layer {module} has no expert-parallel group at world size {world_size}: its all_to_all "
-                    "runs on WORLD (tokens go to other ranks' experts; rank-dependent forward counts hang)",
-                    module=module,
-                    fix="wrap the model with deepspeed.initialize (or init_inference), which calls "
-                        "set_deepspeed_parallelism and gives each MoE layer its expert group"))
+                fix = ("wrap the model with deepspeed.initialize (or init_inference), which calls "
+                       "set_deepspeed_parallelism and gives each MoE layer its expert group")
+                groups = sorted(observed.get(module, ()))
+                if groups:  # a runtime finding only for what was observed
+                    findings.append(_finding(
+                        "DSL201", "error",
+                        f"MoE layer {module} has no expert-parallel group at world size {world_size}: its "
+                        f"all_to_all ran on group(s) {', '.join(groups)} (WORLD) in the dry step (tokens go to "
+                        "other ranks' experts; rank-dependent forward counts hang)",
+                        module=module, observed=True, fix=fix))
+                else:  # e.g. ep_size=1: this DeepSpeed issues no all_to_all, and the output is correct
+                    findings.append(_finding(
+                        "DSL201", "hint",
+                        f"static hint, not observed: MoE layer {module} (ep_size={ep_size}) has no "
+                        f"expert-parallel group at world size {world_size}; it issued no all_to_all in the dry "
+                        "step, but a larger ep_size or another DeepSpeed version would run it on WORLD",
+                        module=module, observed=False, fix=fix))
             elif ranks is not None and ep_size and len(ranks) != ep_size and (module, "size") not in reported:
                 reported.add((module, "size"))
                 findings.append(_finding(

@@ -72,6 +72,8 @@ def enclosing_controls(source: list[Any] | None) -> list[tuple[str, str]]:
 
 def diagnose(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
     kind = verdict.get("kind")
+    if verdict.get("diagnosis"):  # decided where it was observed (e.g. the loader audit, before any model ran)
+        return dict(verdict["diagnosis"])
     if kind == "error":
         finding = verdict.get("finding")
         if finding:
@@ -79,7 +81,7 @@ def diagnose(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict
         return {"code": None, "cause": f"the script raised on rank {verdict.get('rank')}: "
                                        f"{verdict.get('exception')}", "fix": "fix the script's error"}
     moe_without_group = sorted({layer["module"] for s in states.values() for layer in s.get("moe_layers", [])
-                                if layer.get("ep_group_ranks") is None})
+                                if layer.get("ep_group_ranks") is None and layer.get("all_to_all_groups")})
     if kind == "divergence":
         result = _diagnose_divergence(verdict, states)
     else:
@@ -103,6 +105,11 @@ def _diagnose_divergence(verdict: dict[str, Any], states: dict[int, dict[str, An
                 "MoE all_to_all buffers differ in size across the expert-parallel group "
                 f"({shapes}; dim 1 is the capacity): the capacity follows each rank's local token count, "
                 "so per-rank sequence lengths (dynamic padding) give different all_to_all sizes")}
+        bucket = _bucket_difference(calls)
+        if bucket:  # gradient reductions: the reduced buckets hold different parameters
+            return {"code": "DSL303", "fix": FIXES["DSL303"], "cause": (
+                f"the gradient buckets reduced here hold different parameters: {bucket}; those parameters got "
+                "a gradient on some ranks only")}
         if len(set(modules)) > 1:  # e.g. ZeRO-3 gathers follow the modules each rank actually runs
             return _branch_cause(calls)
         partial = _params_with_partial_grads(states)
@@ -116,6 +123,18 @@ def _diagnose_divergence(verdict: dict[str, Any], states: dict[int, dict[str, An
     # different ops at the same sequence position: control flow differs
     return _control_flow_cause(calls[0].get("user_stack") if calls else None,
                                "the ranks issue different collectives at the same position")
+
+
+def _bucket_difference(calls: list[dict[str, Any]]) -> str:
+    """For gradient reductions attributed through their bucket's parameters: which ranks' buckets hold
+    parameters the others' lack ("" when the calls carry no bucket contents or the buckets agree)."""
+    buckets = {c["rank"]: set(c["params"]) for c in calls if c.get("params")}
+    if len(buckets) < 2:
+        return ""
+    union = set().union(*buckets.values())
+    parts = [f"rank {r}'s lacks {', '.join(sorted(union - names)[:6])}"
+             for r, names in sorted(buckets.items()) if union - names]
+    return "; ".join(parts)
 
 
 def _branch_cause(calls: list[dict[str, Any]]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ verdict from the same published data, rank 0 writes the report, and all ranks le
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -15,7 +16,7 @@ import time
 import traceback
 from typing import Any
 
-from dslint.runtime_checks import compare, report
+from dslint.runtime_checks import compare, loader_audit, report
 from dslint.runtime_checks.execution_context import ExecutionContext
 from dslint.runtime_checks.exit_codes import ExitCode
 from dslint.runtime_checks.fingerprint import POINT_TO_POINT_OPS, check_group, describe
@@ -24,9 +25,15 @@ from dslint.runtime_checks.tracer import GroupInfo, Tracer
 
 
 class Options:
-    def __init__(self, timeout: float = 120.0, steps: int = 1, keep_going: bool = False,
-                 report_path: str | None = None) -> None:
+    """``steps``: a fixed number of optimizer-step boundaries, or None (the default of the CLI): run until the
+    coverage target is reached (the audited loaders' first epoch end, hence their shape classes and the saves
+    and evaluations on the way), bounded by ``max_steps`` boundaries and ``max_time`` seconds."""
+
+    def __init__(self, timeout: float = 120.0, steps: int | None = 1, keep_going: bool = False,
+                 report_path: str | None = None, max_steps: int = 50, max_time: float = 600.0,
+                 audit_budget: float = 120.0) -> None:
         self.timeout, self.steps, self.keep_going, self.report_path = timeout, steps, keep_going, report_path
+        self.max_steps, self.max_time, self.audit_budget = max_steps, max_time, audit_budget
 
 
 class DrySession:
@@ -48,10 +55,38 @@ class DrySession:
         self.trainable: dict[str, None] = {}
         self.not_in_optimizer: list[str] = []
         self.error: dict[str, Any] | None = None
-        self.scratch_dir = tempfile.mkdtemp(prefix="dslint-preflight-")
+        self.param_names: dict[int, str] = {}  # id(parameter) -> its name in the model
+        # saves are redirected into a scratch folder, created on the first redirect and removed when the dry
+        # step has passed and on every exit path (verdicts, --continue, guard(), interpreter exit)
+        self._scratch: str | None = None
         self.redirected_saves: list[str] = []
+        self.redirected_to: list[dict[str, str]] = []
+        atexit.register(self.cleanup)
+        # the loader audit and the coverage of the dry steps
+        self.started = time.monotonic()
+        self.audits: list[dict[str, Any]] = []  # this rank's audits, in the order its loaders were first iterated
+        self.audit_of: dict[int, int] = {}  # id(loader) -> index into audits
+        self.epoch_ends: dict[int, int] = {}  # audit index -> epochs this rank's script finished of that loader
+        self.classes_seen: dict[int, set[str]] = {}  # audit index -> shape classes of the batches the script got
+        self.audit_seconds = 0.0
         self._conclude_lock = threading.Lock()
         self.waiting_for: dict[str, Any] | None = None
+
+    # ---- scratch folder and other leftovers ----------------------------------------------------------
+    @property
+    def scratch_dir(self) -> str:
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="dslint-preflight-")
+        return self._scratch
+
+    def is_scratch(self, path: str) -> bool:
+        return self._scratch is not None and os.path.abspath(path).startswith(self._scratch + os.sep)
+
+    def cleanup(self) -> None:
+        """Remove the scratch folder (the redirected saves) and this process's DeepSpeed shm buffers."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        remove_own_shm_files(self.rank)
 
     # ---- peers --------------------------------------------------------------------------------------
     def peers(self) -> PeerExchange | None:
@@ -73,16 +108,22 @@ class DrySession:
             return True
         seq = record["seq"]
         fp = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"],
-                  user_stack=record["user_stack"])
+                  user_stack=record["user_stack"], params=record.get("params"))
         keys = [f"fp/{info.name}/{seq}/{i}" for i in range(info.size)]
         peers.put(keys[info.my_index], fp)
         deadline = time.monotonic() + self.options.timeout
         self.waiting_for = {"what": "peers' fingerprints", "group": info.name, "seq": seq, "op": fp["op"]}
+        blocked = False
         try:
             while not peers.wait_keys(keys):
+                if not blocked and self.options.steps is None:  # slow path only: peers voting at a step
+                    blocked = True                               # boundary see where this rank waits
+                    peers.put(f"blocked/{self.rank}", {"group": info.name, "seq": seq})
                 self._check_peers_while_waiting(info, record, keys, deadline)
         finally:
             self.waiting_for = None
+            if blocked:
+                peers.store.delete_key(f"blocked/{self.rank}")
         fps = peers.get_many(keys)
         mismatch = check_group(fps)
         if mismatch is None:
@@ -91,7 +132,8 @@ class DrySession:
             "kind": "divergence", "mismatch": mismatch.kind, "detail": mismatch.detail,
             "group": info.name, "group_ranks": list(info.ranks), "seq": seq,
             "calls": [{"rank": f["rank"], "call": describe(f), "op": f["op"], "ins": f["ins"], "module": f["module"],
-                       "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"]} for f in fps],
+                       "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"],
+                       "params": f.get("params")} for f in fps],
             "detected_by": self.rank,
         }))
         return False  # unreachable: conclude exits
@@ -128,6 +170,153 @@ class DrySession:
                 "detected_by": self.rank,
             }))
 
+    # ---- the loader audit ------------------------------------------------------------------------------
+    def audit_loader(self, loader: Any) -> int | None:
+        """First iteration of ``loader`` in the dry step: walk its epoch, publish, compare with the peers'."""
+        if self.status != "running":
+            return None
+        index = self.audit_of.get(id(loader))
+        if index is not None:
+            return index
+        budget = self.options.audit_budget - self.audit_seconds
+        if budget <= 0 or len(self.audits) >= 8:
+            return None
+        index = self.audit_of[id(loader)] = len(self.audits)
+        frames = self.context.user_frames(3, 2)
+        source = list(frames[0]) if frames else None
+        # the loader's identity across ranks: where the script iterates it (and how many loaders were first
+        # iterated there before), not the rank-local order: a loader iterated on some ranks only (a rank-0
+        # evaluation) must not shift the pairing of the others
+        site = f"{source[0]}:{source[1]}" if source else "?"
+        key = f"{site}#{sum(1 for a in self.audits if a['site'] == site)}"
+        peers = self.peers()
+        multi = peers is not None and self.world_size > 1
+        if multi:
+            peers.put(f"audit-start/{key}/{self.rank}", 1)
+        entry = {"index": index, "key": key, "site": site, "loader": loader_audit.describe_loader(loader),
+                 "walk": loader_audit.walk(loader, budget), "source": source}
+        self.audit_seconds += entry["walk"]["seconds"]
+        self.audits.append(entry)
+        self.classes_seen[index] = set()
+        if not multi:
+            return index
+        assert peers is not None
+        keys = [f"audit/{key}/{r}" for r in range(self.world_size)]
+        peers.put(keys[self.rank], entry)
+        # peers that started walking this loader are waited for (their walk is bounded by the audit budget);
+        # a peer that has not started within PEER_WAIT_S may never iterate it here
+        now = time.monotonic()
+        unstarted_until = now + min(self.options.timeout, loader_audit.PEER_WAIT_S)
+        last = now + min(self.options.timeout, budget + loader_audit.PEER_WAIT_S)
+        self.waiting_for = {"what": f"peers' audits of the loader iterated at {site}"}
+        try:
+            while not peers.wait_keys(keys):
+                verdict = peers.aborted()
+                if verdict is not None:
+                    self.conclude(verdict)
+                now = time.monotonic()
+                started = all(peers.has(f"audit-start/{key}/{r}") for r in range(self.world_size))
+                if now > last or (now > unstarted_until and not started):
+                    return index  # iterated on some ranks only (so far): compared with the summaries
+        finally:
+            self.waiting_for = None
+        audits = dict(enumerate(peers.get_many(keys)))
+        findings = loader_audit.compare(audits, self.moe_layers())
+        errors = [f for f in findings if f["severity"] == "error"]
+        if errors:
+            worst = errors[0]
+            self.conclude(peers.abort({
+                "kind": "divergence", "mismatch": "loader", "detail": f"loader audit: {worst['message']}",
+                "diagnosis": {"code": worst["code"], "cause": worst["message"], "fix": worst["fix"],
+                              "source": worst.get("source")},
+                "audit": findings, "detected_by": self.rank,
+            }))
+        return index
+
+    def batch_seen(self, index: int, batch: Any) -> None:
+        seen = self.classes_seen.get(index)
+        if seen is not None and len(seen) < 4096:
+            seen.add(loader_audit.signature(loader_audit.shapes_of(batch)))
+
+    def epoch_end(self, index: int) -> None:
+        self.epoch_ends[index] = self.epoch_ends.get(index, 0) + 1
+
+    def coverage(self) -> dict[str, Any]:
+        """What the dry steps have exercised of the audited loaders so far."""
+        loaders = []
+        for entry in self.audits:
+            index = entry["index"]
+            classes = set(entry["walk"]["classes"])
+            loaders.append({"index": index, "key": entry["key"], "epoch_ends": self.epoch_ends.get(index, 0),
+                            "classes": len(classes), "classes_seen": len(classes & self.classes_seen.get(index, set())),
+                            "batches": entry["walk"]["count"]})
+        return {"steps": self.steps_done, "saves": len(self.redirected_saves), "loaders": loaders}
+
+    def coverage_done(self) -> bool:
+        """Every audited loader has reached its first epoch end (so every shape class it has came by, and the
+        saves and evaluations the script makes within and at the end of that epoch ran)."""
+        return bool(self.audits) and all(self.epoch_ends.get(e["index"], 0) >= 1 for e in self.audits)
+        # (a loader whose walk failed or was skipped still counts: the script's own epoch end is what matters)
+
+    def step_boundary(self) -> None:
+        """An engine optimizer-step boundary in the dry step: end it here? With ``--steps K`` after K; by default
+        when every rank's coverage is reached or any rank hit ``--max-steps``/``--max-time`` (one decision,
+        taken by every rank from the same published votes, so the ranks end at the same boundary)."""
+        self.steps_done += 1
+        n = self.steps_done
+        if self.options.steps is not None:
+            if n >= self.options.steps:
+                self.finish(f"optimizer step {n}")
+            return
+        if n >= self.options.max_steps or time.monotonic() - self.started > self.options.max_time:
+            vote = "bound"
+        else:
+            vote = "covered" if self.coverage_done() else "more"
+        peers = self.peers()
+        if peers is None or self.world_size == 1:
+            votes = {self.rank: vote}
+        else:
+            votes = self._exchange_votes(peers, n, vote)
+            if votes is None:
+                return  # a peer is inside a collective this rank never issued: its next collective tells
+        if "bound" in votes.values():
+            self.finish(f"optimizer step {n} (--max-steps {self.options.max_steps} / --max-time "
+                        f"{self.options.max_time:g} s reached)")
+        elif all(v == "covered" for v in votes.values()):
+            self.finish(f"optimizer step {n} (coverage: first epoch end of every audited loader)")
+
+    def _exchange_votes(self, peers: PeerExchange, n: int, vote: str) -> dict[int, str] | None:
+        keys = [f"cov/{n}/{r}" for r in range(self.world_size)]
+        peers.put(keys[self.rank], vote)
+        deadline = time.monotonic() + self.options.timeout
+        self.waiting_for = {"what": f"peers' votes at optimizer step {n}"}
+        try:
+            while not peers.wait_keys(keys):
+                verdict = peers.aborted()
+                if verdict is not None:
+                    self.conclude(verdict)
+                for r, key in enumerate(keys):
+                    if peers.has(key):
+                        continue
+                    if peers.has(f"fin/{r}"):
+                        return None  # that rank left its loop: this rank's next collective finds it finished
+                    blocked = peers.get(f"blocked/{r}") if peers.has(f"blocked/{r}") else None
+                    if blocked and self._not_issued(blocked):
+                        return None  # blocked in a collective this rank did not issue before this boundary
+                if time.monotonic() > deadline:
+                    return None  # the watchdog and the next collective's checks own the hang
+        finally:
+            self.waiting_for = None
+        return {r: v for r, v in enumerate(peers.get_many(keys))}
+
+    def _not_issued(self, blocked: dict[str, Any]) -> bool:
+        """A peer is blocked before issuing (group, seq): is that a collective this rank (a member of the group,
+        at a step boundary) has not issued? Then the peer's sequence parted from this rank's."""
+        info = self.tracer.groups.get(blocked.get("group"))
+        if info is None or self.rank not in info.ranks:
+            return False
+        return self.tracer.counts.get(info.name, 0) <= blocked.get("seq", 0)
+
     # ---- end of the dry step ------------------------------------------------------------------------
     def finish(self, ended_by: str) -> None:
         """The rank reached its step boundary (or its script ended): exchange summaries and decide."""
@@ -160,12 +349,14 @@ class DrySession:
         summaries = dict(enumerate(peers.get_many(keys)))
         if any(s.get("status") == "error" for s in summaries.values()):
             self.conclude(peers.aborted() or {"kind": "error"})
-        findings = compare.compare(summaries, self.world_size)
+        findings = compare.compare(summaries, self.world_size) + audit_findings(summaries)
         failed = any(f["severity"] == "error" for f in findings)
         built = report.build_pass(self, summaries, findings)
         code = ExitCode.DIVERGENCE if failed else ExitCode.PASS
         self._leave(built, code, final=failed or not self.options.keep_going)
-        self.status = "passed"
+        self.status = "passed"  # from here on saves go where the script says: the scratch copies can go
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
         self.tracer.watch()
 
     def _drain(self) -> None:
@@ -254,7 +445,7 @@ class DrySession:
             pass
 
     def exit(self, code: ExitCode) -> None:
-        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        self.cleanup()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(code))
@@ -279,7 +470,8 @@ class DrySession:
             "trainable": list(self.trainable), "grads_seen": sorted(self.grads_seen),
             "not_in_optimizer": self.not_in_optimizer,
             "moe_layers": self.moe_layers(), "error": self.error,
-            "redirected_saves": self.redirected_saves,
+            "redirected_saves": self.redirected_saves, "redirected_to": self.redirected_to,
+            "audits": self.audits, "coverage": self.coverage(),
         }
 
     def state(self) -> dict[str, Any]:
@@ -297,6 +489,11 @@ class DrySession:
         return state
 
     def moe_layers(self) -> list[dict[str, Any]]:
+        """Each MoE layer's expert group, and the groups its all_to_alls were observed on in this run."""
+        a2a: dict[str, set[str]] = {}
+        for rec in self.tracer.records:
+            if rec["op"] in ("all_to_all_single", "all_to_all") and rec.get("module"):
+                a2a.setdefault(rec["module"], set()).add(rec["group"])
         layers = []
         roots = list(self.models)
         for root in self.context.roots:
@@ -313,9 +510,14 @@ class DrySession:
                     import torch.distributed as dist
 
                     ranks = list(dist.get_process_group_ranks(group))
-                layers.append({"module": self.context.module_names.get(id(module), name),
-                               "ep_size": getattr(module, "ep_size", None), "ep_group_ranks": ranks,
-                               "num_experts": getattr(module, "num_experts", None)})
+                path = self.context.module_names.get(id(module), name)
+                observed = sorted({g for m, groups in a2a.items() if m == path or m.startswith(path + ".")
+                                   for g in groups})
+                gate = getattr(module, "gate", None)
+                experts = getattr(getattr(gate, "wg", None), "out_features", None)
+                layers.append({"module": path, "ep_size": getattr(module, "ep_size", None), "ep_group_ranks": ranks,
+                               "num_experts": getattr(module, "num_experts", None) or experts,
+                               "all_to_all_groups": observed, **loader_audit.moe_gate_info(module)})
         return layers
 
     def group_labels(self) -> dict[str, str]:
@@ -337,3 +539,34 @@ class DrySession:
         if dist.is_initialized():
             labels.setdefault(dist.group.WORLD.group_name, "WORLD")
         return labels
+
+
+def remove_own_shm_files(rank: int) -> None:
+    """Unlink the ``/dev/shm/deepspeed_*`` segments this process has mapped (DeepSpeed's CPU shm comm op creates
+    ``deepspeed_allreduce_buffer_<uid>_<addr>_<port>_<rank>`` per rank and never unlinks it). Only segments
+    mapped by this process are touched; the peers mapped theirs at initialisation, so unlinking is safe."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            mapped = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    except OSError:
+        return
+    for path in mapped:
+        if path.startswith("/dev/shm/deepspeed_") and os.path.basename(path).endswith(f"_{rank}"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def audit_findings(summaries: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The loader audits every rank published with its summary, compared per loader (also those iterated on
+    some ranks only: their batch counts are then 0 on the others and not compared)."""
+    moe = next((s.get("moe_layers") for s in summaries.values() if s.get("moe_layers")), [])
+    findings: list[dict[str, Any]] = []
+    keys = sorted({a["key"] for s in summaries.values() for a in s.get("audits", [])})
+    for key in keys:
+        audits = {r: a for r, s in summaries.items() for a in s.get("audits", []) if a["key"] == key}
+        if len(audits) == len(summaries) and len(audits) > 1:
+            findings += [dict(f, audit=key) for f in loader_audit.compare(audits, moe)
+                         if f["severity"] in ("error", "warning")]
+    return findings

@@ -44,6 +44,7 @@ def install(session: DrySession, script_text: str = "") -> None:
     _active.append(session)
     _install_autograd(session)
     _install_torch_save(session)
+    _install_dataloader()
     if "deepspeed" in script_text or "deepspeed" in sys.modules or "transformers" in script_text:
         try:
             import deepspeed  # noqa: F401
@@ -75,6 +76,52 @@ def _install_autograd(session: DrySession) -> None:
         return backward
 
     _patch(torch.autograd, "backward", make)
+
+
+class _WatchedIterator:
+    """The script's iterator over an audited DataLoader: notes each batch's shape class and the epoch end."""
+
+    def __init__(self, iterator: Any, session: DrySession, index: int) -> None:
+        self._iterator, self._session, self._index = iterator, session, index
+
+    def __iter__(self) -> "_WatchedIterator":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            if self._session.status == "running":
+                self._session.epoch_end(self._index)
+            raise
+        if self._session.status == "running":
+            self._session.batch_seen(self._index, batch)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._iterator)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._iterator, name)
+
+
+def _install_dataloader() -> None:
+    """Audit each DataLoader when the script first iterates it in the dry step (before its first batch)."""
+    from torch.utils.data import DataLoader
+
+    def make(original: Any) -> Any:
+        def __iter__(self: Any) -> Any:
+            session = _session()
+            if session is None or session.status != "running":
+                return original(self)
+            index = session.audit_loader(self)  # before the script's iterator draws from the random state
+            iterator = original(self)
+            if index is None or session.status != "running":
+                return iterator
+            return _WatchedIterator(iterator, session, index)
+        return __iter__
+
+    _patch(DataLoader, "__iter__", make)
 
 
 def install_engine(session: DrySession) -> None:
@@ -115,9 +162,7 @@ def install_engine(session: DrySession) -> None:
             finally:
                 session.context.pop_phase()
             if boundary and session.status == "running":
-                session.steps_done += 1
-                if session.steps_done >= session.options.steps:
-                    session.finish(f"optimizer step {session.steps_done}")
+                session.step_boundary()
             return result
         return step
 
@@ -149,7 +194,7 @@ def observe_engine(session: DrySession, engine: Any) -> None:
 
         def seen(grad: Any, name: str = name) -> None:
             session.grads_seen.add(name)
-            ctx.last_grad_param = name
+            ctx.grad_arrived(name)
 
         param.register_hook(seen)
     covered: set[int] = set()
@@ -165,12 +210,69 @@ def observe_engine(session: DrySession, engine: Any) -> None:
     if covered:
         session.not_in_optimizer = [n for n, p in model.named_parameters()
                                     if p.requires_grad and id(p) not in covered]
+    ctx.param_root = ctx.module_names.get(id(model))
+    names = {id(p): n for n, p in model.named_parameters()}
+    session.param_names.update(names)
+    _install_bucket_attribution(session, engine)
+
+
+def _bucket_names(session: DrySession, params: Any) -> list[str]:
+    names = session.param_names
+    return [names.get(id(p), getattr(p, "ds_id", "?")) for p in params]
+
+
+def _install_bucket_attribution(session: DrySession, engine: Any) -> None:
+    """Attribute gradient-reduction collectives through the parameters in the bucket being reduced: ZeRO-1/2's
+    ``reduce_ipg_grads`` (its ``ipg_buckets`` hold (group, index, id) of each parameter), ZeRO-3's bucket
+    reduction (``IPGBucketZ3.params``) and the engine's ``allreduce_bucket`` (ZeRO-0: a list of gradients)."""
+
+    def around(names: Callable[..., list[str]]) -> Callable[[Any], Any]:
+        def make(original: Any) -> Any:
+            def reduce(self: Any, *args: Any, **kwargs: Any) -> Any:
+                active = _session()
+                if active is None:
+                    return original(self, *args, **kwargs)
+                try:
+                    params = names(active, self, *args, **kwargs)
+                except Exception:  # attribution is best effort; the reduction itself must run
+                    params = []
+                if not params:
+                    return original(self, *args, **kwargs)
+                active.context.reducing.append(params)
+                try:
+                    return original(self, *args, **kwargs)
+                finally:
+                    active.context.reducing.pop()
+            return reduce
+        return make
+
+    def zero12(active: DrySession, opt: Any, comm_dtype: Any = None, **_: Any) -> list[str]:
+        buckets = opt.ipg_buckets
+        dtypes = [comm_dtype] if comm_dtype is not None else list(buckets)
+        return _bucket_names(active, [opt.bit16_groups[g][i] for d in dtypes for g, i, _ in buckets[d].params])
+
+    def zero3(active: DrySession, opt: Any, comm_dtype: Any, *_: Any, **__: Any) -> list[str]:
+        return _bucket_names(active, opt.ipg_buckets[comm_dtype].params)
+
+    def stage0(active: DrySession, eng: Any, bucket: Any, *_: Any, **__: Any) -> list[str]:
+        by_grad = {id(p.grad): p for p in eng.module.parameters() if p.grad is not None}
+        return _bucket_names(active, [by_grad[id(g)] for g in bucket if id(g) in by_grad])
+
+    opt = getattr(engine, "optimizer", None)
+    if opt is not None and hasattr(opt, "ipg_buckets"):
+        if hasattr(type(opt), "reduce_ipg_grads"):
+            _patch(type(opt), "reduce_ipg_grads", around(zero12))
+        mangled = "_DeepSpeedZeroOptimizer_Stage3__reduce_and_partition_ipg_grads"
+        if hasattr(type(opt), mangled):
+            _patch(type(opt), mangled, around(zero3))
+    _patch(type(engine), "allreduce_bucket", around(stage0))
 
 
 def session_redirect(session: DrySession, path: Any) -> str:
     target = os.path.join(session.scratch_dir, "saves", str(len(session.redirected_saves)),
                           os.path.basename(os.fspath(path).rstrip(os.sep)) or "save")
     session.redirected_saves.append(os.fspath(path))
+    session.redirected_to.append({"from": os.fspath(path), "to": target})
     os.makedirs(os.path.dirname(target), exist_ok=True)
     return target
 
@@ -181,7 +283,7 @@ def _install_torch_save(session: DrySession) -> None:
     def make(original: Any) -> Any:
         def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
             if session.status == "running" and isinstance(f, (str, os.PathLike)) \
-                    and not os.path.abspath(os.fspath(f)).startswith(session.scratch_dir):
+                    and not session.is_scratch(os.fspath(f)):
                 f = session_redirect(session, f)
             return original(obj, f, *args, **kwargs)
         return save

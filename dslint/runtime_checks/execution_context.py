@@ -32,6 +32,12 @@ class ExecutionContext:
         self.stack: list[Any] = []
         self.phase_stack: list[str] = []
         self.last_grad_param: str | None = None
+        # gradient-reduction attribution: the parameters of the bucket being reduced (set around ZeRO's bucket
+        # reductions and the engine's allreduce_bucket), else the parameters whose gradients arrived since the
+        # previous gradient collective (autograd hooks, an ordered set bounded by the parameter count)
+        self.reducing: list[list[str]] = []
+        self.grads_since_reduce: dict[str, None] = {}
+        self.param_root: str | None = None  # the name of the model the parameter names are relative to
         self._user_code: dict[Any, bool] = {}
         self._hook_handles: list[Any] = []
         self.roots: list[Any] = []  # outermost models seen called (MoE layers and parameters live there)
@@ -84,9 +90,43 @@ class ExecutionContext:
     def module_path(self) -> str | None:
         if self.stack:
             return self.module_names.get(id(self.stack[-1]))
+        if self.reducing:
+            return self.owner(self.reducing[-1])
+        if self.phase() == "backward" and self.grads_since_reduce:
+            return self.owner(list(self.grads_since_reduce))
         if self.phase() == "backward" and self.last_grad_param:
             return self.last_grad_param.rpartition(".")[0] or self.last_grad_param
         return None
+
+    # ---- gradient reductions ------------------------------------------------------------------------
+    def grad_arrived(self, name: str) -> None:
+        self.last_grad_param = name
+        self.grads_since_reduce[name] = None
+
+    def gradient_params(self) -> tuple[list[str], str] | None:
+        """The parameters a gradient collective issued now reduces, and how that is known: ``"bucket"`` (the
+        reduced bucket's contents) or ``"autograd"`` (gradients that arrived since the previous gradient
+        collective, consumed by this call). None outside gradient reductions."""
+        if self.reducing:
+            return self.reducing[-1], "bucket"
+        if self.grads_since_reduce and not self.stack and self.phase() in ("backward", "step"):
+            names = list(self.grads_since_reduce)
+            self.grads_since_reduce.clear()
+            return names, "autograd"
+        return None
+
+    def owner(self, params: list[str]) -> str | None:
+        """The innermost module that owns all of ``params`` (the model itself when they span its children)."""
+        if not params:
+            return None
+        parts = [name.split(".")[:-1] for name in params]
+        common = parts[0]
+        for other in parts[1:]:
+            n = 0
+            while n < min(len(common), len(other)) and common[n] == other[n]:
+                n += 1
+            common = common[:n]
+        return ".".join(common) or self.param_root
 
     # ---- phase --------------------------------------------------------------------------------------
     def push_phase(self, phase: str) -> None:

@@ -81,6 +81,7 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
     session.tracer.uninstall()
     session.context.uninstall()
     engine_hooks.uninstall()
+    session.cleanup()  # --continue or a failure after the pass: the scratch folder goes here too
     if failure is not None:  # failed after a passed dry step (--continue): the script's own status
         traceback.print_exception(failure)
         return exit_code or int(ExitCode.SCRIPT_ERROR)

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from dslint.runtime_checks import compare, diagnosis
+from dslint.runtime_checks import compare, diagnosis, loader_audit
 
 VERDICT_TITLES = {
     "pass": "PASS: all ranks agree",
@@ -36,7 +36,7 @@ def _where(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"op": record["op"], "group": record["group"], "seq": record["seq"], "ins": record["ins"],
             "outs": record["outs"], "splits": record.get("splits"), "module": record.get("module"),
             "phase": record.get("phase"), "async": record.get("async"), "on_stream": record.get("on_stream"),
-            "p2p": record.get("p2p"),
+            "p2p": record.get("p2p"), "params": record.get("params"), "params_from": record.get("params_from"),
             "source": _frame(source) if source else None,
             "user_stack": [_frame(f) for f in record.get("user_stack") or []]}
 
@@ -51,10 +51,39 @@ def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: lis
         "tool": "dslint preflight", "verdict": "divergence" if failed else "pass",
         "world_size": session.world_size, "timeout_s": session.options.timeout,
         "ended_by": {str(r): s.get("ended_by") for r, s in summaries.items()},
-        "counts": _count_table(summaries), "findings": findings,
+        "counts": _count_table(summaries), "findings": [f for f in findings if f["severity"] != "hint"],
+        "hints": [f for f in findings if f["severity"] == "hint"],
         "moe_layers": summaries.get(0, {}).get("moe_layers", []),
-        "redirected_saves": {str(r): s.get("redirected_saves", []) for r, s in summaries.items()},
+        "loader_audit": _audit_table(summaries), "coverage": {str(r): s.get("coverage") for r, s in summaries.items()},
+        **_saves(summaries),
     }
+
+
+def _audit_table(per_rank: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per audited loader: what each rank's walk of its epoch found (batch count, shape classes, sampler)."""
+    table: dict[str, dict[str, Any]] = {}
+    for rank, summary in sorted(per_rank.items()):
+        for audit in summary.get("audits") or []:
+            row = table.setdefault(audit["key"], {"index": len(table), "key": audit["key"],
+                                                  "source": audit.get("source"), "loader": audit["loader"],
+                                                  "per_rank": {}})
+            walk = audit["walk"]
+            row["per_rank"][str(rank)] = {"batches": walk["count"], "shape_classes": len(walk["classes"]),
+                                          "truncated": walk["truncated"], "error": walk["error"],
+                                          "seconds": walk["seconds"], "dataset_len": audit["loader"]["dataset_len"]}
+    moe = next((s.get("moe_layers") for s in per_rank.values() if s.get("moe_layers")), [])
+    for row in table.values():  # what the comparison found, the partial last batch included
+        if len(row["per_rank"]) == len(per_rank) > 1:
+            audits = {r: a for r, s in per_rank.items() for a in s.get("audits") or [] if a["key"] == row["key"]}
+            row["findings"] = loader_audit.compare(audits, moe)
+    return list(table.values())
+
+
+def _saves(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Where the dry step's saves were redirected (the scratch copies are deleted when the run leaves)."""
+    return {"redirected_saves": {str(r): s.get("redirected_saves", []) for r, s in per_rank.items()},
+            "redirected_to": {str(r): s.get("redirected_to", []) for r, s in per_rank.items()
+                              if s.get("redirected_to")}}
 
 
 def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -85,6 +114,8 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
         "ranks": ranks, "ranks_without_state": missing, "counts": _count_table(states),
         "first_divergence": divergences,
         "moe_layers": next((s.get("moe_layers") for s in states.values() if s.get("moe_layers")), []),
+        "loader_audit": _audit_table(states), "audit_findings": verdict.get("audit") or [],
+        **_saves(states),
     }
 
 
@@ -114,6 +145,9 @@ def render_text(built: dict[str, Any]) -> str:
             console.print(f"    rank {call['rank']}: {call['call']}  module={call.get('module')}  "
                           f"phase={call.get('phase')}  at {src[0]}:{src[1]}" if src else
                           f"    rank {call['rank']}: {call['call']}  module={call.get('module')}")
+            if call.get("params"):
+                console.print(f"      reduces the gradients of: {', '.join(call['params'][:12])}"
+                              + (" …" if len(call["params"]) > 12 else ""))
     for rank, info in (built.get("ranks") or {}).items():
         where = info.get("pending") or (info.get("last_collectives") or [None])[-1]
         doing = "pending" if info.get("pending") else "last"
@@ -152,6 +186,28 @@ def render_text(built: dict[str, Any]) -> str:
             console.print(f"  {finding['severity']} {finding['code']}: {finding['message']}")
             if finding.get("fix"):
                 console.print(f"      fix: {finding['fix']}")
+    for row in built.get("loader_audit") or []:
+        src = row.get("source")
+        console.print(f"  loader audit #{row['index']} ({row['loader'].get('loader')}, sampler "
+                      f"{row['loader'].get('sampler')}, collate_fn {row['loader'].get('collate_fn')}"
+                      + (f", iterated at {src[0]}:{src[1]}" if src else "") + "): "
+                      + ", ".join(f"rank {r}: {v['batches']} batches, {v['shape_classes']} shape classes"
+                                  + (" (cut by --audit-budget)" if v["truncated"] else "")
+                                  for r, v in row["per_rank"].items()))
+        for note in row.get("findings") or []:
+            console.print(f"    {note['severity']} {note.get('code') or ''} step {note.get('step')}: {note['message']}")
+    for finding in built.get("audit_findings") or []:
+        console.print(f"  audit {finding['severity']} {finding.get('code') or ''}: {finding['message']}")
+    for rank, cov in sorted((built.get("coverage") or {}).items(), key=lambda item: int(item[0])):
+        if cov and cov.get("loaders"):
+            console.print(f"  coverage rank {rank}: {cov['steps']} optimizer steps; "
+                          + "; ".join(f"loader #{c['index']}: {c['classes_seen']}/{c['classes']} shape classes, "
+                                      f"{c['epoch_ends']} epoch end(s)" for c in cov["loaders"]))
+    for hint in built.get("hints", []):
+        console.print(f"  hint {hint['code']} (static, not observed in this run; does not fail it): {hint['message']}")
+    for rank, moves in sorted((built.get("redirected_to") or {}).items(), key=lambda item: int(item[0])):
+        for move in moves:
+            console.print(f"  rank {rank}: save to {move['from']} redirected to {move['to']} (deleted at exit)")
     return buffer.getvalue().rstrip()
 
 

@@ -250,6 +250,11 @@ class Tracer:
         }
         if counts is self.p2p_counts:
             record["p2p"] = True
+        elif dry:
+            reduced = self.context.gradient_params()
+            if reduced is not None:  # a gradient reduction: attributed through the parameters it reduces
+                record["params"], record["params_from"] = reduced[0][:64], reduced[1]
+                record["params_count"] = len(reduced[0])
         self.records.append(record)
         return record, fp, info
 

@@ -61,6 +61,11 @@ def processes_with_marker(marker: str) -> list[int]:
     return found
 
 
+def own_shm_files(port: str) -> list[Path]:
+    """``deepspeed_allreduce_buffer_<uid>_<addr>_<port>_<rank>``: the segments of the ranks of the run on ``port``."""
+    return sorted(Path("/dev/shm").glob(f"deepspeed_*_{os.getuid()}_*_{port}_*"))
+
+
 @dataclass
 class PreflightRun:
     returncode: int
@@ -100,6 +105,9 @@ def preflight(tmp_path, warm_shm_op):
             raise ValueError(launcher)
         env = base_env()
         env[RUN_MARKER] = marker
+        scratch_root = tmp_path / f"tmp-{marker[:6]}"  # the run's TMPDIR: where its scratch folders land
+        scratch_root.mkdir()
+        env["TMPDIR"] = str(scratch_root)
         start = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
@@ -119,6 +127,12 @@ def preflight(tmp_path, warm_shm_op):
         for pid in leftovers:
             os.kill(pid, signal.SIGKILL)
         assert not leftovers, f"processes left behind by the pre-flight run: {leftovers}\n{output[-3000:]}"
+        shm = own_shm_files(port)  # DeepSpeed's CPU shm comm buffers of this run's ranks (named by its port)
+        for path in shm:
+            path.unlink(missing_ok=True)
+        scratch = sorted(p.name for p in scratch_root.glob("dslint-preflight-*"))
+        assert not scratch, f"scratch folders left behind by the pre-flight run: {scratch}\n{output[-3000:]}"
+        assert not shm, f"/dev/shm files left behind by the run: {[p.name for p in shm]}\n{output[-3000:]}"
         data = json.loads(report.read_text()) if report.exists() else None
         return PreflightRun(proc.returncode, output, data, wall)
 

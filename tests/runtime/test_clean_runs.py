@@ -67,7 +67,9 @@ def test_script_error_on_one_rank_is_reported_with_exit_4(preflight):
     assert report["ranks"]["1"]["error"]["source"][1] == 10
 
 
-@pytest.mark.parametrize("argv", [[], ["--timeout", "0", "x.py"], ["does-not-exist.py"], ["--bogus", "x.py"]])
+@pytest.mark.parametrize("argv", [[], ["--timeout", "0", "x.py"], ["does-not-exist.py"], ["--bogus", "x.py"],
+                                  ["--steps", "0", "x.py"], ["--max-steps", "0", "x.py"],
+                                  ["--audit-budget", "-1", "x.py"]])
 def test_usage_errors_exit_2(argv):
     proc = subprocess.run([sys.executable, "-m", "dslint", "preflight", *argv], cwd=REPO, env=base_env(),
                           capture_output=True, text=True, timeout=60)
