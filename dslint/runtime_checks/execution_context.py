@@ -102,12 +102,16 @@ class ExecutionContext:
         return "forward" if self.stack else "other"
 
     # ---- user source line ---------------------------------------------------------------------------
-    def user_frames(self, skip: int = 2, limit: int = 6) -> list[tuple[str, int, str]]:
-        """(file, line, function) of up to ``limit`` frames outside the stdlib, site-packages and dslint,
-        innermost first: the first is where the collective came from, the outer ones say why it ran."""
-        frame = sys._getframe(skip)
+    def user_frames(self, skip: int = 2, limit: int = 6, frame: Any = None) -> list[tuple[str, int, str, str]]:
+        """(file, line, function, callee) of up to ``limit`` frames outside the stdlib, site-packages and dslint,
+        innermost first: the first is where the collective came from, the outer ones say why it ran. ``callee``
+        is the library function the frame called into ("" when it called user code or nothing), e.g.
+        ``transformers/generation/utils.py:generate``: what a frame is doing, observed rather than guessed from
+        names. ``frame``: start there (another thread's frame) instead of this call's caller."""
+        frame = frame if frame is not None else sys._getframe(skip)
         known = self._user_code
-        found: list[tuple[str, int, str]] = []
+        found: list[tuple[str, int, str, str]] = []
+        inner: Any = None  # the code object just inside the current frame
         while frame is not None and len(found) < limit:
             code = frame.f_code
             is_user = known.get(code)
@@ -116,6 +120,21 @@ class ExecutionContext:
                 is_user = not (path.startswith(_LIBRARY_ROOTS) or code.co_filename.startswith("<"))
                 known[code] = is_user
             if is_user:
-                found.append((code.co_filename, frame.f_lineno, code.co_name))
+                callee = ""
+                if inner is not None and not known.get(inner, True) and _DSLINT_ROOT not in inner.co_filename:
+                    callee = f"{_short_path(inner.co_filename)}:{inner.co_name}"
+                found.append((code.co_filename, frame.f_lineno, code.co_name, callee))
+            inner = code
             frame = frame.f_back
         return found
+
+
+_DSLINT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _short_path(path: str) -> str:
+    """``.../site-packages/transformers/generation/utils.py`` -> ``transformers/generation/utils.py``."""
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    return os.path.basename(path)
