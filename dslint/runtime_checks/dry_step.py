@@ -114,14 +114,14 @@ class DrySession:
             if total & count_mask == info.size:
                 store.set(f"v/{base}", "1")
             else:
-                wait = 0.25
-                while True:
-                    try:
-                        store.wait([f"v/{base}"], timedelta(seconds=wait))
-                        break
-                    except Exception:  # not yet: a verdict, the timeout (the watchdog names dead peers)
-                        self._check_peers_while_waiting(info, record, deadline)
-                        wait = 1.0
+                # one wait on the store's side, bounded by --timeout: a verdict meanwhile (another rank's, the
+                # wait-for monitor's, a dead rank's) is acted on by the watchdog thread, which exits the process
+                try:
+                    store.wait([f"v/{base}"], timedelta(seconds=max(0.001, deadline - time.monotonic())))
+                except Exception:
+                    if time.monotonic() < deadline:  # not the timeout: the store failed (its host died)
+                        raise
+                    self._check_peers_while_waiting(info, record, deadline)  # concludes: --timeout passed
                 total = store.add(f"n/{base}", 0)
             agreed = (total >> shift) == info.size * (value >> shift)
             if agreed and pairwise:
