@@ -7,8 +7,9 @@
 untraced, the dry-step check as shipped ("token": one folded ``add`` per rank, the last arrival sets a key the
 others wait for on the store's side, one ``add`` to read the total), and the previous protocol ("full": every
 rank publishes its fingerprint and reads all N fingerprints). The check's cost per collective and rank is
-(block time with the check - untraced block time) / collectives, median over ranks and rounds; the store
-operations per rank and collective are counted.
+(block time with the check - untraced block time) / collectives, median over ranks and rounds (wall: includes
+waiting for the slowest peer and, on an oversubscribed machine, for a core), and the same for the main
+thread's CPU time (the rank's own work); the store operations per rank and collective are counted.
 
 ``simulate`` runs a discrete-event model of one store server (FIFO, a fixed service time per operation plus a
 per-key time for multi-key operations; one-way network latency) with N clients arriving with jitter, for the
@@ -84,20 +85,21 @@ def worker(args: argparse.Namespace) -> None:
         dist.barrier()
         session.tracer.mode = "off" if mode == "untraced" else "dry"
         ops0 = counting.ops
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.thread_time()
         for _ in range(args.collectives):
             dist.all_reduce(x)
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu0
         session.tracer.mode = "off"
-        return elapsed / args.collectives, (counting.ops - ops0) / args.collectives
+        return elapsed / args.collectives, (counting.ops - ops0) / args.collectives, cpu / args.collectives
 
-    results: dict[str, list[tuple[float, float]]] = {m: [] for m in ("untraced", "token", "full")}
+    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in ("untraced", "token", "full")}
     block("token")  # warm-up (connections, caches)
     for _ in range(args.rounds):
         for mode in results:
             results[mode].append(block(mode))
     session.tracer.records.clear()
-    mine = {m: {"s": [r[0] for r in v], "ops": [r[1] for r in v]} for m, v in results.items()}
+    mine = {m: {"s": [r[0] for r in v], "ops": [r[1] for r in v], "cpu": [r[2] for r in v]}
+            for m, v in results.items()}
     peers.put(f"bench/{rank}", mine)
     if rank == 0:
         keys = [f"bench/{r}" for r in range(world)]
@@ -107,7 +109,9 @@ def worker(args: argparse.Namespace) -> None:
         out = {"ranks": world, "collectives": args.collectives, "rounds": args.rounds}
         for mode in ("token", "full"):
             extra = [(e[mode]["s"][i] - e["untraced"]["s"][i]) * 1e3 for e in every for i in range(args.rounds)]
+            cpu = [(e[mode]["cpu"][i] - e["untraced"]["cpu"][i]) * 1e3 for e in every for i in range(args.rounds)]
             out[mode] = {"check_ms_per_rank_median": round(statistics.median(extra), 4),
+                         "check_cpu_ms_per_rank_median": round(statistics.median(cpu), 4),
                          "check_ms_per_rank_p90": round(sorted(extra)[int(0.9 * (len(extra) - 1))], 4),
                          "store_ops_per_rank": round(statistics.mean(o for e in every for o in e[mode]["ops"]), 2)}
         out["untraced_ms"] = round(statistics.median(s * 1e3 for e in every for s in e["untraced"]["s"]), 4)

@@ -38,6 +38,9 @@ def _remove_dead_scratch(verdict: dict[str, Any]) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+POLL_FIRST_S = 0.05  # the pre-issue check polls the group's counter this long before waiting on the store
+
+
 class Options:
     def __init__(self, timeout: float = 120.0, steps: int = 1, keep_going: bool = False,
                  report_path: str | None = None) -> None:
@@ -68,6 +71,7 @@ class DrySession:
         self._conclude_lock = threading.Lock()
         self.waiting_for: dict[str, Any] | None = None
         self.leaving = False
+        self.peer_beats: dict[int, dict[str, Any]] = {}  # the peers' last heartbeats this rank read
         self.exiting = False  # set by our own exit: the os._exit hook then reports nothing
         self.local_live: list[int] = []  # ranks on this host whose processes were alive (dead-rank fallback)
 
@@ -88,8 +92,9 @@ class DrySession:
         O(1) store operations per rank when the ranks agree, whatever the group's size: one ``add`` to the
         group's counter for this collective carries both the arrival (low bits) and the rank's fingerprint
         token (high bits; ``fingerprint.fold``); for all_to_all one more ``add`` carries the rank's share of
-        the send/receive balance. The last rank to arrive sets a key that the others ``wait`` for on the
-        store's side (no polling), and every rank then reads the final counter and decides alike: the sum of
+        the send/receive balance. The others poll the counter briefly (peers in step arrive within a millisecond),
+        then wait on the store's side for the key the last rank to arrive sets; every rank then reads the final
+        counter and decides alike: the sum of
         the tokens is the group size times its own token exactly when they all agree. Only on disagreement
         are the full fingerprints published and compared (O(group size))."""
         if info.size == 1 or fp["op"] in POINT_TO_POINT_OPS:
@@ -110,19 +115,28 @@ class DrySession:
         try:
             if pairwise:  # a rank whose counts are not whole numbers forces the full comparison
                 store.add(f"x/{base}", share if share is not None else 1)
-            total = store.add(f"n/{base}", value)
+            counter = f"n/{base}"
+            total = store.add(counter, value)
             if total & count_mask == info.size:
                 store.set(f"v/{base}", "1")
             else:
-                # one wait on the store's side, bounded by --timeout: a verdict meanwhile (another rank's, the
-                # wait-for monitor's, a dead rank's) is acted on by the watchdog thread, which exits the process
-                try:
-                    store.wait([f"v/{base}"], timedelta(seconds=max(0.001, deadline - time.monotonic())))
-                except Exception:
-                    if time.monotonic() < deadline:  # not the timeout: the store failed (its host died)
-                        raise
-                    self._check_peers_while_waiting(info, record, deadline)  # concludes: --timeout passed
-                total = store.add(f"n/{base}", 0)
+                # peers in step arrive within a millisecond or so: poll the counter with a short backoff for
+                # up to POLL_FIRST_S; then one wait on the store's side (no polling load while a peer is late),
+                # bounded by --timeout. A verdict meanwhile (another rank's, the wait-for monitor's, a dead
+                # rank's) is acted on by the watchdog thread, which exits the process.
+                pause, poll_until = 0.00005, time.monotonic() + POLL_FIRST_S
+                while total & count_mask != info.size and time.monotonic() < poll_until:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.002)
+                    total = store.add(counter, 0)
+                if total & count_mask != info.size:
+                    try:
+                        store.wait([f"v/{base}"], timedelta(seconds=max(0.001, deadline - time.monotonic())))
+                    except Exception:
+                        if time.monotonic() < deadline:  # not the timeout: the store failed (its host died)
+                            raise
+                        self._check_peers_while_waiting(info, record, deadline)  # concludes: --timeout passed
+                    total = store.add(counter, 0)
             agreed = (total >> shift) == info.size * (value >> shift)
             if agreed and pairwise:
                 agreed = share is not None and store.add(f"x/{base}", 0) % SHARE_MODULUS == 0

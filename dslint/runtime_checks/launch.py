@@ -96,7 +96,8 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
 
 
 TRANSPORT_ERRORS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "Connection refused",
-                    "remote process exited", "NCCL communicator was aborted", "ECONNRESET")
+                    "remote process exited", "NCCL communicator was aborted", "ECONNRESET", "Connection reset",
+                    "Failed to recv", "failed to recv", "recvValue", "recvBytes", "sendBytes", "Socket")
 
 
 def _watch_signals() -> int | None:
@@ -137,15 +138,42 @@ def _hook_os_exit(session: DrySession) -> None:
     os._exit = hooked  # type: ignore[assignment]
 
 
+def _store_lost(session: DrySession, exc: BaseException) -> dict[str, Any] | None:
+    """The collective failed in the transport and the store cannot be reached: under env:// rendezvous
+    without torchrun's agent store, the store lived in rank 0, so rank 0 is gone."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or session.rank == 0:
+        return None
+    from dslint.runtime_checks import monitor
+
+    record = session.tracer.records[-1] if session.tracer.records else {}
+    beat = (getattr(session, "peer_beats", None) or {}).get(0) or {}
+    how = "gone: the rendezvous store it hosted is unreachable"
+    if beat.get("pid") and beat.get("host") == monitor.Heart(session).host:
+        alive, ended = monitor.process_status(int(beat["pid"]))
+        if not alive:
+            how = ended or monitor.NO_HOOK
+    return {"kind": "hang", "cause": "dead-rank", "dead_ranks": [0], "stuck_ranks": [session.rank],
+            "dead": {"0": {"how": how, "pos": beat.get("pos"), "last": beat.get("last"), "host": beat.get("host"),
+                           "pid": beat.get("pid"), "scratch": beat.get("scratch")}},
+            "detail": (f"rank 0 died or left (the rendezvous store it hosted is unreachable); rank {session.rank}'s "
+                       f"{record.get('op')} #{record.get('seq')} in group {record.get('group')} failed: "
+                       f"{str(exc)[:200]}"),
+            "detected_by": session.rank}
+
+
 def fail(session: DrySession, exc: BaseException) -> None:
     if any(text in str(exc) for text in TRANSPORT_ERRORS):  # a peer went away under this collective
         try:
             verdict = session.find_dead(monitor_wait())
-        except Exception:
-            verdict = None
+        except Exception:  # the store is unreachable too: it lived in the rank that died
+            verdict = _store_lost(session, exc)
         if verdict is not None:
             peers = session.peers()
-            session.conclude(peers.abort(verdict) if peers is not None else verdict)
+            try:
+                verdict = peers.abort(verdict) if peers is not None else verdict
+            except Exception:
+                pass
+            session.conclude(verdict)
     error = _error_record(exc)
     finding = classify(exc)
     session.error = error

@@ -36,8 +36,10 @@ NO_HOOK = ("no exit hook ran: killed by a signal that cannot be caught (SIGKILL:
 
 
 def stall_after(timeout: float) -> float:
-    """A rank outside any collective whose Python stack has not moved this long counts as blocked there."""
-    return max(1.5, min(10.0, timeout / 2))
+    """A rank outside any collective whose Python stack has not moved this long counts as blocked there
+    (while a peer waits for it in a collective). Not a proof — one long C call (a checkpoint read, a JIT
+    build) looks the same — hence half the timeout, and at most 30 s."""
+    return max(1.5, min(30.0, timeout / 2))
 
 
 def process_status(pid: int) -> tuple[bool, str | None]:
@@ -136,6 +138,7 @@ class Monitor:
             if self.seen.get(r, (None,))[0] != beat["n"]:
                 self.seen[r] = (beat["n"], now)
             self.last_beats[r] = beat
+        self.session.peer_beats = self.last_beats  # what this rank last knew of its peers (if the store goes)
         return beats
 
     def _dead(self, beats: dict[int, dict[str, Any]], now: float, peers: Any = None) -> dict[int, dict[str, Any]]:
@@ -166,7 +169,9 @@ class Monitor:
         session = self.session
         if session.status not in ("running", "done") or getattr(session, "leaving", False):
             return None
-        if not self.acting(peers):
+        # the monitor reads every heartbeat: at large world sizes it reads less often (every 128 ranks add a
+        # heartbeat period), keeping its store traffic near 128 x 4 reads per second
+        if self.heart.n % max(1, session.world_size // 128) or not self.acting(peers):
             return None
         now = time.monotonic()
         beats = self._read(peers, list(range(session.world_size)))

@@ -41,6 +41,7 @@ class Watchdog(threading.Thread):
         self.heart = monitor.Heart(session)
         self.monitor = monitor.Monitor(session, self.heart)
         self.signal_fd: int | None = None
+        self.errors = 0
 
     def run(self) -> None:
         while not self.stopped.is_set():
@@ -52,7 +53,9 @@ class Watchdog(threading.Thread):
                     self.on_signal(signum)
                 self.tick()
             except Exception:  # never let the watchdog die silently while the run may hang
-                traceback.print_exc()
+                self.errors += 1
+                if self.errors == 1:  # once: a store that went away with its host fails every tick
+                    traceback.print_exc()
 
     def _wait(self) -> int | None:
         if self.signal_fd is None:

@@ -113,3 +113,32 @@ def test_rank_leaving_through_os_exit_is_named_with_its_code(preflight):
 def test_rank_dies_clean_twin_passes(preflight):
     run = preflight("wf_rank_dies.py", "--how", "none", launcher="none", timeout=TIMEOUT)
     assert run.returncode == 0, run.output[-3000:]
+
+
+def test_store_host_rank_0_killed_is_reported_by_rank_1(preflight):
+    """Without a launcher the store lives in rank 0: when it dies, rank 1 reports from what it knows."""
+    run = preflight("wf_rank_dies.py", "--how", "kill", "--victim", "0", launcher="none", timeout=TIMEOUT)
+    assert run.report is not None, run.output[-3000:]
+    assert run.report["dead_ranks"] == [0] and run.report["abort"]["cause"] == "dead-rank", run.report["abort"]
+    assert "rank 0 died" in run.report["diagnosis"]["cause"]
+    assert run.wall_s < TIMEOUT
+
+
+def test_store_kept_by_torchrun_rank_0_killed_rank_1_reports(preflight):
+    run = preflight("wf_rank_dies.py", "--how", "kill", "--victim", "0", launcher="torchrun", timeout=TIMEOUT)
+    assert run.report is not None, run.output[-3000:]
+    assert run.report["dead_ranks"] == [0] and "SIGKILL" in run.report["abort"]["dead"]["0"]["how"]
+
+
+def test_early_break_on_rank_local_loss_is_an_exit_at_the_break(preflight):
+    run = preflight("wf_early_break.py", launcher="torchrun", timeout=TIMEOUT)
+    report = run.report
+    assert report is not None and report["exit_code"] == HANG, run.output[-3000:]
+    assert report["diagnosis"]["code"] == "DSL103", report["diagnosis"]
+    assert _point(report)["text"] == "break" and _point(report)["mechanism"] == "exit"
+    assert "for step in range(6)" in report["diagnosis"]["cause"]  # the loop it ends
+
+
+def test_early_break_clean_twin_passes(preflight):
+    run = preflight("wf_early_break.py", "--fixed", launcher="torchrun", timeout=TIMEOUT)
+    assert run.returncode == 0, run.output[-3000:]
