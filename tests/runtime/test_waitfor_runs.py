@@ -18,6 +18,17 @@ def warm_shm_op():
     """These scripts use torch.distributed alone (DeepSpeed's CPU comm op is never built or loaded)."""
 
 
+@pytest.fixture
+def preflight(preflight):
+    """Every run here also checks that no process, scratch folder or /dev/shm file of the pre-flight's own
+    is left behind (processes are checked for every run by the conftest)."""
+
+    def run(*args, **kwargs):
+        return preflight(*args, check_left=True, **kwargs)
+
+    return run
+
+
 def _point(report):
     return report["divergence_point"]
 
