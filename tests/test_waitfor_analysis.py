@@ -112,3 +112,16 @@ def test_pairwise_shares_sum_to_zero_exactly_when_sends_match_receives():
     bad[2] = dict(bad[2], recv=[3, 5, 9])  # rank 2 expects 3 from rank 0, which sends 2
     assert check_group(bad) is not None
     assert sum(pairwise_share(fp, i, 3, seq=5) for i, fp in enumerate(bad)) % SHARE_MODULUS != 0
+
+
+def test_a_finished_rank_points_at_the_outermost_shared_loop(tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text("def forward(layers, x):\n    for layer in layers:\n        x = layer(x)\n    return x\n")
+    script = tmp_path / "eval.py"
+    script.write_text("for batch in samples[rank::world]:\n    loss = forward(layers, batch)\n")
+    m, s = str(model), str(script)
+    stuck = [[m, 3, "forward", ""], [s, 2, "<module>", ""]]
+    last = [[m, 3, "forward", ""], [s, 2, "<module>", ""]]
+    point = divergence_point(stuck, last, ("rank 0", "rank 1"), finished=True)
+    assert point["code"] == "DSL102" and point["text"] == "for batch in samples[rank::world]:"
+    assert divergence_point(stuck, last)["text"] == "for layer in layers:"  # two running ranks: innermost

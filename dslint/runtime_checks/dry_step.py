@@ -71,6 +71,7 @@ class DrySession:
         self._conclude_lock = threading.Lock()
         self.waiting_for: dict[str, Any] | None = None
         self.leaving = False
+        self._last_by_group: dict[str, Any] | None = None  # a finished rank's last stack per group
         self.peer_beats: dict[int, dict[str, Any]] = {}  # the peers' last heartbeats this rank read
         self.exiting = False  # set by our own exit: the os._exit hook then reports nothing
         self.local_live: list[int] = []  # ranks on this host whose processes were alive (dead-rank fallback)
@@ -194,6 +195,15 @@ class DrySession:
             pos: dict[str, Any] = {"state": "fin", "counts": dict(tracer.counts)}
             if last is not None:
                 pos.update(op=last["op"], group=last["group"], seq=last["seq"], stack=last["user_stack"])
+            if self._last_by_group is None:  # the records no longer change: once
+                found: dict[str, Any] = {}
+                for rec in reversed(records):
+                    if not rec.get("p2p"):
+                        found.setdefault(rec["group"], rec["user_stack"])
+                    if len(found) == len(tracer.groups):
+                        break
+                self._last_by_group = found
+            pos["last_by_group"] = self._last_by_group
             return pos
         waiting = self.waiting_for
         record = None

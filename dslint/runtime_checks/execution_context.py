@@ -111,7 +111,7 @@ class ExecutionContext:
         frame = frame if frame is not None else sys._getframe(skip)
         known = self._user_code
         found: list[tuple[str, int, str, str]] = []
-        inner: Any = None  # the code object just inside the current frame
+        run: list[Any] = []  # library code objects since the last user frame, innermost first
         while frame is not None and len(found) < limit:
             code = frame.f_code
             is_user = known.get(code)
@@ -121,10 +121,14 @@ class ExecutionContext:
                 known[code] = is_user
             if is_user:
                 callee = ""
-                if inner is not None and not known.get(inner, True) and _DSLINT_ROOT not in inner.co_filename:
-                    callee = f"{_short_path(inner.co_filename)}:{inner.co_name}"
+                outer_first = [c for c in reversed(run) if _DSLINT_ROOT not in c.co_filename]
+                if outer_first:  # the library function called; a `generate` behind a decorator's wrapper counts
+                    pick = next((c for c in outer_first[:4] if c.co_name == "generate"), outer_first[0])
+                    callee = f"{_short_path(pick.co_filename)}:{pick.co_name}"
                 found.append((code.co_filename, frame.f_lineno, code.co_name, callee))
-            inner = code
+                run = []
+            else:
+                run.append(code)
             frame = frame.f_back
         return found
 

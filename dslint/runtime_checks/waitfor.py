@@ -210,7 +210,7 @@ def _is_library_generate(frame: list[Any]) -> bool:
 
 
 def divergence_point(stack_a: list[Any] | None, stack_b: list[Any] | None,
-                     names: tuple[str, str] = ("rank A", "rank B")) -> dict[str, Any] | None:
+                     names: tuple[str, str] = ("rank A", "rank B"), finished: bool = False) -> dict[str, Any] | None:
     """The first source line where two ranks' recorded paths part, with the mechanism and its rule code.
 
     Stacks are user frames innermost first (``[file, line, function, callee]``).  Returns ``{"kind", "code",
@@ -223,7 +223,22 @@ def divergence_point(stack_a: list[Any] | None, stack_b: list[Any] | None,
     while depth < len(A) and depth < len(B) and _same(A[depth], B[depth]):
         depth += 1
     result: dict[str, Any] | None = None
-    if depth == len(A) == len(B):
+    if finished and depth:
+        # B is a finished rank's last collective of the group: it left every construct it was in, so the
+        # outermost loop both were inside (in the frames they share) is the one it ran fewer times
+        for frame in A[:depth]:
+            if _is_library_generate(frame):
+                break
+            tree = _tree(frame[0])
+            loops = [st for st, _ in _chain(_scope(tree, frame[1], frame[2]), frame[1])
+                     if isinstance(st, (ast.For, ast.AsyncFor, ast.While))] if tree is not None else []
+            if loops:
+                result = _loop_point(frame[0], loops[0], names[0])
+                result["why"] = f"{names[1]} finished its dry step; " + result["why"]
+                break
+    if result is not None:
+        pass
+    elif depth == len(A) == len(B):
         # the same line on both ranks, different iterations (or different sequence numbers) of it
         frame = A[-1]
         if _is_library_generate(frame):
@@ -355,7 +370,11 @@ def analyse(beats: dict[int, dict[str, Any]], settle: float, stall: float) -> di
         cause = "blocked-elsewhere"
     else:
         cause = "deadlock"
-    point = divergence_point(p.get("stack"), q.get("stack"), (f"rank {r}", f"rank {m}"))
+    other = q.get("stack")
+    if cause == "extra-collective":  # compare with the finished rank's last collective in this group
+        other = (q.get("last_by_group") or {}).get(p.get("group")) or other
+    point = divergence_point(p.get("stack"), other, (f"rank {r}", f"rank {m}"),
+                             finished=cause == "extra-collective")
     lines = [f"rank {x} waits in {_where(pos[x])} for rank(s) {sorted(waits[x])}" for x in sorted(stuck)]
     lines += [f"rank {x} {why}" for x, why in sorted(terminal.items()) if x not in stuck]
     return {
