@@ -14,6 +14,8 @@ import linecache
 import re
 from typing import Any
 
+from dslint.runtime_checks import waitfor
+
 RANK_WORDS = re.compile(r"rank|is_main|main_process|world_process_zero|process_index", re.I)
 
 FIXES = {
@@ -21,6 +23,8 @@ FIXES = {
               "side effect such as printing or writing), or give the other ranks the same call",
     "DSL102": "give every rank the same number of iterations: pad the per-rank shard to the longest "
               "(DistributedSampler with drop_last/padding), or all-reduce the count and run dummy forwards",
+    "DSL103": "decide the exit on every rank alike: all-reduce the stop condition (e.g. the loss or a flag) "
+              "before testing it, so every rank breaks or returns at the same step",
     "DSL104": "call generate(..., synced_gpus=True) so finished ranks keep joining the per-token forwards",
     "DSL201": "wrap the model with deepspeed.initialize/init_inference so MoE layers get their expert groups",
     "DSL202": "build the optimizer from deepspeed.moe.utils.split_params_into_different_moe_groups_for_optimizer"
@@ -82,7 +86,10 @@ def diagnose(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict
                                        f"{verdict.get('exception')}", "fix": "fix the script's error"}
     moe_without_group = sorted({layer["module"] for s in states.values() for layer in s.get("moe_layers", [])
                                 if layer.get("ep_group_ranks") is None and layer.get("all_to_all_groups")})
-    if kind == "divergence":
+    observed = _observed(verdict)
+    if observed is not None:
+        result = observed
+    elif kind == "divergence":
         result = _diagnose_divergence(verdict, states)
     else:
         result = _diagnose_hang(verdict, states)
@@ -92,6 +99,48 @@ def diagnose(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict
             f"MoE layers without an expert-parallel group (all_to_all on WORLD): {', '.join(moe_without_group)}"),
             "fix": FIXES["DSL201"]}
     return result
+
+
+DEAD_FIX = ("find out why the rank died: its own log and exit status (the launcher prints it), `dmesg` for the "
+            "OOM killer (`Out of memory: Killed process <pid>`), the node's health; a rank that calls os._exit "
+            "or sys.exit on its own leaves the others waiting")
+
+
+def _observed(verdict: dict[str, Any]) -> dict[str, Any] | None:
+    """A verdict that already carries what was observed: a dead rank, a termination, or the divergence point
+    found by comparing the ranks' recorded stacks (the code follows from the mechanism found there)."""
+    cause = verdict.get("cause")
+    if cause == "dead-rank":
+        return {"code": None, "cause": verdict.get("detail", "a rank died"), "fix": DEAD_FIX}
+    if cause == "terminated":
+        return {"code": None, "cause": verdict.get("detail", ""), "fix": "the launcher or the scheduler stopped "
+                "the job: see why (another node's failure, a time limit, a cancelled job)"}
+    point = verdict.get("divergence")
+    if not point:
+        if cause == "blocked-elsewhere":
+            blocking = verdict.get("blocking") or {}
+            return {"code": None, "fix": "see why that rank stopped there (a lock, I/O, an input it waits for, a "
+                    "long computation); the others wait for it in a collective",
+                    "cause": f"rank {blocking.get('rank')} is not in a collective: {blocking.get('where')}"}
+        return None
+    code = point.get("code")
+    src = point.get("source") or [None, None]
+    what = {"deadlock": "the ranks wait for each other in different collectives",
+            "extra-collective": "a rank issues a collective that a finished rank never reaches",
+            "blocked-elsewhere": "a rank waits in a collective while a peer is blocked outside any collective",
+            }.get(cause or "", "the ranks issue different collectives at the same position")
+    text = (f"{what}; their paths part at {src[0]}:{src[1]} `{point.get('text')}`: {point.get('why')}")
+    if cause == "blocked-elsewhere":  # not a collective hazard: no rule code, the place and the Python line
+        blocking = verdict.get("blocking") or {}
+        return {"code": None, "source": src, "fix": "see why that rank stopped there (a lock, I/O, a file or "
+                "input it waits for, a long computation); the others wait for it in a collective",
+                "cause": f"rank {blocking.get('rank')} is not in a collective: it is in {blocking.get('where')}; "
+                         + text}
+    if code is None:
+        return None if cause != "blocked-elsewhere" else {
+            "code": None, "source": src, "cause": text,
+            "fix": "see why that rank stopped there; the others wait for it in a collective"}
+    return {"code": code, "source": src, "fix": FIXES.get(code, ""), "cause": text}
 
 
 def _diagnose_divergence(verdict: dict[str, Any], states: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -217,7 +266,7 @@ def _control_flow_cause(stack: list[Any] | None, what: str) -> dict[str, Any]:
         return f" at {frame[0]}:{frame[1]} `{source_text(frame)}`"
 
     for frame in stack:
-        if "generate(" in source_text(frame):
+        if waitfor._is_library_generate(frame):  # observed: the frame called into a library generate()
             return {"code": "DSL104", "fix": FIXES["DSL104"], "source": frame, "cause": (
                 f"{what}{at(frame)}: generate() stops at a per-rank length and its forwards are collective "
                 "(ZeRO-3 parameter gathers / MoE all_to_all); without synced_gpus=True finished ranks stop joining")}

@@ -14,14 +14,32 @@ import tempfile
 import threading
 import time
 import traceback
+from datetime import timedelta
 from typing import Any
 
-from dslint.runtime_checks import compare, loader_audit, report
+from dslint.runtime_checks import compare, loader_audit, report, waitfor
 from dslint.runtime_checks.execution_context import ExecutionContext
 from dslint.runtime_checks.exit_codes import ExitCode
-from dslint.runtime_checks.fingerprint import POINT_TO_POINT_OPS, check_group, describe
+from dslint.runtime_checks.fingerprint import (
+    PAIRWISE_OPS, POINT_TO_POINT_OPS, SHARE_MODULUS, Mismatch, check_group, check_token, describe, fold,
+    pairwise_share,
+)
 from dslint.runtime_checks.peer_exchange import PeerExchange
 from dslint.runtime_checks.tracer import GroupInfo, Tracer
+
+
+def _remove_dead_scratch(verdict: dict[str, Any]) -> None:
+    """A rank killed by a signal could not remove its scratch folder: a survivor on its host does."""
+    import socket
+
+    host = socket.gethostname()
+    for info in (verdict.get("dead") or {}).values():
+        path = info.get("scratch")
+        if path and info.get("host") == host and os.path.basename(path).startswith("dslint-preflight-"):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+POLL_FIRST_S = 0.05  # the pre-issue check polls the group's counter this long before waiting on the store
 
 
 class Options:
@@ -71,6 +89,11 @@ class DrySession:
         self.audit_seconds = 0.0
         self._conclude_lock = threading.Lock()
         self.waiting_for: dict[str, Any] | None = None
+        self.leaving = False
+        self._last_by_group: dict[str, Any] | None = None  # a finished rank's last stack per group
+        self.peer_beats: dict[int, dict[str, Any]] = {}  # the peers' last heartbeats this rank read
+        self.exiting = False  # set by our own exit: the os._exit hook then reports nothing
+        self.local_live: list[int] = []  # ranks on this host whose processes were alive (dead-rank fallback)
 
     # ---- scratch folder and other leftovers ----------------------------------------------------------
     @property
@@ -100,73 +123,108 @@ class DrySession:
         return self.exchange
 
     def before_issue(self, info: GroupInfo, record: dict[str, Any], fp: dict[str, Any]) -> bool:
-        """Publish this collective's fingerprint and wait for the group's; conclude on disagreement."""
+        """Check this collective against the group's other ranks before it is issued; conclude on disagreement.
+
+        O(1) store operations per rank when the ranks agree, whatever the group's size: one ``add`` to the
+        group's counter for this collective carries both the arrival (low bits) and the rank's fingerprint
+        token (high bits; ``fingerprint.fold``); for all_to_all one more ``add`` carries the rank's share of
+        the send/receive balance. The others poll the counter briefly (peers in step arrive within a millisecond),
+        then wait on the store's side for the key the last rank to arrive sets; every rank then reads the final
+        counter and decides alike: the sum of
+        the tokens is the group size times its own token exactly when they all agree. Only on disagreement
+        are the full fingerprints published and compared (O(group size))."""
         if info.size == 1 or fp["op"] in POINT_TO_POINT_OPS:
             return True
         peers = self.peers()
         if peers is None:
             return True
         seq = record["seq"]
-        fp = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"],
-                  user_stack=record["user_stack"], params=record.get("params"))
-        keys = [f"fp/{info.name}/{seq}/{i}" for i in range(info.size)]
-        peers.put(keys[info.my_index], fp)
+        base = f"{info.name}/{seq}"
+        token = check_token(fp)
+        record["fph"] = token
+        store = peers.store
+        value, count_mask, shift = fold(token, info.size)
+        pairwise = fp["op"] in PAIRWISE_OPS
+        share = pairwise_share(fp, info.my_index, info.size, seq) if pairwise else None
         deadline = time.monotonic() + self.options.timeout
         self.waiting_for = {"what": "peers' fingerprints", "group": info.name, "seq": seq, "op": fp["op"]}
         blocked = False
         try:
-            while not peers.wait_keys(keys):
-                if not blocked and self.options.steps is None:  # slow path only: peers voting at a step
-                    blocked = True                               # boundary see where this rank waits
-                    peers.put(f"blocked/{self.rank}", {"group": info.name, "seq": seq})
-                self._check_peers_while_waiting(info, record, keys, deadline)
+            if pairwise:  # a rank whose counts are not whole numbers forces the full comparison
+                store.add(f"x/{base}", share if share is not None else 1)
+            counter = f"n/{base}"
+            total = store.add(counter, value)
+            if total & count_mask == info.size:
+                store.set(f"v/{base}", "1")
+            else:
+                # peers in step arrive within a millisecond or so: poll the counter with a short backoff for
+                # up to POLL_FIRST_S; then one wait on the store's side (no polling load while a peer is late),
+                # bounded by --timeout. A verdict meanwhile (another rank's, the wait-for monitor's, a dead
+                # rank's) is acted on by the watchdog thread, which exits the process.
+                pause, poll_until = 0.00005, time.monotonic() + POLL_FIRST_S
+                while total & count_mask != info.size and time.monotonic() < poll_until:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.002)
+                    total = store.add(counter, 0)
+                if total & count_mask != info.size:
+                    if self.options.steps is None:  # slow path only: peers voting at a step boundary see
+                        blocked = True               # where this rank waits
+                        peers.put(f"blocked/{self.rank}", {"group": info.name, "seq": seq})
+                    try:
+                        store.wait([f"v/{base}"], timedelta(seconds=max(0.001, deadline - time.monotonic())))
+                    except Exception:
+                        if time.monotonic() < deadline:  # not the timeout: the store failed (its host died)
+                            raise
+                        self._check_peers_while_waiting(info, record, deadline)  # concludes: --timeout passed
+                    total = store.add(counter, 0)
+            agreed = (total >> shift) == info.size * (value >> shift)
+            if agreed and pairwise:
+                agreed = share is not None and store.add(f"x/{base}", 0) % SHARE_MODULUS == 0
         finally:
             self.waiting_for = None
             if blocked:
                 peers.store.delete_key(f"blocked/{self.rank}")
-        fps = peers.get_many(keys)
-        mismatch = check_group(fps)
-        if mismatch is None:
+        if agreed:
             return True
-        self.conclude(peers.abort({
-            "kind": "divergence", "mismatch": mismatch.kind, "detail": mismatch.detail,
-            "group": info.name, "group_ranks": list(info.ranks), "seq": seq,
-            "calls": [{"rank": f["rank"], "call": describe(f), "op": f["op"], "ins": f["ins"], "module": f["module"],
-                       "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"],
-                       "params": f.get("params")} for f in fps],
-            "detected_by": self.rank,
-        }))
+        # disagreement: now (only now) the full fingerprints, to say exactly what differs
+        full = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"],
+                    user_stack=record["user_stack"], params=record.get("params"))
+        keys = [f"fp/{base}/{i}" for i in range(info.size)]
+        peers.put(keys[info.my_index], full)
+        end = time.monotonic() + 30
+        while not peers.wait_keys(keys) and time.monotonic() < end:
+            verdict = peers.aborted()
+            if verdict is not None:
+                self.conclude(verdict)
+        fps = peers.get_many(keys)
+        mismatch = check_group(fps) or Mismatch("size", "the ranks' fingerprints differ")
+        calls = [{"rank": f["rank"], "call": describe(f), "op": f["op"], "ins": f["ins"], "module": f["module"],
+                  "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"],
+                  "params": f.get("params")} for f in fps]
+        verdict = {"kind": "divergence", "mismatch": mismatch.kind, "detail": mismatch.detail,
+                   "group": info.name, "group_ranks": list(info.ranks), "seq": seq, "calls": calls,
+                   "detected_by": self.rank}
+        if mismatch.kind == "op":
+            odd = next((c for c in calls if c["op"] != calls[0]["op"]), calls[-1])
+            verdict["divergence"] = waitfor.divergence_point(
+                calls[0]["user_stack"], odd["user_stack"], (f"rank {calls[0]['rank']}", f"rank {odd['rank']}"))
+        self.conclude(peers.abort(verdict))
         return False  # unreachable: conclude exits
 
-    def _check_peers_while_waiting(self, info: GroupInfo, record: dict[str, Any], keys: list[str],
-                                   deadline: float) -> None:
+    def _check_peers_while_waiting(self, info: GroupInfo, record: dict[str, Any], deadline: float) -> None:
+        """While held before issue: another rank's verdict, or --timeout (the bound for silent stalls). A peer
+        that finished its dry step, waits elsewhere or died is found by the wait-for monitor (``monitor``)."""
         peers = self.exchange
         assert peers is not None
         verdict = peers.aborted()
         if verdict is not None:
             self.conclude(verdict)
-        missing = [info.ranks[i] for i, key in enumerate(keys) if not peers.has(key)]
-        for peer in missing:
-            if peers.has(f"fin/{peer}"):
-                summary = peers.get(f"fin/{peer}")
-                if summary.get("status") == "error":
-                    continue  # that rank publishes its own verdict
-                self.conclude(peers.abort({
-                    "kind": "hang", "cause": "extra-collective", "stuck_ranks": [self.rank],
-                    "group": info.name, "group_ranks": list(info.ranks), "seq": record["seq"],
-                    "finished_ranks": missing, "peer_count": summary["counts"].get(info.name, 0),
-                    "detail": (f"rank {self.rank} issues {record['op']} #{record['seq']} in group {info.name}, "
-                               f"but rank {peer} had finished ({summary['ended_by']}) after "
-                               f"{summary['counts'].get(info.name, 0)} collectives in that group: "
-                               f"it will never join"),
-                    "detected_by": self.rank,
-                }))
         if time.monotonic() > deadline:
             self.conclude(peers.abort({
-                "kind": "hang", "cause": "timeout", "stuck_ranks": [self.rank], "waiting_for": missing,
+                "kind": "hang", "cause": "timeout", "stuck_ranks": [self.rank],
                 "group": info.name, "seq": record["seq"],
                 "detail": (f"rank {self.rank} waited {self.options.timeout:g} s at {record['op']} #{record['seq']} "
-                           f"in group {info.name} for ranks {missing}"),
+                           f"in group {info.name} for the other ranks of the group"),
                 "detected_by": self.rank,
             }))
 
@@ -317,6 +375,38 @@ class DrySession:
             return False
         return self.tracer.counts.get(info.name, 0) <= blocked.get("seq", 0)
 
+    def position(self, now: float) -> dict[str, Any]:
+        """Where this rank's main thread is, for the wait-for monitor (called from the watchdog thread)."""
+        tracer = self.tracer
+        records = tracer.records
+        last = records[-1] if records else None
+        if self.status in ("done", "passed"):
+            pos: dict[str, Any] = {"state": "fin", "counts": dict(tracer.counts)}
+            if last is not None:
+                pos.update(op=last["op"], group=last["group"], seq=last["seq"], stack=last["user_stack"])
+            if self._last_by_group is None:  # the records no longer change: once
+                found: dict[str, Any] = {}
+                for rec in reversed(records):
+                    if not rec.get("p2p"):
+                        found.setdefault(rec["group"], rec["user_stack"])
+                    if len(found) == len(tracer.groups):
+                        break
+                self._last_by_group = found
+            pos["last_by_group"] = self._last_by_group
+            return pos
+        waiting = self.waiting_for
+        record = None
+        if waiting and waiting.get("seq") is not None and last is not None:
+            record, state = last, "pre"
+        elif tracer.pending is not None:
+            record, state = tracer.pending, "in"
+        if record is not None:
+            info = tracer.groups.get(record["group"])
+            return {"state": state, "group": record["group"], "seq": record["seq"], "op": record["op"],
+                    "ranks": list(info.ranks) if info else [], "fph": record.get("fph"),
+                    "for": round(now - record["t0"], 3), "stack": record["user_stack"]}
+        return {"state": "py"}
+
     # ---- end of the dry step ------------------------------------------------------------------------
     def finish(self, ended_by: str) -> None:
         """The rank reached its step boundary (or its script ended): exchange summaries and decide."""
@@ -381,6 +471,7 @@ class DrySession:
 
     def _leave(self, built: dict[str, Any], code: ExitCode, final: bool) -> None:
         peers = self.exchange
+        self.leaving = True  # ranks now leave one by one: the monitor must not take that for deaths
         if self.rank == 0:
             built["exit_code"] = int(code)
             report.emit(built, self.options.report_path)
@@ -408,21 +499,25 @@ class DrySession:
         self.status = "aborting"
         peers = peers or self.exchange
         code = ExitCode.for_verdict(verdict)
+        dead = set(verdict.get("dead_ranks") or [])
+        live = [r for r in range(self.world_size) if r not in dead]
+        _remove_dead_scratch(verdict)
+        reporter = live[0] if live else self.rank  # rank 0 unless it died
         try:
             if peers is not None:
                 peers.put(f"state/{self.rank}", self.state())
-                if self.rank == 0:
-                    keys = [f"state/{r}" for r in range(self.world_size)]
+                if self.rank == reporter:
+                    keys = {r: f"state/{r}" for r in live}
                     end = time.monotonic() + 8
-                    while not peers.wait_keys(keys) and time.monotonic() < end:
+                    while not peers.wait_keys(list(keys.values())) and time.monotonic() < end:
                         pass
-                    states = {r: peers.get(k) for r, k in enumerate(keys) if peers.has(k)}
+                    states = {r: peers.get(k) for r, k in keys.items() if peers.has(k)}
                     built = report.build_abort(self, verdict, states)
                     built["exit_code"] = int(code)
                     report.emit(built, self.options.report_path)
                     peers.put("report_done_abort", 1)
                     end = time.monotonic() + 10
-                    while peers.add("left_abort", 0) < self.world_size - 1 and time.monotonic() < end:
+                    while peers.add("left_abort", 0) < len(live) - 1 and time.monotonic() < end:
                         time.sleep(0.05)
                 else:
                     self._wait_for(peers, "report_done_abort", 30)
@@ -436,6 +531,13 @@ class DrySession:
                     print(report.render_text(built), file=sys.stderr)
         except BaseException:  # the report is best effort; the exit code is not
             traceback.print_exc()
+            if self.rank == reporter or self.rank == min(self.local_live or [self.rank]):
+                try:  # the store is gone (it lived in a rank that died): report what this rank knows
+                    built = report.build_abort(self, verdict, {self.rank: self.state()})
+                    built["exit_code"] = int(code)
+                    report.emit(built, self.options.report_path)
+                except BaseException:
+                    traceback.print_exc()
         self.exit(code)
 
     @staticmethod
@@ -444,7 +546,34 @@ class DrySession:
         while not peers.wait_keys([key]) and time.monotonic() < end:
             pass
 
+    def exit_for_signal(self, signum: int) -> None:
+        """A terminating signal outside the dry step's checks: leave as the default action would."""
+        self.exit(128 + signum)  # type: ignore[arg-type]
+
+    def find_dead(self, seconds: float) -> dict[str, Any] | None:
+        """After a collective failed in the transport (gloo: "Connection closed by peer"): a verdict naming
+        the rank that died, if one is found within ``seconds`` (or another rank's verdict)."""
+        from dslint.runtime_checks import monitor
+
+        peers = self.peers()
+        if peers is None:
+            return None
+        heart = monitor.Heart(self)
+        watcher = monitor.Monitor(self, heart)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            verdict = peers.aborted()
+            if verdict is not None:
+                return verdict
+            beats = watcher._read(peers, list(range(self.world_size)))
+            dead = watcher._dead(beats, time.monotonic(), peers)
+            if dead:
+                return monitor.dead_verdict(dead, beats, self.rank)
+            time.sleep(0.2)
+        return None
+
     def exit(self, code: ExitCode) -> None:
+        self.exiting = True
         self.cleanup()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -142,12 +142,16 @@ class ExecutionContext:
         return "forward" if self.stack else "other"
 
     # ---- user source line ---------------------------------------------------------------------------
-    def user_frames(self, skip: int = 2, limit: int = 6) -> list[tuple[str, int, str]]:
-        """(file, line, function) of up to ``limit`` frames outside the stdlib, site-packages and dslint,
-        innermost first: the first is where the collective came from, the outer ones say why it ran."""
-        frame = sys._getframe(skip)
+    def user_frames(self, skip: int = 2, limit: int = 6, frame: Any = None) -> list[tuple[str, int, str, str]]:
+        """(file, line, function, callee) of up to ``limit`` frames outside the stdlib, site-packages and dslint,
+        innermost first: the first is where the collective came from, the outer ones say why it ran. ``callee``
+        is the library function the frame called into ("" when it called user code or nothing), e.g.
+        ``transformers/generation/utils.py:generate``: what a frame is doing, observed rather than guessed from
+        names. ``frame``: start there (another thread's frame) instead of this call's caller."""
+        frame = frame if frame is not None else sys._getframe(skip)
         known = self._user_code
-        found: list[tuple[str, int, str]] = []
+        found: list[tuple[str, int, str, str]] = []
+        run: list[Any] = []  # library code objects since the last user frame, innermost first
         while frame is not None and len(found) < limit:
             code = frame.f_code
             is_user = known.get(code)
@@ -156,6 +160,25 @@ class ExecutionContext:
                 is_user = not (path.startswith(_LIBRARY_ROOTS) or code.co_filename.startswith("<"))
                 known[code] = is_user
             if is_user:
-                found.append((code.co_filename, frame.f_lineno, code.co_name))
+                callee = ""
+                outer_first = [c for c in reversed(run) if _DSLINT_ROOT not in c.co_filename]
+                if outer_first:  # the library function called; a `generate` behind a decorator's wrapper counts
+                    pick = next((c for c in outer_first[:4] if c.co_name == "generate"), outer_first[0])
+                    callee = f"{_short_path(pick.co_filename)}:{pick.co_name}"
+                found.append((code.co_filename, frame.f_lineno, code.co_name, callee))
+                run = []
+            else:
+                run.append(code)
             frame = frame.f_back
         return found
+
+
+_DSLINT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _short_path(path: str) -> str:
+    """``.../site-packages/transformers/generation/utils.py`` -> ``transformers/generation/utils.py``."""
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    return os.path.basename(path)

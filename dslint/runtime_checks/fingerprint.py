@@ -66,3 +66,55 @@ def check_group(fps: list[dict[str, Any]]) -> Mismatch | None:
     if any(fp.get("sym") != first.get("sym") for fp in fps):
         return Mismatch("size", "tensor sizes differ across ranks")
     return None
+
+
+# ---- the O(1) pre-issue check: one token per rank instead of every peer's fingerprint ---------------------
+# Every rank of the group must publish the same token (compare-and-set against the first one published), and
+# for all_to_all the ranks' *shares* must sum to zero modulo SHARE_MODULUS: rank i's share is
+# sum_j w(i, j) * send_i[j] - sum_j w(j, i) * recv_i[j], so the sum over the group is
+# sum_ij w(i, j) * (send_i[j] - recv_j[i]), zero when every send matches its receive (a mismatch cancels
+# with probability ~1 / SHARE_MODULUS). Only on a mismatch are the full fingerprints exchanged (``check_group``).
+SHARE_MODULUS = 2**31 - 1
+
+
+def check_token(fp: dict[str, Any]) -> str:
+    """What every rank of the group must agree on, hashed: op, reduce op, root, dtypes, and the sizes of
+    the ops whose sizes must be equal on every rank."""
+    import hashlib
+    import json
+
+    dtypes = sorted({d for _, d in (fp.get("ins") or []) + (fp.get("outs") or [])})
+    sizes = None if fp["op"] in PAIRWISE_OPS else fp.get("sym")
+    body = json.dumps([fp["op"], fp.get("rop"), fp.get("root"), dtypes, sizes], default=str)
+    return hashlib.blake2b(body.encode(), digest_size=8).hexdigest()
+
+
+def fold(token: str, size: int) -> tuple[int, int, int]:
+    """The value a rank adds to the group's counter: 1 in the low bits (the arrival) and its token, cut to
+    what fits, in the high bits; with the mask of the count bits and the token's shift. The sum of ``size``
+    values fits in the store's int64 counter."""
+    width = size.bit_length()
+    shift = width + 1
+    token_bits = max(8, 62 - shift - width)
+    return 1 + ((int(token, 16) & ((1 << token_bits) - 1)) << shift), (1 << shift) - 1, shift
+
+
+def _weight(i: int, j: int, seq: int) -> int:
+    x = (i * 0x9E3779B1 + j * 0x85EBCA77 + seq * 0xC2B2AE3D + 0x27D4EB2F) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 29
+    x = (x * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 32
+    return x % SHARE_MODULUS or 1
+
+
+def pairwise_share(fp: dict[str, Any], index: int, size: int, seq: int) -> int | None:
+    """This rank's share of the all_to_all balance (None: not a pairwise op, or counts that are not whole)."""
+    if fp["op"] not in PAIRWISE_OPS:
+        return None
+    send, recv = fp.get("send") or [], fp.get("recv") or []
+    if len(send) != size or len(recv) != size or not all(isinstance(c, int) for c in send + recv):
+        return None
+    total = 0
+    for j in range(size):
+        total += _weight(index, j, seq) * send[j] - _weight(j, index, seq) * recv[j]
+    return total % SHARE_MODULUS

@@ -113,10 +113,21 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
         + ([dict(cause["related"], severity="error")] if cause.get("related") else []),
         "ranks": ranks, "ranks_without_state": missing, "counts": _count_table(states),
         "first_divergence": divergences,
+        "divergence_point": _point(verdict.get("divergence")),
+        "dead_ranks": verdict.get("dead_ranks") or [],
         "moe_layers": next((s.get("moe_layers") for s in states.values() if s.get("moe_layers")), []),
         "loader_audit": _audit_table(states), "audit_findings": verdict.get("audit") or [],
         **_saves(states),
     }
+
+
+def _point(point: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where the ranks' recorded paths part (wait-for analysis / op mismatch): the line and the mechanism."""
+    if not point or not point.get("source"):
+        return None
+    src = point["source"]
+    return {"path": src[0], "line": src[1], "function": src[2], "text": point.get("text"),
+            "mechanism": point.get("kind"), "code": point.get("code"), "why": point.get("why")}
 
 
 def emit(built: dict[str, Any], path: str | None) -> None:
@@ -165,6 +176,10 @@ def render_text(built: dict[str, Any]) -> str:
     for group, first in (built.get("first_divergence") or {}).items():
         console.print(f"  first divergence in group {group} at #{first['seq']}: "
                       + ", ".join(f"rank {r}: {c}" for r, c in first["calls"].items()))
+    point = built.get("divergence_point")
+    if point:
+        console.print(f"  divergence point: {point['path']}:{point['line']} `{point['text']}` "
+                      f"({point['mechanism'] or 'mechanism unknown'}): {point['why']}")
     cause = built.get("diagnosis")
     if cause:
         console.print(f"  likely cause [{cause.get('code')}]: {cause['cause']}")

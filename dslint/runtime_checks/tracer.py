@@ -240,7 +240,7 @@ class Tracer:
         dry = self.mode == "dry"
         fp: dict[str, Any] = self._fingerprint(op, bound, ins, outs, info) if dry else {}
         # watch mode keeps only the innermost user frame: the full stack is for dry-step diagnoses
-        frames = self.context.user_frames(3, 6 if dry else 1)
+        frames = self.context.user_frames(3, 12 if dry else 1)
         record = {
             "group": info.name, "seq": seq, "op": op, "ins": ins, "outs": outs,
             "splits": fp.get("splits"), "root": fp.get("root"),
