@@ -8,7 +8,11 @@ findings are still printed). `preflight` has its own codes (docs/preflight.md).
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
@@ -61,8 +65,10 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     if deepspeed_version:
         settings.deepspeed_version = deepspeed_version
 
-    checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs)
-    report = checker.check_paths(list(paths))
+    checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs,
+                      file_timeout=_file_timeout())
+    with _interruptible():
+        report = checker.check_paths(list(paths))
     used = [type(r) for r in checker.rules]
     rendered = render(output_format, report, used)
     if output:
@@ -80,6 +86,39 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             _error("dslint: error: no input could be checked")
         return EXIT_USAGE
     return EXIT_FINDINGS if fails(report, settings.fail_level) and not exit_zero else EXIT_OK
+
+
+def _file_timeout() -> float:
+    from dslint.engine import FILE_TIMEOUT
+    value = os.environ.get("DSLINT_FILE_TIMEOUT", "")
+    try:
+        return max(0.0, float(value)) if value else FILE_TIMEOUT
+    except ValueError:
+        return FILE_TIMEOUT
+
+
+@contextmanager
+def _interruptible():
+    """Ctrl-C (SIGINT) ends the run at once: the workers are killed and the process exits 130 without a
+    traceback or a partial report. The handler runs between Python bytecodes, which libcst's parser and every
+    analysis execute continually, so it never waits for a file to finish."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        from dslint.forkpool import kill_children
+        kill_children()
+        try:
+            os.write(2, b"dslint: interrupted\n")
+        finally:
+            os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_preflight(argv: list[str], local_rank: Optional[int]) -> int:
