@@ -130,3 +130,18 @@ def test_sigint_ends_the_run_and_its_workers_within_a_second(tmp_path):
     assert "Traceback" not in err and "interrupted" in err
     time.sleep(0.2)
     assert not [w for w in workers if _alive(w)]
+
+
+def test_an_internal_error_in_one_rule_loses_no_other_rule_s_findings(monkeypatch):
+    from dslint.rules import rule_by_code
+    broken = rule_by_code("DSL103")
+
+    def fails(self, ctx):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(broken, "check", fails)
+    text = HAZARD + "for b in loader[rank:]:\n    dist.all_reduce(b)\n"
+    report = Checker(Settings(), jobs=1).check_sources(_sources({"train.py": text}))
+    assert {f.code for f in report.findings} == {"DSL101", "DSL102"}
+    (error,) = report.errors
+    assert error.kind == "internal-error" and error.code == "DSL103" and "RecursionError" in error.message
