@@ -93,3 +93,17 @@ def test_the_cli_survives_a_folder_of_hostile_inputs(tmp_path, dslint_cli):
     codes = sorted((f["path"].rsplit("/", 1)[-1], f["code"]) for f in data["findings"])
     assert ("train.py", "DSL101") in codes
     assert sorted(n for n, c in codes if c == "DSL001") == sorted(_hostile())
+
+
+def test_the_text_report_of_a_megabyte_line_shows_a_window_around_the_column(tmp_path, dslint_cli):
+    (tmp_path / "attrs.py").write_text("x = a" + ".b" * 100_000 + "\n")
+    proc = dslint_cli("check", str(tmp_path / "attrs.py"), timeout=120)
+    assert proc.returncode == 1 and "could not be analysed" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) < 400
+    frame = [line for line in proc.stdout.splitlines() if line.startswith("  ") and "|" in line]
+    code, marks = frame[0], frame[1]
+    column = int(proc.stdout.split(":", 3)[2])
+    # the caret sits under the character at the reported column
+    window_start = max(0, column - 1 - 40)
+    assert code.split("| ", 1)[1][marks.split("| ", 1)[1].index("^")] == ("x = a" + ".b" * 100_000)[column - 1]
+    assert window_start > 0 and code.split("| ", 1)[1].startswith("…")
