@@ -9,7 +9,11 @@ own codes (docs/preflight.md).
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
@@ -90,10 +94,12 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             _error(f"dslint: error: --max-file-size: {exc}")
             return EXIT_USAGE
 
-    checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs)
+    checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs,
+                      file_timeout=_file_timeout())
     if fix or fix_only or diff:
         from dslint.fixes.session import diffs, fix_run
-        outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)
+        with _interruptible():
+            outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)
         report = outcome.report
         if diff or fix_only:
             if diff:
@@ -111,7 +117,8 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
                 return EXIT_FINDINGS if outcome.texts else EXIT_OK
             return EXIT_FINDINGS if report.fixes["not_written"] else EXIT_OK
     else:
-        report = checker.check_paths(list(paths))
+        with _interruptible():
+            report = checker.check_paths(list(paths))
     used = [type(r) for r in checker.rules]
     rendered = render(output_format, report, used)
     if output:
@@ -141,6 +148,39 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     if report.fixes is not None and report.fixes["not_written"]:
         return EXIT_FINDINGS
     return EXIT_FINDINGS if fails(report, settings.fail_level) and not exit_zero else EXIT_OK
+
+
+def _file_timeout() -> float:
+    from dslint.engine import FILE_TIMEOUT
+    value = os.environ.get("DSLINT_FILE_TIMEOUT", "")
+    try:
+        return max(0.0, float(value)) if value else FILE_TIMEOUT
+    except ValueError:
+        return FILE_TIMEOUT
+
+
+@contextmanager
+def _interruptible():
+    """Ctrl-C (SIGINT) ends the run at once: the workers are killed and the process exits 130 without a
+    traceback or a partial report. The handler runs between Python bytecodes, which libcst's parser and every
+    analysis execute continually, so it never waits for a file to finish."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        from dslint.forkpool import kill_children
+        kill_children()
+        try:
+            os.write(2, b"dslint: interrupted\n")
+        finally:
+            os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_preflight(argv: list[str], local_rank: Optional[int]) -> int:

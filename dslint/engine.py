@@ -7,8 +7,11 @@ from __future__ import annotations
 import gc
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -29,6 +32,8 @@ CHUNKS_PER_JOB = 1             # contiguous runs of files per worker at least (s
 CHUNK_BYTES = 3_000_000        # at most this much source per run on big trees: the libcst trees a worker
                                # parses (~60 bytes per byte of source) are freed when it exits
 MAX_AUTO_JOBS = 4              # files' cross-references are re-read in every worker: more rarely pays
+FILE_TIMEOUT = 60.0            # seconds of analysis per file (DSLINT_FILE_TIMEOUT; 0: none): past it, the file is
+                               # reported as skipped and the run goes on
 _WORK = None                   # (checker, sources, views), inherited by forked workers
 _OUTLINE_WORK = None           # the sources whose outlines forked workers build
 
@@ -43,6 +48,36 @@ def _outline_chunk(indices: list[int]):
     return [(i, sources[i].outline) for i in indices]
 
 
+_TRANSIENT = ("could not be analysed: skipped", "could not be analysed: the process")   # not cached
+_CRASH_SIGNALS = {int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
+                  if hasattr(signal, n)}
+
+
+class AnalysisTimeout(BaseException):
+    """Raised (by SIGALRM) in the analysis of one file that runs past its budget. A BaseException, so that the
+    per-rule `except Exception` of `_check_one` does not take it for a rule's failure."""
+
+
+@contextmanager
+def time_budget(seconds: float):
+    """Raise AnalysisTimeout in the body once `seconds` have passed (main thread, POSIX; elsewhere no budget).
+    Pure-Python code and libcst's parser (which builds its nodes in Python) both let the signal through."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise AnalysisTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @dataclass
 class Checker:
     settings: Settings
@@ -51,6 +86,7 @@ class Checker:
     cache_dir: Optional[Path] = None       # None: no cache
     jobs: int = 0                          # 0: one per CPU (at most MAX_AUTO_JOBS); 1: no workers
     sources: list = field(default_factory=list, repr=False)     # the sources of the last check_paths
+    file_timeout: float = FILE_TIMEOUT     # seconds of analysis per file; 0: no budget
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -147,7 +183,8 @@ class Checker:
         for i, findings, errors in self._analyse(relevant, views, todo):
             report.findings += findings
             report.errors += errors
-            if cache and not any(e.kind == "internal-error" for e in errors):
+            if cache and not any(e.kind == "internal-error" for e in errors) and not any(
+                    f.code == "DSL001" and f.message.startswith(_TRANSIENT) for f in findings):
                 cache.put(keys[i], {"findings": [f.model_dump(mode="json") for f in findings],
                                     "errors": [e.model_dump(mode="json") for e in errors]})
         report.findings.sort(key=Finding.sort_key)
@@ -230,12 +267,13 @@ class Checker:
             return True
         if pattern is not None and pattern.search(source.text):
             return True
-        # triaged out: no rule can flag it or needs its facts -- but a syntax error is still DSL001
+        # triaged out: no rule can flag it or needs its facts -- but a syntax error is still DSL001, and so is a
+        # file no parser may read (dslint.guard)
+        if source.too_complex is not None:
+            return True
         try:
             compile(source.text, source.path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
-        except (SyntaxError, ValueError):
-            return True
-        except RecursionError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return True
         return False
 
@@ -300,13 +338,27 @@ class Checker:
             lost = False
             for k, part in run_forked(_analyse_chunk, chunks, jobs):
                 if part is FAILED:
-                    # a worker died (killed for memory, most likely): its files are checked here, one at a
-                    # time, instead of losing the run
+                    # a worker died (killed for memory, or a native crash on one file): its files are checked
+                    # again, each in a worker of its own. A file whose worker crashes again (SIGSEGV, SIGBUS,
+                    # SIGABRT, ...) is reported as its DSL001; one whose worker was killed or failed otherwise
+                    # is checked here, as before (a file alone rarely needs the memory of a run of files)
                     if not lost:
-                        print("dslint: a worker process died; checking its files in the main process",
+                        print("dslint: a worker process died; checking its files one by one",
                               file=sys.stderr)
                         lost = True
-                    part = [(i, *self._results_for(sources[i], views[i])) for i in chunks[k]]
+                    singles = [[i] for i in chunks[k]]
+                    statuses: dict[int, int] = {}
+                    part = []
+                    for j, single in run_forked(_analyse_chunk, singles, jobs, statuses):
+                        i = singles[j][0]
+                        if single is not FAILED:
+                            part += single
+                        elif -statuses.get(j, 0) in _CRASH_SIGNALS:
+                            name = signal.Signals(-statuses[j]).name
+                            part.append((i, [self._not_analysed(
+                                sources[i], f"the process analysing it crashed ({name})")], []))
+                        else:
+                            part.append((i, *self._results_for(sources[i], views[i])))
                 yield from part
         finally:
             _WORK = None
@@ -345,11 +397,27 @@ class Checker:
 
     def _results_for(self, source: AnySource, project: ProjectView) -> tuple[list[Finding], list[InputError]]:
         partial = Report()
-        self._check_one(source, project, partial)
+        try:
+            with time_budget(self.file_timeout):
+                self._check_one(source, project, partial)
+        except AnalysisTimeout:
+            # whatever the rules had found is dropped with the rest: a partial answer would read as complete
+            partial = Report(findings=[self._not_analysed(
+                source, f"skipped: analysis exceeded {self.file_timeout:g} s")])
+            return partial.findings, partial.errors
         if project.units and isinstance(source, PythonSource):
             for finding in partial.findings:
                 _name_units(finding, source, project.units)
         return partial.findings, partial.errors
+
+    def _not_analysed(self, source: AnySource, reason: str) -> Finding:
+        """DSL001 for a file whose analysis could not finish (reported even when DSL001 is not selected: the
+        file's other findings are missing)."""
+        from dslint.rules.parse import ParseError
+        return Finding(code="DSL001", name=ParseError.name, severity=ParseError.severity, path=source.path,
+                       line=1, column=1, end_line=1, end_column=1, message=f"could not be analysed: {reason}",
+                       fix=Fix(description="Split the file, or raise DSLINT_FILE_TIMEOUT (seconds per file)."
+                               if reason.startswith("skipped") else "Report it to dslint with the file."))
 
     def _check_one(self, source: AnySource, project: ProjectView, report: Report) -> None:
         suppressions = parse_suppressions(source.text, source.kind)

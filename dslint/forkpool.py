@@ -16,14 +16,26 @@ import os
 import pickle
 import selectors
 import signal
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 FAILED: Any = type("Failed", (), {"__repr__": lambda self: "FAILED"})()
+_LIVE: set[int] = set()          # pids of the children running now (for `kill_children` on Ctrl-C)
 
 
-def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int) -> Iterator[tuple[int, Any]]:
+def kill_children() -> None:
+    """SIGKILL every child still running (an interrupted run exits without waiting for them)."""
+    for pid in list(_LIVE):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int,
+               statuses: Optional[dict] = None) -> Iterator[tuple[int, Any]]:
     """(index, fn(task)) for every task, in task order, each computed in a child forked for it; at most
-    `jobs` children at a time. A child that exits abnormally gives (index, FAILED)."""
+    `jobs` children at a time. A child that exits abnormally gives (index, FAILED), and its exit code in
+    `statuses[index]` when given (negative: the signal that ended it)."""
     results: dict[int, Any] = {}
     running: dict[int, tuple[int, int, list[bytes]]] = {}     # read end → (task index, pid, bytes so far)
     sel = selectors.DefaultSelector()
@@ -32,6 +44,7 @@ def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int) -> Ite
         while done < len(tasks):
             while started < len(tasks) and len(running) < jobs:
                 read, pid = _start(fn, tasks[started])
+                _LIVE.add(pid)
                 running[read] = (started, pid, [])
                 sel.register(read, selectors.EVENT_READ)
                 started += 1
@@ -44,7 +57,8 @@ def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int) -> Ite
                 sel.unregister(fd)
                 os.close(fd)
                 index, pid, parts = running.pop(fd)
-                results[index] = _collect(pid, parts)
+                results[index] = _collect(pid, parts, index, statuses)
+                _LIVE.discard(pid)
             while done in results:
                 yield done, results.pop(done)
                 done += 1
@@ -55,6 +69,7 @@ def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int) -> Ite
             except ProcessLookupError:
                 pass
             os.waitpid(pid, 0)
+            _LIVE.discard(pid)
             os.close(fd)
         sel.close()
 
@@ -65,6 +80,9 @@ def _start(fn: Callable[[Any], Any], task: Any) -> tuple[int, int]:
     if pid == 0:                                    # the child: never returns into the caller's code
         code = 1
         try:
+            # Ctrl-C reaches the whole process group: a child ends at once, even inside native code (the parent
+            # kills those it started when it is interrupted alone)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.close(read)
             view = memoryview(pickle.dumps(fn(task), protocol=pickle.HIGHEST_PROTOCOL))
             while view:
@@ -78,9 +96,12 @@ def _start(fn: Callable[[Any], Any], task: Any) -> tuple[int, int]:
     return read, pid
 
 
-def _collect(pid: int, parts: list[bytes]) -> Any:
+def _collect(pid: int, parts: list[bytes], index: int = 0, statuses: Optional[dict] = None) -> Any:
     _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
+    code = os.waitstatus_to_exitcode(status)
+    if statuses is not None:
+        statuses[index] = code
+    if code != 0:
         return FAILED
     try:
         return pickle.loads(b"".join(parts))

@@ -45,6 +45,9 @@ class Source:
         return self.text.splitlines()
 
 
+MAX_SECOND_OPINION = 300_000      # characters: a file CPython rejects is parsed by libcst only below this size
+
+
 def parse_module(text: str):
     """libcst's `parse_module` without re-validating every node it builds. Each node's `__post_init__` checks
     the invariants of hand-built trees (parentheses balanced, whitespace where a keyword needs it); the
@@ -78,6 +81,8 @@ class PythonSource(Source):
         CPython rejects the file."""
         from dslint.analysis.model_facts import file_model_facts
         from dslint.outline import build_outline, parse_tree
+        if self.too_complex is not None:
+            return None
         tree = parse_tree(self.text, self.path)
         if tree is None:
             return None
@@ -86,6 +91,13 @@ class PythonSource(Source):
         # outline workers of a big run build it in parallel)
         out.model_classes, out.freezing = file_model_facts(tree, self.text, self.path, out)
         return out
+
+    @cached_property
+    def too_complex(self):
+        """Why no parser may read this file (`dslint.guard`: brackets nested too deep, an operator chain or
+        elif chain too long for libcst's native parser, which would take the process down), or None."""
+        from dslint.guard import check
+        return check(self.text)
 
     @property
     def compiles(self) -> bool:
@@ -132,6 +144,13 @@ class PythonSource(Source):
     @cached_property
     def module(self):
         import libcst as cst
+        if self.too_complex is not None:       # parse_problem reports it
+            return cst.Module(body=[])
+        if len(self.text) > MAX_SECOND_OPINION and not self.compiles:
+            # CPython rejects it: libcst is asked only for syntax newer than this Python's (a small script);
+            # on a big broken file its parse costs a minute (1.2 MB: 70 s, 0.9 GB) to confirm the error
+            self.__dict__["_cpython_rejects"] = True
+            return cst.Module(body=[])
         try:
             return parse_module(self.text)
         except (cst.ParserSyntaxError, RecursionError) as exc:
@@ -239,7 +258,9 @@ class PythonSource(Source):
         elif isinstance(node, cst.BaseCompoundStatement):
             # a compound statement is reported at its header (`for batch in shard:`), comment excluded: only
             # the header is generated (a body of `pass`, no else/except/finally), not a body of 3,000 lines
-            body = node.body
+            body = getattr(node, "body", None)
+            if body is None:            # `match`: its header alone is not a statement libcst can print
+                return None
             if isinstance(body, cst.IndentedBlock):
                 body = body.with_changes(header=cst.TrailingWhitespace(),
                                          body=[cst.SimpleStatementLine(body=[cst.Pass()])])
@@ -281,24 +302,34 @@ class PythonSource(Source):
         return Span(line, column, end_line, at + len(last) + 1)
 
     def parse_problem(self) -> Optional[ParseProblem]:
+        guard = self.too_complex
+        if guard is not None:
+            return ParseProblem(f"could not be analysed: {guard.reason}", guard.line, guard.column)
         if "module" not in self.__dict__ and self.compiles:
             # CPython accepts it: libcst parses the file only when an analysis reads its tree. Where libcst
             # rejects what CPython accepts (rare), that shows once the tree is read; the engine asks again
             # after the rules have run and reports it then.
             return None
+        if "_problem" not in self.__dict__:       # final once the tree is read: asked by the rule and the engine
+            self.__dict__["_problem"] = self._parse_problem()
+        return self.__dict__["_problem"]
+
+    def _parse_problem(self) -> Optional[ParseProblem]:
         import libcst as cst
         try:
             self.module
             exc = self.__dict__.get("_libcst_error")
             if exc is not None:
                 raise exc
+            if self.__dict__.get("_cpython_rejects"):
+                raise cst.ParserSyntaxError("invalid syntax", lines=[""], raw_line=1, raw_column=0)
         except cst.ParserSyntaxError as exc:
             # CPython's own parser places syntax errors more precisely than libcst's; ask it on failure only
             try:
                 compile(self.text, self.path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
             except SyntaxError as syn:
                 return ParseProblem(f"Python syntax error: {syn.msg}", syn.lineno or 1, syn.offset or 1)
-            except (ValueError, RecursionError):
+            except (ValueError, RecursionError, MemoryError):
                 pass
             return ParseProblem(f"Python syntax error: {exc.message}", exc.raw_line, exc.raw_column + 1)
         except RecursionError:

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from dslint.analysis.rank_values import TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
-from dslint.analysis.statements import (iter_assigns, iter_calls, statement_expressions,  # noqa: F401
+from dslint.analysis.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
@@ -31,6 +31,7 @@ class Guard:
     exit_kind: str = ""               # return | continue | break | exit
     test: Optional[cst.CSTNode] = None   # for exits: the test that leads to it
     loop: Optional[cst.CSTNode] = None   # for `continue`: the loop it goes back to
+    condition: str = ""               # for conds of an elif/else/case branch: when the branch runs, in words
 
 
 class FlowWalk:
@@ -54,9 +55,15 @@ class FlowWalk:
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
         pass
 
-    def cond_guard(self, node: cst.CSTNode, test: cst.BaseExpression, origin: Origin,
-                   body: Sequence[cst.CSTNode], orelse: Sequence[cst.CSTNode]) -> Optional[Guard]:
-        return Guard("cond", origin, test)
+    def reaches_sites(self, stmts: Sequence[cst.CSTNode]) -> bool:
+        """Does every rank running `stmts` reach a collective? (A test whose every branch does is balanced.)"""
+        return False
+
+    def enter_if(self, node: cst.If) -> None:
+        """Before the test of each `if`/`elif` of a chain (the chain's links are left in reverse order)."""
+
+    def leave_if(self, node: cst.If) -> None:
+        pass
 
     # --- driver --------------------------------------------------------------------------------------
     def run(self, stmts: Sequence[cst.CSTNode]) -> None:
@@ -128,16 +135,7 @@ class FlowWalk:
                 pending.extend(self.block(_body(node.finalbody.body), guards + tuple(pending)))
             return pending
         if isinstance(node, cst.Match):
-            self.expr(node.subject, guards)
-            origin = self.eval(node.subject)
-            inner = guards + ((Guard("cond", origin, node.subject),) if origin else ())
-            envs, pending = [], []
-            for case in node.cases:
-                env, more = self._branch(_body(case.body), inner)
-                envs.append(env)
-                pending.extend(more)
-            self._merge(self.env, *envs)
-            return pending
+            return self.match_stmt(node, guards)
         return []          # FunctionDef / ClassDef: their own scopes
 
     def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
@@ -228,23 +226,107 @@ class FlowWalk:
             self.taint.uniformize(value.expression, self.env)
 
     def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
-        self.expr(node.test, guards)
-        origin = self.eval(node.test)
-        body = _body(node.body)
-        orelse: Sequence[cst.CSTNode] = ()
-        if isinstance(node.orelse, cst.If):
-            orelse = (node.orelse,)
-        elif isinstance(node.orelse, cst.Else):
-            orelse = _body(node.orelse.body)
-        guard = self.cond_guard(node, node.test, origin, body, orelse) if origin is not None else None
-        inner = guards + ((guard,) if guard else ())
-        if guard is None and origin is not None:
-            # balanced branches: exits under the test still differ across ranks
-            inner = guards + (Guard("cond-balanced", origin, node.test),)
-        env_body, pending = self._branch(body, inner)
-        env_else, more = self._branch(orelse, inner)
-        self._merge(env_body, env_else)
-        return [g for g in pending + more if not _exits_together(g, pending, more, body, orelse)]
+        """An `if`/`elif`/…/`else` chain, walked as one statement without recursion (a chain of thousands of
+        `elif`s is one level deep here). A branch runs when its test holds and the earlier ones did not: its
+        guards are the earlier tests' and its own, and its condition says so in words. A test whose branches
+        all reach a collective (the `else` included) is balanced: every rank reaches one either way."""
+        links = [node]
+        while isinstance(links[-1].orelse, cst.If):
+            links.append(links[-1].orelse)
+        last = links[-1].orelse
+        final: Sequence[cst.CSTNode] = _body(last.body) if isinstance(last, cst.Else) else ()
+        bodies = [_body(link.body) for link in links]
+        # balanced[i]: body i and every later branch (a final `else` needed) reach a collective
+        balanced = [False] * len(links)
+        rest = bool(final) and self.reaches_sites(final)
+        for i in range(len(links) - 1, -1, -1):
+            rest = rest and self.reaches_sites(bodies[i])
+            balanced[i] = rest
+        saved = self.env
+        envs: list[Env] = []
+        pendings: list[list[Guard]] = []
+        outer = guards
+        chain: list[tuple[int, Guard]] = []          # the rank-varying tests so far: (link index, guard)
+        tests: list[str] = []
+        entered = 0
+        try:
+            for i, link in enumerate(links):
+                self.env = dict(saved) if i else saved
+                self.enter_if(link)
+                entered += 1
+                self.expr(link.test, outer)
+                origin = self.eval(link.test)
+                tests.append(code_of(link.test, 60))
+                guard = None
+                if origin is not None:
+                    guard = Guard("cond-balanced" if balanced[i] else "cond", origin, link.test)
+                inner = outer + ((guard,) if guard else ())
+                if guard is not None:
+                    chain.append((len(outer), guard))
+                body_guards = inner
+                if i and chain and chain[-1][1].kind == "cond":
+                    # an `elif` branch: runs when its test holds and the earlier ones did not
+                    at, top = chain[-1]
+                    if top is guard:
+                        words = f"`{tests[-1]}` holds and {_none_of(tests[:-1])}"
+                    else:
+                        words = f"{_none_of(tests[:-1])} and `{tests[-1]}` holds"
+                    body_guards = inner[:at] + (replace(top, condition=words),) + inner[at + 1:]
+                self.env = dict(saved)
+                pending = self.block(bodies[i], body_guards)
+                envs.append(self.env)
+                pendings.append(pending)
+                outer = inner
+            else_guards = outer
+            if chain and chain[-1][1].kind == "cond" and final:
+                at, top = chain[-1]
+                else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
+            self.env = dict(saved)
+            more = self.block(final, else_guards)
+            envs.append(self.env)
+            self._merge(*envs)
+            for i in range(len(links) - 1, -1, -1):
+                pending = pendings[i]
+                orelse = final if i == len(links) - 1 else links[i + 1:]
+                more = [g for g in pending + more if not _exits_together(g, pending, more, bodies[i], orelse)]
+            return more
+        finally:
+            for link in reversed(links[:entered]):
+                self.leave_if(link)
+
+    def match_stmt(self, node: cst.Match, guards: tuple[Guard, ...]) -> list[Guard]:
+        """`match subject: case p: …`: a case runs when the subject matches its pattern (and its guard holds) and
+        no earlier case matched. When the subject is rank-varying, each case's body runs under that test; every
+        case reaching a collective, with a last case that matches anything (`case _:`), is balanced."""
+        self.expr(node.subject, guards)
+        origin = self.eval(node.subject)
+        cases = list(node.cases)
+        bodies = [_body(case.body) for case in cases]
+        for case in cases:
+            if case.guard is not None:
+                self.expr(case.guard, guards)
+        catch_all = bool(cases) and _irrefutable(cases[-1])
+        balanced = catch_all and all(self.reaches_sites(b) for b in bodies)
+        subject = code_of(node.subject, 60)
+        patterns = [code_of(case.pattern, 40) for case in cases]
+        envs, pending = [], []
+        for i, case in enumerate(cases):
+            inner = guards
+            if origin is not None:
+                if balanced:
+                    guard = Guard("cond-balanced", origin, node.subject)
+                elif catch_all and i == len(cases) - 1 and i:
+                    guard = Guard("cond", origin, node.subject,
+                                  condition=f"`{subject}` matches none of " + ", ".join(
+                                      f"`{p}`" for p in patterns[:-1][:3]) + (" …" if i > 3 else ""))
+                else:
+                    guard = Guard("cond", origin, node.subject, condition=f"`{subject}` matches `{patterns[i]}`")
+                inner = guards + (guard,)
+            env, more = self._branch(bodies[i], inner)
+            envs.append(env)
+            pending.extend(more)
+        self._merge(*envs) if catch_all else self._merge(self.env, *envs)
+        return pending
 
     def loop(self, node, guards: tuple[Guard, ...]) -> list[Guard]:
         if isinstance(node, cst.For):
@@ -340,6 +422,24 @@ class FlowWalk:
             return
         for child in sub_expressions(e):
             self.expr(child, guards)
+
+
+def _irrefutable(case: cst.MatchCase) -> bool:
+    """`case _:` / `case name:` without a guard: matches whatever the earlier cases left."""
+    pattern = case.pattern
+    while isinstance(pattern, cst.MatchAs) and pattern.pattern is not None:
+        pattern = pattern.pattern
+    return case.guard is None and isinstance(pattern, cst.MatchAs) and pattern.pattern is None
+
+
+def _none_of(tests: list[str]) -> str:
+    """"`a` does not hold" / "none of `a`, `b` holds" (the first three of a long chain)."""
+    if len(tests) == 1:
+        return f"`{tests[0]}` does not hold"
+    shown = ", ".join(f"`{t}`" for t in tests[:3])
+    if len(tests) > 3:
+        shown += f" and {len(tests) - 3} more"
+    return f"none of {shown} holds"
 
 
 def _body(block) -> Sequence[cst.CSTNode]:

@@ -77,20 +77,34 @@ class HazardWalk(ExceptionTracking, FlowWalk):
                 self._try_depth -= 1
         return super().stmt(node, guards)
 
-    def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
+    def enter_if(self, node: cst.If) -> None:
         self.exc_checked(node.test)
         both: set[str] = set()
         if self.none_init and isinstance(node.orelse, (cst.If, cst.Else)):
-            from dslint.analysis.rank_exceptions import _assigned_names
-            orelse = (node.orelse,) if isinstance(node.orelse, cst.If) else node.orelse.body.body
-            both = _assigned_names(node.body.body) & _assigned_names(orelse)
+            both = self._chain_both(node)
         self._both_assigned.append(both)
         self.exc_enter()
-        try:
-            return super().if_stmt(node, guards)
-        finally:
-            self._both_assigned.pop()
-            self.exc_leave()
+
+    def leave_if(self, node: cst.If) -> None:
+        self._both_assigned.pop()
+        self.exc_leave()
+
+    def _chain_both(self, node: cst.If) -> set[str]:
+        """Names assigned both in the branch of `node` and in what runs otherwise (the later `elif`s and the
+        `else` of its chain): computed once per chain, from its end, without recursion."""
+        memo = self.__dict__.setdefault("_both_memo", {})
+        if id(node) not in memo:
+            from dslint.analysis.rank_exceptions import _assigned_names
+            links = [node]
+            while isinstance(links[-1].orelse, cst.If):
+                links.append(links[-1].orelse)
+            last = links[-1].orelse
+            rest = _assigned_names(last.body.body) if isinstance(last, cst.Else) else set()
+            for i in range(len(links) - 1, -1, -1):
+                mine = _assigned_names(links[i].body.body)
+                memo[id(links[i])] = mine & rest
+                rest = rest | mine
+        return memo[id(node)]
 
     def loop(self, node, guards: tuple[Guard, ...]) -> list[Guard]:
         if isinstance(node, cst.While):
@@ -247,11 +261,8 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         loop = next((g for g in guards if g.kind == "loop"), None)
         self._record(("DSL104", id(call)), Hazard("DSL104", call, site, loop, self.scope, notes))
 
-    def cond_guard(self, node, test, origin: Origin, body: Sequence, orelse: Sequence) -> Optional[Guard]:
-        if orelse and self.sites.block_sites(self.src, body, self.cls) and \
-                self.sites.block_sites(self.src, orelse, self.cls):
-            return None                 # every rank reaches a collective either way
-        return Guard("cond", origin, test)
+    def reaches_sites(self, stmts: Sequence) -> bool:
+        return bool(stmts) and bool(self.sites.block_sites(self.src, stmts, self.cls))
 
     def on_late_loop(self, node, guard: Guard, guards) -> None:
         sites = self.sites.block_sites(self.src, node.body.body, self.cls)

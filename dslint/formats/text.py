@@ -15,20 +15,33 @@ def _lines(path: str) -> list[str]:
         return []
 
 
+WIDTH = 160          # characters of a source line shown in a code frame (a generated line can be megabytes)
+
+
+def _cut(text: str, start: int) -> str:
+    shown = text[start:start + WIDTH]
+    return ("…" if start else "") + shown + ("…" if start + WIDTH < len(text) else "")
+
+
 def _frame(path: str, line: int, column: int, end_line: int, end_column: int, color: bool) -> list[str]:
     lines = _lines(path)
     if not lines or line > len(lines):
         return []
     out = []
     width = len(str(min(line + 1, len(lines))))
+    # the window every line of the frame is cut to: from a little before the column
+    start = max(0, min(column - 1 - WIDTH // 4, len(lines[line - 1]) - WIDTH))
     for n in range(max(1, line - 1), min(len(lines), line + 1) + 1):
-        out.append(f"  {n:>{width}} | {lines[n - 1]}")
+        out.append(f"  {n:>{width}} | {_cut(lines[n - 1], start)}")
         if n == line:
             stop = end_column if end_line == line and end_column > column else len(lines[n - 1]) + 1
-            marks = "^" * max(1, stop - column)
+            lead = 1 if start else 0                     # the "…" before the window
+            first = column - start + lead
+            last = min(stop - start + lead, lead + WIDTH + 1)
+            marks = "^" * max(1, last - first)
             if color:
                 marks = f"\x1b[31m{marks}\x1b[0m"
-            out.append(f"  {' ' * width} | {' ' * (column - 1)}{marks}")
+            out.append(f"  {' ' * width} | {' ' * (first - 1)}{marks}")
     return out
 
 

@@ -286,10 +286,12 @@ class RoleAnalysis:
         if col is False:
             # the scopes of a file are a fact of its text (read-only below): collected once, kept on the source
             # for every context that reads it
+            tree = None
             try:
-                tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+                if src.too_complex is None:
+                    tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
-                tree = None
+                pass
             col = None
             if tree is not None:
                 col = _Collector(src)

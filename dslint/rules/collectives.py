@@ -90,8 +90,8 @@ def _filtered(h: Hazard, ctx: RuleContext) -> str:
 def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
     g = h.guard
     if h.code == "DSL101":
-        test = code_of(g.node)
-        msg = (f"{_collective(h, ctx)[0].upper()}{_collective(h, ctx)[1:]}, only runs when `{test}` holds (line {_line(ctx, g.node)}), "
+        when = g.condition or f"`{code_of(g.node)}` holds"
+        msg = (f"{_collective(h, ctx)[0].upper()}{_collective(h, ctx)[1:]}, only runs when {when} (line {_line(ctx, g.node)}), "
                f"which depends on {g.origin.describe()}: ranks that skip it leave the others blocked in the "
                f"collective. {_fix(h)}")
     elif h.code == "DSL102":

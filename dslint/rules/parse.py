@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dslint.findings import Severity
+from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
 
 
@@ -23,6 +23,12 @@ class ParseError(Rule):
     Hjson (comments, trailing commas, unquoted keys are fine); a config nested deeper than 100 levels, with
     an integer of more than 4,300 digits or a string holding a lone surrogate (`"\\ud800"`) is reported.
     **Python sources** are decoded as CPython does (PEP 263: a `# -*- coding: latin-1 -*-` line).
+
+    **Could not be analysed**: a Python file whose syntax no parser should be handed (brackets nested more than
+    200 deep, an expression chaining more than 200 operators, calls or subscripts, an `if`/`elif` chain of
+    more than 200 branches, more than 2 MB of source), a file whose analysis ran past its time budget
+    (`DSLINT_FILE_TIMEOUT`, 60 s), or one whose worker process died, is reported here with the reason; its
+    other findings are missing, the other files' stand.
     """
 
     code = "DSL001"
@@ -50,7 +56,11 @@ class ParseError(Rule):
     def check(self, ctx: RuleContext):
         problem = ctx.source.parse_problem()
         if problem is not None and not problem.template:
-            yield Diagnostic(problem.message, (problem.line, problem.column))
+            fix = None
+            if problem.message.startswith("could not be analysed"):
+                fix = Fix(description="Split the expression or the file (generated code: keep it out of the "
+                                      "checked paths with `exclude`).")
+            yield Diagnostic(problem.message, (problem.line, problem.column), fix=fix)
 
 
 class UnusedSuppression(Rule):

@@ -1,0 +1,109 @@
+"""The complexity guard (dslint/guard.py): a file whose syntax would crash libcst's native parser (SIGSEGV, no
+report at all) or exhaust the rules' recursion is reported as DSL001 "could not be analysed" at the token that
+crossed the limit, and the other files of the run keep their findings."""
+
+import json
+
+import pytest
+
+from dslint.engine import check_texts
+from dslint.guard import MAX_CHAIN, MAX_DEPTH, MAX_ELIFS, _estimate, check, scan
+
+HAZARD = "import torch.distributed as dist\nrank = dist.get_rank()\nif rank == 0:\n    dist.barrier()\n"
+
+
+def _hostile() -> dict[str, str]:
+    """The inputs that killed `dslint check` (exit 139) or ran for minutes, one file each."""
+    return {
+        "paren.py": "x = " + "(" * 2000 + "1" + ")" * 2000 + "\n",
+        "lists.py": "x = " + "[" * 5000 + "]" * 5000 + "\n",
+        "unary.py": "x = " + "-" * 100_000 + "1\n",
+        "attrs.py": "x = a" + ".b" * 100_000 + "\n",
+        "calls.py": "x = f" + "()" * 100_000 + "\n",
+        "plus.py": "x = " + "+".join(["a"] * 100_000) + "\n",
+        "nots.py": "x = " + "not " * 20_000 + "a\n",
+        "ands.py": "x = " + " and ".join(["a"] * 20_000) + "\n",
+        "strings.py": "x = (" + "\n".join(["'a'"] * 20_000) + ")\n",
+        "elifs.py": "if a == 0:\n    pass\n" + "".join(f"elif a == {i}:\n    pass\n" for i in range(1, 5000)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_hostile()))
+def test_each_hostile_input_is_refused_with_a_position(name):
+    text = _hostile()[name]
+    verdict = check(text)
+    assert verdict is not None
+    assert 1 <= verdict.line <= text.count("\n") + 1 and verdict.column >= 1
+
+
+def test_the_limits_are_where_the_measures_cross_them():
+    deep = "x = " + "(" * MAX_DEPTH + "1" + ")" * MAX_DEPTH + "\n"
+    assert check(deep) is None and scan(deep)[0].depth == MAX_DEPTH
+    assert "nested" in check("x = " + "(" * (MAX_DEPTH + 1) + "1" + ")" * (MAX_DEPTH + 1) + "\n").reason
+    chain = "x = a" + ".b" * MAX_CHAIN + "\n"
+    assert check(chain) is None and scan(chain)[0].chain == MAX_CHAIN
+    assert "chaining" in check("x = a" + ".b" * (MAX_CHAIN + 1) + "\n").reason
+    elifs = "if a == 0:\n    pass\n" + "".join(f"elif a == {i}:\n    pass\n" for i in range(MAX_ELIFS))
+    assert check(elifs) is None and scan(elifs)[0].elifs == MAX_ELIFS
+    assert "elif" in check(elifs + f"elif a == -1:\n    pass\n").reason
+
+
+def test_separators_end_a_chain_and_strings_and_comments_hold_no_operators():
+    many = "x = [" + ", ".join(["a + b"] * 5000) + "]\n"                # commas: 5,000 short operands
+    assert check(many) is None
+    lines = "".join(f"y{i} = a.b.c(d)[0] + 1\n" for i in range(5000))    # statements: 5,000 short lines
+    assert check(lines) is None
+    text = "x = '" + "+" * 5000 + "'  # " + "-" * 5000 + "\n"
+    assert check(text) is None and scan(text)[0].chain == 0
+
+
+def test_the_estimate_never_undercounts_the_tokenizer():
+    samples = list(_hostile().values()) + [
+        "x = f(a, b).g(c)[d] + 'e' 'f' - (g if h else i)\n",
+        "def f(a, b=1, *c, **d) -> int:\n    return a.b(c)(d)[e] ** -f\n",
+        "x = (\n  'a'  # c\n  'b'\n  f'c'\n)\n",
+        "x = 1e-5 + 0x1f - 1.5j\ny = lambda a: lambda b: not a or b\n",
+    ]
+    for text in samples:
+        measures, _ = scan(text, (10**9, 10**9, 10**9))
+        depth, chain = _estimate(text)
+        assert depth >= measures.depth and chain >= measures.chain, text[:80]
+
+
+def test_a_refused_file_is_dsl001_and_the_other_files_keep_their_findings():
+    files = {**_hostile(), "train.py": HAZARD}
+    report = check_texts(files)
+    by_path = {}
+    for f in report.findings:
+        by_path.setdefault(f.path, []).append(f)
+    assert [f.code for f in by_path["train.py"]] == ["DSL101"]
+    for name in _hostile():
+        (finding,) = by_path[name]
+        assert finding.code == "DSL001" and finding.message.startswith("could not be analysed: ")
+    assert not report.errors
+
+
+def test_the_cli_survives_a_folder_of_hostile_inputs(tmp_path, dslint_cli):
+    for name, text in {**_hostile(), "train.py": HAZARD}.items():
+        (tmp_path / name).write_text(text)
+    proc = dslint_cli("check", "--format", "json", str(tmp_path), timeout=120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    data = json.loads(proc.stdout)
+    codes = sorted((f["path"].rsplit("/", 1)[-1], f["code"]) for f in data["findings"])
+    assert ("train.py", "DSL101") in codes
+    assert sorted(n for n, c in codes if c == "DSL001") == sorted(_hostile())
+
+
+def test_the_text_report_of_a_megabyte_line_shows_a_window_around_the_column(tmp_path, dslint_cli):
+    (tmp_path / "attrs.py").write_text("x = a" + ".b" * 100_000 + "\n")
+    proc = dslint_cli("check", str(tmp_path / "attrs.py"), timeout=120)
+    assert proc.returncode == 1 and "could not be analysed" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) < 400
+    frame = [line for line in proc.stdout.splitlines() if line.startswith("  ") and "|" in line]
+    code, marks = frame[0], frame[1]
+    column = int(proc.stdout.split(":", 3)[2])
+    # the caret sits under the character at the reported column
+    window_start = max(0, column - 1 - 40)
+    assert code.split("| ", 1)[1][marks.split("| ", 1)[1].index("^")] == ("x = a" + ".b" * 100_000)[column - 1]
+    assert window_start > 0 and code.split("| ", 1)[1].startswith("…")
