@@ -30,18 +30,15 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import shutil
-import subprocess
 import sys
-import time
-from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent  # the dslint checkout this script belongs to
 sys.path.insert(0, str(HERE))
 from materialise import export_tree  # noqa: E402
+from run import dslint_json  # noqa: E402
 
 DEFAULT_WINDOW = 3
 
@@ -58,38 +55,31 @@ def family(codes: list[str]) -> str:
     return codes[0][:4]
 
 
-def matching_findings(findings: list[dict], sites: list[dict], codes: list[str], window: int) -> list[dict]:
-    """Findings of an expected code within ``window`` lines of a labelled line of a labelled file.
-
-    ``sites`` = ``[{"path": relative path, "lines": [1-based lines]}]``; a finding's ``path`` is
-    compared after normalising ``./`` and separators.
-    """
-    wanted = {_norm(s["path"]): s["lines"] for s in sites}
-    hits = []
-    for f in findings:
-        lines = wanted.get(_norm(f.get("path", "")))
-        if not lines or not code_matches(f.get("code", ""), codes):
-            continue
-        start = f.get("line") or 0
-        end = f.get("end_line") or start
-        if any(start - window <= ln <= end + window for ln in lines):
-            hits.append(f)
-    return hits
-
-
-def near_other_codes(findings: list[dict], sites: list[dict], codes: list[str], window: int) -> list[dict]:
-    """Findings near the labelled lines whose code is NOT expected (diagnosis only, never counted)."""
+def _near(findings: list[dict], sites: list[dict], window: int, keep) -> list[dict]:
+    """Findings of a labelled file within ``window`` lines of one of its labelled lines whose code ``keep``
+    accepts. ``sites`` = ``[{"path": relative path, "lines": [1-based lines]}]``; a finding's ``path`` is
+    compared after normalising ``./`` and separators."""
     wanted = {_norm(s["path"]): s["lines"] for s in sites}
     out = []
     for f in findings:
         lines = wanted.get(_norm(f.get("path", "")))
-        if not lines or code_matches(f.get("code", ""), codes):
+        if not lines or not keep(f.get("code", "")):
             continue
         start = f.get("line") or 0
         end = f.get("end_line") or start
         if any(start - window <= ln <= end + window for ln in lines):
             out.append(f)
     return out
+
+
+def matching_findings(findings: list[dict], sites: list[dict], codes: list[str], window: int) -> list[dict]:
+    """Findings of an expected code within ``window`` lines of a labelled line of a labelled file."""
+    return _near(findings, sites, window, lambda code: code_matches(code, codes))
+
+
+def near_other_codes(findings: list[dict], sites: list[dict], codes: list[str], window: int) -> list[dict]:
+    """Findings near the labelled lines whose code is NOT expected (diagnosis only, never counted)."""
+    return _near(findings, sites, window, lambda code: not code_matches(code, codes))
 
 
 def map_lines(old_text: str, new_text: str, lines: list[int]) -> list[int]:
@@ -147,23 +137,7 @@ def tree_for(repo: str, commit: str, mirror_root: Path, scratch: Path) -> Path:
 
 
 def run_dslint(folder: Path, scope: str, timeout: float) -> dict:
-    command = [sys.executable, "-m", "dslint", "check", "--no-cache", "--exit-zero", "--format", "json", scope]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    start = time.perf_counter()
-    record = {"scope": scope, "timed_out": False, "returncode": None, "report": None}
-    try:
-        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        record["timed_out"] = True
-    else:
-        record["returncode"] = done.returncode
-        try:
-            record["report"] = json.loads(done.stdout)
-        except json.JSONDecodeError:
-            record["stderr_tail"] = done.stderr[-4000:]
-    record["seconds"] = round(time.perf_counter() - start, 2)
-    return record
+    return dslint_json(folder, [scope], timeout, {"scope": scope})
 
 
 class Runner:

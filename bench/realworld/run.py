@@ -41,15 +41,15 @@ def family_counts(report: dict | None) -> Counter:
     return counts
 
 
-def run_one(repo: str, commit: str, folder: Path, timeout: float, jobs: int | None) -> dict:
-    command = [sys.executable, "-m", "dslint", "check", "--no-cache", "--exit-zero", "--format", "json", "."]
-    if jobs is not None:
-        command[-1:-1] = ["--jobs", str(jobs)]
+def dslint_json(folder: Path, args: list[str], timeout: float, record: dict) -> dict:
+    """Run `python -m dslint check --no-cache --exit-zero --format json <args>` in `folder` with this checkout's
+    dslint first on PYTHONPATH, bounded by `timeout`; fill `record` (timed_out, returncode, report or
+    stderr_tail, seconds) and return it."""
+    command = [sys.executable, "-m", "dslint", "check", "--no-cache", "--exit-zero", "--format", "json", *args]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     start = time.perf_counter()
-    record = {"repo": repo, "commit": commit, "command": " ".join(["python"] + command[1:]),
-              "timeout_s": timeout, "timed_out": False, "returncode": None, "report": None}
+    record.update(timed_out=False, returncode=None, report=None)
     try:
         done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -62,6 +62,13 @@ def run_one(repo: str, commit: str, folder: Path, timeout: float, jobs: int | No
             record["stderr_tail"] = done.stderr[-4000:]
     record["seconds"] = round(time.perf_counter() - start, 2)
     return record
+
+
+def run_one(repo: str, commit: str, folder: Path, timeout: float, jobs: int | None) -> dict:
+    args = ["--jobs", str(jobs), "."] if jobs is not None else ["."]
+    command = ["python", "-m", "dslint", "check", "--no-cache", "--exit-zero", "--format", "json", *args]
+    return dslint_json(folder, args, timeout, {"repo": repo, "commit": commit, "command": " ".join(command),
+                                               "timeout_s": timeout})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -209,12 +209,16 @@ class FlowWalk:
     def _none_under(self, guards: tuple[Guard, ...]) -> Optional[Origin]:
         """`x = None` under a rank-dependent test of this walk (`if all(imgs == [] for imgs in images): images =
         None`): whether `x` is None now varies with that test."""
-        cond = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards),
-                    None)
+        cond = self._innermost_cond(guards)
         return replace(cond.origin, batch=False, opaque=False) if cond is not None else None
 
+    def _innermost_cond(self, guards: tuple[Guard, ...]) -> Optional[Guard]:
+        """The innermost rank-dependent test of this walk around a statement (not one the caller put there)."""
+        return next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards),
+                    None)
+
     def _exit(self, node: cst.CSTNode, kind: str, guards: tuple[Guard, ...]) -> list[Guard]:
-        cond = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced") and g not in self.base_guards), None)
+        cond = self._innermost_cond(guards)
         if cond is None:
             return []
         return [Guard("exit", cond.origin, node, kind, cond.node)]

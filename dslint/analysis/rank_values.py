@@ -378,10 +378,17 @@ class RankTaint:
         return base_origin
 
     def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
-        hit = self._any([e.left, *(c.comparator for c in e.comparisons)], env, cls)
+        op = e.comparisons[0].operator
+        if len(e.comparisons) == 1 and isinstance(op, (cst.In, cst.NotIn)):
+            left = self.eval(e.left, env, cls)
+            container = self.eval(e.comparisons[0].comparator, env, cls)
+            if left is None and container is not None and container.batch:
+                return None             # `"pixel_values" in inputs`: a key of the collated batch
+            hit = join(left, container) if partial(left) else left or container
+        else:
+            hit = self._any([e.left, *(c.comparator for c in e.comparisons)], env, cls)
         if hit is None or len(e.comparisons) != 1:
             return hit
-        op = e.comparisons[0].operator
         if isinstance(op, (cst.Is, cst.IsNot)) and \
                 isinstance(e.comparisons[0].comparator, cst.Name) and e.comparisons[0].comparator.value == "None":
             if _env_read(e.left):
@@ -390,10 +397,6 @@ class RankTaint:
                 return None             # `logits is not None` after `forward_fn(data=shard)`: not the data's doing
             if hit.batch:
                 return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
-        if isinstance(op, (cst.In, cst.NotIn)) and self.eval(e.left, env, cls) is None:
-            container = self.eval(e.comparisons[0].comparator, env, cls)
-            if container is not None and container.batch:
-                return None             # `"pixel_values" in inputs`: a key of the collated batch
         if hit.batch:
             hit = replace(hit, batch=False)     # a comparison of values: the contents, which vary
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank

@@ -9,8 +9,6 @@ used only on some ranks' batches (DSL303).  The source is read with ``ast``; not
 from __future__ import annotations
 
 import ast
-import functools
-import linecache
 import re
 from typing import Any
 
@@ -35,19 +33,8 @@ FIXES = {
 }
 
 
-def source_text(source: list[Any] | None) -> str:
-    if not source:
-        return ""
-    return linecache.getline(source[0], source[1]).strip()
-
-
-@functools.lru_cache(maxsize=32)
-def _tree(path: str) -> ast.AST | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
-        return None
+source_text = waitfor.source_text
+_tree = waitfor._tree     # one parse cache for the diagnosis and the wait-for analysis
 
 
 def enclosing_controls(source: list[Any] | None) -> list[tuple[str, str]]:
