@@ -22,12 +22,16 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork a
 HAZARD = "import torch.distributed as dist\nrank = dist.get_rank()\nif rank == 0:\n    dist.barrier()\n"
 
 
-def _slow_text(branches: int = 150) -> str:
-    """A file that takes the rules a while: an elif chain of rank tests, each branch with a collective."""
-    return ("import torch.distributed as dist\nr = dist.get_rank()\ndef f(x):\n    y = None\n    if r == 0:\n"
-            "        y = 1\n" + "".join(f"    elif r == {i}:\n        dist.barrier()\n        y = [a for a in x if a]\n"
-                                    for i in range(1, branches)) + "    else:\n        dist.all_reduce(x)\n"
-            "    return y[0]\n")
+def _slow_text(branches: int = 150, functions: int = 8) -> str:
+    """A file that takes the rules a while (about 1.2 ms a branch on the development machine, so ~1.5 s here,
+    several times the 0.2 s budget the tests give it): functions each holding an elif chain of rank tests,
+    each branch with a collective."""
+    body = ("    y = None\n    if r == 0:\n        y = 1\n"
+            + "".join(f"    elif r == {i}:\n        dist.barrier()\n        y = [a for a in x if a]\n"
+                      for i in range(1, branches))
+            + "    else:\n        dist.all_reduce(x)\n    return y[0]\n")
+    return "import torch.distributed as dist\nr = dist.get_rank()\n" + "".join(
+        f"def f{k}(x):\n{body}" for k in range(functions))
 
 
 def _sources(files: dict[str, str]):
