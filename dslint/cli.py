@@ -117,11 +117,47 @@ def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    """The `dslint` command (argv None: the process's own arguments; a `check` then ends the process itself,
+    see `_end_process`)."""
+    entry = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     rest, local_rank = _split_local_rank(argv)
     if rest and rest[0] == "preflight":
         return _run_preflight(rest[1:], local_rank)
     rest, debug = _split_debug(rest)
+    if entry and rest and rest[0] == "check":
+        import gc
+        from dslint import engine
+        gc.disable()                        # and not enabled again at the end of the run
+        engine.RUN_ENDS_PROCESS = True
+        _end_process(_main_guarded(rest, debug))
+    return _main_guarded(rest, debug)
+
+
+def _end_process(code: int) -> None:
+    """End a `dslint check` process without freeing what the run built: the output is flushed and the exit
+    handlers run (the compiled-code cache is saved by one), then `os._exit`. The interpreter's own exit would
+    free every syntax tree and index object by object, and the cyclic collector, off during the run
+    (`Checker.check_sources`), would first walk them all again."""
+    import atexit
+    import gc
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            if stream is sys.stdout:
+                code = code or 1          # a closed pipe
+    gc.disable()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _main_guarded(rest: list[str], debug: bool) -> int:
     if debug:
         os.environ["DSLINT_DEBUG"] = "1"     # rules' internal errors print their traceback too (engine.py)
     try:

@@ -7,6 +7,7 @@ in the script), the world size, the DeepSpeed version, and functions by qualifie
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -450,15 +451,18 @@ class ProjectView:
 
     def _project_folders(self) -> list[Path]:
         """Folders where a version pin may live: those of the checked files and their parents up to the root."""
-        seen: list[Path] = []
+        seen: dict[Path, None] = {}
         root = self.root.resolve()
+        parents: set[str] = set()
         for src in self.sources:
+            parent = os.path.dirname(src.path)
+            if parent in parents:
+                continue                # the same folders as a file seen before
+            parents.add(parent)
             for folder in _ancestors(Path(src.path).resolve(), root):
-                if folder not in seen:
-                    seen.append(folder)
-        if root not in seen:
-            seen.append(root)
-        return seen
+                seen.setdefault(folder, None)
+        seen.setdefault(root, None)
+        return list(seen)
 
     @cached_property
     def deepspeed_version(self) -> Optional[str]:

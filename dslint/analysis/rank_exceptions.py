@@ -139,6 +139,44 @@ def _unwrap(e: cst.BaseExpression) -> cst.BaseExpression:
     return e
 
 
+def may_bind_empty(node: cst.CSTNode) -> bool:
+    """Can `ExceptionTracking` find a maybe-empty or maybe-None value in `node`? Only through an assignment
+    of a filtering comprehension, `filter(...)` or `next(it, None)`; a name bound to None and bound again
+    (under a test, on some ranks only); or a name bound to `[]`/`()`/`list()` that grows
+    (`.append`/`.extend`/...). A superset test on the syntax (nested scopes included): without any of these,
+    a walk of `node` finds no raising operation of its own."""
+    from dslint.cstwalk import walk
+    bound: dict[str, int] = {}
+    nones: set[str] = set()
+    empties: set[str] = set()
+    grown: set[str] = set()
+    for n in walk(node):
+        kind = type(n)
+        if kind is cst.Call:
+            func = n.func
+            if type(func) is cst.Attribute and func.attr.value in _GROWING:
+                name = dotted_name(func.value)
+                if name:
+                    grown.add(name)
+            continue
+        if not (kind is cst.Assign or kind is cst.AnnAssign and n.value is not None):
+            continue
+        value = n.value
+        inner = _unwrap(value)
+        if _has_filter(inner) or isinstance(inner, cst.Call) and _last(inner.func) in ("filter", "next"):
+            return True
+        names = [dotted_name(t.target) for t in n.targets] if kind is cst.Assign else [dotted_name(n.target)]
+        for name in names:
+            if name:
+                bound[name] = bound.get(name, 0) + 1
+        if isinstance(value, cst.Name) and value.value == "None":
+            nones.update(x for x in names if x)
+        elif isinstance(inner, (cst.List, cst.Tuple)) and not inner.elements or \
+                isinstance(inner, cst.Call) and _last(inner.func) == "list" and not inner.args:
+            empties.update(x for x in names if x)
+    return any(bound[name] > 1 for name in nones) or bool(empties & grown)
+
+
 class ExceptionTracking:
     """Mixin of `HazardWalk`: tracks maybe-empty names and raising operations on them in statement order."""
 

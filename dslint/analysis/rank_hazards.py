@@ -314,33 +314,65 @@ class RankHazards:
     def raising_helper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> list:
         """The DSL105 operations of the checked function `call` runs that no collective of its own follows
         (they raise before whatever the caller does next): [(source, RaisingOp)]. Functions whose outline calls
-        nothing of `HELPER_GATE` are not parsed."""
-        from dslint.analysis.rank_exceptions import HELPER_GATE
-        callee = src.facts.resolve_expr(call.func)
-        if callee is None:
+        nothing of `HELPER_GATE` are not parsed; functions that bind no maybe-empty value, and call no function
+        that does, are not walked."""
+        hit = self._helper(src, call, cls)
+        if hit is None:
             return []
-        where = self.taint.call_source(src, callee, cls)
-        if where is None or where[0].outline is None:
-            return []
-        key = (id(where[0]), where[1])
+        other, info = hit
+        key = (id(other), info.qualname)
         memo = self.__dict__.setdefault("_raising", {})
         if key in memo:
             return memo[key]
         memo[key] = []                  # recursion: in progress
-        other, qual = where
-        if not any(scope == qual and c and c.rsplit(".", 1)[-1] in HELPER_GATE for c, scope in other.outline.calls):
+        if not self._may_raise(other, info):
             return []
-        if not mentions_rank(other.text) and not self._calls_rank_helpers(other):
-            return []
-        hit = self.taint.function_info(where)
-        if hit is None or not isinstance(hit[1].node.body, cst.IndentedBlock):
-            return []
-        info = hit[1]
         env = {**self.taint.module_env(other), **self.taint.param_taint(other, info)}
-        walk = HazardWalk(self, other, qual, env, info.class_name, _decorator_guards(other, info.node))
+        walk = HazardWalk(self, other, info.qualname, env, info.class_name, _decorator_guards(other, info.node))
         walk.run(info.node.body.body)
         memo[key] = [(other, op) for op in walk.raising]
         return memo[key]
+
+    def _may_raise(self, src: "PythonSource", info) -> bool:
+        """Can a walk of this function find a DSL105 operation? Only if it binds a value that may be empty or
+        None on some ranks (`rank_exceptions.may_bind_empty`: `x = None`, `xs = []`, a filtering
+        comprehension, ...), or calls a checked function that can (whose operations it passes on, through
+        `raising_helper`'s own gates). Decided on the syntax alone, so most helpers are never walked."""
+        from dslint.analysis.rank_exceptions import may_bind_empty
+        memo = self.__dict__.setdefault("_may_raise_memo", {})
+        key = (id(src), info.qualname)
+        if key not in memo:
+            memo[key] = False           # recursion: in progress
+            memo[key] = may_bind_empty(info.node) or any(
+                self._helper_may_raise(src, call.node, info.class_name) for call in info.calls)
+        return memo[key]
+
+    def _helper_may_raise(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> bool:
+        where = self._helper(src, call, cls)
+        return where is not None and self._may_raise(*where)
+
+    def _helper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]):
+        """The checked function `call` runs, as (source, FunctionInfo), when `raising_helper` would walk it:
+        its outline calls something of `HELPER_GATE` and its file can hold rank-varying values."""
+        where = self.taint.call_source(src, src.facts.resolve_expr(call.func), cls)
+        if where is None or where[0].outline is None:
+            return None
+        memo = self.__dict__.setdefault("_helpers", {})
+        key = (id(where[0]), where[1])
+        if key not in memo:
+            memo[key] = self._walkable(*where)
+        return memo[key]
+
+    def _walkable(self, other: "PythonSource", qual: str):
+        from dslint.analysis.rank_exceptions import HELPER_GATE
+        if not any(scope == qual and c and c.rsplit(".", 1)[-1] in HELPER_GATE for c, scope in other.outline.calls):
+            return None
+        if not mentions_rank(other.text) and not self._calls_rank_helpers(other):
+            return None
+        hit = self.taint.function_info((other, qual))
+        if hit is None or not isinstance(hit[1].node.body, cst.IndentedBlock):
+            return None
+        return hit
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         return self.taint.is_hf_trainer_class(src, cls)
@@ -352,9 +384,15 @@ class RankHazards:
         return self._by_source[key]
 
     def _analyse(self, src: "PythonSource") -> list[Hazard]:
-        if not self.sites.may_have_sites(src):
-            return []                   # every hazard is a collective site of this file: decided unparsed
-        if not mentions_rank(src.text) and not self._calls_rank_helpers(src):
+        # every hazard is a collective site of this file under a rank-dependent test or loop: a file that holds
+        # no rank word, and calls no checked helper returning a rank-varying value, has none (the text is
+        # read first: it is the cheapest); nor has a file without a collective site (decided unparsed)
+        rankish = mentions_rank(src.text)
+        if not rankish and not self.sites.may_have_sites(src):
+            return []
+        if not rankish and not self._calls_rank_helpers(src):
+            return []
+        if rankish and not self.sites.may_have_sites(src):
             return []
         found: dict[tuple, Hazard] = {}
         if self._has_sites(src, src.facts.calls_in(MODULE_SCOPE), None):
