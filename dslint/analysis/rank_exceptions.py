@@ -139,42 +139,83 @@ def _unwrap(e: cst.BaseExpression) -> cst.BaseExpression:
     return e
 
 
-def may_bind_empty(node: cst.CSTNode) -> bool:
-    """Can `ExceptionTracking` find a maybe-empty or maybe-None value in `node`? Only through an assignment
-    of a filtering comprehension, `filter(...)` or `next(it, None)`; a name bound to None and bound again
-    (under a test, on some ranks only); or a name bound to `[]`/`()`/`list()` that grows
-    (`.append`/`.extend`/...). A superset test on the syntax (nested scopes included): without any of these,
-    a walk of `node` finds no raising operation of its own."""
+def may_raise_on_empty(node: cst.CSTNode) -> bool:
+    """Can `ExceptionTracking` find, in `node`, an operation that raises on a maybe-empty or maybe-None value?
+    Decided on the syntax alone, as a superset (nested scopes included, rank-dependence ignored). A value can
+    be maybe-empty only through an assignment of a filtering comprehension or `filter(...)`, a name bound to
+    `[]`/`()`/`list()` that grows (`.append`/...), or a comprehension over one of those; maybe-None through
+    `next(it, None)` or a name bound to None and bound again. An operation raises on a maybe-empty name read as
+    `EMPTY_RAISING`'s first argument, subscripted or divided by its `len`; on a maybe-None name read in any of
+    those ways, or for an attribute or its `len`. Without such a pair, a walk of `node` finds no raising
+    operation of its own."""
     from dslint.cstwalk import walk
     bound: dict[str, int] = {}
     nones: set[str] = set()
     empties: set[str] = set()
+    maybe_empty: set[str] = set()
+    maybe_none: set[str] = set()
     grown: set[str] = set()
+    derived: list[tuple[str, str]] = []         # (name, the name its comprehension iterates)
+    read_any: set[str] = set()                   # read where an empty or a None value raises
+    read_none: set[str] = set()                  # read where only None raises
+    read_empty: set[str] = set()                 # read where only an empty value raises
+
+    def reads(e: cst.BaseExpression, into: set) -> None:
+        name = dotted_name(e) or _comp_source(e)
+        if name:
+            into.add(name)
+
     for n in walk(node):
         kind = type(n)
         if kind is cst.Call:
             func = n.func
+            last = _last(func)
             if type(func) is cst.Attribute and func.attr.value in _GROWING:
                 name = dotted_name(func.value)
                 if name:
                     grown.add(name)
-            continue
-        if not (kind is cst.Assign or kind is cst.AnnAssign and n.value is not None):
-            continue
-        value = n.value
-        inner = _unwrap(value)
-        if _has_filter(inner) or isinstance(inner, cst.Call) and _last(inner.func) in ("filter", "next"):
-            return True
-        names = [dotted_name(t.target) for t in n.targets] if kind is cst.Assign else [dotted_name(n.target)]
-        for name in names:
-            if name:
+            if n.args and last in EMPTY_RAISING:
+                reads(n.args[0].value, read_any)
+            elif n.args and last == "len":
+                reads(n.args[0].value, read_none)
+        elif kind is cst.Subscript:
+            reads(n.value, read_any)
+        elif kind is cst.Attribute:
+            reads(n.value, read_none)
+        elif kind is cst.BinaryOperation:
+            right = n.right
+            if isinstance(right, cst.Call) and _last(right.func) == "len" and right.args:
+                reads(right.args[0].value, read_empty)
+        elif kind is cst.Assign or kind is cst.AnnAssign and n.value is not None:
+            value = n.value
+            inner = _unwrap(value)
+            names = [x for x in ([dotted_name(t.target) for t in n.targets] if kind is cst.Assign
+                                 else [dotted_name(n.target)]) if x]
+            for name in names:
                 bound[name] = bound.get(name, 0) + 1
-        if isinstance(value, cst.Name) and value.value == "None":
-            nones.update(x for x in names if x)
-        elif isinstance(inner, (cst.List, cst.Tuple)) and not inner.elements or \
-                isinstance(inner, cst.Call) and _last(inner.func) == "list" and not inner.args:
-            empties.update(x for x in names if x)
-    return any(bound[name] > 1 for name in nones) or bool(empties & grown)
+            if _has_filter(inner) or isinstance(inner, cst.Call) and _last(inner.func) == "filter":
+                maybe_empty.update(names)
+            elif isinstance(inner, cst.Call) and _last(inner.func) == "next":
+                maybe_none.update(names)
+            elif isinstance(value, cst.Name) and value.value == "None":
+                nones.update(names)
+            elif isinstance(inner, (cst.List, cst.Tuple)) and not inner.elements or \
+                    isinstance(inner, cst.Call) and _last(inner.func) == "list" and not inner.args:
+                empties.update(names)
+            else:
+                source = _comp_source(inner)
+                if source:
+                    derived.extend((name, source) for name in names)
+    maybe_none.update(name for name in nones if bound[name] > 1)
+    maybe_empty.update(empties & grown)
+    changed = True
+    while changed:
+        changed = False
+        for name, source in derived:
+            if source in maybe_empty and name not in maybe_empty:
+                maybe_empty.add(name)
+                changed = True
+    return bool(maybe_none & (read_any | read_none) or maybe_empty & (read_any | read_empty))
 
 
 class ExceptionTracking:

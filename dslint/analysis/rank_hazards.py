@@ -334,16 +334,16 @@ class RankHazards:
         return memo[key]
 
     def _may_raise(self, src: "PythonSource", info) -> bool:
-        """Can a walk of this function find a DSL105 operation? Only if it binds a value that may be empty or
-        None on some ranks (`rank_exceptions.may_bind_empty`: `x = None`, `xs = []`, a filtering
-        comprehension, ...), or calls a checked function that can (whose operations it passes on, through
-        `raising_helper`'s own gates). Decided on the syntax alone, so most helpers are never walked."""
-        from dslint.analysis.rank_exceptions import may_bind_empty
+        """Can a walk of this function find a DSL105 operation? Only if it reads a value that may be empty or
+        None on some ranks where that raises (`rank_exceptions.may_raise_on_empty`), or calls a checked
+        function that can (whose operations it passes on, through `raising_helper`'s own gates). Decided on
+        the syntax alone, so most helpers are never walked."""
+        from dslint.analysis.rank_exceptions import may_raise_on_empty
         memo = self.__dict__.setdefault("_may_raise_memo", {})
         key = (id(src), info.qualname)
         if key not in memo:
             memo[key] = False           # recursion: in progress
-            memo[key] = may_bind_empty(info.node) or any(
+            memo[key] = may_raise_on_empty(info.node) or any(
                 self._helper_may_raise(src, call.node, info.class_name) for call in info.calls)
         return memo[key]
 
