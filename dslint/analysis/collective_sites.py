@@ -760,7 +760,8 @@ class CollectiveSites:
                 return WORLD
             scope = self._scope_of(site.source, site.call)
             info = site.source.facts.functions.get(scope)
-            return resolve_group(site.source, group_argument(site.call, op), info.node if info else None)
+            return resolve_group(site.source, group_argument(site.call, op), info.node if info else None,
+                                 at=site.call)
         if site.kind == "function" and site.function is not None:
             return self.function_group(*site.function)
         func = site.call.func

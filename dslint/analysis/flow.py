@@ -47,6 +47,9 @@ class FlowWalk:
         self._elements: object = ()          # () before any return; a list per element; None: not always a tuple
         self.loop_depth = 0
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
+        # group-membership predicates known false on the current path (`else:` of `if is_pipeline_last_stage()`,
+        # the body of `if not …`): dslint.analysis.groups.uniform_over
+        self.negated: frozenset = frozenset()
         self._tainted_loops = 0
         self._retry_loops: list[bool] = []     # per enclosing loop: is it a retry loop (`_retries`)?
         self._loops: list[cst.CSTNode] = []    # the enclosing loop statements, innermost last
@@ -252,6 +255,7 @@ class FlowWalk:
         outer = guards
         chain: list[tuple[int, Guard]] = []          # the rank-varying tests so far: (link index, guard)
         tests: list[str] = []
+        false_before: frozenset = frozenset()        # membership predicates of the earlier tests (false here)
         entered = 0
         try:
             for i, link in enumerate(links):
@@ -277,7 +281,13 @@ class FlowWalk:
                         words = f"{_none_of(tests[:-1])} and `{tests[-1]}` holds"
                     body_guards = inner[:at] + (replace(top, condition=words),) + inner[at + 1:]
                 self.env = dict(saved)
-                pending = self.block(bodies[i], body_guards)
+                negated = self.negated
+                self.negated = negated | false_before | _negated_members(self, link.test)
+                try:
+                    pending = self.block(bodies[i], body_guards)
+                finally:
+                    self.negated = negated
+                false_before = false_before | _members(origin)
                 envs.append(self.env)
                 pendings.append(pending)
                 outer = inner
@@ -286,7 +296,12 @@ class FlowWalk:
                 at, top = chain[-1]
                 else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
             self.env = dict(saved)
-            more = self.block(final, else_guards)
+            negated = self.negated
+            self.negated = negated | false_before
+            try:
+                more = self.block(final, else_guards)
+            finally:
+                self.negated = negated
             envs.append(self.env)
             self._merge(*envs)
             for i in range(len(links) - 1, -1, -1):
@@ -492,3 +507,15 @@ def _exits_together(g: Guard, pending: list[Guard], more: list[Guard], body, ore
         return False
     mine, other = (pending, more) if g in pending else (more, pending)
     return any(o.exit_kind == g.exit_kind for o in other) and bool(orelse)
+
+
+def _members(origin: Optional[Origin]) -> frozenset:
+    """The group-membership predicates a test is made of (`is_pipeline_last_stage`), when it is one."""
+    return origin.member if origin is not None and origin.member else frozenset()
+
+
+def _negated_members(walk: "FlowWalk", test: cst.BaseExpression) -> frozenset:
+    """`if not is_pipeline_last_stage():` -- in its body, the predicate is false."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _members(walk.eval(test.expression))
+    return frozenset()

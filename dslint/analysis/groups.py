@@ -129,12 +129,17 @@ MODEL_STEP = Group(ALL_AXES - {PP})
 HANDED_IN = Group(None, "handed-in")
 
 
-def uniform_over(origin, group: Group, test: Optional[cst.CSTNode] = None) -> bool:
-    """Do all members of `group` evaluate a test with this origin alike?"""
+def uniform_over(origin, group: Group, test: Optional[cst.CSTNode] = None, negated: frozenset = frozenset()) -> bool:
+    """Do all members of `group` evaluate a test with this origin alike? `negated`: the membership predicates
+    known false where the test is evaluated. A group's members are the ranks where one of an accepted set of
+    predicates holds (the embedding group: first or last pipeline stage); a test of some of them, on a path
+    where the others are false (`else:` of `if is_pipeline_last_stage():`, then `if is_pipeline_first_stage():`),
+    holds on every member that gets there."""
     if group.family == HANDED_IN.family and origin.axes is not None:
         return True
     if origin.member and group.family:
-        if any(origin.member == accepted for accepted in MEMBERSHIP.get(group.family, ())):
+        if any(origin.member == accepted or accepted <= origin.member | negated and origin.member <= accepted
+               for accepted in MEMBERSHIP.get(group.family, ())):
             return True
     if group.ranks is not None and test is not None and _membership_test(test, group.ranks):
         return True
@@ -170,9 +175,11 @@ def group_argument(call: cst.Call, op: str) -> Optional[cst.BaseExpression]:
 
 
 def resolve_group(src: "PythonSource", expr: Optional[cst.BaseExpression], scope_node: Optional[cst.CSTNode],
-                  depth: int = 0) -> Group:
+                  depth: int = 0, at: Optional[cst.CSTNode] = None) -> Group:
     """The group an expression names: a getter call (`mpu.get_data_parallel_group()`), `new_group(ranks)`, or a
-    name/attribute every assignment of which (in the function, else the file) is one of those."""
+    name/attribute every assignment of which (in the function, else the file) is one of those. With `at` (the
+    collective's call), a name bound more than once in the function is read from the assignment that reaches
+    the call, when one plainly does (`reaching_value`)."""
     if expr is None or depth > 3:
         return WORLD
     if isinstance(expr, cst.Name) and expr.value == "None":
@@ -197,6 +204,10 @@ def resolve_group(src: "PythonSource", expr: Optional[cst.BaseExpression], scope
     if name is None:
         return WORLD
     values = _assigned(src, name, scope_node) or (_assigned(src, name, None) if scope_node is not None else [])
+    if len(values) > 1 and at is not None and scope_node is not None:
+        reaching = reaching_value(scope_node, at, name)
+        if reaching is not None:
+            values = [reaching]
     if values:
         out: Optional[Group] = None
         for value in values:
@@ -228,3 +239,103 @@ def _assigned(src: "PythonSource", name: str, scope_node: Optional[cst.CSTNode])
                 if n:
                     table.setdefault(n, []).append(node.value)
     return table.get(name, [])
+
+
+def reaching_value(scope_node: cst.CSTNode, at: cst.CSTNode, name: str) -> Optional[cst.BaseExpression]:
+    """The value of the one assignment `name = …` that reaches `at` in the function `scope_node`, found on the
+    statement structure: going out from the statement holding `at`, the nearest earlier statement of the same
+    block that binds `name` must be a plain `name = …` line (a binding inside an `if`/loop/`try` there, or a
+    later binding in an enclosing loop's body, which the next iteration would see, gives None: unknown)."""
+    path = _statement_path(scope_node, at)
+    if path is None:
+        return None
+    for level in range(len(path) - 1, -1, -1):
+        block, index, owner = path[level]
+        if isinstance(owner, (cst.For, cst.While)) and any(_binds(st, name) for st in block[index:]):
+            return None
+        for st in reversed(block[:index]):
+            if not _binds(st, name):
+                continue
+            if isinstance(st, cst.SimpleStatementLine):
+                for small in reversed(st.body):
+                    if isinstance(small, cst.Assign) and any(dotted_name(t.target) == name for t in small.targets):
+                        return small.value
+            return None
+    return None
+
+
+def _binds(stmt: cst.CSTNode, name: str) -> bool:
+    return any(dotted_name(t.target) == name for node in iter_assigns(stmt) for t in node.targets) or \
+        _binds_otherwise(stmt, name)
+
+
+def _binds_otherwise(stmt: cst.CSTNode, name: str) -> bool:
+    """`for name in …`, `with … as name`, `name += …`, `name: T = …`, `(name := …)`: bindings `iter_assigns`
+    does not list (decided on the text: a superset)."""
+    from dslint.cstwalk import walk
+    for n in walk(stmt):
+        target = None
+        if isinstance(n, (cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.CompFor)):
+            target = n.target
+        elif isinstance(n, cst.AsName):
+            target = n.name
+        if target is not None and any(dotted_name(t) == name for t in _targets(target)):
+            return True
+    return False
+
+
+def _targets(target: cst.CSTNode):
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _targets(element.value)
+    else:
+        yield target
+
+
+def _statement_path(scope_node: cst.CSTNode, at: cst.CSTNode) -> Optional[list]:
+    """[(block, index of the statement on the way to `at`, the statement owning the block)] from the function's
+    body down to the statement holding `at` (in its header, for a compound statement); None when `at` is not
+    found. Nested functions and classes are not entered."""
+    from dslint.cstwalk import walk
+    if not isinstance(scope_node, cst.FunctionDef):
+        return None
+
+    def search(block: list, owner: cst.CSTNode) -> Optional[list]:
+        for i, st in enumerate(block):
+            if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            for inner in _nested_blocks(st):
+                found = search(inner, st)
+                if found is not None:
+                    return [(block, i, owner)] + found
+            if any(n is at for n in walk(st)):
+                return [(block, i, owner)]
+        return None
+
+    return search(_block(scope_node.body), scope_node)
+
+
+def _block(body: cst.CSTNode) -> list:
+    """The statements of an indented block; an inline suite (`if x: a = 1`) is one statement of its own."""
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def _nested_blocks(st: cst.CSTNode):
+    """The blocks a compound statement holds (an `elif` is a block of one `if`)."""
+    if isinstance(st, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return
+    body = getattr(st, "body", None)
+    if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+        yield _block(body)
+    for handler in getattr(st, "handlers", ()) or ():
+        yield _block(handler.body)
+    for case in getattr(st, "cases", ()) or ():
+        yield _block(case.body)
+    orelse = getattr(st, "orelse", None)
+    if isinstance(orelse, cst.If):
+        yield [orelse]
+    elif orelse is not None and hasattr(orelse, "body"):
+        yield _block(orelse.body)
+    final = getattr(st, "finalbody", None)
+    if final is not None:
+        yield _block(final.body)

@@ -231,7 +231,7 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         every member (dslint/analysis/groups.py)."""
         group = self.sites.group_of(site)
         return tuple(g for g in guards if not uniform_over(
-            g.origin, group, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None))
+            g.origin, group, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None, self.negated))
 
     def _generate(self, call: cst.Call, site: Site, guards: tuple[Guard, ...]) -> None:
         synced = next((a for a in call.args if a.keyword is not None and a.keyword.value == "synced_gpus"), None)
