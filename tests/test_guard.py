@@ -3,6 +3,7 @@ report at all) or exhaust the rules' recursion is reported as DSL001 "could not 
 crossed the limit, and the other files of the run keep their findings."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,35 @@ def test_the_text_report_of_a_megabyte_line_shows_a_window_around_the_column(tmp
     window_start = max(0, column - 1 - 40)
     assert code.split("| ", 1)[1][marks.split("| ", 1)[1].index("^")] == ("x = a" + ".b" * 100_000)[column - 1]
     assert window_start > 0 and code.split("| ", 1)[1].startswith("…")
+
+
+def test_the_quick_bound_holds_only_for_files_within_the_limits():
+    """`within_bound` says True only when the tokenizer's exact measures are within the limits: on the samples
+    above, on real code with low limits (where it has to say False), and on generated token soups."""
+    from dslint.guard import within_bound
+    real = (Path(__file__).parent.parent / "dslint" / "engine.py").read_text()
+    samples = list(_hostile().values()) + [real, "x = a.b.c.d.e.f\n", "x = (a +\n b +\n c +\n d)\n",
+                                           "f(a.b.c.d, e)\n", "x = 'a' 'b' 'c' 'd' 'e'\n", "x = a == b == c == d\n"]
+    for text in samples:
+        measures, _ = scan(text, (10**9, 10**9, 10**9))
+        for limit in (3, 5, 30, 200):
+            if within_bound(text, limit, limit):
+                assert measures.depth <= limit and measures.chain <= limit, (limit, text[:80])
+    assert not within_bound("x = a.b.c.d.e.f\n", 3, 3) and within_bound(real, MAX_DEPTH, MAX_CHAIN)
+
+
+hypothesis = pytest.importorskip("hypothesis", reason="the test extra installs it (constraints/test.txt pins it)")
+st = hypothesis.strategies
+_TOKENS = ["a", "b1", "f", "not", "and", "or", "if", "else", "lambda", "in", "is", "for", "x", ".", "+", "-", "*",
+           "**", "==", "<=", "!=", "=", "+=", ":=", ",", ";", ":", "(", ")", "[", "]", "{", "}", "'s'", '"t"',
+           "'''u\nv'''", "# c\n", "\n", "\\\n", " ", "1e-5"]
+
+
+@hypothesis.settings(max_examples=400, deadline=None)
+@hypothesis.given(st.lists(st.sampled_from(_TOKENS), max_size=120), st.integers(min_value=1, max_value=12))
+def test_the_quick_bound_never_undercounts_generated_token_soups(tokens, limit):
+    from dslint.guard import within_bound
+    text = " ".join(tokens) + "\n"
+    if within_bound(text, limit, limit):
+        measures, _ = scan(text, (10**9, 10**9, 10**9))
+        assert measures.depth <= limit and measures.chain <= limit
