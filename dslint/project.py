@@ -140,7 +140,10 @@ class ProjectView:
     def _identifier_index(self) -> dict[str, list[PythonSource]]:
         index: dict[str, list[PythonSource]] = {}
         for src in self.python:
-            for word in set(_IDENTIFIER.findall(src.text)):
+            words = src.__dict__.get("_identifiers")
+            if words is None:       # a fact of the text: kept on the source for every view that indexes it
+                words = src.__dict__["_identifiers"] = frozenset(_IDENTIFIER.findall(src.text))
+            for word in words:
                 index.setdefault(word, []).append(src)
         return index
 
