@@ -44,9 +44,11 @@ DEFAULT_FANOUT = 16
 ADDR_KEY = "tree/addr/"
 POLL_FIRST_S = 0.05  # as the flat check: peers in step arrive within a millisecond or so
 # the polls' backoff: 50 µs doubling to this. Shorter than the flat check's 2 ms: a verdict crosses several
-# stores, and a waiter whose pause has grown to milliseconds adds them at every level on the way down (in the
-# simulation, bench/bench_check.py, 2 ms gave 2.6 ms at 4,096 ranks with arrivals spread over 1 ms; 0.2 ms 1.0)
-POLL_MAX_S = 0.0002
+# stores, and a waiter whose pause has grown to milliseconds adds them at every level on the way down. In the
+# simulation (bench/bench_check.py, service and latency probed on a 16-core machine) at 4,096 ranks, arrivals
+# at once / spread over 1 ms, the slowest rank: 0.2 ms gave 1.02 / 0.90 ms, 0.1 ms 0.89 / 0.72 ms (with the
+# model's default parameters, 2 ms gave 2.6 ms for arrivals spread over 1 ms)
+POLL_MAX_S = 0.0001
 AGREED, DISAGREED = 1, 2
 
 
