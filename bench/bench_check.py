@@ -4,18 +4,21 @@
     python bench/bench_check.py simulate [--json sim.json]   # store-protocol simulation to 4,096 ranks
 
 ``measure`` starts N ranks (env://, no launcher) running 1-element all_reduces on WORLD in interleaved blocks:
-untraced, the dry-step check as shipped ("token": one folded ``add`` per rank, the last arrival sets a key the
-others wait for on the store's side, one ``add`` to read the total), and the previous protocol ("full": every
-rank publishes its fingerprint and reads all N fingerprints). The check's cost per collective and rank is
-(block time with the check - untraced block time) / collectives, median over ranks and rounds (wall: includes
-waiting for the slowest peer and, on an oversubscribed machine, for a core), and the same for the main
-thread's CPU time (the rank's own work); the store operations per rank and collective are counted.
+untraced, the dry-step check as shipped below 32 ranks ("token": one folded ``add`` per rank, the last arrival
+sets a key, the others poll the counter), the tree of stores (``store_tree``) at each fan-out of ``--fanouts``
+("tree16", "tree4": every rank r that hosts a node starts a store server), and the protocol before issue 21
+("full": every rank publishes its fingerprint and reads all N fingerprints). The check's cost per collective
+and rank is (block time with the check - untraced block time) / collectives, median over ranks and rounds
+(wall: includes waiting for the slowest peer and, on an oversubscribed machine, for a core), and the same for
+the main thread's CPU time (the rank's own work); the store operations per rank and collective are counted
+(the tree's stores included). A probe then measures one client's round trip and, with 8 clients saturating
+one server, the server's service time per operation.
 
-``simulate`` runs a discrete-event model of one store server (FIFO, a fixed service time per operation plus a
-per-key time for multi-key operations; one-way network latency) with N clients arriving with jitter, for the
-two protocols and for a tree of stores (one per 16 ranks, leaders forward one value up; simulated only). The
-service times come from ``--service-us``/``--key-us``/``--latency-us`` (defaults: measured on this machine by
-``measure``'s single-client probe). It reports what the check adds after the last rank arrives.
+``simulate`` runs a discrete-event model of the protocols as built: one FIFO server per hosting process (a
+fixed service time per operation plus a per-key time for multi-key operations; one-way network latency), N
+ranks arriving with jitter, their polls with the implementations' backoffs. ``--from-probe measure.json``
+takes service time and latency from ``measure``'s probe. It reports what the check adds after the last rank
+arrives, and the operations the servers made.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ def worker(args: argparse.Namespace) -> None:
     from dslint.runtime_checks.dry_step import DrySession, Options
     from dslint.runtime_checks.fingerprint import check_group
 
+    from dslint.runtime_checks import store_tree
+
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     session = DrySession(Options(timeout=120), run_id="bench")
@@ -68,6 +73,12 @@ def worker(args: argparse.Namespace) -> None:
     counting = CountingStore(peers.store)
     peers.store = counting
     token_check = session.before_issue
+    # the tree of stores at each fan-out measured: a rank hosting a node at any of them starts its one server
+    trees = {}
+    for f in args.fanouts:
+        store_tree.host_if_leader(counting, rank, world, "bench", f=f, force=True)
+        trees[f"tree{f}"] = store_tree.StoreTree(counting, rank, world, "bench", f=f)
+    dist.barrier()
 
     def full_check(info, record, fp):  # the protocol before this change: every rank reads every fingerprint
         keys = [f"full/{info.name}/{record['seq']}/{i}" for i in range(info.size)]
@@ -79,21 +90,25 @@ def worker(args: argparse.Namespace) -> None:
     x = torch.ones(1)
 
     def block(mode: str) -> tuple[float, float]:
-        session.tracer.mode = "off" if mode == "untraced" else "dry"
         session.tracer.before_issue = full_check if mode == "full" else token_check
+        tree = trees.get(mode)
+        session._tree = tree if tree is not None else False  # the check as shipped: flat, or this tree
         session.tracer.mode = "off"
         dist.barrier()
         session.tracer.mode = "off" if mode == "untraced" else "dry"
-        ops0 = counting.ops
+        ops0 = counting.ops + sum(t.ops for t in trees.values())
         start, cpu0 = time.perf_counter(), time.thread_time()
         for _ in range(args.collectives):
             dist.all_reduce(x)
         elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu0
         session.tracer.mode = "off"
-        return elapsed / args.collectives, (counting.ops - ops0) / args.collectives, cpu / args.collectives
+        ops = counting.ops + sum(t.ops for t in trees.values()) - ops0
+        return elapsed / args.collectives, ops / args.collectives, cpu / args.collectives
 
-    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in ("untraced", "token", "full")}
-    block("token")  # warm-up (connections, caches)
+    modes = ["untraced", "token", *trees, "full"]
+    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
+    for mode in modes[1:-1]:
+        block(mode)  # warm-up (connections, caches)
     for _ in range(args.rounds):
         for mode in results:
             results[mode].append(block(mode))
@@ -107,7 +122,7 @@ def worker(args: argparse.Namespace) -> None:
             pass
         every = peers.get_many(keys)
         out = {"ranks": world, "collectives": args.collectives, "rounds": args.rounds}
-        for mode in ("token", "full"):
+        for mode in modes[1:]:
             extra = [(e[mode]["s"][i] - e["untraced"]["s"][i]) * 1e3 for e in every for i in range(args.rounds)]
             cpu = [(e[mode]["cpu"][i] - e["untraced"]["cpu"][i]) * 1e3 for e in every for i in range(args.rounds)]
             out[mode] = {"check_ms_per_rank_median": round(statistics.median(extra), 4),
@@ -147,9 +162,52 @@ def probe() -> dict[str, float]:
     for _ in range(n // 4):
         client.multi_get(keys)
     mget_us = (time.perf_counter() - start) / (n // 4) * 1e6
+    saturated = _throughput(port)
     del client, server
     return {"add_us": round(add_us, 2), "multi_get16_us": round(mget_us, 2),
-            "key_us": round(max(0.0, (mget_us - add_us) / 15), 3)}
+            "key_us": round(max(0.0, (mget_us - add_us) / 15), 3), **saturated}
+
+
+def _hammer(port: int, seconds: float, clients: int, queue) -> None:
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    client = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=10))
+    client.add("go", 1)
+    start_by = time.monotonic() + 20  # a client that failed to connect must not hold the others forever
+    while client.add("go", 0) < clients and time.monotonic() < start_by:
+        time.sleep(0.0005)
+    n, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        client.add("c", 1)
+        n += 1
+    queue.put(n)
+
+
+def _throughput(port: int, clients: int = 8, seconds: float = 1.0) -> dict[str, float]:
+    """The server's service time per operation: ``clients`` processes issue ``add``s back to back for
+    ``seconds``; with the server saturated, service ≈ seconds / operations. The one-way latency is what is left
+    of a single client's round trip: (round trip - service) / 2. Only meaningful with a core per client."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_hammer, args=(port, seconds, clients, queue), daemon=True) for _ in range(clients)]
+    for p in procs:
+        p.start()
+    try:
+        total = sum(queue.get(timeout=30) for _ in procs)
+    except Exception:  # an overloaded machine: no figure rather than no result
+        total = 0
+    for p in procs:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+    if not total:
+        return {"saturated_clients": clients, "saturated_ops_per_s": None, "service_us": None}
+    return {"saturated_clients": clients, "saturated_ops_per_s": round(total / seconds),
+            "service_us": round(seconds / total * 1e6, 2)}
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -163,7 +221,8 @@ def measure(args: argparse.Namespace) -> dict:
             env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONPATH=REPO)
             procs.append(subprocess.Popen([sys.executable, __file__, "_worker", "--collectives",
-                                           str(args.collectives), "--rounds", str(args.rounds)],
+                                           str(args.collectives), "--rounds", str(args.rounds),
+                                           "--fanouts", *map(str, args.fanouts)],
                                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         out = ""
         try:
@@ -200,27 +259,140 @@ class Server:
         return self.free_at
 
 
-def simulate_token(n: int, arrivals: list[float], service: float, per_key: float, latency: float) -> dict:
-    server = Server(service, per_key)
+POLL_START, POLL_MAX = 50e-6, 2e-3  # the checks' polling backoff (dry_step / store_tree): 50 µs doubling to 2 ms
+
+
+class _Sim:
+    """Discrete events over several store servers (one per hosting process), each FIFO: a request arriving at
+    ``t`` is served at ``max(t, free_at)`` for ``service`` seconds; its reply reaches the client ``latency``
+    later. Requests are served in order of arrival (a heap), and a server's handler sees the state at service
+    time (counters, verdict keys)."""
+
+    def __init__(self, service: float, latency: float) -> None:
+        self.service, self.latency = service, latency
+        self.free: dict[int, float] = {}
+        self.heap: list = []
+        self.n = 0
+        self.ops = 0
+
+    def send(self, t: float, host: int, handler, then) -> None:
+        """A request sent at ``t`` to ``host``: ``handler()`` runs at service, ``then(reply_time, result)``."""
+        self.n += 1
+        heapq.heappush(self.heap, (t + self.latency, self.n, host, handler, then))
+
+    def run(self) -> None:
+        while self.heap:
+            t, _, host, handler, then = heapq.heappop(self.heap)
+            done = max(t, self.free.get(host, 0.0)) + self.service
+            self.free[host] = done
+            self.ops += 1
+            then(done + self.latency, handler())
+
+
+def simulate_flat(n: int, arrivals: list[float], service: float, per_key: float, latency: float) -> dict:
+    """The flat check as shipped: add (count + token) to the group's counter on the one store; the last arrival
+    sets v and is done; the others poll the counter (add 0) with the backoff until it is complete."""
+    sim = _Sim(service, latency)
+    state = {"count": 0}
     finish: dict[int, float] = {}
-    # a rank: add (count + token) -> the last sets v, the others wait on the server (a registration op, then
-    # a notification op per waiter when v is set) -> add(0) to read the total
-    order = sorted(range(n), key=lambda r: arrivals[r])
-    replies = {}
-    for r in order:
-        replies[r] = server.serve(arrivals[r] + latency) + latency
-    # process the adds in server order to find the last arrival
-    last = max(order, key=lambda r: replies[r])
-    set_done = server.serve(replies[last] + latency) + latency
-    for r in order:
-        if r == last:
-            finish[r] = server.serve(set_done + latency) + latency
-            continue
-        registered = server.serve(replies[r] + latency)  # the wait request is queued at the server
-        notified = max(registered, set_done - latency)
-        woke = server.serve(notified) + latency  # the notification
-        finish[r] = server.serve(woke + latency) + latency  # add(0): read the total
-    return {"finish": finish, "ops": server.ops}
+
+    def add() -> int:
+        state["count"] += 1
+        return state["count"]
+
+    def start(r: int) -> None:
+        def added(t: float, count: int) -> None:
+            if count == n:
+                sim.send(t, 0, lambda: None, lambda t2, _: finish.__setitem__(r, t2))  # set v
+            else:
+                poll(t, POLL_START)
+
+        def poll(t: float, pause: float) -> None:
+            def polled(t2: float, count: int) -> None:
+                if count == n:
+                    finish[r] = t2
+                else:
+                    poll(t2, min(pause * 2, POLL_MAX))
+            sim.send(t + pause, 0, lambda: state["count"], polled)
+
+        sim.send(arrivals[r], 0, add, added)
+
+    for r in range(n):
+        start(r)
+    sim.run()
+    return {"finish": finish, "ops": sim.ops}
+
+
+def simulate_tree(n: int, arrivals: list[float], service: float, per_key: float, latency: float,
+                  fanout: int = 16, poll_max: float | None = None) -> dict:
+    """The tree of stores as built (``dslint.runtime_checks.store_tree``): each rank adds to its lowest node
+    (``path_of``); the last arrival at a node forwards one add to the node above; the last at the top sets v;
+    a rank that was not last polls ``add(v, 0)`` at its node with the backoff (the first poll right after its
+    add), and sets v (add v, set w) at the nodes below where it forwarded. One server per hosting process serves all the levels it hosts."""
+    sys.path.insert(0, REPO)
+    from dslint.runtime_checks import store_tree
+    from dslint.runtime_checks.store_tree import path_of
+
+    cap = poll_max if poll_max is not None else store_tree.POLL_MAX_S
+
+    sim = _Sim(service, latency)
+    counts: dict[tuple[int, int], int] = {}
+    verdicts: set[tuple[int, int]] = set()
+    finish: dict[int, float] = {}
+    paths = {r: path_of(r, range(n), fanout) for r in range(n)}
+
+    def start(r: int) -> None:
+        path = paths[r]
+        forwarded: list[tuple[int, int]] = []
+        first = [True]  # the first poll follows the add at once (as in store_tree)
+
+        def down(t: float) -> None:
+            if not forwarded:
+                finish[r] = t
+                return
+            level, host = forwarded.pop()  # add(v, verdict), then set(w) for store-side waiters
+            sim.send(t, host, lambda: verdicts.add((level, host)),
+                     lambda t2, _: sim.send(t2, host, lambda: None, lambda t3, _: down(t3)))
+
+        def at(i: int, t: float) -> None:
+            level, host, expected = path[i]
+            node = (level, host)
+
+            def add() -> int:
+                counts[node] = counts.get(node, 0) + 1
+                return counts[node]
+
+            def added(t2: float, count: int) -> None:
+                if count != expected:
+                    poll(t2, POLL_START)
+                elif i == len(path) - 1:  # the top: decide (add v, set w), then down
+                    sim.send(t2, host, lambda: verdicts.add(node),
+                             lambda t3, _: sim.send(t3, host, lambda: None, lambda t4, _: down(t4)))
+                else:
+                    forwarded.append(node)
+                    at(i + 1, t2)
+
+            def poll(t2: float, pause: float) -> None:  # add(v, 0): the verdict, or 0
+                def polled(t3: float, there: bool) -> None:
+                    if there:
+                        down(t3)
+                    else:
+                        poll(t3, min(pause * 2, cap))
+                delay = 0.0 if first[0] else pause
+                first[0] = False
+                sim.send(t2 + delay, host, lambda: node in verdicts, polled)
+
+            sim.send(t, host, add, added)
+
+        if path:
+            at(0, arrivals[r])
+        else:
+            finish[r] = arrivals[r]
+
+    for r in range(n):
+        start(r)
+    sim.run()
+    return {"finish": finish, "ops": sim.ops, "levels": max(len(p) for p in paths.values())}
 
 
 def simulate_full(n: int, arrivals: list[float], service: float, per_key: float, latency: float) -> dict:
@@ -244,36 +416,13 @@ def simulate_full(n: int, arrivals: list[float], service: float, per_key: float,
     return {"finish": finish, "ops": server.ops}
 
 
-def simulate_tree(n: int, arrivals: list[float], service: float, per_key: float, latency: float,
-                  fanout: int = 16) -> dict:
-    """Stores in a tree (one per ``fanout`` members); the last arrival of a level forwards one value to the
-    level above; the verdict comes down the same way. Every level is the token protocol on ``fanout`` clients."""
-    level_arrivals = arrivals
-    ops = 0
-    up: list[dict] = []
-    while len(level_arrivals) > 1:
-        groups = [level_arrivals[i:i + fanout] for i in range(0, len(level_arrivals), fanout)]
-        nxt = []
-        for g in groups:
-            server = Server(service, per_key)
-            replies = sorted(server.serve(a + latency) + latency for a in g)
-            nxt.append(replies[-1])  # the last arrival forwards one add upward
-            ops += server.ops
-        up.append({"groups": len(groups)})
-        level_arrivals = nxt
-    top = level_arrivals[0]
-    levels = len(up)
-    # down: at each level the forwarder sets v in its store and each waiter is notified and reads the total
-    down = top
-    for _ in range(levels):
-        down += latency + service  # set v
-        down += service * fanout + latency  # notifications of fanout waiters (worst: the last one)
-        down += 2 * latency + service  # read the total
-        ops += 3 * fanout
-    return {"finish": {r: down for r in range(n)}, "ops": ops, "levels": levels}
-
-
 def simulate(args: argparse.Namespace) -> dict:
+    if args.from_probe:  # the service time and latency measured by ``measure``'s probe on this machine
+        with open(args.from_probe) as f:
+            found = json.load(f)["probe"]
+        args.service_us = found["service_us"] or args.service_us
+        args.latency_us = max(1.0, (found["add_us"] - args.service_us) / 2)
+        args.key_us = found["key_us"]
     service, per_key, latency = args.service_us * 1e-6, args.key_us * 1e-6, args.latency_us * 1e-6
     rows = []
     for n in args.sizes:
@@ -282,7 +431,12 @@ def simulate(args: argparse.Namespace) -> dict:
             arrivals = [rng.uniform(0, jitter_us * 1e-6) for _ in range(n)]
             last = max(arrivals)
             row = {"ranks": n, "jitter_us": jitter_us}
-            for name, fn in (("token", simulate_token), ("tree16", simulate_tree), ("full", simulate_full)):
+            protocols = [("token", simulate_flat)]
+            protocols += [(f"tree{f}", lambda *a, f=f: simulate_tree(*a, fanout=f, poll_max=args.tree_poll_max_us
+                                                                     and args.tree_poll_max_us * 1e-6))
+                          for f in args.fanouts]
+            protocols += [("full", simulate_full)] if args.full else []
+            for name, fn in protocols:
                 if name == "full" and n > 1024:
                     continue  # O(N^2) keys: minutes of simulated server time, see the trend below
                 result = fn(n, arrivals, service, per_key, latency)
@@ -290,10 +444,13 @@ def simulate(args: argparse.Namespace) -> dict:
                 row[name] = {"added_ms_max": round(max(after) * 1e3, 3),
                              "added_ms_median": round(statistics.median(after) * 1e3, 3),
                              "server_ops": result["ops"]}
+                if "levels" in result:
+                    row[name]["levels"] = result["levels"]
             print(json.dumps(row), flush=True)
             rows.append(row)
     return {"simulated": rows, "parameters": {"service_us": args.service_us, "key_us": args.key_us,
-                                              "latency_us": args.latency_us}}
+                                              "latency_us": args.latency_us, "from_probe": args.from_probe,
+                                              "tree_poll_max_us": args.tree_poll_max_us}}
 
 
 def main() -> None:
@@ -304,6 +461,7 @@ def main() -> None:
     m.add_argument("--collectives", type=int, default=200)
     m.add_argument("--rounds", type=int, default=3)
     m.add_argument("--limit", type=float, default=400)
+    m.add_argument("--fanouts", type=int, nargs="*", default=[16, 4])
     m.add_argument("--json")
     s = sub.add_parser("simulate")
     s.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
@@ -311,10 +469,15 @@ def main() -> None:
     s.add_argument("--service-us", type=float, default=5.0)
     s.add_argument("--key-us", type=float, default=0.5)
     s.add_argument("--latency-us", type=float, default=15.0)
+    s.add_argument("--fanouts", type=int, nargs="*", default=[16, 4])
+    s.add_argument("--from-probe", help="a measure --json file: take service time and latency from its probe")
+    s.add_argument("--tree-poll-max-us", type=float, help="the tree's polling cap (default: store_tree's)")
+    s.add_argument("--full", action="store_true", help="also the protocol before the token check (slow)")
     s.add_argument("--json")
     w = sub.add_parser("_worker")
     w.add_argument("--collectives", type=int, default=200)
     w.add_argument("--rounds", type=int, default=3)
+    w.add_argument("--fanouts", type=int, nargs="*", default=[16, 4])
     args = parser.parse_args()
     if args.cmd == "_worker":
         worker(args)

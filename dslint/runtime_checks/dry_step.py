@@ -17,7 +17,7 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
-from dslint.runtime_checks import compare, loader_audit, report, waitfor
+from dslint.runtime_checks import compare, loader_audit, report, store_tree, waitfor
 from dslint.runtime_checks.execution_context import ExecutionContext
 from dslint.runtime_checks.exit_codes import ExitCode
 from dslint.runtime_checks.fingerprint import (
@@ -94,6 +94,7 @@ class DrySession:
         self.peer_beats: dict[int, dict[str, Any]] = {}  # the peers' last heartbeats this rank read
         self.exiting = False  # set by our own exit: the os._exit hook then reports nothing
         self.local_live: list[int] = []  # ranks on this host whose processes were alive (dead-rank fallback)
+        self._tree: store_tree.StoreTree | None | bool = None  # the tree of stores, False: the flat check
 
     # ---- scratch folder and other leftovers ----------------------------------------------------------
     @property
@@ -120,7 +121,52 @@ class DrySession:
                 return None
             self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
             self.exchange = PeerExchange.connect(self.rank, self.world_size, self.run_id)
+            store_tree.host_if_leader(self.exchange.store, self.rank, self.world_size, self.run_id)
         return self.exchange
+
+    def store_tree(self) -> store_tree.StoreTree | None:
+        """The tree of stores when it is selected for this world size (``store_tree.selected``), else None."""
+        if self._tree is None:
+            peers = self.exchange
+            if peers is None or not store_tree.selected(self.world_size):
+                self._tree = False
+            else:
+                store_tree.host_if_leader(peers.store, self.rank, self.world_size, self.run_id)
+                self._tree = store_tree.StoreTree(peers.store, self.rank, self.world_size, self.run_id)
+        return self._tree or None
+
+    def _store_host_lost(self, exc: Exception, info: GroupInfo, record: dict[str, Any]) -> None:
+        """A store of the tree failed (or its host never published its address): its host rank died. The dead
+        rank is looked for as after a transport error (heartbeats, exit hooks, the process table); the host
+        is named from what this rank knows when nothing else is found. Never returns."""
+        from dslint.runtime_checks import monitor
+
+        host = exc.host  # type: ignore[attr-defined]
+        verdict = None
+        try:
+            verdict = self.find_dead(monitor.DEAD_AFTER_S + 1.0)
+        except Exception:  # the rendezvous store is gone too
+            traceback.print_exc()
+        if verdict is None:
+            beat = self.peer_beats.get(host) or {}
+            how = "gone: the pre-flight store it hosted is unreachable"
+            if beat.get("pid") and beat.get("host") == monitor.Heart(self).host:
+                alive, ended = monitor.process_status(int(beat["pid"]))
+                if not alive:
+                    how = ended or monitor.NO_HOOK
+            verdict = {
+                "kind": "hang", "cause": "dead-rank", "dead_ranks": [host], "stuck_ranks": [self.rank],
+                "dead": {str(host): {"how": how, "pos": beat.get("pos"), "last": beat.get("last"),
+                                     "host": beat.get("host"), "pid": beat.get("pid"), "scratch": beat.get("scratch")}},
+                "detail": (f"rank {host} died or left (the pre-flight store it hosted for its ranks is unreachable); "
+                           f"rank {self.rank} was checking {record['op']} #{record['seq']} in group {info.name}: {exc}"),
+                "detected_by": self.rank}
+        peers = self.exchange
+        try:
+            verdict = peers.abort(verdict) if peers is not None else verdict
+        except Exception:
+            traceback.print_exc()
+        self.conclude(verdict)
 
     def before_issue(self, info: GroupInfo, record: dict[str, Any], fp: dict[str, Any]) -> bool:
         """Check this collective against the group's other ranks before it is issued; conclude on disagreement.
@@ -149,37 +195,53 @@ class DrySession:
         deadline = time.monotonic() + self.options.timeout
         self.waiting_for = {"what": "peers' fingerprints", "group": info.name, "seq": seq, "op": fp["op"]}
         blocked = False
+        tree = self.store_tree()
         try:
-            if pairwise:  # a rank whose counts are not whole numbers forces the full comparison
-                store.add(f"x/{base}", share if share is not None else 1)
-            counter = f"n/{base}"
-            total = store.add(counter, value)
-            if total & count_mask == info.size:
-                store.set(f"v/{base}", "1")
-            else:
-                # peers in step arrive within a millisecond or so: poll the counter with a short backoff for
-                # up to POLL_FIRST_S; then one wait on the store's side (no polling load while a peer is late),
-                # bounded by --timeout. A verdict meanwhile (another rank's, the wait-for monitor's, a dead
-                # rank's) is acted on by the watchdog thread, which exits the process.
-                pause, poll_until = 0.00005, time.monotonic() + POLL_FIRST_S
-                while total & count_mask != info.size and time.monotonic() < poll_until:
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.002)
-                    total = store.add(counter, 0)
-                if total & count_mask != info.size:
-                    if self.options.steps is None:  # slow path only: peers voting at a step boundary see
-                        blocked = True               # where this rank waits
+            if tree is not None:
+                marked: list[bool] = []
+
+                def on_slow() -> None:
+                    if self.options.steps is None and not marked:  # as below: peers voting at a step boundary
+                        marked.append(True)                         # see where this rank waits
                         peers.put(f"blocked/{self.rank}", {"group": info.name, "seq": seq})
-                    try:
-                        store.wait([f"v/{base}"], timedelta(seconds=max(0.001, deadline - time.monotonic())))
-                    except Exception:
-                        if time.monotonic() < deadline:  # not the timeout: the store failed (its host died)
-                            raise
-                        self._check_peers_while_waiting(info, record, deadline)  # concludes: --timeout passed
-                    total = store.add(counter, 0)
-            agreed = (total >> shift) == info.size * (value >> shift)
-            if agreed and pairwise:
-                agreed = share is not None and store.add(f"x/{base}", 0) % SHARE_MODULUS == 0
+
+                try:
+                    agreed = tree.agree(info.ranks, base, token, share, pairwise, deadline, on_slow,
+                                        lambda: self._check_peers_while_waiting(info, record, deadline))
+                except (store_tree.StoreLost, store_tree.AddressMissing) as exc:
+                    self._store_host_lost(exc, info, record)
+                blocked = bool(marked)
+            else:
+                if pairwise:  # a rank whose counts are not whole numbers forces the full comparison
+                    store.add(f"x/{base}", share if share is not None else 1)
+                counter = f"n/{base}"
+                total = store.add(counter, value)
+                if total & count_mask == info.size:
+                    store.set(f"v/{base}", "1")
+                else:
+                    # peers in step arrive within a millisecond or so: poll the counter with a short backoff for
+                    # up to POLL_FIRST_S; then one wait on the store's side (no polling load while a peer is late),
+                    # bounded by --timeout. A verdict meanwhile (another rank's, the wait-for monitor's, a dead
+                    # rank's) is acted on by the watchdog thread, which exits the process.
+                    pause, poll_until = 0.00005, time.monotonic() + POLL_FIRST_S
+                    while total & count_mask != info.size and time.monotonic() < poll_until:
+                        time.sleep(pause)
+                        pause = min(pause * 2, 0.002)
+                        total = store.add(counter, 0)
+                    if total & count_mask != info.size:
+                        if self.options.steps is None:  # slow path only: peers voting at a step boundary see
+                            blocked = True               # where this rank waits
+                            peers.put(f"blocked/{self.rank}", {"group": info.name, "seq": seq})
+                        try:
+                            store.wait([f"v/{base}"], timedelta(seconds=max(0.001, deadline - time.monotonic())))
+                        except Exception:
+                            if time.monotonic() < deadline:  # not the timeout: the store failed (its host died)
+                                raise
+                            self._check_peers_while_waiting(info, record, deadline)  # concludes: --timeout passed
+                        total = store.add(counter, 0)
+                agreed = (total >> shift) == info.size * (value >> shift)
+                if agreed and pairwise:
+                    agreed = share is not None and store.add(f"x/{base}", 0) % SHARE_MODULUS == 0
         finally:
             self.waiting_for = None
             if blocked:
@@ -600,8 +662,14 @@ class DrySession:
             "not_in_optimizer": self.not_in_optimizer,
             "moe_layers": self.moe_layers(), "error": self.error,
             "redirected_saves": self.redirected_saves, "redirected_to": self.redirected_to,
-            "audits": self.audits, "coverage": self.coverage(),
+            "audits": self.audits, "coverage": self.coverage(), "check": self.check_protocol(),
         }
+
+    def check_protocol(self) -> dict[str, Any]:
+        tree = self._tree or None
+        if tree is None:  # flat, or the tree selected but never used (no collective checked yet)
+            return {"protocol": "tree" if self._tree is None and store_tree.selected(self.world_size) else "flat"}
+        return {"protocol": "tree", "fanout": tree.fanout, "tree_ops": tree.ops}
 
     def state(self) -> dict[str, Any]:
         state = self.summary("abort")

@@ -55,8 +55,21 @@ def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: lis
         "hints": [f for f in findings if f["severity"] == "hint"],
         "moe_layers": summaries.get(0, {}).get("moe_layers", []),
         "loader_audit": _audit_table(summaries), "coverage": {str(r): s.get("coverage") for r, s in summaries.items()},
+        "pre_issue_check": _check_protocol(summaries),
         **_saves(summaries),
     }
+
+
+def _check_protocol(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """How the ranks compared their collectives before issue: the flat check on the rendezvous store, or the
+    tree of stores (its fan-out, and each rank's operations on the tree's stores)."""
+    checks = {r: s.get("check") or {} for r, s in per_rank.items()}
+    protocol = next((c.get("protocol") for c in checks.values() if c.get("protocol")), "flat")
+    found: dict[str, Any] = {"protocol": protocol}
+    if protocol == "tree":
+        found["fanout"] = next((c.get("fanout") for c in checks.values() if c.get("fanout")), None)
+        found["tree_store_ops"] = {str(r): c.get("tree_ops", 0) for r, c in sorted(checks.items())}
+    return found
 
 
 def _audit_table(per_rank: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -117,6 +130,7 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
         "dead_ranks": verdict.get("dead_ranks") or [],
         "moe_layers": next((s.get("moe_layers") for s in states.values() if s.get("moe_layers")), []),
         "loader_audit": _audit_table(states), "audit_findings": verdict.get("audit") or [],
+        "pre_issue_check": _check_protocol(states),
         **_saves(states),
     }
 

@@ -24,7 +24,7 @@ import threading
 import time
 import traceback
 
-from dslint.runtime_checks import monitor
+from dslint.runtime_checks import monitor, store_tree
 from dslint.runtime_checks.dry_step import DrySession
 from dslint.runtime_checks.peer_exchange import PeerExchange
 
@@ -80,6 +80,9 @@ class Watchdog(threading.Thread):
             if not (dist.is_available() and dist.is_initialized()):
                 return
             self.peers = PeerExchange.connect(dist.get_rank(), dist.get_world_size(), session.run_id)
+            # a store host of the tree of stores starts its server now: its ranks may need it before this rank
+            # makes its first check
+            store_tree.host_if_leader(self.peers.store, dist.get_rank(), dist.get_world_size(), session.run_id)
         verdict = self.peers.aborted()
         if verdict is not None:
             session.conclude(verdict, self.peers)
