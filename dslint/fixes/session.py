@@ -3,9 +3,11 @@ point; then write the changed files (or print their diff).
 
 - Every round re-checks the whole run with the changed texts in place of the files (nothing is written
   until the end), so each fix is computed on the text it applies to and a fix that a previous round made
-  moot is not applied.
-- A round whose result no longer parses (Python: CPython's parser; JSON: dslint's reader) where the input
-  did is undone for that file, and the file gets no further fixes.
+  moot is not applied. The re-check starts from the previous check's sources (`engine._carry_over`:
+  unchanged files keep their parses; a changed Python file re-parses only the top-level statements its
+  edits touch, `sources.spliced_module`).
+- A round whose result no longer parses (Python: CPython's parser, as the re-check's outline found it; JSON:
+  dslint's reader) where the input did is undone for that file, and the file gets no further fixes.
 - Writes (`write_fixed`): only files with an applied fix; the file must hold exactly the text that was
   checked (else it changed during the run and is left alone); the real path (symlinks resolved) must lie
   inside a checked path; a temporary file in the same folder, fsynced, then renamed over the file (its
@@ -53,21 +55,26 @@ def _parses(path: str, text: str, kind: str) -> bool:
     return True
 
 
-def run_fixes(checker, paths: list[Path], unsafe: bool) -> FixOutcome:
-    """Check `paths` with `checker` (an engine Checker), then fix to a fixed point."""
-    report = checker.check_paths(paths)
-    sources = list(checker.sources)
-
+def parsed_in(checker) -> Callable[[str, str], Optional[bool]]:
+    """Whether a text parsed, as `checker`'s last check found it: its Python source's CPython parse (the
+    outline the check built anyway); None when that check did not read this text (or guarded it)."""
     def parsed(path: str, text: str) -> Optional[bool]:
-        """Whether `text` parsed, as the last check found it (its Python source's CPython parse: the outline the
-        check built anyway); None when that check did not read this text."""
         for src in checker.sources:
             if src.path == path and src.kind == "python" and (src.text is text or src.text == text):
                 return src.compiles if src.too_complex is None else None
         return None
+    return parsed
 
+
+def run_fixes(checker, paths: list[Path], unsafe: bool) -> FixOutcome:
+    """Check `paths` with `checker` (an engine Checker), then fix to a fixed point. Each re-check starts from
+    the previous check's sources (`engine._carry_over`: unchanged files keep their parses, a changed Python
+    file re-parses only the statements its edits touch)."""
+    report = checker.check_paths(paths)
+    sources = list(checker.sources)
     return fix_loop(lambda texts: checker.check_paths(paths, overrides=texts), report,
-                    {s.path: s.text for s in sources}, {s.path: s.kind for s in sources}, unsafe, parsed)
+                    {s.path: s.text for s in sources}, {s.path: s.kind for s in sources}, unsafe,
+                    parsed_in(checker))
 
 
 def fix_loop(check: Callable[[dict], Report], report: Report, originals: dict[str, str], kinds: dict[str, str],
@@ -88,7 +95,6 @@ def fix_loop(check: Callable[[dict], Report], report: Report, originals: dict[st
 
     for _ in range(MAX_ROUNDS):
         rnd = fix_round(report, lambda p: None if p in frozen else out.texts.get(p, originals.get(p)), unsafe)
-        before = {path: parses(path, out.texts.get(path, originals[path])) for path in rnd.texts}
         changed = dict(rnd.texts)
         result = None
         while changed:
@@ -96,7 +102,9 @@ def fix_loop(check: Callable[[dict], Report], report: Report, originals: dict[st
             if not applied:
                 break
             result = check({**out.texts, **changed})
-            broken = [path for path, text in changed.items() if before[path] and not parses(path, text)]
+            # the text before the round is parsed only when the new one does not parse (rarely)
+            broken = [path for path, text in changed.items()
+                      if not parses(path, text) and parses(path, out.texts.get(path, originals[path]))]
             if not broken:
                 break
             for path in broken:         # undone for that file; the others' fixes are checked again without it
