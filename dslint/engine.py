@@ -157,6 +157,7 @@ class Checker:
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
+        self._last_cache = cache
         keys: list[Optional[str]] = [None] * len(relevant)
         known = cache.get(self._run_entry, lambda e: _strings(e.get("keys")) and len(e["keys"]) == len(relevant)) \
             if cache else None
@@ -190,6 +191,23 @@ class Checker:
         report.findings.sort(key=Finding.sort_key)
         report.settings = project.settings_summary()
         return report
+
+    def parsed(self, source: AnySource) -> Optional[bool]:
+        """Whether CPython parses `source` (a Python source of the last check), where that check learnt it
+        without parsing again: from the outline it built, or from the result cache's program facts of this
+        text (written from such an outline). None: not known, or the file is one no parser may read."""
+        if not isinstance(source, PythonSource):
+            return None
+        if "outline" in source.__dict__:
+            return None if source.too_complex is not None else source.outline is not None
+        cache = getattr(self, "_last_cache", None)
+        if cache is not None:
+            from dslint.cache import content_hash
+            key = f"program:{getattr(self, '_hashes', {}).get(id(source)) or content_hash(source.text)}"
+            entry = cache.get(key, _facts_entry)
+            if entry is not None and entry.get("compiles") is True:
+                return True
+        return None
 
     # --- launch units ------------------------------------------------------------------------------
     def _program(self, sources: list[AnySource], project: ProjectView, cache) -> None:

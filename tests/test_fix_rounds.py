@@ -267,3 +267,30 @@ def test_a_round_that_breaks_a_file_is_undone_for_it_and_the_others_stand(tmp_pa
     fresh = _checker(tmp_path).check_paths(paths, overrides=outcome.texts)
     assert _findings(outcome.report) == _findings(fresh)
     assert [f.code for f in outcome.report.findings] == ["DSL104"]       # train.py as it is on disk
+
+
+def test_parse_status_comes_from_the_check_or_its_cache_without_parsing_again(tmp_path, monkeypatch):
+    """`Checker.parsed`: from the outline the check built, else from the result cache's program facts of that
+    text (a run answered from the cache builds no outline); unknown (None) for a file the cache says does not
+    compile, which `fix_loop` then compiles itself. A cached `--fix` run gives the uncached one's result."""
+    from dslint.config import Settings
+    from dslint.engine import Checker
+    from dslint.fixes.session import run_fixes
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "broken.py").write_text("import deepspeed\ndef f(:\n")
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(root=tmp_path, deepspeed_version="0.19.8")
+    first = Checker(settings, cache_dir=tmp_path / "cache", jobs=1)
+    first.check_paths([Path(".")])
+    by_path = {s.path: s for s in first.sources}
+    assert first.parsed(by_path["train.py"]) is True and first.parsed(by_path["broken.py"]) is False
+    second = Checker(settings, cache_dir=tmp_path / "cache", jobs=1)
+    second.check_paths([Path(".")])
+    by_path = {s.path: s for s in second.sources}
+    assert second.parsed(by_path["train.py"]) is True and "outline" not in by_path["train.py"].__dict__
+    assert second.parsed(by_path["broken.py"]) is None
+    assert Checker(settings, jobs=1).parsed(by_path["train.py"]) is None          # no check, no cache: unknown
+    uncached = run_fixes(Checker(settings, jobs=1), [Path(".")], unsafe=False)
+    for _ in range(2):                  # the second time, every check of the run is answered from the cache
+        cached = run_fixes(Checker(settings, cache_dir=tmp_path / "cache", jobs=1), [Path(".")], unsafe=False)
+        assert cached.texts == uncached.texts and _findings(cached.report) == _findings(uncached.report)

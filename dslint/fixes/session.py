@@ -56,12 +56,12 @@ def _parses(path: str, text: str, kind: str) -> bool:
 
 
 def parsed_in(checker) -> Callable[[str, str], Optional[bool]]:
-    """Whether a text parsed, as `checker`'s last check found it: its Python source's CPython parse (the
-    outline the check built anyway); None when that check did not read this text (or guarded it)."""
+    """Whether a text parsed, as `checker`'s last check learnt it (`Checker.parsed`: the outline that check
+    built, or the result cache's facts of that text); None when it did not (then `_parses` compiles it)."""
     def parsed(path: str, text: str) -> Optional[bool]:
         for src in checker.sources:
             if src.path == path and src.kind == "python" and (src.text is text or src.text == text):
-                return src.compiles if src.too_complex is None else None
+                return checker.parsed(src)
         return None
     return parsed
 
