@@ -1,13 +1,16 @@
 """What `dslint check --fix` adds to a run on one script (issue 22's target: within the single-script start-up
 budget + 0.1 s).
 
-    python bench/fix_timing.py [--reps N] [--big PATH_TO_A_LARGE_SCRIPT]
+    python bench/fix_timing.py [--reps N] [--big PATH_TO_A_LARGE_SCRIPT] [--compare OTHER_CHECKOUT]
 
 Writes a 6-line MoE script with a DSL104 hazard (and, with --big, a copy of the given script with the same hazard
 appended) into a scratch folder, then measures, restoring the file before every run:
 - subprocess wall time of `dslint check FILE` and `dslint check --fix FILE`, caches on (after warm-up) and with
   `--no-cache`, median of N;
-- in-process CPU time of `run_check` without and with `fix=True` (imports done, `no_cache`), median of N.
+- in-process CPU time of `run_check` without and with `fix=True` (imports done, `no_cache`), median of N (in a
+  child process per checkout).
+With --compare, the same for another checkout of dslint (e.g. `git worktree add /tmp/base <commit>`), its runs
+alternating with this one's (same machine state for both), and the two side by side.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import shutil
 import statistics
@@ -32,10 +36,10 @@ HAZARD = ("import deepspeed\nfrom deepspeed.moe.layer import MoE\n"
 PROBE = "\n\ndef _dslint_probe(loader, args):\n" + "".join("    " + line + "\n" for line in HAZARD.splitlines())
 
 
-def subprocess_times(folder: Path, name: str, original: str, reps: int, extra: list[str]) -> tuple[float, float]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DSLINT_CACHE_DIR": str(folder / "cache")}
-
-    def run(args: list[str]) -> float:
+def subprocess_times(roots: list[Path], folder: Path, name: str, original: str, reps: int, extra: list[str]
+                     ) -> dict[Path, tuple[float, float]]:
+    def run(root: Path, args: list[str]) -> float:
+        env = {**os.environ, "PYTHONPATH": str(root), "DSLINT_CACHE_DIR": str(folder / f"cache-{roots.index(root)}")}
         (folder / name).write_text(original)
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "dslint", "check", *args, name], cwd=folder, env=env,
@@ -44,17 +48,19 @@ def subprocess_times(folder: Path, name: str, original: str, reps: int, extra: l
         assert ("synced_gpus=True" in (folder / name).read_text()) == ("--fix" in args), "the fix was not applied"
         return took
 
-    for _ in range(2):
-        run(extra), run(["--fix", *extra])
-    check, fix = [], []
+    for root in roots:
+        for _ in range(2):
+            run(root, extra), run(root, ["--fix", *extra])
+    times = {root: ([], []) for root in roots}
     for _ in range(reps):
-        check.append(run(extra))
-        fix.append(run(["--fix", *extra]))
-    return statistics.median(check), statistics.median(fix)
+        for root in roots:
+            times[root][0].append(run(root, extra))
+            times[root][1].append(run(root, ["--fix", *extra]))
+    return {root: (statistics.median(c), statistics.median(f)) for root, (c, f) in times.items()}
 
 
-def in_process_times(folder: Path, name: str, original: str, reps: int) -> tuple[float, float]:
-    sys.path.insert(0, str(ROOT))
+def in_process_times(folder: Path, name: str, original: str, reps: int) -> tuple[list[float], list[float]]:
+    """In this process (whose sys.path starts with the checkout to time)."""
     from dslint.commands import run_check
     here = os.getcwd()
     os.chdir(folder)
@@ -71,16 +77,32 @@ def in_process_times(folder: Path, name: str, original: str, reps: int) -> tuple
         for _ in range(reps):
             check.append(once())
             fix.append(once(fix=True))
-        return statistics.median(check), statistics.median(fix)
+        return check, fix
     finally:
         os.chdir(here)
 
 
+def in_process_child(root: Path, folder: Path, name: str, original: str, reps: int) -> tuple[list[float], list[float]]:
+    (folder / "original.txt").write_text(original)
+    done = subprocess.run([sys.executable, __file__, "--child", str(folder), name, str(reps)], cwd=folder,
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=900)
+    if done.returncode:
+        raise SystemExit(done.stderr[-2000:])
+    return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def main() -> int:
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        folder, name, reps = Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+        print(json.dumps(in_process_times(folder, name, (folder / "original.txt").read_text(), reps)))
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--big", type=Path)
+    ap.add_argument("--compare", type=Path, help="another checkout of dslint, timed alternately with this one")
     args = ap.parse_args()
+    roots = [ROOT] + ([args.compare.resolve()] if args.compare else [])
+    label = {ROOT: "this" if args.compare else "", **({roots[1]: "compare"} if args.compare else {})}
     cases = [("small.py", HAZARD)]
     if args.big:
         cases.append(("big.py", args.big.read_text() + PROBE))
@@ -89,13 +111,24 @@ def main() -> int:
         for name, text in cases:
             lines = text.count("\n")
             for extra in ([], ["--no-cache"]):
-                c, f = subprocess_times(folder, name, text, args.reps, extra)
-                print(f"{name} ({lines} lines) subprocess {' '.join(extra) or 'caches on'}: check {c:.3f}s, "
-                      f"--fix {f:.3f}s, added {f - c:+.3f}s (median of {args.reps})", flush=True)
-            c, f = in_process_times(folder, name, text, args.reps)
-            print(f"{name} ({lines} lines) in-process CPU: check {c:.3f}s, --fix {f:.3f}s, added {f - c:+.3f}s",
-                  flush=True)
-            shutil.rmtree(folder / "cache", ignore_errors=True)
+                got = subprocess_times(roots, folder, name, text, args.reps, extra)
+                for root, (c, f) in got.items():
+                    print(f"{label[root]:8}{name} ({lines} lines) subprocess {' '.join(extra) or 'caches on'}: "
+                          f"check {c:.3f}s, --fix {f:.3f}s, added {f - c:+.3f}s (median of {args.reps})", flush=True)
+            # in-process: one child per checkout and turn, the turns alternating, the samples pooled
+            samples = {root: ([], []) for root in roots}
+            turns = 2 if args.compare else 1
+            for _ in range(turns):
+                for root in roots:
+                    c, f = in_process_child(root, folder, name, text, max(1, args.reps // turns))
+                    samples[root][0].extend(c)
+                    samples[root][1].extend(f)
+            for root, (c, f) in samples.items():
+                mc, mf = statistics.median(c), statistics.median(f)
+                print(f"{label[root]:8}{name} ({lines} lines) in-process CPU: check {mc:.3f}s, --fix {mf:.3f}s, "
+                      f"added {mf - mc:+.3f}s (median of {len(c)})", flush=True)
+            for root in roots:
+                shutil.rmtree(folder / f"cache-{roots.index(root)}", ignore_errors=True)
     return 0
 
 

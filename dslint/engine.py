@@ -123,12 +123,12 @@ class Checker:
             self.__dict__.pop("_trigger_re", None)
 
     def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None) -> Report:
-        """`overrides`: shown path -> text to check instead of the file's (dslint.fixes: a fix round's texts)."""
+        """`overrides`: shown path -> text to check instead of the file's (dslint.fixes: a fix round's texts).
+        Such a re-check starts from the previous run's sources (`_carry_over`)."""
         inputs = collect(paths, self.settings)
         sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
-        if overrides:
-            from dataclasses import replace
-            sources = [replace(s, text=overrides[s.path]) if s.path in overrides else s for s in sources]
+        if overrides is not None:
+            sources = _carry_over(self.sources, sources, overrides)
         self.sources = sources
         report = self.check_sources(sources)
         if undecodable and not self._explicit_rules and not any(r.code == "DSL001" for r in self.rules):
@@ -177,6 +177,7 @@ class Checker:
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
+        self._last_cache = cache
         keys: list[Optional[str]] = [None] * len(relevant)
         known = cache.get(self._run_entry, lambda e: _strings(e.get("keys")) and len(e["keys"]) == len(relevant)) \
             if cache else None
@@ -211,6 +212,23 @@ class Checker:
         report.settings = project.settings_summary()
         self._keep(project, views)
         return report
+
+    def parsed(self, source: AnySource) -> Optional[bool]:
+        """Whether CPython parses `source` (a Python source of the last check), where that check learnt it
+        without parsing again: from the outline it built, or from the result cache's program facts of this
+        text (written from such an outline). None: not known, or the file is one no parser may read."""
+        if not isinstance(source, PythonSource):
+            return None
+        if "outline" in source.__dict__:
+            return None if source.too_complex is not None else source.outline is not None
+        cache = getattr(self, "_last_cache", None)
+        if cache is not None:
+            from dslint.cache import content_hash
+            key = f"program:{getattr(self, '_hashes', {}).get(id(source)) or content_hash(source.text)}"
+            entry = cache.get(key, _facts_entry)
+            if entry is not None and entry.get("compiles") is True:
+                return True
+        return None
 
     # --- launch units ------------------------------------------------------------------------------
     def _program(self, sources: list[AnySource], project: ProjectView, cache) -> None:
@@ -504,6 +522,38 @@ class Checker:
             diag = Diagnostic(f"unused suppression: no {what} {scope} to suppress", (d.line, d.column))
             if not suppressions.covers("DSL002", d.line):
                 report.findings.append(_finding(rule, diag, source))
+
+
+# per-source memos that hold what other files of a view gave (keyed by their ids): dropped when a source is
+# carried into the next run, whose files are other objects (and may reuse those ids)
+_VIEW_MEMOS = ("_dslint_pyconfig",)
+
+
+def _carry_over(previous: list, sources: list[AnySource], overrides: dict[str, str]) -> list[AnySource]:
+    """The sources of a re-check (dslint.fixes: a fix round's texts in place of the files): a file whose text
+    is the one the previous run checked is that run's source (its parses, outline, facts and the other
+    facts of its text kept, the memos of `_VIEW_MEMOS` dropped); a Python file whose text changed is a new
+    source that builds its libcst tree from the previous one's, parsing only the top-level statements the
+    change touches (`sources.spliced_module`, which falls back to a whole parse where that could differ)."""
+    from dataclasses import fields, replace
+    before = {(s.path, s.kind): s for s in previous}
+    out = []
+    for src in sources:
+        text = overrides.get(src.path, src.text)
+        old = before.get((src.path, src.kind))
+        if old is not None and type(old) is type(src) and old.text == text and all(
+                getattr(old, f.name) == getattr(src, f.name) for f in fields(src) if f.name != "text"):
+            for name in _VIEW_MEMOS:
+                old.__dict__.pop(name, None)
+            out.append(old)
+            continue
+        if text is not src.text:
+            src = replace(src, text=text)
+        if isinstance(src, PythonSource) and isinstance(old, PythonSource) and "module" in old.__dict__ \
+                and old.too_complex is None and not {"_libcst_error", "_cpython_rejects"} & old.__dict__.keys():
+            src.__dict__["_derived_from"] = old
+        out.append(src)
+    return out
 
 
 def _strings(value) -> bool:

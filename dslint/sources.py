@@ -70,6 +70,111 @@ def _no_validation(self) -> None:
 _VALIDATING: list = []        # libcst's own __post_init__, kept for the test that compares both parses
 
 
+def statement_offsets(source):
+    """(start offset, end offset, statement) of every top-level statement of `source.module`, memoised on the
+    source (a top-level statement's code is exactly its text in the file)."""
+    cached = source.__dict__.get("_dslint_fix_pieces")
+    if cached is None:
+        module = source.module
+        offset = sum(len(module.code_for_node(line)) for line in module.header)   # leading comments/blanks
+        cached = []
+        for stmt in module.body:
+            code = module.code_for_node(stmt)
+            cached.append((offset, offset + len(code), stmt))
+            offset += len(code)
+        source.__dict__["_dslint_fix_pieces"] = cached
+    return cached
+
+
+def _common_prefix(a: str, b: str) -> int:
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:                      # the longest n with a[:n] == b[:n] (slices compared in C)
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:len(a) - lo] == b[len(b) - mid:len(b) - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _indented(stmt) -> bool:
+    import libcst as cst
+    return isinstance(stmt, cst.BaseCompoundStatement) and isinstance(getattr(stmt, "body", None), cst.IndentedBlock)
+
+
+def spliced_module(old, text: str):
+    """libcst's tree of `text` built from the tree of `old` (a PythonSource whose module has been parsed):
+    the top-level statements the change between the two texts touches are parsed again, the others are
+    kept, or None where that could differ from parsing `text` whole.
+
+    libcst parses a module statement by statement at indentation level 0, with three facts of the whole file:
+    its default indentation (the first indented block's), its newline (the first line ending's) and its
+    encoding (a coding line in the first two lines); an `IndentedBlock.indent` or a `Newline.value` is None
+    where it equals the default. The changed statements, with an unchanged one on either side, are parsed
+    between two `pass` lines (so the comments before them are theirs, as in the file, not a module header,
+    and those after them theirs, not a footer), and the result is kept only where those facts are the
+    file's: no carriage return anywhere, the first two lines unchanged, the default indentation the one
+    `text` would give, the header, the start of the first statement and the footer untouched (the
+    change ends before the last statement does), and `pass` + region + `pass` generated back exactly."""
+    import libcst as cst
+    module = old.module
+    before = old.text
+    if "\r" in text or "\r" in before or module.default_newline != "\n" or not module.body:
+        return None
+    head = _common_prefix(before, text)
+    if head == len(before) == len(text):
+        return module
+    tail = _common_suffix(before, text, min(len(before), len(text)) - head)
+    second = before.find("\n", before.find("\n") + 1)
+    pieces = statement_offsets(old)
+    first_start, last_end = pieces[0][0], pieces[-1][1]
+    changed_end = len(before) - tail               # the change is before[head:changed_end] in the old text
+    if second < 0 or head <= second or head <= first_start or changed_end >= last_end or tail == 0 \
+            or module.body[0].leading_lines:
+        return None
+    # the statements the change touches (both, at a boundary), and one unchanged statement on either side: the
+    # region's edges are then lines no edit touched between statements no edit touched, which libcst assigns
+    # (to a block's footer or to the next statement's leading lines) as it did in the old text
+    i = next(k for k, (a, b, _) in enumerate(pieces) if b >= head)
+    j = max(k for k, (a, b, _) in enumerate(pieces) if a <= changed_end)
+    i, j = max(0, i - 1), min(len(pieces) - 1, j + 1)
+    start, end = pieces[i][0], pieces[j][1] + len(text) - len(before)
+    region = text[start:end]
+    if not region.endswith("\n"):
+        return None
+    try:
+        sub = parse_module("pass\n" + region + "pass\n")
+    except Exception:
+        return None
+    body = list(sub.body)
+    if sub.header or sub.footer or len(body) < 2 or sub.default_newline != "\n" \
+            or sub.code_for_node(body[0]) != "pass\n" or sub.code_for_node(body[-1]) != "pass\n":
+        return None
+    new = body[1:-1]
+    # the default indentation of `text`: the first indented block's -- before the region (as in the old
+    # file), else in it (as in the sub-module), else after it (as in the old file when the old region had none)
+    if any(_indented(s) for s in module.body[:i]):
+        indent_known = True
+    elif any(_indented(s) for s in new):
+        indent_known = True
+    else:
+        indent_known = not any(_indented(s) for _, _, s in pieces[i:j + 1])
+    if not indent_known or sub.default_indent != module.default_indent:
+        return None
+    return module.with_changes(body=[*module.body[:i], *new, *module.body[j + 1:]])
+
+
 @dataclass
 class PythonSource(Source):
     module_name: str = ""
@@ -151,6 +256,11 @@ class PythonSource(Source):
             # on a big broken file its parse costs a minute (1.2 MB: 70 s, 0.9 GB) to confirm the error
             self.__dict__["_cpython_rejects"] = True
             return cst.Module(body=[])
+        base = self.__dict__.pop("_derived_from", None)     # dslint.fixes: the source this text was fixed from
+        if base is not None:
+            spliced = spliced_module(base, self.text)
+            if spliced is not None:
+                return spliced
         try:
             return parse_module(self.text)
         except (cst.ParserSyntaxError, RecursionError) as exc:

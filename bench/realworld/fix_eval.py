@@ -8,6 +8,7 @@ For every manifest repository present under --src (default /tmp/realworld, never
     python -m dslint check --no-cache --fix --unsafe-fixes --format json .              (fix; remaining findings)
     python -m dslint check --no-cache --fix --unsafe-fixes --format json .              (again: must change nothing)
 
+(the second run's findings, a fresh check of the fixed copy, must equal the first run's remaining ones),
 then re-parses every .py (CPython `ast`) and .json (dslint's reader) file of the copy and compares with the
 same parse of the source tree (a file that parsed must still parse). Prints one row per repository and writes
 bench/realworld/results/fixes.json.
@@ -116,20 +117,25 @@ def main() -> int:
         row = {"repo": repo, "commit": commit, "findings_before": len(before["findings"]),
                "findings_after": len(fixed["findings"]), "fixes_applied": fixed["fixes"]["applied"],
                "files_changed": changed, "files_reparsed": reparsed, "broken": broken + lost,
-               "second_run_applied": again["fixes"]["applied"], "second_run_changed_files":
+               "second_run_applied": again["fixes"]["applied"],
+               # the second run applies nothing, so its findings are a fresh check of the fixed tree: the first
+               # run's remaining findings (found by re-checks from carried-over sources) must equal them
+               "remaining_equal_fresh_check": fixed["findings"] == again["findings"], "second_run_changed_files":
                    sorted(n for n in again_files if again_files[n] != after_files.get(n)),
                "by_code_before": dict(by_code_before), "by_code_after": dict(by_code_after),
                "fixes_offered": dict(fixable), "seconds_check": round(t_check, 2), "seconds_fix": round(t_fix, 2)}
         rows.append(row)
         print(f"{name:16} before {row['findings_before']:3}  applied {row['fixes_applied']:3}  after "
               f"{row['findings_after']:3}  changed {len(changed):2} files  re-parsed {reparsed:5}  broken "
-              f"{len(row['broken'])}  2nd run applied {row['second_run_applied']}  offered {dict(fixable)}",
+              f"{len(row['broken'])}  2nd run applied {row['second_run_applied']}  remaining = fresh check "
+              f"{row['remaining_equal_fresh_check']}  offered {dict(fixable)}",
               flush=True)
     out = HERE / "results" / ("fixes.json" if not args.names else f"fixes-{'-'.join(args.names)}.json")
     out.write_text(json.dumps(rows, indent=2) + "\n")
     total = {k: sum(r[k] for r in rows) for k in ("findings_before", "fixes_applied", "findings_after",
                                                   "files_reparsed", "second_run_applied")}
-    print("total", total, "broken", sum(len(r["broken"]) for r in rows))
+    print("total", total, "broken", sum(len(r["broken"]) for r in rows), "remaining = fresh check in",
+          sum(r["remaining_equal_fresh_check"] for r in rows), "of", len(rows))
     return 0
 
 

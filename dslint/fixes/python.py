@@ -21,17 +21,8 @@ if TYPE_CHECKING:
 
 def _pieces(source: "PythonSource") -> list[tuple[int, int, cst.CSTNode]]:
     """(start offset, end offset, statement) of every top-level statement, memoised on the source."""
-    cached = source.__dict__.get("_dslint_fix_pieces")
-    if cached is None:
-        module = source.module
-        offset = sum(len(module.code_for_node(line)) for line in module.header)   # leading comments/blanks
-        cached = []
-        for stmt in module.body:
-            code = module.code_for_node(stmt)
-            cached.append((offset, offset + len(code), stmt))
-            offset += len(code)
-        source.__dict__["_dslint_fix_pieces"] = cached
-    return cached
+    from dslint.sources import statement_offsets
+    return statement_offsets(source)
 
 
 def offset_to_position(text: str, offset: int) -> tuple[int, int]:

@@ -3,9 +3,11 @@ point; then write the changed files (or print their diff).
 
 - Every round re-checks the whole run with the changed texts in place of the files (nothing is written
   until the end), so each fix is computed on the text it applies to and a fix that a previous round made
-  moot is not applied.
-- A round whose result no longer parses (Python: CPython's parser; JSON: dslint's reader) where the input
-  did is undone for that file, and the file gets no further fixes.
+  moot is not applied. The re-check starts from the previous check's sources (`engine._carry_over`:
+  unchanged files keep their parses; a changed Python file re-parses only the top-level statements its
+  edits touch, `sources.spliced_module`).
+- A round whose result no longer parses (Python: CPython's parser, as the re-check's outline found it; JSON:
+  dslint's reader) where the input did is undone for that file, and the file gets no further fixes.
 - Writes (`write_fixed`): only files with an applied fix; the file must hold exactly the text that was
   checked (else it changed during the run and is left alone); the real path (symlinks resolved) must lie
   inside a checked path; a temporary file in the same folder, fsynced, then renamed over the file (its
@@ -15,6 +17,7 @@ point; then write the changed files (or print their diff).
 from __future__ import annotations
 
 import difflib
+import gc
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -52,38 +55,70 @@ def _parses(path: str, text: str, kind: str) -> bool:
     return True
 
 
+def parsed_in(checker) -> Callable[[str, str], Optional[bool]]:
+    """Whether a text parsed, as `checker`'s last check learnt it (`Checker.parsed`: the outline that check
+    built, or the result cache's facts of that text); None when it did not (then `_parses` compiles it)."""
+    def parsed(path: str, text: str) -> Optional[bool]:
+        for src in checker.sources:
+            if src.path == path and src.kind == "python" and (src.text is text or src.text == text):
+                return checker.parsed(src)
+        return None
+    return parsed
+
+
 def run_fixes(checker, paths: list[Path], unsafe: bool) -> FixOutcome:
-    """Check `paths` with `checker` (an engine Checker), then fix to a fixed point."""
+    """Check `paths` with `checker` (an engine Checker), then fix to a fixed point. Each re-check starts from
+    the previous check's sources (`engine._carry_over`: unchanged files keep their parses, a changed Python
+    file re-parses only the statements its edits touch)."""
     report = checker.check_paths(paths)
     sources = list(checker.sources)
     return fix_loop(lambda texts: checker.check_paths(paths, overrides=texts), report,
-                    {s.path: s.text for s in sources}, {s.path: s.kind for s in sources}, unsafe)
+                    {s.path: s.text for s in sources}, {s.path: s.kind for s in sources}, unsafe,
+                    parsed_in(checker))
 
 
 def fix_loop(check: Callable[[dict], Report], report: Report, originals: dict[str, str], kinds: dict[str, str],
-             unsafe: bool) -> FixOutcome:
+             unsafe: bool, parsed: Optional[Callable[[str, str], Optional[bool]]] = None) -> FixOutcome:
     """Rounds of `fix_round` on `report`, each followed by `check(texts)` (a re-check of the run with the
-    changed texts in place of the files), until no applicable fix is left."""
+    changed texts in place of the files), until no applicable fix is left.
+
+    A file that parsed and no longer does after a round is put back as it was and gets no further fixes.
+    `parsed(path, text)` says whether a text parsed as the last `check` saw it (None: unknown); what it does
+    not know is parsed here (`_parses`). So a Python file is parsed once per round -- by the re-check, which
+    needs its tree anyway -- and a round that broke a file costs one more re-check, without it."""
     out = FixOutcome(report=report, originals=originals)
     frozen: set[str] = set()
+
+    def parses(path: str, text: str) -> bool:
+        known = parsed(path, text) if parsed is not None else None
+        return _parses(path, text, kinds.get(path, "")) if known is None else known
+
     for _ in range(MAX_ROUNDS):
         rnd = fix_round(report, lambda p: None if p in frozen else out.texts.get(p, originals.get(p)), unsafe)
-        changed = {}
-        for path, text in rnd.texts.items():
-            before = out.texts.get(path, originals[path])
-            if _parses(path, before, kinds.get(path, "")) and not _parses(path, text, kinds.get(path, "")):
+        changed = dict(rnd.texts)
+        result = None
+        while changed:
+            applied = [f for f in rnd.applied if all(e.path in changed for e in f.fix.edits)]
+            if not applied:
+                break
+            result = check({**out.texts, **changed})
+            # the text before the round is parsed only when the new one does not parse (rarely)
+            broken = [path for path, text in changed.items()
+                      if not parses(path, text) and parses(path, out.texts.get(path, originals[path]))]
+            if not broken:
+                break
+            for path in broken:         # undone for that file; the others' fixes are checked again without it
                 frozen.add(path)
                 out.broken.append(path)
-                continue
-            changed[path] = text
-        applied = [f for f in rnd.applied if all(e.path in changed for e in f.fix.edits)]
-        if not changed or not applied:
+                del changed[path]
+            result = None
+        if result is None:
             break
         out.texts.update(changed)
         out.fixed += len(applied)
         out.applied += applied
         out.rounds += 1
-        report = check(dict(out.texts))
+        report = result
     out.report = report
     return out
 
@@ -162,8 +197,16 @@ def _write_one(path: Path, original: str, text: str, roots: list[Path]) -> Optio
 
 def fix_run(checker, paths: list[Path], unsafe: bool, write: bool) -> tuple[FixOutcome, WriteResult]:
     """The `--fix`/`--fix-only` (write=True) and `--diff` (write=False) run. When a file could not be written,
-    the report is that of the files as they are on disk."""
-    outcome = run_fixes(checker, paths, unsafe)
+    the report is that of the files as they are on disk. The cyclic garbage collector is off for the run, as
+    in `Checker.check_sources` (the parsed trees are kept until the end, and a parse between two checks would
+    otherwise make it traverse them)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        outcome = run_fixes(checker, paths, unsafe)
+    finally:
+        if enabled:
+            gc.enable()
     result = WriteResult()
     if write and outcome.texts:
         result = write_fixed(outcome, paths)
