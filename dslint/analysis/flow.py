@@ -1,6 +1,6 @@
 """The walk over one function (or module) body that tracks rank-varying names in statement order and the
 rank-dependent control around every call: `if`/`elif`/`while`/ternary/`and`/`or` tests, loops whose trip
-count follows a rank-varying iterable, and early `return`/`continue`/`break`/`sys.exit()` under such a test.
+count follows a rank-varying iterable, and early `return`/`continue`/`break`/`raise`/`sys.exit()` under such a test.
 
 Subclasses override the hooks (`on_call`, `cond_guard`); the base walk alone computes what a function
 returns (helper summaries) and which names were ever bound to rank-varying values (module globals).
@@ -28,7 +28,7 @@ class Guard:
     kind: str                         # "cond" | "loop" | "exit"
     origin: Origin                    # why the test/iterable varies across ranks
     node: cst.CSTNode                 # the test (cond), the loop statement (loop), the exit statement (exit)
-    exit_kind: str = ""               # return | continue | break | exit
+    exit_kind: str = ""               # return | continue | break | exit | raise
     test: Optional[cst.CSTNode] = None   # for exits: the test that leads to it
     loop: Optional[cst.CSTNode] = None   # for `continue`: the loop it goes back to
     condition: str = ""               # for conds of an elif/else/case branch: when the branch runs, in words
@@ -50,6 +50,8 @@ class FlowWalk:
         self._tainted_loops = 0
         self._retry_loops: list[bool] = []     # per enclosing loop: is it a retry loop (`_retries`)?
         self._loops: list[cst.CSTNode] = []    # the enclosing loop statements, innermost last
+        self._caught = 0                       # depth of enclosing `try` bodies with handlers (a raise is caught)
+        self._handling = 0                     # depth of enclosing `except` handlers
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -122,10 +124,20 @@ class FlowWalk:
                     self.bind(item.asname.name, None, origin)
             return self.block(_body(node.body), guards)
         if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
-            pending = self.block(_body(node.body), guards)
+            handled = bool(node.handlers)
+            self._caught += handled
+            try:
+                pending = self.block(_body(node.body), guards)
+            finally:
+                self._caught -= handled
             envs = [self.env]
-            for handler in node.handlers:
-                env, more = self._branch(_body(handler.body), guards + tuple(pending))
+            self._handling += 1
+            try:
+                handled_envs = [self._branch(_body(handler.body), guards + tuple(pending))
+                                for handler in node.handlers]
+            finally:
+                self._handling -= 1
+            for env, more in handled_envs:
                 envs.append(env)
                 pending.extend(more)
             self._merge(*envs)
@@ -184,6 +196,8 @@ class FlowWalk:
                 sub = getattr(node, field, None)
                 if isinstance(sub, cst.BaseExpression):
                     self.expr(sub, guards)
+            if isinstance(node, cst.Raise) and not self._caught:
+                return self._raise_exit(node, guards)
             return []
         return []
 
@@ -222,6 +236,20 @@ class FlowWalk:
         if cond is None:
             return []
         return [Guard("exit", cond.origin, node, kind, cond.node)]
+
+    def _raise_exit(self, node: cst.Raise, guards: tuple[Guard, ...]) -> list[Guard]:
+        """`if dist.get_rank() != 0: raise RuntimeError(...)`: the ranks the rank id picks leave on every call --
+        control flow that expects a caller to handle it (a Ray driver calling the method on every learner with
+        `.remote()`), while the others wait in the next collective. Not exits: a raise that a `try` of this
+        function may catch (`_caught`), one inside an `except` handler (it translates an outside failure: a
+        file system error), and one under a test of per-rank *data* (a malformed batch, a missing image): those
+        are fail-fast checks that end the job under its launcher, not decisions a rank takes by its id."""
+        if self._handling:
+            return []
+        cond = self._innermost_cond(guards)
+        if cond is None or cond.origin.kind not in ("rank", "derived"):
+            return []
+        return [Guard("exit", cond.origin, node, "raise", cond.node)]
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
@@ -368,7 +396,7 @@ class FlowWalk:
         self._loops.pop()
         self._retry_loops.pop()
         self._merge(self.env, env_before)
-        leaving = [g for g in pending if g.exit_kind in ("break", "return", "exit")]
+        leaving = [g for g in pending if g.exit_kind in ("break", "return", "exit", "raise")]
         if leaving:
             self.on_loop_exit(node, leaving)
         pending = [g for g in pending if g.exit_kind not in ("continue", "break")]
