@@ -443,7 +443,9 @@ class GenerateNotSynced(_CollectiveRule):
     join. `synced_gpus=True` keeps finished ranks running dummy forwards until every rank is done.
     transformers (`GenerationMixin._extract_generation_mode_kwargs`, 4.x – 5.24) turns it on by itself only
     when `is_deepspeed_zero3_enabled()` — i.e. while an `HfDeepSpeedConfig` object is alive (kept in a
-    variable; the Trainer and accelerate keep one) with ZeRO-3 — and world size > 1. DeepSpeed MoE expert
+    variable that outlives the model's set-up: a local name of a helper that returns without it dies with the
+    helper, as DeepSpeed-Chat's `create_hf_model` does; the Trainer and accelerate keep one) with ZeRO-3 — and
+    world size > 1. DeepSpeed MoE expert
     parallelism under ZeRO-0/1/2 is never detected: pass it yourself (DeepSpeed #7141). That holds as well for
     an MoE model never passed to `deepspeed.initialize` (its all_to_all then runs on the WORLD group, DSL201):
     wrapping it creates the expert groups but does not keep the ranks' generation steps in step.
