@@ -87,7 +87,7 @@ class ProjectTaint:
         info = source[0].facts.functions.get(source[1])
         return (source[0], info) if info is not None else None
 
-    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str]
+    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True
                     ) -> Optional[tuple["PythonSource", str]]:
         """Which checked function (source, qualified name within it) a call runs, on the outlines: a local or
         nested function, a method of `self`'s class or of a base class, an imported function."""
@@ -104,7 +104,7 @@ class ProjectTaint:
                     return hit
             return None
         if callee.startswith("self.") and cls is not None and callee.count(".") == 2:
-            return self._field_method(src, cls, *callee[5:].split("."))
+            return self._field_method(src, cls, *callee[5:].split(".")) if fields else None
         return self.project.function_for_callee(src, callee)
 
     def _field_method(self, src: "PythonSource", cls: str, attr: str, method: str

@@ -433,7 +433,10 @@ class RankTaint:
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
             return Origin("generation", e, self.src, rows=True)
-        source = self.analysis.call_source(self.src, callee, cls)
+        # a method of another class's instance on a `self.` field (`self.gen.generate(...)`) is followed for its
+        # parameters and its collectives, not for what it returns: its results are mostly dicts of metrics and
+        # outputs, whose per-key taint a return summary cannot keep (one rank-varying key would taint them all)
+        source = self.analysis.call_source(self.src, callee, cls, fields=False)
         if source is not None:
             hit = self.analysis.returns_of_source(source)
             if hit is not None:
