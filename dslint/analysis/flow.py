@@ -154,8 +154,8 @@ class FlowWalk:
         if isinstance(node, cst.Assign):
             self.expr(node.value, guards)
             origin = self.eval(node.value)
-            if origin is None and isinstance(node.value, cst.Name) and node.value.value == "None":
-                origin = self._none_under(guards)
+            if origin is None and isinstance(node.value, cst.Name) and node.value.value in ("None", "True", "False"):
+                origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
             self._uniformize(node.value)
@@ -222,7 +222,8 @@ class FlowWalk:
 
     def _none_under(self, guards: tuple[Guard, ...]) -> Optional[Origin]:
         """`x = None` under a rank-dependent test of this walk (`if all(imgs == [] for imgs in images): images =
-        None`): whether `x` is None now varies with that test."""
+        None`): whether `x` is None now varies with that test; so does a flag set to `True`/`False` under it
+        (`if part["type"] == "image": has_images = True`)."""
         cond = self._innermost_cond(guards)
         return replace(cond.origin, batch=False, opaque=False) if cond is not None else None
 
