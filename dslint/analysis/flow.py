@@ -52,6 +52,7 @@ class FlowWalk:
         self._loops: list[cst.CSTNode] = []    # the enclosing loop statements, innermost last
         self._caught = 0                       # depth of enclosing `try` bodies with handlers (a raise is caught)
         self._handling = 0                     # depth of enclosing `except` handlers
+        self._ifs: list[cst.If] = []           # the `if`/`elif` links whose branch is being walked, innermost last
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -243,13 +244,16 @@ class FlowWalk:
         control flow that expects a caller to handle it (a Ray driver calling the method on every learner with
         `.remote()`), while the others wait in the next collective. Not exits: a raise that a `try` of this
         function may catch (`_caught`), one inside an `except` handler (it translates an outside failure: a
-        file system error), and one under a test of per-rank *data* (a malformed batch, a missing image): those
-        are fail-fast checks that end the job under its launcher, not decisions a rank takes by its id."""
+        file system error), one under a test of per-rank *data* (a malformed batch, a missing image), and one whose
+        innermost `if` is another test inside the rank test (rank 0 validating a setting): those are fail-fast
+        checks that end the job under its launcher, not decisions a rank takes by its id."""
         if self._handling:
             return []
         cond = self._innermost_cond(guards)
         if cond is None or cond.origin.kind not in ("rank", "derived"):
             return []
+        if not self._ifs or self._ifs[-1].test is not cond.node:
+            return []       # a check of its own under the rank test (`if is_main: if bad(cfg): raise`)
         return [Guard("exit", cond.origin, node, "raise", cond.node)]
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
@@ -306,7 +310,11 @@ class FlowWalk:
                         words = f"{_none_of(tests[:-1])} and `{tests[-1]}` holds"
                     body_guards = inner[:at] + (replace(top, condition=words),) + inner[at + 1:]
                 self.env = dict(saved)
-                pending = self.block(bodies[i], body_guards)
+                self._ifs.append(link)
+                try:
+                    pending = self.block(bodies[i], body_guards)
+                finally:
+                    self._ifs.pop()
                 envs.append(self.env)
                 pendings.append(pending)
                 outer = inner
@@ -315,7 +323,11 @@ class FlowWalk:
                 at, top = chain[-1]
                 else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
             self.env = dict(saved)
-            more = self.block(final, else_guards)
+            self._ifs.append(links[-1])
+            try:
+                more = self.block(final, else_guards)
+            finally:
+                self._ifs.pop()
             envs.append(self.env)
             self._merge(*envs)
             for i in range(len(links) - 1, -1, -1):
