@@ -386,8 +386,8 @@ class RankEarlyExit(_CollectiveRule):
     and runs it once), nor an exit before `init_process_group(..., world_size=N)` (the ranks that left are no
     members of the world formed after them), nor a test uniform over the collective's process group (DSL101),
     nor a `raise` inside a `try` with handlers of the same function, in an `except` handler (it translates an
-    outside failure), or under a test of per-rank *data* (a fail-fast check of a malformed batch, not a decision
-    a rank takes by its id).
+    outside failure), under a test of per-rank *data* (a fail-fast check of a malformed batch, not a decision
+    a rank takes by its id), or under a test of its own inside the rank test (rank 0 validating a setting).
 
     A `raise` under a rank-id test is reported as a warning: under torchrun or the deepspeed launcher the
     uncaught exception ends the whole job (a crash, not a hang); the others hang where a caller catches it, or
