@@ -48,6 +48,10 @@ class Outline:
     # whether the module has an `if __name__ == "__main__":` guard
     imported_modules: list[str] = field(default_factory=list)
     main_guard: bool = False
+    # an HF-style lazy package's names (`_import_structure`): name → "package.submodule.name"
+    lazy_exports: dict[str, str] = field(default_factory=dict)
+    # `self.attr = C(...)` in a method: "Class.attr" → the constructor callees (resolved) stored there
+    fields: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def call_attrs(self) -> "Counter[str]":
@@ -141,6 +145,8 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
                 out.imports[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
             continue
         after: list = []
+        if (kind is ast.Assign or kind is ast.AnnAssign) and len(scopes) >= 2 and isinstance(node.value, ast.Call):
+            _record_field(node, scopes, out)
         if not scopes and kind in _DEFS:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             out.tops.append((node.name, first, node.end_lineno or node.lineno))
@@ -176,6 +182,63 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
                 kids.extend(block)
         for child in reversed(kids):
             stack.append((child, scopes, fscope))
+    if package and any(isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == _LAZY_TABLE
+                                                            for t in stmt.targets) for stmt in tree.body):
+        for name, sub in _lazy_structure(tree).items():
+            out.lazy_exports.setdefault(name, f"{package}.{sub}.{name}")
+            out.imported_modules.append(f"{package}.{sub}")
+    return out
+
+
+_LAZY_TABLE = "_import_structure"
+
+
+def _record_field(node, scopes: tuple, out: Outline) -> None:
+    """`self.gen = Gen(...)` in a method of a class: the field may hold a `Gen` (`Outline.fields`)."""
+    owner = ".".join(scopes[:-1])
+    if owner not in out.classes:
+        return
+    callee = out.resolve(dotted_name(node.value.func))
+    if not callee:
+        return
+    for target in (node.targets if type(node) is ast.Assign else [node.target]):
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            known = out.fields.setdefault(f"{owner}.{target.attr}", [])
+            if callee not in known:
+                known.append(callee)
+
+
+def _lazy_structure(tree: ast.Module) -> dict[str, str]:
+    """An HF-style lazy package (`_import_structure = {"utils": ["f"]}` handed to `_LazyModule`; also
+    `_import_structure["m"] = [...]` and `_import_structure["m"].extend([...])`/`.append("f")`, often in
+    `try`/`else` blocks): name → the submodule it is imported from on first access."""
+    out: dict[str, str] = {}
+
+    def names(sub: object, value: ast.AST) -> None:
+        if not isinstance(sub, str):
+            return
+        for item in value.elts if isinstance(value, (ast.List, ast.Tuple, ast.Set)) else [value]:
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                out.setdefault(item.value, sub)
+
+    def table_key(node: ast.AST) -> object:
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == _LAZY_TABLE \
+                and isinstance(node.slice, ast.Constant):
+            return node.slice.value
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id == _LAZY_TABLE and isinstance(node.value, ast.Dict):
+                for key, value in zip(node.value.keys, node.value.values):
+                    if isinstance(key, ast.Constant):
+                        names(key.value, value)
+            elif table_key(target) is not None:
+                names(table_key(target), node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args and \
+                node.func.attr in ("extend", "append") and table_key(node.func.value) is not None:
+            names(table_key(node.func.value), node.args[0])
     return out
 
 

@@ -198,10 +198,78 @@ class ProjectView:
         hit = index.get(qualified)
         if hit:
             return hit
+        hit = self._reexported(qualified, index)
+        if hit:
+            return hit
         # `from utils import evaluate` when utils.py sits beside the script but is named differently
         tail = qualified.split(".")
         for n in range(len(tail) - 1, 0, -1):
             hit = index.get(".".join(tail[-n - 1:]))
+            if hit:
+                return hit
+        return None
+
+    @cached_property
+    def _module_index(self) -> dict[str, PythonSource]:
+        """Dotted module name → source (a package by its `__init__.py`), for re-exports."""
+        out: dict[str, PythonSource] = {}
+        for src in self.python:
+            if src.module_name:
+                out.setdefault(src.module_name, src)
+        return out
+
+    def _reexported(self, qualified: str, index: dict) -> Optional[tuple[PythonSource, str]]:
+        """`pkg.models.f` where `pkg/models/__init__.py` re-exports `f` (`from .utils import f`, also under
+        `if TYPE_CHECKING:`, or named in an HF `_LazyModule`'s `_import_structure = {"utils": ["f"]}`, the
+        outline's `lazy_exports`): the definition the name stands for, followed through at most four
+        packages, on the outlines. `index`: the functions' or the classes' (qualified name → source, name)."""
+        seen = {qualified}
+        for _ in range(4):
+            parts = qualified.split(".")
+            target = None
+            for n in range(len(parts) - 1, 0, -1):
+                module = self._module_index.get(".".join(parts[:n]))
+                if module is None or module.outline is None:
+                    continue
+                name = parts[n]
+                target = module.outline.imports.get(name) or module.outline.lazy_exports.get(name)
+                if target is not None:
+                    target = ".".join([target, *parts[n + 1:]])
+                break                   # the longest module prefix decides
+            if target is None or target in seen:
+                return None
+            hit = index.get(target)
+            if hit:
+                return hit
+            seen.add(target)
+            qualified = target
+        return None
+
+    def class_for_callee(self, src: PythonSource, callee: Optional[str]) -> Optional[tuple[PythonSource, str]]:
+        """The checked class (source, qualified name) a constructor call names (`Trainer(...)`, `ppo.Trainer(...)`),
+        looked up as `find_function_source` looks up functions, on the outlines."""
+        if not callee or src.outline is None:
+            return None
+        last = callee.rsplit(".", 1)[-1]
+        if not last[:1].isupper():
+            return None
+        if callee in src.outline.classes:
+            return src, callee
+        if "." not in callee and callee not in src.outline.imports:
+            return None
+        index = self.memo("class-index", lambda: {
+            (f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
+            for other in self.python if other.outline is not None for qual in other.outline.classes})
+        if src.module_name and f"{src.module_name}.{callee}" in index:
+            return index[f"{src.module_name}.{callee}"]
+        if callee in index:
+            return index[callee]
+        hit = self._reexported(callee, index)
+        if hit:
+            return hit
+        parts = callee.split(".")
+        for n in range(len(parts) - 1, 0, -1):
+            hit = index.get(".".join(parts[-n - 1:]))
             if hit:
                 return hit
         return None
@@ -672,3 +740,4 @@ def version_tuple(version: Optional[str]) -> Optional[tuple[int, ...]]:
         return None
     nums = re.findall(r"\d+", version.split("+")[0])[:3]
     return tuple(int(n) for n in nums) if nums else None
+

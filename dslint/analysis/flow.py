@@ -1,6 +1,6 @@
 """The walk over one function (or module) body that tracks rank-varying names in statement order and the
 rank-dependent control around every call: `if`/`elif`/`while`/ternary/`and`/`or` tests, loops whose trip
-count follows a rank-varying iterable, and early `return`/`continue`/`break`/`sys.exit()` under such a test.
+count follows a rank-varying iterable, and early `return`/`continue`/`break`/`raise`/`sys.exit()` under such a test.
 
 Subclasses override the hooks (`on_call`, `cond_guard`); the base walk alone computes what a function
 returns (helper summaries) and which names were ever bound to rank-varying values (module globals).
@@ -28,7 +28,7 @@ class Guard:
     kind: str                         # "cond" | "loop" | "exit"
     origin: Origin                    # why the test/iterable varies across ranks
     node: cst.CSTNode                 # the test (cond), the loop statement (loop), the exit statement (exit)
-    exit_kind: str = ""               # return | continue | break | exit
+    exit_kind: str = ""               # return | continue | break | exit | raise
     test: Optional[cst.CSTNode] = None   # for exits: the test that leads to it
     loop: Optional[cst.CSTNode] = None   # for `continue`: the loop it goes back to
     condition: str = ""               # for conds of an elif/else/case branch: when the branch runs, in words
@@ -53,6 +53,9 @@ class FlowWalk:
         self._tainted_loops = 0
         self._retry_loops: list[bool] = []     # per enclosing loop: is it a retry loop (`_retries`)?
         self._loops: list[cst.CSTNode] = []    # the enclosing loop statements, innermost last
+        self._caught = 0                       # depth of enclosing `try` bodies with handlers (a raise is caught)
+        self._handling = 0                     # depth of enclosing `except` handlers
+        self._ifs: list[cst.If] = []           # the `if`/`elif` links whose branch is being walked, innermost last
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -125,10 +128,20 @@ class FlowWalk:
                     self.bind(item.asname.name, None, origin)
             return self.block(_body(node.body), guards)
         if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
-            pending = self.block(_body(node.body), guards)
+            handled = bool(node.handlers)
+            self._caught += handled
+            try:
+                pending = self.block(_body(node.body), guards)
+            finally:
+                self._caught -= handled
             envs = [self.env]
-            for handler in node.handlers:
-                env, more = self._branch(_body(handler.body), guards + tuple(pending))
+            self._handling += 1
+            try:
+                handled_envs = [self._branch(_body(handler.body), guards + tuple(pending))
+                                for handler in node.handlers]
+            finally:
+                self._handling -= 1
+            for env, more in handled_envs:
                 envs.append(env)
                 pending.extend(more)
             self._merge(*envs)
@@ -145,8 +158,8 @@ class FlowWalk:
         if isinstance(node, cst.Assign):
             self.expr(node.value, guards)
             origin = self.eval(node.value)
-            if origin is None and isinstance(node.value, cst.Name) and node.value.value == "None":
-                origin = self._none_under(guards)
+            if origin is None and isinstance(node.value, cst.Name) and node.value.value in ("None", "True", "False"):
+                origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
             self._uniformize(node.value)
@@ -187,6 +200,8 @@ class FlowWalk:
                 sub = getattr(node, field, None)
                 if isinstance(sub, cst.BaseExpression):
                     self.expr(sub, guards)
+            if isinstance(node, cst.Raise) and not self._caught:
+                return self._raise_exit(node, guards)
             return []
         return []
 
@@ -211,7 +226,8 @@ class FlowWalk:
 
     def _none_under(self, guards: tuple[Guard, ...]) -> Optional[Origin]:
         """`x = None` under a rank-dependent test of this walk (`if all(imgs == [] for imgs in images): images =
-        None`): whether `x` is None now varies with that test."""
+        None`): whether `x` is None now varies with that test; so does a flag set to `True`/`False` under it
+        (`if part["type"] == "image": has_images = True`)."""
         cond = self._innermost_cond(guards)
         return replace(cond.origin, batch=False, opaque=False) if cond is not None else None
 
@@ -225,6 +241,23 @@ class FlowWalk:
         if cond is None:
             return []
         return [Guard("exit", cond.origin, node, kind, cond.node)]
+
+    def _raise_exit(self, node: cst.Raise, guards: tuple[Guard, ...]) -> list[Guard]:
+        """`if dist.get_rank() != 0: raise RuntimeError(...)`: the ranks the rank id picks leave on every call --
+        control flow that expects a caller to handle it (a Ray driver calling the method on every learner with
+        `.remote()`), while the others wait in the next collective. Not exits: a raise that a `try` of this
+        function may catch (`_caught`), one inside an `except` handler (it translates an outside failure: a
+        file system error), one under a test of per-rank *data* (a malformed batch, a missing image), and one whose
+        innermost `if` is another test inside the rank test (rank 0 validating a setting): those are fail-fast
+        checks that end the job under its launcher, not decisions a rank takes by its id."""
+        if self._handling:
+            return []
+        cond = self._innermost_cond(guards)
+        if cond is None or cond.origin.kind not in ("rank", "derived"):
+            return []
+        if not self._ifs or self._ifs[-1].test is not cond.node:
+            return []       # a check of its own under the rank test (`if is_main: if bad(cfg): raise`)
+        return [Guard("exit", cond.origin, node, "raise", cond.node)]
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
@@ -283,9 +316,11 @@ class FlowWalk:
                 self.env = dict(saved)
                 negated = self.negated
                 self.negated = negated | false_before | _negated_members(self, link.test)
+                self._ifs.append(link)
                 try:
                     pending = self.block(bodies[i], body_guards)
                 finally:
+                    self._ifs.pop()
                     self.negated = negated
                 false_before = false_before | _members(origin)
                 envs.append(self.env)
@@ -298,9 +333,11 @@ class FlowWalk:
             self.env = dict(saved)
             negated = self.negated
             self.negated = negated | false_before
+            self._ifs.append(links[-1])
             try:
                 more = self.block(final, else_guards)
             finally:
+                self._ifs.pop()
                 self.negated = negated
             envs.append(self.env)
             self._merge(*envs)
@@ -383,7 +420,7 @@ class FlowWalk:
         self._loops.pop()
         self._retry_loops.pop()
         self._merge(self.env, env_before)
-        leaving = [g for g in pending if g.exit_kind in ("break", "return", "exit")]
+        leaving = [g for g in pending if g.exit_kind in ("break", "return", "exit", "raise")]
         if leaving:
             self.on_loop_exit(node, leaving)
         pending = [g for g in pending if g.exit_kind not in ("continue", "break")]

@@ -240,8 +240,10 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         if synced is None and any(a.star == "**" and _kwargs_set_synced(self.src, a.value) for a in call.args):
             return
         fwd = site.forward or self.sites.forward(self.src)
-        if synced is None and fwd.zero3 and not fwd.moe and self.analysis.hf_zero3_auto_sync:
+        if synced is None and (fwd.zero3 or fwd.status == "unknown") and not fwd.moe and \
+                self.analysis.hf_zero3_auto_sync:
             return                      # transformers turns synced_gpus on while an HfDeepSpeedConfig is alive
+                                        # (under ZeRO-3; without it and MoE, the forward holds no collective)
         if synced is None and not fwd.moe and self.analysis.is_hf_trainer_class(self.src, self.cls):
             return                      # a method of an HF Trainer: the only collective a generate step can
                                         # hold without MoE is ZeRO-3's, and transformers syncs it there
@@ -291,11 +293,39 @@ class RankHazards:
         roles = self.sites.roles
         if roles["accelerator"]:
             return True
-        for src, _, callee, _call, _first, _target in self.sites._assignments:
-            if callee and callee.endswith("HfDeepSpeedConfig"):
+        for src, _, callee, call, _first, target in self.sites._assignments:
+            if callee and callee.endswith("HfDeepSpeedConfig") and self._config_kept(src, call, target):
                 return True
             last = (callee or "").rsplit(".", 1)[-1]
             if last.endswith("Trainer") and self._hf_trainer(src, callee):
+                return True
+        return False
+
+    def _config_kept(self, src: "PythonSource", call: cst.Call, target: cst.BaseExpression) -> bool:
+        """Is the HfDeepSpeedConfig still alive when a generate runs? transformers keeps only a weak reference:
+        a local name of a helper dies when the helper returns (DeepSpeed-Chat's `create_hf_model` binds `dschf`
+        "in function scope to avoid global effects", then returns the model). Kept: a module global, an
+        attribute or container store, a local that the function reads again (returns it, stores it, passes it
+        on), a local of a function called at module level (an entry `main()` lives for the whole run), or of a
+        function that itself calls `generate` or a function of the checked files after making it."""
+        if not isinstance(target, cst.Name):
+            return True
+        scope = next((c.scope for c in src.facts.calls if c.node is call), MODULE_SCOPE)
+        info = src.facts.functions.get(scope)
+        if scope == MODULE_SCOPE or info is None:
+            return True
+        if _reads_name(info.node.body, target.value):
+            return True
+        outline = src.outline
+        if outline is None:
+            return True
+        if any(sc == MODULE_SCOPE and callee and callee.rsplit(".", 1)[-1] == info.name
+               for callee, sc in outline.calls):
+            return True
+        for (callee, sc), shape in zip(outline.calls, outline.shapes):
+            if sc != scope:
+                continue
+            if shape[0] == "generate" or self.sites.taint.call_source(src, callee, info.class_name) is not None:
                 return True
         return False
 
@@ -471,6 +501,26 @@ def _decorator_guards(src: "PythonSource", node: cst.FunctionDef) -> tuple[Guard
         if name in RANK_ONLY_DECORATORS:
             return (Guard("cond", Origin("rank", dec.decorator, src), dec.decorator),)
     return ()
+
+
+def _reads_name(body: cst.CSTNode, name: str) -> bool:
+    """Is `name` read anywhere in `body` (not only bound: `x = None` on another branch is no read)?"""
+    class _Reads(cst.CSTVisitor):
+        found = False
+        bound: set[int] = set()
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Name):
+                self.bound.add(id(node.target))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name and id(node) not in self.bound:
+                self.found = True
+
+    reads = _Reads()
+    reads.bound = set()
+    body.visit(reads)
+    return reads.found
 
 
 def _loop_statements(loop: cst.CSTNode):

@@ -87,7 +87,7 @@ class ProjectTaint:
         info = source[0].facts.functions.get(source[1])
         return (source[0], info) if info is not None else None
 
-    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str]
+    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True
                     ) -> Optional[tuple["PythonSource", str]]:
         """Which checked function (source, qualified name within it) a call runs, on the outlines: a local or
         nested function, a method of `self`'s class or of a base class, an imported function."""
@@ -103,7 +103,41 @@ class ProjectTaint:
                 if hit:
                     return hit
             return None
+        if callee.startswith("self.") and cls is not None and callee.count(".") == 2:
+            return self._field_method(src, cls, *callee[5:].split(".")) if fields else None
         return self.project.function_for_callee(src, callee)
+
+    def _field_method(self, src: "PythonSource", cls: str, attr: str, method: str
+                      ) -> Optional[tuple["PythonSource", str]]:
+        """`self.gen.generate(...)` where a method of the class (or of a base class in the view) stores
+        `self.gen = Gen(...)` of a checked class `Gen`: `Gen.generate` (or its base class's), on the outlines.
+        With several constructors stored there, the first that defines the method."""
+        for where, owner in self._class_family(src, cls):
+            for ctor in where.outline.fields.get(f"{owner}.{attr}", ()):
+                found = self.project.class_for_callee(where, ctor)
+                if found is None:
+                    continue
+                hit = self._method_of(*found, method)
+                if hit is not None:
+                    return hit
+        return None
+
+    def _class_family(self, src: "PythonSource", cls: str, depth: int = 0):
+        """The class and its bases among the checked files, nearest first (a few levels)."""
+        yield src, cls
+        owner = src.outline.classes.get(cls) if src.outline is not None else None
+        if owner is None or depth >= 4:
+            return
+        for base in owner.bases:
+            found = self.project.class_for_callee(src, base)
+            if found is not None and found[0].outline is not None:
+                yield from self._class_family(found[0], found[1], depth + 1)
+
+    def _method_of(self, src: "PythonSource", cls: str, method: str) -> Optional[tuple["PythonSource", str]]:
+        for where, owner in self._class_family(src, cls):
+            if f"{owner}.{method}" in where.outline.functions:
+                return where, f"{owner}.{method}"
+        return None
 
     def returns_of_source(self, source: tuple["PythonSource", str]) -> Optional[Origin]:
         """What a call of this function returns whatever its arguments, as seen by the caller (`via` it)."""

@@ -301,13 +301,21 @@ class RankTaint:
             return self._any([x for el in e.elements for x in
                               ((el.key, el.value) if isinstance(el, cst.DictElement) else (el.value,))], env, cls)
         if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            # the comprehension's targets are its own names (they shadow the function's `k, v`); what they hold
+            # comes from the iterables, which are part of the value
+            first = e.for_in.iter
             parts: list = [e.key, e.value] if isinstance(e, cst.DictComp) else [e.elt]
             comp: Optional[cst.CompFor] = e.for_in
+            own: set[str] = set()
             while comp is not None:
-                parts.append(comp.iter)
+                if comp.iter is not first:
+                    parts.append(comp.iter)
                 parts.extend(i.test for i in comp.ifs)
+                own.update(n.value for n in _target_names(comp.target))
                 comp = comp.inner_for_in
-            return self._any(parts, env, cls)
+            inner = {k: v for k, v in env.items() if k.split(".", 1)[0].split("[", 1)[0] not in own} if own else env
+            return join(self.eval(first, env, cls), self._any(parts, inner, cls)) if parts else \
+                self.eval(first, env, cls)
         if isinstance(e, (cst.Await, cst.StarredElement)):
             return self.eval(getattr(e, "expression", None) or getattr(e, "value", None), env, cls)
         if isinstance(e, cst.NamedExpr):
@@ -425,7 +433,10 @@ class RankTaint:
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
             return Origin("generation", e, self.src, rows=True)
-        source = self.analysis.call_source(self.src, callee, cls)
+        # a method of another class's instance on a `self.` field (`self.gen.generate(...)`) is followed for its
+        # parameters and its collectives, not for what it returns: its results are mostly dicts of metrics and
+        # outputs, whose per-key taint a return summary cannot keep (one rank-varying key would taint them all)
+        source = self.analysis.call_source(self.src, callee, cls, fields=False)
         if source is not None:
             hit = self.analysis.returns_of_source(source)
             if hit is not None:
@@ -569,3 +580,15 @@ class RankTaint:
 
 def _assignments(block) -> Iterable[cst.Assign]:
     return iter_assigns(block)
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names a `for` target binds (`k, (a, b)`, `*rest`)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _target_names(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
+

@@ -691,31 +691,8 @@ class RoleAnalysis:
 
 def class_source(project: "ProjectView", src: "PythonSource", callee: Optional[str]
                  ) -> Optional[tuple["PythonSource", str]]:
-    """The checked class (source, qualified name) a constructor call names (`Trainer(...)`, `ppo.Trainer(...)`),
-    looked up as `ProjectView.find_function_source` looks up functions, on the outlines."""
-    if not callee or src.outline is None:
-        return None
-    last = callee.rsplit(".", 1)[-1]
-    if not last[:1].isupper():
-        return None
-    if callee in src.outline.classes:
-        return src, callee
-    if "." not in callee and callee not in src.outline.imports:
-        return None
-    index = project.memo("class-index", lambda: {
-        (f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
-        for other in project.python if other.outline is not None for qual in other.outline.classes})
-    if src.module_name and f"{src.module_name}.{callee}" in index:
-        return index[f"{src.module_name}.{callee}"]
-    if callee in index:
-        return index[callee]
-    parts = callee.split(".")
-    for n in range(len(parts) - 1, 0, -1):
-        hit = index.get(".".join(parts[-n - 1:]))
-        if hit:
-            return hit
-    return None
-
+    """The checked class (source, qualified name) a constructor call names: `ProjectView.class_for_callee`."""
+    return project.class_for_callee(src, callee)
 
 def _cst_chain(expr) -> Optional[list[str]]:
     """`self.actor_model.module` → ["self", "actor_model", "module"]; `model.eval()` → ["model"]."""

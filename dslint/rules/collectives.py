@@ -31,7 +31,17 @@ _ADVICE = {
 
 
 def _sev(h: Hazard) -> Severity:
+    if h.code == "DSL103" and h.guard is not None and h.guard.exit_kind == "raise":
+        return Severity.WARNING     # a hang only where the exception does not end the job (_RAISE_CAVEAT)
     return Severity.ERROR if h.site.certain else Severity.WARNING
+
+
+# a rank that raises ends the whole job under torchrun/the deepspeed launcher (they stop every rank when one
+# exits with an error): a crash there, not a hang; the others wait only where the exception is caught or
+# carried elsewhere
+_RAISE_CAVEAT = (" (Under torchrun or the deepspeed launcher an uncaught exception ends the job instead; the "
+                 "others hang where it is caught by a caller, or travels back to a driver as from a Ray actor "
+                 "method.)")
 
 
 def _trace(ctx: RuleContext, h: Hazard) -> list[Trace]:
@@ -113,12 +123,13 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
             msg = (f"`{g.exit_kind}` under `{test}` ({g.origin.describe()}) lets some ranks leave the loop while the "
                    f"others come back to {_collective(h, ctx)} at line {at} on their next pass and wait in it "
                    f"forever. Decide the exit on every rank alike (all_reduce the condition), or let every rank "
-                   f"run the same passes.")
+                   f"run the same passes." + (_RAISE_CAVEAT if g.exit_kind == "raise" else ""))
         else:
             msg = (f"`{g.exit_kind}` under `{test}` ({g.origin.describe()}) lets some ranks leave before "
                    f"{_collective(h, ctx)} at line {at}; the remaining "
                    f"ranks then wait in it forever. Reach the collective on every rank before leaving, or make "
-                   f"the exit condition the same on all ranks (all_reduce it).")
+                   f"the exit condition the same on all ranks (all_reduce it)." + (
+                   _RAISE_CAVEAT if g.exit_kind == "raise" else ""))
     elif h.code == "DSL105":
         msg = (f"{h.notes[0]}, and the value can be empty/None on some ranks only: {_filtered(h, ctx)}. A rank "
                f"that raises here dies before {_collective(h, ctx)} at line {ctx.source.span(h.site.call).line}"
@@ -363,8 +374,8 @@ for batch in batches[rank::world]:  # expect: DSL102
 
 
 class RankEarlyExit(_CollectiveRule):
-    """`return`/`continue`/`break`/`sys.exit()` under a rank-dependent test, before a collective the other
-    ranks still reach.
+    """`return`/`continue`/`break`/`raise`/`sys.exit()` under a rank-dependent test, before a collective the
+    other ranks still reach.
 
     **Why it hangs**: `if rank != 0: return` followed by `engine(batch)` makes the forward rank-0-only; with
     expert-parallel MoE (all_to_all over the expert group) or ZeRO-3 (parameter all-gather) rank 0 waits for
@@ -373,7 +384,14 @@ class RankEarlyExit(_CollectiveRule):
     step of the others. Exits taken on every rank alike (`if/else` that both return) are not flagged, nor a
     `continue` in a `while` loop that ends by leaving it (a retry: each rank comes back to the same collective
     and runs it once), nor an exit before `init_process_group(..., world_size=N)` (the ranks that left are no
-    members of the world formed after them), nor a test uniform over the collective's process group (DSL101).
+    members of the world formed after them), nor a test uniform over the collective's process group (DSL101),
+    nor a `raise` inside a `try` with handlers of the same function, in an `except` handler (it translates an
+    outside failure), under a test of per-rank *data* (a fail-fast check of a malformed batch, not a decision
+    a rank takes by its id), or under a test of its own inside the rank test (rank 0 validating a setting).
+
+    A `raise` under a rank-id test is reported as a warning: under torchrun or the deepspeed launcher the
+    uncaught exception ends the whole job (a crash, not a hang); the others hang where a caller catches it, or
+    where it travels back to a driver (a Ray actor method that the driver calls on every rank with `.remote()`).
     """
 
     code = "DSL103"
@@ -406,6 +424,13 @@ def sample(batch):
         return  # expect: DSL103
     return engine(batch)
 """, files={"ds.json": _Z2_CONFIG}),
+        """\
+        import torch.distributed as dist
+        def push_weights(t):
+            if dist.get_rank() != 0:
+                raise RuntimeError("only rank 0 pushes weights")  # expect: DSL103
+            dist.broadcast(t, src=0)
+        """,
     )
 
 
@@ -418,7 +443,9 @@ class GenerateNotSynced(_CollectiveRule):
     join. `synced_gpus=True` keeps finished ranks running dummy forwards until every rank is done.
     transformers (`GenerationMixin._extract_generation_mode_kwargs`, 4.x – 5.24) turns it on by itself only
     when `is_deepspeed_zero3_enabled()` — i.e. while an `HfDeepSpeedConfig` object is alive (kept in a
-    variable; the Trainer and accelerate keep one) with ZeRO-3 — and world size > 1. DeepSpeed MoE expert
+    variable that outlives the model's set-up: a local name of a helper that returns without it dies with the
+    helper, as DeepSpeed-Chat's `create_hf_model` does; the Trainer and accelerate keep one) with ZeRO-3 — and
+    world size > 1. DeepSpeed MoE expert
     parallelism under ZeRO-0/1/2 is never detected: pass it yourself (DeepSpeed #7141). That holds as well for
     an MoE model never passed to `deepspeed.initialize` (its all_to_all then runs on the WORLD group, DSL201):
     wrapping it creates the expert groups but does not keep the ranks' generation steps in step.
