@@ -190,18 +190,21 @@ class ProjectView:
         """`find_function` on the outline index: (source, qualified name within it), no file parsed."""
         if not qualified:
             return None
-        index = self._function_index
-        if near is not None and near.module_name:
-            hit = index.get(f"{near.module_name}.{qualified}")
-            if hit:
-                return hit
+        return self._look_up(self._function_index, qualified, near.module_name if near is not None else "")
+
+    def _look_up(self, index: dict, qualified: str, module: str) -> Optional[tuple[PythonSource, str]]:
+        """A function or class by the name a call resolved to, in an index of fully qualified names: local to
+        `module` first, then as written, through a package re-export, then by its tail (`from utils import
+        evaluate` when utils.py sits beside the script but is named differently)."""
+        hit = index.get(f"{module}.{qualified}") if module else None
+        if hit:
+            return hit
         hit = index.get(qualified)
         if hit:
             return hit
         hit = self._reexported(qualified, index)
         if hit:
             return hit
-        # `from utils import evaluate` when utils.py sits beside the script but is named differently
         tail = qualified.split(".")
         for n in range(len(tail) - 1, 0, -1):
             hit = index.get(".".join(tail[-n - 1:]))
@@ -260,19 +263,7 @@ class ProjectView:
         index = self.memo("class-index", lambda: {
             (f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
             for other in self.python if other.outline is not None for qual in other.outline.classes})
-        if src.module_name and f"{src.module_name}.{callee}" in index:
-            return index[f"{src.module_name}.{callee}"]
-        if callee in index:
-            return index[callee]
-        hit = self._reexported(callee, index)
-        if hit:
-            return hit
-        parts = callee.split(".")
-        for n in range(len(parts) - 1, 0, -1):
-            hit = index.get(".".join(parts[-n - 1:]))
-            if hit:
-                return hit
-        return None
+        return self._look_up(index, callee, src.module_name)
 
     def function_for_callee(self, src: PythonSource, callee: Optional[str]) -> Optional[tuple[PythonSource, str]]:
         """`ProjectTaint.function_for_call` outside a class (no `self.` method lookup), on the outlines."""
