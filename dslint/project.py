@@ -212,6 +212,46 @@ class ProjectView:
                 return hit
         return None
 
+    def may_name_json(self, src: PythonSource) -> bool:
+        """Can a config expression of `src` evaluate to a path ending in ".json"? Only if ".json" is written in
+        `src` or in a checked file it imports or calls into, directly or through others: the evaluation
+        (`dslint.pyconfig`) builds strings from literals of the files it reads, and those are all reached so
+        (a superset: modules by their dotted name or any tail of it, functions as calls resolve them). Decided
+        on the outlines, so the launch units' config references parse only files that can name one."""
+        seen = {id(src)}
+        todo = [src]
+        while todo:
+            current = todo.pop()
+            if ".json" in current.text:
+                return True
+            outline = current.outline
+            if outline is None:
+                continue
+            reached = [hit[0] for callee, _ in outline.calls
+                       if (hit := self.find_function_source(callee, near=current)) is not None]
+            for module in outline.imported_modules:
+                reached += self._modules_by_tail.get(module, ())
+                reached += self._modules_by_tail.get(module.rpartition(".")[0], ())
+            for other in reached:
+                if id(other) not in seen:
+                    seen.add(id(other))
+                    todo.append(other)
+        return False
+
+    @cached_property
+    def _modules_by_tail(self) -> dict[str, list[PythonSource]]:
+        """Every dotted tail of every module's name and of its path (`a/b/c.py`: "c", "b.c", "a.b.c") → the
+        sources so named (a package by its `__init__.py`'s folder)."""
+        out: dict[str, list[PythonSource]] = {}
+        for src in self.python:
+            path = Path(src.path)
+            by_path = (path.parent if path.name == "__init__.py" else path.with_suffix("")).as_posix()
+            for name in {src.module_name, by_path.strip("./").replace("/", ".")}:
+                parts = name.split(".") if name else []
+                for n in range(len(parts)):
+                    out.setdefault(".".join(parts[n:]), []).append(src)
+        return out
+
     @cached_property
     def _module_index(self) -> dict[str, PythonSource]:
         """Dotted module name → source (a package by its `__init__.py`), for re-exports."""

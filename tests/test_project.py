@@ -133,3 +133,20 @@ def test_pin_in_environment_yml_pip_and_conda_sections(tmp_path):
     (tmp_path / "environment.yml").unlink()
     assert _pin(tmp_path, {"environment.yaml": "dependencies:\n  - conda-forge::deepspeed=0.12.3\n"}) \
         == ("0.12.3", "environment.yaml")
+
+
+def test_a_config_path_is_looked_for_only_where_json_is_written():
+    """`may_name_json`: the launch units' config references are evaluated (parsing the file) only when ".json"
+    is written in the file or in a checked file it imports or calls into, through others too."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/paths.py": "CONFIG = 'configs/ds_zero3.json'\n",
+        "pkg/helpers.py": "from pkg.paths import CONFIG\n\ndef config_path():\n    return CONFIG\n",
+        "train.py": "import deepspeed\nfrom pkg.helpers import config_path\n"
+                    "engine, *_ = deepspeed.initialize(model=m, config=config_path())\n",
+        "plain.py": "import deepspeed\nengine, *_ = deepspeed.initialize(model=m, config=args.cfg)\n",
+    }
+    view = ProjectView([PythonSource(path=name, text=text) for name, text in files.items()])
+    by_path = {s.path: s for s in view.python}
+    assert view.may_name_json(by_path["train.py"]) and view.may_name_json(by_path["pkg/paths.py"])
+    assert not view.may_name_json(by_path["plain.py"])

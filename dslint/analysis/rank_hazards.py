@@ -307,7 +307,9 @@ class RankHazards:
         "in function scope to avoid global effects", then returns the model). Kept: a module global, an
         attribute or container store, a local that the function reads again (returns it, stores it, passes it
         on), a local of a function called at module level (an entry `main()` lives for the whole run), or of a
-        function that itself calls `generate` or a function of the checked files after making it."""
+        function that itself calls `generate` or a function of the checked files after making it (calls
+        before it run while it does not exist yet: ZeRO-Inference's `get_ds_model` reads the model's config
+        through a helper first)."""
         if not isinstance(target, cst.Name):
             return True
         scope = next((c.scope for c in src.facts.calls if c.node is call), MODULE_SCOPE)
@@ -322,10 +324,14 @@ class RankHazards:
         if any(sc == MODULE_SCOPE and callee and callee.rsplit(".", 1)[-1] == info.name
                for callee, sc in outline.calls):
             return True
-        for (callee, sc), shape in zip(outline.calls, outline.shapes):
-            if sc != scope:
+        made = False
+        for site in src.facts.calls:
+            if site.node is call:
+                made = True
                 continue
-            if shape[0] == "generate" or self.sites.taint.call_source(src, callee, info.class_name) is not None:
+            if not made or site.scope != scope:
+                continue
+            if site.attr == "generate" or self.sites.taint.call_source(src, site.callee, info.class_name) is not None:
                 return True
         return False
 
