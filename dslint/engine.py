@@ -257,7 +257,7 @@ class Checker:
             # once, so that every worker inherits those trees (in the outline workers each analysis worker
             # parsed them again: 126 -> 192 parses on DeepSpeedExamples)
             refs: list[str] = []
-            if src.compiles and project.may_name_json(src):
+            if src.compiles and project.may_hand_configs(src) and project.may_name_json(src):
                 refs = [v for v, _ in project.literal_configs(src) if isinstance(v, str) and v.endswith(".json")]
             found = FileFacts.of(src, refs)
             if found is not None:

@@ -217,7 +217,10 @@ class ProjectView:
         `src` or in a checked file it imports or calls into, directly or through others: the evaluation
         (`dslint.pyconfig`) builds strings from literals of the files it reads, and those are all reached so
         (a superset: modules by their dotted name or any tail of it, functions as calls resolve them). Decided
-        on the outlines, so the launch units' config references parse only files that can name one."""
+        on the outlines, so the launch units' config references parse only files that can name one. (Ask
+        `may_hand_configs` first: past the file's own text this reads every file's outline.)"""
+        if ".json" in src.text:
+            return True
         seen = {id(src)}
         todo = [src]
         while todo:
@@ -372,7 +375,7 @@ class ProjectView:
         """(value, node) of config arguments in `src`: JSON path strings or dicts built in the script (a
         `dslint.pyconfig.PartialDict`: literals, `dict(...)`, a name bound to one and mutated, a helper's
         return; not one built on an unknown value)."""
-        if not self._may_hand_configs(src):
+        if not self.may_hand_configs(src):
             return
         for call in src.facts.calls:
             if not _hands_config(call):
@@ -385,9 +388,10 @@ class ProjectView:
         for node, value in self._argparse_config_defaults(src):
             yield value, node
 
-    def _may_hand_configs(self, src: PythonSource) -> bool:
-        # the outline has every call's resolved callee: parse only a file that makes one of these calls with a
-        # config keyword written in it, or declares an argparse flag for a config
+    def may_hand_configs(self, src: PythonSource) -> bool:
+        """Can `src` hand a config to DeepSpeed (decided on its own outline and text)? The outline has every
+        call's resolved callee: parse only a file that makes one of these calls with a config keyword written
+        in it, or declares an argparse flag for a config."""
         outline = src.outline
         if outline is None:
             return False
