@@ -127,9 +127,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     rest, debug = _split_debug(rest)
     if entry and rest and rest[0] == "check":
         import gc
-        from dslint import engine
+
+        from dslint import commands
         gc.disable()                        # and not enabled again at the end of the run
-        engine.RUN_ENDS_PROCESS = True
+        commands.PROCESS_ENDS_AFTER_RUN = True
         _end_process(_main_guarded(rest, debug))
     return _main_guarded(rest, debug)
 

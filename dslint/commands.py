@@ -17,6 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
+# set by dslint.cli when the process ends right after the command (dslint.cli._end_process): the run's state is
+# then kept instead of freed, and the cyclic collector is left off
+PROCESS_ENDS_AFTER_RUN = False
+
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 _OUTPUT_FORMATS = ("text", "json", "sarif", "github")
 _FAIL_LEVELS = ("warning", "error")
@@ -95,7 +99,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             return EXIT_USAGE
 
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs,
-                      file_timeout=_file_timeout())
+                      file_timeout=_file_timeout(), ends_process=PROCESS_ENDS_AFTER_RUN)
     if fix or fix_only or diff:
         from dslint.fixes.session import diffs, fix_run
         with _interruptible():

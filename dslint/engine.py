@@ -37,8 +37,7 @@ FILE_TIMEOUT = 60.0            # seconds of analysis per file (DSLINT_FILE_TIMEO
                                # reported as skipped and the run goes on
 _WORK = None                   # (checker, sources, views), inherited by forked workers
 _OUTLINE_WORK = None           # the sources whose outlines forked workers build
-RUN_ENDS_PROCESS = False       # the process ends after the run (dslint.cli): nothing of it need be freed
-_KEPT: list = []
+_KEPT: list = []               # the state of runs whose process ends after them (`Checker.ends_process`)
 
 
 def _analyse_chunk(indices: list[int]):
@@ -100,6 +99,7 @@ class Checker:
     jobs: int = 0                          # 0: one per CPU (at most MAX_AUTO_JOBS); 1: no workers
     sources: list = field(default_factory=list, repr=False)     # the sources of the last check_paths
     file_timeout: float = FILE_TIMEOUT     # seconds of analysis per file; 0: no budget
+    ends_process: bool = False             # the process ends after the run: its state is never freed (_keep)
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -161,9 +161,9 @@ class Checker:
 
     def _keep(self, *state) -> None:
         """A run's trees and project state, kept alive when the process is to end without freeing them
-        (`RUN_ENDS_PROCESS`, set by the command line, which leaves through `os._exit`): freeing millions of
-        nodes one by one cost 0.1-0.4 s at the end of a whole-repository run, all of it serial."""
-        if RUN_ENDS_PROCESS:
+        (`ends_process`: the command line, which leaves through `os._exit`): freeing millions of nodes one by
+        one cost 0.1-0.4 s at the end of a whole-repository run, all of it serial."""
+        if self.ends_process:
             _KEPT.append(state)
 
     def _check_sources(self, sources: list[AnySource]) -> Report:

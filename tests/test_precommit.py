@@ -18,6 +18,15 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
+def _new_repo(repo: Path) -> Path:
+    """An empty git repository with a committer set."""
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "ci@example.com")
+    _git(repo, "config", "user.name", "ci")
+    return repo
+
+
 def _pre_commit(cwd: Path, env: dict) -> subprocess.CompletedProcess:
     # try-repo installs the hook from this checkout (committed or not) into pre-commit's own virtualenv
     return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "dslint", "--all-files",
@@ -26,11 +35,7 @@ def _pre_commit(cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 @pytest.mark.timeout(900)
 def test_pre_commit_hook_fails_on_hazard_and_passes_on_clean(tmp_path):
-    repo = tmp_path / "proj"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "config", "user.email", "ci@example.com")
-    _git(repo, "config", "user.name", "ci")
+    repo = _new_repo(tmp_path / "proj")
     (repo / "package.json").write_text('{"name": "frontend", "version": "1.0.0"}\n')   # not a DeepSpeed config
     (repo / "ds_config.json").write_text(HAZARD)
     _git(repo, "add", "-A")
@@ -67,11 +72,7 @@ FIXED = ('{\n  "train_micro_batch_size_per_gpu": 4,\n  "zero_optimization": {\n 
 
 @pytest.mark.timeout(900)
 def test_fixing_hook_applies_safe_fixes_then_passes(tmp_path):
-    repo = tmp_path / "proj"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "config", "user.email", "ci@example.com")
-    _git(repo, "config", "user.name", "ci")
+    repo = _new_repo(tmp_path / "proj")
     (repo / "ds_config.json").write_text(FIXABLE)
     (repo / "README.md").write_text("notes\n")
     _git(repo, "add", "-A")

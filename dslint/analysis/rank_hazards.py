@@ -350,8 +350,8 @@ class RankHazards:
     def raising_helper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> list:
         """The DSL105 operations of the checked function `call` runs that no collective of its own follows
         (they raise before whatever the caller does next): [(source, RaisingOp)]. Functions whose outline calls
-        nothing of `HELPER_GATE` are not parsed; functions that bind no maybe-empty value, and call no function
-        that does, are not walked."""
+        nothing of `HELPER_GATE` are not parsed; functions that cannot raise on a maybe-empty value
+        (`_may_raise`) are not walked."""
         hit = self._helper(src, call, cls)
         if hit is None:
             return []
@@ -420,15 +420,9 @@ class RankHazards:
         return self._by_source[key]
 
     def _analyse(self, src: "PythonSource") -> list[Hazard]:
-        # every hazard is a collective site of this file under a rank-dependent test or loop: a file that holds
-        # no rank word, and calls no checked helper returning a rank-varying value, has none (the text is
-        # read first: it is the cheapest); nor has a file without a collective site (decided unparsed)
-        rankish = mentions_rank(src.text)
-        if not rankish and not self.sites.may_have_sites(src):
-            return []
-        if not rankish and not self._calls_rank_helpers(src):
-            return []
-        if rankish and not self.sites.may_have_sites(src):
+        if not self.sites.may_have_sites(src):
+            return []                   # every hazard is a collective site of this file: decided unparsed
+        if not mentions_rank(src.text) and not self._calls_rank_helpers(src):
             return []
         found: dict[tuple, Hazard] = {}
         if self._has_sites(src, src.facts.calls_in(MODULE_SCOPE), None):
