@@ -87,25 +87,54 @@ def worker(args: argparse.Namespace) -> None:
             pass
         return check_group(peers.get_many(keys)) is None
 
+    from datetime import timedelta
+
+    from dslint.runtime_checks.fingerprint import check_token, fold
+
+    def wait_check(info, record, fp):  # a variant (not shipped): the flat check waiting on the store's side at once
+        base = f"w/{info.name}/{record['seq']}"
+        value, count_mask, shift = fold(check_token(fp), info.size)
+        total = counting.add(f"n/{base}", value)
+        if total & count_mask == info.size:
+            counting.set(f"v/{base}", "1")
+        else:
+            counting.wait([f"v/{base}"], timedelta(seconds=60))
+            total = counting.add(f"n/{base}", 0)
+        return (total >> shift) == info.size * (value >> shift)
+
     x = torch.ones(1)
 
+    shipped_cap = store_tree.POLL_MAX_S
+    caps = {f"flat@{c:g}us": c / 1e6 for c in args.flat_caps_us or ()}  # the flat check with another polling cap
+
     def block(mode: str) -> tuple[float, float]:
-        session.tracer.before_issue = full_check if mode == "full" else token_check
+        session.tracer.before_issue = full_check if mode == "full" else wait_check if mode == "flat-wait" \
+            else token_check
         tree = trees.get(mode)
         session._tree = tree if tree is not None else False  # the check as shipped: flat, or this tree
+        store_tree.POLL_MAX_S = caps.get(mode, shipped_cap)  # read by store_tree.next_pause
         session.tracer.mode = "off"
         dist.barrier()
         session.tracer.mode = "off" if mode == "untraced" else "dry"
         ops0 = counting.ops + sum(t.ops for t in trees.values())
+        rng = random.Random(rank)  # the same per-rank compute times in every block
+        work = [(args.compute_us + rng.uniform(0, args.jitter_us)) * 1e-6 for _ in range(args.collectives)]
+        busy = 0.0
         start, cpu0 = time.perf_counter(), time.thread_time()
-        for _ in range(args.collectives):
+        for w in work:
+            if w:
+                t = time.perf_counter()
+                end = t + w
+                while time.perf_counter() < end:
+                    pass
+                busy += time.perf_counter() - t
             dist.all_reduce(x)
-        elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu0
+        elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu0 - busy
         session.tracer.mode = "off"
         ops = counting.ops + sum(t.ops for t in trees.values()) - ops0
         return elapsed / args.collectives, ops / args.collectives, cpu / args.collectives
 
-    modes = ["untraced", "token", *trees, "full"]
+    modes = ["untraced", "token", *caps, *(["flat-wait"] if args.wait else []), *trees, "full"]
     results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     for mode in modes[1:-1]:
         block(mode)  # warm-up (connections, caches)
@@ -222,7 +251,10 @@ def measure(args: argparse.Namespace) -> dict:
                        MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONPATH=REPO)
             procs.append(subprocess.Popen([sys.executable, __file__, "_worker", "--collectives",
                                            str(args.collectives), "--rounds", str(args.rounds),
-                                           "--fanouts", *map(str, args.fanouts)],
+                                           "--fanouts", *map(str, args.fanouts),
+                                           "--flat-caps-us", *map(str, args.flat_caps_us or ()),
+                                           *(["--wait"] if args.wait else []),
+                                           "--compute-us", str(args.compute_us), "--jitter-us", str(args.jitter_us)],
                                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         out = ""
         try:
@@ -259,7 +291,15 @@ class Server:
         return self.free_at
 
 
-POLL_START, POLL_MAX = 50e-6, 2e-3  # the checks' polling backoff (dry_step / store_tree): 50 µs doubling to 2 ms
+POLL_START = 50e-6  # the checks' polling backoff (store_tree.next_pause): 50 µs doubling to a cap
+
+
+def _backoff(pause: float, waited: float, cap: float | None) -> float:
+    """store_tree.next_pause with the young-wait cap ``cap`` (default: the shipped one)."""
+    sys.path.insert(0, REPO)
+    from dslint.runtime_checks import store_tree
+    young = cap if cap is not None else store_tree.POLL_MAX_S
+    return min(pause * 2, young if waited < store_tree.POLL_TIGHT_S else store_tree.POLL_SLOW_MAX_S)
 
 
 class _Sim:
@@ -289,7 +329,8 @@ class _Sim:
             then(done + self.latency, handler())
 
 
-def simulate_flat(n: int, arrivals: list[float], service: float, per_key: float, latency: float) -> dict:
+def simulate_flat(n: int, arrivals: list[float], service: float, per_key: float, latency: float,
+                  poll_max: float | None = None) -> dict:
     """The flat check as shipped: add (count + token) to the group's counter on the one store; the last arrival
     sets v and is done; the others poll the counter (add 0) with the backoff until it is complete."""
     sim = _Sim(service, latency)
@@ -312,7 +353,7 @@ def simulate_flat(n: int, arrivals: list[float], service: float, per_key: float,
                 if count == n:
                     finish[r] = t2
                 else:
-                    poll(t2, min(pause * 2, POLL_MAX))
+                    poll(t2, _backoff(pause, t2 - arrivals[r], poll_max))
             sim.send(t + pause, 0, lambda: state["count"], polled)
 
         sim.send(arrivals[r], 0, add, added)
@@ -333,7 +374,6 @@ def simulate_tree(n: int, arrivals: list[float], service: float, per_key: float,
     from dslint.runtime_checks import store_tree
     from dslint.runtime_checks.store_tree import path_of
 
-    cap = poll_max if poll_max is not None else store_tree.POLL_MAX_S
 
     sim = _Sim(service, latency)
     counts: dict[tuple[int, int], int] = {}
@@ -362,8 +402,11 @@ def simulate_tree(n: int, arrivals: list[float], service: float, per_key: float,
                 counts[node] = counts.get(node, 0) + 1
                 return counts[node]
 
+            began = [0.0]
+
             def added(t2: float, count: int) -> None:
                 if count != expected:
+                    began[0] = t2
                     poll(t2, POLL_START)
                 elif i == len(path) - 1:  # the top: decide (add v, set w), then down
                     sim.send(t2, host, lambda: verdicts.add(node),
@@ -377,7 +420,7 @@ def simulate_tree(n: int, arrivals: list[float], service: float, per_key: float,
                     if there:
                         down(t3)
                     else:
-                        poll(t3, min(pause * 2, cap))
+                        poll(t3, _backoff(pause, t3 - began[0], poll_max))
                 delay = 0.0 if first[0] else pause
                 first[0] = False
                 sim.send(t2 + delay, host, lambda: node in verdicts, polled)
@@ -431,7 +474,8 @@ def simulate(args: argparse.Namespace) -> dict:
             arrivals = [rng.uniform(0, jitter_us * 1e-6) for _ in range(n)]
             last = max(arrivals)
             row = {"ranks": n, "jitter_us": jitter_us}
-            protocols = [("token", simulate_flat)]
+            protocols = [("token", lambda *a: simulate_flat(*a, poll_max=args.flat_poll_max_us
+                                                            and args.flat_poll_max_us * 1e-6))]
             protocols += [(f"tree{f}", lambda *a, f=f: simulate_tree(*a, fanout=f, poll_max=args.tree_poll_max_us
                                                                      and args.tree_poll_max_us * 1e-6))
                           for f in args.fanouts]
@@ -450,7 +494,8 @@ def simulate(args: argparse.Namespace) -> dict:
             rows.append(row)
     return {"simulated": rows, "parameters": {"service_us": args.service_us, "key_us": args.key_us,
                                               "latency_us": args.latency_us, "from_probe": args.from_probe,
-                                              "tree_poll_max_us": args.tree_poll_max_us}}
+                                              "tree_poll_max_us": args.tree_poll_max_us,
+                                              "flat_poll_max_us": args.flat_poll_max_us}}
 
 
 def main() -> None:
@@ -462,6 +507,12 @@ def main() -> None:
     m.add_argument("--rounds", type=int, default=3)
     m.add_argument("--limit", type=float, default=400)
     m.add_argument("--fanouts", type=int, nargs="*", default=[16, 4])
+    m.add_argument("--flat-caps-us", type=float, nargs="*", help="also the flat check with these polling caps")
+    m.add_argument("--compute-us", type=float, default=0.0, help="busy work before each collective (a step's "
+                   "compute), plus a per-rank random 0..--jitter-us: the ranks arrive apart, as in training")
+    m.add_argument("--jitter-us", type=float, default=0.0)
+    m.add_argument("--wait", action="store_true", help="also a variant of the flat check that waits on the store "
+                   "at once (flat-wait: add, then one store-side wait for the last arrival's key)")
     m.add_argument("--json")
     s = sub.add_parser("simulate")
     s.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
@@ -472,12 +523,17 @@ def main() -> None:
     s.add_argument("--fanouts", type=int, nargs="*", default=[16, 4])
     s.add_argument("--from-probe", help="a measure --json file: take service time and latency from its probe")
     s.add_argument("--tree-poll-max-us", type=float, help="the tree's polling cap (default: store_tree's)")
+    s.add_argument("--flat-poll-max-us", type=float, help="the flat check's polling cap (default: store_tree's)")
     s.add_argument("--full", action="store_true", help="also the protocol before the token check (slow)")
     s.add_argument("--json")
     w = sub.add_parser("_worker")
     w.add_argument("--collectives", type=int, default=200)
     w.add_argument("--rounds", type=int, default=3)
     w.add_argument("--fanouts", type=int, nargs="*", default=[16, 4])
+    w.add_argument("--flat-caps-us", type=float, nargs="*")
+    w.add_argument("--wait", action="store_true")
+    w.add_argument("--compute-us", type=float, default=0.0)
+    w.add_argument("--jitter-us", type=float, default=0.0)
     args = parser.parse_args()
     if args.cmd == "_worker":
         worker(args)

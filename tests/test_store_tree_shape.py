@@ -55,3 +55,20 @@ def test_each_rank_hosts_at_most_one_level_and_every_node_on_a_path_has_its_host
 ])
 def test_flat_below_32_ranks_tree_above_unless_set(env, world, expected):
     assert selected(world, env) is expected
+
+
+def test_polling_is_tight_while_the_wait_is_young_and_backs_off_after():
+    """A waiter leaves only at its next poll: within POLL_TIGHT_S no pause exceeds POLL_MAX_S (0.1 ms), so the
+    check adds at most that after the last arrival; a long wait backs off to POLL_SLOW_MAX_S (2 ms), so a rank
+    waiting the whole POLL_FIRST_S makes tens of polls, not hundreds."""
+    from dslint.runtime_checks.store_tree import (POLL_FIRST_S, POLL_MAX_S, POLL_SLOW_MAX_S, POLL_START_S,
+                                                  POLL_TIGHT_S, next_pause)
+    waited, pause, pauses = 0.0, POLL_START_S, []
+    while waited < POLL_FIRST_S:
+        pauses.append((waited, pause))
+        waited += pause
+        pause = next_pause(pause, waited)
+    young = [p for w, p in pauses if w + p <= POLL_TIGHT_S]
+    assert young and max(young) <= POLL_MAX_S <= 0.0001
+    assert max(p for _, p in pauses) == POLL_SLOW_MAX_S
+    assert len(pauses) < 60, len(pauses)

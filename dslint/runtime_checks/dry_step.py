@@ -39,7 +39,8 @@ def _remove_dead_scratch(verdict: dict[str, Any]) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-POLL_FIRST_S = 0.05  # the pre-issue check polls the group's counter this long before waiting on the store
+POLL_FIRST_S = store_tree.POLL_FIRST_S  # the pre-issue check polls the group's counter this long, then waits on
+# the store's side; the polls' backoff is the tree's (store_tree.next_pause)
 
 
 class Options:
@@ -223,10 +224,11 @@ class DrySession:
                     # up to POLL_FIRST_S; then one wait on the store's side (no polling load while a peer is late),
                     # bounded by --timeout. A verdict meanwhile (another rank's, the wait-for monitor's, a dead
                     # rank's) is acted on by the watchdog thread, which exits the process.
-                    pause, poll_until = 0.00005, time.monotonic() + POLL_FIRST_S
+                    began = time.monotonic()
+                    pause, poll_until = store_tree.POLL_START_S, began + POLL_FIRST_S
                     while total & count_mask != info.size and time.monotonic() < poll_until:
                         time.sleep(pause)
-                        pause = min(pause * 2, 0.002)
+                        pause = store_tree.next_pause(pause, time.monotonic() - began)
                         total = store.add(counter, 0)
                     if total & count_mask != info.size:
                         if self.options.steps is None:  # slow path only: peers voting at a step boundary see

@@ -42,13 +42,28 @@ FANOUT_ENV = "DSLINT_PREFLIGHT_TREE_FANOUT"
 AUTO_FROM = 32
 DEFAULT_FANOUT = 16
 ADDR_KEY = "tree/addr/"
-POLL_FIRST_S = 0.05  # as the flat check: peers in step arrive within a millisecond or so
-# the polls' backoff: 50 µs doubling to this. Shorter than the flat check's 2 ms: a verdict crosses several
-# stores, and a waiter whose pause has grown to milliseconds adds them at every level on the way down. In the
-# simulation (bench/bench_check.py, service and latency probed on a 16-core machine) at 4,096 ranks, arrivals
-# at once / spread over 1 ms, the slowest rank: 0.2 ms gave 1.02 / 0.90 ms, 0.1 ms 0.89 / 0.72 ms (with the
-# model's default parameters, 2 ms gave 2.6 ms for arrivals spread over 1 ms)
+POLL_FIRST_S = 0.05  # the checks poll this long, then wait on the store's side: peers in step arrive within a ms
+# The polls' backoff (the tree's and the flat check's, dslint.runtime_checks.dry_step): 50 µs doubling to
+# POLL_MAX_S while the wait is young, to POLL_SLOW_MAX_S after POLL_TIGHT_S. The check holds every rank until the
+# last arrives and a waiter leaves only at its next poll, so the pause is what the check adds after the last
+# arrival: with a 2 ms cap from the start, a rank that waited 0.8 ms polled at 0.05, 0.15, 0.35, 0.75 and 1.55 ms
+# and left 0.75 ms late. A verdict of the tree also crosses several stores, each waiter adding its pause. Past
+# POLL_TIGHT_S the peers are out of step (a slow step, a late rank): polling every 0.1 ms for the rest of
+# POLL_FIRST_S would cost ~500 store round trips per collective and rank; 2 ms then adds at most that to a wait
+# already 2 ms long. Simulated (bench/bench_check.py, service and latency probed on a 16-core machine) at 4,096
+# ranks through the tree, arrivals at once / spread over 1 ms, slowest rank: a 0.2 ms cap gave 1.02 / 0.90 ms,
+# 0.1 ms 0.89 / 0.72 ms.
+POLL_START_S = 0.00005
 POLL_MAX_S = 0.0001
+POLL_TIGHT_S = 0.002
+POLL_SLOW_MAX_S = 0.002
+
+
+def next_pause(pause: float, waited: float) -> float:
+    """The next pause of a check's polling, after ``pause``, ``waited`` seconds into the wait."""
+    return min(pause * 2, POLL_MAX_S if waited < POLL_TIGHT_S else POLL_SLOW_MAX_S)
+
+
 AGREED, DISAGREED = 1, 2
 
 
@@ -262,10 +277,11 @@ class StoreTree:
         vkey = f"v/{key}"
         verdict = store.add(vkey, 0)
         self.ops += 1
-        pause, poll_until = 0.00005, time.monotonic() + POLL_FIRST_S
+        began = time.monotonic()
+        pause, poll_until = POLL_START_S, began + POLL_FIRST_S
         while not verdict and time.monotonic() < poll_until:
             time.sleep(pause)
-            pause = min(pause * 2, POLL_MAX_S)
+            pause = next_pause(pause, time.monotonic() - began)
             verdict = store.add(vkey, 0)
             self.ops += 1
         if not verdict:
