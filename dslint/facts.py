@@ -16,6 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.cstwalk import nodes_of
+from dslint.outline import PairingError  # noqa: F401  (raised here; defined where the engine can catch it cheaply)
 
 MODULE_SCOPE = "<module>"
 
@@ -105,11 +106,6 @@ class FileFacts:
     def calls_in(self, scope: str) -> list[CallSite]:
         info = self.functions.get(scope)
         return info.calls if info else [c for c in self.calls if c.scope == MODULE_SCOPE]
-
-
-class PairingError(RuntimeError):
-    """The libcst nodes of a file do not pair with its outline's entries (an internal error: the outline's order
-    or the node walk is wrong for some syntax). Raised rather than hand a rule a call with another call's node."""
 
 
 def _shape(func: cst.BaseExpression) -> tuple[Optional[str], bool, Optional[str]]:

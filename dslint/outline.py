@@ -20,6 +20,12 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MODULE_SCOPE = "<module>"          # as dslint.facts (not imported: it imports libcst)
 
 
+class PairingError(RuntimeError):
+    """A file's libcst nodes do not pair with its outline's entries (`dslint.facts.file_facts`; an internal error:
+    the outline's order or the node walk is wrong for some syntax). Raised rather than hand a rule a call with
+    another call's node. Defined here, not in dslint.facts, so that catching it does not import libcst."""
+
+
 @dataclass
 class ClassOutline:
     name: str
@@ -131,10 +137,9 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
     keys: list = []                # each call's source position, to order calls (and shapes) at the end
     defs: list = []                # (position, FunctionOutline, owning ClassOutline or None)
     class_keys: list = []          # (position, ClassOutline)
-    # items: (node, class/function scope names, qualified name of the enclosing function) or a list of
-    # expressions whose calls are to be recorded at that point of the walk
     # items: (node, class/function scope names, qualified name of the enclosing function, the ClassOutline whose
-    # body the node is in directly) or [expressions, scope]
+    # body the node is in directly) or [expressions, scope]: expressions whose calls are to be recorded at that
+    # point of the walk
     stack: list = [(tree, (), MODULE_SCOPE, None)]
     while stack:
         item = stack.pop()

@@ -118,6 +118,12 @@ def test_redefinitions_keep_their_own_nodes_and_calls():
     assert facts.functions["C.m"].class_name == "C" and [_code(c.node.func) for c in facts.calls_in("C.m")] == ["one"]
 
 
+def test_a_starred_base_is_not_a_base_name():
+    """`class A(*BASES, nn.Module)`: the starred expression is no base's name ("", as for any non-name base)."""
+    facts = PythonSource("t.py", "from torch import nn\n\n\nclass A(*BASES, nn.Module):\n    pass\n").facts
+    assert facts.classes["A"].bases == ["", "torch.nn.Module"]
+
+
 def test_a_corrupted_pairing_raises():
     """The pairing checks counts per kind, each call's callee shape and each definition's name: an outline that
     does not describe the tree is an error, never a call holding another call's node."""
@@ -142,7 +148,8 @@ def test_a_corrupted_pairing_raises():
 
 def test_a_pairing_failure_is_that_files_internal_error(tmp_path, monkeypatch):
     """An outline that does not pair with a file's tree costs that file's facts only: its rules report an
-    internal error (exit 3) and the other file's findings stand."""
+    internal error (exit 3) and the other file's findings stand -- also where the run reads the file's facts
+    before any rule does (the config paths its calls name)."""
     import dslint.outline as outline_module
     build = outline_module.build_outline
 
@@ -154,8 +161,10 @@ def test_a_pairing_failure_is_that_files_internal_error(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(outline_module, "build_outline", broken)
-    body = ("import deepspeed\nimport torch.distributed as dist\n\nengine, *_ = deepspeed.initialize(model=m)\n"
+    body = ("import deepspeed\nimport torch.distributed as dist\n\n"
+            "engine, *_ = deepspeed.initialize(model=m, config='ds.json')\n"
             "if dist.get_rank() == 0:\n    engine.save_checkpoint('ckpt')\n")
+    (tmp_path / "ds.json").write_text('{"train_batch_size": 8}\n')
     (tmp_path / "a.py").write_text(body)
     (tmp_path / "b.py").write_text(body + "\n\ndef broken():\n    log(1)\n")
     report = Checker(Settings(root=tmp_path, deepspeed_version="0.19.8"), jobs=1).check_paths(
