@@ -51,6 +51,71 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield value
 
 
+# node types whose dataclass fields are not in source order: their children in the order the source has them
+_SOURCE_ORDER: dict[str, tuple[str, ...]] = {
+    "FunctionDef": ("decorators", "name", "type_parameters", "params", "returns", "body"),
+    "ClassDef": ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    "Parameters": ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params", "star_kwarg"),
+    "IfExp": ("body", "test", "orelse"),
+    "MatchCase": ("pattern", "guard", "body"),
+    "ExceptHandler": ("type", "name", "body"),
+    "ExceptStarHandler": ("type", "name", "body"),
+    "TypeAlias": ("name", "type_parameters", "value"),
+}
+_SOURCE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def source_fields(kind: type) -> tuple[str, ...]:
+    """`child_fields` in source order (a function's decorators, then its parameters, return annotation and
+    body; an `if`-expression's body before its test; an `except`'s type before its body)."""
+    fields = _SOURCE_FIELDS.get(kind)
+    if fields is None:
+        fields = child_fields(kind)
+        order = _SOURCE_ORDER.get(kind.__name__)
+        if order is not None:
+            assert sorted(order) == sorted(fields), (kind, fields)
+            fields = order
+        _SOURCE_FIELDS[kind] = fields
+    return fields
+
+
+def nodes_of(module: cst.CSTNode, kinds: tuple[type, ...]) -> list[list[cst.CSTNode]]:
+    """The nodes of each of `kinds` (exact types) under `module`, each list in source pre-order: a node before
+    the nodes nested in it, siblings as the source has them (what `dslint.outline` orders its entries by)."""
+    found: list[list[cst.CSTNode]] = [[] for _ in kinds]
+    slot = {kind: found[i].append for i, kind in enumerate(kinds)}
+    fields_of = _SOURCE_FIELDS
+    is_node = _IS_NODE
+    stack = [module]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        kind = type(node)
+        add = slot.get(kind)
+        if add is not None:
+            add(node)
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = source_fields(kind)
+        for name in reversed(fields):
+            value = getattr(node, name)
+            vkind = type(value)
+            if vkind is tuple or vkind is list:
+                for item in reversed(value):
+                    known = is_node.get(type(item))
+                    if known is None:
+                        known = _is_node(type(item))
+                    if known:
+                        push(item)
+            else:
+                known = is_node.get(vkind)
+                if known is None:
+                    known = _is_node(vkind)
+                if known:
+                    push(value)
+    return found
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under `node` (itself included), parents before children, in source order."""
     stack = [node]

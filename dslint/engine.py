@@ -237,6 +237,7 @@ class Checker:
         paths its code names. An `__init__.py` that no rule needs still links a script to what it imports, so
         every compiled Python file takes part."""
         from dslint.cache import content_hash
+        from dslint.outline import PairingError      # not dslint.facts: a cached run never imports libcst
         from dslint.program.units import FileFacts, Program
         python = [s for s in sources if isinstance(s, PythonSource)]
         facts: dict[int, FileFacts] = {}
@@ -258,7 +259,11 @@ class Checker:
             # parsed them again: 126 -> 192 parses on DeepSpeedExamples)
             refs: list[str] = []
             if src.compiles and project.may_hand_configs(src) and project.may_name_json(src):
-                refs = [v for v, _ in project.literal_configs(src) if isinstance(v, str) and v.endswith(".json")]
+                try:
+                    refs = [v for v, _ in project.literal_configs(src) if isinstance(v, str) and v.endswith(".json")]
+                except PairingError:
+                    # the file's facts could not be built: its rules report it (internal error), the run goes on
+                    pass
             found = FileFacts.of(src, refs)
             if found is not None:
                 facts[id(src)] = found

@@ -1,17 +1,22 @@
-"""The one fact-gathering walk over a parsed Python file.
+"""A file's facts as rules read them, with the libcst nodes they are about.
 
 Every rule reads these tables instead of walking the tree again: imports and their aliases, functions
 and classes with their qualified names, and every call with its callee resolved through the imports.
-No libcst metadata provider is used here (they cost 1.3-3.7x the parse, DESIGN.md §5): scopes are
-tracked with a plain stack and names are resolved against the import table.
+Those names, scopes and callees are the outline's (`dslint.outline`, from CPython's tree: the one model of
+them); the libcst tree only contributes the syntax handles (`CallSite.node`, `FunctionInfo.node`,
+`ClassInfo.node`), paired with the outline's entries in source order by one node-collecting walk
+(`file_facts`). No libcst metadata provider is used (they cost 1.3-3.7x the parse, DESIGN.md §5).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
+
+from dslint.cstwalk import nodes_of
+from dslint.outline import PairingError  # noqa: F401  (raised here; defined where the engine can catch it cheaply)
 
 MODULE_SCOPE = "<module>"
 
@@ -26,10 +31,6 @@ def dotted_name(expr: cst.BaseExpression) -> Optional[str]:
         parts.append(expr.value)
         return ".".join(reversed(parts))
     return None
-
-
-def _module_dotted(node: Union[cst.Attribute, cst.Name]) -> str:
-    return dotted_name(node) or ""
 
 
 @dataclass
@@ -107,98 +108,94 @@ class FileFacts:
         return info.calls if info else [c for c in self.calls if c.scope == MODULE_SCOPE]
 
 
-class FactCollector:
-    """Fills a FileFacts in one pre-order walk (dslint.cstwalk, not libcst's visitor: ~10x cheaper)."""
-
-    def __init__(self, package: str = "") -> None:
-        self.facts = FileFacts()
-        self._package = package
-
-    def run(self, module: cst.Module) -> FileFacts:
-        from dslint.cstwalk import children
-
-        stack: list[tuple[cst.CSTNode, tuple]] = [(module, ())]
-        while stack:
-            node, scopes = stack.pop()
-            kind = type(node)
-            if kind is cst.Call:
-                self._call(node, scopes)
-            elif kind is cst.Import:
-                self._import(node)
-                continue
-            elif kind is cst.ImportFrom:
-                self._import_from(node)
-                continue
-            elif kind is cst.ClassDef:
-                scopes = scopes + ((node.name.value, self._class(node, scopes)),)
-            elif kind is cst.FunctionDef:
-                scopes = scopes + ((node.name.value, self._function(node, scopes)),)
-            kids = [(child, scopes) for child in children(node)]
-            kids.reverse()
-            stack.extend(kids)
-        return self.facts
-
-    # --- imports -------------------------------------------------------------------------------
-    def _import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            full = _module_dotted(alias.name)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.facts.imports[alias.asname.name.value] = full
-            else:
-                head = full.split(".", 1)[0]
-                self.facts.imports.setdefault(head, head)
-
-    def _import_from(self, node: cst.ImportFrom) -> None:
-        module = _module_dotted(node.module) if node.module is not None else ""
-        if node.relative:
-            base = self._package.split(".") if self._package else []
-            up = len(node.relative) - 1
-            base = base[: len(base) - up] if up else base
-            module = ".".join([*base, module] if module else base)
-        if isinstance(node.names, cst.ImportStar):
-            return
-        for alias in node.names:
-            name = _module_dotted(alias.name)
-            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
-                else name
-            self.facts.imports[local] = f"{module}.{name}" if module else name
-
-    # --- scopes --------------------------------------------------------------------------------
-    @staticmethod
-    def _qual(scopes: tuple, name: str) -> str:
-        return ".".join([s[0] for s in scopes] + [name])
-
-    def _class(self, node: cst.ClassDef, scopes: tuple) -> ClassInfo:
-        qual = self._qual(scopes, node.name.value)
-        bases = [self.facts.resolve_expr(a.value) or "" for a in node.bases]
-        info = ClassInfo(node.name.value, qual, node, bases)
-        self.facts.classes[qual] = info
-        return info
-
-    def _function(self, node: cst.FunctionDef, scopes: tuple) -> FunctionInfo:
-        qual = self._qual(scopes, node.name.value)
-        owner = scopes[-1][1] if scopes else None
-        class_name = owner.qualname if isinstance(owner, ClassInfo) else None
-        p = node.params
-        params = [x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
-        for star in (p.star_arg, p.star_kwarg):
-            if isinstance(star, cst.Param):
-                params.append(star.name.value)
-        info = FunctionInfo(node.name.value, qual, node, class_name, params)
-        self.facts.functions[qual] = info
-        if isinstance(owner, ClassInfo):
-            owner.methods[node.name.value] = info
-        return info
-
-    # --- calls ---------------------------------------------------------------------------------
-    def _call(self, node: cst.Call, scopes: tuple) -> None:
-        scope_info = next((s[1] for s in reversed(scopes) if isinstance(s[1], FunctionInfo)), None)
-        site = CallSite(node, self.facts.resolve_expr(node.func),
-                        scope_info.qualname if scope_info else MODULE_SCOPE)
-        self.facts.calls.append(site)
-        if scope_info is not None:
-            scope_info.calls.append(site)
+def _shape(func: cst.BaseExpression) -> tuple[Optional[str], bool, Optional[str]]:
+    """What `Outline.shapes` holds of a callee, from the libcst node: last name, whether it is an attribute, and
+    the owner's last name (through calls: `a.b(x).c` → "a")."""
+    kind = type(func)
+    if kind is cst.Attribute:
+        owner = func.value
+        while type(owner) is cst.Call:
+            inner = owner.func
+            owner = inner.value if type(inner) is cst.Attribute else None
+        kind = type(owner)
+        return func.attr.value, True, owner.attr.value if kind is cst.Attribute else \
+            owner.value if kind is cst.Name else None
+    return (func.value if kind is cst.Name else None), False, None
 
 
-def collect_facts(module: cst.Module, package: str = "") -> FileFacts:
-    return FactCollector(package).run(module)
+_KINDS = (cst.Call, cst.FunctionDef, cst.ClassDef)
+
+
+def file_facts(module: cst.Module, outline) -> FileFacts:
+    """The file's facts: every name, scope and resolved callee from its outline (`dslint.outline`, the one model
+    of them), each paired with its libcst node -- the i-th call, function and class statement of the tree in
+    source pre-order with the outline's i-th entry of that kind. Counts per kind and each call's callee shape
+    and each definition's name are checked: a mismatch raises PairingError."""
+    calls, defs, classes = nodes_of(module, _KINDS)
+    if len(calls) != len(outline.calls) or len(defs) != len(outline.defs) or \
+            len(classes) != len(outline.class_defs):
+        raise PairingError(f"the libcst tree has {len(calls)} calls, {len(defs)} functions and {len(classes)} "
+                           f"classes; the outline {len(outline.calls)}, {len(outline.defs)} and "
+                           f"{len(outline.class_defs)}")
+    facts = FileFacts(imports=dict(outline.imports))
+    class_infos: list[ClassInfo] = []
+    for node, entry in zip(classes, outline.class_defs):
+        if node.name.value != entry.name:
+            raise PairingError(f"class {entry.qualname} paired with the class statement of {node.name.value}")
+        info = ClassInfo(entry.name, entry.qualname, node, list(entry.bases))
+        class_infos.append(info)
+        facts.classes[entry.qualname] = info
+    functions = facts.functions
+    infos: list[FunctionInfo] = []
+    for node, entry in zip(defs, outline.defs):
+        if node.name.value != entry.name:
+            raise PairingError(f"function {entry.qualname} paired with the def of {node.name.value}")
+        info = FunctionInfo(entry.name, entry.qualname, node, entry.class_name, list(entry.params))
+        infos.append(info)
+        functions[entry.qualname] = info
+        if entry.owner >= 0:
+            class_infos[entry.owner].methods[entry.name] = info
+    # a call goes to the FunctionInfo of the def it is in; where a name is defined twice, the earlier def's calls
+    # stay with its own FunctionInfo (the one `functions` no longer holds)
+    by_def = _enclosing_defs(module, infos) if len(functions) != len(infos) else None
+    append = facts.calls.append
+    shapes = outline.shapes
+    for i, node in enumerate(calls):
+        callee, scope = outline.calls[i]
+        if _shape(node.func) != shapes[i][:3]:
+            raise PairingError(f"call {i + 1} of the tree ({cst.Module([]).code_for_node(node.func)!r}) paired with "
+                               f"the outline's call of {callee or shapes[i][0]!r}")
+        site = CallSite(node, callee, scope)
+        append(site)
+        if scope != MODULE_SCOPE:
+            info = by_def[i] if by_def is not None else functions.get(scope)
+            if info is not None:
+                if info.qualname != scope:
+                    raise PairingError(f"call {i + 1} of the tree is in {info.qualname}, the outline's in {scope}")
+                info.calls.append(site)
+    return facts
+
+
+def _enclosing_defs(module: cst.Module, infos: list[FunctionInfo]) -> list[Optional[FunctionInfo]]:
+    """For each call in source pre-order, the FunctionInfo of the innermost def around it (a decorator's call:
+    the def it decorates, as the outline's scopes have it)."""
+    from dslint.cstwalk import source_fields
+    by_node = {id(info.node): info for info in infos}
+    out: list[Optional[FunctionInfo]] = []
+    stack: list[tuple[cst.CSTNode, Optional[FunctionInfo]]] = [(module, None)]
+    while stack:
+        node, enclosing = stack.pop()
+        kind = type(node)
+        if kind is cst.Call:
+            out.append(enclosing)
+        elif kind is cst.FunctionDef:
+            enclosing = by_node[id(node)]
+        kids = []
+        for name in source_fields(kind):
+            value = getattr(node, name)
+            for item in (value if type(value) in (tuple, list) else (value,)):
+                if isinstance(item, cst.CSTNode):
+                    kids.append((item, enclosing))
+        kids.reverse()
+        stack.extend(kids)
+    return out

@@ -1,5 +1,6 @@
 """A file's outline from CPython's own parser: its functions, classes (with bases resolved through the
-imports) and imports, with the qualified names and resolution rules of `dslint.facts`.
+imports), imports and calls (callee resolved, enclosing scope) -- the one model of a file's names, scopes and
+calls. `dslint.facts` pairs libcst's nodes with these entries and resolves nothing itself.
 
 CPython's `ast` parses about 10x faster than libcst, and `compile()` runs for every Python file anyway (to tell
 valid files from DSL001 ones). Whole-project indexes (functions by qualified name, nn.Module classes by their
@@ -12,11 +13,17 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
-_BLOCKS = ("body", "orelse", "handlers", "finalbody", "cases")
+_BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")     # libcst's field order (`try`: handlers first)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MODULE_SCOPE = "<module>"          # as dslint.facts (not imported: it imports libcst)
+
+
+class PairingError(RuntimeError):
+    """A file's libcst nodes do not pair with its outline's entries (`dslint.facts.file_facts`; an internal error:
+    the outline's order or the node walk is wrong for some syntax). Raised rather than hand a rule a call with
+    another call's node. Defined here, not in dslint.facts, so that catching it does not import libcst."""
 
 
 @dataclass
@@ -24,15 +31,31 @@ class ClassOutline:
     name: str
     qualname: str
     bases: list[str]               # resolved as `FileFacts.resolve_expr` does ("" for a non-name base)
+    methods: list[str] = field(default_factory=list)      # names of the functions defined in its body, in order
+
+
+class FunctionOutline(NamedTuple):
+    name: str
+    qualname: str
+    class_name: Optional[str]      # qualified name of the class it is a method of, else None
+    params: tuple[str, ...]        # positional-only, positional, keyword-only, then *args and **kwargs
+    owner: int                     # index in `Outline.class_defs` of that class statement, -1 for none
 
 
 @dataclass
 class Outline:
+    """The one model of a file's names, scopes and calls: `dslint.facts.file_facts` pairs the libcst nodes with
+    these entries (`defs`, `class_defs`, `calls`: each in source pre-order, an outer node before those nested
+    in it) and takes every name, scope and resolved callee from here."""
     functions: set[str] = field(default_factory=set)                    # qualified names within the file
-    classes: dict[str, ClassOutline] = field(default_factory=dict)      # qualified name → class
+    classes: dict[str, ClassOutline] = field(default_factory=dict)      # qualified name → class (the last)
     imports: dict[str, str] = field(default_factory=dict)
-    # every call as `FileFacts.calls` has it: (callee resolved through the imports seen so far, qualified name
-    # of the enclosing function or MODULE_SCOPE)
+    # every function and class statement, redefinitions included, in source pre-order
+    defs: list[FunctionOutline] = field(default_factory=list)
+    class_defs: list[ClassOutline] = field(default_factory=list)
+    # every call in source pre-order (by position; a call before the calls nested in it): (callee resolved
+    # through the imports seen so far in libcst's field order, qualified name of the enclosing function or
+    # MODULE_SCOPE -- for a decorator's call, the function it decorates)
     calls: list[tuple[Optional[str], str]] = field(default_factory=list)
     # for each call, in the order of `calls`, the names `CollectiveSites` classifies it by: (last name of the
     # callee, whether it is an attribute, `_tail` of its owner, `_tail` of the owner's owner) -- None where
@@ -103,23 +126,29 @@ def dotted_name(expr: ast.expr) -> Optional[str]:
 
 
 def build_outline(tree: ast.Module, package: str = "") -> Outline:
-    """Statements pre-order and in libcst's field order (as `FactCollector` walks): a class's bases are
-    resolved against the imports seen before it, and every call's callee against the imports seen before the
-    call -- which, as libcst orders its fields, includes the imports of a function's body for its decorators,
-    of a class body for its bases, of an `except` body for its exception type."""
+    """The file's outline. Names are resolved walking the statements pre-order in libcst's field order (the
+    order `dslint.facts` resolved them in when it walked the libcst tree, kept so that no callee changed): a
+    class's bases are resolved against the imports seen before it, and every call's callee against the imports
+    seen before the call -- which, as libcst orders its fields, includes the imports of a function's body for
+    its decorators, of a class body for its bases, of an `except` body for its exception type, and of a `try`'s
+    handlers for its `else` block. The entries are then put in source order (`_in_source_order`)."""
     out = Outline()
     calls = out.calls
-    # items: (node, class/function scope names, qualified name of the enclosing function) or a list of
-    # expressions whose calls are to be recorded at that point of the walk
-    stack: list = [(tree, (), MODULE_SCOPE)]
+    keys: list = []                # each call's source position, to order calls (and shapes) at the end
+    defs: list = []                # (position, FunctionOutline, owning ClassOutline or None)
+    class_keys: list = []          # (position, ClassOutline)
+    # items: (node, class/function scope names, qualified name of the enclosing function, the ClassOutline whose
+    # body the node is in directly) or [expressions, scope]: expressions whose calls are to be recorded at that
+    # point of the walk
+    stack: list = [(tree, (), MODULE_SCOPE, None)]
     while stack:
         item = stack.pop()
         if type(item) is list:
             exprs, fscope = item[0], item[1]
             for expr in exprs:
-                _record_calls(expr, out, fscope, calls)
+                _record_calls(expr, out, fscope, calls, keys)
             continue
-        node, scopes, fscope = item
+        node, scopes, fscope, owner = item
         kind = type(node)
         if kind is ast.Import:
             out.imported_modules.extend(alias.name for alias in node.names)
@@ -152,14 +181,23 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
             out.tops.append((node.name, first, node.end_lineno or node.lineno))
         if kind is ast.ClassDef:
             qual = ".".join((*scopes, node.name))
-            out.classes[qual] = ClassOutline(node.name, qual, [out.resolve(dotted_name(b)) or "" for b in node.bases])
-            scopes = (*scopes, node.name)
+            cls = out.classes[qual] = ClassOutline(node.name, qual,
+                                                   [out.resolve(dotted_name(b)) or "" for b in node.bases])
+            class_keys.append(((node.lineno, node.col_offset), cls))
+            scopes, owner = (*scopes, node.name), cls
             after = [*node.bases, *(k.value for k in node.keywords), *node.decorator_list]
         elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
             qual = ".".join((*scopes, node.name))
             out.functions.add(qual)
-            scopes, fscope = (*scopes, node.name), qual
-            _record_calls(node.args, out, fscope, calls)
+            a = node.args
+            params = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+            params.extend(p.arg for p in (a.vararg, a.kwarg) if p is not None)
+            defs.append(((node.lineno, node.col_offset),
+                         FunctionOutline(node.name, qual, owner.qualname if owner else None, tuple(params), -1), owner))
+            if owner is not None:
+                owner.methods.append(node.name)
+            scopes, fscope, owner = (*scopes, node.name), qual, None
+            _record_calls(node.args, out, fscope, calls, keys)
             after = [*node.decorator_list, *([node.returns] if node.returns is not None else [])]
         elif kind is ast.ExceptHandler:
             after = [node.type] if getattr(node, "type", None) is not None else []
@@ -172,7 +210,7 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
                 if name not in _BLOCKS and value is not None:
                     for expr in (value if type(value) is list else (value,)):
                         if isinstance(expr, ast.AST):
-                            _record_calls(expr, out, fscope, calls)
+                            _record_calls(expr, out, fscope, calls, keys)
         if after:
             stack.append([after, fscope])
         kids: list = []
@@ -181,7 +219,8 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
             if block:
                 kids.extend(block)
         for child in reversed(kids):
-            stack.append((child, scopes, fscope))
+            stack.append((child, scopes, fscope, owner))
+    _in_source_order(out, keys, defs, class_keys)
     if package and any(isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == _LAZY_TABLE
                                                             for t in stmt.targets) for stmt in tree.body):
         for name, sub in _lazy_structure(tree).items():
@@ -191,6 +230,26 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
 
 
 _LAZY_TABLE = "_import_structure"
+
+
+def _in_source_order(out: Outline, keys: list, defs: list, class_keys: list) -> None:
+    """The calls, functions and classes in source pre-order: the order of libcst's nodes in a walk that visits a
+    node's children in source order (`dslint.cstwalk.source_children`), so that the i-th node of a kind pairs with
+    the i-th entry. Spans are nested or disjoint: by start, then the longer first."""
+    if keys:
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        calls, shapes = out.calls, out.shapes
+        out.calls = [calls[i] for i in order]
+        out.shapes = [shapes[i] for i in order]
+    class_keys.sort(key=_first)
+    out.class_defs = [cls for _, cls in class_keys]
+    index = {id(cls): i for i, cls in enumerate(out.class_defs)}
+    defs.sort(key=_first)
+    out.defs = [fn if cls is None else fn._replace(owner=index[id(cls)]) for _, fn, cls in defs]
+
+
+def _first(item: tuple):
+    return item[0]
 
 
 def _record_field(node, scopes: tuple, out: Outline) -> None:
@@ -271,11 +330,12 @@ def calls_under(roots: list, skip: tuple = ()):
             yield node
 
 
-def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list) -> None:
+def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list, keys: list) -> None:
     shapes = out.shapes
     for node in calls_under([expr]):
         func = node.func
         calls.append((out.resolve(dotted_name(func)), scope))
+        keys.append((node.lineno, node.col_offset, -node.end_lineno, -node.end_col_offset))
         if type(func) is ast.Attribute:
             owner = func.value
             shapes.append((func.attr, True, tail(owner), tail(owner.value) if type(owner) is ast.Attribute else None))

@@ -270,8 +270,17 @@ class PythonSource(Source):
 
     @cached_property
     def facts(self):
-        from dslint.facts import collect_facts
-        return collect_facts(self.module, self.package)
+        """The outline's names, scopes and calls paired with the libcst nodes (`dslint.facts.file_facts`). Empty
+        where no tree was read (the module is the empty stand-in: DSL001 reports why), and where CPython rejects
+        what libcst reads (syntax newer than the running Python): without an outline there is no model of the
+        file's names, as for the whole-project indexes."""
+        from dslint.facts import FileFacts, file_facts
+        module = self.module
+        outline = self.outline
+        if outline is None or self.too_complex is not None or \
+                {"_libcst_error", "_cpython_rejects"} & self.__dict__.keys():
+            return FileFacts()
+        return file_facts(module, outline)
 
     @cached_property
     def _positions(self):
