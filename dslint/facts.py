@@ -113,11 +113,53 @@ class FactCollector:
     def __init__(self, package: str = "") -> None:
         self.facts = FileFacts()
         self._package = package
+        self.parts: dict[int, tuple] = {}
+        self._snapshot: Optional[list] = None
+        self._functions_made: list = []
+        self._classes_made: list = []
 
-    def run(self, module: cst.Module) -> FileFacts:
+    def run(self, module: cst.Module, previous: Optional[dict] = None) -> FileFacts:
+        """The facts of `module`, walked one top-level statement after the other (comments and blank lines
+        around them hold nothing). Each statement's part is kept (`parts`: the imports before and after it,
+        the functions, classes and calls it added); `previous` (id(statement) → part, of a tree this one was
+        spliced from, `sources.splice`) gives a statement that is the same node object, reached with the
+        same imports in the same order, its former part instead of a walk: what it adds depends on nothing
+        else (its calls and bases resolve against those imports, its scopes are its own)."""
+        facts = self.facts
+        for stmt in module.body:
+            before = self._imports_now()
+            part = previous.get(id(stmt)) if previous else None
+            if part is not None and part[5] is stmt and (part[0] is before or part[0] == before):
+                _, after, functions, classes, calls, _ = part
+                for qual, info in functions:
+                    facts.functions[qual] = info
+                for qual, info in classes:
+                    facts.classes[qual] = info
+                facts.calls.extend(calls)
+                if after is not part[0]:           # the statement imports
+                    facts.imports.clear()
+                    facts.imports.update(after)
+                    self._snapshot = after
+                self.parts[id(stmt)] = part
+                continue
+            self._functions_made: list = []
+            self._classes_made: list = []
+            first_call = len(facts.calls)
+            self._walk(stmt)
+            self.parts[id(stmt)] = (before, self._imports_now(), self._functions_made, self._classes_made,
+                                    facts.calls[first_call:], stmt)
+        return facts
+
+    def _imports_now(self) -> list:
+        """The imports so far, in order (one list shared by the statements between two imports)."""
+        if self._snapshot is None:
+            self._snapshot = list(self.facts.imports.items())
+        return self._snapshot
+
+    def _walk(self, top: cst.CSTNode) -> None:
         from dslint.cstwalk import children
 
-        stack: list[tuple[cst.CSTNode, tuple]] = [(module, ())]
+        stack: list[tuple[cst.CSTNode, tuple]] = [(top, ())]
         while stack:
             node, scopes = stack.pop()
             kind = type(node)
@@ -136,10 +178,10 @@ class FactCollector:
             kids = [(child, scopes) for child in children(node)]
             kids.reverse()
             stack.extend(kids)
-        return self.facts
 
     # --- imports -------------------------------------------------------------------------------
     def _import(self, node: cst.Import) -> None:
+        self._snapshot = None
         for alias in node.names:
             full = _module_dotted(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -149,6 +191,7 @@ class FactCollector:
                 self.facts.imports.setdefault(head, head)
 
     def _import_from(self, node: cst.ImportFrom) -> None:
+        self._snapshot = None
         module = _module_dotted(node.module) if node.module is not None else ""
         if node.relative:
             base = self._package.split(".") if self._package else []
@@ -173,6 +216,7 @@ class FactCollector:
         bases = [self.facts.resolve_expr(a.value) or "" for a in node.bases]
         info = ClassInfo(node.name.value, qual, node, bases)
         self.facts.classes[qual] = info
+        self._classes_made.append((qual, info))
         return info
 
     def _function(self, node: cst.FunctionDef, scopes: tuple) -> FunctionInfo:
@@ -186,6 +230,7 @@ class FactCollector:
                 params.append(star.name.value)
         info = FunctionInfo(node.name.value, qual, node, class_name, params)
         self.facts.functions[qual] = info
+        self._functions_made.append((qual, info))
         if isinstance(owner, ClassInfo):
             owner.methods[node.name.value] = info
         return info
@@ -200,5 +245,10 @@ class FactCollector:
             scope_info.calls.append(site)
 
 
-def collect_facts(module: cst.Module, package: str = "") -> FileFacts:
-    return FactCollector(package).run(module)
+def collect_facts(module: cst.Module, package: str = "", previous: Optional[dict] = None
+                  ) -> tuple[FileFacts, dict[int, tuple]]:
+    """The file's facts, and each top-level statement's part of them (for `previous` of a tree spliced from
+    this one: `FactCollector.run`)."""
+    collector = FactCollector(package)
+    facts = collector.run(module, previous)
+    return facts, collector.parts
