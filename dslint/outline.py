@@ -354,6 +354,22 @@ def tail(expr: Optional[ast.expr]) -> Optional[str]:
     return expr.id if type(expr) is ast.Name else None
 
 
+ENGINE_BUILDERS = ("initialize", "init_inference")
+
+
+def engine_builder(callee: Optional[str]) -> Optional[str]:
+    """"initialize" / "init_inference" for DeepSpeed's engine builders (as `moe_facts._engine_kind`)."""
+    if not callee:
+        return None
+    last = callee.rsplit(".", 1)[-1]
+    return last if last in ENGINE_BUILDERS and "deepspeed" in callee else None
+
+
+def builds_engine(outline: Outline) -> bool:
+    """The file calls `deepspeed.initialize`/`init_inference`: the role analysis reads it first."""
+    return any(engine_builder(c) for c, _ in outline.calls)
+
+
 def parse_tree(text: str, filename: str) -> Optional[ast.Module]:
     """CPython's tree of the file, or None when CPython rejects the source."""
     try:

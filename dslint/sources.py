@@ -114,7 +114,13 @@ def _indented(stmt) -> bool:
 
 
 def spliced_module(old, text: str):
-    """libcst's tree of `text` built from the tree of `old` (a PythonSource whose module has been parsed):
+    """`splice(old, text)`'s tree, or None."""
+    done = splice(old, text)
+    return None if done is None else done[0]
+
+
+def splice(old, text: str):
+    """(tree, the old top-level statements replaced, the new ones in their place) or None: libcst's tree of `text` built from the tree of `old` (a PythonSource whose module has been parsed):
     the top-level statements the change between the two texts touches are parsed again, the others are
     kept, or None where that could differ from parsing `text` whole.
 
@@ -134,7 +140,7 @@ def spliced_module(old, text: str):
         return None
     head = _common_prefix(before, text)
     if head == len(before) == len(text):
-        return module
+        return module, [], []
     tail = _common_suffix(before, text, min(len(before), len(text)) - head)
     second = before.find("\n", before.find("\n") + 1)
     pieces = statement_offsets(old)
@@ -172,7 +178,7 @@ def spliced_module(old, text: str):
         indent_known = not any(_indented(s) for _, _, s in pieces[i:j + 1])
     if not indent_known or sub.default_indent != module.default_indent:
         return None
-    return module.with_changes(body=[*module.body[:i], *new, *module.body[j + 1:]])
+    return module.with_changes(body=[*module.body[:i], *new, *module.body[j + 1:]]), module.body[i:j + 1], new
 
 
 @dataclass
@@ -185,7 +191,7 @@ class PythonSource(Source):
         """Functions, classes and imports from CPython's parser (about 10x cheaper than libcst); None when
         CPython rejects the file."""
         from dslint.analysis.model_facts import file_model_facts
-        from dslint.outline import build_outline, parse_tree
+        from dslint.outline import build_outline, builds_engine, parse_tree
         if self.too_complex is not None:
             return None
         tree = parse_tree(self.text, self.path)
@@ -195,6 +201,10 @@ class PythonSource(Source):
         # the model facts' per-file part reads this same tree: CPython parses each file once per run (and the
         # outline workers of a big run build it in parallel)
         out.model_classes, out.freezing = file_model_facts(tree, self.text, self.path, out)
+        if builds_engine(out):
+            # the role analysis reads every file that builds an engine (`RoleAnalysis._load`): it takes this
+            # tree instead of parsing the text again (kept only for those files, and only until then)
+            self.__dict__["_ast_tree"] = tree
         return out
 
     @cached_property
@@ -258,9 +268,11 @@ class PythonSource(Source):
             return cst.Module(body=[])
         base = self.__dict__.pop("_derived_from", None)     # dslint.fixes: the source this text was fixed from
         if base is not None:
-            spliced = spliced_module(base, self.text)
-            if spliced is not None:
-                return spliced
+            done = splice(base, self.text)
+            if done is not None:
+                # what the old tree's walks found in the statements kept is carried over (`_parents`)
+                self.__dict__["_spliced"] = (base.__dict__.get("_parents"), done[1], done[2])
+                return done[0]
         try:
             return parse_module(self.text)
         except (cst.ParserSyntaxError, RecursionError) as exc:
@@ -304,8 +316,25 @@ class PythonSource(Source):
         """id(node) → its parent node, for every node dslint's walk reaches (built only for files that report a
         node whose text is ambiguous)."""
         from dslint.cstwalk import children
-        out: dict[int, object] = {}
-        stack = [self.module]
+        module = self.module
+        spliced = self.__dict__.get("_spliced")
+        if spliced is not None and spliced[0] is not None:
+            # a fixed file's tree spliced from the previous one's (`splice`): the statements kept are the same
+            # node objects, whose parents are those of the previous tree; the replaced statements' nodes (still
+            # alive in the previous tree, so their ids are not reused) leave, the new ones join, and every
+            # child of the module points to this module
+            out = dict(spliced[0])
+            stack = list(spliced[1])
+            while stack:
+                n = stack.pop()
+                out.pop(id(n), None)
+                stack.extend(children(n))
+            for kid in children(module):
+                out[id(kid)] = module
+            stack = list(spliced[2])
+        else:
+            out = {}
+            stack = [module]
         while stack:
             n = stack.pop()
             for kid in children(n):

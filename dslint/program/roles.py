@@ -32,7 +32,7 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
-from dslint.outline import MODULE_SCOPE, dotted_name
+from dslint.outline import MODULE_SCOPE, builds_engine, dotted_name, engine_builder
 
 if TYPE_CHECKING:
     from dslint.project import ProjectView
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 ENGINE, MODEL, INSTANCE = "engine", "model", "instance"
 MODEL_KINDS = (ENGINE, MODEL)
-_BUILDERS = ("initialize", "init_inference")
 # `initialize(args, model, ...)` / `init_inference(model, ...)`: where the wrapped module is passed
 _MODEL_ARG = {"initialize": 1, "init_inference": 0}
 # methods that return their receiver (nn.Module / DeepSpeedEngine)
@@ -115,12 +114,7 @@ class _Scope:
         return self.qual.rsplit(".", 1)[-1]
 
 
-def _builder(callee: Optional[str]) -> Optional[str]:
-    """"initialize" / "init_inference" for DeepSpeed's engine builders (as `moe_facts._engine_kind`)."""
-    if not callee:
-        return None
-    last = callee.rsplit(".", 1)[-1]
-    return last if last in _BUILDERS and "deepspeed" in callee else None
+_builder = engine_builder
 
 
 class _Collector:
@@ -256,8 +250,7 @@ class RoleAnalysis:
         """The files that build an engine (on the outlines). Every other file is read only when a role reaches
         it: passed into one of its functions or classes, or exported (returned, kept on a field, a module
         global) to a file that calls, constructs or imports it (`_importers`)."""
-        return [s for s in self.project.python
-                if s.outline is not None and any(_builder(c) for c, _ in s.outline.calls)]
+        return [s for s in self.project.python if s.outline is not None and builds_engine(s.outline)]
 
     def _solve(self, seeds: list["PythonSource"]) -> None:
         batch = list(seeds)
@@ -286,9 +279,11 @@ class RoleAnalysis:
         if col is False:
             # the scopes of a file are a fact of its text (read-only below): collected once, kept on the source
             # for every context that reads it
-            tree = None
+            # the outline's tree when it kept it (a file that builds an engine: `PythonSource.outline`),
+            # else the text parsed again
+            tree = src.__dict__.pop("_ast_tree", None)
             try:
-                if src.too_complex is None:
+                if tree is None and src.too_complex is None:
                     tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 pass
