@@ -2,7 +2,8 @@
 
 Sources are rank ids (`dist.get_rank()`, `os.environ["LOCAL_RANK"]`, `args.local_rank`,
 `accelerator.is_main_process`, `trainer.is_world_process_zero()`, helpers that return them) and per-rank data
-(slices and shards indexed by a rank id, loaders over them, `split_between_processes`, generation outputs).
+(slices and shards indexed by a rank id, loaders over them, `split_between_processes`, generation outputs, the
+batches of the script's own data loaders and the HF Trainer's: their content varies, their structure does not).
 Taint flows through assignment, unpacking, operators, comparisons, containers, attributes, f-strings, calls and
 the returns of functions in the checked files. Collective outputs (all_reduce, broadcast, all_gather, accelerate
 gather/reduce) are uniform again, and so are values that only place work on a device (`.to(device)`,
@@ -64,6 +65,10 @@ LAUNDERING = {"to", "cuda", "device", "device_name", "set_device", "manual_seed"
               "init_process_group", "init_distributed", "DistributedDataParallel", "DDP", "barrier",
               # every rank loads (saves) the one checkpoint the run names: its path, tag and iteration are shared
               "load_checkpoint", "save_checkpoint"}
+# modules whose functions of the SIZE_ATTRS names (`torch.numel(x)`, `np.shape(x)`) ask their argument's size
+_ARRAY_MODULES = {"torch", "numpy", "np"}
+# moves of a value to a device: per-rank data stays per-rank data
+_DEVICE_MOVES = {"to", "cuda", "cpu"}
 # keyword arguments that carry a rank only for placement or display
 PLACEMENT_KWARGS = {"device", "device_ids", "output_device", "map_location", "rank", "local_rank", "device_map",
                     "position", "disable", "num_replicas", "process_index", "seed", "leave", "dynamic_ncols",
@@ -91,7 +96,14 @@ _ENGINE_BUILDERS = {"initialize", "init_inference"}
 # keyword arguments that choose a loader's sampler
 _SAMPLER_KWARGS = {"sampler", "batch_sampler"}
 _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
-                  "split_between", "RANK", "generate", "local_process", "_stage", "stage_id")
+                  "split_between", "RANK", "generate", "local_process", "_stage", "stage_id",
+                  # the batches of the script's own data loaders (`RankTaint.loader_batch`)
+                  "loader", "Loader")
+# a data loader: a name whose last part says so (`train_dataloader`, `self.loader`), or a call building one
+_LOADER_WORD = "loader"
+# builders of a sharded map-style loader whose batches number the same on every rank
+_UNIFORM_LOADER_CALLS = {"deepspeed_io", "prepare", "prepare_data_loader", "get_train_dataloader",
+                         "get_eval_dataloader", "get_test_dataloader"}
 
 
 # HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
@@ -181,7 +193,7 @@ class Origin:
 
     def describe(self) -> str:
         line = self.source.span(self.node).line
-        what = {"rank": "a rank id", "shard": "this rank's share of the data", "item": "this rank's item",
+        what = {"item": "this rank's batch" if self.batch else "this rank's item", "rank": "a rank id", "shard": "this rank's share of the data",
                 "generation": "a per-rank generation output", "derived": "a value computed from a rank id"}
         if self.via_call is not None:
             src, node = self.via_call
@@ -290,6 +302,9 @@ class RankTaint:
                         and isinstance(e.operator, cst.Or))
         if isinstance(e, cst.UnaryOperation):
             hit = self.eval(e.expression, env, cls)
+            if hit is not None and hit.batch and isinstance(e.operator, cst.Not) and \
+                    isinstance(e.expression, (cst.Name, cst.Attribute, cst.Subscript)):
+                return None     # `not batch["images"]`: a field's presence or emptiness, the collator's
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
             return self._any([e.test, e.body, e.orelse], env, cls)
@@ -427,6 +442,10 @@ class RankTaint:
         if last in UNIFORMIZING and (callee or "").startswith(_COLLECTIVE_MODULES) or \
                 last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and "accelerator" in (dotted_name(e.func) or ""):
             return None
+        if last in _DEVICE_MOVES and isinstance(e.func, cst.Attribute):
+            # `batch["input_ids"].to(device)`: the same data on another device (a rank-id receiver: placement)
+            hit = self.eval(e.func.value, env, cls)
+            return hit if hit is not None and hit.kind in _DATA_KINDS else None
         if last in LAUNDERING:
             return None
         if last in _ENGINE_BUILDERS and (callee or "").startswith("deepspeed"):
@@ -458,8 +477,12 @@ class RankTaint:
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
+            if hit is None and last == "next" and first is not None:
+                return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
             return _counted(hit) if last == "len" else hit
         if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
+            if self.facts.resolve_expr(e.func.value) in _ARRAY_MODULES and e.args:
+                return _sized(self.eval(e.args[0].value, env, cls))     # `torch.numel(x)`: x's size
             if last == "size" and len(e.args) == 1 and literal_value(e.args[0].value) == 0:
                 return _counted(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
             return _sized(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
@@ -471,6 +494,8 @@ class RankTaint:
             hit = self.eval(data.value, env, cls) if data is not None else None
             return hit if hit is not None and hit.kind == "shard" else None
         out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        if out is not None and out.batch and last not in _LOOKUPS and last not in _MAPPING_VIEWS:
+            out = replace(out, batch=False)     # `batch["mask"].sum()`, `.item()`, `.any()`: values, which vary
         if out is not None and out.opaque and out.kind in _DATA_KINDS and last in _MAPPING_VIEWS:
             # `for k, v in outputs.items()` of what a function outside the checked files made from per-rank data:
             # its keys are that function's, as many on every rank; the values still vary
@@ -492,6 +517,41 @@ class RankTaint:
                 if not partial(out):
                     return out
         return out
+
+    def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        """A batch of the script's own data loader (`for batch in train_dataloader`, `next(self.dataloader)`,
+        through `iter`/`tqdm`/`enumerate`), when the loader itself is the same on every rank: in data parallelism
+        each rank gets other samples, so the batch's CONTENT varies (its tensors' values, masks, token counts,
+        losses computed from it); its structure (keys, a field's None-ness, types) is the collator's and its row
+        count the loader's (`Origin.batch`, kind "item": sizes uniform). A loader whose batch count or lengths
+        vary is a per-rank value itself (kind "shard": built over a shard or from a rank id) and is not asked."""
+        inner = e
+        while isinstance(inner, cst.Call) and _last(None, inner.func) in ("iter", "tqdm", "enumerate", "zip") \
+                and inner.args and inner.args[0].keyword is None:
+            wrapper = _last(None, inner.func)
+            if wrapper == "enumerate":      # (step, batch) pairs
+                hit = self.loader_batch(inner.args[0].value, env, cls)
+                return replace(hit, elements=(None, hit)) if hit is not None else None
+            if wrapper == "zip":            # a batch of each loader zipped (`zip(prompt_loader, unsup_loader)`)
+                elems = tuple(self.loader_batch(a.value, env, cls) if self.eval(a.value, env, cls) is None else None
+                              for a in inner.args if a.keyword is None)
+                hit = next((o for o in elems if o is not None), None)
+                return replace(hit, elements=elems) if hit is not None else None
+            inner = inner.args[0].value
+        name = dotted_name(inner)
+        if name is not None:
+            if _LOADER_WORD not in name.rsplit(".", 1)[-1].lower():
+                return None
+            what = f"`{name}`"
+        elif isinstance(inner, cst.Call):
+            last = _last(self.facts.resolve_expr(inner.func), inner.func) or ""
+            if _LOADER_WORD not in last.lower() and last not in _UNIFORM_LOADER_CALLS:
+                return None
+            what = f"`{last}(...)`"
+        else:
+            return None
+        return Origin("item", e, self.src, via=f"a batch of the data loader {what}: other samples on each rank",
+                      batch=True)
 
     def distributed_sampler(self, e: cst.BaseExpression) -> bool:
         """A `DistributedSampler(...)` (or a name this file binds to one, on some path: the other paths are
