@@ -65,6 +65,12 @@ LAUNDERING = {"to", "cuda", "device", "device_name", "set_device", "manual_seed"
               "init_process_group", "init_distributed", "DistributedDataParallel", "DDP", "barrier",
               # every rank loads (saves) the one checkpoint the run names: its path, tag and iteration are shared
               "load_checkpoint", "save_checkpoint"}
+# methods that compute from a batch's VALUES (`mask.sum()`, `.item()`, `.bool()`): their results vary, while
+# structure-keeping ones (`batch.union(...)`, `.pop(k)`, `.to(device)`, `.repeat(...)`) keep what the batch is
+_VALUE_METHODS = {"sum", "mean", "max", "min", "item", "any", "all", "float", "int", "bool", "long", "half",
+                  "double", "tolist", "nonzero", "count_nonzero", "argmax", "argmin", "std", "var", "norm", "prod",
+                  "cumsum", "abs", "exp", "log", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "numpy",
+                  "unique", "masked_select", "nansum", "amax", "amin"}
 # modules whose functions of the SIZE_ATTRS names (`torch.numel(x)`, `np.shape(x)`) ask their argument's size
 _ARRAY_MODULES = {"torch", "numpy", "np"}
 # moves of a value to a device: per-rank data stays per-rank data
@@ -250,6 +256,30 @@ def element_of(origin: Optional[Origin]) -> Optional[Origin]:
     return origin
 
 
+def _boolean_mask(e: cst.BaseExpression) -> bool:
+    """An index that selects by truth: `mask.bool()`, `x > 0`, `~pad`, `a & b` of such."""
+    if isinstance(e, cst.Call):
+        return _last(None, e.func) in ("bool", "logical_not", "logical_and", "logical_or", "isfinite", "isnan")
+    if isinstance(e, cst.Comparison):
+        return True
+    if isinstance(e, cst.UnaryOperation):
+        return isinstance(e.operator, cst.BitInvert) and _boolean_mask(e.expression) or \
+            isinstance(e.operator, cst.BitInvert) and isinstance(e.expression, (cst.Name, cst.Attribute))
+    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.BitAnd, cst.BitOr)):
+        return _boolean_mask(e.left) or _boolean_mask(e.right)
+    return False
+
+
+def _filters(e) -> bool:
+    """Does a comprehension keep only the items that pass an `if`?"""
+    comp = e.for_in
+    while comp is not None:
+        if comp.ifs:
+            return True
+        comp = comp.inner_for_in
+    return False
+
+
 def _env_read(e: cst.BaseExpression) -> bool:
     """`os.getenv(K)`, `os.environ.get(K)`, `os.environ[K]`: a string whose presence is the launcher's choice."""
     if isinstance(e, cst.Call):
@@ -320,6 +350,15 @@ class RankTaint:
             # comes from the iterables, which are part of the value
             first = e.for_in.iter
             parts: list = [e.key, e.value] if isinstance(e, cst.DictComp) else [e.elt]
+            over = self.eval(first, env, cls)
+            if over is not None and over.batch and e.for_in.inner_for_in is None and not e.for_in.ifs:
+                # one item per row of a collated batch (`[m.sum() for m in batch["masks"]]`): as many on every
+                # rank -- the result keeps the batch's structure (its truth, its None-ness) -- and each item is
+                # what its expression makes of the row (`x is None` of a row: the collator's)
+                inner = {k: v for k, v in env.items()}
+                self.bind(e.for_in.target, None, element_of(over), inner, cls)
+                hit = self._any(parts, inner, cls)
+                return replace(hit, batch=True) if hit is not None else None
             comp: Optional[cst.CompFor] = e.for_in
             own: set[str] = set()
             while comp is not None:
@@ -329,8 +368,12 @@ class RankTaint:
                 own.update(n.value for n in _target_names(comp.target))
                 comp = comp.inner_for_in
             inner = {k: v for k, v in env.items() if k.split(".", 1)[0].split("[", 1)[0] not in own} if own else env
-            return join(self.eval(first, env, cls), self._any(parts, inner, cls)) if parts else \
+            hit = join(self.eval(first, env, cls), self._any(parts, inner, cls)) if parts else \
                 self.eval(first, env, cls)
+            if hit is not None and hit.kind in _DATA_KINDS and _filters(e):
+                # `[s for s in inputs["scores"] if s > 0]`: as many items as pass the filter on this rank
+                return replace(hit, kind="shard", batch=False, rows=False, elements=None)
+            return hit
         if isinstance(e, (cst.Await, cst.StarredElement)):
             return self.eval(getattr(e, "expression", None) or getattr(e, "value", None), env, cls)
         if isinstance(e, cst.NamedExpr):
@@ -383,7 +426,13 @@ class RankTaint:
                 if bound is not None:
                     out = Origin("shard", e, self.src, axes=bound.axes)
                     return join(out, self.eval(e.value, env, cls)) if partial(out) else out
-            elif (index := self.eval(s.value, env, cls)) is not None:
+            elif (index := self.eval(s.value, env, cls)) is not None and index.kind in _DATA_KINDS and \
+                    _boolean_mask(s.value):
+                # `entropies[mask.bool()]`: a boolean mask of per-rank content picks as many elements as hold on
+                # this rank -- the selection's size varies (a shard of it), whatever the container's shape
+                return Origin("shard", e, self.src, axes=index.axes,
+                              via="a selection by a mask of this rank's data: its size is this rank's")
+            elif index is not None:
                 # array_split(xs, world)[rank], chunk(...)[rank], shards[rank]: this rank's share (its length
                 # varies); any other xs[rank] is this rank's item, whose structure is usually uniform
                 base_name = (dotted_name(e.value) or "").lower()
@@ -477,6 +526,11 @@ class RankTaint:
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
+            if first is None and isinstance(e.func, cst.Attribute):
+                # a method without arguments (`mask.bool()`, `loss.float()`, `ids.tolist()`): its receiver's
+                # values converted -- what a collated batch's values are, which vary
+                hit = self.eval(e.func.value, env, cls)
+                return replace(hit, batch=False) if hit is not None and hit.batch and last in _VALUE_METHODS else hit
             if hit is None and last == "next" and first is not None:
                 return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
             return _counted(hit) if last == "len" else hit
@@ -494,7 +548,7 @@ class RankTaint:
             hit = self.eval(data.value, env, cls) if data is not None else None
             return hit if hit is not None and hit.kind == "shard" else None
         out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
-        if out is not None and out.batch and last not in _LOOKUPS and last not in _MAPPING_VIEWS:
+        if out is not None and out.batch and last in _VALUE_METHODS:
             out = replace(out, batch=False)     # `batch["mask"].sum()`, `.item()`, `.any()`: values, which vary
         if out is not None and out.opaque and out.kind in _DATA_KINDS and last in _MAPPING_VIEWS:
             # `for k, v in outputs.items()` of what a function outside the checked files made from per-rank data:
@@ -612,7 +666,10 @@ class RankTaint:
                 # over `data` after `data[k] = chunk[cp_rank]` runs alike); its items are what was stored
                 env[name + "[]"] = join(env.get(name + "[]"), origin)
                 if name not in env:
-                    env[name] = replace(origin, kind="item") if origin.kind in TRIP_COUNT_KINDS else origin
+                    # the container as a whole: its keys (`"k" in data`), None-ness and truth are uniform, like a
+                    # collated batch's (`Origin.batch`)
+                    env[name] = replace(origin, kind="item" if origin.kind in TRIP_COUNT_KINDS else origin.kind,
+                                        batch=True)
                 return
             self.bind(target.value, None, origin, env, cls)
             return
