@@ -75,6 +75,9 @@ class Outline:
     lazy_exports: dict[str, str] = field(default_factory=dict)
     # `self.attr = C(...)` in a method: "Class.attr" → the constructor callees (resolved) stored there
     fields: dict[str, list[str]] = field(default_factory=dict)
+    # `trainer = Trainer(...)` (or `cls = A if c else B; trainer = cls(...)`) bound to a name in a function or at
+    # module level: "scope:name" → the constructor callees (resolved) stored there
+    instances: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def call_attrs(self) -> "Counter[str]":
@@ -176,6 +179,9 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
         after: list = []
         if (kind is ast.Assign or kind is ast.AnnAssign) and len(scopes) >= 2 and isinstance(node.value, ast.Call):
             _record_field(node, scopes, out)
+        if kind is ast.Assign and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
+                isinstance(node.value, (ast.Call, ast.IfExp)):
+            _record_instance(node, fscope, out)
         if not scopes and kind in _DEFS:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             out.tops.append((node.name, first, node.end_lineno or node.lineno))
@@ -265,6 +271,25 @@ def _record_field(node, scopes: tuple, out: Outline) -> None:
             known = out.fields.setdefault(f"{owner}.{target.attr}", [])
             if callee not in known:
                 known.append(callee)
+
+
+def _record_instance(node: ast.Assign, fscope: str, out: Outline) -> None:
+    """`trainer = Trainer(...)` in a scope: the name may hold a `Trainer` (`Outline.instances`); a class chosen by
+    a ternary (`cls = A if c else B`) is kept under "scope:cls()" and read when the name is called."""
+    name = node.targets[0].id
+    value = node.value
+    if isinstance(value, ast.IfExp):
+        classes = [out.resolve(dotted_name(v)) for v in (value.body, value.orelse)]
+        if all(c and c.rsplit(".", 1)[-1][:1].isupper() for c in classes):
+            out.instances[f"{fscope}:{name}()"] = classes
+        return
+    callee = dotted_name(value.func)
+    chosen = out.instances.get(f"{fscope}:{callee}()") if callee and "." not in callee else None
+    # classes by their names' convention (a capital): a call of a function keeps the outline small
+    targets = chosen or ([out.resolve(callee)] if callee and callee.rsplit(".", 1)[-1][:1].isupper() else [])
+    if targets and all(targets):
+        known = out.instances.setdefault(f"{fscope}:{name}", [])
+        known.extend(t for t in targets if t not in known)
 
 
 def _lazy_structure(tree: ast.Module) -> dict[str, str]:

@@ -78,6 +78,15 @@ class FlowWalk:
     def eval(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
         return self.taint.eval(e, self.env, self.cls)
 
+    def eval_test(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
+        """A value used as a test (`if x:`, `while x`, `x and …`): the truth of a collated batch or of a field
+        read from it (`if not local_counts:` for a list built over its rows) is its emptiness or presence, the
+        collator's and the same on every rank; tests of its values (`.sum()`, comparisons) vary."""
+        origin = self.eval(e)
+        if origin is not None and origin.batch and isinstance(e, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        return origin
+
     def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin]) -> None:
         self.taint.bind(target, value, origin, self.env, self.cls)
         for name, o in self.env.items():
@@ -296,7 +305,7 @@ class FlowWalk:
                 self.enter_if(link)
                 entered += 1
                 self.expr(link.test, outer)
-                origin = self.eval(link.test)
+                origin = self.eval_test(link.test)
                 tests.append(code_of(link.test, 60))
                 guard = None
                 if origin is not None:
@@ -391,11 +400,13 @@ class FlowWalk:
             item = element_of(origin)
             if origin is not None and origin.kind == "shard":     # one element of this rank's share
                 item = replace(origin, kind="item")
+            if origin is None:
+                item = self.taint.loader_batch(node.iter, self.env, self.cls)   # a batch of a uniform loader
             self.bind(node.target, None, item)
             head: cst.CSTNode = node
         else:
             self.expr(node.test, guards)
-            origin = self.eval(node.test)
+            origin = self.eval_test(node.test)
             head = node
         self.loop_depth += 1
         self.loop_iters.append(node.iter if isinstance(node, cst.For) else None)
@@ -412,7 +423,7 @@ class FlowWalk:
         pending = self.block(_body(node.body), inner)
         self._tainted_loops -= tainted_before
         if isinstance(node, cst.While) and origin is None:
-            late = self.eval(node.test)         # `while not done:` where the body sets `done` per rank
+            late = self.eval_test(node.test)         # `while not done:` where the body sets `done` per rank
             if late is not None:
                 self.on_late_loop(node, Guard("loop", late, head), guards)
         self.loop_depth -= 1
@@ -452,14 +463,14 @@ class FlowWalk:
             return
         if isinstance(e, cst.IfExp):
             self.expr(e.test, guards)
-            origin = self.eval(e.test)
+            origin = self.eval_test(e.test)
             inner = guards + ((Guard("cond", origin, e.test),) if origin else ())
             self.expr(e.body, inner)
             self.expr(e.orelse, inner)
             return
         if isinstance(e, cst.BooleanOperation):
             self.expr(e.left, guards)
-            origin = self.eval(e.left)
+            origin = self.eval_test(e.left)
             self.expr(e.right, guards + ((Guard("cond", origin, e.left),) if origin else ()))
             return
         if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):

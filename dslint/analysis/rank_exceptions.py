@@ -277,8 +277,8 @@ class ExceptionTracking:
             if origin is not None:
                 self.maybe[name] = MaybeEmpty(name, "empty", inner, origin, source=self.src)
             return
-        src = _comp_source(inner)
-        if src is not None and src in self.maybe and self.maybe[src].kind == "empty":
+        src = _comp_source(inner) or (dotted_name(inner) if isinstance(inner, (cst.Name, cst.Attribute)) else None)
+        if src is not None and src in self.maybe and self.maybe[src].kind == "empty":     # (`inputs = kept`)
             self.maybe[name] = MaybeEmpty(name, "empty", self.maybe[src].node, self.maybe[src].origin,
                                           self.maybe[src].how, self.maybe[src].test, self.maybe[src].source)
             return
@@ -301,7 +301,14 @@ class ExceptionTracking:
             return
         for name in _names_in(test):
             if name in self.maybe or name in self.none_init or name in self.empty_init:
+                grown = self.maybe.get(name)
                 self._forget(name)
+                if grown is not None and grown.how == "grown":
+                    # lists grown in lockstep -- appended after the same test, in the same pass -- are empty
+                    # together: a test of one decides for all (`if len(inputs) <= 0: continue` before
+                    # `max(cnt_list)`, both appended after `if cnt <= 0: continue`)
+                    for other in [n for n, v in self.maybe.items() if v.how == "grown" and v.node is grown.node]:
+                        self._forget(other)
 
     def exc_growth(self, call: cst.Call, guards) -> None:
         """`xs.append(o)` under a rank-dependent test taken after `xs = []`."""

@@ -87,12 +87,21 @@ class ProjectTaint:
         info = source[0].facts.functions.get(source[1])
         return (source[0], info) if info is not None else None
 
-    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True
-                    ) -> Optional[tuple["PythonSource", str]]:
+    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True,
+                    scope: Optional[str] = None) -> Optional[tuple["PythonSource", str]]:
         """Which checked function (source, qualified name within it) a call runs, on the outlines: a local or
-        nested function, a method of `self`'s class or of a base class, an imported function."""
+        nested function, a method of `self`'s class or of a base class, an imported function; with the call's
+        scope, a method of a checked class's instance bound to a name there (`trainer = PPOTrainer(...)`,
+        `trainer.generate_experience(...)`)."""
         if callee is None or src.outline is None:
             return None
+        if scope is not None and callee.count(".") == 1 and not callee.startswith("self."):
+            name, method = callee.split(".")
+            for ctor in src.outline.instances.get(f"{scope}:{name}", ()):
+                found = self.project.class_for_callee(src, ctor)
+                hit = self._method_of(*found, method) if found is not None and found[0].outline is not None else None
+                if hit is not None:
+                    return hit
         if callee.startswith("self.") and cls is not None and callee.count(".") == 1:
             method = callee[5:]
             if f"{cls}.{method}" in src.outline.functions:
@@ -313,7 +322,7 @@ class ProjectTaint:
         if out is None:
             out = memo[key] = []
             for cls in scope_classes(src.outline, scope):
-                hit = self.call_source(src, callee, cls)
+                hit = self.call_source(src, callee, cls, scope=scope)
                 if hit is not None and not any(h[0] is hit[0] and h[1] == hit[1] for h in out):
                     out.append(hit)
         return out
@@ -359,7 +368,7 @@ class ProjectTaint:
         for other, call in callers:
             caller = other.facts.functions.get(call.scope)
             cls = caller.class_name if caller else None
-            hit = self.function_for_call(other, call.node, call.callee, cls)
+            hit = self.function_info(self.call_source(other, call.callee, cls, scope=call.scope))
             if hit is None or hit[1] is not info:
                 continue
             env = self.call_env(other, call.scope, call.node)

@@ -2,7 +2,8 @@
 
 Sources are rank ids (`dist.get_rank()`, `os.environ["LOCAL_RANK"]`, `args.local_rank`,
 `accelerator.is_main_process`, `trainer.is_world_process_zero()`, helpers that return them) and per-rank data
-(slices and shards indexed by a rank id, loaders over them, `split_between_processes`, generation outputs).
+(slices and shards indexed by a rank id, loaders over them, `split_between_processes`, generation outputs, the
+batches of the script's own data loaders and the HF Trainer's: their content varies, their structure does not).
 Taint flows through assignment, unpacking, operators, comparisons, containers, attributes, f-strings, calls and
 the returns of functions in the checked files. Collective outputs (all_reduce, broadcast, all_gather, accelerate
 gather/reduce) are uniform again, and so are values that only place work on a device (`.to(device)`,
@@ -64,6 +65,16 @@ LAUNDERING = {"to", "cuda", "device", "device_name", "set_device", "manual_seed"
               "init_process_group", "init_distributed", "DistributedDataParallel", "DDP", "barrier",
               # every rank loads (saves) the one checkpoint the run names: its path, tag and iteration are shared
               "load_checkpoint", "save_checkpoint"}
+# methods that compute from a batch's VALUES (`mask.sum()`, `.item()`, `.bool()`): their results vary, while
+# structure-keeping ones (`batch.union(...)`, `.pop(k)`, `.to(device)`, `.repeat(...)`) keep what the batch is
+_VALUE_METHODS = {"sum", "mean", "max", "min", "item", "any", "all", "float", "int", "bool", "long", "half",
+                  "double", "tolist", "nonzero", "count_nonzero", "argmax", "argmin", "std", "var", "norm", "prod",
+                  "cumsum", "abs", "exp", "log", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "numpy",
+                  "unique", "masked_select", "nansum", "amax", "amin"}
+# modules whose functions of the SIZE_ATTRS names (`torch.numel(x)`, `np.shape(x)`) ask their argument's size
+_ARRAY_MODULES = {"torch", "numpy", "np"}
+# moves of a value to a device: per-rank data stays per-rank data
+_DEVICE_MOVES = {"to", "cuda", "cpu"}
 # keyword arguments that carry a rank only for placement or display
 PLACEMENT_KWARGS = {"device", "device_ids", "output_device", "map_location", "rank", "local_rank", "device_map",
                     "position", "disable", "num_replicas", "process_index", "seed", "leave", "dynamic_ncols",
@@ -91,7 +102,14 @@ _ENGINE_BUILDERS = {"initialize", "init_inference"}
 # keyword arguments that choose a loader's sampler
 _SAMPLER_KWARGS = {"sampler", "batch_sampler"}
 _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
-                  "split_between", "RANK", "generate", "local_process", "_stage", "stage_id")
+                  "split_between", "RANK", "generate", "local_process", "_stage", "stage_id",
+                  # the batches of the script's own data loaders (`RankTaint.loader_batch`)
+                  "loader", "Loader")
+# a data loader: a name whose last part says so (`train_dataloader`, `self.loader`), or a call building one
+_LOADER_WORD = "loader"
+# builders of a sharded map-style loader whose batches number the same on every rank
+_UNIFORM_LOADER_CALLS = {"deepspeed_io", "prepare", "prepare_data_loader", "get_train_dataloader",
+                         "get_eval_dataloader", "get_test_dataloader"}
 
 
 # HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
@@ -181,7 +199,7 @@ class Origin:
 
     def describe(self) -> str:
         line = self.source.span(self.node).line
-        what = {"rank": "a rank id", "shard": "this rank's share of the data", "item": "this rank's item",
+        what = {"item": "this rank's batch" if self.batch else "this rank's item", "rank": "a rank id", "shard": "this rank's share of the data",
                 "generation": "a per-rank generation output", "derived": "a value computed from a rank id"}
         if self.via_call is not None:
             src, node = self.via_call
@@ -238,6 +256,30 @@ def element_of(origin: Optional[Origin]) -> Optional[Origin]:
     return origin
 
 
+def _boolean_mask(e: cst.BaseExpression) -> bool:
+    """An index that selects by truth: `mask.bool()`, `x > 0`, `~pad`, `a & b` of such."""
+    if isinstance(e, cst.Call):
+        return _last(None, e.func) in ("bool", "logical_not", "logical_and", "logical_or", "isfinite", "isnan")
+    if isinstance(e, cst.Comparison):
+        return True
+    if isinstance(e, cst.UnaryOperation):
+        return isinstance(e.operator, cst.BitInvert) and _boolean_mask(e.expression) or \
+            isinstance(e.operator, cst.BitInvert) and isinstance(e.expression, (cst.Name, cst.Attribute))
+    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.BitAnd, cst.BitOr)):
+        return _boolean_mask(e.left) or _boolean_mask(e.right)
+    return False
+
+
+def _filters(e) -> bool:
+    """Does a comprehension keep only the items that pass an `if`?"""
+    comp = e.for_in
+    while comp is not None:
+        if comp.ifs:
+            return True
+        comp = comp.inner_for_in
+    return False
+
+
 def _env_read(e: cst.BaseExpression) -> bool:
     """`os.getenv(K)`, `os.environ.get(K)`, `os.environ[K]`: a string whose presence is the launcher's choice."""
     if isinstance(e, cst.Call):
@@ -290,6 +332,9 @@ class RankTaint:
                         and isinstance(e.operator, cst.Or))
         if isinstance(e, cst.UnaryOperation):
             hit = self.eval(e.expression, env, cls)
+            if hit is not None and hit.batch and isinstance(e.operator, cst.Not) and \
+                    isinstance(e.expression, (cst.Name, cst.Attribute, cst.Subscript)):
+                return None     # `not batch["images"]`: a field's presence or emptiness, the collator's
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
             return self._any([e.test, e.body, e.orelse], env, cls)
@@ -305,6 +350,15 @@ class RankTaint:
             # comes from the iterables, which are part of the value
             first = e.for_in.iter
             parts: list = [e.key, e.value] if isinstance(e, cst.DictComp) else [e.elt]
+            over = self.eval(first, env, cls)
+            if over is not None and over.batch and e.for_in.inner_for_in is None and not e.for_in.ifs:
+                # one item per row of a collated batch (`[m.sum() for m in batch["masks"]]`): as many on every
+                # rank -- the result keeps the batch's structure (its truth, its None-ness) -- and each item is
+                # what its expression makes of the row (`x is None` of a row: the collator's)
+                inner = {k: v for k, v in env.items()}
+                self.bind(e.for_in.target, None, element_of(over), inner, cls)
+                hit = self._any(parts, inner, cls)
+                return replace(hit, batch=True) if hit is not None else None
             comp: Optional[cst.CompFor] = e.for_in
             own: set[str] = set()
             while comp is not None:
@@ -314,8 +368,12 @@ class RankTaint:
                 own.update(n.value for n in _target_names(comp.target))
                 comp = comp.inner_for_in
             inner = {k: v for k, v in env.items() if k.split(".", 1)[0].split("[", 1)[0] not in own} if own else env
-            return join(self.eval(first, env, cls), self._any(parts, inner, cls)) if parts else \
+            hit = join(self.eval(first, env, cls), self._any(parts, inner, cls)) if parts else \
                 self.eval(first, env, cls)
+            if hit is not None and hit.kind in _DATA_KINDS and _filters(e):
+                # `[s for s in inputs["scores"] if s > 0]`: as many items as pass the filter on this rank
+                return replace(hit, kind="shard", batch=False, rows=False, elements=None)
+            return hit
         if isinstance(e, (cst.Await, cst.StarredElement)):
             return self.eval(getattr(e, "expression", None) or getattr(e, "value", None), env, cls)
         if isinstance(e, cst.NamedExpr):
@@ -368,7 +426,13 @@ class RankTaint:
                 if bound is not None:
                     out = Origin("shard", e, self.src, axes=bound.axes)
                     return join(out, self.eval(e.value, env, cls)) if partial(out) else out
-            elif (index := self.eval(s.value, env, cls)) is not None:
+            elif (index := self.eval(s.value, env, cls)) is not None and index.kind in _DATA_KINDS and \
+                    _boolean_mask(s.value):
+                # `entropies[mask.bool()]`: a boolean mask of per-rank content picks as many elements as hold on
+                # this rank -- the selection's size varies (a shard of it), whatever the container's shape
+                return Origin("shard", e, self.src, axes=index.axes,
+                              via="a selection by a mask of this rank's data: its size is this rank's")
+            elif index is not None:
                 # array_split(xs, world)[rank], chunk(...)[rank], shards[rank]: this rank's share (its length
                 # varies); any other xs[rank] is this rank's item, whose structure is usually uniform
                 base_name = (dotted_name(e.value) or "").lower()
@@ -427,6 +491,10 @@ class RankTaint:
         if last in UNIFORMIZING and (callee or "").startswith(_COLLECTIVE_MODULES) or \
                 last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and "accelerator" in (dotted_name(e.func) or ""):
             return None
+        if last in _DEVICE_MOVES and isinstance(e.func, cst.Attribute):
+            # `batch["input_ids"].to(device)`: the same data on another device (a rank-id receiver: placement)
+            hit = self.eval(e.func.value, env, cls)
+            return hit if hit is not None and hit.kind in _DATA_KINDS else None
         if last in LAUNDERING:
             return None
         if last in _ENGINE_BUILDERS and (callee or "").startswith("deepspeed"):
@@ -458,8 +526,17 @@ class RankTaint:
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
+            if first is None and isinstance(e.func, cst.Attribute):
+                # a method without arguments (`mask.bool()`, `loss.float()`, `ids.tolist()`): its receiver's
+                # values converted -- what a collated batch's values are, which vary
+                hit = self.eval(e.func.value, env, cls)
+                return replace(hit, batch=False) if hit is not None and hit.batch and last in _VALUE_METHODS else hit
+            if hit is None and last == "next" and first is not None:
+                return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
             return _counted(hit) if last == "len" else hit
         if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
+            if self.facts.resolve_expr(e.func.value) in _ARRAY_MODULES and e.args:
+                return _sized(self.eval(e.args[0].value, env, cls))     # `torch.numel(x)`: x's size
             if last == "size" and len(e.args) == 1 and literal_value(e.args[0].value) == 0:
                 return _counted(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
             return _sized(self.eval(e.func.value, env, cls)) or self._any([a.value for a in e.args], env, cls)
@@ -471,6 +548,8 @@ class RankTaint:
             hit = self.eval(data.value, env, cls) if data is not None else None
             return hit if hit is not None and hit.kind == "shard" else None
         out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        if out is not None and out.batch and last in _VALUE_METHODS:
+            out = replace(out, batch=False)     # `batch["mask"].sum()`, `.item()`, `.any()`: values, which vary
         if out is not None and out.opaque and out.kind in _DATA_KINDS and last in _MAPPING_VIEWS:
             # `for k, v in outputs.items()` of what a function outside the checked files made from per-rank data:
             # its keys are that function's, as many on every rank; the values still vary
@@ -492,6 +571,41 @@ class RankTaint:
                 if not partial(out):
                     return out
         return out
+
+    def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        """A batch of the script's own data loader (`for batch in train_dataloader`, `next(self.dataloader)`,
+        through `iter`/`tqdm`/`enumerate`), when the loader itself is the same on every rank: in data parallelism
+        each rank gets other samples, so the batch's CONTENT varies (its tensors' values, masks, token counts,
+        losses computed from it); its structure (keys, a field's None-ness, types) is the collator's and its row
+        count the loader's (`Origin.batch`, kind "item": sizes uniform). A loader whose batch count or lengths
+        vary is a per-rank value itself (kind "shard": built over a shard or from a rank id) and is not asked."""
+        inner = e
+        while isinstance(inner, cst.Call) and _last(None, inner.func) in ("iter", "tqdm", "enumerate", "zip") \
+                and inner.args and inner.args[0].keyword is None:
+            wrapper = _last(None, inner.func)
+            if wrapper == "enumerate":      # (step, batch) pairs
+                hit = self.loader_batch(inner.args[0].value, env, cls)
+                return replace(hit, elements=(None, hit)) if hit is not None else None
+            if wrapper == "zip":            # a batch of each loader zipped (`zip(prompt_loader, unsup_loader)`)
+                elems = tuple(self.loader_batch(a.value, env, cls) if self.eval(a.value, env, cls) is None else None
+                              for a in inner.args if a.keyword is None)
+                hit = next((o for o in elems if o is not None), None)
+                return replace(hit, elements=elems) if hit is not None else None
+            inner = inner.args[0].value
+        name = dotted_name(inner)
+        if name is not None:
+            if _LOADER_WORD not in name.rsplit(".", 1)[-1].lower():
+                return None
+            what = f"`{name}`"
+        elif isinstance(inner, cst.Call):
+            last = _last(self.facts.resolve_expr(inner.func), inner.func) or ""
+            if _LOADER_WORD not in last.lower() and last not in _UNIFORM_LOADER_CALLS:
+                return None
+            what = f"`{last}(...)`"
+        else:
+            return None
+        return Origin("item", e, self.src, via=f"a batch of the data loader {what}: other samples on each rank",
+                      batch=True)
 
     def distributed_sampler(self, e: cst.BaseExpression) -> bool:
         """A `DistributedSampler(...)` (or a name this file binds to one, on some path: the other paths are
@@ -552,7 +666,10 @@ class RankTaint:
                 # over `data` after `data[k] = chunk[cp_rank]` runs alike); its items are what was stored
                 env[name + "[]"] = join(env.get(name + "[]"), origin)
                 if name not in env:
-                    env[name] = replace(origin, kind="item") if origin.kind in TRIP_COUNT_KINDS else origin
+                    # the container as a whole: its keys (`"k" in data`), None-ness and truth are uniform, like a
+                    # collated batch's (`Origin.batch`)
+                    env[name] = replace(origin, kind="item" if origin.kind in TRIP_COUNT_KINDS else origin.kind,
+                                        batch=True)
                 return
             self.bind(target.value, None, origin, env, cls)
             return

@@ -578,6 +578,11 @@ class RoleAnalysis:
             cls = self._class_source(sc.src, callee)
             if cls is not None:
                 out.append(("class", cls))
+            # `trainer_cls = A if flag else B; trainer = trainer_cls(...)`: either class (`Outline.instances`)
+            for chosen in sc.src.outline.instances.get(f"{scope}:{callee}()", ()) if "." not in callee else ():
+                cls = self._class_source(sc.src, chosen)
+                if cls is not None and ("class", cls) not in out:
+                    out.append(("class", cls))
         self._call_memo[id(e)] = out
         return out
 
