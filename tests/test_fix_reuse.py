@@ -23,7 +23,7 @@ import pytest
 from dslint.cstwalk import children
 from dslint.sources import PythonSource, statement_offsets
 from tests.conftest import REPO
-from tests.test_fix_rounds import CASES, _real_files
+from tests.test_fix_rounds import CASES, _real_files, random_edits
 
 
 def _old(text: str) -> PythonSource:
@@ -101,10 +101,7 @@ def test_reuse_on_random_edits_of_real_files_equals_fresh():
         text = path.read_text()
         old = _old(text)
         starts = [a for a, _, _ in statement_offsets(old)]
-        for _ in range(6):
-            at = rng.choice([rng.randrange(len(text)), rng.choice(starts)])
-            end = min(len(text), at + rng.choice([0, 0, 1, 4]))
-            new = text[:at] + rng.choice(snippets) + text[end:]
+        for _, new in random_edits(rng, text, starts, snippets, 6):
             try:
                 compile(new, "t.py", "exec", flags=0x400)
             except (SyntaxError, ValueError):

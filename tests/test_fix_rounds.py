@@ -114,6 +114,15 @@ def _real_files() -> list[Path]:
     return out
 
 
+def random_edits(rng: random.Random, text: str, starts: list[int], snippets: list[str], count: int):
+    """``count`` texts, each ``text`` with one snippet written over 0-4 characters at a random place or at the
+    start of a top-level statement (``starts``)."""
+    for _ in range(count):
+        at = rng.choice([rng.randrange(len(text)), rng.choice(starts)])
+        end = min(len(text), at + rng.choice([0, 0, 1, 4]))
+        yield at, text[:at] + rng.choice(snippets) + text[end:]
+
+
 def test_splicing_real_files_at_every_kind_of_place_equals_a_whole_parse():
     """Edits at random places of real files (inside statements, at their boundaries, lines added and removed):
     wherever the splice is taken its tree is the whole parse's, and it is taken for most edits inside a
@@ -126,10 +135,7 @@ def test_splicing_real_files_at_every_kind_of_place_equals_a_whole_parse():
         text = path.read_text()
         src = _source(text)
         starts = [a for a, _, _ in statement_offsets(src)]
-        for _ in range(5):
-            at = rng.choice([rng.randrange(len(text)), rng.choice(starts)])
-            end = min(len(text), at + rng.choice([0, 0, 1, 4]))
-            new = text[:at] + rng.choice(snippets) + text[end:]
+        for at, new in random_edits(rng, text, starts, snippets, 5):
             got = spliced_module(src, new)
             whole = _whole(new)
             if got is None:

@@ -23,7 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.analysis.rank_values import Origin
+from dslint.analysis.rank_values import Origin, filters
 from dslint.facts import dotted_name
 from dslint.literals import literal_value
 
@@ -112,17 +112,6 @@ def _last(func: cst.BaseExpression) -> Optional[str]:
     return func.value if isinstance(func, cst.Name) else None
 
 
-def _has_filter(e: cst.BaseExpression) -> bool:
-    if not isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
-        return False
-    comp = e.for_in
-    while comp is not None:
-        if comp.ifs:
-            return True
-        comp = comp.inner_for_in
-    return False
-
-
 def _comp_source(e: cst.BaseExpression) -> Optional[str]:
     """The name a comprehension without filters iterates (`[a.text for a in valid]` is as long as `valid`)."""
     if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)) and e.for_in.inner_for_in is None \
@@ -193,7 +182,7 @@ def may_raise_on_empty(node: cst.CSTNode) -> bool:
                                  else [dotted_name(n.target)]) if x]
             for name in names:
                 bound[name] = bound.get(name, 0) + 1
-            if _has_filter(inner) or isinstance(inner, cst.Call) and _last(inner.func) == "filter":
+            if filters(inner) or isinstance(inner, cst.Call) and _last(inner.func) == "filter":
                 maybe_empty.update(names)
             elif isinstance(inner, cst.Call) and _last(inner.func) == "next":
                 maybe_none.update(names)
@@ -272,7 +261,7 @@ class ExceptionTracking:
                 isinstance(inner, cst.Call) and _last(inner.func) in ("list",) and not inner.args:
             self.empty_init[name] = len(conds)
             return
-        if _has_filter(inner) or isinstance(inner, cst.Call) and _last(inner.func) == "filter":
+        if filters(inner) or isinstance(inner, cst.Call) and _last(inner.func) == "filter":
             origin = self.eval(inner)
             if origin is not None:
                 self.maybe[name] = MaybeEmpty(name, "empty", inner, origin, source=self.src)

@@ -270,8 +270,10 @@ def _boolean_mask(e: cst.BaseExpression) -> bool:
     return False
 
 
-def _filters(e) -> bool:
-    """Does a comprehension keep only the items that pass an `if`?"""
+def filters(e: cst.BaseExpression) -> bool:
+    """Is `e` a comprehension that keeps only the items that pass an `if`?"""
+    if not isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        return False
     comp = e.for_in
     while comp is not None:
         if comp.ifs:
@@ -370,7 +372,7 @@ class RankTaint:
             inner = {k: v for k, v in env.items() if k.split(".", 1)[0].split("[", 1)[0] not in own} if own else env
             hit = join(self.eval(first, env, cls), self._any(parts, inner, cls)) if parts else \
                 self.eval(first, env, cls)
-            if hit is not None and hit.kind in _DATA_KINDS and _filters(e):
+            if hit is not None and hit.kind in _DATA_KINDS and filters(e):
                 # `[s for s in inputs["scores"] if s > 0]`: as many items as pass the filter on this rank
                 return replace(hit, kind="shard", batch=False, rows=False, elements=None)
             return hit
