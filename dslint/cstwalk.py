@@ -81,7 +81,7 @@ def source_fields(kind: type) -> tuple[str, ...]:
 
 def nodes_of(module: cst.CSTNode, kinds: tuple[type, ...]) -> list[list[cst.CSTNode]]:
     """The nodes of each of `kinds` (exact types) under `module`, each list in source pre-order: a node before
-    the nodes nested in it, siblings as the source has them (what `dslint.outline` orders its entries by)."""
+    the nodes nested in it, siblings as the source has them (what `dslint.program.outline` orders its entries by)."""
     found: list[list[cst.CSTNode]] = [[] for _ in kinds]
     slot = {kind: found[i].append for i, kind in enumerate(kinds)}
     fields_of = _SOURCE_FIELDS

@@ -19,7 +19,7 @@ from typing import Optional
 from dslint.config import Settings
 from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
-from dslint.project import ProjectView
+from dslint.program.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
 from dslint.sources import AnySource, PythonSource, ShellSource, kind_of, make_source
@@ -237,7 +237,7 @@ class Checker:
         paths its code names. An `__init__.py` that no rule needs still links a script to what it imports, so
         every compiled Python file takes part."""
         from dslint.cache import content_hash
-        from dslint.outline import PairingError      # not dslint.facts: a cached run never imports libcst
+        from dslint.program.outline import PairingError      # not dslint.program.facts: a cached run never imports libcst
         from dslint.program.units import FileFacts, Program
         python = [s for s in sources if isinstance(s, PythonSource)]
         facts: dict[int, FileFacts] = {}

@@ -191,7 +191,7 @@ class PythonSource(Source):
         """Functions, classes and imports from CPython's parser (about 10x cheaper than libcst); None when
         CPython rejects the file."""
         from dslint.analysis.model_facts import file_model_facts
-        from dslint.outline import build_outline, builds_engine, parse_tree
+        from dslint.program.outline import build_outline, builds_engine, parse_tree
         if self.too_complex is not None:
             return None
         tree = parse_tree(self.text, self.path)
@@ -282,11 +282,11 @@ class PythonSource(Source):
 
     @cached_property
     def facts(self):
-        """The outline's names, scopes and calls paired with the libcst nodes (`dslint.facts.file_facts`). Empty
+        """The outline's names, scopes and calls paired with the libcst nodes (`dslint.program.facts.file_facts`). Empty
         where no tree was read (the module is the empty stand-in: DSL001 reports why), and where CPython rejects
         what libcst reads (syntax newer than the running Python): without an outline there is no model of the
         file's names, as for the whole-project indexes."""
-        from dslint.facts import FileFacts, file_facts
+        from dslint.program.facts import FileFacts, file_facts
         module = self.module
         outline = self.outline
         if outline is None or self.too_complex is not None or \

@@ -1,6 +1,6 @@
 """What a `--fix` re-check reuses of the tree it was spliced from (issue 22's `--fix` timing target), and that
 each reuse is exact:
-- the facts: the fixed text's outline paired with the spliced tree's nodes (`dslint.facts.file_facts`) give
+- the facts: the fixed text's outline paired with the spliced tree's nodes (`dslint.program.facts.file_facts`) give
   what a fresh source of that text gives, every node being one of the spliced tree's; an import added or
   changed before an untouched statement changes what its calls resolve to;
 - the parent index (`PythonSource._parents`): the previous tree's, less the replaced statements' nodes, plus

@@ -11,9 +11,9 @@ import libcst as cst
 import pytest
 
 from dslint.analysis import model_facts as mf
-from dslint.facts import dotted_name
+from dslint.program.facts import dotted_name
 from dslint.literals import literal_value
-from dslint.project import ProjectView
+from dslint.program.project import ProjectView
 from dslint.sources import PythonSource, module_name_for
 
 ROOT = Path(__file__).parent.parent

@@ -1,5 +1,5 @@
 """The CPython-ast outline is the model of a file's names, scopes and calls, paired with libcst's nodes in source
-order (`dslint.facts.file_facts`), and the text pre-filters of the whole-project scans never change a result (they
+order (`dslint.program.facts.file_facts`), and the text pre-filters of the whole-project scans never change a result (they
 only decide which files are parsed)."""
 
 import re
@@ -128,7 +128,7 @@ def test_a_corrupted_pairing_raises():
     """The pairing checks counts per kind, each call's callee shape and each definition's name: an outline that
     does not describe the tree is an error, never a call holding another call's node."""
     import copy
-    from dslint.facts import PairingError, file_facts
+    from dslint.program.facts import PairingError, file_facts
     src = PythonSource("t.py", "import torch.distributed as dist\n\n\nclass A:\n    def f(self):\n"
                                "        dist.barrier()\n        log(x)\n\n\ndef g():\n    pass\n")
     assert [c.callee for c in file_facts(src.module, src.outline).calls] == ["torch.distributed.barrier", "log"]
@@ -150,7 +150,7 @@ def test_a_pairing_failure_is_that_files_internal_error(tmp_path, monkeypatch):
     """An outline that does not pair with a file's tree costs that file's facts only: its rules report an
     internal error (exit 3) and the other file's findings stand -- also where the run reads the file's facts
     before any rule does (the config paths its calls name)."""
-    import dslint.outline as outline_module
+    import dslint.program.outline as outline_module
     build = outline_module.build_outline
 
     def broken(tree, package=""):
@@ -203,7 +203,7 @@ def no_prefilters(monkeypatch):
     from dslint.analysis import model_facts
     monkeypatch.setattr(PythonSource, "may_call", lambda self, names: True)
     monkeypatch.setattr(model_facts, "_FREEZE_TEXT", re.compile(""))
-    import dslint.project as project
+    import dslint.program.project as project
     monkeypatch.setattr(project, "_CONFIG_FLAG", re.compile(""))
     monkeypatch.setattr(project, "_CONFIG_KEYWORD_TEXT", re.compile(""))
     from dslint.analysis.rank_taint import ProjectTaint
@@ -248,7 +248,7 @@ def test_engine_calls_prefilter_keeps_aliased_and_subclassed_trainers():
     """A trainer called through an alias (`SFTTrainer as T`, no `Trainer(` in the text) or as a local subclass
     (`class MoETrainer(Trainer)`) is still found; a file without such a call is not parsed."""
     from dslint.analysis.moe_facts import engine_calls
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     aliased = PythonSource("a.py", "from trl import SFTTrainer as T\nt = T(model=model)\nt.train()\n")
     local = PythonSource("b.py", "from transformers import Trainer\n\nclass MoETrainer(Trainer):\n    pass\n\n"
                                  "runner = MoETrainer(model=model)\n")
@@ -271,7 +271,7 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
     (tmp_path / "e.py").write_text("def unrelated():\n    return 3\n")
     (tmp_path / "b.py").write_text((tmp_path / "b.py").read_text() + "from e import unrelated\n")
     from dslint.engine import collect, read_sources
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.analysis.rank_taint import ProjectTaint
     from dslint.analysis.rank_hazards import rank_hazards
     sources = read_sources(collect([tmp_path], Settings(root=tmp_path)))[0]

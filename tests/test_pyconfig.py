@@ -1,4 +1,4 @@
-"""DeepSpeed configs built in Python (dslint/pyconfig.py): the partial dict the evaluator builds, the DSL4xx
+"""DeepSpeed configs built in Python (dslint/program/pyconfig.py): the partial dict the evaluator builds, the DSL4xx
 findings on it at the Python line of the key, and nothing reported that depends on an unknown value."""
 
 import textwrap
@@ -6,8 +6,8 @@ import textwrap
 from dslint.config import Settings
 from dslint.engine import check_texts, make_source
 from dslint.literals import UNKNOWN
-from dslint.project import ProjectView
-from dslint.pyconfig import PartialDict, python_configs, reading_known
+from dslint.program.project import ProjectView
+from dslint.program.pyconfig import PartialDict, python_configs, reading_known
 
 
 def codes(files, **settings):
@@ -167,5 +167,5 @@ def test_zero_stage_of_a_built_config_reaches_config_views():
     assert view.zero_stage == 3
     open_dict = PartialDict()
     open_dict.open = True
-    from dslint.project import ConfigView
+    from dslint.program.project import ConfigView
     assert ConfigView(open_dict, "x").zero_stage is None

@@ -12,7 +12,7 @@ import pytest
 
 from dslint.analysis.collective_sites import CollectiveSites
 from dslint.analysis.rank_taint import ProjectTaint
-from dslint.project import ProjectView
+from dslint.program.project import ProjectView
 from dslint.sources import PythonSource, module_name_for
 from tests.test_model_facts import _corpus
 from tests.test_outline import no_prefilters  # noqa: F401  (the fixture)

@@ -29,14 +29,14 @@ from dslint.analysis.flow import iter_assigns, iter_calls
 from dslint.analysis.statements import settled_flags
 from dslint.analysis.moe_facts import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.analysis.rank_taint import ProjectTaint, code_of
-from dslint.facts import MODULE_SCOPE, CallSite, FunctionInfo
+from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.literals import literal_value
-from dslint.project import version_tuple
+from dslint.program.project import version_tuple
 
 if TYPE_CHECKING:
     from dslint.analysis.groups import Group
     from dslint.program.roles import RoleAnalysis
-    from dslint.project import ConfigView, ProjectView
+    from dslint.program.project import ConfigView, ProjectView
     from dslint.sources import PythonSource
 
 EXPLICIT = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor",

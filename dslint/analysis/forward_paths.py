@@ -20,7 +20,7 @@ import libcst as cst
 
 from dslint.analysis.model_facts import ModuleClass
 from dslint.cstwalk import visit as cst_visit
-from dslint.facts import dotted_name
+from dslint.program.facts import dotted_name
 
 MAX_PATHS = 512
 MAX_DEPTH = 5

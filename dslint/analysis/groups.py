@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.statements import code_of, iter_assigns
-from dslint.facts import dotted_name
+from dslint.program.facts import dotted_name
 
 if TYPE_CHECKING:
     from dslint.sources import PythonSource

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.values import memo
-from dslint.facts import ClassInfo
+from dslint.program.facts import ClassInfo
 from dslint.literals import UNKNOWN
-from dslint.outline import ClassOutline, Outline, calls_under, dotted_name
+from dslint.program.outline import ClassOutline, Outline, calls_under, dotted_name
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
 # torch.nn classes without parameters: creating one is not creating a trainable submodule

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.analysis.values import UNKNOWN_VALUE, Value, evaluate, memo
-from dslint.facts import MODULE_SCOPE, CallSite, FunctionInfo
+from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
 
 MOE_POSITIONAL = ("hidden_size", "expert", "num_experts", "ep_size", "k", "capacity_factor", "eval_capacity_factor",
                   "min_capacity", "use_residual", "noisy_gate_policy", "drop_tokens", "use_rts", "use_tutel",

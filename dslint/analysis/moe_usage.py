@@ -12,13 +12,13 @@ import libcst as cst
 from dslint.analysis.model_facts import model_facts
 from dslint.analysis.values import memo
 from dslint.cstwalk import visit as cst_visit
-from dslint.facts import CallSite, dotted_name
+from dslint.program.facts import CallSite, dotted_name
 from dslint.literals import UNKNOWN, literal_value
-from dslint.project import ConfigView
+from dslint.program.project import ConfigView
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
 
 # DeepSpeed ≥ 0.18.0 (PR #7604): ZeRO-3 treats these as leaf modules unless the config lists other classes
 DEFAULT_LEAF_CLASSES = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock")

@@ -16,12 +16,12 @@ import libcst as cst
 from dslint.analysis.moe_facts import MOE_GROUP_HELPERS
 from dslint.analysis.values import _assignments
 from dslint.cstwalk import visit as cst_visit
-from dslint.facts import FunctionInfo, dotted_name
+from dslint.program.facts import FunctionInfo, dotted_name
 from dslint.literals import literal_value
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
 
 OPTIMIZER_CLASSES = {"Adam", "AdamW", "SGD", "Adagrad", "RMSprop", "Lion", "Adafactor", "FusedAdam", "DeepSpeedCPUAdam",
                      "FusedLamb", "Lamb", "LAMB", "AdamW8bit", "PagedAdamW", "PagedAdamW8bit", "Adam8bit",

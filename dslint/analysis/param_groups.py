@@ -16,7 +16,7 @@ import libcst as cst
 
 from dslint.analysis.optimizers import _module_assignments, is_optimizer_ctor, optimizer_params_arg
 from dslint.analysis.values import _assignments
-from dslint.facts import FunctionInfo
+from dslint.program.facts import FunctionInfo
 from dslint.literals import literal_value
 from dslint.sources import PythonSource
 

@@ -24,7 +24,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.analysis.rank_values import Origin, filters
-from dslint.facts import dotted_name
+from dslint.program.facts import dotted_name
 from dslint.literals import literal_value
 
 # calls that raise on an empty sequence argument (first positional)

@@ -19,11 +19,11 @@ from dslint.analysis.flow import EXIT_CALLS, FlowWalk, Guard
 from dslint.analysis.groups import uniform_over
 from dslint.analysis.rank_exceptions import ExceptionTracking, RaisingOp
 from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
-from dslint.facts import MODULE_SCOPE, dotted_name
+from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
 RANK_ONLY_DECORATORS = {"rank_zero_only", "master_only", "main_process_only", "on_main_process",

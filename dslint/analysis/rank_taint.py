@@ -11,11 +11,11 @@ import libcst as cst
 from dslint.analysis.flow import FlowWalk
 from dslint.analysis.rank_values import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.analysis.rank_values import (Origin, RankTaint, _assignments, _enclosing, _seeded_tops, _unit, scope_classes)
-from dslint.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.literals import literal_value
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
 

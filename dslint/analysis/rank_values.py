@@ -26,12 +26,12 @@ import libcst as cst
 
 from dslint.analysis.groups import MEMBERSHIP, RANK_AXES
 from dslint.analysis.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
-from dslint.facts import MODULE_SCOPE, dotted_name
+from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import literal_value
 
 if TYPE_CHECKING:
     from dslint.analysis.rank_taint import ProjectTaint
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
 RANK_ENV_KEYS = {"RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Optional
 import libcst as cst
 
 from dslint.cstwalk import visit as cst_visit
-from dslint.facts import FunctionInfo, dotted_name
+from dslint.program.facts import FunctionInfo, dotted_name
 from dslint.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
 

@@ -218,7 +218,7 @@ def data_path(data: Any, loc: tuple, model: type[Section] = DeepSpeedConfig) -> 
 
 
 def analyse(data: dict, partial: bool = False) -> Analysis:
-    """The problems of one config. `partial`: a config built in Python (`dslint.pyconfig.PartialDict`):
+    """The problems of one config. `partial`: a config built in Python (`dslint.program.pyconfig.PartialDict`):
     unknown values are left out of the validation and a value error is kept only where everything it
     depends on is known; the whole dict is DeepSpeed's (no embedded-framework heuristic)."""
     out = Analysis()

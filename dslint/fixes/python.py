@@ -230,7 +230,7 @@ def merge_unique(edits: Iterable[Optional[Edit]]) -> list[Edit]:
     return out
 
 
-# --- configs built in Python (dslint.pyconfig) -----------------------------------------------------------
+# --- configs built in Python (dslint.program.pyconfig) -----------------------------------------------------------
 
 def config_key_node(cfg, path, source: "PythonSource") -> Optional[cst.CSTNode]:
     """The node where the last key of `path` is written in `source` (a dict literal's key, a `dict(...)`

@@ -1,7 +1,7 @@
 """Where a DeepSpeed config is handed over: the calls that take one (`deepspeed.initialize(config=...)`,
 `init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig`, accelerate's `DeepSpeedPlugin`)
 and the keywords they take it by. Shared by the project view (which configs reach a script or a call) and
-the Python config evaluator (`dslint.pyconfig`)."""
+the Python config evaluator (`dslint.program.pyconfig`)."""
 
 from __future__ import annotations
 

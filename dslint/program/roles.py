@@ -32,10 +32,10 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
-from dslint.outline import MODULE_SCOPE, builds_engine, dotted_name, engine_builder
+from dslint.program.outline import MODULE_SCOPE, builds_engine, dotted_name, engine_builder
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
 ENGINE, MODEL, INSTANCE = "engine", "model", "instance"

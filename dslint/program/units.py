@@ -20,7 +20,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from dslint.outline import MODULE_SCOPE
+from dslint.program.outline import MODULE_SCOPE
 from dslint.sources import PythonSource, ShellSource
 
 # module-scope calls that make a file a program of its own (last name of the resolved callee)

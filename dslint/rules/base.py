@@ -16,7 +16,7 @@ from dslint.findings import Fix, Severity
 from dslint.jsonpos import Span
 
 if TYPE_CHECKING:
-    from dslint.project import ProjectView
+    from dslint.program.project import ProjectView
     from dslint.sources import AnySource
 
 

@@ -1,7 +1,7 @@
 """DSL4xx: DeepSpeed config rules — keys, values, batch arithmetic, precision, ZeRO/offload combinations,
 `"auto"` outside the HF integration, MoE-specific ZeRO settings — for JSON configs and for dicts built in Python
 and handed to `deepspeed.initialize`/`init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig`,
-Accelerate's `DeepSpeedPlugin(hf_ds_config=...)` (`dslint.pyconfig`: literals, `dict(...)`, mutations, helper
+Accelerate's `DeepSpeedPlugin(hf_ds_config=...)` (`dslint.program.pyconfig`: literals, `dict(...)`, mutations, helper
 returns; nothing is reported that depends on a value dslint cannot know).
 
 Every finding sits on the offending key (for a Python-built config, the line where the key is written). The key/value checks share one pass (`dslint.dsconfig.analyse`,
@@ -17,7 +17,7 @@ from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offloa
                                        precision_findings)
 from dslint.dsconfig.usage import builds_moe_layers, runs_under_hf, scripts_using
 from dslint.findings import Fix, Severity
-from dslint.project import version_tuple
+from dslint.program.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ PY_CONFIG_TRIGGERS = ("initialize", "init_inference", "TrainingArguments", "HfDe
 
 
 class Subject:
-    """One config under check: a JSON file, or a dict built in Python (`dslint.pyconfig.PyConfig`, whose
+    """One config under check: a JSON file, or a dict built in Python (`dslint.program.pyconfig.PyConfig`, whose
     unknown values no finding may depend on)."""
 
     def __init__(self, ctx: RuleContext, pyconfig=None):
@@ -73,7 +73,7 @@ class Subject:
         """fn(data, *args)'s findings; none of them when it read an unknown value of a Python-built config."""
         if self.py is None:
             return fn(self.data, *args)
-        from dslint.pyconfig import reading_known
+        from dslint.program.pyconfig import reading_known
         found, known = reading_known(fn, self.data, *args)
         return found if known else []
 
@@ -185,7 +185,7 @@ class ConfigRule(Rule):
 
     def wants(self, ctx: RuleContext) -> bool:
         if ctx.source.kind == "python":
-            from dslint.pyconfig import configs_written_in
+            from dslint.program.pyconfig import configs_written_in
             return bool(configs_written_in(ctx.project, ctx.source))
         data = ctx.source.data
         return isinstance(data, dict) and (self.inference_too or not is_inference_config(data))
@@ -196,7 +196,7 @@ class ConfigRule(Rule):
                 fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
                 yield Diagnostic(message, path, severity=severity, fix=fix)
             return
-        from dslint.pyconfig import configs_written_in
+        from dslint.program.pyconfig import configs_written_in
         seen = set()
         for cfg in configs_written_in(ctx.project, ctx.source):
             if not self.inference_too and (cfg.inference or is_inference_config(cfg.data)):

@@ -21,7 +21,7 @@ from dslint.analysis.optimizers import PLAIN, classify_optimizer
 from dslint.cstwalk import visit as cst_visit
 from dslint.literals import literal_value
 from dslint.findings import Fix, Severity
-from dslint.project import version_tuple
+from dslint.program.project import version_tuple
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
 MOE_TRIGGERS = ("MoE", "moe", "experts")
@@ -893,7 +893,7 @@ class Zero3DataDependentExperts(Rule):
         version = _ds_version(ctx)
         cfg_leaves: list[Optional[set[str]]] = []
         for js in project.json_configs:
-            from dslint.project import ConfigView
+            from dslint.program.project import ConfigView
             view = ConfigView(js.data, js.path)
             if view.zero_stage == 3:
                 cfg_leaves.append(config_leaf_classes(view))

@@ -238,7 +238,7 @@ class ConfigEvaluator:
 
     # calls: dict(...), copies, helper functions
     def _call(self, src: Any, call: cst.Call, scope: str, upto: Any, depth: int) -> Any:
-        from dslint.facts import dotted_name
+        from dslint.program.facts import dotted_name
         name = dotted_name(call.func) or ""
         if name == "dict":
             out = PartialDict()
@@ -621,7 +621,7 @@ class _NameState:
     def _scan(self, small: Any) -> None:
         """The dict handed to a call that may change it (`patch(cfg)`, `fill(cfg["zero_optimization"])`)."""
         from dslint.cstwalk import walk
-        from dslint.facts import dotted_name
+        from dslint.program.facts import dotted_name
         if not isinstance(self.value, PartialDict):
             return
         for node in walk(small):
@@ -641,7 +641,7 @@ class _NameState:
 
 # --- the configs of a view ---------------------------------------------------------------------------
 class PyConfig:
-    """One dict handed to a config call: its partial value, the call (`dslint.facts.CallSite`) and file."""
+    """One dict handed to a config call: its partial value, the call (`dslint.program.facts.CallSite`) and file."""
 
     def __init__(self, data: PartialDict, src: Any, call: Any, expr: Any) -> None:
         self.data, self.src, self.call, self.expr = data, src, call, expr

@@ -1,6 +1,6 @@
 """A file's outline from CPython's own parser: its functions, classes (with bases resolved through the
 imports), imports and calls (callee resolved, enclosing scope) -- the one model of a file's names, scopes and
-calls. `dslint.facts` pairs libcst's nodes with these entries and resolves nothing itself.
+calls. `dslint.program.facts` pairs libcst's nodes with these entries and resolves nothing itself.
 
 CPython's `ast` parses about 10x faster than libcst, and `compile()` runs for every Python file anyway (to tell
 valid files from DSL001 ones). Whole-project indexes (functions by qualified name, nn.Module classes by their
@@ -17,13 +17,13 @@ from typing import NamedTuple, Optional
 
 _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")     # libcst's field order (`try`: handlers first)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-MODULE_SCOPE = "<module>"          # as dslint.facts (not imported: it imports libcst)
+MODULE_SCOPE = "<module>"          # as dslint.program.facts (not imported: it imports libcst)
 
 
 class PairingError(RuntimeError):
-    """A file's libcst nodes do not pair with its outline's entries (`dslint.facts.file_facts`; an internal error:
+    """A file's libcst nodes do not pair with its outline's entries (`dslint.program.facts.file_facts`; an internal error:
     the outline's order or the node walk is wrong for some syntax). Raised rather than hand a rule a call with
-    another call's node. Defined here, not in dslint.facts, so that catching it does not import libcst."""
+    another call's node. Defined here, not in dslint.program.facts, so that catching it does not import libcst."""
 
 
 @dataclass
@@ -44,7 +44,7 @@ class FunctionOutline(NamedTuple):
 
 @dataclass
 class Outline:
-    """The one model of a file's names, scopes and calls: `dslint.facts.file_facts` pairs the libcst nodes with
+    """The one model of a file's names, scopes and calls: `dslint.program.facts.file_facts` pairs the libcst nodes with
     these entries (`defs`, `class_defs`, `calls`: each in source pre-order, an outer node before those nested
     in it) and takes every name, scope and resolved callee from here."""
     functions: set[str] = field(default_factory=set)                    # qualified names within the file
@@ -130,7 +130,7 @@ def dotted_name(expr: ast.expr) -> Optional[str]:
 
 def build_outline(tree: ast.Module, package: str = "") -> Outline:
     """The file's outline. Names are resolved walking the statements pre-order in libcst's field order (the
-    order `dslint.facts` resolved them in when it walked the libcst tree, kept so that no callee changed): a
+    order `dslint.program.facts` resolved them in when it walked the libcst tree, kept so that no callee changed): a
     class's bases are resolved against the imports seen before it, and every call's callee against the imports
     seen before the call -- which, as libcst orders its fields, includes the imports of a function's body for
     its decorators, of a class body for its bases, of an `except` body for its exception type, and of a `try`'s

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from dslint.sources import AnySource, JsonSource, PythonSource, ShellSource
 
 if TYPE_CHECKING:
-    from dslint.facts import FunctionInfo
+    from dslint.program.facts import FunctionInfo
 
 # keyword/positional places where a DeepSpeed config (a path or a dict) is handed over
 from dslint.program.configs import (_CONFIG_CALLS, _CONFIG_KEYWORD_TEXT, _CONFIG_KEYWORDS,  # noqa: F401
@@ -48,7 +48,7 @@ class ConfigView:
     def zero_stage(self) -> Optional[int]:
         """The ZeRO stage; None when unknown (a variable, or a dict built in Python that may hold another)."""
         if type(self.data) is not dict:
-            from dslint.pyconfig import reading_known
+            from dslint.program.pyconfig import reading_known
             stage, known = reading_known(self.get, "zero_optimization", "stage", default=0)
             if not known:
                 return None
@@ -215,7 +215,7 @@ class ProjectView:
     def may_name_json(self, src: PythonSource) -> bool:
         """Can a config expression of `src` evaluate to a path ending in ".json"? Only if ".json" is written in
         `src` or in a checked file it imports or calls into, directly or through others: the evaluation
-        (`dslint.pyconfig`) builds strings from literals of the files it reads, and those are all reached so
+        (`dslint.program.pyconfig`) builds strings from literals of the files it reads, and those are all reached so
         (a superset: modules by their dotted name or any tail of it, functions as calls resolve them). Decided
         on the outlines, so the launch units' config references parse only files that can name one. (Ask
         `may_hand_configs` first: past the file's own text this reads every file's outline.)"""
@@ -373,7 +373,7 @@ class ProjectView:
 
     def literal_configs(self, src: PythonSource) -> Iterator[tuple[Any, Any]]:
         """(value, node) of config arguments in `src`: JSON path strings or dicts built in the script (a
-        `dslint.pyconfig.PartialDict`: literals, `dict(...)`, a name bound to one and mutated, a helper's
+        `dslint.program.pyconfig.PartialDict`: literals, `dict(...)`, a name bound to one and mutated, a helper's
         return; not one built on an unknown value)."""
         if not self.may_hand_configs(src):
             return
@@ -401,11 +401,11 @@ class ProjectView:
 
     @cached_property
     def config_evaluator(self):
-        from dslint.pyconfig import ConfigEvaluator
+        from dslint.program.pyconfig import ConfigEvaluator
         return ConfigEvaluator(self)
 
     def config_value(self, src: PythonSource, expr, scope: str, upto=None) -> Any:
-        """The abstract value of a config expression just before `upto` (`dslint.pyconfig`), memoised."""
+        """The abstract value of a config expression just before `upto` (`dslint.program.pyconfig`), memoised."""
         memo = self.__dict__.setdefault("_config_values", {})
         key = (id(src), id(expr), id(upto))
         if key not in memo:
@@ -458,7 +458,7 @@ class ProjectView:
 
     def configs_for_call(self, src: PythonSource, call) -> list[ConfigView]:
         """The DeepSpeed configs that reach one `deepspeed.initialize` / `init_inference` / HF `Trainer` call
-        (`call`: a `dslint.facts.CallSite` of `src`): the dict literal or JSON path it is given, directly or
+        (`call`: a `dslint.program.facts.CallSite` of `src`): the dict literal or JSON path it is given, directly or
         through a name bound in the calling function (else at module level), for a Trainer the `deepspeed=` of
         the `TrainingArguments` its `args` is bound to. Without such an argument (`args.deepspeed_config`, a
         config loaded at run time) the script's configs (`configs_for`), less the dict literals that config
@@ -483,7 +483,7 @@ class ProjectView:
         the TrainingArguments its `args` is, or is bound to), else None."""
         import libcst as cst
 
-        from dslint.facts import dotted_name
+        from dslint.program.facts import dotted_name
         callee = call.callee or ""
         last = callee.rsplit(".", 1)[-1]
         positional = [a.value for a in call.node.args if a.keyword is None and not a.star]
@@ -505,7 +505,7 @@ class ProjectView:
         return positional[index] if index is not None and len(positional) > index else None
 
     def _config_views(self, src: PythonSource, expr, scope: str, upto=None) -> Optional[list[ConfigView]]:
-        """Views of a config argument: a dict built in Python (`dslint.pyconfig`), or a JSON path of the run;
+        """Views of a config argument: a dict built in Python (`dslint.program.pyconfig`), or a JSON path of the run;
         None when it cannot be read."""
         value = self.config_value(src, expr, scope, upto)
         if not _usable(value):

@@ -2,7 +2,7 @@
 
 Every rule reads these tables instead of walking the tree again: imports and their aliases, functions
 and classes with their qualified names, and every call with its callee resolved through the imports.
-Those names, scopes and callees are the outline's (`dslint.outline`, from CPython's tree: the one model of
+Those names, scopes and callees are the outline's (`dslint.program.outline`, from CPython's tree: the one model of
 them); the libcst tree only contributes the syntax handles (`CallSite.node`, `FunctionInfo.node`,
 `ClassInfo.node`), paired with the outline's entries in source order by one node-collecting walk
 (`file_facts`). No libcst metadata provider is used (they cost 1.3-3.7x the parse, DESIGN.md §5).
@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.cstwalk import nodes_of
-from dslint.outline import PairingError  # noqa: F401  (raised here; defined where the engine can catch it cheaply)
+from dslint.program.outline import PairingError  # noqa: F401  (raised here; defined where the engine can catch it cheaply)
 
 MODULE_SCOPE = "<module>"
 
@@ -127,7 +127,7 @@ _KINDS = (cst.Call, cst.FunctionDef, cst.ClassDef)
 
 
 def file_facts(module: cst.Module, outline) -> FileFacts:
-    """The file's facts: every name, scope and resolved callee from its outline (`dslint.outline`, the one model
+    """The file's facts: every name, scope and resolved callee from its outline (`dslint.program.outline`, the one model
     of them), each paired with its libcst node -- the i-th call, function and class statement of the tree in
     source pre-order with the outline's i-th entry of that kind. Counts per kind and each call's callee shape
     and each definition's name are checked: a mismatch raises PairingError."""
