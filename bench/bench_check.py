@@ -294,12 +294,25 @@ class Server:
 POLL_START = 50e-6  # the checks' polling backoff (store_tree.next_pause): 50 µs doubling to a cap
 
 
+def _store_tree():
+    """dslint's store_tree module (the simulation's constants come from it), imported once."""
+    global _STORE_TREE
+    if _STORE_TREE is None:
+        if REPO not in sys.path:
+            sys.path.insert(0, REPO)
+        from dslint.runtime_checks import store_tree
+        _STORE_TREE = store_tree
+    return _STORE_TREE
+
+
+_STORE_TREE = None
+
+
 def _backoff(pause: float, waited: float, cap: float | None) -> float:
     """store_tree.next_pause with the young-wait cap ``cap`` (default: the shipped one)."""
-    sys.path.insert(0, REPO)
-    from dslint.runtime_checks import store_tree
-    young = cap if cap is not None else store_tree.POLL_MAX_S
-    return min(pause * 2, young if waited < store_tree.POLL_TIGHT_S else store_tree.POLL_SLOW_MAX_S)
+    tree = _store_tree()
+    young = cap if cap is not None else tree.POLL_MAX_S
+    return min(pause * 2, young if waited < tree.POLL_TIGHT_S else tree.POLL_SLOW_MAX_S)
 
 
 class _Sim:
@@ -370,10 +383,7 @@ def simulate_tree(n: int, arrivals: list[float], service: float, per_key: float,
     (``path_of``); the last arrival at a node forwards one add to the node above; the last at the top sets v;
     a rank that was not last polls ``add(v, 0)`` at its node with the backoff (the first poll right after its
     add), and sets v (add v, set w) at the nodes below where it forwarded. One server per hosting process serves all the levels it hosts."""
-    sys.path.insert(0, REPO)
-    from dslint.runtime_checks import store_tree
-    from dslint.runtime_checks.store_tree import path_of
-
+    path_of = _store_tree().path_of
 
     sim = _Sim(service, latency)
     counts: dict[tuple[int, int], int] = {}

@@ -120,9 +120,10 @@ def spliced_module(old, text: str):
 
 
 def splice(old, text: str):
-    """(tree, the old top-level statements replaced, the new ones in their place) or None: libcst's tree of `text` built from the tree of `old` (a PythonSource whose module has been parsed):
-    the top-level statements the change between the two texts touches are parsed again, the others are
-    kept, or None where that could differ from parsing `text` whole.
+    """(tree, the old top-level statements replaced, the new ones in their place) or None: libcst's tree of
+    `text` built from the tree of `old` (a PythonSource whose module has been parsed): the top-level statements
+    the change between the two texts touches are parsed again, the others are kept, or None where that could
+    differ from parsing `text` whole.
 
     libcst parses a module statement by statement at indentation level 0, with three facts of the whole file:
     its default indentation (the first indented block's), its newline (the first line ending's) and its
@@ -282,8 +283,8 @@ class PythonSource(Source):
 
     @cached_property
     def facts(self):
-        """The outline's names, scopes and calls paired with the libcst nodes (`dslint.program.facts.file_facts`). Empty
-        where no tree was read (the module is the empty stand-in: DSL001 reports why), and where CPython rejects
+        """The outline's names, scopes and calls paired with the libcst nodes (`dslint.program.facts.file_facts`).
+        Empty where no tree was read (the module is the empty stand-in: DSL001 reports why), and where CPython rejects
         what libcst reads (syntax newer than the running Python): without an outline there is no model of the
         file's names, as for the whole-project indexes."""
         from dslint.program.facts import FileFacts, file_facts
@@ -318,6 +319,10 @@ class PythonSource(Source):
         from dslint.cstwalk import children
         module = self.module
         spliced = self.__dict__.get("_spliced")
+        if spliced is not None:
+            # used once: the previous tree's index and statements are not held once this index exists (the key
+            # stays: this tree was spliced)
+            self.__dict__["_spliced"] = (None, (), ())
         if spliced is not None and spliced[0] is not None:
             # a fixed file's tree spliced from the previous one's (`splice`): the statements kept are the same
             # node objects, whose parents are those of the previous tree; the replaced statements' nodes (still

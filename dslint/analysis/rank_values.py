@@ -199,7 +199,8 @@ class Origin:
 
     def describe(self) -> str:
         line = self.source.span(self.node).line
-        what = {"item": "this rank's batch" if self.batch else "this rank's item", "rank": "a rank id", "shard": "this rank's share of the data",
+        what = {"item": "this rank's batch" if self.batch else "this rank's item", "rank": "a rank id",
+                "shard": "this rank's share of the data",
                 "generation": "a per-rank generation output", "derived": "a value computed from a rank id"}
         if self.via_call is not None:
             src, node = self.via_call
@@ -357,7 +358,7 @@ class RankTaint:
                 # one item per row of a collated batch (`[m.sum() for m in batch["masks"]]`): as many on every
                 # rank -- the result keeps the batch's structure (its truth, its None-ness) -- and each item is
                 # what its expression makes of the row (`x is None` of a row: the collator's)
-                inner = {k: v for k, v in env.items()}
+                inner = dict(env)
                 self.bind(e.for_in.target, None, element_of(over), inner, cls)
                 hit = self._any(parts, inner, cls)
                 return replace(hit, batch=True) if hit is not None else None

@@ -16,7 +16,8 @@ from typing import Optional
 import libcst as cst
 
 from dslint.cstwalk import nodes_of
-from dslint.program.outline import PairingError  # noqa: F401  (raised here; defined where the engine can catch it cheaply)
+# PairingError is raised here, and defined in outline.py, where the engine can catch it without importing libcst
+from dslint.program.outline import PairingError, resolve_dotted
 
 MODULE_SCOPE = "<module>"
 
@@ -79,13 +80,7 @@ class FileFacts:
 
     def resolve(self, dotted: Optional[str]) -> Optional[str]:
         """Replace the first component of a dotted name by what it was imported as."""
-        if not dotted:
-            return dotted
-        head, _, rest = dotted.partition(".")
-        target = self.imports.get(head)
-        if target is None:
-            return dotted
-        return f"{target}.{rest}" if rest else target
+        return resolve_dotted(self.imports, dotted)
 
     def resolve_expr(self, expr: cst.BaseExpression) -> Optional[str]:
         return self.resolve(dotted_name(expr))

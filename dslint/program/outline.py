@@ -99,13 +99,19 @@ class Outline:
         return index.get(name, [])
 
     def resolve(self, dotted: Optional[str]) -> Optional[str]:
-        if not dotted:
-            return dotted
-        head, _, rest = dotted.partition(".")
-        target = self.imports.get(head)
-        if target is None:
-            return dotted
-        return f"{target}.{rest}" if rest else target
+        return resolve_dotted(self.imports, dotted)
+
+
+def resolve_dotted(imports: dict[str, str], dotted: Optional[str]) -> Optional[str]:
+    """Replace the first component of a dotted name by what it was imported as (`imports`: local name →
+    imported dotted name)."""
+    if not dotted:
+        return dotted
+    head, _, rest = dotted.partition(".")
+    target = imports.get(head)
+    if target is None:
+        return dotted
+    return f"{target}.{rest}" if rest else target
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -240,7 +246,7 @@ _LAZY_TABLE = "_import_structure"
 
 def _in_source_order(out: Outline, keys: list, defs: list, class_keys: list) -> None:
     """The calls, functions and classes in source pre-order: the order of libcst's nodes in a walk that visits a
-    node's children in source order (`dslint.cstwalk.source_children`), so that the i-th node of a kind pairs with
+    node's children in source order (`dslint.cstwalk.nodes_of`), so that the i-th node of a kind pairs with
     the i-th entry. Spans are nested or disjoint: by start, then the longer first."""
     if keys:
         order = sorted(range(len(keys)), key=keys.__getitem__)
