@@ -191,7 +191,7 @@ class PythonSource(Source):
     def outline(self):
         """Functions, classes and imports from CPython's parser (about 10x cheaper than libcst); None when
         CPython rejects the file."""
-        from dslint.analysis.model_facts import file_model_facts
+        from dslint.program.models.modules import file_model_facts
         from dslint.program.outline import build_outline, builds_engine, parse_tree
         if self.too_complex is not None:
             return None

@@ -10,7 +10,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from dslint.analysis import model_facts as mf
+from dslint.program.models import modules as mf
 from dslint.program.facts import dotted_name
 from dslint.literals import literal_value
 from dslint.program.project import ProjectView

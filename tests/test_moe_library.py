@@ -2,7 +2,7 @@
 family: every class, model_type and hub id the table recognises is mentioned by a file that spells it."""
 import pytest
 
-from dslint.analysis.moe_library import (LIBRARY_MOE, family_by_class, family_by_id, family_by_model_type,
+from dslint.program.models.moe_library import (LIBRARY_MOE, family_by_class, family_by_id, family_by_model_type,
                                          mentions_library_moe)
 
 HUB_IDS = ["Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-Coder-30B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct",

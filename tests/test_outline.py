@@ -200,22 +200,22 @@ def test_may_call_sees_calls_through_aliases_and_not_definitions():
 @pytest.fixture
 def no_prefilters(monkeypatch):
     """Every project scan reads every file: what the pre-filters must not change."""
-    from dslint.analysis import model_facts
+    from dslint.program.models import modules as model_facts
     monkeypatch.setattr(PythonSource, "may_call", lambda self, names: True)
     monkeypatch.setattr(model_facts, "_FREEZE_TEXT", re.compile(""))
     import dslint.program.project as project
     monkeypatch.setattr(project, "_CONFIG_FLAG", re.compile(""))
     monkeypatch.setattr(project, "_CONFIG_KEYWORD_TEXT", re.compile(""))
-    from dslint.analysis.rank_taint import ProjectTaint
+    from dslint.program.rank.taint import ProjectTaint
     monkeypatch.setattr(ProjectTaint, "may_return_rank", lambda self, src, qual: True)
     monkeypatch.setattr(ProjectTaint, "_files_calling", lambda self, name: list(self.project.python))
     monkeypatch.setattr(ProjectTaint, "_files_calling_function", lambda self, src, info: list(self.project.python))
-    from dslint.analysis import collective_sites
-    from dslint.analysis.collective_sites import CollectiveSites
+    from dslint.program import collective_sites
+    from dslint.program.collective_sites import CollectiveSites
     monkeypatch.setattr(collective_sites, "_may_bind_role", lambda src, moe_classes: True)
     monkeypatch.setattr(CollectiveSites, "may_have_sites", lambda self, src: True)
     monkeypatch.setattr(CollectiveSites, "able", lambda self, unit: True)
-    from dslint.analysis import param_groups
+    from dslint.program.models import param_groups
     monkeypatch.setattr(param_groups, "may_construct_optimizer", lambda src: True)
     monkeypatch.setattr(model_facts.ModuleClass, "mentions", lambda self, names: True)
     from dslint.program.roles import RoleAnalysis
@@ -247,7 +247,7 @@ def test_prefilters_change_no_finding(monkeypatch, request):
 def test_engine_calls_prefilter_keeps_aliased_and_subclassed_trainers():
     """A trainer called through an alias (`SFTTrainer as T`, no `Trainer(` in the text) or as a local subclass
     (`class MoETrainer(Trainer)`) is still found; a file without such a call is not parsed."""
-    from dslint.analysis.moe_facts import engine_calls
+    from dslint.program.models.moe import engine_calls
     from dslint.program.project import ProjectView
     aliased = PythonSource("a.py", "from trl import SFTTrainer as T\nt = T(model=model)\nt.train()\n")
     local = PythonSource("b.py", "from transformers import Trainer\n\nclass MoETrainer(Trainer):\n    pass\n\n"
@@ -272,8 +272,8 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
     (tmp_path / "b.py").write_text((tmp_path / "b.py").read_text() + "from e import unrelated\n")
     from dslint.engine import collect, read_sources
     from dslint.program.project import ProjectView
-    from dslint.analysis.rank_taint import ProjectTaint
-    from dslint.analysis.rank_hazards import rank_hazards
+    from dslint.program.rank.taint import ProjectTaint
+    from dslint.program.rank.hazards import rank_hazards
     sources = read_sources(collect([tmp_path], Settings(root=tmp_path)))[0]
     project = ProjectView(sources, root=tmp_path)
     by_name = {Path(s.path).name: s for s in sources}
@@ -288,7 +288,7 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
 def test_taint_words_seed_only_the_functions_that_spell_them():
     """A rank word inside a module-scope function or class (its decorators included) seeds it and what is
     nested in it; one in module-level code seeds every function of the file."""
-    from dslint.analysis.rank_taint import _seeded_tops
+    from dslint.program.rank.taint import _seeded_tops
     text = ("import torch.distributed as dist\n\n\ndef who():\n    return dist.get_rank()\n\n\n"
             "def plain():\n    return 3\n\n\nclass Box:\n    def size(self):\n        return 1\n")
     assert _seeded_tops(text, PythonSource("t.py", text).outline) == {"who"}

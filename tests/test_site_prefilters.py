@@ -10,8 +10,8 @@ examples and the installed deepspeed package (a corpus dense in collectives and 
 
 import pytest
 
-from dslint.analysis.collective_sites import CollectiveSites
-from dslint.analysis.rank_taint import ProjectTaint
+from dslint.program.collective_sites import CollectiveSites
+from dslint.program.rank.taint import ProjectTaint
 from dslint.program.project import ProjectView
 from dslint.sources import PythonSource, module_name_for
 from tests.test_model_facts import _corpus
@@ -65,8 +65,8 @@ def _conditional_uses(paths, filtered: bool, monkeypatch):
     facts would otherwise hide most classes)."""
     from types import SimpleNamespace
 
-    from dslint.analysis import model_facts
-    from dslint.analysis.forward_paths import ForwardPaths
+    from dslint.program.models import modules as model_facts
+    from dslint.program.models.forward_paths import ForwardPaths
     from dslint.rules.params import conditional_uses
     walked = [0]
     real_root = ForwardPaths.root

@@ -63,7 +63,7 @@ class Outline:
     shapes: list[tuple[Optional[str], bool, Optional[str], Optional[str]]] = field(default_factory=list)
     # (name, first line with its decorators, last line) of each function and class of the module's scope
     tops: list[tuple[str, int, int]] = field(default_factory=list)
-    # the per-file model facts (dslint.analysis.model_facts.file_model_facts), built from the same tree
+    # the per-file model facts (dslint.program.models.modules.file_model_facts), built from the same tree
     model_classes: dict = field(default_factory=dict)
     freezing: Optional[object] = None
     # what the launch units are built from (dslint.program.units): every module an import statement names, as

@@ -346,7 +346,7 @@ class RoleAnalysis:
         exported_classes = {k for k in self.classes if self._family.get(k, k) in self._carrying}
         if not (exported_functions or exported_globals or exported_classes):
             return []
-        from dslint.analysis.rank_taint import ProjectTaint
+        from dslint.program.rank.taint import ProjectTaint
         taint = ProjectTaint.of(self.project)
         # a call can only resolve to a function or class of that last name
         names = {q.rpartition(".")[2] for _, q in exported_functions} | {k[1].rpartition(".")[2] for k in exported_classes}
@@ -572,7 +572,7 @@ class RoleAnalysis:
             return hit
         out: list = []
         if callee and not callee.startswith("self."):
-            from dslint.analysis.rank_taint import ProjectTaint
+            from dslint.program.rank.taint import ProjectTaint
             scope = sc.qual if sc.qual in sc.src.outline.functions else MODULE_SCOPE
             out.extend(ProjectTaint.of(self.project).call_targets(sc.src, callee, scope))
             cls = self._class_source(sc.src, callee)

@@ -1,6 +1,6 @@
 """Collective hazards: a collective that one rank enters and another never reaches (DSL101–DSL105).
 
-All five rules read one memoised analysis per file (dslint/analysis/rank_hazards.py); `RankGuardedCollective`
+All five rules read one memoised analysis per file (dslint/program/rank/hazards.py); `RankGuardedCollective`
 would be enough to run it, but each rule filters its own code so `--select DSL102` runs only what it needs.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from dslint.analysis.rank_hazards import Hazard, rank_hazards
-from dslint.analysis.rank_taint import code_of
+from dslint.program.rank.hazards import Hazard, rank_hazards
+from dslint.program.rank.taint import code_of
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
@@ -259,7 +259,7 @@ class RankGuardedCollective(_CollectiveRule):
     group=mpu.get_embedding_group())`; `if rank in ranks:` around a collective on `new_group(ranks)`). The same
     test around a collective on WORLD, or on a group whose members differ in that coordinate (the pipeline group
     under a stage test), is flagged. The group getters and predicates dslint knows (Megatron/NeoX `mpu`,
-    DeepSpeed `groups`, pipeline engines) are tables in dslint/analysis/groups.py; a group it cannot name is WORLD.
+    DeepSpeed `groups`, pipeline engines) are tables in dslint/program/process_groups.py; a group it cannot name is WORLD.
     DSL102 and DSL103 apply the same rule to loops and exits.
     """
 
@@ -581,7 +581,7 @@ def prepare(project) -> None:
     """Whole-project analyses every file's check reads (engine/model roles, MoE holders, the HF ZeRO-3 test,
     which functions can return a rank; which can reach a site is asked on demand), computed once before files are dealt to worker
     processes, which inherit them through fork."""
-    from dslint.analysis.rank_hazards import RankHazards
+    from dslint.program.rank.hazards import RankHazards
     hazards = RankHazards.of(project)
     hazards.sites.roles
     hazards.sites.program

@@ -1,8 +1,8 @@
 """DSL2xx: DeepSpeed MoE — expert groups, MoE param groups, expert-parallel sizes, per-rank token counts,
 MoE under ZeRO-3, and HF-style sparse MoE blocks under ZeRO-3.
 
-The facts come from `dslint.analysis.moe_facts` (MoE constructions and the models holding them),
-`dslint.analysis.optimizers` (how the client optimizer is built) and `dslint.analysis.moe_usage` (ZeRO stages,
+The facts come from `dslint.program.models.moe` (MoE constructions and the models holding them),
+`dslint.program.models.optimizers` (how the client optimizer is built) and `dslint.program.models.moe_usage` (ZeRO stages,
 dynamic padding, sparse blocks, leaf modules), each computed once per run.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 import textwrap
 from typing import Optional
 
-from dslint.analysis.moe_facts import (INITIALIZE_POSITIONAL, MoESite, call_arg, engine_calls, moe_builds_in_scope,
+from dslint.program.models.moe import (INITIALIZE_POSITIONAL, MoESite, call_arg, engine_calls, moe_builds_in_scope,
                                        moe_facts, returns_value)
-from dslint.analysis.moe_library import (LibraryMoE, data_dependent, family_by_class, family_by_id, mentions_library_moe,
+from dslint.program.models.moe_library import (LibraryMoE, data_dependent, family_by_class, family_by_id, mentions_library_moe,
                                          family_by_model_type)
-from dslint.analysis.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
+from dslint.program.models.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
                                        leaf_modules, run_stages, sparse_blocks, stages_for)
-from dslint.analysis.optimizers import PLAIN, classify_optimizer
+from dslint.program.models.optimizers import PLAIN, classify_optimizer
 from dslint.cstwalk import visit as cst_visit
 from dslint.literals import literal_value
 from dslint.findings import Fix, Severity
@@ -221,7 +221,7 @@ def _initialize_fix(src, node) -> Optional[Fix]:
 def _builder_called(project, key: str, name: str) -> bool:
     """Some checked file calls the MoE-building function `key` (`model = moefy(base)`): the model is used
     (initialized or not) where that call is, and the rule looks at that file."""
-    from dslint.analysis.moe_facts import _calls_builder
+    from dslint.program.models.moe import _calls_builder
     return any(c.attr == name and _calls_builder(project, s, c, {key})
                for s in project.using_identifier(name) for c in s.facts.calls)
 
@@ -410,7 +410,7 @@ def _moe_groups_fix(src, ctor) -> Optional[Fix]:
     parameter iterable as one named group; a list of group dicts as it is), the import added once."""
     import libcst as cst
 
-    from dslint.analysis.optimizers import optimizer_params_arg
+    from dslint.program.models.optimizers import optimizer_params_arg
     from dslint.fixes.python import import_edit, replace_nodes
     if not isinstance(ctor, cst.Call):
         return None
@@ -484,7 +484,7 @@ def _max_length_fix(src, call) -> Optional[Fix]:
 def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:
     """True: the Trainer subclass overrides create_optimizer with MoE groups; False: overrides it without;
     None: a stock Trainer (HF builds plain groups) or nothing to read."""
-    from dslint.analysis.optimizers import _Markers
+    from dslint.program.models.optimizers import _Markers
     for src in project.mentioning(trainer_name):
         for info in src.facts.classes.values():
             if info.name == trainer_name:
@@ -760,7 +760,7 @@ class Zero3DataDependentExperts(Rule):
 
     **Library models**: a transformers MoE model loaded by hub id (`AutoModelForCausalLM.from_pretrained(
     "Qwen/Qwen3-30B-A3B")`), by class (`MixtralForCausalLM`, `DbrxConfig`) or by `model_type`
-    (`AutoConfig.for_model("qwen3_moe")`) is looked up in a table of families (`dslint/analysis/moe_library.py`,
+    (`AutoConfig.for_model("qwen3_moe")`) is looked up in a table of families (`dslint/program/models/moe_library.py`,
     each row citing the transformers/DeepSpeed source it was read from). In transformers 4.x the Mixtral/Qwen/
     DeepSeek-V3/OLMoE/PhiMoE/Jamba/Qwen3-Next blocks call `self.experts[i]` only for hit experts; transformers
     ≥ 5.0 fuses each family's experts into one module of 3-D parameters (no hazard), except DBRX (calls its
@@ -831,7 +831,7 @@ class Zero3DataDependentExperts(Rule):
 
     def _library_models(self, ctx: RuleContext):
         """A transformers MoE model loaded by id / class / `model_type` (the table in
-        `dslint.analysis.moe_library`) whose block is data-dependent in the run's transformers version and not
+        `dslint.program.models.moe_library`) whose block is data-dependent in the run's transformers version and not
         a leaf: no `set_z3_leaf_modules`/`leaf_module.classes` naming it, DeepSpeed older than its default."""
         src, project = ctx.source, ctx.project
         if "from_pretrained" not in src.text and "for_model" not in src.text and "from_config" not in src.text \

@@ -1,7 +1,7 @@
 """DSL3xx: trainable parameters — left out of the optimizer, never used, used only on some ranks' paths,
 or (un)frozen after `deepspeed.initialize`.
 
-Facts: `dslint.analysis.model_facts` (module classes, created attributes, freezing), `forward_paths`
+Facts: `dslint.program.models.modules` (module classes, created attributes, freezing), `forward_paths`
 (which attributes `forward` reaches on which paths), `param_groups` (name-filtered optimizer groups).
 """
 
@@ -13,13 +13,13 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.analysis.forward_paths import ForwardPaths, TooManyPaths, deciding_condition, divergent
-from dslint.analysis.model_facts import (ModelFacts, ModuleClass, attribute_read_count, model_facts,
+from dslint.program.models.forward_paths import ForwardPaths, TooManyPaths, deciding_condition, divergent
+from dslint.program.models.modules import (ModelFacts, ModuleClass, attribute_read_count, model_facts,
                                          reaches_attributes_dynamically)
-from dslint.analysis.moe_facts import INITIALIZE_POSITIONAL, call_arg, engine_calls
-from dslint.analysis.moe_usage import run_stages
-from dslint.analysis.param_groups import groups_of, optimizer_constructions, uncovered
-from dslint.analysis.values import memo
+from dslint.program.models.moe import INITIALIZE_POSITIONAL, call_arg, engine_calls
+from dslint.program.models.moe_usage import run_stages
+from dslint.program.models.param_groups import groups_of, optimizer_constructions, uncovered
+from dslint.program.hyperparams import memo
 from dslint.cstwalk import visit as cst_visit
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.analysis.flow import iter_assigns, iter_calls
-from dslint.analysis.statements import settled_flags
-from dslint.analysis.moe_facts import MOE_NAME, TRAINER, moe_facts, returns_moe_model
-from dslint.analysis.rank_taint import ProjectTaint, code_of
+from dslint.program.rank.flow import iter_assigns, iter_calls
+from dslint.program.statements import settled_flags
+from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
+from dslint.program.rank.taint import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.literals import literal_value
 from dslint.program.project import version_tuple
 
 if TYPE_CHECKING:
-    from dslint.analysis.groups import Group
+    from dslint.program.process_groups import Group
     from dslint.program.roles import RoleAnalysis
     from dslint.program.project import ConfigView, ProjectView
     from dslint.sources import PythonSource
@@ -747,12 +747,12 @@ class CollectiveSites:
                 return True
         return False
 
-    # --- process groups: which ranks call a site (dslint/analysis/groups.py) ------------------------------
+    # --- process groups: which ranks call a site (dslint/program/process_groups.py) ------------------------------
     def group_of(self, site: Site) -> "Group":
         """The ranks a site's collective runs over: the group argument of an explicit collective; for a call of
         a checked function, the union of the groups of every collective it can reach; a model's forward, its
         generation and an engine's backward: `MODEL_STEP`; WORLD otherwise."""
-        from dslint.analysis.groups import MODEL_STEP, WORLD, group_argument, resolve_group
+        from dslint.program.process_groups import MODEL_STEP, WORLD, group_argument, resolve_group
         if site.kind == "explicit":
             func = site.call.func
             op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
@@ -771,7 +771,7 @@ class CollectiveSites:
         return WORLD
 
     def function_group(self, src: "PythonSource", info: FunctionInfo) -> "Group":
-        from dslint.analysis.groups import WORLD
+        from dslint.program.process_groups import WORLD
         memo = self.__dict__.setdefault("_function_groups", {})
         key = (id(src), info.qualname)
         if key in memo:

@@ -23,7 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.analysis.rank_values import Origin, filters
+from dslint.program.rank.values import Origin, filters
 from dslint.program.facts import dotted_name
 from dslint.literals import literal_value
 
@@ -384,5 +384,5 @@ class ExceptionTracking:
 
 
 def _code(node: cst.CSTNode) -> str:
-    from dslint.analysis.statements import code_of
+    from dslint.program.statements import code_of
     return code_of(node, 48)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.analysis.values import memo
+from dslint.program.hyperparams import memo
 from dslint.program.facts import ClassInfo
 from dslint.literals import UNKNOWN
 from dslint.program.outline import ClassOutline, Outline, calls_under, dotted_name

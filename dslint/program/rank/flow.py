@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.analysis.rank_values import TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
-from dslint.analysis.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
+from dslint.program.rank.values import TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
+from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
@@ -48,7 +48,7 @@ class FlowWalk:
         self.loop_depth = 0
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         # group-membership predicates known false on the current path (`else:` of `if is_pipeline_last_stage()`,
-        # the body of `if not …`): dslint.analysis.groups.uniform_over
+        # the body of `if not …`): dslint.program.process_groups.uniform_over
         self.negated: frozenset = frozenset()
         self._tainted_loops = 0
         self._retry_loops: list[bool] = []     # per enclosing loop: is it a retry loop (`_retries`)?

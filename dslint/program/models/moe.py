@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.analysis.values import UNKNOWN_VALUE, Value, evaluate, memo
+from dslint.program.hyperparams import UNKNOWN_VALUE, Value, evaluate, memo
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources import PythonSource
 
@@ -144,7 +144,7 @@ def moe_facts(project: "ProjectView") -> MoEFacts:
 
 def returns_value(node: cst.FunctionDef) -> bool:
     """The function hands something back (`return model`), so its callers hold what it built."""
-    from dslint.analysis.flow import sub_statements
+    from dslint.program.rank.flow import sub_statements
     stack: list = [node.body]
     while stack:
         n = stack.pop()

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 import libcst as cst
 
-from dslint.analysis.groups import MEMBERSHIP, RANK_AXES
-from dslint.analysis.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
+from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
+from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import literal_value
 
 if TYPE_CHECKING:
-    from dslint.analysis.rank_taint import ProjectTaint
+    from dslint.program.rank.taint import ProjectTaint
     from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
@@ -49,7 +49,7 @@ RANK_CALLS = {"get_rank", "get_local_rank", "get_node_rank", "get_data_parallel_
               "get_expert_parallel_rank", "get_expert_data_parallel_rank", "get_sequence_parallel_rank",
               "is_world_process_zero", "is_local_process_zero", "is_main_process", "is_local_main_process",
               "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main", "get_ordinal", "current_device",
-              # values of one coordinate of the rank grid (their axes: dslint/analysis/groups.py)
+              # values of one coordinate of the rank grid (their axes: dslint/program/process_groups.py)
               *(n for n in RANK_AXES if n.startswith(("get_", "is_")))}
 # predicates naming a group family's members (`is_rank_in_embedding_group()`): their Origin keeps the name
 _MEMBER_CALLS = {n for sets in MEMBERSHIP.values() for s in sets for n in s}
@@ -179,7 +179,7 @@ class Origin:
     source: "PythonSource"
     via: Optional[str] = None      # "is_main()" when it came through a helper
     via_call: Optional[tuple] = None   # (source, call node) of the call that passed it in, located lazily
-    # the coordinates of the rank grid the value depends on (dslint/analysis/groups.py): None = any rank may
+    # the coordinates of the rank grid the value depends on (dslint/program/process_groups.py): None = any rank may
     # differ; {"pp"} for `is_pipeline_last_stage()`, which every member of a data-parallel group shares
     axes: Optional[frozenset] = None
     member: Optional[frozenset] = None     # membership predicates it is made of (`is_rank_in_embedding_group`)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.analysis.model_facts import model_facts
-from dslint.analysis.values import memo
+from dslint.program.models.modules import model_facts
+from dslint.program.hyperparams import memo
 from dslint.cstwalk import visit as cst_visit
 from dslint.program.facts import CallSite, dotted_name
 from dslint.literals import UNKNOWN, literal_value

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.analysis.moe_facts import MOE_GROUP_HELPERS
-from dslint.analysis.values import _assignments
+from dslint.program.models.moe import MOE_GROUP_HELPERS
+from dslint.program.hyperparams import _assignments
 from dslint.cstwalk import visit as cst_visit
 from dslint.program.facts import FunctionInfo, dotted_name
 from dslint.literals import literal_value

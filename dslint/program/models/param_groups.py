@@ -14,8 +14,8 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.analysis.optimizers import _module_assignments, is_optimizer_ctor, optimizer_params_arg
-from dslint.analysis.values import _assignments
+from dslint.program.models.optimizers import _module_assignments, is_optimizer_ctor, optimizer_params_arg
+from dslint.program.hyperparams import _assignments
 from dslint.program.facts import FunctionInfo
 from dslint.literals import literal_value
 from dslint.sources import PythonSource
@@ -126,7 +126,7 @@ def uncovered(groups: list[Group]) -> Optional[list[tuple[str, bool]]]:
 def may_construct_optimizer(src: PythonSource) -> bool:
     """Can the file construct an optimizer? Decided on the outline's resolved callees (as `is_optimizer_ctor`
     resolves them), so that a file without one is not parsed for it."""
-    from dslint.analysis.optimizers import OPTIMIZER_CLASSES, OPTIMIZER_MODULES
+    from dslint.program.models.optimizers import OPTIMIZER_CLASSES, OPTIMIZER_MODULES
     outline = src.outline
     if outline is None:
         return True

@@ -1,6 +1,6 @@
 """Rank-varying values across the project: function summaries (what a helper returns, which parameters its
 callers taint), module environments and the call graph on the outlines (`ProjectTaint`). The expression level
--- sources, propagation, `Origin` -- is `dslint.analysis.rank_values`, re-exported here."""
+-- sources, propagation, `Origin` -- is `dslint.program.rank.values`, re-exported here."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.analysis.flow import FlowWalk
-from dslint.analysis.rank_values import *  # noqa: F401,F403  (the expression level, re-exported)
-from dslint.analysis.rank_values import (Origin, RankTaint, _assignments, _enclosing, _seeded_tops, _unit, scope_classes)
+from dslint.program.rank.flow import FlowWalk
+from dslint.program.rank.values import *  # noqa: F401,F403  (the expression level, re-exported)
+from dslint.program.rank.values import (Origin, RankTaint, _assignments, _enclosing, _seeded_tops, _unit, scope_classes)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.literals import literal_value
 

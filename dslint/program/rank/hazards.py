@@ -14,11 +14,11 @@ import re
 
 import libcst as cst
 
-from dslint.analysis.collective_sites import CollectiveSites, Hop, Site, assignments
-from dslint.analysis.flow import EXIT_CALLS, FlowWalk, Guard
-from dslint.analysis.groups import uniform_over
-from dslint.analysis.rank_exceptions import ExceptionTracking, RaisingOp
-from dslint.analysis.rank_taint import Origin, ProjectTaint, code_of, mentions_rank
+from dslint.program.collective_sites import CollectiveSites, Hop, Site, assignments
+from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
+from dslint.program.process_groups import uniform_over
+from dslint.program.rank.exceptions import ExceptionTracking, RaisingOp
+from dslint.program.rank.taint import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.literals import UNKNOWN, literal_value
 
@@ -54,7 +54,7 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         self.found: dict[tuple, Hazard] = {}
         self._exc_init()
 
-    # --- DSL105: a rank-dependent exception before a collective (dslint/analysis/rank_exceptions.py) ------
+    # --- DSL105: a rank-dependent exception before a collective (dslint/program/rank/exceptions.py) ------
     def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
         if isinstance(node, cst.Assert):
             self.exc_checked(node.test)
@@ -94,7 +94,7 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         `else` of its chain): computed once per chain, from its end, without recursion."""
         memo = self.__dict__.setdefault("_both_memo", {})
         if id(node) not in memo:
-            from dslint.analysis.rank_exceptions import _assigned_names
+            from dslint.program.rank.exceptions import _assigned_names
             links = [node]
             while isinstance(links[-1].orelse, cst.If):
                 links.append(links[-1].orelse)
@@ -228,7 +228,7 @@ class HazardWalk(ExceptionTracking, FlowWalk):
     def _over_group(self, site: Site, guards: tuple[Guard, ...]) -> tuple[Guard, ...]:
         """The guards that can differ between members of the site's process group: a test of the pipeline stage
         around a collective on the data-parallel group, or the group's own membership test, is taken alike by
-        every member (dslint/analysis/groups.py)."""
+        every member (dslint/program/process_groups.py)."""
         group = self.sites.group_of(site)
         return tuple(g for g in guards if not uniform_over(
             g.origin, group, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None, self.negated))
@@ -374,7 +374,7 @@ class RankHazards:
         None on some ranks where that raises (`rank_exceptions.may_raise_on_empty`), or calls a checked
         function that can (whose operations it passes on, through `raising_helper`'s own gates). Decided on
         the syntax alone, so most helpers are never walked."""
-        from dslint.analysis.rank_exceptions import may_raise_on_empty
+        from dslint.program.rank.exceptions import may_raise_on_empty
         memo = self.__dict__.setdefault("_may_raise_memo", {})
         key = (id(src), info.qualname)
         if key not in memo:
@@ -400,7 +400,7 @@ class RankHazards:
         return memo[key]
 
     def _walkable(self, other: "PythonSource", qual: str):
-        from dslint.analysis.rank_exceptions import HELPER_GATE
+        from dslint.program.rank.exceptions import HELPER_GATE
         if not any(scope == qual and c and c.rsplit(".", 1)[-1] in HELPER_GATE for c, scope in other.outline.calls):
             return None
         if not mentions_rank(other.text) and not self._calls_rank_helpers(other):

@@ -18,7 +18,7 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.analysis.model_facts import ModuleClass
+from dslint.program.models.modules import ModuleClass
 from dslint.cstwalk import visit as cst_visit
 from dslint.program.facts import dotted_name
 

@@ -1,1 +1,0 @@
-"""Static analyses shared by rule families."""
