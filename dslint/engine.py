@@ -439,11 +439,13 @@ class Checker:
         """Run the families' whole-project analyses once here, so that forked workers inherit them instead of
         each recomputing them (and parsing the files they read). A failure is left to show up, per file and
         rule, when the workers run the rules."""
+        from dslint.program.query import Program
+        program = Program(project)
         for module in dict.fromkeys(type(r).__module__ for r in self.rules):
             prepare = getattr(sys.modules.get(module), "prepare", None)
             if prepare is not None:
                 try:
-                    prepare(project)
+                    prepare(program)
                 except Exception:
                     pass
 

@@ -79,3 +79,32 @@ def _cycles() -> list[list[str]]:
 
 def test_no_import_cycles():
     assert _cycles() == []
+
+
+def test_rules_query_the_program_model_through_one_interface():
+    """Rules read the program model only through `dslint.program.query` (deliverable 7 of issue 18): no rule
+    module imports another module of `dslint.program`, lazily or not, nor reaches the view behind the query
+    (`ctx.project`)."""
+    files = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    program = {m for m in files if m == "dslint.program" or m.startswith("dslint.program.")}
+    offenders = {}
+    for name, path in files.items():
+        if not name.startswith("dslint.rules."):
+            continue
+        used = _imports(path, name, set(files)) & program
+        used.discard("dslint.program.query")
+        used.discard("dslint.program")         # `from dslint.program import query` names the package too
+        if used:
+            offenders[name] = sorted(used)
+        if "ctx.project" in path.read_text(encoding="utf-8"):
+            offenders.setdefault(name, []).append("ctx.project")
+    assert offenders == {}
+
+
+def test_the_program_model_is_one_package_of_concepts():
+    """The program model's concept modules live under dslint/program/; no analysis package beside it."""
+    assert not (ROOT / "analysis").exists()
+    for concept in ("units", "roles", "configs", "process_groups", "collective_sites", "query", "outline", "facts"):
+        assert (ROOT / "program" / f"{concept}.py").is_file(), concept
+    for package in ("rank", "models"):
+        assert (ROOT / "program" / package / "__init__.py").is_file(), package

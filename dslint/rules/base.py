@@ -17,6 +17,7 @@ from dslint.jsonpos import Span
 
 if TYPE_CHECKING:
     from dslint.program.project import ProjectView
+    from dslint.program.query import Program
     from dslint.sources import AnySource
 
 
@@ -64,8 +65,15 @@ class Diagnostic:
 
 @dataclass
 class RuleContext:
+    """What a rule is given: the file it checks and the program model of the launch-unit view that file is
+    analysed in, queried through `Program` (`dslint.program.query`, the one interface to the model)."""
     source: "AnySource"
     project: "ProjectView"
+
+    @property
+    def program(self) -> "Program":
+        from dslint.program.query import Program
+        return Program(self.project)
 
     def diagnostic(self, message: str, at: Any, **kw: Any) -> Diagnostic:
         return Diagnostic(message, at, **kw)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from dslint.program.rank.hazards import Hazard, rank_hazards
-from dslint.program.rank.taint import code_of
+from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
@@ -221,7 +220,7 @@ class _CollectiveRule(Rule):
         return ctx.source.parse_problem() is None
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
-        for h in rank_hazards(ctx.project, ctx.source):
+        for h in ctx.program.rank_hazards(ctx.source):
             if h.code == self.code:
                 yield diagnose(h, ctx)
 
@@ -577,14 +576,7 @@ class RankDependentException(_CollectiveRule):
     )
 
 
-def prepare(project) -> None:
-    """Whole-project analyses every file's check reads (engine/model roles, MoE holders, the HF ZeRO-3 test,
-    which functions can return a rank; which can reach a site is asked on demand), computed once before files are dealt to worker
-    processes, which inherit them through fork."""
-    from dslint.program.rank.hazards import RankHazards
-    hazards = RankHazards.of(project)
-    hazards.sites.roles
-    hazards.sites.program
-    hazards.sites.moe_classes
-    hazards.hf_zero3_auto_sync
-    hazards.taint._rank_capable_units()
+def prepare(program: Program) -> None:
+    """Whole-view analyses every file's check reads, computed once before files are dealt to worker processes,
+    which inherit them through fork."""
+    program.prepare_rank_hazards()

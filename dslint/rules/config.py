@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
                                        precision_findings)
-from dslint.dsconfig.usage import builds_moe_layers, runs_under_hf, scripts_using
 from dslint.findings import Fix, Severity
-from dslint.program.project import version_tuple
+from dslint.program.query import Program
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
 
 if TYPE_CHECKING:
@@ -73,20 +72,19 @@ class Subject:
         """fn(data, *args)'s findings; none of them when it read an unknown value of a Python-built config."""
         if self.py is None:
             return fn(self.data, *args)
-        from dslint.program.pyconfig import reading_known
-        found, known = reading_known(fn, self.data, *args)
+        found, known = Program.reading_known(fn, self.data, *args)
         return found if known else []
 
     @property
     def world_size(self):
-        return self.ctx.project.world_size_for(self.py.src if self.py is not None else self.ctx.source)
+        return self.ctx.program.world_size_for(self.py.src if self.py is not None else self.ctx.source)
 
     @property
     def scripts(self) -> list:
         """The scripts that use this config."""
         if self.py is not None:
             return [self.py.src]
-        return scripts_using(self.ctx.project, self.ctx.source)
+        return self.ctx.program.scripts_using(self.ctx.source)
 
     @property
     def hf_call(self) -> bool:
@@ -185,8 +183,7 @@ class ConfigRule(Rule):
 
     def wants(self, ctx: RuleContext) -> bool:
         if ctx.source.kind == "python":
-            from dslint.program.pyconfig import configs_written_in
-            return bool(configs_written_in(ctx.project, ctx.source))
+            return bool(ctx.program.configs_written_in(ctx.source))
         data = ctx.source.data
         return isinstance(data, dict) and (self.inference_too or not is_inference_config(data))
 
@@ -196,9 +193,8 @@ class ConfigRule(Rule):
                 fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
                 yield Diagnostic(message, path, severity=severity, fix=fix)
             return
-        from dslint.program.pyconfig import configs_written_in
         seen = set()
-        for cfg in configs_written_in(ctx.project, ctx.source):
+        for cfg in ctx.program.configs_written_in(ctx.source):
             if not self.inference_too and (cfg.inference or is_inference_config(cfg.data)):
                 continue
             for message, path, severity, *change in self.problems(Subject(ctx, cfg)):
@@ -440,7 +436,7 @@ class RemovedConfigKey(ConfigRule):
                        fixed='{\n  "train_micro_batch_size_per_gpu": 1\n}\n'),)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        version = version_tuple(subject.ctx.project.deepspeed_version)
+        version = Program.version(subject.ctx.program.deepspeed_version)
         if version is not None and version < (0, 19):
             return
         sev = Severity.ERROR if version is not None and version >= (0, 19, 8) else Severity.WARNING
@@ -693,7 +689,7 @@ class AutoOutsideHF(ConfigRule):
             return
         ctx = subject.ctx
         scripts = subject.scripts
-        if not scripts or any(runs_under_hf(ctx.project, s) for s in scripts):
+        if not scripts or any(ctx.program.runs_under_hf(s) for s in scripts):
             return
         names = ", ".join(sorted({s.path for s in scripts}))
         for path in autos:
@@ -732,7 +728,7 @@ class MoEZeroSettings(ConfigRule):
         findings = subject.semantic(moe_zero_findings)
         if not findings:
             return
-        scripts = [s for s in subject.scripts if builds_moe_layers(s)]
+        scripts = [s for s in subject.scripts if Program.builds_moe_layers(s)]
         if not scripts:
             return
         for f in findings:

@@ -62,7 +62,7 @@ class LauncherBatchMismatch(Rule):
     )
 
     def check(self, ctx: RuleContext):
-        project, sh = ctx.project, ctx.source
+        program, sh = ctx.program, ctx.source
         for launch in sh.launches:
             world = launch.world_size
             if not world or not launch.config_paths:
@@ -70,12 +70,12 @@ class LauncherBatchMismatch(Rule):
             if any(h in a for a in launch.script_args for h in MODEL_PARALLEL_HINTS):
                 continue
             for ref in launch.config_paths:
-                for cfg in project._json_by_reference(ref, Path(sh.path).parent):
+                for cfg in program.configs_by_reference(ref, Path(sh.path).parent):
                     data = cfg.data if isinstance(cfg.data, dict) else {}
                     if "tensor_parallel" in data or "pipeline" in data and isinstance(data.get("pipeline"), dict) \
                             and data["pipeline"].get("stages", 1) not in (1, None):
                         continue
-                    if project.world_size_for(cfg) == world:
+                    if program.world_size_for(cfg) == world:
                         continue    # the config's only world size: DSL406 reports it on the config itself
                     msg = self._mismatch(data, world)
                     if msg:

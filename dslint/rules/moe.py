@@ -11,17 +11,8 @@ from __future__ import annotations
 import textwrap
 from typing import Optional
 
-from dslint.program.models.moe import (INITIALIZE_POSITIONAL, MoESite, call_arg, engine_calls, moe_builds_in_scope,
-                                       moe_facts, returns_value)
-from dslint.program.models.moe_library import (LibraryMoE, data_dependent, family_by_class, family_by_id, mentions_library_moe,
-                                         family_by_model_type)
-from dslint.program.models.moe_usage import (DEFAULT_LEAF_CLASSES, config_leaf_classes, dynamic_padding_sites,
-                                       leaf_modules, run_stages, sparse_blocks, stages_for)
-from dslint.program.models.optimizers import PLAIN, classify_optimizer
-from dslint.cstwalk import visit as cst_visit
-from dslint.literals import literal_value
 from dslint.findings import Fix, Severity
-from dslint.program.project import version_tuple
+from dslint.program.query import DEFAULT_LEAF_CLASSES, PLAIN, MoESite, Program
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
 MOE_TRIGGERS = ("MoE", "moe", "experts")
@@ -32,7 +23,7 @@ def ex(source: str, **kw) -> Example:
 
 
 def _ds_version(ctx: RuleContext) -> Optional[tuple[int, ...]]:
-    return version_tuple(ctx.project.deepspeed_version)
+    return ctx.program.version(ctx.program.deepspeed_version)
 
 
 def _site_note(site: MoESite) -> str:
@@ -45,9 +36,9 @@ def _site_note(site: MoESite) -> str:
 
 def _distributed(ctx: RuleContext) -> bool:
     src = ctx.source
-    if list(ctx.project._launches_for(src)):
+    if list(ctx.program.launches_for(src)):
         return True
-    ws = ctx.project.world_size_for(src)
+    ws = ctx.program.world_size_for(src)
     if ws and ws > 1:
         return True
     return any(w in src.text for w in ("init_process_group", "init_distributed", "LOCAL_RANK", "local_rank",
@@ -138,16 +129,16 @@ class MoEGroupsNotInitialised(Rule):
     )
 
     def wants(self, ctx: RuleContext) -> bool:
-        return bool(moe_facts(ctx.project).sites)
+        return bool(ctx.program.moe().sites)
 
     def check(self, ctx: RuleContext):
-        src, project = ctx.source, ctx.project
-        facts = moe_facts(project)
-        calls = engine_calls(project, src)
+        src, program = ctx.source, ctx.program
+        facts = program.moe()
+        calls = program.engine_calls(src)
         inference = [c for c in calls if c.kind == "init_inference"]
         if any(c.kind == "initialize" for c in calls):
             return
-        if any(c.kind == "trainer" and project.configs_for_call(src, c.call) for c in calls):
+        if any(c.kind == "trainer" and program.configs_for_call(src, c.call) for c in calls):
             return
         builder_fns = facts.builder_functions
         consumers = []
@@ -157,9 +148,9 @@ class MoEGroupsNotInitialised(Rule):
                 fn = src.facts.functions.get(call.scope)
                 if fn is not None and fn.class_name:       # construction inside a model class: not a consumer
                     continue
-                if fn is not None and returns_value(fn.node) and _builder_called(project, scope_key, fn.name):
+                if fn is not None and program.returns_value(fn) and _builder_called(program, scope_key, fn.name):
                     continue        # a helper that builds the model for its callers: they are the consumers
-            if call in moe_builds_in_scope(project, src, call.scope):
+            if call in program.moe_builds_in_scope(src, call.scope):
                 consumers.append(call)
         if not consumers or not _distributed(ctx):
             return
@@ -178,7 +169,7 @@ class MoEGroupsNotInitialised(Rule):
             severity = Severity.WARNING
             when = "in DeepSpeed ≤ 0.19.0 even at ep_size=1 (the installed/pinned version is unknown)"
         else:
-            when = f"in DeepSpeed {project.deepspeed_version} (≤ 0.19.0) even at ep_size=1"
+            when = f"in DeepSpeed {program.deepspeed_version} (≤ 0.19.0) even at ep_size=1"
         how = ("`deepspeed.init_inference` does not create expert groups for native MoE layers; "
                if inference else "")
         site = facts.sites[0]
@@ -218,20 +209,19 @@ def _initialize_fix(src, node) -> Optional[Fix]:
                            "running it.", applicability="display", edits=edits)
 
 
-def _builder_called(project, key: str, name: str) -> bool:
+def _builder_called(program, key: str, name: str) -> bool:
     """Some checked file calls the MoE-building function `key` (`model = moefy(base)`): the model is used
     (initialized or not) where that call is, and the rule looks at that file."""
-    from dslint.program.models.moe import _calls_builder
-    return any(c.attr == name and _calls_builder(project, s, c, {key})
-               for s in project.using_identifier(name) for c in s.facts.calls)
+    return any(c.attr == name and program.calls_moe_builder(s, c, {key})
+               for s in program.using_identifier(name) for c in s.facts.calls)
 
 
 def _moe_engine_calls(ctx: RuleContext):
     """deepspeed.initialize / Trainer calls of this file whose scope builds an MoE model."""
-    for ec in engine_calls(ctx.project, ctx.source):
+    for ec in ctx.program.engine_calls(ctx.source):
         if ec.kind == "init_inference":
             continue
-        builds = moe_builds_in_scope(ctx.project, ctx.source, ec.call.scope)
+        builds = ctx.program.moe_builds_in_scope(ctx.source, ec.call.scope)
         if builds:
             yield ec, builds
 
@@ -362,12 +352,12 @@ class MoEParamGroupsMissing(Rule):
     )
 
     def wants(self, ctx: RuleContext) -> bool:
-        return bool(moe_facts(ctx.project).sites)
+        return bool(ctx.program.moe().sites)
 
     def check(self, ctx: RuleContext):
-        src, project = ctx.source, ctx.project
+        src, program = ctx.source, ctx.program
         for ec, builds in _moe_engine_calls(ctx):
-            configs, stages = stages_for(project, src, ec.call)
+            configs, stages = program.stages_for(src, ec.call)
             if stages and not stages & {1, 2, None}:
                 continue        # stage 0 has no such assertion; stage 3 is DSL205
             severity = None if stages & {1, 2} else Severity.WARNING
@@ -375,8 +365,8 @@ class MoEParamGroupsMissing(Rule):
                           else "ZeRO stage 1/2 (no DeepSpeed config with a known stage reaches this call)")
             scope = src.facts.functions.get(ec.call.scope)
             if ec.kind == "initialize":
-                expr = call_arg(ec.call, "optimizer", INITIALIZE_POSITIONAL)
-                kind, node, where = classify_optimizer(project, src, scope, expr)
+                expr = ec.argument("optimizer")
+                kind, node, where = program.classify_optimizer(src, scope, expr)
                 if kind != PLAIN:
                     continue
                 at, at_src = (node, where) if node is not None else (expr, src)
@@ -387,7 +377,7 @@ class MoEParamGroupsMissing(Rule):
                 opts = ec.call.keyword("optimizers")
                 if opts is not None:
                     continue        # a prebuilt optimizer tuple: read by the initialize branch when visible
-                if _create_optimizer_override(project, ec.call.attr or "") is not False:
+                if program.trainer_optimizer_has_moe_groups(ec.call.attr or "") is not False:
                     continue
                 at, at_src, trace = ec.call.node, src, []
             yield Diagnostic(
@@ -410,11 +400,10 @@ def _moe_groups_fix(src, ctor) -> Optional[Fix]:
     parameter iterable as one named group; a list of group dicts as it is), the import added once."""
     import libcst as cst
 
-    from dslint.program.models.optimizers import optimizer_params_arg
     from dslint.fixes.python import import_edit, replace_nodes
     if not isinstance(ctor, cst.Call):
         return None
-    params = optimizer_params_arg(ctor)
+    params = Program.optimizer_params_arg(ctor)
     if params is None:
         return None
     name = src.module.code_for_node(params)
@@ -481,22 +470,6 @@ def _max_length_fix(src, call) -> Optional[Fix]:
                applicability="unsafe", edits=edits)
 
 
-def _create_optimizer_override(project, trainer_name: str) -> Optional[bool]:
-    """True: the Trainer subclass overrides create_optimizer with MoE groups; False: overrides it without;
-    None: a stock Trainer (HF builds plain groups) or nothing to read."""
-    from dslint.program.models.optimizers import _Markers
-    for src in project.mentioning(trainer_name):
-        for info in src.facts.classes.values():
-            if info.name == trainer_name:
-                method = info.methods.get("create_optimizer")
-                if method is None:
-                    return False
-                markers = _Markers()
-                cst_visit(method.node, markers)
-                return True if markers.moe else False
-    return False if trainer_name.endswith("Trainer") else None
-
-
 class EpSizeMismatch(Rule):
     """Expert-parallel size that cannot be laid out: `num_experts % ep_size != 0`, `ep_size` larger than the
     world size, or a world size that `ep_size` does not divide.
@@ -540,11 +513,11 @@ class EpSizeMismatch(Rule):
         return "MoE" in ctx.source.text
 
     def check(self, ctx: RuleContext):
-        project = ctx.project
+        program = ctx.program
         with_mpu = any(ec.kind == "initialize" and ec.call.keyword("mpu") is not None
-                       for src in project.mentioning("initialize", "init_inference") for ec in engine_calls(project, src))
-        world = project.world_size_for(ctx.source)
-        for site in moe_facts(project).sites:
+                       for src in program.mentioning("initialize", "init_inference") for ec in program.engine_calls(src))
+        world = program.world_size_for(ctx.source)
+        for site in program.moe().sites:
             if site.src is not ctx.source:
                 continue
             ne, ep = site.get("num_experts"), site.get("ep_size")
@@ -661,10 +634,10 @@ class MoETokenCountVaries(Rule):
 
     def wants(self, ctx: RuleContext) -> bool:
         text = ctx.source.text
-        return ("pad" in text or "group_by_length" in text) and bool(moe_facts(ctx.project).sites)
+        return ("pad" in text or "group_by_length" in text) and bool(ctx.program.moe().sites)
 
     def check(self, ctx: RuleContext):
-        facts = moe_facts(ctx.project)
+        facts = ctx.program.moe()
         if not facts.sites:
             return
         version = _ds_version(ctx)
@@ -684,7 +657,7 @@ class MoETokenCountVaries(Rule):
         certain, site, why = chosen
         ep = site.get("ep_size")
         ep_text = f"ep_size={ep.value}" if ep.known else "ep_size (unknown statically; flagged in case it is > 1)"
-        for pad in dynamic_padding_sites(ctx.project, ctx.source):
+        for pad in ctx.program.dynamic_padding_sites(ctx.source):
             yield Diagnostic(
                 f"{pad.what}, so the number of tokens S differs across ranks; the MoE layers run with {ep_text} and "
                 f"{why}. The un-split `all_to_all_single` then disagrees in size across the expert-parallel group: "
@@ -731,11 +704,11 @@ class MoEZero3(Rule):
     )
 
     def wants(self, ctx: RuleContext) -> bool:
-        return bool(moe_facts(ctx.project).sites)
+        return bool(ctx.program.moe().sites)
 
     def check(self, ctx: RuleContext):
         for ec, builds in _moe_engine_calls(ctx):
-            configs, stages = stages_for(ctx.project, ctx.source, ec.call)
+            configs, stages = ctx.program.stages_for(ctx.source, ec.call)
             if 3 in stages:
                 cfg = next(c for c in configs if c.zero_stage == 3)
                 yield Diagnostic(
@@ -833,25 +806,25 @@ class Zero3DataDependentExperts(Rule):
         """A transformers MoE model loaded by id / class / `model_type` (the table in
         `dslint.program.models.moe_library`) whose block is data-dependent in the run's transformers version and not
         a leaf: no `set_z3_leaf_modules`/`leaf_module.classes` naming it, DeepSpeed older than its default."""
-        src, project = ctx.source, ctx.project
+        src, program = ctx.source, ctx.program
         if "from_pretrained" not in src.text and "for_model" not in src.text and "from_config" not in src.text \
-                and "Config(" not in src.text or not mentions_library_moe(src.text):
+                and "Config(" not in src.text or not program.mentions_library_moe(src.text):
             return
         seen: set[str] = set()
         for call in src.facts.calls:
-            fam, how = _library_family(call)
+            fam, how = program.library_moe_family(call)
             if fam is None or fam.family in seen:
                 continue
-            tf = version_tuple(project.transformers_version)
+            tf = program.version(program.transformers_version)
             ds = _ds_version(ctx)
-            dd = data_dependent(fam, tf)
+            dd = program.library_moe_data_dependent(fam)
             if dd is False:
                 continue
-            configs, stages = stages_for(project, src)
+            configs, stages = program.stages_for(src)
             zero3 = [c for c in configs if c.zero_stage == 3]
             if not zero3:
                 return
-            named, unreadable = leaf_modules(project)
+            named, unreadable = program.leaf_modules()
             if unreadable or fam.block in named:
                 continue
             listed = [_listed_leaf_classes(c) for c in zero3]       # None: the defaults apply
@@ -862,10 +835,10 @@ class Zero3DataDependentExperts(Rule):
                 continue
             seen.add(fam.family)
             since = (f"DeepSpeed ≥ {_version_text(fam.default_leaf_since)} makes it a leaf by default (PR #7604); "
-                     f"this run uses {project.deepspeed_version}" + (" and the config's `leaf_module.classes` "
+                     f"this run uses {program.deepspeed_version}" + (" and the config's `leaf_module.classes` "
                                                                      "replaces the defaults" if replaced else "")
                      if fam.default_leaf_since else "no DeepSpeed version makes it a leaf by default")
-            tf_text = (f"transformers {project.transformers_version}" if tf is not None
+            tf_text = (f"transformers {program.transformers_version}" if tf is not None
                        else "transformers < 5.0 (the version of this run is unknown)")
             yield Diagnostic(
                 f"{how} loads a {fam.family} model whose sparse block `{fam.block}` runs only the experts that "
@@ -878,25 +851,24 @@ class Zero3DataDependentExperts(Rule):
 
     def check(self, ctx: RuleContext):
         yield from self._library_models(ctx)
-        project = ctx.project
+        program = ctx.program
         if "experts[" not in ctx.source.text and "expert(" not in ctx.source.text:
             return                  # no sparse block of this file (`sparse_blocks` reads only such files)
-        blocks = [b for b in sparse_blocks(project) if b.src is ctx.source]
+        blocks = [b for b in program.sparse_blocks() if b.src is ctx.source]
         if not blocks:
             return
-        stages = run_stages(project)
+        stages = program.run_stages()
         if 3 not in stages:
             return
-        named, unreadable = leaf_modules(project)
+        named, unreadable = program.leaf_modules()
         if unreadable:
             return
         version = _ds_version(ctx)
         cfg_leaves: list[Optional[set[str]]] = []
-        for js in project.json_configs:
-            from dslint.program.project import ConfigView
-            view = ConfigView(js.data, js.path)
+        for js in program.json_configs:
+            view = program.config_view(js)
             if view.zero_stage == 3:
-                cfg_leaves.append(config_leaf_classes(view))
+                cfg_leaves.append(program.config_leaf_classes(view))
         for block in blocks:
             if block.class_name in named:
                 continue
@@ -909,7 +881,7 @@ class Zero3DataDependentExperts(Rule):
             if default and (version is None or version >= (0, 18, 0)):
                 continue
             extra = (f" DeepSpeed ≥ 0.18.0 makes `{block.class_name}` a leaf by default; this run uses "
-                     f"{project.deepspeed_version}." if default else "")
+                     f"{program.deepspeed_version}." if default else "")
             yield Diagnostic(
                 f"`{block.class_name}` runs only the experts that received tokens ({block.reason}); under ZeRO "
                 f"stage 3 each rank then all-gathers a different set of expert parameters and the collective "
@@ -918,51 +890,22 @@ class Zero3DataDependentExperts(Rule):
                 f"`zero_optimization.leaf_module.classes`.{extra}", block.loop)
 
 
-def _library_family(call) -> tuple[Optional[LibraryMoE], str]:
-    """The transformers MoE family a call loads or configures, and how it was named: a family class
-    (`Qwen3MoeForCausalLM.from_pretrained(...)`, `MixtralConfig(...)`), a hub id given to an `Auto*` class, or a
-    `model_type` (`AutoConfig.for_model("qwen3_moe")`)."""
-    callee = call.callee or ""
-    parts = callee.split(".")
-    last = parts[-1]
-    if last in ("from_pretrained", "from_config", "for_model", "_from_config") and len(parts) >= 2:
-        owner = parts[-2]
-        fam = family_by_class(owner)
-        if fam is not None:
-            return fam, f"`{owner}`"
-        if not owner.startswith("Auto"):
-            return None, ""
-        args = [a for a in call.node.args if a.keyword is None and not a.star]
-        value = args[0].value if args else None
-        if value is None:
-            kw = call.keyword("pretrained_model_name_or_path") or call.keyword("model_type")
-            value = kw.value if kw is not None else None
-        lit = literal_value(value) if value is not None else None
-        if not isinstance(lit, str):
-            return None, ""
-        fam = family_by_model_type(lit) if last == "for_model" else family_by_id(lit)
-        return fam, (f"model_type {lit!r}" if last == "for_model" else f"{lit!r}")
-    fam = family_by_class(last)
-    return (fam, f"`{last}`") if fam is not None and (last.endswith("Config") or "For" in last
-                                                       or last.endswith("Model")) else (None, "")
-
-
 def _listed_leaf_classes(config) -> Optional[set[str]]:
     """The class names a config's `zero_optimization.leaf_module` lists (they replace DeepSpeed's defaults),
     plus its `names`/`name_suffixes`; None when it lists no `classes` (the defaults apply)."""
     section = config.get("zero_optimization", "leaf_module")
     if not isinstance(section, dict) or "classes" not in section:
         return None
-    return config_leaf_classes(config)
+    return Program.config_leaf_classes(config)
 
 
 def _version_text(v) -> str:
     return ".".join(str(n) for n in v)
 
 
-def prepare(project) -> None:
+def prepare(program: Program) -> None:
     """Whole-project analyses of this family, computed once before files are dealt to worker processes."""
-    if moe_facts(project).sites:
-        run_stages(project)
-        leaf_modules(project)
-    sparse_blocks(project)
+    if program.moe().sites:
+        program.run_stages()
+        program.leaf_modules()
+    program.sparse_blocks()

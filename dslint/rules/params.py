@@ -13,13 +13,8 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.program.models.forward_paths import ForwardPaths, TooManyPaths, deciding_condition, divergent
-from dslint.program.models.modules import (ModelFacts, ModuleClass, attribute_read_count, model_facts,
-                                         reaches_attributes_dynamically)
-from dslint.program.models.moe import INITIALIZE_POSITIONAL, call_arg, engine_calls
-from dslint.program.models.moe_usage import run_stages
-from dslint.program.models.param_groups import groups_of, optimizer_constructions, uncovered
-from dslint.program.hyperparams import memo
+from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program, TooManyPaths, deciding_condition,
+                                  divergent)
 from dslint.cstwalk import visit as cst_visit
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
@@ -94,10 +89,10 @@ def _word_in(name: str, code: str) -> bool:
 def conditional_uses(ctx: RuleContext) -> list[tuple]:
     """(attr, root class, condition, path pair) for trainable attributes of this file's classes whose use
     depends on data; memoised per file."""
-    project, src = ctx.project, ctx.source
+    program, src = ctx.program, ctx.source
 
     def build():
-        facts = model_facts(project)
+        facts = program.models()
         out = []
         for cls in facts.classes_in(src):
             attrs = [a for a in cls.attrs.values() if facts.trainable(a)]
@@ -140,11 +135,11 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     out.append((attr, root, found[0], cond, use))
         return out
 
-    return memo(project, f"conditional-uses:{id(src)}", build)
+    return program.memo(f"conditional-uses:{id(src)}", build)
 
 
-def _zero_severity(project) -> Optional[tuple[Optional[Severity], str]]:
-    stages = run_stages(project)
+def _zero_severity(program) -> Optional[tuple[Optional[Severity], str]]:
+    stages = program.run_stages()
     known = {s for s in stages if s is not None}
     if stages and known == stages and known <= {0}:
         return None             # ZeRO-0 / DDP path zero-fills missing gradients
@@ -159,12 +154,12 @@ _MULTI_RANK_TRAINING = frozenset({"initialize", "DistributedDataParallel", "DDP"
                                   "Accelerator", "prepare", "init_process_group", "init_distributed", "train"})
 
 
-def _trained_across_ranks(project) -> bool:
+def _trained_across_ranks(program) -> bool:
     """Does any file of the context start multi-rank training (decided on the outlines)? In a run whose launch
     units never reach it, a model class with no script that trains it -- a library's own model code, a copy
     vendored for evaluation -- has no gradient reduction to skew."""
     def build() -> bool:
-        for src in project.python:
+        for src in program.python:
             outline = src.outline
             if outline is None:
                 continue
@@ -172,7 +167,7 @@ def _trained_across_ranks(project) -> bool:
                                or callee.rsplit(".", 1)[-1].endswith("Trainer")) for callee, _ in outline.calls):
                 return True
         return False
-    return project.memo("params.trained_across_ranks", build)
+    return program.memo("params.trained_across_ranks", build)
 
 
 class ParamNotInOptimizer(Rule):
@@ -221,13 +216,13 @@ class ParamNotInOptimizer(Rule):
     )
 
     def check(self, ctx: RuleContext):
-        if model_facts(ctx.project).freezing.freeze_all:
+        if ctx.program.models().freezing.freeze_all:
             return
-        for call, scope, arg in optimizer_constructions(ctx.source):
-            groups = groups_of(ctx.source, scope, arg)
+        for call, scope, arg in ctx.program.optimizer_constructions(ctx.source):
+            groups = ctx.program.param_groups(ctx.source, scope, arg)
             if not groups:
                 continue
-            missing = uncovered(groups)
+            missing = ctx.program.uncovered_parameters(groups)
             if missing is None:
                 continue
             text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
@@ -284,16 +279,16 @@ class UnusedTrainableParam(Rule):
     )
 
     def check(self, ctx: RuleContext):
-        facts = model_facts(ctx.project)
+        facts = ctx.program.models()
         for cls in facts.classes_in(ctx.source):
             mro = cls.mro()
             if any(c.external_bases for c in mro) or not cls.has_method("forward"):
                 continue
             candidates = [a for a in cls.attrs.values() if a.method == "__init__" and facts.trainable(a)]
-            if not candidates or any(reaches_attributes_dynamically(c) for c in mro):
+            if not candidates or any(Program.reaches_attributes_dynamically(c) for c in mro):
                 continue
             for attr in candidates:
-                if attribute_read_count(ctx.project, attr.name):
+                if ctx.program.attribute_read_count(attr.name):
                     continue
                 yield Diagnostic(
                     f"`self.{attr.name}` ({attr.kind}) is trainable but nothing in the checked files reads it: it never "
@@ -466,10 +461,10 @@ class ConditionallyUsedParam(Rule):
     )
 
     def check(self, ctx: RuleContext):
-        if not run_stages(ctx.project) and not _trained_across_ranks(ctx.project) and ctx.project.run_program.units:
+        if not ctx.program.run_stages() and not _trained_across_ranks(ctx.program) and ctx.program.run_program.units:
             return              # the run's programs never reach this model and nothing near it trains it on
                                 # several ranks (vendored model code); a model file checked alone is still checked
-        zero = _zero_severity(ctx.project)
+        zero = _zero_severity(ctx.program)
         if zero is None:
             return              # ZeRO-0 / DDP only
         severity, stage_text = zero
@@ -555,11 +550,11 @@ class RequiresGradAfterInit(Rule):
 
     def check(self, ctx: RuleContext):
         src = ctx.source
-        for ec in engine_calls(ctx.project, src):
+        for ec in ctx.program.engine_calls(src):
             if ec.kind != "initialize":
                 continue
             names = set()
-            model = call_arg(ec.call, "model", INITIALIZE_POSITIONAL)
+            model = ec.argument("model")
             if isinstance(model, cst.Name):
                 names.add(model.value)
             scope = src.facts.functions.get(ec.call.scope)
@@ -633,7 +628,7 @@ class _AfterInit(cst.CSTVisitor):
         return True
 
 
-def prepare(project) -> None:
+def prepare(program: Program) -> None:
     """Whole-project analyses of this family, computed once before files are dealt to worker processes."""
-    model_facts(project)
-    run_stages(project)
+    program.models()
+    program.run_stages()

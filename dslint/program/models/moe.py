@@ -217,6 +217,10 @@ class EngineCall:
     call: CallSite
     kind: str              # "initialize" | "init_inference" | "trainer"
 
+    def argument(self, name: str) -> Optional[cst.BaseExpression]:
+        """The expression passed as `name` (keyword, or positional in `deepspeed.initialize`'s order)."""
+        return call_arg(self.call, name, INITIALIZE_POSITIONAL if self.kind == "initialize" else ())
+
 
 def engine_calls(project: "ProjectView", src: PythonSource) -> list[EngineCall]:
     def build():

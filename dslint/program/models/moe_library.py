@@ -23,7 +23,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+from dslint.literals import literal_value
+
+if TYPE_CHECKING:
+    from dslint.program.facts import CallSite
 
 Version = tuple[int, ...]
 V5: Version = (5, 0, 0)
@@ -166,3 +171,32 @@ def data_dependent(fam: LibraryMoE, transformers: Optional[Version]) -> Optional
     if transformers is None:
         return None
     return (lo is None or transformers >= lo) and (hi is None or transformers < hi)
+
+
+def family_of_call(call: "CallSite") -> tuple[Optional[LibraryMoE], str]:
+    """The transformers MoE family a call loads or configures, and how it was named: a family class
+    (`Qwen3MoeForCausalLM.from_pretrained(...)`, `MixtralConfig(...)`), a hub id given to an `Auto*` class, or a
+    `model_type` (`AutoConfig.for_model("qwen3_moe")`)."""
+    callee = call.callee or ""
+    parts = callee.split(".")
+    last = parts[-1]
+    if last in ("from_pretrained", "from_config", "for_model", "_from_config") and len(parts) >= 2:
+        owner = parts[-2]
+        fam = family_by_class(owner)
+        if fam is not None:
+            return fam, f"`{owner}`"
+        if not owner.startswith("Auto"):
+            return None, ""
+        args = [a for a in call.node.args if a.keyword is None and not a.star]
+        value = args[0].value if args else None
+        if value is None:
+            kw = call.keyword("pretrained_model_name_or_path") or call.keyword("model_type")
+            value = kw.value if kw is not None else None
+        lit = literal_value(value) if value is not None else None
+        if not isinstance(lit, str):
+            return None, ""
+        fam = family_by_model_type(lit) if last == "for_model" else family_by_id(lit)
+        return fam, (f"model_type {lit!r}" if last == "for_model" else f"{lit!r}")
+    fam = family_by_class(last)
+    return (fam, f"`{last}`") if fam is not None and (last.endswith("Config") or "For" in last
+                                                       or last.endswith("Model")) else (None, "")

@@ -210,3 +210,18 @@ def classify_optimizer(project: "ProjectView", src: PythonSource, scope: Optiona
                 return PLAIN, ctors[-1], fsrc
             return (MOE if MOE in kinds else UNKNOWN), None, None
     return UNKNOWN, None, None
+
+
+def trainer_optimizer_has_moe_groups(project: "ProjectView", trainer_name: str) -> Optional[bool]:
+    """True: the Trainer subclass overrides create_optimizer with MoE groups; False: overrides it without;
+    None: a stock Trainer (HF builds plain groups) or nothing to read."""
+    for src in project.mentioning(trainer_name):
+        for info in src.facts.classes.values():
+            if info.name == trainer_name:
+                method = info.methods.get("create_optimizer")
+                if method is None:
+                    return False
+                markers = _Markers()
+                cst_visit(method.node, markers)
+                return True if markers.moe else False
+    return False if trainer_name.endswith("Trainer") else None

@@ -1,0 +1,270 @@
+"""The one interface rules query the program model through.
+
+A rule sees the file it checks (`RuleContext.source`) and a `Program`: the launch-unit view that file is analysed
+in (`ProjectView`: the entry point, the modules it imports, the configs it is given, its launcher's world size)
+with the questions rules ask of it -- what the run is (versions, world size, configs), which values differ between
+ranks and which collective sites that makes hazardous, which engines, models, MoE layers and optimizers the run
+builds. Every answer is computed once per view (memoised on it) by the concept modules of this package
+(`units`, `roles`, `configs`, `process_groups`, `collective_sites`, `rank/`, `models/`); rules import none of
+them, only this module (tests/test_layout.py checks it), so the model can change underneath without a rule
+noticing.
+
+The value types the answers are made of are re-exported here for annotations and `isinstance` checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+from dslint.program.models.forward_paths import (Condition, ForwardPaths, Path, TooManyPaths, deciding_condition,
+                                                 divergent)
+from dslint.program.models.modules import ModelFacts, ModuleClass
+from dslint.program.models.moe import INITIALIZE_POSITIONAL, EngineCall, MoEFacts, MoESite
+from dslint.program.models.moe_library import LibraryMoE
+from dslint.program.models.moe_usage import DEFAULT_LEAF_CLASSES, PaddingSite, SparseBlock
+from dslint.program.models.optimizers import PLAIN
+from dslint.program.project import ConfigView, version_tuple
+from dslint.program.rank.hazards import Hazard
+from dslint.program.statements import code_of
+
+if TYPE_CHECKING:
+    from dslint.program.facts import CallSite, FunctionInfo
+    from dslint.program.project import ProjectView
+    from dslint.sources import JsonSource, PythonSource
+
+__all__ = [
+    "Program", "Hazard", "EngineCall", "MoEFacts", "MoESite", "LibraryMoE", "PaddingSite", "SparseBlock",
+    "ModelFacts", "ModuleClass", "ForwardPaths", "TooManyPaths", "Path", "Condition", "ConfigView",
+    "INITIALIZE_POSITIONAL", "PLAIN", "DEFAULT_LEAF_CLASSES", "code_of", "divergent", "deciding_condition",
+]
+
+
+class Program:
+    """The program model of one launch-unit view, as rules query it."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: "ProjectView") -> None:
+        self.view = view
+
+    # ---- the run: versions, launches, world size, configs -------------------------------------------------
+    @property
+    def deepspeed_version(self) -> Optional[str]:
+        """The DeepSpeed version of the run (installed, or pinned by the repository), as written."""
+        return self.view.deepspeed_version
+
+    @property
+    def transformers_version(self) -> Optional[str]:
+        return self.view.transformers_version
+
+    @staticmethod
+    def version(text: Optional[str]) -> Optional[tuple[int, ...]]:
+        """"0.19.1" -> (0, 19, 1); None when unknown."""
+        return version_tuple(text)
+
+    def launches_for(self, src: "PythonSource") -> list:
+        """The launcher lines (deepspeed/torchrun/accelerate ...) that run `src`."""
+        return list(self.view._launches_for(src))
+
+    def world_size_for(self, src: "PythonSource") -> Optional[int]:
+        return self.view.world_size_for(src)
+
+    @property
+    def run_program(self):
+        """The launch units of the run (`units.RunProgram`)."""
+        return self.view.run_program
+
+    @property
+    def python(self) -> list["PythonSource"]:
+        """The Python files of this view (the unit's files, or every file when no unit reaches the checked one)."""
+        return self.view.python
+
+    @property
+    def json_configs(self) -> list["JsonSource"]:
+        return self.view.json_configs
+
+    def config_view(self, config: "JsonSource") -> ConfigView:
+        return ConfigView(config.data, config.path)
+
+    def configs_for_call(self, src: "PythonSource", call: "CallSite") -> list[ConfigView]:
+        """The DeepSpeed configs that reach this `deepspeed.initialize`/`Trainer` call (per call, issue 18)."""
+        return self.view.configs_for_call(src, call)
+
+    def configs_by_reference(self, ref: str, base: Any) -> list["JsonSource"]:
+        """The JSON configs a path written in a script or launcher line names (relative to `base`, the
+        referring file's folder, or to the root; else by file name)."""
+        return self.view._json_by_reference(ref, base)
+
+    def mentioning(self, *words: str) -> list["PythonSource"]:
+        """Files of the view whose text holds one of `words` (a cheap pre-filter)."""
+        return self.view.mentioning(*words)
+
+    def using_identifier(self, name: str) -> list["PythonSource"]:
+        return self.view.using_identifier(name)
+
+    def memo(self, key: str, build: Callable[[], Any]) -> Any:
+        """A rule's own per-view result, computed once."""
+        return self.view.memo(key, build)
+
+    def scripts_using(self, config: "JsonSource") -> list["PythonSource"]:
+        """The scripts of the run that are handed `config`."""
+        from dslint.dsconfig.usage import scripts_using
+        return scripts_using(self.view, config)
+
+    def runs_under_hf(self, script: "PythonSource") -> bool:
+        """`script` hands its config to HF Trainer/accelerate (which fill "auto" values)."""
+        from dslint.dsconfig.usage import runs_under_hf
+        return runs_under_hf(self.view, script)
+
+    @staticmethod
+    def builds_moe_layers(script: "PythonSource") -> bool:
+        from dslint.dsconfig.usage import builds_moe_layers
+        return builds_moe_layers(script)
+
+    @staticmethod
+    def reading_known(fn: Callable[..., Any], data: Any, *args: Any) -> tuple[Any, bool]:
+        """`fn(data, *args)` over a config built in Python, and whether it read only values known statically."""
+        from dslint.program.pyconfig import reading_known
+        return reading_known(fn, data, *args)
+
+    def configs_written_in(self, src: "PythonSource") -> list:
+        """The DeepSpeed configs `src` builds in Python (dict literals, evaluated assignments)."""
+        from dslint.program.pyconfig import configs_written_in
+        return configs_written_in(self.view, src)
+
+    # ---- rank-varying values and the collective sites they make hazardous ---------------------------------
+    def prepare_rank_hazards(self) -> None:
+        """Compute the whole-view parts of the rank analysis now (roles, launch units, MoE holders, the HF ZeRO-3
+        test, which functions can return a rank), so that forked workers inherit them."""
+        from dslint.program.rank.hazards import RankHazards
+        hazards = RankHazards.of(self.view)
+        hazards.sites.roles
+        hazards.sites.program
+        hazards.sites.moe_classes
+        hazards.hf_zero3_auto_sync
+        hazards.taint._rank_capable_units()
+
+    def rank_hazards(self, src: "PythonSource") -> list[Hazard]:
+        """Collective sites of `src` that rank-dependent control reaches on some ranks only (DSL101-105)."""
+        from dslint.program.rank.hazards import rank_hazards
+        return rank_hazards(self.view, src)
+
+    # ---- engines, ZeRO stages, MoE layers ------------------------------------------------------------------
+    def engine_calls(self, src: "PythonSource") -> list[EngineCall]:
+        """`deepspeed.initialize` / `init_inference` / HF Trainer calls of `src`."""
+        from dslint.program.models.moe import engine_calls
+        return engine_calls(self.view, src)
+
+    def moe(self) -> MoEFacts:
+        """The run's DeepSpeed MoE constructions and the functions that build models holding them."""
+        from dslint.program.models.moe import moe_facts
+        return moe_facts(self.view)
+
+    def moe_builds_in_scope(self, src: "PythonSource", scope: str) -> list["CallSite"]:
+        from dslint.program.models.moe import moe_builds_in_scope
+        return moe_builds_in_scope(self.view, src, scope)
+
+    def calls_moe_builder(self, src: "PythonSource", call: "CallSite", keys: set[str]) -> bool:
+        from dslint.program.models.moe import _calls_builder
+        return _calls_builder(self.view, src, call, keys)
+
+    def stages_for(self, src: "PythonSource", call: Optional["CallSite"] = None
+                   ) -> tuple[list[ConfigView], set[Optional[int]]]:
+        """The configs reaching `call` (or any engine call of `src`) and their ZeRO stages."""
+        from dslint.program.models.moe_usage import stages_for
+        return stages_for(self.view, src, call)
+
+    def run_stages(self) -> set[Optional[int]]:
+        """The ZeRO stages of the run's configs (None: a stage not known statically)."""
+        from dslint.program.models.moe_usage import run_stages
+        return run_stages(self.view)
+
+    def dynamic_padding_sites(self, src: "PythonSource") -> list[PaddingSite]:
+        from dslint.program.models.moe_usage import dynamic_padding_sites
+        return dynamic_padding_sites(self.view, src)
+
+    def sparse_blocks(self) -> list[SparseBlock]:
+        from dslint.program.models.moe_usage import sparse_blocks
+        return sparse_blocks(self.view)
+
+    def leaf_modules(self) -> tuple[set[str], bool]:
+        """Class names made ZeRO-3 leaves by `set_z3_leaf_modules`, and whether some call's names are unreadable."""
+        from dslint.program.models.moe_usage import leaf_modules
+        return leaf_modules(self.view)
+
+    @staticmethod
+    def config_leaf_classes(config: ConfigView) -> Optional[set[str]]:
+        from dslint.program.models.moe_usage import config_leaf_classes
+        return config_leaf_classes(config)
+
+    def library_moe_family(self, call: "CallSite") -> tuple[Optional[LibraryMoE], str]:
+        """The transformers MoE family a call loads or configures, and how it is named."""
+        from dslint.program.models.moe_library import family_of_call
+        return family_of_call(call)
+
+    def library_moe_data_dependent(self, family: LibraryMoE) -> Optional[bool]:
+        """Does the family's sparse block run a data-dependent set of experts in this run's transformers?"""
+        from dslint.program.models.moe_library import data_dependent
+        return data_dependent(family, version_tuple(self.transformers_version))
+
+    @staticmethod
+    def mentions_library_moe(text: str) -> bool:
+        from dslint.program.models.moe_library import mentions_library_moe
+        return mentions_library_moe(text)
+
+    # ---- optimizers, param groups ---------------------------------------------------------------------------
+    def trainer_optimizer_has_moe_groups(self, trainer_name: str) -> Optional[bool]:
+        """True: the Trainer subclass overrides create_optimizer with MoE groups; False: overrides it without;
+        None: a stock Trainer (HF builds plain groups) or nothing to read."""
+        from dslint.program.models.optimizers import trainer_optimizer_has_moe_groups
+        return trainer_optimizer_has_moe_groups(self.view, trainer_name)
+
+    @staticmethod
+    def optimizer_params_arg(ctor: Any) -> Any:
+        """The params argument of an optimizer construction."""
+        from dslint.program.models.optimizers import optimizer_params_arg
+        return optimizer_params_arg(ctor)
+
+    def classify_optimizer(self, src: "PythonSource", scope: Optional["FunctionInfo"], expr: Any
+                           ) -> tuple[str, Any, Optional["PythonSource"]]:
+        """How the client optimizer `expr` is built (`PLAIN`, MoE-aware ...), with the construction and its file."""
+        from dslint.program.models.optimizers import classify_optimizer
+        return classify_optimizer(self.view, src, scope, expr)
+
+    @staticmethod
+    def optimizer_constructions(src: "PythonSource") -> Iterable:
+        from dslint.program.models.param_groups import optimizer_constructions
+        return optimizer_constructions(src)
+
+    @staticmethod
+    def param_groups(src: "PythonSource", scope: Optional["FunctionInfo"], expr: Any):
+        """The name-filtered param groups an optimizer is built over (None: not readable)."""
+        from dslint.program.models.param_groups import groups_of
+        return groups_of(src, scope, expr)
+
+    @staticmethod
+    def uncovered_parameters(groups) -> Optional[list[tuple[str, bool]]]:
+        from dslint.program.models.param_groups import uncovered
+        return uncovered(groups)
+
+    @staticmethod
+    def returns_value(fn: "FunctionInfo") -> bool:
+        """The function hands something back (`return model`), so its callers hold what it built."""
+        from dslint.program.models.moe import returns_value
+        return returns_value(fn.node)
+
+    # ---- nn.Module models ---------------------------------------------------------------------------------
+    def models(self) -> ModelFacts:
+        """The run's `nn.Module` classes, the parameters/submodules they create, and what the scripts freeze."""
+        from dslint.program.models.modules import model_facts
+        return model_facts(self.view)
+
+    def attribute_read_count(self, name: str) -> int:
+        from dslint.program.models.modules import attribute_read_count
+        return attribute_read_count(self.view, name)
+
+    @staticmethod
+    def reaches_attributes_dynamically(cls: ModuleClass) -> bool:
+        from dslint.program.models.modules import reaches_attributes_dynamically
+        return reaches_attributes_dynamically(cls)
+
