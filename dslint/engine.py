@@ -18,7 +18,7 @@ from typing import Optional
 
 from dslint.config import Settings
 from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
-from dslint.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
+from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
 from dslint.program.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
@@ -315,7 +315,7 @@ class Checker:
         if pattern is not None and pattern.search(source.text):
             return True
         # triaged out: no rule can flag it or needs its facts -- but a syntax error is still DSL001, and so is a
-        # file no parser may read (dslint.guard)
+        # file no parser may read (dslint.sources.guard)
         if source.too_complex is not None:
             return True
         try:

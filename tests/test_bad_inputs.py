@@ -104,7 +104,7 @@ def test_a_1gib_checkpoint_is_never_read_in_full(tmp_path):
     """A sparse 1 GiB file under every name a checkpoint may have: walked, only its name is looked at (or its
     size, for .json); named explicitly, its first bytes. Counted at the os.read calls of the real reader."""
     from dslint.config import Settings
-    from dslint.inputs import collect, read_sources
+    from dslint.sources.inputs import collect, read_sources
     folder = _with_hazard(tmp_path / "proj")
     for name in ("model.pt", "weights.json", "state.py"):
         with open(folder / name, "wb") as f:
@@ -333,7 +333,7 @@ def test_hjson_config_walked_in_a_folder_is_checked(tmp_path):
 ])
 def test_hjson_reader_agrees_with_hjson(text):
     import hjson     # DeepSpeed's dependency (constraints/test.txt pins it)
-    from dslint.jsonpos import JsonPositionError, load_positioned
+    from dslint.sources.jsonpos import JsonPositionError, load_positioned
     try:
         expected = hjson.loads(text)
     except ValueError:
@@ -344,7 +344,7 @@ def test_hjson_reader_agrees_with_hjson(text):
 
 
 def test_hjson_spans_point_at_keys():
-    from dslint.jsonpos import load_positioned
+    from dslint.sources.jsonpos import load_positioned
     parsed = load_positioned(HJSON_CONFIG)
     assert parsed.span(("bf16", "enabled")).line == 8
     assert parsed.span(("train_micro_batch_size_per_gpu",)).line == 4

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dslint.cstwalk import children
+from dslint.sources.cstwalk import children
 from dslint.sources import PythonSource, statement_offsets
 from tests.conftest import REPO
 from tests.test_fix_rounds import CASES, _real_files, random_edits

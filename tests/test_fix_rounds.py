@@ -106,7 +106,7 @@ def test_spliced_tree_equals_a_whole_parse(old, new, taken):
 
 
 def _real_files() -> list[Path]:
-    picks = ["dslint/fixes/python.py", "dslint/sources.py", "examples", "tests/fixtures/static/moe"]
+    picks = ["dslint/fixes/python.py", "dslint/sources/__init__.py", "examples", "tests/fixtures/static/moe"]
     out = []
     for pick in picks:
         path = REPO / pick

@@ -18,7 +18,7 @@ import pytest
 
 from dslint.findings import Edit
 from dslint.fixes.apply import apply_edits, fix_round
-from dslint.jsonpos import load_positioned
+from dslint.sources.jsonpos import load_positioned
 from dslint.rules import all_rules
 from dslint.testing import example_settings, fix_files, run_example
 from tests.conftest import REPO

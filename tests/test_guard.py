@@ -1,4 +1,4 @@
-"""The complexity guard (dslint/guard.py): a file whose syntax would crash libcst's native parser (SIGSEGV, no
+"""The complexity guard (dslint/sources/guard.py): a file whose syntax would crash libcst's native parser (SIGSEGV, no
 report at all) or exhaust the rules' recursion is reported as DSL001 "could not be analysed" at the token that
 crossed the limit, and the other files of the run keep their findings."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dslint.engine import check_texts
-from dslint.guard import MAX_CHAIN, MAX_DEPTH, MAX_ELIFS, _estimate, check, scan
+from dslint.sources.guard import MAX_CHAIN, MAX_DEPTH, MAX_ELIFS, _estimate, check, scan
 
 HAZARD = "import torch.distributed as dist\nrank = dist.get_rank()\nif rank == 0:\n    dist.barrier()\n"
 
@@ -113,7 +113,7 @@ def test_the_text_report_of_a_megabyte_line_shows_a_window_around_the_column(tmp
 def test_the_quick_bound_holds_only_for_files_within_the_limits():
     """`within_bound` says True only when the tokenizer's exact measures are within the limits: on the samples
     above, on real code with low limits (where it has to say False), and on generated token soups."""
-    from dslint.guard import within_bound
+    from dslint.sources.guard import within_bound
     real = (Path(__file__).parent.parent / "dslint" / "engine.py").read_text()
     samples = list(_hostile().values()) + [real, "x = a.b.c.d.e.f\n", "x = (a +\n b +\n c +\n d)\n",
                                            "f(a.b.c.d, e)\n", "x = 'a' 'b' 'c' 'd' 'e'\n", "x = a == b == c == d\n"]
@@ -135,7 +135,7 @@ _TOKENS = ["a", "b1", "f", "not", "and", "or", "if", "else", "lambda", "in", "is
 @hypothesis.settings(max_examples=400, deadline=None)
 @hypothesis.given(st.lists(st.sampled_from(_TOKENS), max_size=120), st.integers(min_value=1, max_value=12))
 def test_the_quick_bound_never_undercounts_generated_token_soups(tokens, limit):
-    from dslint.guard import within_bound
+    from dslint.sources.guard import within_bound
     text = " ".join(tokens) + "\n"
     if within_bound(text, limit, limit):
         measures, _ = scan(text, (10**9, 10**9, 10**9))

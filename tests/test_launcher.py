@@ -1,4 +1,4 @@
-"""Launcher scripts (dslint/launcher.py): launches found wherever bash would run them, at their position in the
+"""Launcher scripts (dslint/sources/launcher.py): launches found wherever bash would run them, at their position in the
 file; DSL001 only where bash itself stops (`bash -n`), never for text the grammar cannot read."""
 
 import os
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dslint.launcher import LauncherParseError, parse_launches, read_script
+from dslint.sources.launcher import LauncherParseError, parse_launches, read_script
 from dslint.sources import ShellSource
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -12,7 +12,7 @@ import pytest
 
 from dslint.program.models import modules as mf
 from dslint.program.facts import dotted_name
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 from dslint.program.project import ProjectView
 from dslint.sources import PythonSource, module_name_for
 
@@ -78,7 +78,7 @@ class _CstFreezes:
         self.src, self.out, self.loops, self.conditional = src, set(), [], 0
 
     def run(self):
-        from dslint.cstwalk import walk_events
+        from dslint.sources.cstwalk import walk_events
         for node, entering in walk_events(self.src.module):
             if isinstance(node, (cst.If, cst.IfExp)):
                 self.conditional += 1 if entering else -1

@@ -5,7 +5,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from dslint.cstwalk import walk
+from dslint.sources.cstwalk import walk
 from dslint.sources import PythonSource
 
 FIXTURES = Path(__file__).parent / "fixtures"

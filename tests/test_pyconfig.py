@@ -5,7 +5,7 @@ import textwrap
 
 from dslint.config import Settings
 from dslint.engine import check_texts, make_source
-from dslint.literals import UNKNOWN
+from dslint.sources.literals import UNKNOWN
 from dslint.program.project import ProjectView
 from dslint.program.pyconfig import PartialDict, python_configs, reading_known
 

@@ -69,7 +69,7 @@ def parses(name: str, data: bytes) -> bool | None:
             return False
         return True
     if name.endswith(".json"):
-        from dslint.jsonpos import JsonPositionError, load_positioned
+        from dslint.sources.jsonpos import JsonPositionError, load_positioned
         try:
             load_positioned(data.decode("utf-8-sig"))
         except (JsonPositionError, UnicodeDecodeError, RecursionError):

@@ -169,7 +169,7 @@ def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean
 
 
 def _is_unknown(value: Any) -> bool:
-    """A value of a config built in Python that dslint cannot know (`dslint.literals.UNKNOWN`)."""
+    """A value of a config built in Python that dslint cannot know (`dslint.sources.literals.UNKNOWN`)."""
     return getattr(type(value), "_dslint_unknown", False)
 
 

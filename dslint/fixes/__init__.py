@@ -4,7 +4,7 @@
   (ruff's terms): `safe` (`--fix`), `unsafe` (`--fix --unsafe-fixes`), `display` (shown, never applied);
   `manual` fixes only describe the change.
 - `python`: edits as libcst transformations (only the changed nodes' text changes), imports added once.
-- `jsonedit`: JSON edits on dslint.jsonpos spans (every other byte kept).
+- `jsonedit`: JSON edits on dslint.sources.jsonpos spans (every other byte kept).
 - `apply`: merging one file's edits, overlap, the round-by-round fixed point.
 - `session`: the `--fix`/`--diff` run (re-checks in memory, atomic writes, refusals, unified diffs).
 

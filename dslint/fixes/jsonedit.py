@@ -1,4 +1,4 @@
-"""JSON edits on the spans dslint.jsonpos keeps: a key renamed, a value replaced, a member deleted. Each edit
+"""JSON edits on the spans dslint.sources.jsonpos keeps: a key renamed, a value replaced, a member deleted. Each edit
 covers only the key or value it changes, so every other byte of the file (formatting, key order, the text
 around) stays as it was."""
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from dslint.findings import Edit
 
 if TYPE_CHECKING:
-    from dslint.jsonpos import JsonPath, Span
+    from dslint.sources.jsonpos import JsonPath, Span
     from dslint.sources import JsonSource
 
 

@@ -47,7 +47,7 @@ def _parses(path: str, text: str, kind: str) -> bool:
             return False
         return True
     if kind == "json":
-        from dslint.jsonpos import JsonPositionError, load_positioned
+        from dslint.sources.jsonpos import JsonPositionError, load_positioned
         try:
             load_positioned(text)
         except (JsonPositionError, RecursionError):

@@ -30,7 +30,7 @@ from dslint.program.statements import settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.taint import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 from dslint.program.project import version_tuple
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.cstwalk import nodes_of
+from dslint.sources.cstwalk import nodes_of
 # PairingError is raised here, and defined in outline.py, where the engine can catch it without importing libcst
 from dslint.program.outline import PairingError, resolve_dotted
 
@@ -174,7 +174,7 @@ def file_facts(module: cst.Module, outline) -> FileFacts:
 def _enclosing_defs(module: cst.Module, infos: list[FunctionInfo]) -> list[Optional[FunctionInfo]]:
     """For each call in source pre-order, the FunctionInfo of the innermost def around it (a decorator's call:
     the def it decorates, as the outline's scopes have it)."""
-    from dslint.cstwalk import source_fields
+    from dslint.sources.cstwalk import source_fields
     by_node = {id(info.node): info for info in infos}
     out: list[Optional[FunctionInfo]] = []
     stack: list[tuple[cst.CSTNode, Optional[FunctionInfo]]] = [(module, None)]

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
-from dslint.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import visit as cst_visit
 from dslint.program.facts import FunctionInfo, dotted_name
-from dslint.literals import UNKNOWN, literal_value
+from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
     from dslint.program.project import ProjectView

@@ -246,7 +246,7 @@ _LAZY_TABLE = "_import_structure"
 
 def _in_source_order(out: Outline, keys: list, defs: list, class_keys: list) -> None:
     """The calls, functions and classes in source pre-order: the order of libcst's nodes in a walk that visits a
-    node's children in source order (`dslint.cstwalk.nodes_of`), so that the i-th node of a kind pairs with
+    node's children in source order (`dslint.sources.cstwalk.nodes_of`), so that the i-th node of a kind pairs with
     the i-th entry. Spans are nested or disjoint: by start, then the longer first."""
     if keys:
         order = sorted(range(len(keys)), key=keys.__getitem__)

@@ -272,7 +272,7 @@ def _binds(stmt: cst.CSTNode, name: str) -> bool:
 def _binds_otherwise(stmt: cst.CSTNode, name: str) -> bool:
     """`for name in …`, `with … as name`, `name += …`, `name: T = …`, `(name := …)`: bindings `iter_assigns`
     does not list (decided on the text: a superset)."""
-    from dslint.cstwalk import walk
+    from dslint.sources.cstwalk import walk
     for n in walk(stmt):
         target = None
         if isinstance(n, (cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.CompFor)):
@@ -296,7 +296,7 @@ def _statement_path(scope_node: cst.CSTNode, at: cst.CSTNode) -> Optional[list]:
     """[(block, index of the statement on the way to `at`, the statement owning the block)] from the function's
     body down to the statement holding `at` (in its header, for a compound statement); None when `at` is not
     found. Nested functions and classes are not entered."""
-    from dslint.cstwalk import walk
+    from dslint.sources.cstwalk import walk
     if not isinstance(scope_node, cst.FunctionDef):
         return None
 

@@ -413,7 +413,7 @@ class ProjectView:
         return memo[key]
 
     def _argparse_config_defaults(self, src: PythonSource):
-        from dslint.literals import literal_value
+        from dslint.sources.literals import literal_value
         for call in src.facts.calls:
             if call.attr != "add_argument" or not call.node.args:
                 continue
@@ -522,7 +522,7 @@ class ProjectView:
         """The expression last assigned to `name` in `scope` (else at module level), or None."""
         import libcst as cst
 
-        from dslint.cstwalk import walk
+        from dslint.sources.cstwalk import walk
         function = src.facts.functions.get(scope)
         bodies = [walk(function.node.body)] if function is not None else []
         bodies.append(small for stmt in src.module.body if isinstance(stmt, cst.SimpleStatementLine)

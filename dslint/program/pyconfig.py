@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from dslint.literals import UNKNOWN, literal_value
+from dslint.sources.literals import UNKNOWN, literal_value
 
 MAX_DEPTH = 6
 # callees that read a config without changing it
@@ -339,7 +339,7 @@ def _returns(body: Any):
             continue
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        from dslint.cstwalk import children
+        from dslint.sources.cstwalk import children
         kids = list(children(node))
         kids.reverse()
         stack.extend(kids)
@@ -347,7 +347,7 @@ def _returns(body: Any):
 
 def _path_to(body: Any, target: Any) -> set[int]:
     """ids of the nodes from `body` down to `target` (empty when it is not there)."""
-    from dslint.cstwalk import walk_events
+    from dslint.sources.cstwalk import walk_events
     stack: list[int] = []
     for node, entering in walk_events(body):
         if entering:
@@ -620,7 +620,7 @@ class _NameState:
 
     def _scan(self, small: Any) -> None:
         """The dict handed to a call that may change it (`patch(cfg)`, `fill(cfg["zero_optimization"])`)."""
-        from dslint.cstwalk import walk
+        from dslint.sources.cstwalk import walk
         from dslint.program.facts import dotted_name
         if not isinstance(self.value, PartialDict):
             return

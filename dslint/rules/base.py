@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Optional, Union
 
 from dslint.findings import Fix, Severity
-from dslint.jsonpos import Span
+from dslint.sources.jsonpos import Span
 
 if TYPE_CHECKING:
     from dslint.program.project import ProjectView

@@ -15,7 +15,7 @@ import libcst as cst
 
 from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program, TooManyPaths, deciding_condition,
                                   divergent)
-from dslint.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import visit as cst_visit
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 

@@ -19,7 +19,7 @@ from typing import Optional
 import libcst as cst
 
 from dslint.program.models.modules import ModuleClass
-from dslint.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import visit as cst_visit
 from dslint.program.facts import dotted_name
 
 MAX_PATHS = 512

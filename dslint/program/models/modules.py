@@ -29,7 +29,7 @@ import libcst as cst
 
 from dslint.program.hyperparams import memo
 from dslint.program.facts import ClassInfo
-from dslint.literals import UNKNOWN
+from dslint.sources.literals import UNKNOWN
 from dslint.program.outline import ClassOutline, Outline, calls_under, dotted_name
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
     from dslint.program.facts import CallSite

@@ -11,9 +11,9 @@ import libcst as cst
 
 from dslint.program.models.modules import model_facts
 from dslint.program.hyperparams import memo
-from dslint.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import visit as cst_visit
 from dslint.program.facts import CallSite, dotted_name
-from dslint.literals import UNKNOWN, literal_value
+from dslint.sources.literals import UNKNOWN, literal_value
 from dslint.program.project import ConfigView
 from dslint.sources import PythonSource
 
@@ -86,7 +86,7 @@ def _one_sequence(src: PythonSource, call) -> bool:
         return False
     info = src.facts.functions.get(call.scope)
     body = info.node if info is not None else src.module
-    from dslint.cstwalk import walk
+    from dslint.sources.cstwalk import walk
     for node in walk(body):
         if isinstance(node, (cst.For, cst.CompFor)) and isinstance(node.target, cst.Name) \
                 and node.target.value == value.value:

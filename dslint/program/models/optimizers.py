@@ -15,9 +15,9 @@ import libcst as cst
 
 from dslint.program.models.moe import MOE_GROUP_HELPERS
 from dslint.program.hyperparams import _assignments
-from dslint.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import visit as cst_visit
 from dslint.program.facts import FunctionInfo, dotted_name
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:

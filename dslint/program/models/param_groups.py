@@ -17,7 +17,7 @@ import libcst as cst
 from dslint.program.models.optimizers import _module_assignments, is_optimizer_ctor, optimizer_params_arg
 from dslint.program.hyperparams import _assignments
 from dslint.program.facts import FunctionInfo
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 from dslint.sources import PythonSource
 
 MAX_ATOMS = 8

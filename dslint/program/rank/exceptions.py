@@ -25,7 +25,7 @@ import libcst as cst
 
 from dslint.program.rank.values import Origin, filters
 from dslint.program.facts import dotted_name
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 
 # calls that raise on an empty sequence argument (first positional)
 EMPTY_RAISING = {"cat", "concat", "concatenate", "stack", "vstack", "hstack", "dstack", "max", "min", "choice",
@@ -137,7 +137,7 @@ def may_raise_on_empty(node: cst.CSTNode) -> bool:
     `EMPTY_RAISING`'s first argument, subscripted or divided by its `len`; on a maybe-None name read in any of
     those ways, or for an attribute or its `len`. Without such a pair, a walk of `node` finds no raising
     operation of its own."""
-    from dslint.cstwalk import walk
+    from dslint.sources.cstwalk import walk
     bound: dict[str, int] = {}
     nones: set[str] = set()
     empties: set[str] = set()

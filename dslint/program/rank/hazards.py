@@ -20,7 +20,7 @@ from dslint.program.process_groups import uniform_over
 from dslint.program.rank.exceptions import ExceptionTracking, RaisingOp
 from dslint.program.rank.taint import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.literals import UNKNOWN, literal_value
+from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
     from dslint.program.project import ProjectView

@@ -12,7 +12,7 @@ from dslint.program.rank.flow import FlowWalk
 from dslint.program.rank.values import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.values import (Origin, RankTaint, _assignments, _enclosing, _seeded_tops, _unit, scope_classes)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
     from dslint.program.project import ProjectView

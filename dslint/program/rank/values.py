@@ -27,7 +27,7 @@ import libcst as cst
 from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
 from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.literals import literal_value
+from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
     from dslint.program.rank.taint import ProjectTaint

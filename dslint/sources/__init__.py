@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from dslint.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
+from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 
 Kind = Literal["python", "json", "shell"]
 
@@ -210,9 +210,9 @@ class PythonSource(Source):
 
     @cached_property
     def too_complex(self):
-        """Why no parser may read this file (`dslint.guard`: brackets nested too deep, an operator chain or
+        """Why no parser may read this file (`dslint.sources.guard`: brackets nested too deep, an operator chain or
         elif chain too long for libcst's native parser, which would take the process down), or None."""
-        from dslint.guard import check
+        from dslint.sources.guard import check
         return check(self.text)
 
     @property
@@ -316,7 +316,7 @@ class PythonSource(Source):
     def _parents(self) -> dict[int, object]:
         """id(node) → its parent node, for every node dslint's walk reaches (built only for files that report a
         node whose text is ambiguous)."""
-        from dslint.cstwalk import children
+        from dslint.sources.cstwalk import children
         module = self.module
         spliced = self.__dict__.get("_spliced")
         if spliced is not None:
@@ -497,7 +497,7 @@ class JsonSource(Source):
     @cached_property
     def parsed(self) -> PositionedJson:
         """JSON, else the Hjson DeepSpeed reads a config file with (comments, trailing commas, …: see
-        dslint.jsonpos) -- unless the file is a template (placeholders where strict JSON fails)."""
+        dslint.sources.jsonpos) -- unless the file is a template (placeholders where strict JSON fails)."""
         try:
             return load_positioned(self.text, hjson=False)
         except JsonPositionError as strict:
@@ -553,11 +553,11 @@ class ShellSource(Source):
 
     @cached_property
     def launches(self):
-        from dslint.launcher import parse_launches
+        from dslint.sources.launcher import parse_launches
         return parse_launches(self.text)
 
     def parse_problem(self) -> Optional[ParseProblem]:
-        from dslint.launcher import LauncherParseError
+        from dslint.sources.launcher import LauncherParseError
         try:
             self.launches
         except LauncherParseError as exc:
