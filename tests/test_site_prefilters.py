@@ -63,10 +63,10 @@ class _NoClass:
 def _conditional_uses(paths, filtered: bool, monkeypatch):
     """DSL303's facts for every file of `paths`, every attribute taken as trainable (the run-wide freezing
     facts would otherwise hide most classes)."""
-    from types import SimpleNamespace
 
     from dslint.program.models import modules as model_facts
     from dslint.program.models.forward_paths import ForwardPaths
+    from dslint.rules.base import RuleContext
     from dslint.rules.params import conditional_uses
     walked = [0]
     real_root = ForwardPaths.root
@@ -82,7 +82,7 @@ def _conditional_uses(paths, filtered: bool, monkeypatch):
     project = ProjectView([s for s in sources if s.compiles])
     out = []
     for src in project.python:
-        for attr, root, owner, cond, use in conditional_uses(SimpleNamespace(project=project, source=src)):
+        for attr, root, owner, cond, use in conditional_uses(RuleContext(src, project)):
             out.append((src.path, attr.owner.qualname, attr.name, root.qualname, owner.qualname,
                         cond.src.path, cond.node.__class__.__name__, cond.method))
     monkeypatch.undo()
