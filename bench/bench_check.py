@@ -1,6 +1,7 @@
 """Cost of the pre-flight's pre-issue check per collective and rank, on real CPU ranks (gloo) and simulated.
 
     python bench/bench_check.py measure --ranks 2 4 8 16 [--collectives 200] [--rounds 3] [--json out.json]
+    python bench/bench_check.py measure --ranks 16 --step-len 50 --nofast --fanouts 16 --no-full  # fast path on/off
     python bench/bench_check.py simulate [--json sim.json]   # store-protocol simulation to 4,096 ranks
 
 ``measure`` starts N ranks (env://, no launcher) running 1-element all_reduces on WORLD in interleaved blocks:
@@ -13,6 +14,11 @@ and rank is (block time with the check - untraced block time) / collectives, med
 the main thread's CPU time (the rank's own work); the store operations per rank and collective are counted
 (the tree's stores included). A probe then measures one client's round trip and, with 8 clients saturating
 one server, the server's service time per operation.
+
+``--step-len L`` puts a step boundary (the CLI's default vote exchange, whose votes arm the fast path,
+``dslint.runtime_checks.fast_path``) after every L collectives of the checked loops, and reports the first step
+(nothing armed) and the later steps apart; ``--nofast`` adds the shipped checks with the fast path off
+("token-nofast", "tree16-nofast") to the same interleaved rounds.
 
 ``simulate`` runs a discrete-event model of the protocols as built: one FIFO server per hosting process (a
 fixed service time per operation plus a per-key time for multi-key operations; one-way network latency), N
