@@ -1,6 +1,7 @@
 """Cost of the pre-flight's pre-issue check per collective and rank, on real CPU ranks (gloo) and simulated.
 
     python bench/bench_check.py measure --ranks 2 4 8 16 [--collectives 200] [--rounds 3] [--json out.json]
+    python bench/bench_check.py measure --ranks 16 --step-len 50 --nofast --fanouts 16 --no-full  # fast path on/off
     python bench/bench_check.py simulate [--json sim.json]   # store-protocol simulation to 4,096 ranks
 
 ``measure`` starts N ranks (env://, no launcher) running 1-element all_reduces on WORLD in interleaved blocks:
@@ -13,6 +14,11 @@ and rank is (block time with the check - untraced block time) / collectives, med
 the main thread's CPU time (the rank's own work); the store operations per rank and collective are counted
 (the tree's stores included). A probe then measures one client's round trip and, with 8 clients saturating
 one server, the server's service time per operation.
+
+``--step-len L`` puts a step boundary (the CLI's default vote exchange, whose votes arm the fast path,
+``dslint.runtime_checks.fast_path``) after every L collectives of the checked loops, and reports the first step
+(nothing armed) and the later steps apart; ``--nofast`` adds the shipped checks with the fast path off
+("token-nofast", "tree16-nofast") to the same interleaved rounds.
 
 ``simulate`` runs a discrete-event model of the protocols as built: one FIFO server per hosting process (a
 fixed service time per operation plus a per-key time for multi-key operations; one-way network latency), N
@@ -67,7 +73,9 @@ def worker(args: argparse.Namespace) -> None:
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    session = DrySession(Options(timeout=120), run_id="bench")
+    # the CLI's default mode (steps=None): at a step boundary the ranks exchange their votes, which carry the fast
+    # path's patterns; the bounds are lifted so that the bench's boundaries never end the session
+    session = DrySession(Options(timeout=120, steps=None, max_steps=10**9, max_time=1e9), run_id="bench")
     session.tracer.install()
     peers = session.peers()
     counting = CountingStore(peers.store)
@@ -107,9 +115,15 @@ def worker(args: argparse.Namespace) -> None:
     shipped_cap = store_tree.POLL_MAX_S
     caps = {f"flat@{c:g}us": c / 1e6 for c in args.flat_caps_us or ()}  # the flat check with another polling cap
 
-    def block(mode: str) -> tuple[float, float]:
+    def block(mode: str) -> tuple[float, float, float, float]:
         session.tracer.before_issue = full_check if mode == "full" else wait_check if mode == "flat-wait" \
             else token_check
+        # "-nofast": the check with the fast path off (an A/B in the same run); it is on in the other modes that
+        # use the shipped check, and armed only by step boundaries (--step-len)
+        session.fast.enabled = not mode.endswith("-nofast")
+        session.fast.reset(dict(session.tracer.counts))
+        session._votes_pending = None
+        mode = mode.removesuffix("-nofast")
         tree = trees.get(mode)
         session._tree = tree if tree is not None else False  # the check as shipped: flat, or this tree
         store_tree.POLL_MAX_S = caps.get(mode, shipped_cap)  # read by store_tree.next_pause
@@ -120,8 +134,10 @@ def worker(args: argparse.Namespace) -> None:
         rng = random.Random(rank)  # the same per-rank compute times in every block
         work = [(args.compute_us + rng.uniform(0, args.jitter_us)) * 1e-6 for _ in range(args.collectives)]
         busy = 0.0
+        step_len = args.step_len if mode != "untraced" else 0  # the untraced loop has no boundaries
+        first = None  # the first step's time (nothing armed yet), its boundary included
         start, cpu0 = time.perf_counter(), time.thread_time()
-        for w in work:
+        for i, w in enumerate(work, 1):
             if w:
                 t = time.perf_counter()
                 end = t + w
@@ -129,35 +145,55 @@ def worker(args: argparse.Namespace) -> None:
                     pass
                 busy += time.perf_counter() - t
             dist.all_reduce(x)
+            if step_len and i % step_len == 0:
+                session.step_boundary()
+                if first is None:
+                    first = time.perf_counter() - start
         elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu0 - busy
         session.tracer.mode = "off"
         ops = counting.ops + sum(t.ops for t in trees.values()) - ops0
-        return elapsed / args.collectives, ops / args.collectives, cpu / args.collectives
+        n, n_first = args.collectives, args.step_len or args.collectives
+        first = elapsed if first is None else first
+        later = (elapsed - first) / (n - n_first) if n > n_first else elapsed / n
+        return elapsed / n, ops / n, cpu / n, first / n_first, later
 
-    modes = ["untraced", "token", *caps, *(["flat-wait"] if args.wait else []), *trees, "full"]
-    results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
-    for mode in modes[1:-1]:
-        block(mode)  # warm-up (connections, caches)
+    nofast = [f"{m}-nofast" for m in ("token", *trees)] if args.nofast else []
+    modes = ["untraced", "token", *caps, *(["flat-wait"] if args.wait else []), *trees, *nofast,
+             *(["full"] if args.full else [])]
+    results: dict[str, list[tuple[float, ...]]] = {m: [] for m in modes}
+    for mode in modes[1:]:
+        if mode != "full":
+            block(mode)  # warm-up (connections, caches)
     for _ in range(args.rounds):
         for mode in results:
             results[mode].append(block(mode))
     session.tracer.records.clear()
-    mine = {m: {"s": [r[0] for r in v], "ops": [r[1] for r in v], "cpu": [r[2] for r in v]}
-            for m, v in results.items()}
+    mine = {m: {"s": [r[0] for r in v], "ops": [r[1] for r in v], "cpu": [r[2] for r in v],
+                "first": [r[3] for r in v], "later": [r[4] for r in v]} for m, v in results.items()}
+    mine["fast_path"] = session.fast.summary()
     peers.put(f"bench/{rank}", mine)
     if rank == 0:
         keys = [f"bench/{r}" for r in range(world)]
         while not peers.wait_keys(keys, 1.0):
             pass
         every = peers.get_many(keys)
-        out = {"ranks": world, "collectives": args.collectives, "rounds": args.rounds}
+        out = {"ranks": world, "collectives": args.collectives, "rounds": args.rounds, "step_len": args.step_len,
+               "compute_us": args.compute_us, "jitter_us": args.jitter_us}
         for mode in modes[1:]:
             extra = [(e[mode]["s"][i] - e["untraced"]["s"][i]) * 1e3 for e in every for i in range(args.rounds)]
             cpu = [(e[mode]["cpu"][i] - e["untraced"]["cpu"][i]) * 1e3 for e in every for i in range(args.rounds)]
+            first = [(e[mode]["first"][i] - e["untraced"]["s"][i]) * 1e3 for e in every for i in range(args.rounds)]
+            later = [(e[mode]["later"][i] - e["untraced"]["s"][i]) * 1e3 for e in every for i in range(args.rounds)]
             out[mode] = {"check_ms_per_rank_median": round(statistics.median(extra), 4),
                          "check_cpu_ms_per_rank_median": round(statistics.median(cpu), 4),
                          "check_ms_per_rank_p90": round(sorted(extra)[int(0.9 * (len(extra) - 1))], 4),
                          "store_ops_per_rank": round(statistics.mean(o for e in every for o in e[mode]["ops"]), 2)}
+            if args.step_len:  # the first step (unarmed) and the later ones (armed, or not with -nofast)
+                out[mode]["first_step_ms_per_rank_median"] = round(statistics.median(first), 4)
+                out[mode]["later_steps_ms_per_rank_median"] = round(statistics.median(later), 4)
+                out[mode]["later_steps_ms_per_rank_p90"] = round(sorted(later)[int(0.9 * (len(later) - 1))], 4)
+        out["fast_path"] = {"fast": sum(e["fast_path"]["fast"] for e in every),
+                            "checked": sum(e["fast_path"]["checked"] for e in every)}
         out["untraced_ms"] = round(statistics.median(s * 1e3 for e in every for s in e["untraced"]["s"]), 4)
         print("RESULT " + json.dumps(out), flush=True)
         peers.put("bench/done", 1)
@@ -254,6 +290,9 @@ def measure(args: argparse.Namespace) -> dict:
                                            "--fanouts", *map(str, args.fanouts),
                                            "--flat-caps-us", *map(str, args.flat_caps_us or ()),
                                            *(["--wait"] if args.wait else []),
+                                           *(["--nofast"] if args.nofast else []),
+                                           *(["--full"] if args.full else []),
+                                           "--step-len", str(args.step_len),
                                            "--compute-us", str(args.compute_us), "--jitter-us", str(args.jitter_us)],
                                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         out = ""
@@ -523,6 +562,10 @@ def main() -> None:
     m.add_argument("--jitter-us", type=float, default=0.0)
     m.add_argument("--wait", action="store_true", help="also a variant of the flat check that waits on the store "
                    "at once (flat-wait: add, then one store-side wait for the last arrival's key)")
+    m.add_argument("--step-len", type=int, default=0, help="collectives per step: a step boundary (the votes "
+                   "that arm the fast path) after every L collectives; 0: none (nothing is ever armed)")
+    m.add_argument("--nofast", action="store_true", help="also the shipped checks with the fast path off")
+    m.add_argument("--no-full", dest="full", action="store_false", help="leave out the protocol before issue 21")
     m.add_argument("--json")
     s = sub.add_parser("simulate")
     s.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
@@ -544,6 +587,9 @@ def main() -> None:
     w.add_argument("--wait", action="store_true")
     w.add_argument("--compute-us", type=float, default=0.0)
     w.add_argument("--jitter-us", type=float, default=0.0)
+    w.add_argument("--step-len", type=int, default=0)
+    w.add_argument("--nofast", action="store_true")
+    w.add_argument("--full", action="store_true")
     args = parser.parse_args()
     if args.cmd == "_worker":
         worker(args)

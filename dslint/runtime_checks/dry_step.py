@@ -17,7 +17,7 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
-from dslint.runtime_checks import compare, loader_audit, report, store_tree, waitfor
+from dslint.runtime_checks import compare, fast_path, loader_audit, report, store_tree, waitfor
 from dslint.runtime_checks.execution_context import ExecutionContext
 from dslint.runtime_checks.exit_codes import ExitCode
 from dslint.runtime_checks.fingerprint import (
@@ -96,6 +96,8 @@ class DrySession:
         self.exiting = False  # set by our own exit: the os._exit hook then reports nothing
         self.local_live: list[int] = []  # ranks on this host whose processes were alive (dead-rank fallback)
         self._tree: store_tree.StoreTree | None | bool = None  # the tree of stores, False: the flat check
+        self.fast = fast_path.FastPath()  # the agreed pattern of the previous step (``fast_path``)
+        self._votes_pending: int | None = None  # --steps: the boundary whose peers' patterns are still unread
 
     # ---- scratch folder and other leftovers ----------------------------------------------------------
     @property
@@ -179,7 +181,11 @@ class DrySession:
         then wait on the store's side for the key the last rank to arrive sets; every rank then reads the final
         counter and decides alike: the sum of
         the tokens is the group size times its own token exactly when they all agree. Only on disagreement
-        are the full fingerprints published and compared (O(group size))."""
+        are the full fingerprints published and compared (O(group size)).
+
+        Fast path (``fast_path``): a collective whose token is the one the armed pattern of the previous step
+        has at its position makes its arrival known the same way but does not wait for the others (unless it is
+        the last arrival, which decides as always); a rank that deviates waits, compares and concludes."""
         if info.size == 1 or fp["op"] in POINT_TO_POINT_OPS:
             return True
         peers = self.peers()
@@ -194,6 +200,11 @@ class DrySession:
         pairwise = fp["op"] in PAIRWISE_OPS
         share = pairwise_share(fp, info.my_index, info.size, seq) if pairwise else None
         deadline = time.monotonic() + self.options.timeout
+        if self._votes_pending is not None:
+            self._arm_when_voted(peers)
+        fast = self.fast.expects(info.name, seq, fp["op"], token)
+        took_fast = False
+        mark_blocked = self.options.steps is None  # peers voting at a step boundary see where this rank waits
         self.waiting_for = {"what": "peers' fingerprints", "group": info.name, "seq": seq, "op": fp["op"]}
         blocked = False
         tree = self.store_tree()
@@ -202,16 +213,17 @@ class DrySession:
                 marked: list[bool] = []
 
                 def on_slow() -> None:
-                    if self.options.steps is None and not marked:  # as below: peers voting at a step boundary
-                        marked.append(True)                         # see where this rank waits
+                    if mark_blocked and not marked:  # as below: peers voting at a step boundary
+                        marked.append(True)          # see where this rank waits
                         peers.put(f"blocked/{self.rank}", {"group": info.name, "seq": seq})
 
                 try:
                     agreed = tree.agree(info.ranks, base, token, share, pairwise, deadline, on_slow,
-                                        lambda: self._check_peers_while_waiting(info, record, deadline))
+                                        lambda: self._check_peers_while_waiting(info, record, deadline), fast=fast)
                 except (store_tree.StoreLost, store_tree.AddressMissing) as exc:
                     self._store_host_lost(exc, info, record)
                 blocked = bool(marked)
+                took_fast = tree.fast_taken
             else:
                 if pairwise:  # a rank whose counts are not whole numbers forces the full comparison
                     store.add(f"x/{base}", share if share is not None else 1)
@@ -219,6 +231,8 @@ class DrySession:
                 total = store.add(counter, value)
                 if total & count_mask == info.size:
                     store.set(f"v/{base}", "1")
+                elif fast:  # the armed pattern's token, not the last arrival: issue at once
+                    took_fast = True
                 else:
                     # peers in step arrive within a millisecond or so: poll the counter with a short backoff for
                     # up to POLL_FIRST_S; then one wait on the store's side (no polling load while a peer is late),
@@ -231,8 +245,8 @@ class DrySession:
                         pause = store_tree.next_pause(pause, time.monotonic() - began)
                         total = store.add(counter, 0)
                     if total & count_mask != info.size:
-                        if self.options.steps is None:  # slow path only: peers voting at a step boundary see
-                            blocked = True               # where this rank waits
+                        if mark_blocked:   # slow path only: peers voting at a step boundary see
+                            blocked = True  # where this rank waits
                             peers.put(f"blocked/{self.rank}", {"group": info.name, "seq": seq})
                         try:
                             store.wait([f"v/{base}"], timedelta(seconds=max(0.001, deadline - time.monotonic())))
@@ -241,7 +255,7 @@ class DrySession:
                                 raise
                             self._check_peers_while_waiting(info, record, deadline)  # concludes: --timeout passed
                         total = store.add(counter, 0)
-                agreed = (total >> shift) == info.size * (value >> shift)
+                agreed = took_fast or (total >> shift) == info.size * (value >> shift)
                 if agreed and pairwise:
                     agreed = share is not None and store.add(f"x/{base}", 0) % SHARE_MODULUS == 0
         finally:
@@ -249,31 +263,68 @@ class DrySession:
             if blocked:
                 peers.store.delete_key(f"blocked/{self.rank}")
         if agreed:
+            self.fast.note(info.name, seq, token, fp, record, took_fast)
+            if took_fast:
+                record["fast"] = True
             return True
         # disagreement: now (only now) the full fingerprints, to say exactly what differs
         full = dict(fp, rank=self.rank, module=record["module"], phase=record["phase"], source=record["source"],
                     user_stack=record["user_stack"], params=record.get("params"))
         keys = [f"fp/{base}/{i}" for i in range(info.size)]
         peers.put(keys[info.my_index], full)
+        # ranks that took the fast path are inside the collective and publish nothing: their calls are the
+        # pattern's (this rank's record of the previous step at this position), their stacks their heartbeats'
+        entry = self.fast.pattern_entry(info.name, seq)
+        stand_ins: dict[int, dict[str, Any]] | None = None
         end = time.monotonic() + 30
         while not peers.wait_keys(keys) and time.monotonic() < end:
             verdict = peers.aborted()
             if verdict is not None:
                 self.conclude(verdict)
-        fps = peers.get_many(keys)
+            if entry is not None:
+                stand_ins = self._fast_stand_ins(peers, info, seq, keys, entry)
+                if stand_ins is not None:
+                    break
+        stand_ins = stand_ins or {}
+        fps = [stand_ins[i] if i in stand_ins else peers.get(k) for i, k in enumerate(keys)]
         mismatch = check_group(fps) or Mismatch("size", "the ranks' fingerprints differ")
         calls = [{"rank": f["rank"], "call": describe(f), "op": f["op"], "ins": f["ins"], "module": f["module"],
                   "phase": f["phase"], "source": f["source"], "user_stack": f["user_stack"],
-                  "params": f.get("params")} for f in fps]
+                  "params": f.get("params"), **({"fast_path": True} if f.get("fast_path") else {})} for f in fps]
         verdict = {"kind": "divergence", "mismatch": mismatch.kind, "detail": mismatch.detail,
                    "group": info.name, "group_ranks": list(info.ranks), "seq": seq, "calls": calls,
                    "detected_by": self.rank}
+        if stand_ins:
+            verdict["fast_path_ranks"] = sorted(info.ranks[i] for i in stand_ins)
         if mismatch.kind == "op":
             odd = next((c for c in calls if c["op"] != calls[0]["op"]), calls[-1])
             verdict["divergence"] = waitfor.divergence_point(
                 calls[0]["user_stack"], odd["user_stack"], (f"rank {calls[0]['rank']}", f"rank {odd['rank']}"))
         self.conclude(peers.abort(verdict))
         return False  # unreachable: conclude exits
+
+    @staticmethod
+    def _fast_stand_ins(peers: PeerExchange, info: GroupInfo, seq: int, keys: list[str],
+                        entry: fast_path.Entry) -> dict[int, dict[str, Any]] | None:
+        """The full fingerprints of the group's ranks that have not published theirs, when every one of them
+        is inside this collective with the pattern's token (its heartbeat says so): the fast path's ranks.
+        None while any other rank is missing (a rank still on its way publishes its own)."""
+        found: dict[int, dict[str, Any]] = {}
+        rec = entry.record
+        for i, key in enumerate(keys):
+            if peers.has(key):
+                continue
+            r = info.ranks[i]
+            beat = peers.get(f"hb/{r}") if peers.has(f"hb/{r}") else None
+            pos = (beat or {}).get("pos") or {}
+            if not (pos.get("state") == "in" and pos.get("group") == info.name and pos.get("seq") == seq
+                    and pos.get("fph") == entry.token):
+                return None
+            stack = pos.get("stack") or rec["user_stack"]
+            found[i] = dict(entry.fp, rank=r, module=rec["module"], phase=rec["phase"],
+                            source=stack[0] if stack else rec["source"], user_stack=stack,
+                            params=rec.get("params"), fast_path=True)
+        return found
 
     def _check_peers_while_waiting(self, info: GroupInfo, record: dict[str, Any], deadline: float) -> None:
         """While held before issue: another rank's verdict, or --timeout (the bound for silent stalls). A peer
@@ -383,33 +434,75 @@ class DrySession:
     def step_boundary(self) -> None:
         """An engine optimizer-step boundary in the dry step: end it here? With ``--steps K`` after K; by default
         when every rank's coverage is reached or any rank hit ``--max-steps``/``--max-time`` (one decision,
-        taken by every rank from the same published votes, so the ranks end at the same boundary)."""
+        taken by every rank from the same published votes, so the ranks end at the same boundary).
+
+        The votes carry each rank's pattern of the step (``fast_path``): the groups whose members all agree
+        are armed for the next step. With ``--steps K`` the ranks exchange the patterns alone (unless the fast
+        path is off)."""
         self.steps_done += 1
         n = self.steps_done
+        peers = self.peers()
+        multi = peers is not None and self.world_size > 1
         if self.options.steps is not None:
             if n >= self.options.steps:
                 self.finish(f"optimizer step {n}")
+            elif multi and self.fast.enabled:  # no wait here: the votes are read at the next step's collectives
+                assert peers is not None
+                peers.put(f"cov/{n}/{self.rank}", {"vote": None, "pattern": self._end_step()})
+                self._votes_pending = n
             return
         if n >= self.options.max_steps or time.monotonic() - self.started > self.options.max_time:
             vote = "bound"
         else:
             vote = "covered" if self.coverage_done() else "more"
-        peers = self.peers()
-        if peers is None or self.world_size == 1:
+        if not multi:
             votes = {self.rank: vote}
         else:
-            votes = self._exchange_votes(peers, n, vote)
-            if votes is None:
+            assert peers is not None
+            exchanged = self._exchange_votes(peers, n, vote, self._end_step())
+            self._arm(exchanged)
+            if exchanged is None:
                 return  # a peer is inside a collective this rank never issued: its next collective tells
+            votes = {r: v["vote"] for r, v in exchanged.items()}
         if "bound" in votes.values():
             self.finish(f"optimizer step {n} (--max-steps {self.options.max_steps} / --max-time "
                         f"{self.options.max_time:g} s reached)")
         elif all(v == "covered" for v in votes.values()):
             self.finish(f"optimizer step {n} (coverage: first epoch end of every audited loader)")
 
-    def _exchange_votes(self, peers: PeerExchange, n: int, vote: str) -> dict[int, str] | None:
+    def _end_step(self) -> dict[str, str]:
+        self._votes_pending = None
+        return self.fast.end_step(dict(self.tracer.counts))
+
+    def _arm(self, exchanged: dict[int, dict[str, Any]] | None) -> None:
+        """Arm the fast path's patterns the group's members agree on (none when the exchange did not complete)."""
+        votes = None if exchanged is None else {r: v.get("pattern") or {} for r, v in exchanged.items()}
+        self.fast.arm(votes, {name: tuple(info.ranks) for name, info in self.tracer.groups.items()})
+
+    def _arm_when_voted(self, peers: PeerExchange) -> None:
+        """With --steps the boundary does not wait for the peers' patterns: they are read here, before the next
+        step's first collective, which would wait for the same peers anyway (each publishes its vote at its
+        boundary, before its next collective). Polled as the check polls, for up to ``POLL_FIRST_S``; a peer
+        later than that is waited for no longer: tried again before the next collective."""
+        keys = [f"cov/{self._votes_pending}/{r}" for r in range(self.world_size)]
+        check = peers.store.check
+        began = time.monotonic()
+        pause = store_tree.POLL_START_S
+        while not check(keys):
+            waited = time.monotonic() - began
+            if waited > POLL_FIRST_S:
+                return
+            time.sleep(pause)
+            pause = store_tree.next_pause(pause, waited)
+        self._votes_pending = None
+        self._arm(dict(enumerate(peers.get_many(keys))))
+
+    def _exchange_votes(self, peers: PeerExchange, n: int, vote: str, pattern: dict[str, str]
+                        ) -> dict[int, dict[str, Any]] | None:
+        """Every rank's vote at boundary ``n``: {"vote": the coverage vote, "pattern": the fast path's digests};
+        None when a peer left, is blocked where this rank never was, or --timeout passed."""
         keys = [f"cov/{n}/{r}" for r in range(self.world_size)]
-        peers.put(keys[self.rank], vote)
+        peers.put(keys[self.rank], {"vote": vote, "pattern": pattern})
         deadline = time.monotonic() + self.options.timeout
         self.waiting_for = {"what": f"peers' votes at optimizer step {n}"}
         try:
@@ -429,7 +522,7 @@ class DrySession:
                     return None  # the watchdog and the next collective's checks own the hang
         finally:
             self.waiting_for = None
-        return {r: v for r, v in enumerate(peers.get_many(keys))}
+        return dict(enumerate(peers.get_many(keys)))
 
     def _not_issued(self, blocked: dict[str, Any]) -> bool:
         """A peer is blocked before issuing (group, seq): is that a collective this rank (a member of the group,
@@ -670,8 +763,9 @@ class DrySession:
     def check_protocol(self) -> dict[str, Any]:
         tree = self._tree or None
         if tree is None:  # flat, or the tree selected but never used (no collective checked yet)
-            return {"protocol": "tree" if self._tree is None and store_tree.selected(self.world_size) else "flat"}
-        return {"protocol": "tree", "fanout": tree.fanout, "tree_ops": tree.ops}
+            return {"protocol": "tree" if self._tree is None and store_tree.selected(self.world_size) else "flat",
+                    "fast_path": self.fast.summary()}
+        return {"protocol": "tree", "fanout": tree.fanout, "tree_ops": tree.ops, "fast_path": self.fast.summary()}
 
     def state(self) -> dict[str, Any]:
         state = self.summary("abort")

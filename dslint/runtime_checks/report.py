@@ -69,6 +69,12 @@ def _check_protocol(per_rank: dict[int, dict[str, Any]]) -> dict[str, Any]:
     if protocol == "tree":
         found["fanout"] = next((c.get("fanout") for c in checks.values() if c.get("fanout")), None)
         found["tree_store_ops"] = {str(r): c.get("tree_ops", 0) for r, c in sorted(checks.items())}
+    fast = {r: c["fast_path"] for r, c in sorted(checks.items()) if c.get("fast_path")}
+    if fast:  # the fast path (dslint.runtime_checks.fast_path): per rank, collectives checked and taken fast
+        found["fast_path"] = {"enabled": any(f.get("enabled") for f in fast.values()),
+                              "checked": {str(r): f.get("checked", 0) for r, f in fast.items()},
+                              "fast": {str(r): f.get("fast", 0) for r, f in fast.items()},
+                              "deviations": {str(r): f.get("deviations", 0) for r, f in fast.items()}}
     return found
 
 
@@ -170,6 +176,9 @@ def render_text(built: dict[str, Any]) -> str:
             console.print(f"    rank {call['rank']}: {call['call']}  module={call.get('module')}  "
                           f"phase={call.get('phase')}  at {src[0]}:{src[1]}" if src else
                           f"    rank {call['rank']}: {call['call']}  module={call.get('module')}")
+            if call.get("fast_path"):
+                console.print("      (issued on the fast path: its call is the previous step's agreed one at this "
+                              "position, its stack from its heartbeat)")
             if call.get("params"):
                 console.print(f"      reduces the gradients of: {', '.join(call['params'][:12])}"
                               + (" …" if len(call["params"]) > 12 else ""))
@@ -232,6 +241,10 @@ def render_text(built: dict[str, Any]) -> str:
             console.print(f"  coverage rank {rank}: {cov['steps']} optimizer steps; "
                           + "; ".join(f"loader #{c['index']}: {c['classes_seen']}/{c['classes']} shape classes, "
                                       f"{c['epoch_ends']} epoch end(s)" for c in cov["loaders"]))
+    fast = (built.get("pre_issue_check") or {}).get("fast_path")
+    if fast and fast.get("enabled"):
+        console.print("  pre-issue check: " + ", ".join(
+            f"rank {r}: {fast['fast'].get(r, 0)} of {n} on the fast path" for r, n in fast["checked"].items()))
     for hint in built.get("hints", []):
         console.print(f"  hint {hint['code']} (static, not observed in this run; does not fail it): {hint['message']}")
     for rank, moves in sorted((built.get("redirected_to") or {}).items(), key=lambda item: int(item[0])):

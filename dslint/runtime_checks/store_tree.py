@@ -182,6 +182,7 @@ class StoreTree:
         self._clients: dict[int, Any] = {}
         self._paths: dict[tuple[int, ...], list[tuple[int, int, int]]] = {}
         self.ops = 0  # store operations on the tree's stores (for the bench)
+        self.fast_taken = False  # the last ``agree`` returned on the fast path
 
     def path(self, ranks: tuple[int, ...]) -> list[tuple[int, int, int]]:
         found = self._paths.get(ranks)
@@ -217,11 +218,15 @@ class StoreTree:
         return store
 
     def agree(self, ranks: tuple[int, ...], base: str, token: str, share: int | None, pairwise: bool,
-              deadline: float, on_slow: Callable[[], None], on_wait: Callable[[], None]) -> bool:
+              deadline: float, on_slow: Callable[[], None], on_wait: Callable[[], None], fast: bool = False) -> bool:
         """Do all ranks of the group agree on this collective (``base``: "<group>/<seq>")? Every rank of the
         group gets the same answer. ``on_slow``: called once a rank starts waiting on the store's side;
         ``on_wait``: called while waiting (an address not published yet, --timeout passed), may conclude.
-        Raises StoreLost / AddressMissing when a store host is gone."""
+        ``fast``: the collective has the armed pattern's token (``fast_path``): a rank that is not the last
+        arrival at its first node returns True at once (``fast_taken``) instead of waiting for the verdict;
+        the last arrival forwards, waits above and passes the verdict down as always (its node's waiters need
+        it). Raises StoreLost / AddressMissing when a store host is gone."""
+        self.fast_taken = False
         path = self.path(ranks)
         value, mask, shift = fold(token, self.fanout)
         poison = value ^ (1 << shift)
@@ -237,6 +242,9 @@ class StoreTree:
                     store.add(f"x/{key}", carried)
                 total = store.add(f"n/{key}", value if ok else poison)
                 self.ops += 1 + pairwise
+                if total & mask != expected and fast and i == 0:  # the fast path: the others decide
+                    self.fast_taken = True
+                    return True
                 if total & mask != expected:  # not the last: the verdict comes down to this node
                     verdict = self._wait_verdict(store, key, deadline, on_slow, on_wait)
                     break
