@@ -18,7 +18,9 @@ one server, the server's service time per operation.
 ``--step-len L`` puts a step boundary (the CLI's default vote exchange, whose votes arm the fast path,
 ``dslint.runtime_checks.fast_path``) after every L collectives of the checked loops, and reports the first step
 (nothing armed) and the later steps apart; ``--nofast`` adds the shipped checks with the fast path off
-("token-nofast", "tree16-nofast") to the same interleaved rounds.
+("token-nofast", "tree16-nofast") to the same interleaved rounds. ``--traced`` adds the tracer alone ("traced":
+dry mode, the check replaced by ``return True``, no step boundaries) and reports every mode over it as well: the
+check's own cost, apart from the tracer's record and stack.
 
 ``simulate`` runs a discrete-event model of the protocols as built: one FIFO server per hosting process (a
 fixed service time per operation plus a per-key time for multi-key operations; one-way network latency), N
@@ -117,7 +119,7 @@ def worker(args: argparse.Namespace) -> None:
 
     def block(mode: str) -> tuple[float, float, float, float]:
         session.tracer.before_issue = full_check if mode == "full" else wait_check if mode == "flat-wait" \
-            else token_check
+            else (lambda info, record, fp: True) if mode == "traced" else token_check
         # "-nofast": the check with the fast path off (an A/B in the same run); it is on in the other modes that
         # use the shipped check, and armed only by step boundaries (--step-len)
         session.fast.enabled = not mode.endswith("-nofast")
@@ -134,7 +136,8 @@ def worker(args: argparse.Namespace) -> None:
         rng = random.Random(rank)  # the same per-rank compute times in every block
         work = [(args.compute_us + rng.uniform(0, args.jitter_us)) * 1e-6 for _ in range(args.collectives)]
         busy = 0.0
-        step_len = args.step_len if mode != "untraced" else 0  # the untraced loop has no boundaries
+        # the untraced and traced loops have no boundaries: the step votes' cost is counted to the check
+        step_len = args.step_len if mode not in ("untraced", "traced") else 0
         first = None  # the first step's time (nothing armed yet), its boundary included
         start, cpu0 = time.perf_counter(), time.thread_time()
         for i, w in enumerate(work, 1):
@@ -158,7 +161,7 @@ def worker(args: argparse.Namespace) -> None:
         return elapsed / n, ops / n, cpu / n, first / n_first, later
 
     nofast = [f"{m}-nofast" for m in ("token", *trees)] if args.nofast else []
-    modes = ["untraced", "token", *caps, *(["flat-wait"] if args.wait else []), *trees, *nofast,
+    modes = ["untraced", *(["traced"] if args.traced else []), "token", *caps, *(["flat-wait"] if args.wait else []), *trees, *nofast,
              *(["full"] if args.full else [])]
     results: dict[str, list[tuple[float, ...]]] = {m: [] for m in modes}
     for mode in modes[1:]:
@@ -188,6 +191,13 @@ def worker(args: argparse.Namespace) -> None:
                          "check_cpu_ms_per_rank_median": round(statistics.median(cpu), 4),
                          "check_ms_per_rank_p90": round(sorted(extra)[int(0.9 * (len(extra) - 1))], 4),
                          "store_ops_per_rank": round(statistics.mean(o for e in every for o in e[mode]["ops"]), 2)}
+            if args.traced and mode != "traced":  # the check alone: over the traced loop (tracer, no check)
+                own = [(e[mode]["s"][i] - e["traced"]["s"][i]) * 1e3 for e in every for i in range(args.rounds)]
+                out[mode]["over_traced_ms_per_rank_median"] = round(statistics.median(own), 4)
+                if args.step_len:
+                    own = [(e[mode]["later"][i] - e["traced"]["s"][i]) * 1e3 for e in every
+                           for i in range(args.rounds)]
+                    out[mode]["later_steps_over_traced_ms_per_rank_median"] = round(statistics.median(own), 4)
             if args.step_len:  # the first step (unarmed) and the later ones (armed, or not with -nofast)
                 out[mode]["first_step_ms_per_rank_median"] = round(statistics.median(first), 4)
                 out[mode]["later_steps_ms_per_rank_median"] = round(statistics.median(later), 4)
@@ -291,6 +301,7 @@ def measure(args: argparse.Namespace) -> dict:
                                            "--flat-caps-us", *map(str, args.flat_caps_us or ()),
                                            *(["--wait"] if args.wait else []),
                                            *(["--nofast"] if args.nofast else []),
+                                           *(["--traced"] if args.traced else []),
                                            *(["--full"] if args.full else []),
                                            "--step-len", str(args.step_len),
                                            "--compute-us", str(args.compute_us), "--jitter-us", str(args.jitter_us)],
@@ -566,6 +577,8 @@ def main() -> None:
                    "that arm the fast path) after every L collectives; 0: none (nothing is ever armed)")
     m.add_argument("--nofast", action="store_true", help="also the shipped checks with the fast path off")
     m.add_argument("--no-full", dest="full", action="store_false", help="leave out the protocol before issue 21")
+    m.add_argument("--traced", action="store_true", help="also the tracer alone (dry mode, no check): the check's "
+                   "own cost is then reported over it (the tracer's record and stack are not the check's)")
     m.add_argument("--json")
     s = sub.add_parser("simulate")
     s.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
@@ -589,6 +602,7 @@ def main() -> None:
     w.add_argument("--jitter-us", type=float, default=0.0)
     w.add_argument("--step-len", type=int, default=0)
     w.add_argument("--nofast", action="store_true")
+    w.add_argument("--traced", action="store_true")
     w.add_argument("--full", action="store_true")
     args = parser.parse_args()
     if args.cmd == "_worker":
