@@ -118,15 +118,16 @@ def _shape(func: cst.BaseExpression) -> tuple[Optional[str], bool, Optional[str]
     return (func.value if kind is cst.Name else None), False, None
 
 
-_KINDS = (cst.Call, cst.FunctionDef, cst.ClassDef)
+KINDS = (cst.Call, cst.FunctionDef, cst.ClassDef)     # the nodes paired with the outline's entries
 
 
-def file_facts(module: cst.Module, outline) -> FileFacts:
+def file_facts(module: cst.Module, outline, found: Optional[list] = None) -> FileFacts:
     """The file's facts: every name, scope and resolved callee from its outline (`dslint.program.outline`, the one model
     of them), each paired with its libcst node -- the i-th call, function and class statement of the tree in
     source pre-order with the outline's i-th entry of that kind. Counts per kind and each call's callee shape
-    and each definition's name are checked: a mismatch raises PairingError."""
-    calls, defs, classes = nodes_of(module, _KINDS)
+    and each definition's name are checked: a mismatch raises PairingError. `found`: `nodes_of(module, KINDS)`
+    when the caller walked it (`cstwalk.statement_nodes`)."""
+    calls, defs, classes = found if found is not None else nodes_of(module, KINDS)
     if len(calls) != len(outline.calls) or len(defs) != len(outline.defs) or \
             len(classes) != len(outline.class_defs):
         raise PairingError(f"the libcst tree has {len(calls)} calls, {len(defs)} functions and {len(classes)} "

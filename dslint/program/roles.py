@@ -120,15 +120,42 @@ _builder = engine_builder
 class _Collector:
     """Scopes of one file: per function (and the module), the statements that bind names and its calls."""
 
-    def __init__(self, src: "PythonSource") -> None:
+    def __init__(self, src: "PythonSource", previous: Optional["_Collector"] = None) -> None:
         self.src = src
         self.scopes: dict[str, _Scope] = {}
         self.classes: dict[str, _Class] = {}
+        # what the walk of each function's body found, for the collection of a fixed text whose tree keeps that
+        # function's node (`dslint.sources.astsplice`): `log` holds, in order, the scopes made ("scope", qual, scope)
+        # and the classes found ("class", qual, ClassDef node, fields, is_dataclass); `bodies` maps
+        # id(FunctionDef node) to (node, its scope, the slice of `log` its body's walk wrote)
+        self.log: list[tuple] = []
+        self.bodies: dict[int, tuple] = {}
+        self._previous = previous
 
     def run(self, tree: ast.Module) -> None:
         module = _Scope(self.src, MODULE_SCOPE, tree, None, None)
         self.scopes[MODULE_SCOPE] = module
         self._body(tree.body, module, prefix=(), cls=None)
+        self._previous = None
+
+    def _scope(self, qual: str, scope: _Scope) -> None:
+        self.scopes[qual] = scope
+        self.log.append(("scope", qual, scope))
+
+    def _class(self, qual: str, node: ast.ClassDef, fields: list[str], is_dc: bool) -> None:
+        self.classes[qual] = _Class(self.src, qual, [self.src.outline.resolve(dotted_name(b)) or ""
+                                                     for b in node.bases], fields, is_dc)
+        self.log.append(("class", qual, node, fields, is_dc))
+
+    def _reused_body(self, node, inner: _Scope) -> Optional[list[tuple]]:
+        """The previous collection's walk of `node`'s body, when `node` is the same node object there (a fixed
+        text's tree keeps it, with its positions): a function body's scopes and classes are facts of its
+        nodes, except the classes' bases, which are resolved through the file's imports (again, below)."""
+        hit = self._previous.bodies.get(id(node)) if self._previous is not None else None
+        if hit is None or hit[0] is not node:
+            return None
+        _, old_inner, start, end = hit
+        return [(old_inner, inner), *self._previous.log[start:end]]
 
     def _body(self, stmts, scope: _Scope, prefix: tuple, cls: Optional[str]) -> None:
         for stmt in stmts:
@@ -144,19 +171,27 @@ class _Collector:
             inner.params = [*inner.positional, *(p.arg for p in a.kwonlyargs)]
             inner.bound.update(inner.params)
             inner.bound.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
-            self.scopes[qual] = inner
+            reused = self._reused_body(node, inner)
+            if reused is not None:
+                # the previous scope's names and statements (read-only, shared), this file's source
+                inner = replace(reused[0][0], src=self.src, parent=inner.parent)
+            self._scope(qual, inner)
             for expr in (*node.decorator_list, *a.defaults, *(d for d in a.kw_defaults if d is not None)):
                 self._exprs(expr, scope)
             scope.bound.add(node.name)
-            self._body(node.body, inner, (*prefix, node.name), None)
+            start = len(self.log)
+            if reused is None:
+                self._body(node.body, inner, (*prefix, node.name), None)
+            else:
+                self._replay(reused, inner)
+            self.bodies[id(node)] = (node, inner, start, len(self.log))
             return
         if isinstance(node, ast.ClassDef):
             qual = ".".join((*prefix, node.name))
             fields = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
             is_dc = any("dataclass" in (dotted_name(d.func if isinstance(d, ast.Call) else d) or "")
                         for d in node.decorator_list)
-            self.classes[qual] = _Class(self.src, qual, [self.src.outline.resolve(dotted_name(b)) or ""
-                                                          for b in node.bases], fields, is_dc)
+            self._class(qual, node, fields, is_dc)
             scope.bound.add(node.name)
             for expr in (*node.bases, *node.decorator_list):
                 self._exprs(expr, scope)
@@ -194,6 +229,20 @@ class _Collector:
                 for v in value:
                     if isinstance(v, ast.AST):
                         self._exprs(v, scope)
+
+    def _replay(self, reused: list[tuple], inner: _Scope) -> None:
+        """What the previous walk of a kept function body made, made again for this source: its scopes (their
+        enclosing scopes mapped to this walk's) and classes (bases resolved again), in the same order."""
+        (old_inner, _), events = reused[0], reused[1:]
+        mapped = {id(old_inner): inner}
+        for event in events:
+            if event[0] == "scope":
+                old = event[2]
+                new = replace(old, src=self.src, parent=None if old.parent is None else mapped[id(old.parent)])
+                mapped[id(old)] = new
+                self._scope(event[1], new)
+            else:
+                self._class(*event[1:])
 
     def _exprs(self, expr: ast.AST, scope: _Scope) -> None:
         """Calls and walrus/comprehension bindings of an expression, not entering lambdas."""
@@ -288,8 +337,9 @@ class RoleAnalysis:
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 pass
             col = None
+            previous = src.__dict__.pop("_previous_scopes", None)     # a fixed text's: `PythonSource.outline`
             if tree is not None:
-                col = _Collector(src)
+                col = _Collector(src, previous)
                 col.run(tree)
             src.__dict__["_role_scopes"] = col
         if col is None:

@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
+from dslint.sources.astsplice import common_prefix, common_suffix
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 
 Kind = Literal["python", "json", "shell"]
@@ -86,28 +87,6 @@ def statement_offsets(source):
     return cached
 
 
-def _common_prefix(a: str, b: str) -> int:
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:                      # the longest n with a[:n] == b[:n] (slices compared in C)
-        mid = (lo + hi + 1) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    lo, hi = 0, limit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:len(a) - lo] == b[len(b) - mid:len(b) - lo]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def _indented(stmt) -> bool:
     import libcst as cst
     return isinstance(stmt, cst.BaseCompoundStatement) and isinstance(getattr(stmt, "body", None), cst.IndentedBlock)
@@ -139,10 +118,10 @@ def splice(old, text: str):
     before = old.text
     if "\r" in text or "\r" in before or module.default_newline != "\n" or not module.body:
         return None
-    head = _common_prefix(before, text)
+    head = common_prefix(before, text)
     if head == len(before) == len(text):
         return module, [], []
-    tail = _common_suffix(before, text, min(len(before), len(text)) - head)
+    tail = common_suffix(before, text, min(len(before), len(text)) - head)
     second = before.find("\n", before.find("\n") + 1)
     pieces = statement_offsets(old)
     first_start, last_end = pieces[0][0], pieces[-1][1]
@@ -192,21 +171,51 @@ class PythonSource(Source):
         """Functions, classes and imports from CPython's parser (about 10x cheaper than libcst); None when
         CPython rejects the file."""
         from dslint.program.models.modules import file_model_facts
+        from dslint.sources.astsplice import spliced_ast
+        from dslint.sources.guard import MAX_SOURCE_CHARS, check
         from dslint.program.outline import build_outline, builds_engine, parse_tree
+        tree = None
+        base = self.__dict__.get("_derived_from")       # dslint.fixes: the source this text was fixed from
+        if base is not None and "too_complex" not in self.__dict__ and len(self.text) <= MAX_SOURCE_CHARS \
+                and base.__dict__.get("too_complex", False) is None:
+            # its CPython tree, where the previous check still holds it (the role scopes of a file the role
+            # analysis read): only the statements the change touches are parsed again (`astsplice`), after
+            # the complexity guard passed them; the guard's measures restart at every top-level statement, and
+            # those kept were within its limits (the previous text passed it whole), so this text passes too
+            tree = spliced_ast(base.cpython_tree(), base.text, self.text, self.path, guard=check)
+            if tree is not None:
+                self.__dict__["too_complex"] = None
         if self.too_complex is not None:
             return None
-        tree = parse_tree(self.text, self.path)
+        if tree is not None and base.__dict__.get("_role_scopes") is not None:
+            # the role scopes of the functions this tree keeps are those the previous text's walk found
+            # (`roles._Collector`)
+            self.__dict__["_previous_scopes"] = base.__dict__["_role_scopes"]
+        if tree is None:
+            tree = parse_tree(self.text, self.path)
         if tree is None:
             return None
         out = build_outline(tree, self.package)
         # the model facts' per-file part reads this same tree: CPython parses each file once per run (and the
         # outline workers of a big run build it in parallel)
         out.model_classes, out.freezing = file_model_facts(tree, self.text, self.path, out)
-        if builds_engine(out):
+        if builds_engine(out) or "_previous_scopes" in self.__dict__:
             # the role analysis reads every file that builds an engine (`RoleAnalysis._load`): it takes this
-            # tree instead of parsing the text again (kept only for those files, and only until then)
+            # tree instead of parsing the text again (kept only for those files, and only until then); and a
+            # fixed text of a file it read (its previous scopes are reused for the nodes this tree kept)
             self.__dict__["_ast_tree"] = tree
         return out
+
+    def cpython_tree(self):
+        """CPython's tree of this text where this source still holds it (kept for the role analysis, or held by
+        its role scopes), else None. Read-only: it may be shared with the trees of fixed texts."""
+        from dslint.program.outline import MODULE_SCOPE
+        tree = self.__dict__.get("_ast_tree")
+        if tree is None:
+            scopes = self.__dict__.get("_role_scopes")
+            module = scopes.scopes.get(MODULE_SCOPE) if scopes is not None else None
+            tree = module.node if module is not None else None
+        return tree
 
     @cached_property
     def too_complex(self):
@@ -271,8 +280,10 @@ class PythonSource(Source):
         if base is not None:
             done = splice(base, self.text)
             if done is not None:
-                # what the old tree's walks found in the statements kept is carried over (`_parents`)
+                # what the old tree's walks found in the statements kept is carried over (`_parents`, `facts`)
                 self.__dict__["_spliced"] = (base.__dict__.get("_parents"), done[1], done[2])
+                if base.__dict__.get("_statement_nodes") is not None:
+                    self.__dict__["_previous_nodes"] = base.__dict__["_statement_nodes"]
                 return done[0]
         try:
             return parse_module(self.text)
@@ -287,13 +298,18 @@ class PythonSource(Source):
         Empty where no tree was read (the module is the empty stand-in: DSL001 reports why), and where CPython rejects
         what libcst reads (syntax newer than the running Python): without an outline there is no model of the
         file's names, as for the whole-project indexes."""
-        from dslint.program.facts import FileFacts, file_facts
+        from dslint.sources.cstwalk import statement_nodes
+        from dslint.program.facts import KINDS, FileFacts, file_facts
         module = self.module
         outline = self.outline
         if outline is None or self.too_complex is not None or \
                 {"_libcst_error", "_cpython_rejects"} & self.__dict__.keys():
             return FileFacts()
-        return file_facts(module, outline)
+        # the node walk per top-level statement, kept for a fixed text's tree (`splice`), which takes again what
+        # it found under the statements kept
+        found, self.__dict__["_statement_nodes"] = statement_nodes(module, KINDS,
+                                                                   self.__dict__.pop("_previous_nodes", None))
+        return file_facts(module, outline, found)
 
     @cached_property
     def _positions(self):

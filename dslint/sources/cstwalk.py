@@ -8,7 +8,7 @@ fields directly, skipping whitespace and punctuation.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -114,6 +114,25 @@ def nodes_of(module: cst.CSTNode, kinds: tuple[type, ...]) -> list[list[cst.CSTN
                 if known:
                     push(value)
     return found
+
+
+def statement_nodes(module: cst.Module, kinds: tuple[type, ...], previous: Optional[dict] = None
+                    ) -> tuple[list[list[cst.CSTNode]], dict]:
+    """`nodes_of(module, kinds)` (only the module's body holds such nodes), walked one top-level statement at a
+    time, and per statement what was found (id(statement) → (statement, lists)). What `previous` (such a map of
+    another walk) holds for a statement node of this module is taken again: libcst's nodes are immutable, so
+    the same node object has the same nodes under it (a fixed text's tree keeps the statements its change did
+    not touch, `dslint.sources.splice`)."""
+    found: list[list[cst.CSTNode]] = [[] for _ in kinds]
+    by_statement: dict = {}
+    for stmt in module.body:
+        hit = previous.get(id(stmt)) if previous is not None else None
+        if hit is None or hit[0] is not stmt:
+            hit = (stmt, nodes_of(stmt, kinds))
+        by_statement[id(stmt)] = hit
+        for into, part in zip(found, hit[1]):
+            into.extend(part)
+    return found, by_statement
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
