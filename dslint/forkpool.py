@@ -32,10 +32,14 @@ def kill_children() -> None:
 
 
 def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int,
-               statuses: Optional[dict] = None) -> Iterator[tuple[int, Any]]:
+               statuses: Optional[dict] = None, while_running: Optional[Callable[[], None]] = None
+               ) -> Iterator[tuple[int, Any]]:
     """(index, fn(task)) for every task, in task order, each computed in a child forked for it; at most
     `jobs` children at a time. A child that exits abnormally gives (index, FAILED), and its exit code in
-    `statuses[index]` when given (negative: the signal that ended it)."""
+    `statuses[index]` when given (negative: the signal that ended it). `while_running`: called once in this
+    process after the first children are forked, while they run (work the parent would otherwise wait
+    through; no child is forked during it)."""
+    started_hook = while_running
     results: dict[int, Any] = {}
     running: dict[int, tuple[int, int, list[bytes]]] = {}     # read end → (task index, pid, bytes so far)
     sel = selectors.DefaultSelector()
@@ -48,6 +52,9 @@ def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int,
                 running[read] = (started, pid, [])
                 sel.register(read, selectors.EVENT_READ)
                 started += 1
+            if started_hook is not None:
+                hook, started_hook = started_hook, None
+                hook()
             for key, _ in sel.select():
                 fd = key.fd
                 data = os.read(fd, 1 << 20)

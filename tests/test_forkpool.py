@@ -54,3 +54,19 @@ def test_stopping_early_ends_the_children_still_running():
     assert next(gen) == (0, 0)
     gen.close()
     assert _children() - before == set()
+
+
+def test_while_running_is_called_once_in_the_parent_while_the_first_children_run():
+    import time
+    calls = []
+
+    def work(n):
+        time.sleep(0.3 if n < 2 else 0)
+        return n
+
+    def waiting():
+        calls.append((os.getpid(), len(_children())))
+
+    out = list(run_forked(work, list(range(5)), 2, while_running=waiting))
+    assert [r for _, r in out] == list(range(5))
+    assert calls == [(os.getpid(), 2)]       # once, here, with both first children alive (none forked meanwhile)
