@@ -69,6 +69,43 @@ def _outline_chunk(indices: list[int]):
     return out
 
 
+class _WhileOutlining:
+    """The main process's work while the outline workers run (it would otherwise wait for them), one step per
+    call (`run_forked(..., while_running=)`): import the modules every analysis worker would import for
+    itself, then parse (libcst) the files that may hand a config to DeepSpeed (`ProjectView.may_hand_configs`),
+    as their outlines come back: those whose config references the run evaluates (`Checker._config_refs`)
+    are among them, and the rules read the others' trees (on DeepSpeedExamples all 31). Those parses were
+    serial work between the outline and the analysis phases, or an analysis worker's; their trees are
+    inherited by every analysis worker. What is not done when the outlines are all back is done where it
+    is needed."""
+
+    def __init__(self, imports: list[str], python: list[PythonSource], project: ProjectView):
+        self.imports = list(imports)
+        self.python = python
+        self.project = project
+        self.at = 0
+
+    def __call__(self) -> bool:
+        if self.imports:
+            import importlib
+            name = self.imports.pop(0)
+            with span(f"import {name} (main, while outlining)"):
+                try:
+                    importlib.import_module(name)
+                except Exception:
+                    pass        # left to show up where the module is used
+            return True
+        while self.at < len(self.python):
+            src = self.python[self.at]
+            if "outline" not in src.__dict__:
+                return False    # outlines come back in order: wait for this one (never built here)
+            self.at += 1
+            if src.outline is not None and src.too_complex is None and self.project.may_hand_configs(src):
+                src.module      # noqa: B018 -- the parse, kept on the source
+                return True
+        return False
+
+
 def _text_facts(src: PythonSource) -> dict:
     """A Python file's outline and the facts of its text alone that forked analysis workers read for every
     file of a view (the complexity guard's verdict, the identifier set of `ProjectView.using_identifier`,
@@ -280,7 +317,7 @@ class Checker:
         if jobs > 1 and hasattr(os, "fork"):
             with span("outlines (forked)"):
                 self._outlines([s for s, _ in missing] + [s for s in sources if isinstance(s, ShellSource)], jobs,
-                               lambda: self._warm_imports(sources))
+                               _WhileOutlining(self._worker_imports(sources), [s for s, _ in missing], project))
         with span("config references (serial)"):
             self._config_refs(missing, project, facts, cache)
         project.program = Program([s for s in python if id(s) in facts], project.shell, facts)
@@ -448,22 +485,15 @@ class Checker:
         finally:
             _WORK = None
 
-    def _warm_imports(self, sources: list[AnySource]) -> None:
-        """Import, in the main process while the outline workers run (it waits for them), the modules that every
-        forked analysis worker would otherwise import for itself (each import is paid once per worker): the
-        role analysis, the fix builders, and the config model (pydantic) when the run has JSON configs and the
-        config rules run. A failure is left to show up where the module is used."""
-        import importlib
+    def _worker_imports(self, sources: list[AnySource]) -> list[str]:
+        """The modules that every forked analysis worker would otherwise import for itself (each import paid
+        once per worker): the role analysis, the fix builders, and the config model (pydantic) when the run
+        has JSON configs and the config rules run."""
         families = {type(r).__module__ for r in self.rules}
         names = ["dslint.program.roles", "dslint.fixes.python"]
         if "dslint.rules.config" in families and any(s.kind == "json" for s in sources):
             names += ["dslint.dsconfig.check", "dslint.dsconfig.top", "dslint.fixes.jsonedit"]
-        with span("warm imports (main, during outlines)"):
-            for name in names:
-                try:
-                    importlib.import_module(name)
-                except Exception:
-                    pass
+        return names
 
     @staticmethod
     def _outlines(sources: list[AnySource], jobs: int, while_waiting=None) -> None:

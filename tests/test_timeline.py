@@ -78,6 +78,44 @@ def test_no_timeline_without_the_variable(tmp_path):
                                                             + ["deep.py", "ds_config.json"])
 
 
+def test_files_that_may_hand_a_config_are_parsed_while_the_outline_workers_run(tmp_path):
+    root = _tree(tmp_path / "repo")
+    (root / "plain.py").write_text("import torch.distributed as dist\n\ndef f():\n    dist.barrier()\n")
+    log = tmp_path / "timeline.tsv"
+    env = {**os.environ, "PYTHONPATH": str(Path(dslint.__file__).parent.parent), "DSLINT_TIMELINE": str(log)}
+    run = subprocess.run([sys.executable, "-m", "dslint", "check", "--no-cache", "-j", "2", "--exit-zero", "."],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    rows = [line.split("\t") for line in log.read_text().splitlines()]
+    main = next(r[0] for r in rows if r[1] == "check process (from its start)")
+    parses = [r for r in rows if r[0] == main and r[1].startswith("libcst parse")]
+    parsed_here = {r[1].removeprefix("libcst parse ") for r in parses}
+    # every script hands `config=` to deepspeed.initialize: all parsed here, once, none of them after the
+    # outline phase; plain.py hands no config (its tree, if any, is an analysis worker's)
+    assert parsed_here == {f"train_{n:02}.py" for n in range(PARALLEL_MIN_FILES + 2)}
+    workers = {r[1] for r in rows if r[0] != main and r[1].startswith("libcst parse")}
+    assert not workers & {f"libcst parse {p}" for p in parsed_here}    # inherited, not parsed again
+    assert any(r[0] == main and r[1].startswith("import ") and r[1].endswith("(main, while outlining)") for r in rows)
+
+
+def test_the_main_process_parses_as_outlines_come_back_and_never_builds_one():
+    from dslint.engine import _WhileOutlining
+    from dslint.program.outline import build_outline, parse_tree
+    from dslint.program.project import ProjectView
+    texts = [SCRIPT.format(n=0), "import os\n", SCRIPT.format(n=1), SCRIPT.format(n=2)]
+    python = [PythonSource(f"s{i}.py", t) for i, t in enumerate(texts)]
+    for src in python[:3]:      # as the outline workers hand them back: the first three so far
+        src.__dict__["outline"] = build_outline(parse_tree(src.text, src.path), "")
+    step = _WhileOutlining(["json"], python, ProjectView(python))
+    assert step() is True                                   # the import
+    assert step() is True and "module" in python[0].__dict__
+    assert step() is True and "module" not in python[1].__dict__ and "module" in python[2].__dict__
+    assert step() is False and "outline" not in python[3].__dict__     # waits for it: not built here
+    python[3].__dict__["outline"] = build_outline(parse_tree(python[3].text, "s3.py"), "")
+    assert step() is True and "module" in python[3].__dict__
+    assert step() is False and step() is False
+
+
 def test_outline_workers_hand_over_the_text_facts_and_findings_do_not_change(tmp_path, monkeypatch):
     root = _tree(tmp_path)
     monkeypatch.chdir(root)
