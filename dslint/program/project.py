@@ -388,13 +388,20 @@ class ProjectView:
     def may_hand_configs(self, src: PythonSource) -> bool:
         """Can `src` hand a config to DeepSpeed (decided on its own outline and text)? The outline has every
         call's resolved callee: parse only a file that makes one of these calls with a config keyword written
-        in it, or declares an argparse flag for a config."""
+        in it, or declares an argparse flag for a config. A fact of the file alone: kept on the source for
+        every view (and for forked workers: the main process asks it of every file of a big run)."""
+        known = src.__dict__.get("_may_hand_configs")
+        if known is not None:
+            return known
         outline = src.outline
         if outline is None:
-            return False
-        configs = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
-            and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
-        return configs or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
+            known = False
+        else:
+            known = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
+                and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
+            known = known or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
+        src.__dict__["_may_hand_configs"] = known
+        return known
 
     @cached_property
     def config_evaluator(self):
