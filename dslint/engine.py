@@ -55,7 +55,7 @@ def _outline_chunk(indices: list[int]):
     """Outlines of Python files and the launch lines of shell scripts (a launcher script with a syntax error
     is left to the main process, which reports it). With an outline come the facts of the file's text alone
     that the analysis workers would otherwise each compute again for every file of their views
-    (`_TEXT_FACTS`): computed here once, in parallel."""
+    (`_text_facts`): computed here once, in parallel."""
     sources = _OUTLINE_WORK
     out = []
     with span(f"outline worker ({len(indices)} files)"):
