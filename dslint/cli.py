@@ -131,7 +131,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         from dslint import commands
         gc.disable()                        # and not enabled again at the end of the run
         commands.PROCESS_ENDS_AFTER_RUN = True
-        _end_process(_main_guarded(rest, debug))
+        code = _main_guarded(rest, debug)
+        if os.environ.get("DSLINT_TIMELINE"):
+            from dslint.timeline import record_process
+            record_process("check process (from its start)")
+        _end_process(code)
     return _main_guarded(rest, debug)
 
 

@@ -24,6 +24,7 @@ from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
 from dslint.sources import AnySource, PythonSource, ShellSource, kind_of, make_source
 from dslint.suppressions import parse_suppressions
+from dslint.timeline import span, span_iter
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
 OUTLINE_CHUNKS_PER_JOB = 3      # runs of files per outline worker
@@ -42,22 +43,81 @@ _KEPT: list = []               # the state of runs whose process ends after them
 
 def _analyse_chunk(indices: list[int]):
     checker, sources, views = _WORK
-    return [(i, *checker._results_for(sources[i], views[i])) for i in indices]
+    with span(f"analysis worker ({len(indices)} files)"):
+        out = []
+        for i in indices:
+            with span(f"  {sources[i].path}"):
+                out.append((i, *checker._results_for(sources[i], views[i])))
+        return out
 
 
 def _outline_chunk(indices: list[int]):
     """Outlines of Python files and the launch lines of shell scripts (a launcher script with a syntax error
-    is left to the main process, which reports it)."""
+    is left to the main process, which reports it). With an outline come the facts of the file's text alone
+    that the analysis workers would otherwise each compute again for every file of their views
+    (`_text_facts`): computed here once, in parallel."""
     sources = _OUTLINE_WORK
     out = []
-    for i in indices:
-        src = sources[i]
-        if isinstance(src, ShellSource):
-            if src.parse_problem() is None:
-                out.append((i, src.launches))
-        else:
-            out.append((i, src.outline))
+    with span(f"outline worker ({len(indices)} files)"):
+        for i in indices:
+            src = sources[i]
+            if isinstance(src, ShellSource):
+                if src.parse_problem() is None:
+                    out.append((i, {"launches": src.launches}))
+            else:
+                out.append((i, _text_facts(src)))
     return out
+
+
+class _WhileOutlining:
+    """The main process's work while the outline workers run (it would otherwise wait for them), one step per
+    call (`run_forked(..., while_running=)`): import the modules every analysis worker would import for
+    itself, then parse (libcst) the files that may hand a config to DeepSpeed (`ProjectView.may_hand_configs`),
+    as their outlines come back: those whose config references the run evaluates (`Checker._config_refs`)
+    are among them, and the rules read the others' trees (on DeepSpeedExamples all 31). Those parses were
+    serial work between the outline and the analysis phases, or an analysis worker's; their trees are
+    inherited by every analysis worker. What is not done when the outlines are all back is done where it
+    is needed."""
+
+    def __init__(self, imports: list[str], python: list[PythonSource], project: ProjectView):
+        self.imports = list(imports)
+        self.python = python
+        self.project = project
+        self.at = 0
+
+    def __call__(self) -> bool:
+        if self.imports:
+            import importlib
+            name = self.imports.pop(0)
+            with span(f"import {name} (main, while outlining)"):
+                try:
+                    importlib.import_module(name)
+                except Exception:
+                    pass        # left to show up where the module is used
+            return True
+        while self.at < len(self.python):
+            src = self.python[self.at]
+            if "outline" not in src.__dict__:
+                return False    # outlines come back in order: wait for this one (never built here)
+            self.at += 1
+            if src.outline is not None and src.too_complex is None and self.project.may_hand_configs(src):
+                src.module      # noqa: B018 -- the parse, kept on the source
+                return True
+        return False
+
+
+def _text_facts(src: PythonSource) -> dict:
+    """A Python file's outline and the facts of its text alone that forked analysis workers read for every
+    file of a view (the complexity guard's verdict, the identifier set of `ProjectView.using_identifier`,
+    the rank-taint words' top-level scopes), as `src.__dict__` entries."""
+    from dslint.program.rank.values import _seeded_tops
+    from dslint.program.project import identifiers
+    facts = {"outline": src.outline, "too_complex": src.too_complex, "_identifiers": identifiers(src)}
+    if src.outline is not None:
+        facts["_seeded_tops"] = src.__dict__.get("_seeded_tops", 0)
+        if facts["_seeded_tops"] == 0:
+            facts["_seeded_tops"] = _seeded_tops(src.text, src.outline)
+    return facts
 
 
 _TRANSIENT = ("could not be analysed: skipped", "could not be analysed: the process")   # not cached
@@ -125,8 +185,9 @@ class Checker:
     def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None) -> Report:
         """`overrides`: shown path -> text to check instead of the file's (dslint.fixes: a fix round's texts).
         Such a re-check starts from the previous run's sources (`_carry_over`)."""
-        inputs = collect(paths, self.settings)
-        sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
+        with span("collect and read inputs"):
+            inputs = collect(paths, self.settings)
+            sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
         if overrides is not None:
             sources = _carry_over(self.sources, sources, overrides)
         self.sources = sources
@@ -167,13 +228,15 @@ class Checker:
             _KEPT.append(state)
 
     def _check_sources(self, sources: list[AnySource]) -> Report:
-        self._rules_for(sources)
+        with span("rules (imports)"):
+            self._rules_for(sources)
         report = Report(files_checked=len(sources))
         from dslint.rules import FAMILY_ERRORS
         for family, message in FAMILY_ERRORS:
             report.errors.append(InputError(kind="internal-error", path=family.replace(".", "/") + ".py",
                                             message=f"rule family {family} failed to load: {message}"))
-        relevant = [s for s in sources if self._relevant(s)]
+        with span("triage"):
+            relevant = [s for s in sources if self._relevant(s)]
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
@@ -200,7 +263,8 @@ class Checker:
         if todo:
             if project.program is None:
                 self._program(sources, project, cache)
-            views = self._views(relevant, todo, project)
+            with span("views"):
+                views = self._views(relevant, todo, project)
         for i, findings, errors in self._analyse(relevant, views, todo):
             report.findings += findings
             report.errors += errors
@@ -237,7 +301,6 @@ class Checker:
         paths its code names. An `__init__.py` that no rule needs still links a script to what it imports, so
         every compiled Python file takes part."""
         from dslint.cache import content_hash
-        from dslint.program.outline import PairingError      # not dslint.program.facts: a cached run never imports libcst
         from dslint.program.units import FileFacts, Program
         python = [s for s in sources if isinstance(s, PythonSource)]
         facts: dict[int, FileFacts] = {}
@@ -252,7 +315,17 @@ class Checker:
                 facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]))
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and hasattr(os, "fork"):
-            self._outlines([s for s, _ in missing] + [s for s in sources if isinstance(s, ShellSource)], jobs)
+            with span("outlines (forked)"):
+                self._outlines([s for s, _ in missing] + [s for s in sources if isinstance(s, ShellSource)], jobs,
+                               _WhileOutlining(self._worker_imports(sources), [s for s, _ in missing], project))
+        with span("config references (serial)"):
+            self._config_refs(missing, project, facts, cache)
+        project.program = Program([s for s in python if id(s) in facts], project.shell, facts)
+
+    @staticmethod
+    def _config_refs(missing: list, project: ProjectView, facts: dict, cache) -> None:
+        from dslint.program.outline import PairingError      # not dslint.program.facts: a cached run never imports libcst
+        from dslint.program.units import FileFacts
         for src, key in missing:
             # the config references evaluate config expressions, parsing the files that build configs: here,
             # once, so that every worker inherits those trees (in the outline workers each analysis worker
@@ -271,7 +344,6 @@ class Checker:
                 cache.put(key, {"compiles": False} if found is None else {
                     "compiles": True, "imports": list(found.imports), "runs": found.runs_by_itself,
                     "refs": list(found.config_refs)})
-        project.program = Program([s for s in python if id(s) in facts], project.shell, facts)
 
     def _views(self, relevant: list[AnySource], todo: list[int], project: ProjectView) -> dict[int, ProjectView]:
         """The view each file to analyse is checked in: a Python file in its launch-unit context (the files of
@@ -362,7 +434,9 @@ class Checker:
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
             for i in todo:
-                yield (i, *self._results_for(sources[i], views[i]))
+                with span(f"  {sources[i].path}"):
+                    result = self._results_for(sources[i], views[i])
+                yield (i, *result)
             return
         from dslint.forkpool import FAILED, run_forked
         global _WORK
@@ -378,12 +452,13 @@ class Checker:
                 # analyses once, here, inherited by every worker. For the smaller views of many launch units
                 # this serial work costs more than the workers' own (DeepSpeedExamples: 22 s -> 7.6 s without)
                 if count >= max(PARALLEL_MIN_FILES, len(python) // 2):
-                    self._prepare(view)
+                    with span("prepare (serial)"):
+                        self._prepare(view)
             sizes = [len(sources[i].text) for i in todo]
             count = max(jobs * CHUNKS_PER_JOB, -(-sum(sizes) // CHUNK_BYTES))
             chunks = [c for c in _contiguous_chunks(todo, sizes, count) if c]
             lost = False
-            for k, part in run_forked(_analyse_chunk, chunks, jobs):
+            for k, part in span_iter("analysis (forked)", run_forked(_analyse_chunk, chunks, jobs)):
                 if part is FAILED:
                     # a worker died (killed for memory, or a native crash on one file): its files are checked
                     # again, each in a worker of its own. A file whose worker crashes again (SIGSEGV, SIGBUS,
@@ -410,8 +485,18 @@ class Checker:
         finally:
             _WORK = None
 
+    def _worker_imports(self, sources: list[AnySource]) -> list[str]:
+        """The modules that every forked analysis worker would otherwise import for itself (each import paid
+        once per worker): the role analysis, the fix builders, and the config model (pydantic) when the run
+        has JSON configs and the config rules run."""
+        families = {type(r).__module__ for r in self.rules}
+        names = ["dslint.program.roles", "dslint.fixes.python"]
+        if "dslint.rules.config" in families and any(s.kind == "json" for s in sources):
+            names += ["dslint.dsconfig.check", "dslint.dsconfig.top", "dslint.fixes.jsonedit"]
+        return names
+
     @staticmethod
-    def _outlines(sources: list[AnySource], jobs: int) -> None:
+    def _outlines(sources: list[AnySource], jobs: int, while_waiting=None) -> None:
         """Every Python file's outline and every shell script's launch lines, built by forked workers
         (CPython's parse of the whole tree is the first thing the project analyses need, and outlines pickle
         cheaply). What a worker that fails would have built is built where it is needed."""
@@ -427,11 +512,10 @@ class Checker:
         global _OUTLINE_WORK
         _OUTLINE_WORK = sources
         try:
-            for _, part in run_forked(_outline_chunk, chunks, jobs):
+            for _, part in run_forked(_outline_chunk, chunks, jobs, while_running=while_waiting):
                 if part is not FAILED:
                     for i, built in part:
-                        src = sources[i]
-                        src.__dict__["launches" if isinstance(src, ShellSource) else "outline"] = built
+                        sources[i].__dict__.update(built)
         finally:
             _OUTLINE_WORK = None
 

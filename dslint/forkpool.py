@@ -32,10 +32,15 @@ def kill_children() -> None:
 
 
 def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int,
-               statuses: Optional[dict] = None) -> Iterator[tuple[int, Any]]:
+               statuses: Optional[dict] = None, while_running: Optional[Callable[[], bool]] = None
+               ) -> Iterator[tuple[int, Any]]:
     """(index, fn(task)) for every task, in task order, each computed in a child forked for it; at most
     `jobs` children at a time. A child that exits abnormally gives (index, FAILED), and its exit code in
-    `statuses[index]` when given (negative: the signal that ended it)."""
+    `statuses[index]` when given (negative: the signal that ended it). `while_running`: work this process
+    does while its children run instead of waiting for them, one small step per call: called when every
+    child slot is taken (or no task is left to start), it returns True when it did a step (the children's
+    pipes are then polled, and it is called again), False when it has nothing to do until a child ends
+    (this process then waits for one). No child is forked during a step."""
     results: dict[int, Any] = {}
     running: dict[int, tuple[int, int, list[bytes]]] = {}     # read end → (task index, pid, bytes so far)
     sel = selectors.DefaultSelector()
@@ -48,7 +53,8 @@ def run_forked(fn: Callable[[Any], Any], tasks: Sequence[Any], jobs: int,
                 running[read] = (started, pid, [])
                 sel.register(read, selectors.EVENT_READ)
                 started += 1
-            for key, _ in sel.select():
+            stepped = while_running is not None and while_running()
+            for key, _ in sel.select(0 if stepped else None):
                 fd = key.fd
                 data = os.read(fd, 1 << 20)
                 if data:

@@ -54,3 +54,22 @@ def test_stopping_early_ends_the_children_still_running():
     assert next(gen) == (0, 0)
     gen.close()
     assert _children() - before == set()
+
+
+def test_while_running_steps_in_the_parent_between_the_childrens_results():
+    import time
+    steps = []
+
+    def work(n):
+        time.sleep(0.3 if n < 2 else 0)
+        return n
+
+    def step():
+        steps.append(len(_children()))
+        return len(steps) < 3           # three steps of work, then nothing to do until a child ends
+
+    out = list(run_forked(work, list(range(5)), 2, while_running=step))
+    assert [r for _, r in out] == list(range(5))
+    # the first three steps ran at once, in this process, while both first children were alive; then one
+    # call per pipe event (a child's data, its end), not a busy loop through the 0.3 s the children sleep
+    assert steps[:3] == [2, 2, 2] and 3 <= len(steps) <= 3 + 2 * 5

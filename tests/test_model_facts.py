@@ -255,3 +255,24 @@ def test_freezing_is_per_sub_tree():
         {"mm_projector": True, "model": True, "image_gate": False, "frozen_query": False}
     assert trainable("model.frozen_query.requires_grad = True\n")["frozen_query"]
     assert trainable("x = 1\n") == {"mm_projector": True, "model": True, "image_gate": True, "frozen_query": False}
+
+
+def test_attribute_read_counts_are_the_read_patterns_findall_counts():
+    """The per-file count is found at the `.`/quote sites of the name's word (one scan of the text per file),
+    and equals the read pattern's findall over the whole text: overlapping quotes, assignments and
+    comparisons, prefixes, non-ASCII words, a name that is not a word."""
+    import re
+
+    from dslint.program.models.modules import _READ_PATTERNS, _attribute_reads_in
+    from dslint.sources import PythonSource
+    text = ('x = self.gate.gate\nself.gate = 1\nif self.gate == 2: pass\ny = getattr(m, "gate")\n'
+            'z = "a"a"a"\nw = \'a"b\' + "b"b"\nv = self.gates + self.gate_\nu = obj.é + "é"\n'
+            's = self.gate  =  3\nt = x.gate\n')
+    names = ["gate", "a", "b", "é", "gates", "gate_", "missing", "self.gate"]
+    src = PythonSource("m.py", text)
+    counts = {n: _attribute_reads_in(src, n) for n in names}
+    expected = {n: len(re.compile(r"\.%s\b(?!\s*=[^=])|[\"']%s[\"']" % (re.escape(n), re.escape(n))).findall(text))
+                for n in names}
+    assert counts == expected
+    assert counts["gate"] == 5 and counts["a"] == 3 and counts["missing"] == 0      # the shapes are exercised
+    assert set(_READ_PATTERNS) >= set(names)

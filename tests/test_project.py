@@ -150,3 +150,42 @@ def test_a_config_path_is_looked_for_only_where_json_is_written():
     by_path = {s.path: s for s in view.python}
     assert view.may_name_json(by_path["train.py"]) and view.may_name_json(by_path["pkg/paths.py"])
     assert not view.may_name_json(by_path["plain.py"])
+
+
+def _configs_tree():
+    helper = PythonSource("paths.py", 'def config_path():\n    return "configs/" + "z3.json"\n')
+    return [
+        PythonSource("launched.py", "import deepspeed\n"),
+        PythonSource("dict_only.py", LOCAL_DICT),
+        PythonSource("named.py", 'import deepspeed\nengine, *_ = deepspeed.initialize(model=None, '
+                                 'config="configs/z2.json")\n'),
+        PythonSource("through_import.py", "import deepspeed\nfrom paths import config_path\n"
+                                          "engine, *_ = deepspeed.initialize(model=None, config=config_path())\n"),
+        helper,
+        JsonSource("configs/z2.json", '{"zero_optimization": {"stage": 2}}'),
+        JsonSource("configs/z3.json", '{"zero_optimization": {"stage": 3}}'),
+        ShellSource("run.sh", "deepspeed launched.py --deepspeed configs/z3.json\n"),
+    ]
+
+
+def test_json_configs_for_is_the_json_part_of_configs_for_without_reading_dict_configs():
+    from dslint.program.units import Program
+    from dslint.dsconfig.usage import scripts_using
+    answers = {}
+    for way in ("configs_for", "json_configs_for"):
+        sources = _configs_tree()
+        python = [s for s in sources if isinstance(s, PythonSource)]
+        project = ProjectView(sources)
+        project.program = Program(python, project.shell)
+        if way == "configs_for":
+            answers[way] = {s.path: [v.source.path for v in project.configs_for(s) if v.source is not None]
+                            for s in python}
+        else:
+            answers[way] = {s.path: [c.path for c in project.json_configs_for(s)] for s in python}
+            dict_only = next(s for s in python if s.path == "dict_only.py")
+            assert "module" not in dict_only.__dict__       # its dict config was neither parsed nor evaluated
+            z2, z3 = project.json_configs
+            assert [s.path for s in scripts_using(project, z3)] == ["launched.py"]
+            assert [s.path for s in scripts_using(project, z2)] == ["named.py"]
+    assert answers["configs_for"] == answers["json_configs_for"]
+    assert answers["configs_for"]["dict_only.py"] == [] and answers["configs_for"]["named.py"] == ["configs/z2.json"]

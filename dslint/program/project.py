@@ -140,10 +140,7 @@ class ProjectView:
     def _identifier_index(self) -> dict[str, list[PythonSource]]:
         index: dict[str, list[PythonSource]] = {}
         for src in self.python:
-            words = src.__dict__.get("_identifiers")
-            if words is None:       # a fact of the text: kept on the source for every view that indexes it
-                words = src.__dict__["_identifiers"] = frozenset(_IDENTIFIER.findall(src.text))
-            for word in words:
+            for word in identifiers(src):
                 index.setdefault(word, []).append(src)
         return index
 
@@ -391,13 +388,20 @@ class ProjectView:
     def may_hand_configs(self, src: PythonSource) -> bool:
         """Can `src` hand a config to DeepSpeed (decided on its own outline and text)? The outline has every
         call's resolved callee: parse only a file that makes one of these calls with a config keyword written
-        in it, or declares an argparse flag for a config."""
+        in it, or declares an argparse flag for a config. A fact of the file alone: kept on the source for
+        every view (and for forked workers: the main process asks it of every file of a big run)."""
+        known = src.__dict__.get("_may_hand_configs")
+        if known is not None:
+            return known
         outline = src.outline
         if outline is None:
-            return False
-        configs = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
-            and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
-        return configs or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
+            known = False
+        else:
+            known = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
+                and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
+            known = known or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
+        src.__dict__["_may_hand_configs"] = known
+        return known
 
     @cached_property
     def config_evaluator(self):
@@ -432,6 +436,28 @@ class ProjectView:
         if hit is None:
             hit = memo[id(src)] = self._configs_for(src)
         return list(hit)
+
+    def json_configs_for(self, src: PythonSource) -> list[JsonSource]:
+        """The JSON configs among `configs_for(src)`, without evaluating the config expressions of a file that
+        cannot name a ".json" path (`may_name_json`: its dict-literal configs are not parsed, evaluated or
+        placed for this question). With a single JSON config in the view (which `configs_for` applies to a
+        script beside it that has no other config) it is `configs_for` itself."""
+        memo = self.__dict__.get("_configs_memo")
+        if memo is not None and id(src) in memo or len(self.json_configs) == 1:
+            return [v.source for v in self.configs_for(src) if v.source is not None]
+        out: list[JsonSource] = []
+
+        def add_json(cfgs: list[JsonSource]) -> None:
+            out.extend(c for c in cfgs if c not in out and isinstance(c.data, dict))
+
+        for sh, launch in self._launches_for(src):
+            for ref in launch.config_paths:
+                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+        if self.may_hand_configs(src) and self.may_name_json(src):
+            for value, _ in self.literal_configs(src):
+                if isinstance(value, str) and value.endswith(".json"):
+                    add_json(self._json_by_reference(value, Path(src.path).parent))
+        return out
 
     def _configs_for(self, src: PythonSource) -> list[ConfigView]:
         found: list[ConfigView] = []
@@ -737,6 +763,15 @@ def installed_version(name: str) -> Optional[str]:
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def identifiers(src: PythonSource) -> frozenset[str]:
+    """The identifier-like words of `src`'s text: a fact of the text, kept on the source for every view that
+    indexes it (and built by the outline workers of a big run, `dslint.engine._text_facts`)."""
+    words = src.__dict__.get("_identifiers")
+    if words is None:
+        words = src.__dict__["_identifiers"] = frozenset(_IDENTIFIER.findall(src.text))
+    return words
 
 
 def _shown(path: str) -> str:

@@ -286,7 +286,9 @@ class PythonSource(Source):
                     self.__dict__["_previous_nodes"] = base.__dict__["_statement_nodes"]
                 return done[0]
         try:
-            return parse_module(self.text)
+            from dslint.timeline import span
+            with span(f"libcst parse {self.path}"):
+                return parse_module(self.text)
         except (cst.ParserSyntaxError, RecursionError) as exc:
             # compile() accepted what libcst rejects (rare): analyses see an empty module, DSL001 reports it
             self.__dict__["_libcst_error"] = exc

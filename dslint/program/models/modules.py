@@ -799,7 +799,11 @@ def attribute_read_count(project: "ProjectView", name: str) -> int:
 
 
 def _attribute_reads_in(src: "PythonSource", name: str) -> int:
-    """`attribute_read_count`'s count in one file: a fact of its text, kept on the source for every view."""
+    """`attribute_read_count`'s count in one file: a fact of its text, kept on the source for every view.
+    The count of `_READ_PATTERNS[name].findall(text)`, found without scanning the text once per name: every
+    match starts at a `.` or quote followed by a whole word equal to `name` (`_read_sites`: those words'
+    positions, one scan per file), so the pattern is tried only there, leftmost first and without overlap
+    as findall does."""
     per_file = src.__dict__.setdefault("_attribute_reads", {})
     found = per_file.get(name)
     if found is None:
@@ -807,11 +811,33 @@ def _attribute_reads_in(src: "PythonSource", name: str) -> int:
         if read is None:
             read = _READ_PATTERNS[name] = re.compile(
                 r"\.%s\b(?!\s*=[^=])|[\"']%s[\"']" % (re.escape(name), re.escape(name)))
-        found = per_file[name] = len(read.findall(src.text))
+        text = src.text
+        if _WORD.fullmatch(name) is None:
+            found = len(read.findall(text))
+        else:
+            found, end = 0, 0
+            for start in _read_sites(src).get(name, ()):
+                if start - 1 >= end and (m := read.match(text, start - 1)) is not None:
+                    found += 1
+                    end = m.end()
+        per_file[name] = found
     return found
 
 
+def _read_sites(src: "PythonSource") -> dict[str, list[int]]:
+    """Word → start offsets of its occurrences right after a `.` or a quote in `src`'s text (a fact of the
+    text, kept on the source)."""
+    sites = src.__dict__.get("_attribute_read_sites")
+    if sites is None:
+        sites = src.__dict__["_attribute_read_sites"] = {}
+        for m in _WORD_AFTER_DOT_OR_QUOTE.finditer(src.text):
+            sites.setdefault(m.group(), []).append(m.start())
+    return sites
+
+
 _READ_PATTERNS: dict[str, re.Pattern] = {}
+_WORD = re.compile(r"\w+")
+_WORD_AFTER_DOT_OR_QUOTE = re.compile(r"(?<=[.\"'])\w+")
 
 
 def reaches_attributes_dynamically(cls: ModuleClass) -> bool:
