@@ -43,14 +43,19 @@ def _tree(root: Path) -> Path:
     return root
 
 
-def test_the_timeline_records_every_process_phase_and_file(tmp_path):
-    root = _tree(tmp_path / "repo")
-    log = tmp_path / "timeline.tsv"
+def _timeline_rows(root: Path, log: Path) -> list[list[str]]:
+    """`dslint check --no-cache -j 2` at `root` with DSLINT_TIMELINE=log: the timeline's rows."""
     env = {**os.environ, "PYTHONPATH": str(Path(dslint.__file__).parent.parent), "DSLINT_TIMELINE": str(log)}
     run = subprocess.run([sys.executable, "-m", "dslint", "check", "--no-cache", "-j", "2", "--exit-zero", "."],
                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    rows = [line.split("\t") for line in log.read_text().splitlines()]
+    return [line.split("\t") for line in log.read_text().splitlines()]
+
+
+def test_the_timeline_records_every_process_phase_and_file(tmp_path):
+    root = _tree(tmp_path / "repo")
+    log = tmp_path / "timeline.tsv"
+    rows = _timeline_rows(root, log)
     assert all(len(r) == 5 and float(r[2]) <= float(r[3]) and float(r[4]) >= 0 for r in rows)
     by_pid: dict[str, set[str]] = {}
     for pid, name, *_ in rows:
@@ -82,11 +87,7 @@ def test_files_that_may_hand_a_config_are_parsed_while_the_outline_workers_run(t
     root = _tree(tmp_path / "repo")
     (root / "plain.py").write_text("import torch.distributed as dist\n\ndef f():\n    dist.barrier()\n")
     log = tmp_path / "timeline.tsv"
-    env = {**os.environ, "PYTHONPATH": str(Path(dslint.__file__).parent.parent), "DSLINT_TIMELINE": str(log)}
-    run = subprocess.run([sys.executable, "-m", "dslint", "check", "--no-cache", "-j", "2", "--exit-zero", "."],
-                         cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    rows = [line.split("\t") for line in log.read_text().splitlines()]
+    rows = _timeline_rows(root, log)
     main = next(r[0] for r in rows if r[1] == "check process (from its start)")
     parses = [r for r in rows if r[0] == main and r[1].startswith("libcst parse")]
     parsed_here = {r[1].removeprefix("libcst parse ") for r in parses}
