@@ -89,6 +89,9 @@ def test_wait_for_knot_extra_collective_and_blocked_elsewhere():
     assert analyse({0: _pos("in", "W", 1), 1: _pos("py", age=0.5)}, 1.0, 4.0) is None
     found = analyse({0: _pos("in", "W", 1), 1: _pos("py", age=5.0)}, 1.0, 4.0)
     assert found["cause"] == "blocked-elsewhere" and found["stuck_ranks"] == [0] and found["blocking"]["rank"] == 1
+    # ... unless it is in a bounded wait of dslint's own (the loader audit waiting for its peers): it ends by itself
+    waiting = _pos("py", age=5.0, bounded_wait="peers' audits of the loader iterated at t.py:35")
+    assert analyse({0: _pos("in", "W", 1), 1: waiting}, 1.0, 4.0) is None
     # a finished peer with fewer collectives in the group: an extra collective
     found = analyse({0: _pos("in", "W", 8), 1: _pos("fin", counts={"W": 8})}, 1.0, 4.0)
     assert found["cause"] == "extra-collective" and found["finished_ranks"] == [1]

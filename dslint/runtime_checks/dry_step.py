@@ -17,7 +17,7 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
-from dslint.runtime_checks import compare, fast_path, loader_audit, report, store_tree, waitfor
+from dslint.runtime_checks import compare, fast_path, loader_audit, monitor, report, store_tree, waitfor
 from dslint.runtime_checks.execution_context import ExecutionContext
 from dslint.runtime_checks.exit_codes import ExitCode
 from dslint.runtime_checks.fingerprint import (
@@ -381,15 +381,17 @@ class DrySession:
         now = time.monotonic()
         unstarted_until = now + min(self.options.timeout, loader_audit.PEER_WAIT_S)
         last = now + min(self.options.timeout, budget + loader_audit.PEER_WAIT_S)
-        self.waiting_for = {"what": f"peers' audits of the loader iterated at {site}"}
+        # a bounded wait of dslint's own: the wait-for monitor does not take this rank for one stalled in user
+        # code (`waitfor.analyse`), whatever its peers are doing meanwhile
+        self.waiting_for = {"what": f"peers' audits of the loader iterated at {site}", "bounded": True}
         try:
             while not peers.wait_keys(keys):
                 verdict = peers.aborted()
                 if verdict is not None:
                     self.conclude(verdict)
                 now = time.monotonic()
-                started = all(peers.has(f"audit-start/{key}/{r}") for r in range(self.world_size))
-                if now > last or (now > unstarted_until and not started):
+                unstarted = [r for r in range(self.world_size) if not peers.has(f"audit-start/{key}/{r}")]
+                if now > last or unstarted and (now > unstarted_until or self._held_by_me(peers, unstarted)):
                     return index  # iterated on some ranks only (so far): compared with the summaries
         finally:
             self.waiting_for = None
@@ -524,6 +526,17 @@ class DrySession:
             self.waiting_for = None
         return dict(enumerate(peers.get_many(keys)))
 
+    def _held_by_me(self, peers: PeerExchange, ranks: list[int]) -> bool:
+        """Is each of ``ranks`` blocked in a collective of a group this rank belongs to (its heartbeat's
+        position)? Such a peer cannot go on -- to a loader, say -- before this rank joins that collective."""
+        for r in ranks:
+            beat = peers.get(f"hb/{r}") if peers.has(f"hb/{r}") else None
+            pos = (beat or {}).get("pos") or {}
+            if pos.get("state") not in waitfor.BLOCKED_STATES or self.rank not in (pos.get("ranks") or []) \
+                    or pos.get("for", 0) < monitor.SETTLE_S:
+                return False
+        return True
+
     def _not_issued(self, blocked: dict[str, Any]) -> bool:
         """A peer is blocked before issuing (group, seq): is that a collective this rank (a member of the group,
         at a step boundary) has not issued? Then the peer's sequence parted from this rank's."""
@@ -562,6 +575,8 @@ class DrySession:
             return {"state": state, "group": record["group"], "seq": record["seq"], "op": record["op"],
                     "ranks": list(info.ranks) if info else [], "fph": record.get("fph"),
                     "for": round(now - record["t0"], 3), "stack": record["user_stack"]}
+        if waiting and waiting.get("bounded"):
+            return {"state": "py", "bounded_wait": waiting["what"]}
         return {"state": "py"}
 
     # ---- end of the dry step ------------------------------------------------------------------------

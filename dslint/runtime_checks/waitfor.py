@@ -327,7 +327,8 @@ def analyse(beats: dict[int, dict[str, Any]], settle: float, stall: float) -> di
     ``seq``, ``op``, ``ranks`` (the group's members), ``for`` (seconds in this position), ``stack``, and for
     "fin" the per-group ``counts``.  ``settle``: a rank counts as blocked after this long in one collective;
     ``stall``: a rank outside any collective whose Python stack has not moved for this long is blocked
-    elsewhere."""
+    elsewhere -- unless it is in a bounded wait of dslint's own (``bounded_wait``: the loader audit waiting
+    for its peers' walks), which ends by itself."""
     pos = {r: (b.get("pos") or {}) for r, b in beats.items()}
     blocked = {r: p for r, p in pos.items() if p.get("state") in BLOCKED_STATES and p.get("for", 0) >= settle}
     waits: dict[int, list[int]] = {}
@@ -347,7 +348,7 @@ def analyse(beats: dict[int, dict[str, Any]], settle: float, stall: float) -> di
             elif state == "fin" and (q.get("counts") or {}).get(group, 0) <= seq:
                 terminal[m] = (f"finished its dry step after {(q.get('counts') or {}).get(group, 0)} collectives "
                                f"in group {group}")
-            elif state == "py" and q.get("for", 0) >= stall:
+            elif state == "py" and q.get("for", 0) >= stall and not q.get("bounded_wait"):
                 terminal[m] = f"has been in {_where(q)} for {q.get('for', 0):.1f} s, outside any collective"
     stuck = set(waits)
     changed = True
