@@ -218,17 +218,24 @@ def _assignments(body: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
     return found
 
 
-def _module_constant(src: PythonSource, name: str) -> Value:
-    values = []
+def module_assignments(src: PythonSource, name: str, annotated: bool = True) -> list[cst.BaseExpression]:
+    """The values assigned to the module-level name `name`, in order (`x = v`; `x: T = v` too unless not
+    `annotated`)."""
+    out = []
     for stmt in src.module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
                                                          for t in small.targets):
-                    values.append(literal_value(small.value))
-                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and \
+                    out.append(small.value)
+                elif annotated and isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and \
                         small.target.value == name and small.value is not None:
-                    values.append(literal_value(small.value))
+                    out.append(small.value)
+    return out
+
+
+def _module_constant(src: PythonSource, name: str) -> Value:
+    values = [literal_value(v) for v in module_assignments(src, name)]
     if len(values) == 1 and values[0] is not UNKNOWN:
         return Value(values[0], f"constant {name}")
     return UNKNOWN_VALUE

@@ -315,8 +315,7 @@ class DrySession:
             if peers.has(key):
                 continue
             r = info.ranks[i]
-            beat = peers.get(f"hb/{r}") if peers.has(f"hb/{r}") else None
-            pos = (beat or {}).get("pos") or {}
+            pos = _position_of(peers, r)
             if not (pos.get("state") == "in" and pos.get("group") == info.name and pos.get("seq") == seq
                     and pos.get("fph") == entry.token):
                 return None
@@ -530,8 +529,7 @@ class DrySession:
         """Is each of ``ranks`` blocked in a collective of a group this rank belongs to (its heartbeat's
         position)? Such a peer cannot go on -- to a loader, say -- before this rank joins that collective."""
         for r in ranks:
-            beat = peers.get(f"hb/{r}") if peers.has(f"hb/{r}") else None
-            pos = (beat or {}).get("pos") or {}
+            pos = _position_of(peers, r)
             if pos.get("state") not in waitfor.BLOCKED_STATES or self.rank not in (pos.get("ranks") or []) \
                     or pos.get("for", 0) < monitor.SETTLE_S:
                 return False
@@ -847,6 +845,12 @@ class DrySession:
         if dist.is_initialized():
             labels.setdefault(dist.group.WORLD.group_name, "WORLD")
         return labels
+
+
+def _position_of(peers: PeerExchange, rank: int) -> dict[str, Any]:
+    """Where ``rank``'s main thread was at its last heartbeat (``DrySession.position``); {} before its first."""
+    beat = peers.get(f"hb/{rank}") if peers.has(f"hb/{rank}") else None
+    return (beat or {}).get("pos") or {}
 
 
 def remove_own_shm_files(rank: int) -> None:

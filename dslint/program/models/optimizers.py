@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.models.moe import MOE_GROUP_HELPERS
-from dslint.program.hyperparams import _assignments
+from dslint.program.hyperparams import _assignments, module_assignments
 from dslint.sources.cstwalk import visit as cst_visit
 from dslint.program.facts import FunctionInfo, dotted_name
 from dslint.sources.literals import literal_value
@@ -84,7 +84,8 @@ def classify_params(project: "ProjectView", src: PythonSource, scope: Optional[F
         return MOE
     if isinstance(expr, cst.Name):
         body = scope.node if scope is not None else src.module
-        values = _assignments(body, expr.value) if scope is not None else _module_assignments(src, expr.value)
+        values = _assignments(body, expr.value) if scope is not None \
+            else module_assignments(src, expr.value, annotated=False)
         # appended groups: `groups.append({...})` / `groups += [...]`
         if scope is not None and _appends_moe(scope.node, expr.value):
             return MOE
@@ -124,15 +125,6 @@ def classify_params(project: "ProjectView", src: PythonSource, scope: Optional[F
     return UNKNOWN
 
 
-def _module_assignments(src: PythonSource, name: str) -> list[cst.BaseExpression]:
-    out = []
-    for stmt in src.module.body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
-                                                         for t in small.targets):
-                    out.append(small.value)
-    return out
 
 
 def _appends_moe(fn: cst.FunctionDef, name: str) -> bool:
@@ -181,7 +173,8 @@ def classify_optimizer(project: "ProjectView", src: PythonSource, scope: Optiona
         return UNKNOWN, None, None
     if isinstance(expr, cst.Name):
         body = scope.node if scope is not None else None
-        values = _assignments(body, expr.value) if body is not None else _module_assignments(src, expr.value)
+        values = _assignments(body, expr.value) if body is not None \
+            else module_assignments(src, expr.value, annotated=False)
         results = [classify_optimizer(project, src, scope, v, depth + 1) for v in values]
         kinds = {r[0] for r in results}
         if len(kinds) == 1 and results:

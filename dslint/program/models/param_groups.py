@@ -14,8 +14,8 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.program.models.optimizers import _module_assignments, is_optimizer_ctor, optimizer_params_arg
-from dslint.program.hyperparams import _assignments
+from dslint.program.models.optimizers import is_optimizer_ctor, optimizer_params_arg
+from dslint.program.hyperparams import _assignments, module_assignments
 from dslint.program.facts import FunctionInfo
 from dslint.sources.literals import literal_value
 from dslint.sources import PythonSource
@@ -53,7 +53,8 @@ def _group_of(expr: cst.BaseExpression) -> Optional[Group]:
 def groups_of(src: PythonSource, scope: Optional[FunctionInfo], expr: cst.BaseExpression) -> Optional[list[Group]]:
     """The groups of an optimizer's params argument, when every group is a named_parameters comprehension."""
     if isinstance(expr, cst.Name):
-        values = _assignments(scope.node, expr.value) if scope is not None else _module_assignments(src, expr.value)
+        values = _assignments(scope.node, expr.value) if scope is not None \
+            else module_assignments(src, expr.value, annotated=False)
         if len(values) != 1:
             return None
         expr = values[0]
