@@ -19,6 +19,7 @@ from typing import Optional
 from dslint.config import Settings
 from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
+from dslint.sources.wordsearch import alternation
 from dslint.program.project import ProjectView
 from dslint.rules import all_rules
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
@@ -374,7 +375,7 @@ class Checker:
                 for r in self.rules:
                     if r.code != "DSL001":
                         words.update(r.triggers)
-                self._trigger_re = re.compile("|".join(re.escape(w) for w in sorted(words))) if words else None
+                self._trigger_re = re.compile(alternation(words)) if words else None
                 self._no_python_rules = not words
         return self._trigger_re
 

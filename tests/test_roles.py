@@ -152,3 +152,127 @@ def test_no_engine_builder_reads_nothing():
     project = _project({"t.py": "def f(model):\n    return model.generate(1)\n"})
     analysis = RoleAnalysis.of(project)
     assert analysis.files == [] and not analysis.active
+
+
+# --- the worklist of the fixed point -----------------------------------------------------------------------
+
+class _EveryScopeEveryRound(RoleAnalysis):
+    """The reference: the fixed point as it ran before the worklist (every scope of every file, every round)."""
+
+    def _solve(self, seeds):
+        from dslint.program.roles import MAX_FILES, MAX_ROUNDS
+        batch = list(seeds)
+        while batch and len(self._loaded) < MAX_FILES:
+            for src in batch:
+                self._load(src)
+            self._families()
+            for _ in range(MAX_ROUNDS):
+                self._changed = False
+                self._carrying = self._carrying_families()
+                for scopes in list(self.scopes.values()):
+                    for sc in scopes.values():
+                        self._run_scope(sc)
+                if not self._changed and self._carrying == self._carrying_families():
+                    break
+            batch = [s for i, s in self._pending.items() if i not in self._loaded]
+            self._pending.clear()
+            if not batch:
+                batch = self._importers()
+
+
+# every kind of location a scope reads, written by a scope that runs after the reader in a round: the reader
+# must run again (a function's return, a module global read through an import, a parameter; and a field, in a
+# project of its own: a field that gains an engine makes every scope run again through the carrying families)
+_LATE_WRITES = ({
+    "late/users.py": """
+        import deepspeed
+        from late.holder import GLOBAL_ENGINE
+
+        def through_global():
+            kept = GLOBAL_ENGINE
+            return kept
+
+        def caller():
+            return make(None)
+
+        def make(cfg):
+            return build(cfg)
+
+        def build(cfg):
+            e, *_ = deepspeed.initialize(model=net, config=cfg)
+            return e
+
+        def consumer(model):
+            held = model
+            return held
+
+        def main():
+            consumer(caller())
+    """,
+    "late/holder.py": """
+        import deepspeed
+        GLOBAL_ENGINE = deepspeed.initialize(model=net, config=cfg)[0]
+    """,
+}, {
+    "late/fields.py": """
+        import deepspeed
+
+        class Trainer:
+            def use(self):
+                eng = self.engine
+                return eng
+
+            def setup(self, cfg):
+                self.engine = make(cfg)
+
+        def make(cfg):
+            e, *_ = deepspeed.initialize(model=net, config=cfg)
+            return e
+    """,
+})
+
+
+def _state(analysis: RoleAnalysis):
+    """Every location's roles in the order they were added, with their hand-off steps; the files read."""
+    return ({loc: [(key, [(s.note, s.src.path, s.line, s.col) for s in role.steps]) for key, role in roles.items()]
+             for loc, roles in analysis.values.items()}, sorted(analysis._loaded), analysis.tails)
+
+
+def test_the_worklist_reaches_the_state_of_running_every_scope_every_round():
+    """A scope runs again only when a location it read gained a role: the same roles, in the same order (the
+    MAX_ROLES cap keeps the first ones), on the fixtures, dslint itself and the examples -- one project of them
+    all, and one per fixture folder."""
+    from pathlib import Path
+    from dslint.sources import module_name_for
+    from tests.test_model_facts import _corpus
+
+    def sources(paths):
+        return [s for s in (PythonSource(str(p), p.read_text(encoding="utf-8"), module_name=module_name_for(p))
+                            for p in paths) if s.compiles]
+    everything = _corpus("own")
+    groups = [everything] + [[p for p in everything if folder in p.parents]
+                             for folder in sorted({p.parent for p in everything if "fixtures" in p.parts})]
+    compared = engines = 0
+    for paths in [*_LATE_WRITES, *groups]:
+        if not paths:
+            continue
+        make = (lambda: list(_project(paths).python)) if isinstance(paths, dict) else (lambda: sources(paths))
+        worklist = RoleAnalysis(ProjectView(make()))
+        reference = _EveryScopeEveryRound(ProjectView(make()))
+        # sources are distinct objects in the two projects: compare by path
+        ids = {id(s): s.path for s in worklist.project.python} | {id(s): s.path for s in reference.project.python}
+
+        def named(x):
+            if isinstance(x, tuple):
+                return tuple(named(y) for y in x)
+            if isinstance(x, list):
+                return [named(y) for y in x]
+            return ids.get(x, x) if type(x) is int else x
+
+        def by_path(state):
+            values, loaded, tails = state
+            return named(list(values.items())), sorted(ids[i] for i in loaded), tails
+        assert by_path(_state(worklist)) == by_path(_state(reference)), [str(p) for p in paths[:3]]
+        compared += 1
+        engines += bool(worklist.tails)
+    assert compared > 20 and engines > 10

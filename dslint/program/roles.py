@@ -273,6 +273,9 @@ class RoleAnalysis:
         self._family: dict[tuple[int, str], tuple[int, str]] = {}
         self._by_module: dict[str, "PythonSource"] = {}
         self._changed = False
+        self._dirty: set[int] = set()                    # scopes to run again (`_solve`)
+        self._deps: dict[tuple, set[int]] = {}           # location -> the scopes that read it
+        self._reader: Optional[int] = None               # the scope being run
         self._call_memo: dict[int, list] = {}
         self._pending: dict[int, "PythonSource"] = {}    # files a role is passed into, read after the round
         self._carrying: set[tuple] = set()               # class families whose fields hold an engine (nested)
@@ -307,12 +310,27 @@ class RoleAnalysis:
             for src in batch:
                 self._load(src)
             self._families()
+            # a worklist over the rounds: a scope runs again only when a location it read since its last run
+            # gained a role (`_read`, `_add`). A run whose reads are unchanged adds nothing, so the additions,
+            # their order (the MAX_ROLES cap) and the rounds are those of running every scope every round.
+            # New files, class families and the carrying families change what no location records: then every
+            # scope runs.
+            everything = {id(sc) for scopes in self.scopes.values() for sc in scopes.values()}
+            self._dirty = set(everything)
             for _ in range(MAX_ROUNDS):
                 self._changed = False
-                self._carrying = self._carrying_families()
+                carrying = self._carrying_families()
+                if carrying != self._carrying:
+                    self._dirty |= everything
+                self._carrying = carrying
+                dirty = self._dirty
                 for scopes in list(self.scopes.values()):
                     for sc in scopes.values():
-                        self._run_scope(sc)
+                        if id(sc) in dirty:
+                            dirty.discard(id(sc))
+                            self._reader = id(sc)
+                            self._run_scope(sc)
+                self._reader = None
                 if not self._changed and self._carrying == self._carrying_families():
                     break
             batch = [s for i, s in self._pending.items() if i not in self._loaded]
@@ -454,10 +472,27 @@ class RoleAnalysis:
         if not roles:
             return
         have = self.values.setdefault(loc, {})
+        added = False
         for key, role in roles.items():
             if key not in have and len(have) < MAX_ROLES:
                 have[key] = role.then(step) if step is not None else role
-                self._changed = True
+                added = True
+        if added:
+            self._changed = True
+            readers = self._deps.get(loc)
+            if readers:
+                self._dirty |= readers
+
+    def _read(self, loc: tuple) -> Optional[Roles]:
+        """The roles at a location (None: none yet), noting that the scope being run read it (`_solve`)."""
+        reader = self._reader
+        if reader is not None:
+            readers = self._deps.get(loc)
+            if readers is None:
+                self._deps[loc] = {reader}
+            else:
+                readers.add(reader)
+        return self.values.get(loc)
 
     # --- the fixed point's transfer functions --------------------------------------------------------
     def _run_scope(self, sc: _Scope) -> None:
@@ -548,19 +583,21 @@ class RoleAnalysis:
         # engine wraps, a global or a parameter of an enclosing function)
         s: Optional[_Scope] = sc
         while s is not None:
-            if name in s.bound or self._local(s, name) in self.values:
-                return self.values.get(self._local(s, name), {})
+            hit = self._read(self._local(s, name))
+            if hit is not None or name in s.bound:
+                return hit if hit is not None else {}
             s = s.parent
         module = self.scopes[id(sc.src)][MODULE_SCOPE]
-        if name in module.bound or self._local(module, name) in self.values:
-            return self.values.get(self._local(module, name), {})
+        hit = self._read(self._local(module, name))
+        if hit is not None or name in module.bound:
+            return hit if hit is not None else {}
         target = sc.src.outline.imports.get(name)
         if target and "." in target:
             mod, _, attr = target.rpartition(".")
             other = self._by_module.get(mod) or next(
                 (s for m, s in self._by_module.items() if m.endswith("." + mod) or mod.endswith("." + m)), None)
             if other is not None and id(other) in self.scopes:
-                return self.values.get(("local", id(other), MODULE_SCOPE, attr), {})
+                return self._read(("local", id(other), MODULE_SCOPE, attr)) or {}
         return {}
 
     def _attribute(self, base: Roles, attr: str) -> Roles:
@@ -572,7 +609,7 @@ class RoleAnalysis:
                 moved = r.then(None, kind=MODEL)
                 out[moved.key] = moved
             elif r.kind == INSTANCE:
-                out.update(self.values.get(self._field(r.cls, attr), {}))
+                out.update(self._read(self._field(r.cls, attr)) or {})
         return out
 
     def _call(self, sc: _Scope, e: ast.Call) -> Roles:
@@ -687,7 +724,7 @@ class RoleAnalysis:
         if bound and target.cls is not None and not _is_static(target.node):
             positional = positional[1:]
         self._bind(sc, e, positional, target.params, shown or target.name, lambda p, roles, step: self._add(self._local(target, p), roles, step))
-        returned = self.values.get(("ret", id(target.src), target.qual), {})
+        returned = self._read(("ret", id(target.src), target.qual)) or {}
         if not returned:
             return {}
         step = Step(f"returned by {target.name}()", sc.src, e.lineno, e.col_offset + 1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from dslint.sources.cstwalk import is_node_type
+
 
 # Fields that hold sub-expressions, per node type: walking them directly is ~20x cheaper than libcst's
 # `children` (which runs a visitor per node).
@@ -30,9 +32,10 @@ def sub_expressions(node: cst.CSTNode):
         value = getattr(node, name, None)
         if value is None:
             continue
-        if isinstance(value, (tuple, list)):
+        kind = type(value)
+        if kind is tuple or kind is list:
             yield from value
-        elif isinstance(value, cst.CSTNode):
+        elif is_node_type(kind):
             yield value
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal, Optional, Union
 
 from dslint.sources.astsplice import common_prefix, common_suffix
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
+from dslint.sources.wordsearch import alternation
 
 Kind = Literal["python", "json", "shell"]
 
@@ -245,11 +246,21 @@ class PythonSource(Source):
         key = (names, suffix)
         pattern = _CALL_PATTERNS.get(key)
         if pattern is None:
-            words = "|".join(sorted(re.escape(n) for n in names))
-            head = r"\b\w*" if suffix else r"(?<![\w])"
-            pattern = _CALL_PATTERNS[key] = re.compile(rf"(?<!def ){head}({words})\s*\(")
-        if pattern.search(self.text):
-            return True
+            head = "" if suffix else r"(?<!def )(?<![\w])"
+            pattern = _CALL_PATTERNS[key] = re.compile(rf"{head}(?:{alternation(names)})\s*\(")
+        text = self.text
+        if not suffix:
+            if pattern.search(text):
+                return True
+        else:
+            # `\b\w*(names)\s*\(` not after `def `, without the regex engine backtracking through every
+            # identifier of the text: find `name(`, then the start of the identifier it ends
+            for m in pattern.finditer(text):
+                start = m.start()
+                while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                    start -= 1
+                if not text.endswith("def ", 0, start):
+                    return True
         outline = self.outline
         if outline is None:
             return False

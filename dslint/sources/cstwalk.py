@@ -31,7 +31,7 @@ def child_fields(kind: type) -> tuple[str, ...]:
 _IS_NODE: dict[type, bool] = {}
 
 
-def _is_node(kind: type) -> bool:
+def is_node_type(kind: type) -> bool:
     # CSTNode is an ABC: isinstance() against it goes through abc's slow path; the answer per type is cached
     known = _IS_NODE.get(kind)
     if known is None:
@@ -45,9 +45,9 @@ def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         kind = type(value)
         if kind is tuple or kind is list:
             for item in value:
-                if _is_node(type(item)):
+                if is_node_type(type(item)):
                     yield item
-        elif _is_node(kind):
+        elif is_node_type(kind):
             yield value
 
 
@@ -104,13 +104,13 @@ def nodes_of(module: cst.CSTNode, kinds: tuple[type, ...]) -> list[list[cst.CSTN
                 for item in reversed(value):
                     known = is_node.get(type(item))
                     if known is None:
-                        known = _is_node(type(item))
+                        known = is_node_type(type(item))
                     if known:
                         push(item)
             else:
                 known = is_node.get(vkind)
                 if known is None:
-                    known = _is_node(vkind)
+                    known = is_node_type(vkind)
                 if known:
                     push(value)
     return found

@@ -30,6 +30,7 @@ import libcst as cst
 from dslint.program.hyperparams import memo
 from dslint.program.facts import ClassInfo
 from dslint.sources.literals import UNKNOWN
+from dslint.sources.wordsearch import alternation
 from dslint.program.outline import ClassOutline, Outline, calls_under, dotted_name
 
 if TYPE_CHECKING:
@@ -778,7 +779,7 @@ def _blocks(stmt: cst.BaseCompoundStatement):
 
 @lru_cache(maxsize=4096)
 def _words(names: frozenset) -> re.Pattern:
-    return re.compile(r"\b(?:%s)\b" % "|".join(re.escape(n) for n in sorted(names)))
+    return re.compile(r"\b(?:%s)\b" % alternation(names))
 
 
 def model_facts(project: "ProjectView") -> ModelFacts:

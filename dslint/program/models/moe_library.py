@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from dslint.sources.literals import literal_value
+from dslint.sources.wordsearch import alternation
 
 if TYPE_CHECKING:
     from dslint.program.facts import CallSite
@@ -139,7 +140,7 @@ _ANCHORS = tuple(sorted({n.lower() for f in LIBRARY_MOE.values() for n in (*f.cl
 assert all(len(a) >= 4 for a in _ANCHORS), _ANCHORS
 
 
-_ANCHOR_RE = re.compile("|".join(re.escape(a) for a in _ANCHORS))
+_ANCHOR_RE = re.compile(alternation(_ANCHORS))
 
 
 def mentions_library_moe(text: str) -> bool:

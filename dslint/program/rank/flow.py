@@ -448,7 +448,16 @@ class FlowWalk:
 
     # --- expressions: calls in evaluation order, with `x if c else y` and `a and b` as control ----------
     def expr(self, e: cst.CSTNode, guards: tuple[Guard, ...]) -> None:
-        if isinstance(e, cst.Await) and isinstance(e.expression, cst.Call):
+        # dispatch on the exact type: libcst's node classes are ABCs (an `isinstance` goes through
+        # `ABCMeta.__instancecheck__`), and the classes tested here are leaves of libcst's hierarchy
+        kind = type(e)
+        if kind in _LEAF_EXPRESSIONS:
+            return
+        if kind not in _CONTROL_EXPRESSIONS:
+            for child in sub_expressions(e):
+                self.expr(child, guards)
+            return
+        if kind is cst.Await and type(e.expression) is cst.Call:
             # `await llm_engine.generate(...)`: an asyncio engine (vLLM, SGLang) serving requests; DeepSpeed
             # engines, torch.distributed and HF generate are never awaited, so the call is no collective site
             self.expr(e.expression.func, guards)
@@ -485,10 +494,14 @@ class FlowWalk:
             for part in ((e.key, e.value) if isinstance(e, cst.DictComp) else (e.elt,)):
                 self.expr(part, inner)
             return
-        if isinstance(e, (cst.Lambda, cst.SimpleString, cst.Name, cst.Integer, cst.Float)):
-            return
         for child in sub_expressions(e):
             self.expr(child, guards)
+
+
+# `FlowWalk.expr`: expressions it does not enter, and those it walks in its own way
+_LEAF_EXPRESSIONS = frozenset({cst.Lambda, cst.SimpleString, cst.Name, cst.Integer, cst.Float})
+_CONTROL_EXPRESSIONS = frozenset({cst.Await, cst.Call, cst.IfExp, cst.BooleanOperation, cst.ListComp, cst.SetComp,
+                                  cst.GeneratorExp, cst.DictComp})
 
 
 def _irrefutable(case: cst.MatchCase) -> bool:

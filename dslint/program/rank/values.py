@@ -28,6 +28,7 @@ from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
 from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
+from dslint.sources.wordsearch import alternation
 
 if TYPE_CHECKING:
     from dslint.program.rank.taint import ProjectTaint
@@ -121,8 +122,8 @@ TRAINER_BATCH_HOOKS = {"training_step": "inputs", "compute_loss": "inputs", "pre
 
 # every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
 # generation, accelerate's split): a file without any of them holds no rank source of its own
-_TAINT_WORDS = re.compile("|".join(sorted(
-    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTRS, *RANK_CALLS, *RANK_ENV_KEYS, *TRAINER_BATCH_HOOKS})))
+_TAINT_WORDS = re.compile(alternation(
+    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTRS, *RANK_CALLS, *RANK_ENV_KEYS, *TRAINER_BATCH_HOOKS}))
 
 
 def _unit(src: "PythonSource", qual: str) -> tuple[int, str]:
