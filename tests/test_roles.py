@@ -159,25 +159,16 @@ def test_no_engine_builder_reads_nothing():
 class _EveryScopeEveryRound(RoleAnalysis):
     """The reference: the fixed point as it ran before the worklist (every scope of every file, every round)."""
 
-    def _solve(self, seeds):
-        from dslint.program.roles import MAX_FILES, MAX_ROUNDS
-        batch = list(seeds)
-        while batch and len(self._loaded) < MAX_FILES:
-            for src in batch:
-                self._load(src)
-            self._families()
-            for _ in range(MAX_ROUNDS):
-                self._changed = False
-                self._carrying = self._carrying_families()
-                for scopes in list(self.scopes.values()):
-                    for sc in scopes.values():
-                        self._run_scope(sc)
-                if not self._changed and self._carrying == self._carrying_families():
-                    break
-            batch = [s for i, s in self._pending.items() if i not in self._loaded]
-            self._pending.clear()
-            if not batch:
-                batch = self._importers()
+    def _rounds(self):
+        from dslint.program.roles import MAX_ROUNDS
+        for _ in range(MAX_ROUNDS):
+            self._changed = False
+            self._carrying = self._carrying_families()
+            for scopes in list(self.scopes.values()):
+                for sc in scopes.values():
+                    self._run_scope(sc)
+            if not self._changed and self._carrying == self._carrying_families():
+                break
 
 
 # every kind of location a scope reads, written by a scope that runs after the reader in a round: the reader

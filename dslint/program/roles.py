@@ -310,33 +310,37 @@ class RoleAnalysis:
             for src in batch:
                 self._load(src)
             self._families()
-            # a worklist over the rounds: a scope runs again only when a location it read since its last run
-            # gained a role (`_read`, `_add`). A run whose reads are unchanged adds nothing, so the additions,
-            # their order (the MAX_ROLES cap) and the rounds are those of running every scope every round.
-            # New files, class families and the carrying families change what no location records: then every
-            # scope runs.
-            everything = {id(sc) for scopes in self.scopes.values() for sc in scopes.values()}
-            self._dirty = set(everything)
-            for _ in range(MAX_ROUNDS):
-                self._changed = False
-                carrying = self._carrying_families()
-                if carrying != self._carrying:
-                    self._dirty |= everything
-                self._carrying = carrying
-                dirty = self._dirty
-                for scopes in list(self.scopes.values()):
-                    for sc in scopes.values():
-                        if id(sc) in dirty:
-                            dirty.discard(id(sc))
-                            self._reader = id(sc)
-                            self._run_scope(sc)
-                self._reader = None
-                if not self._changed and self._carrying == self._carrying_families():
-                    break
+            self._rounds()
             batch = [s for i, s in self._pending.items() if i not in self._loaded]
             self._pending.clear()
             if not batch:
                 batch = self._importers()
+
+    def _rounds(self) -> None:
+        """The rounds of one batch, to the fixed point."""
+        # a worklist over the rounds: a scope runs again only when a location it read since its last run
+        # gained a role (`_read`, `_add`). A run whose reads are unchanged adds nothing, so the additions,
+        # their order (the MAX_ROLES cap) and the rounds are those of running every scope every round.
+        # New files, class families and the carrying families change what no location records: then every
+        # scope runs.
+        everything = {id(sc) for scopes in self.scopes.values() for sc in scopes.values()}
+        self._dirty = set(everything)
+        for _ in range(MAX_ROUNDS):
+            self._changed = False
+            carrying = self._carrying_families()
+            if carrying != self._carrying:
+                self._dirty |= everything
+            self._carrying = carrying
+            dirty = self._dirty
+            for scopes in list(self.scopes.values()):
+                for sc in scopes.values():
+                    if id(sc) in dirty:
+                        dirty.discard(id(sc))
+                        self._reader = id(sc)
+                        self._run_scope(sc)
+            self._reader = None
+            if not self._changed and self._carrying == self._carrying_families():
+                break
 
     def _load(self, src: "PythonSource") -> None:
         if id(src) in self._loaded or len(self._loaded) >= MAX_FILES:
