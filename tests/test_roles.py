@@ -159,7 +159,7 @@ def test_no_engine_builder_reads_nothing():
 class _EveryScopeEveryRound(RoleAnalysis):
     """The reference: the fixed point as it ran before the worklist (every scope of every file, every round)."""
 
-    def _rounds(self):
+    def _rounds(self, dirty):
         from dslint.program.roles import MAX_ROUNDS
         for _ in range(MAX_ROUNDS):
             self._changed = False
@@ -203,6 +203,65 @@ _LATE_WRITES = ({
     "late/holder.py": """
         import deepspeed
         GLOBAL_ENGINE = deepspeed.initialize(model=net, config=cfg)[0]
+    """,
+}, {
+    # files read in a later batch (a role is passed into them, or they call a function returning one): each
+    # scope that missed them runs again -- a function, a class, a base class's method, an imported module global
+    "later/seed.py": """
+        import deepspeed
+        from later.helpers import wrap
+        from later.holder import Holder
+        from later.base import Base, hand_over
+        from later.glob import SHARED
+
+        class Mine(Base):
+            pass
+
+        def make():
+            engine, *_ = deepspeed.initialize(model=net, config=cfg)
+            return engine
+
+        def use_function():
+            w = wrap(make())
+            return w
+
+        def use_class():
+            h = Holder(make())
+            inner = h.engine
+            return inner
+
+        def load_base():
+            hand_over(make())
+
+        def use_base():
+            e = make()
+            via_base = Mine().passthrough(e)
+            return via_base
+
+        def use_global():
+            s = SHARED
+            return s
+    """,
+    "later/helpers.py": """
+        def wrap(e):
+            return e
+    """,
+    "later/holder.py": """
+        class Holder:
+            def __init__(self, engine):
+                self.engine = engine
+    """,
+    "later/base.py": """
+        def hand_over(e):
+            return e
+
+        class Base:
+            def passthrough(self, x):
+                return x
+    """,
+    "later/glob.py": """
+        from later.seed import make
+        SHARED = make()
     """,
 }, {
     "late/fields.py": """

@@ -276,6 +276,8 @@ class RoleAnalysis:
         self._dirty: set[int] = set()                    # scopes to run again (`_solve`)
         self._deps: dict[tuple, set[int]] = {}           # location -> the scopes that read it
         self._reader: Optional[int] = None               # the scope being run
+        self._misses: dict[int, set[int]] = {}           # a file not read yet -> the scopes that looked for it
+        self._module_misses: dict[str, set[int]] = {}    # a module name not read yet -> the scopes importing it
         self._call_memo: dict[int, list] = {}
         self._pending: dict[int, "PythonSource"] = {}    # files a role is passed into, read after the round
         self._carrying: set[tuple] = set()               # class families whose fields hold an engine (nested)
@@ -307,24 +309,50 @@ class RoleAnalysis:
     def _solve(self, seeds: list["PythonSource"]) -> None:
         batch = list(seeds)
         while batch and len(self._loaded) < MAX_FILES:
+            before = set(self.scopes)
             for src in batch:
                 self._load(src)
+            families = dict(self._family)
             self._families()
-            self._rounds()
+            self._rounds(self._reached(before, families))
             batch = [s for i, s in self._pending.items() if i not in self._loaded]
             self._pending.clear()
             if not batch:
                 batch = self._importers()
 
-    def _rounds(self) -> None:
-        """The rounds of one batch, to the fixed point."""
+    def _reached(self, before: set[int], families: dict) -> set[int]:
+        """The scopes a batch's new files can change: theirs, and those of the files read before whose runs
+        missed them (a call of one of their functions or classes, a base class, an imported module global:
+        `_miss`). Every scope when the batch merged class families (fields are kept per family)."""
+        if any(self._family.get(k, k) != v for k, v in families.items()):
+            return {id(sc) for scopes in self.scopes.values() for sc in scopes.values()}
+        out: set[int] = set()
+        for src in self.files:
+            if id(src) in before:
+                continue
+            out.update(id(sc) for sc in self.scopes[id(src)].values())
+            out |= self._misses.pop(id(src), set())
+            name = src.module_name
+            if name:
+                for mod, readers in self._module_misses.items():
+                    if mod == name or name.endswith("." + mod) or mod.endswith("." + name):
+                        out |= readers
+        return out
+
+    def _miss(self, file: int) -> None:
+        """The scope being run looked for a function or class of a file not read yet (`_reached`)."""
+        if self._reader is not None and file not in self.scopes:
+            self._misses.setdefault(file, set()).add(self._reader)
+
+    def _rounds(self, dirty: set[int]) -> None:
+        """The rounds of one batch, to the fixed point, starting with the `dirty` scopes."""
         # a worklist over the rounds: a scope runs again only when a location it read since its last run
-        # gained a role (`_read`, `_add`). A run whose reads are unchanged adds nothing, so the additions,
-        # their order (the MAX_ROLES cap) and the rounds are those of running every scope every round.
-        # New files, class families and the carrying families change what no location records: then every
-        # scope runs.
+        # gained a role (`_read`, `_add`), or a file it missed was read (`_reached`). A run whose reads are
+        # unchanged adds nothing, so the additions, their order (the MAX_ROLES cap) and the rounds are those of
+        # running every scope every round. The carrying families change what no location records: then
+        # every scope runs.
         everything = {id(sc) for scopes in self.scopes.values() for sc in scopes.values()}
-        self._dirty = set(everything)
+        self._dirty = dirty
         for _ in range(MAX_ROUNDS):
             self._changed = False
             carrying = self._carrying_families()
@@ -598,8 +626,13 @@ class RoleAnalysis:
         target = sc.src.outline.imports.get(name)
         if target and "." in target:
             mod, _, attr = target.rpartition(".")
-            other = self._by_module.get(mod) or next(
-                (s for m, s in self._by_module.items() if m.endswith("." + mod) or mod.endswith("." + m)), None)
+            other = self._by_module.get(mod)
+            if other is None:
+                # the module read later (or one whose name ends like it) is the answer then (`_reached`)
+                if self._reader is not None:
+                    self._module_misses.setdefault(mod, set()).add(self._reader)
+                other = next((s for m, s in self._by_module.items() if m.endswith("." + mod) or mod.endswith("." + m)),
+                             None)
             if other is not None and id(other) in self.scopes:
                 return self._read(("local", id(other), MODULE_SCOPE, attr)) or {}
         return {}
@@ -641,14 +674,18 @@ class RoleAnalysis:
                 key = (id(src), qual)
                 if key in self.classes:
                     out.update(self._construct(sc, e, key))
-                elif self._carries_args(sc, e):
-                    self._want(src)
+                else:
+                    self._miss(id(src))
+                    if self._carries_args(sc, e):
+                        self._want(src)
                 continue
             fn = self.scopes.get(id(target[0]), {}).get(target[1])
             if fn is not None:
                 out.update(self._invoke(sc, e, fn, bound=False))
-            elif self._carries_args(sc, e):
-                self._want(target[0])
+            else:
+                self._miss(id(target[0]))
+                if self._carries_args(sc, e):
+                    self._want(target[0])
         return out
 
     def _carries_args(self, sc: _Scope, e: ast.Call) -> bool:
@@ -679,7 +716,10 @@ class RoleAnalysis:
 
     def _method(self, cls: tuple[int, str], name: str, depth: int = 0) -> Optional[_Scope]:
         info = self.classes.get(cls)
-        if info is None or depth > 8:
+        if info is None:
+            self._miss(cls[0])
+            return None
+        if depth > 8:
             return None
         hit = self.scopes.get(cls[0], {}).get(f"{cls[1]}.{name}")
         if hit is not None:

@@ -129,5 +129,10 @@ class Watchdog(threading.Thread):
             traceback.print_exc()
         session.conclude(verdict, self.peers)
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 2.0) -> None:
+        """Stop watching; from another thread, wait (bounded) for a tick in progress to end, so that the process
+        does not go on to exit with this thread inside a store call of torch's C++ (`with guard(...)` lets the
+        script run on and end as it will)."""
         self.stopped.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(wait_s)
