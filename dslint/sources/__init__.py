@@ -18,7 +18,7 @@ from dslint.sources.wordsearch import alternation
 
 Kind = Literal["python", "json", "shell"]
 
-_CALL_PATTERNS: dict[tuple[frozenset, bool], "re.Pattern"] = {}
+_CALL_PATTERNS: dict[frozenset, "re.Pattern"] = {}
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
 
@@ -243,24 +243,22 @@ class PythonSource(Source):
     def _may_call(self, names: frozenset[str], suffix: bool) -> bool:
         if not any(n in self.text for n in names):
             return False
-        key = (names, suffix)
-        pattern = _CALL_PATTERNS.get(key)
+        pattern = _CALL_PATTERNS.get(names)
         if pattern is None:
-            head = "" if suffix else r"(?<!def )(?<![\w])"
-            pattern = _CALL_PATTERNS[key] = re.compile(rf"{head}(?:{alternation(names)})\s*\(")
+            pattern = _CALL_PATTERNS[names] = re.compile(rf"(?:{alternation(names)})\s*\(")
         text = self.text
-        if not suffix:
-            if pattern.search(text):
-                return True
-        else:
-            # `\b\w*(names)\s*\(` not after `def `, without the regex engine backtracking through every
-            # identifier of the text: find `name(`, then the start of the identifier it ends
-            for m in pattern.finditer(text):
-                start = m.start()
+        # `(?<!def )(?<!\w)(names)\s*\(` (with `suffix`: `(?<!def )\b\w*(names)\s*\(`), without the regular
+        # expression engine testing lookbehinds at every position or backtracking through every identifier: find
+        # `name(`, then look at what is before it (with `suffix`, before the identifier it ends)
+        for m in pattern.finditer(text):
+            start = m.start()
+            if suffix:
                 while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
                     start -= 1
-                if not text.endswith("def ", 0, start):
-                    return True
+            elif start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                continue
+            if not text.endswith("def ", 0, start):
+                return True
         outline = self.outline
         if outline is None:
             return False
