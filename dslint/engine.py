@@ -111,13 +111,11 @@ def _text_facts(src: PythonSource) -> dict:
     """A Python file's outline and the facts of its text alone that forked analysis workers read for every
     file of a view (the complexity guard's verdict, the identifier set of `ProjectView.using_identifier`,
     the rank-taint words' top-level scopes), as `src.__dict__` entries."""
-    from dslint.program.rank.values import _seeded_tops
+    from dslint.program.rank.values import seeded_tops
     from dslint.program.project import identifiers
     facts = {"outline": src.outline, "too_complex": src.too_complex, "_identifiers": identifiers(src)}
     if src.outline is not None:
-        facts["_seeded_tops"] = src.__dict__.get("_seeded_tops", 0)
-        if facts["_seeded_tops"] == 0:
-            facts["_seeded_tops"] = _seeded_tops(src.text, src.outline)
+        facts["_seeded_tops"] = seeded_tops(src)
     return facts
 
 

@@ -262,6 +262,12 @@ class _Collector:
             todo.extend(ast.iter_child_nodes(node))
 
 
+def _same_module(name: str, imported: str) -> bool:
+    """A read module named `name` is the module an import names `imported` (the checked tree's root and the
+    import's package root may differ: `pkg.mod` / `mod`)."""
+    return name.endswith("." + imported) or imported.endswith("." + name)
+
+
 class RoleAnalysis:
     """The role fixed point of one run (memoised on the ProjectView; computed in `prepare`, before forking)."""
 
@@ -332,10 +338,9 @@ class RoleAnalysis:
                 continue
             out.update(id(sc) for sc in self.scopes[id(src)].values())
             out |= self._misses.pop(id(src), set())
-            name = src.module_name
-            if name:
+            if src.module_name:
                 for mod, readers in self._module_misses.items():
-                    if mod == name or name.endswith("." + mod) or mod.endswith("." + name):
+                    if mod == src.module_name or _same_module(src.module_name, mod):
                         out |= readers
         return out
 
@@ -631,8 +636,7 @@ class RoleAnalysis:
                 # the module read later (or one whose name ends like it) is the answer then (`_reached`)
                 if self._reader is not None:
                     self._module_misses.setdefault(mod, set()).add(self._reader)
-                other = next((s for m, s in self._by_module.items() if m.endswith("." + mod) or mod.endswith("." + m)),
-                             None)
+                other = next((s for m, s in self._by_module.items() if _same_module(m, mod)), None)
             if other is not None and id(other) in self.scopes:
                 return self._read(("local", id(other), MODULE_SCOPE, attr)) or {}
         return {}

@@ -20,6 +20,11 @@ Kind = Literal["python", "json", "shell"]
 
 _CALL_PATTERNS: dict[frozenset, "re.Pattern"] = {}
 
+
+def _word_char(c: str) -> bool:
+    """`\w`, as `re` has it for text."""
+    return c.isalnum() or c == "_"
+
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
 
 
@@ -253,9 +258,9 @@ class PythonSource(Source):
         for m in pattern.finditer(text):
             start = m.start()
             if suffix:
-                while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                while start and _word_char(text[start - 1]):
                     start -= 1
-            elif start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            elif start and _word_char(text[start - 1]):
                 continue
             if not text.endswith("def ", 0, start):
                 return True

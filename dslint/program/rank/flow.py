@@ -464,25 +464,25 @@ class FlowWalk:
             for arg in e.expression.args:
                 self.expr(arg.value, guards)
             return
-        if isinstance(e, cst.Call):
+        if kind is cst.Call:
             self.expr(e.func, guards)
             for arg in e.args:
                 self.expr(arg.value, guards)
             self.on_call(e, guards)
             return
-        if isinstance(e, cst.IfExp):
+        if kind is cst.IfExp:
             self.expr(e.test, guards)
             origin = self.eval_test(e.test)
             inner = guards + ((Guard("cond", origin, e.test),) if origin else ())
             self.expr(e.body, inner)
             self.expr(e.orelse, inner)
             return
-        if isinstance(e, cst.BooleanOperation):
+        if kind is cst.BooleanOperation:
             self.expr(e.left, guards)
             origin = self.eval_test(e.left)
             self.expr(e.right, guards + ((Guard("cond", origin, e.left),) if origin else ()))
             return
-        if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        if kind is not cst.Await:          # a comprehension (an `await` of no call is walked below)
             comp = e.for_in
             inner = guards
             while comp is not None:
@@ -491,7 +491,7 @@ class FlowWalk:
                 if origin is not None and origin.kind in TRIP_COUNT_KINDS:
                     inner = inner + (Guard("loop", origin, e),)
                 comp = comp.inner_for_in
-            for part in ((e.key, e.value) if isinstance(e, cst.DictComp) else (e.elt,)):
+            for part in ((e.key, e.value) if kind is cst.DictComp else (e.elt,)):
                 self.expr(part, inner)
             return
         for child in sub_expressions(e):

@@ -10,7 +10,7 @@ import libcst as cst
 
 from dslint.program.rank.flow import FlowWalk
 from dslint.program.rank.values import *  # noqa: F401,F403  (the expression level, re-exported)
-from dslint.program.rank.values import (Origin, RankTaint, _assignments, _enclosing, _seeded_tops, _unit, scope_classes)
+from dslint.program.rank.values import (Origin, RankTaint, _assignments, _enclosing, _unit, scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.sources.literals import literal_value
 
@@ -281,9 +281,7 @@ class ProjectTaint:
             outline = src.outline
             if outline is None:
                 continue
-            seeded = src.__dict__.get("_seeded_tops", 0)       # a fact of the file alone: kept across views
-            if seeded == 0:
-                seeded = src.__dict__["_seeded_tops"] = _seeded_tops(src.text, outline)
+            seeded = seeded_tops(src)
             if seeded is None:
                 seeds.update(_unit(src, qual) for qual in outline.functions)
                 continue

@@ -155,6 +155,15 @@ def _seeded_tops(text: str, outline) -> Optional[set[str]]:
     return found
 
 
+def seeded_tops(src: "PythonSource") -> Optional[set[str]]:
+    """`_seeded_tops` of a file with an outline: a fact of the file alone, kept on the source for every view (the
+    outline workers of a big run compute it and hand it back, `dslint.engine._text_facts`)."""
+    facts = src.__dict__
+    if "_seeded_tops" not in facts:
+        facts["_seeded_tops"] = _seeded_tops(src.text, src.outline)
+    return facts["_seeded_tops"]
+
+
 def scope_classes(outline, scope: str) -> list[Optional[str]]:
     """The `cls` a call of this scope may be resolved with: the class of a method, of a method a nested
     function sits in (a walk of the method may visit it), or none."""
