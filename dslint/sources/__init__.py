@@ -22,7 +22,7 @@ _CALL_PATTERNS: dict[frozenset, "re.Pattern"] = {}
 
 
 def _word_char(c: str) -> bool:
-    """`\w`, as `re` has it for text."""
+    """A word character (`\\w`, as `re` has it for text)."""
     return c.isalnum() or c == "_"
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
