@@ -288,7 +288,7 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
 def test_taint_words_seed_only_the_functions_that_spell_them():
     """A rank word inside a module-scope function or class (its decorators included) seeds it and what is
     nested in it; one in module-level code seeds every function of the file."""
-    from dslint.program.rank.taint import _seeded_tops
+    from dslint.program.rank.values import _seeded_tops
     text = ("import torch.distributed as dist\n\n\ndef who():\n    return dist.get_rank()\n\n\n"
             "def plain():\n    return 3\n\n\nclass Box:\n    def size(self):\n        return 1\n")
     assert _seeded_tops(text, PythonSource("t.py", text).outline) == {"who"}
