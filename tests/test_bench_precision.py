@@ -113,3 +113,16 @@ def test_legacy_rows_reconciled_with_results(tmp_path, capsys):
     assert "- old q.py:7 DSL102" in out.split("### Untriaged findings", 1)[1]
     assert "legacy rows no longer reported in results/ (or duplicates): 1" in out
     assert "(none) | 0" in out  # the dropped FP's mechanism is not counted
+
+
+def test_exclude_leaves_out_a_vendored_subtree(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| lib/vendored/x.py:1 | DSL101 | e | FP | vendored | the vendored copy |",
+        "| lib/vendored/y.json:2 | DSL403 | e | FP | vendored | the vendored copy's test |",
+        "| src/train.py:3 | DSL101 | e | TP | — | the repository's own code |",
+    ])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--exclude", "alpha:lib/vendored/")
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]
+    assert "excluded 2 row(s) of alpha under 'lib/vendored/'" in out
+    assert "| vendored |" not in out

@@ -13,6 +13,10 @@ triages is listed as untriaged. Verdicts: ``TP``, ``FP``, ``uncertain`` (anythin
 problem). Precision is TP / (TP + FP); uncertain rows count as findings but in neither term.
 
     python bench/realworld/precision.py [--triage-dir D] [--legacy triage.md | --no-legacy] [--results R]
+                                        [--exclude REPO:PATH_PREFIX ...]
+
+``--exclude`` leaves out the rows of one repository under a path prefix (e.g. a vendored library:
+``--exclude DynMoE:DeepSpeed-0.9.5/``), counted in the notes.
 """
 
 from __future__ import annotations
@@ -215,7 +219,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-legacy", action="store_true", help="read only --triage-dir")
     ap.add_argument("--results", type=Path, default=HERE / "results",
                     help="results/<repo>.json, to reconcile the legacy rows with the current findings")
+    ap.add_argument("--exclude", action="append", default=[], metavar="REPO:PATH_PREFIX",
+                    help="leave out the rows of REPO whose path starts with PATH_PREFIX (repeatable)")
     args = ap.parse_args(argv)
+    excludes = []
+    for spec in args.exclude:
+        repo, sep, prefix = spec.partition(":")
+        if not sep or not repo:
+            ap.error(f"--exclude takes REPO:PATH_PREFIX, got {spec!r}")
+        excludes.append((repo, prefix))
     problems: list[str] = []
     notes: list[str] = []
     rows, repos = read_triage_dir(args.triage_dir, problems) if args.triage_dir.is_dir() else ([], [])
@@ -238,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"repositories, {len(kept)} still reported")
         rows += kept
         repos += legacy_repos
+    for repo, prefix in excludes:
+        left = [r for r in rows if not (r.repo == repo and r.path.startswith(prefix))]
+        notes.append(f"excluded {len(rows) - len(left)} row(s) of {repo} under {prefix!r}")
+        rows = left
     print(render(rows, repos, untriaged, notes, problems))
     return 0
 
