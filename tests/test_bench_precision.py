@@ -126,3 +126,26 @@ def test_exclude_leaves_out_a_vendored_subtree(tmp_path, capsys):
     assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]
     assert "excluded 2 row(s) of alpha under 'lib/vendored/'" in out
     assert "| vendored |" not in out
+
+
+def test_after_counts_rows_still_reported_and_lists_gone_and_untriaged(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | uniform-after-broadcast | broadcast first |",
+        "| b.json:3 | DSL401 | e | FP | json-kind-hf-args | HF arguments file |",
+    ])
+    after = tmp_path / "after"
+    # the change removed both FPs and kept the TP, and reports one new finding
+    _results(after, "alpha", [("a.py", 10, "DSL101"), ("c.py", 7, "DSL103")])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
+    assert _row(out, "DSL101", "Per rule") == ["DSL101", "1", "1", "0", "0", "100 %"]
+    assert _row(out, "all", "Per family") == ["all", "1", "1", "0", "0", "100 %"]
+    gone = out.split("### Triaged findings no longer reported", 1)[1].split("###", 1)[0]
+    assert "FP gone: 2" in gone and "TP gone" not in gone
+    assert "alpha b.json:3 DSL401 (json-kind-hf-args)" in gone
+    assert "- alpha c.py:7 DSL103" in out.split("### Untriaged findings", 1)[1]
+    # a TP the change lost is listed as such
+    _results(after, "alpha", [])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
+    assert "TP gone: 1" in out and "alpha a.py:10 DSL101 (TP)" in out

@@ -17,6 +17,13 @@ problem). Precision is TP / (TP + FP); uncertain rows count as findings but in n
 
 ``--exclude`` leaves out the rows of one repository under a path prefix (e.g. a vendored library:
 ``--exclude DynMoE:DeepSpeed-0.9.5/``), counted in the notes.
+
+``--after DIR`` measures another run (``run.py --results DIR``, e.g. dslint after a change) against the verdicts:
+every triaged row still reported in ``DIR/<repo>.json`` keeps its verdict and is counted; the rows no longer
+reported are listed by verdict (a TP gone is a lost true positive, an FP gone a false positive removed), and the
+run's findings that no row triages are listed as untriaged (to triage before the figures are final).
+
+    python bench/realworld/precision.py --after /tmp/rw-after
 """
 
 from __future__ import annotations
@@ -175,7 +182,7 @@ def _table(title: str, key_name: str, groups: dict[str, Counter]) -> list[str]:
 
 
 def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, int, str]],
-           notes: list[str], problems: list[str]) -> str:
+           notes: list[str], problems: list[str], gone: list[Row] = ()) -> str:
     by_rule: dict[str, Counter] = defaultdict(Counter)
     by_family: dict[str, Counter] = defaultdict(Counter)
     by_repo: dict[str, Counter] = {repo: Counter() for repo in repos}
@@ -201,6 +208,13 @@ def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, in
     if not mechs:
         out.append("| (none) | 0 | – | – |")
     out.append("")
+    if gone:
+        out += ["### Triaged findings no longer reported (--after)", ""]
+        for verdict in VERDICTS:
+            items = [r for r in gone if r.verdict == verdict]
+            if items:
+                out += [f"{verdict} gone: {len(items)}", ""]
+                out += [f"- {r.repo} {r.path}:{r.line} {r.code} ({r.mech or r.verdict})" for r in items] + [""]
     if untriaged:
         out += ["### Untriaged findings (in results/, no triage row)", ""]
         out += [f"- {repo} {path}:{line} {code}" for repo, path, line, code in untriaged] + [""]
@@ -219,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-legacy", action="store_true", help="read only --triage-dir")
     ap.add_argument("--results", type=Path, default=HERE / "results",
                     help="results/<repo>.json, to reconcile the legacy rows with the current findings")
+    ap.add_argument("--after", type=Path, default=None, metavar="DIR",
+                    help="a later run's results (run.py --results DIR): count the rows it still reports, list the "
+                         "rows gone and its untriaged findings")
     ap.add_argument("--exclude", action="append", default=[], metavar="REPO:PATH_PREFIX",
                     help="leave out the rows of REPO whose path starts with PATH_PREFIX (repeatable)")
     args = ap.parse_args(argv)
@@ -250,11 +267,22 @@ def main(argv: list[str] | None = None) -> int:
                         f"repositories, {len(kept)} still reported")
         rows += kept
         repos += legacy_repos
+    gone: list[Row] = []
+    if args.after is not None:
+        kept, untriaged = reconcile_legacy(rows, args.after, repos, notes)
+        kept_ids = {id(r) for r in kept}
+        gone = [r for r in rows if id(r) not in kept_ids]
+        rows = kept
+        notes.insert(0, f"--after {args.after}: {len(kept)} triaged row(s) still reported, {len(gone)} gone, "
+                        f"{len(untriaged)} untriaged finding(s)")
     for repo, prefix in excludes:
-        left = [r for r in rows if not (r.repo == repo and r.path.startswith(prefix))]
+        keep = lambda r: not (r.repo == repo and r.path.startswith(prefix))  # noqa: E731
+        left = [r for r in rows if keep(r)]
         notes.append(f"excluded {len(rows) - len(left)} row(s) of {repo} under {prefix!r}")
         rows = left
-    print(render(rows, repos, untriaged, notes, problems))
+        gone = [r for r in gone if keep(r)]
+        untriaged = [u for u in untriaged if not (u[0] == repo and u[1].startswith(prefix))]
+    print(render(rows, repos, untriaged, notes, problems, gone))
     return 0
 
 
