@@ -92,6 +92,38 @@ class Subject:
         DeepSpeedPlugin)."""
         return self.py is not None and not (self.py.call.callee or "").endswith(("initialize", "init_inference"))
 
+    @property
+    def via_hf(self) -> bool:
+        """A JSON config the HF integration hands to DeepSpeed: the `deepspeed` entry of an arguments JSON, an
+        accelerate config's `deepspeed_config_file`."""
+        if self.py is not None:
+            return False
+        use = self.ctx.program.json_use(self.ctx.source)
+        return use is not None and use.via_hf
+
+    def filled(self, keys: tuple, fn, *args) -> list:
+        """fn(config filled from each arguments JSON that names it, *args)'s findings, each message saying which
+        arguments file filled which `"auto"` value among `keys` (`Program.filled_by_arguments`); one finding per
+        message, none offering a fix (the values come from the arguments file: which side is wrong is the
+        user's call). `args` may hold `WORLD`, the world size of the arguments file's launcher line."""
+        if self.py is not None:
+            return []
+        out, seen = [], set()
+        for path, data, filled, world in self.ctx.program.filled_by_arguments(self.ctx.source):
+            shown = [f for f in filled if f.startswith(keys)]
+            if not shown:
+                continue
+            for f in fn(data, *[world if a is WORLD else a for a in args]):
+                f.message = f"with \"auto\" filled from the arguments file {path} ({', '.join(shown)}): {f.message}"
+                f.fix_path, f.fix_delete = None, False
+                if f.message not in seen:
+                    seen.add(f.message)
+                    out.append(f)
+        return out
+
+
+WORLD = object()        # `Subject.filled`'s stand-in for the world size of the arguments file's launcher line
+
 
 class Change:
     """The one change a config finding implies, for dslint.fixes: rename the key at the finding's path to
@@ -185,7 +217,8 @@ class ConfigRule(Rule):
         if ctx.source.kind == "python":
             return bool(ctx.program.configs_written_in(ctx.source))
         data = ctx.source.data
-        return isinstance(data, dict) and (self.inference_too or not is_inference_config(data))
+        return isinstance(data, dict) and (self.inference_too or not is_inference_config(data)) and \
+            ctx.program.is_deepspeed_config(ctx.source)     # not an HF arguments file (dslint.program.json_kinds)
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         if ctx.source.kind != "python":
@@ -566,7 +599,8 @@ class BatchSizeMismatch(ConfigRule):
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for f in subject.semantic(batch_findings, subject.world_size):
+        for f in subject.semantic(batch_findings, subject.world_size) or subject.filled(
+                ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"), batch_findings, WORLD):
             yield f.message, f.path, f.severity, _implied(f)
 
 
@@ -612,7 +646,7 @@ class FP16AndBF16(ConfigRule):
                """))
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for f in subject.semantic(precision_findings):
+        for f in subject.semantic(precision_findings) or subject.filled(("fp16", "bf16"), precision_findings):
             yield f.message, f.path, f.severity, _implied(f)
 
 
@@ -685,7 +719,7 @@ class AutoOutsideHF(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         autos = subject.analysis.auto_paths
-        if not autos or subject.hf_call:
+        if not autos or subject.hf_call or subject.via_hf:
             return
         ctx = subject.ctx
         scripts = subject.scripts
