@@ -426,7 +426,11 @@ class Checker:
             if not isinstance(source, ShellSource):
                 name = Path(source.path).name
                 single = len(project.json_configs) == 1
-                deps += [s for s in project.program.python if single or name in s.text]   # no outline built
+                # what kind of JSON it is also depends on the scripts launcher lines run and on those that read
+                # arguments files (dslint.program.json_kinds): a superset, by text
+                launched = {id(t) for _, _, t in project.program.launch_targets}
+                deps += [s for s in project.program.python if single or name in s.text or id(s) in launched
+                         or "parse_json_file" in s.text]   # no outline built
         hashes = self._hashes
         text = "\n".join(sorted(f"{s.path}:{hashes.get(id(s)) or content_hash(s.text)}" for s in deps))
         return f"{self._source_key(source)}|{content_hash(text)}"

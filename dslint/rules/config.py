@@ -567,7 +567,10 @@ class BatchSizeMismatch(ConfigRule):
     The data-parallel size is the world size divided by `sequence_parallel_size` and
     `tensor_parallel.autotp_size` when set (or `data_parallel_size` with `sequence_parallel_size`); a `pipeline`
     section makes it unknown (the stage count lives in the PipelineModule), and so does an `mpu` passed by
-    the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values (HF fills them) are skipped.
+    the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values are filled as the HF integration
+    fills them where an HF arguments file (`HfArgumentParser.parse_json_file`) names the config in its `deepspeed`
+    entry: `train_micro_batch_size_per_gpu` from its `per_device_train_batch_size`, `gradient_accumulation_steps`
+    from its own (the message names the file); otherwise a config with `"auto"` batch values is skipped.
 
     **Why it matters**: `deepspeed.initialize` asserts the product on every rank at start-up; a misspelled
     accumulation key silently changes the derived values instead.
@@ -592,6 +595,11 @@ class BatchSizeMismatch(ConfigRule):
     INVALID = (
         Example('{\n  "train_batch_size": 30,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", expect_lines=(2,)),
+        # "auto" filled from the HF arguments file that names the config: 4 × 3 does not divide 32
+        Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": "auto",\n'
+                '  "gradient_accumulation_steps": "auto"\n}\n', filename="ds_z2.json", expect_lines=(2,),
+                files={"args.json": '{"output_dir": "out", "per_device_train_batch_size": 4, '
+                                    '"gradient_accumulation_steps": 3, "deepspeed": "ds_z2.json"}'}),
         Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", world_size=8,
                 expect_lines=(2,), fixed='{\n  "train_batch_size": 64,\n  "train_micro_batch_size_per_gpu": 4,\n'
@@ -693,7 +701,9 @@ class AutoOutsideHF(ConfigRule):
     `"auto"` with real values. Plain `deepspeed.initialize` reads the string itself: in the top-level keys and
     free-form sections (batch sizes, `gradient_clipping`, `optimizer.params`) it fails; inside DeepSpeed's pydantic
     sections (`zero_optimization`, `fp16`, …) it is dropped and the default used, which is rarely what was meant.
-    Reported only when the scripts using the config are known (checked in the same run) and none is HF-driven.
+    Reported only when the scripts using the config are known (checked in the same run) and none is HF-driven,
+    and never for a config the HF integration itself hands to DeepSpeed: the `deepspeed` entry of an HF arguments
+    file (`HfArgumentParser.parse_json_file`), the `deepspeed_config_file` of an accelerate config file.
     DeepSpeed's own `"auto"` values (`pipeline.stages`, `data_types.keep_in_fp32_modules`, ZenFlow intervals)
     are accepted.
     """
