@@ -83,7 +83,7 @@ def test_arguments_json_named_in_the_code():
     script = PythonSource("train.py", "from transformers import HfArgumentParser, TrainingArguments\n"
                                       "parser = HfArgumentParser(TrainingArguments)\n"
                                       "(args,) = parser.parse_json_file('conf/args.json')\n")
-    args = JsonSource("conf/args.json", '{"train_micro_batch_size_per_gpu": 1, "deepspeed": "conf/z3.json"}')
+    args = JsonSource("conf/args.json", '{"gradient_accumulation_steps": 1, "deepspeed": "conf/z3.json"}')
     ds = JsonSource("conf/z3.json", DS)
     view = _view(script, args, ds)
     # by use: the keys alone (a DeepSpeed key, no TrainingArguments-only one) would make it a config
@@ -100,8 +100,16 @@ def test_unreferenced_files_by_their_keys():
     assert view.json_configs == [ds]
 
 
+def test_a_config_with_a_stray_training_argument_stays_a_config():
+    cfg = JsonSource("zero.json", '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}, '
+                                  '"seed": 42}')
+    assert _view(cfg).json_use(cfg).kind == DEEPSPEED
+    report = check_texts({"zero.json": cfg.text})
+    assert [(f.code, f.line) for f in report.findings] == [("DSL401", 1)]
+
+
 def test_a_reference_by_use_wins_over_the_keys():
-    cfg = JsonSource("ds.json", '{"train_micro_batch_size_per_gpu": 1, "learning_rate": 1e-5}')
+    cfg = JsonSource("ds.json", '{"gradient_accumulation_steps": 1, "learning_rate": 1e-5}')
     sh = ShellSource("run.sh", "deepspeed train.py --deepspeed ds.json\n")
     assert _view(cfg, sh).json_use(cfg).kind == DEEPSPEED
     assert _view(cfg).json_use(cfg).kind == ARGUMENTS

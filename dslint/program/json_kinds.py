@@ -16,8 +16,8 @@ parses its command line's JSON (`parse_json_file(sys.argv[1])`, `FileFacts.argum
 
 A file nothing references is classified by its keys: an arguments JSON when one of its top-level keys is a
 field of transformers' `TrainingArguments`/`Seq2SeqTrainingArguments` that is not also a DeepSpeed key
-(`dslint/data/hf_arguments.json`, generated from transformers by `tools/generate_hf_arguments.py`), else a
-DeepSpeed config (the reader already kept only JSON with DeepSpeed keys at its top level, or one named on the
+(`dslint/data/hf_arguments.json`, generated from transformers by `tools/generate_hf_arguments.py`) and none is a
+DeepSpeed key that TrainingArguments lacks, else a DeepSpeed config (the reader already kept only JSON with DeepSpeed keys at its top level, or one named on the
 command line). A reference by use wins over the keys: a file handed to DeepSpeed is checked as a config
 whatever it holds.
 
@@ -94,6 +94,17 @@ def training_argument_keys(data: Any) -> list[str]:
         return []
     fields = _not_deepspeed_fields()
     return [k for k in data if isinstance(k, str) and k in fields]
+
+
+def deepspeed_only_keys(data: Any) -> list[str]:
+    """The top-level keys of `data` that the reader takes for DeepSpeed's (`dslint.sources.DS_TOP_KEYS`: what
+    makes a walked JSON read at all) and that are not TrainingArguments fields (`train_micro_batch_size_per_gpu`,
+    `zero_optimization`, ...): no arguments file holds one (`parse_json_file` rejects unknown keys)."""
+    from dslint.sources import DS_TOP_KEYS
+    if not isinstance(data, dict):
+        return []
+    fields = training_argument_fields()
+    return [k for k in data if k in DS_TOP_KEYS and k not in fields]
 
 
 def _script_flags(launch) -> list[tuple[str, str]]:
@@ -229,12 +240,14 @@ def classify(view: "ProjectView") -> dict[int, JsonUse]:
         for ref in facts.argument_files:
             for a in view._json_by_reference(ref, Path(src.path).parent):
                 arguments_file(a, f"{src.path} reads it with HfArgumentParser.parse_json_file", src, None)
-    # what nothing references: by its keys
+    # what nothing references: by its keys -- an arguments file holds TrainingArguments fields and none of
+    # DeepSpeed's own keys (a config with a stray `seed` stays a config; a framework file embedding DeepSpeed
+    # sections is the config analysis' business: dslint.dsconfig keeps only near-misses there)
     for src in jsons:
         if id(src) in uses:
             continue
         foreign = training_argument_keys(src.data)
-        if foreign:
+        if foreign and not deepspeed_only_keys(src.data):
             shown = ", ".join(f"`{k}`" for k in foreign[:3]) + (", …" if len(foreign) > 3 else "")
             uses[id(src)] = JsonUse(ARGUMENTS, [f"its keys are HF TrainingArguments fields ({shown})"])
     # the `deepspeed` entry of every arguments JSON: TrainingArguments hands that file to DeepSpeed

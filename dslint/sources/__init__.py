@@ -605,7 +605,7 @@ _DS_CONFIG_HINT = re.compile(         # a key, quoted as JSON or bare as Hjson a
     r'(?:"|\'|[ \t]*:)', re.MULTILINE)
 
 
-_DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+DS_TOP_KEYS = _DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                           "zero_optimization", "fp16", "bf16", "zero_allow_untested_optimizer", "steps_per_print",
                           "gradient_clipping", "wall_clock_breakdown", "activation_checkpointing"})
 
