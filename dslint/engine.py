@@ -312,7 +312,7 @@ class Checker:
                 missing.append((src, key))
             elif hit.get("compiles"):
                 facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]), tuple(hit["args"]),
-                                           hit["argv"])
+                                           hit["argv"], tuple(hit["flags"]))
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and hasattr(os, "fork"):
             with span("outlines (forked)"):
@@ -344,7 +344,7 @@ class Checker:
                 cache.put(key, {"compiles": False} if found is None else {
                     "compiles": True, "imports": list(found.imports), "runs": found.runs_by_itself,
                     "refs": list(found.config_refs), "args": list(found.argument_files),
-                    "argv": found.arguments_from_argv})
+                    "argv": found.arguments_from_argv, "flags": list(found.argument_flags)})
 
     def _views(self, relevant: list[AnySource], todo: list[int], project: ProjectView) -> dict[int, ProjectView]:
         """The view each file to analyse is checked in: a Python file in its launch-unit context (the files of
@@ -660,7 +660,8 @@ def _facts_entry(entry: dict) -> bool:
     """A program-facts entry of the result cache has the shape `_program` writes."""
     return entry.get("compiles") is False or (entry.get("compiles") is True and _strings(entry.get("imports"))
                                                and type(entry.get("runs")) is bool and _strings(entry.get("refs"))
-                                               and _strings(entry.get("args")) and type(entry.get("argv")) is bool)
+                                               and _strings(entry.get("args")) and type(entry.get("argv")) is bool
+                                               and _strings(entry.get("flags")))
 
 
 def _cached_results(entry: Optional[dict]) -> Optional[tuple[list[Finding], list[InputError]]]:

@@ -170,3 +170,37 @@ def test_no_auto_outside_hf_where_the_arguments_file_hands_the_config():
     assert {f.code for f in report.findings} == {"DSL409"}
     report = check_texts({"ds.json": DS, "plain.py": plain, "args.json": ARGS})
     assert [f.code for f in report.findings] == []
+
+
+def test_arguments_json_through_an_argparse_option():
+    script = PythonSource("train.py", '''
+import argparse
+from transformers import HfArgumentParser, TrainingArguments
+
+def setup():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--train_args_file", type=str, default="train_args/a.json")
+    args = parser.parse_args()
+    train_args_file = args.train_args_file
+    parser = HfArgumentParser(TrainingArguments)
+    (training_args,) = parser.parse_json_file(json_file=train_args_file)
+    return training_args
+
+if __name__ == "__main__":
+    setup()
+''')
+    a = JsonSource("train_args/a.json", '{"gradient_accumulation_steps": 1, "deepspeed": "train_args/z3.json"}')
+    b = JsonSource("train_args/b.json", '{"gradient_accumulation_steps": 2, "per_device_train_batch_size": 3, '
+                                        '"deepspeed": "train_args/z3.json"}')
+    z3 = JsonSource("train_args/z3.json", '{"train_batch_size": 12, "train_micro_batch_size_per_gpu": "auto", '
+                                          '"gradient_accumulation_steps": "auto", "zero_optimization": {"stage": 3}}')
+    sh = ShellSource("run.sh", "deepspeed --num_gpus 4 train.py --train_args_file train_args/b.json\n")
+    view = _view(script, a, b, z3, sh)
+    for args in (a, b):         # the default, and the launcher line's value
+        use = view.json_use(args)
+        assert (use.kind, use.by_use, use.consumers) == (ARGUMENTS, True, [script])
+    assert view.json_use(z3).consumers == [script] and view.world_size_for(z3) == 4
+    # b.json fills "auto" with 3 × 2 on 4 ranks = 24 != 12; a.json gives no micro batch: nothing to say
+    report = check_texts({s.path: s.text for s in (script, a, b, z3, sh)})
+    assert [(f.code, f.path) for f in report.findings] == [("DSL406", "train_args/z3.json")]
+    assert "train_args/b.json" in report.findings[0].message and "3 × 2 × 4 = 24" in report.findings[0].message

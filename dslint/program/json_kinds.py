@@ -11,8 +11,10 @@ A JSON file is a **DeepSpeed config** when something hands it to DeepSpeed:
   --config_file` line names (YAML or JSON).
 
 An **arguments JSON** is one handed to `HfArgumentParser.parse_json_file`: a path the code names
-(`FileFacts.argument_files`), or a JSON a launcher line passes as a positional argument to a unit whose code
-parses its command line's JSON (`parse_json_file(sys.argv[1])`, `FileFacts.arguments_from_argv`).
+(`FileFacts.argument_files`, an argparse option's default included), or a JSON a launcher line passes to a unit
+whose code parses it: as a positional argument (`parse_json_file(sys.argv[1])`, `FileFacts.arguments_from_argv`)
+or as the value of the argparse option it hands over (`parse_json_file(args.train_args_file)`,
+`FileFacts.argument_flags`).
 
 A file nothing references is classified by its keys: an arguments JSON when one of its top-level keys is a
 field of transformers' `TrainingArguments`/`Seq2SeqTrainingArguments` that is not also a DeepSpeed key
@@ -203,6 +205,8 @@ def classify(view: "ProjectView") -> dict[int, JsonUse]:
     targets = {id(launch): target for _, launch, target in program.launch_targets}
     reads_argv = {id(s) for s in program.python
                   if (f := program.facts.get(id(s))) is not None and f.arguments_from_argv}
+    option_of = {id(s): f.argument_flags for s in program.python
+                 if (f := program.facts.get(id(s))) is not None and f.argument_flags}
     for sh, launch in view.launches:
         base = Path(sh.path).parent
         where = f"{sh.path}:{launch.line}"
@@ -217,10 +221,17 @@ def classify(view: "ProjectView") -> dict[int, JsonUse]:
             elif flag in ("--config_file", "--config-file") and launch.launcher != "accelerate":
                 for cfg in view._json_by_reference(value, base):
                     weak.setdefault(id(cfg), []).append(f"{where} passes it as {flag}")
-        if target is not None and any(id(f) in reads_argv for f in program.closure(target)):
+        unit = program.closure(target) if target is not None else []
+        if any(id(f) in reads_argv for f in unit):
             for ref in positional_json(launch):
                 for src in view._json_by_reference(ref, base):
                     arguments_file(src, f"{where} passes it to {target.path}, which reads it with "
+                                        "HfArgumentParser.parse_json_file", target, (sh, launch))
+        options = {o for f in unit for o in option_of.get(id(f), ())}
+        for flag, value in _script_flags(launch) if options else ():
+            if flag in options and value.endswith(".json"):
+                for src in view._json_by_reference(value, base):
+                    arguments_file(src, f"{where} passes it as {flag} to {target.path}, which reads it with "
                                         "HfArgumentParser.parse_json_file", target, (sh, launch))
         if launch.launcher == "accelerate":
             named = next((launch.options[k] for k in _ACCELERATE_CONFIG if launch.options.get(k)), None)

@@ -437,15 +437,18 @@ class ProjectView:
         for node, value in self._argparse_config_defaults(src):
             yield value, node
 
-    def argument_files(self, src: PythonSource) -> tuple[tuple[str, ...], bool]:
-        """The arguments JSONs `src` hands to `HfArgumentParser.parse_json_file`: the paths its code names, and
-        whether it hands one its command line names (`parse_json_file(sys.argv[1])`, also through a name bound
-        to it). Parsed (libcst) only when the outline makes such a call. A fact of the file alone."""
+    def argument_files(self, src: PythonSource) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:
+        """The arguments JSONs `src` hands to `HfArgumentParser.parse_json_file`: the paths its code names (an
+        argparse option's default included), whether it hands one its command line names
+        (`parse_json_file(sys.argv[1])`, also through a name bound to it), and the argparse options whose value
+        it hands over (`parse_json_file(args.train_args_file)`: `--train_args_file`, which a launcher line
+        sets). Parsed (libcst) only when the outline makes such a call. A fact of the file alone."""
         outline = src.outline
         if outline is None or not outline.call_attrs["parse_json_file"]:
-            return (), False
+            return (), False, ()
         from dslint.program.outline import PairingError
         paths: list[str] = []
+        flags: list[str] = []
         argv = False
         try:
             for call in src.facts.calls:
@@ -461,9 +464,15 @@ class ProjectView:
                     paths.append(value)
                 elif _reads_argv(self, src, arg.value, call.scope):
                     argv = True
+                else:
+                    option = _argparse_option(self, src, arg.value, call.scope)
+                    if option is not None:
+                        flags += option[0]
+                        if option[1] is not None:
+                            paths.append(option[1])
         except PairingError:
-            return (), False
-        return tuple(dict.fromkeys(paths)), argv
+            return (), False, ()
+        return tuple(dict.fromkeys(paths)), argv, tuple(dict.fromkeys(flags))
 
     def may_hand_configs(self, src: PythonSource) -> bool:
         """Can `src` hand a config to DeepSpeed (decided on its own outline and text)? The outline has every
@@ -811,6 +820,36 @@ def _pyproject_pin(text: str, name: str = "deepspeed") -> Optional[str]:
             found = re.fullmatch(r"\s*(?:===?|~=)?\s*v?([0-9][0-9A-Za-z.+!-]*)\s*", value)
             if found:
                 return found.group(1)
+    return None
+
+
+def _argparse_option(view: "ProjectView", src: PythonSource, expr, scope: str):
+    """(option strings, its `.json` default or None) of the argparse option of `src` whose value `expr` is
+    (`args.train_args_file`, directly or through a name bound to it), else None."""
+    import libcst as cst
+
+    from dslint.sources.literals import literal_value
+    for _ in range(3):
+        if isinstance(expr, cst.Name):
+            expr = view._bound_value(src, expr.value, scope)
+            continue
+        break
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+        return None
+    dest = expr.attr.value
+    for call in src.facts.calls:
+        if call.attr != "add_argument":
+            continue
+        names = [v for a in call.node.args if a.keyword is None
+                 for v in [literal_value(a.value)] if isinstance(v, str) and v.startswith("-")]
+        given = call.keyword("dest")
+        named = literal_value(given.value) if given is not None else None
+        implied = next((n.lstrip("-").replace("-", "_") for n in names if n.startswith("--")), None)
+        if (named if isinstance(named, str) else implied) != dest:
+            continue
+        default = call.keyword("default")
+        value = literal_value(default.value) if default is not None else None
+        return names, value if isinstance(value, str) and value.endswith(".json") else None
     return None
 
 

@@ -41,17 +41,18 @@ class FileFacts:
     config_refs: tuple[str, ...] = ()
     argument_files: tuple[str, ...] = ()
     arguments_from_argv: bool = False
+    argument_flags: tuple[str, ...] = ()     # argparse options whose value it hands to parse_json_file
 
     @staticmethod
     def of(src: PythonSource, config_refs: Iterable[str] = (), argument_files: Iterable[str] = (),
-           arguments_from_argv: bool = False) -> Optional["FileFacts"]:
+           arguments_from_argv: bool = False, argument_flags: Iterable[str] = ()) -> Optional["FileFacts"]:
         outline = src.outline
         if outline is None:
             return None
         runs = outline.main_guard or any(scope == MODULE_SCOPE and callee and callee.rsplit(".", 1)[-1] in _RUNS_AT_TOP
                                          for callee, scope in outline.calls)
         return FileFacts(tuple(outline.imported_modules), runs, tuple(config_refs), tuple(argument_files),
-                         arguments_from_argv)
+                         arguments_from_argv, tuple(argument_flags))
 
 
 @dataclass(eq=False)
