@@ -204,3 +204,18 @@ if __name__ == "__main__":
     report = check_texts({s.path: s.text for s in (script, a, b, z3, sh)})
     assert [(f.code, f.path) for f in report.findings] == [("DSL406", "train_args/z3.json")]
     assert "train_args/b.json" in report.findings[0].message and "3 × 2 × 4 = 24" in report.findings[0].message
+
+
+def test_a_batch_value_the_arguments_file_contradicts():
+    cfg = '{\n  "train_micro_batch_size_per_gpu": 8,\n  "gradient_accumulation_steps": 2\n}\n'
+    args = {"output_dir": "o", "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2,
+            "deepspeed": "ds.json"}
+    report = check_texts({"ds.json": cfg, "args.json": json.dumps(args)})
+    assert [(f.code, f.line) for f in report.findings] == [("DSL406", 2)]
+    assert "per_device_train_batch_size" in report.findings[0].message
+    assert report.findings[0].fix.edits[0].content == '"auto"'
+    # HF does not compare the micro batch under auto_find_batch_size; equal values are fine
+    report = check_texts({"ds.json": cfg, "args.json": json.dumps({**args, "auto_find_batch_size": True})})
+    assert report.findings == []
+    report = check_texts({"ds.json": cfg, "args.json": json.dumps({**args, "per_device_train_batch_size": 8})})
+    assert report.findings == []

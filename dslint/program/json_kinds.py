@@ -311,3 +311,27 @@ def filled_from_arguments(data: dict, arguments: dict) -> Optional[tuple[dict, l
     if out.get("train_batch_size") == "auto":
         del out["train_batch_size"]
     return out, filled
+
+
+# (config key, TrainingArguments field) pairs `trainer_config_process` checks when the config gives a value
+# (`fill_match`: a mismatch fails `TrainingArguments`' DeepSpeed set-up on every rank)
+_MATCHED = (("train_micro_batch_size_per_gpu", "per_device_train_batch_size"),
+            ("gradient_accumulation_steps", "gradient_accumulation_steps"))
+
+
+def argument_mismatches(data: dict, arguments: dict) -> list[tuple[str, Any, str, Any]]:
+    """(config key, its value, argument, the arguments file's value) for each batch value the config gives that
+    differs from the one the arguments file gives: `HfTrainerDeepSpeedConfig.fill_match` collects them and
+    `trainer_config_finalize` raises "Please correct the following DeepSpeed config values that mismatch
+    TrainingArguments values". The micro batch is not compared under `auto_find_batch_size` (HF does not)."""
+    out = []
+    for key, arg in _MATCHED:
+        if key == "train_micro_batch_size_per_gpu" and arguments.get("auto_find_batch_size") is True:
+            continue
+        given, wanted = data.get(key), arguments.get(arg)
+        if given is None or given == "auto" or arg not in arguments or isinstance(given, bool) \
+                or not isinstance(given, (int, float)) or isinstance(wanted, bool) or not isinstance(wanted, int):
+            continue
+        if given != wanted:
+            out.append((key, given, arg, wanted))
+    return out

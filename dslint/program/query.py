@@ -92,6 +92,19 @@ class Program:
     def is_deepspeed_config(self, src: "JsonSource") -> bool:
         return self.view.is_deepspeed_config(src)
 
+    def argument_mismatches(self, config: "JsonSource") -> list[tuple[str, str, Any, str, Any]]:
+        """(arguments file, config key, its value, argument, the file's value) for each batch value of `config`
+        that an arguments file naming it contradicts (the HF integration refuses the mismatch at start-up)."""
+        from dslint.program.json_kinds import argument_mismatches
+        use = self.view.json_use(config)
+        out, seen = [], set()
+        for args, _ in (use.arguments if use is not None else ()):
+            if id(args) in seen or not isinstance(config.data, dict) or not isinstance(args.data, dict):
+                continue
+            seen.add(id(args))
+            out += [(args.path, *m) for m in argument_mismatches(config.data, args.data)]
+        return out
+
     def filled_by_arguments(self, config: "JsonSource") -> list[tuple[str, dict, list[str], Optional[int]]]:
         """The config as the HF integration fills its `"auto"` values from each arguments JSON whose `deepspeed`
         entry names it: (the arguments file's path, the filled config, what was filled, the world size of the

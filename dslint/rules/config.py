@@ -570,7 +570,10 @@ class BatchSizeMismatch(ConfigRule):
     the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values are filled as the HF integration
     fills them where an HF arguments file (`HfArgumentParser.parse_json_file`) names the config in its `deepspeed`
     entry: `train_micro_batch_size_per_gpu` from its `per_device_train_batch_size`, `gradient_accumulation_steps`
-    from its own (the message names the file); otherwise a config with `"auto"` batch values is skipped.
+    from its own (the message names the file); otherwise a config with `"auto"` batch values is skipped. A
+    micro batch or accumulation value the config gives that such a file contradicts is reported too: the HF
+    integration refuses the mismatch when the Trainer sets DeepSpeed up ("Please correct the following DeepSpeed
+    config values that mismatch TrainingArguments values"), on every rank.
 
     **Why it matters**: `deepspeed.initialize` asserts the product on every rank at start-up; a misspelled
     accumulation key silently changes the derived values instead.
@@ -610,6 +613,15 @@ class BatchSizeMismatch(ConfigRule):
         for f in subject.semantic(batch_findings, subject.world_size) or subject.filled(
                 ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"), batch_findings, WORLD):
             yield f.message, f.path, f.severity, _implied(f)
+        if subject.py is not None:
+            return
+        for path, key, given, arg, wanted in subject.ctx.program.argument_mismatches(subject.ctx.source):
+            yield (f"`{key}` is {given!r} but the arguments file {path} sets `{arg}` to {wanted!r}: the HF "
+                   "integration refuses the mismatch when the Trainer sets DeepSpeed up, on every rank (\"Please "
+                   "correct the following DeepSpeed config values that mismatch TrainingArguments values\"); set it "
+                   f"to \"auto\" or {wanted!r}", (key,), None,
+                   Change(f"Set `{key}` to \"auto\" (filled from the arguments file).", "unsafe", value="auto",
+                          has_value=True))
 
 
 class FP16AndBF16(ConfigRule):
