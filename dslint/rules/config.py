@@ -92,6 +92,38 @@ class Subject:
         DeepSpeedPlugin)."""
         return self.py is not None and not (self.py.call.callee or "").endswith(("initialize", "init_inference"))
 
+    @property
+    def via_hf(self) -> bool:
+        """A JSON config the HF integration hands to DeepSpeed: the `deepspeed` entry of an arguments JSON, an
+        accelerate config's `deepspeed_config_file`."""
+        if self.py is not None:
+            return False
+        use = self.ctx.program.json_use(self.ctx.source)
+        return use is not None and use.via_hf
+
+    def filled(self, keys: tuple, fn, *args) -> list:
+        """fn(config filled from each arguments JSON that names it, *args)'s findings, each message saying which
+        arguments file filled which `"auto"` value among `keys` (`Program.filled_by_arguments`); one finding per
+        message, none offering a fix (the values come from the arguments file: which side is wrong is the
+        user's call). `args` may hold `WORLD`, the world size of the arguments file's launcher line."""
+        if self.py is not None:
+            return []
+        out, seen = [], set()
+        for path, data, filled, world in self.ctx.program.filled_by_arguments(self.ctx.source):
+            shown = [f for f in filled if f.startswith(keys)]
+            if not shown:
+                continue
+            for f in fn(data, *[world if a is WORLD else a for a in args]):
+                f.message = f"with \"auto\" filled from the arguments file {path} ({', '.join(shown)}): {f.message}"
+                f.fix_path, f.fix_delete = None, False
+                if f.message not in seen:
+                    seen.add(f.message)
+                    out.append(f)
+        return out
+
+
+WORLD = object()        # `Subject.filled`'s stand-in for the world size of the arguments file's launcher line
+
 
 class Change:
     """The one change a config finding implies, for dslint.fixes: rename the key at the finding's path to
@@ -185,7 +217,8 @@ class ConfigRule(Rule):
         if ctx.source.kind == "python":
             return bool(ctx.program.configs_written_in(ctx.source))
         data = ctx.source.data
-        return isinstance(data, dict) and (self.inference_too or not is_inference_config(data))
+        return isinstance(data, dict) and (self.inference_too or not is_inference_config(data)) and \
+            ctx.program.is_deepspeed_config(ctx.source)     # not an HF arguments file (dslint.program.json_kinds)
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         if ctx.source.kind != "python":
@@ -534,7 +567,13 @@ class BatchSizeMismatch(ConfigRule):
     The data-parallel size is the world size divided by `sequence_parallel_size` and
     `tensor_parallel.autotp_size` when set (or `data_parallel_size` with `sequence_parallel_size`); a `pipeline`
     section makes it unknown (the stage count lives in the PipelineModule), and so does an `mpu` passed by
-    the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values (HF fills them) are skipped.
+    the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values are filled as the HF integration
+    fills them where an HF arguments file (`HfArgumentParser.parse_json_file`) names the config in its `deepspeed`
+    entry: `train_micro_batch_size_per_gpu` from its `per_device_train_batch_size`, `gradient_accumulation_steps`
+    from its own (the message names the file); otherwise a config with `"auto"` batch values is skipped. A
+    micro batch or accumulation value the config gives that such a file contradicts is reported too: the HF
+    integration refuses the mismatch when the Trainer sets DeepSpeed up ("Please correct the following DeepSpeed
+    config values that mismatch TrainingArguments values"), on every rank.
 
     **Why it matters**: `deepspeed.initialize` asserts the product on every rank at start-up; a misspelled
     accumulation key silently changes the derived values instead.
@@ -559,6 +598,11 @@ class BatchSizeMismatch(ConfigRule):
     INVALID = (
         Example('{\n  "train_batch_size": 30,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", expect_lines=(2,)),
+        # "auto" filled from the HF arguments file that names the config: 4 × 3 does not divide 32
+        Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": "auto",\n'
+                '  "gradient_accumulation_steps": "auto"\n}\n', filename="ds_z2.json", expect_lines=(2,),
+                files={"args.json": '{"output_dir": "out", "per_device_train_batch_size": 4, '
+                                    '"gradient_accumulation_steps": 3, "deepspeed": "ds_z2.json"}'}),
         Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", world_size=8,
                 expect_lines=(2,), fixed='{\n  "train_batch_size": 64,\n  "train_micro_batch_size_per_gpu": 4,\n'
@@ -566,8 +610,18 @@ class BatchSizeMismatch(ConfigRule):
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for f in subject.semantic(batch_findings, subject.world_size):
+        for f in subject.semantic(batch_findings, subject.world_size) or subject.filled(
+                ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"), batch_findings, WORLD):
             yield f.message, f.path, f.severity, _implied(f)
+        if subject.py is not None:
+            return
+        for path, key, given, arg, wanted in subject.ctx.program.argument_mismatches(subject.ctx.source):
+            yield (f"`{key}` is {given!r} but the arguments file {path} sets `{arg}` to {wanted!r}: the HF "
+                   "integration refuses the mismatch when the Trainer sets DeepSpeed up, on every rank (\"Please "
+                   "correct the following DeepSpeed config values that mismatch TrainingArguments values\"); set it "
+                   f"to \"auto\" or {wanted!r}", (key,), None,
+                   Change(f"Set `{key}` to \"auto\" (filled from the arguments file).", "unsafe", value="auto",
+                          has_value=True))
 
 
 class FP16AndBF16(ConfigRule):
@@ -612,7 +666,7 @@ class FP16AndBF16(ConfigRule):
                """))
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for f in subject.semantic(precision_findings):
+        for f in subject.semantic(precision_findings) or subject.filled(("fp16", "bf16"), precision_findings):
             yield f.message, f.path, f.severity, _implied(f)
 
 
@@ -659,7 +713,9 @@ class AutoOutsideHF(ConfigRule):
     `"auto"` with real values. Plain `deepspeed.initialize` reads the string itself: in the top-level keys and
     free-form sections (batch sizes, `gradient_clipping`, `optimizer.params`) it fails; inside DeepSpeed's pydantic
     sections (`zero_optimization`, `fp16`, …) it is dropped and the default used, which is rarely what was meant.
-    Reported only when the scripts using the config are known (checked in the same run) and none is HF-driven.
+    Reported only when the scripts using the config are known (checked in the same run) and none is HF-driven,
+    and never for a config the HF integration itself hands to DeepSpeed: the `deepspeed` entry of an HF arguments
+    file (`HfArgumentParser.parse_json_file`), the `deepspeed_config_file` of an accelerate config file.
     DeepSpeed's own `"auto"` values (`pipeline.stages`, `data_types.keep_in_fp32_modules`, ZenFlow intervals)
     are accepted.
     """
@@ -685,7 +741,7 @@ class AutoOutsideHF(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         autos = subject.analysis.auto_paths
-        if not autos or subject.hf_call:
+        if not autos or subject.hf_call or subject.via_hf:
             return
         ctx = subject.ctx
         scripts = subject.scripts
