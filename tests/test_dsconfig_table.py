@@ -114,7 +114,6 @@ def test_table_is_consistent():
 def test_every_release_builds_its_models():
     for release in table.releases():
         root = table.root_model(release)
-        assert root.release == release
         assert {"train_batch_size", "zero_optimization", "fp16", "optimizer"} <= set(keys_of(root)), release
         zero = section_type(field_for(root, "zero_optimization")[1])
         assert zero.deepspeed_rejects_unknown and "stage" in keys_of(zero)
@@ -124,11 +123,12 @@ def test_facts_of_real_releases():
     """A few facts of DeepSpeed's history the table must hold (each checked in DeepSpeed's sources)."""
     def entry(release, path, key):
         return table.sections_at(release)[path]["keys"].get(key)
-    # fp16 read with get_scalar_param before 0.18 (any number, unknown keys ignored), a pydantic model after
-    assert entry("0.10.0", "fp16", "min_loss_scale")["type"] == "read"
+    # fp16 read with get_scalar_param up to 0.17.0 (any number, unknown keys ignored), DeepSpeedFP16Config
+    # (runtime/precision_config.py, new in 0.17.1) from 0.17.1 on
+    assert entry("0.17.0", "fp16", "min_loss_scale")["type"] == "read"
     assert not table.sections_at("0.10.0")["fp16"]["rejects_unknown"]
-    assert entry("0.18.0", "fp16", "min_loss_scale")["type"] == "int"
-    assert table.sections_at("0.18.0")["fp16"]["rejects_unknown"]
+    assert entry("0.17.1", "fp16", "min_loss_scale")["type"] == "int"
+    assert table.sections_at("0.17.1")["fp16"]["rejects_unknown"]
     # pydantic 1 until 0.14.x, 2 from 0.15.0
     assert table.pydantic_major("0.14.0") == 1 and table.pydantic_major("0.15.0") == 2
     # `compile.backend` read by a range of releases only
@@ -235,6 +235,7 @@ def test_committed_table_matches_the_installed_release(release):
 def test_the_same_config_is_judged_per_release():
     cfg = {"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": True, "min_loss_scale": 0.5}}
     assert analyse(cfg, version="0.10.0").problems == []
+    assert analyse(cfg, version="0.17.0").problems == []
     [p] = analyse(cfg, version="0.19.5").of("invalid")
     assert p.path == ("fp16", "min_loss_scale") and "integer" in p.message
 
@@ -244,6 +245,14 @@ def test_a_key_read_by_other_releases_says_which():
     assert p.path == ("compile", "backend") and p.deepspeed_fails
     assert "DeepSpeed 0.13.2–0.14.3 read it; 0.19.5 does not" in p.message
     assert analyse({"compile": {"backend": "inductor"}}, version="0.14.0").problems == []
+
+
+def test_an_ignored_key_says_from_which_release_it_fails():
+    [p] = analyse({"fp16": {"enabled": True, "opt_level": "O2"}}, version="0.10.1").of("unknown")
+    assert not p.deepspeed_fails
+    assert "ignores it silently" in p.message and "from DeepSpeed 0.17.1 on, `deepspeed.initialize` fails" in p.message
+    [p] = analyse({"fp16": {"enabled": True, "opt_level": "O2"}}, version="0.17.1").of("unknown")
+    assert p.deepspeed_fails and "from DeepSpeed" not in p.message
 
 
 def test_pydantic_1_releases_are_lax_where_pydantic_1_was():

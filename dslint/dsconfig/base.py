@@ -5,7 +5,7 @@ Two kinds of sections exist in DeepSpeed and the difference matters to users:
 - sections DeepSpeed builds with its own pydantic models (`DeepSpeedConfigModel`, `extra="forbid"`): an
   unknown key makes `deepspeed.initialize` fail, after the job waited in the queue;
 - sections DeepSpeed reads with `get_scalar_param`/`dict.get` (the top level, `optimizer`, `aio`,
-  `flops_profiler`, and before 0.18 `fp16`/`bf16`, …): an unknown key is silently ignored — the setting the
+  `flops_profiler`, and before 0.17.1 `fp16`/`bf16`, …): an unknown key is silently ignored — the setting the
   user meant is simply not applied.
 `Section.deepspeed_rejects_unknown` records which; messages say it.
 
@@ -32,7 +32,6 @@ class Section(BaseModel):
     where: ClassVar[str] = ""          # the JSON path shown to users, e.g. "zero_optimization.offload_param"
     open_section: ClassVar[bool] = False     # DeepSpeed hands the mapping on whole: its keys are not known
     model_name: ClassVar[Optional[str]] = None   # DeepSpeed's pydantic class for this section, if any
-    release: ClassVar[str] = ""        # the DeepSpeed release the model was built for
 
 
 def field_for(model: type[Section], key: str) -> Optional[tuple[str, FieldInfo]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal, Optional, Union
 
 from pydantic import ValidationError
@@ -61,23 +60,6 @@ def _in(path: JsonPath) -> str:
     return f"in `{where(path)}`" if path else "at the top level"
 
 
-@lru_cache(maxsize=None)
-def _key_homes(root: type[Section]) -> dict[str, list[str]]:
-    """key → the sections (dotted paths) where it is valid; to say where a misplaced key belongs."""
-    homes: dict[str, list[str]] = {}
-
-    def visit(model: type[Section], path: str) -> None:
-        for key in keys_of(model):
-            homes.setdefault(key, []).append(path)
-            found = field_for(model, key)
-            sub = section_type(found[1]) if found else None
-            if sub is not None:
-                visit(sub, f"{path}.{key}" if path else key)
-
-    visit(root, "")
-    return homes
-
-
 def suggest(key: str, model: type[Section]) -> Optional[str]:
     valid = keys_of(model)
     lower = {k.lower(): k for k in valid}
@@ -103,18 +85,14 @@ def _stem(key: str, model: type[Section]) -> Optional[str]:
     return stem[0] if len(stem) == 1 else None
 
 
-def _dotted_home(key: str, model: type[Section]) -> bool:
+def _dotted_home(key: str, section: JsonPath, release: str) -> bool:
     """`zero_optimization.reduce_bucket_size`: a dotted path to a real key (Accelerate's notation)."""
     parts = key.split(".")
     if len(parts) < 2:
         return False
-    current: Optional[type[Section]] = model
     for i, part in enumerate(parts):
-        found = field_for(current, part) if current is not None else None
-        if found is None:
-            return False
-        current = section_type(found[1])
-        if current is None and i < len(parts) - 1:
+        entry = table.key_in(release, tuple(section) + tuple(parts[:i]), part)
+        if entry is None or entry.get("removed") or (i < len(parts) - 1 and not entry.get("section")):
             return False
     return True
 
@@ -127,14 +105,18 @@ def _history(key: str, path: JsonPath, release: str) -> str:
     return f" (DeepSpeed {table.ranges_text(ranges)} read it; {release} does not)"
 
 
-def _unknown(key: str, path: JsonPath, model: type[Section], root: type[Section]) -> Problem:
+def _unknown(key: str, path: JsonPath, model: type[Section], release: str) -> Problem:
     fails = model.deepspeed_rejects_unknown
     effect = ("`deepspeed.initialize` fails on it (this section forbids extra keys)" if fails
               else "DeepSpeed ignores it silently, so the setting is not applied")
-    effect += _history(key, path, root.release)
+    effect += _history(key, path, release)
+    if not fails:
+        later = table.first_rejecting(path[:-1], key, release)
+        if later:
+            effect += f"; from DeepSpeed {later} on, `deepspeed.initialize` fails on it"
     guess = suggest(key, model)
     hint = ""
-    dotted = _dotted_home(key, model)
+    dotted = _dotted_home(key, path[:-1], release)
     if dotted:
         head, _, rest = key.partition(".")
         return Problem("unknown", path, f"unknown key `{key}` {_in(path[:-1])}: {effect}; DeepSpeed does not "
@@ -147,7 +129,7 @@ def _unknown(key: str, path: JsonPath, model: type[Section], root: type[Section]
                               guess, rename=guess)
             return problem
     else:
-        homes = [h for h in _key_homes(root).get(key, []) if h != where(path[:-1])]
+        homes = [h for h in table.key_homes(release).get(key, []) if h != ".".join(str(p) for p in path[:-1])]
         if homes:
             hint = f"; `{key}` belongs in `{homes[0] or 'the top level'}`"
             guess = f"{homes[0]}.{key}" if homes[0] else key
@@ -157,8 +139,7 @@ def _unknown(key: str, path: JsonPath, model: type[Section], root: type[Section]
     return Problem("unknown", path, f"unknown key `{key}` {_in(path[:-1])}: {effect}{hint}", fails, guess)
 
 
-def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean: dict,
-          root: type[Section]) -> None:
+def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean: dict) -> None:
     for key, value in dict.items(node):
         child = path + (key,)
         found = field_for(model, key)
@@ -166,13 +147,13 @@ def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean
             replaced = knowledge.REPLACED.get((path, key))
             if replaced is not None and field_for(model, replaced) is not None:
                 out.problems.append(Problem("deprecated", child, f"`{where(child)}` is deprecated: use "
-                                            f"`{replaced}` instead (DeepSpeed {root.release} no longer reads "
+                                            f"`{replaced}` instead (DeepSpeed {out.release} no longer reads "
                                             f"`{key}`)", False, replaced))
                 clean.pop(key, None)
                 continue
             if getattr(model, "open_section", False):
                 continue
-            out.problems.append(_unknown(key, child, model, root))
+            out.problems.append(_unknown(key, child, model, out.release))
             clean.pop(key, None)
             continue
         name, info = found
@@ -190,7 +171,7 @@ def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean
                                         f"`{extra['new_param']}` instead", False, extra["new_param"]))
         sub = section_type(info)
         if sub is not None and isinstance(value, dict) and isinstance(clean.get(key), dict):
-            _walk(value, sub, child, out, clean[key], root)
+            _walk(value, sub, child, out, clean[key])
 
 
 def _is_unknown(value: Any) -> bool:
@@ -248,7 +229,7 @@ def analyse(data: dict, partial: bool = False, version: Optional[str] = None) ->
     unknown values are left out of the validation and a value error is kept only where everything it
     depends on is known; the whole dict is DeepSpeed's (no embedded-framework heuristic)."""
     release = table.release_for(version)
-    root = table.root_model(release)
+    root = table.root_model(release, table.dict_paths(data))
     out = Analysis(release=release, version=version)
     clean = _strip_auto(data, (), out)
     zero = data.get("zero_optimization")
@@ -258,7 +239,7 @@ def analyse(data: dict, partial: bool = False, version: Optional[str] = None) ->
                                     '`"zero_optimization": {"stage": N}` instead', False,
                                     "zero_optimization.stage"))
         clean.pop("zero_optimization")
-    _walk(data, root, (), out, clean, root)
+    _walk(data, root, (), out, clean)
     _drop_foreign_keys(data, out, embedded_ok=not partial)
     try:
         root.model_validate(clean)

@@ -109,6 +109,42 @@ def reads(release: str, path: tuple) -> bool:
     return True
 
 
+@lru_cache(maxsize=None)
+def key_homes(release: str) -> dict[str, list[str]]:
+    """key → the sections (dotted paths) of `release` where it is read; to say where a misplaced key belongs."""
+    homes: dict[str, list[str]] = {}
+    for path, sec in sections_at(release).items():
+        for key, entry in sec["keys"].items():
+            if entry.get("removed"):
+                continue
+            for name in dict.fromkeys((key, entry.get("field") or key)):
+                homes.setdefault(name, []).append(path)
+    return homes
+
+
+def key_in(release: str, section: tuple, key: str) -> Optional[dict]:
+    """The table's entry of `key` (its JSON key or field name) in the section at `section`, if read there."""
+    sec = sections_at(release).get(".".join(str(p) for p in section))
+    if sec is None:
+        return None
+    entry = sec["keys"].get(key)
+    if entry is None:
+        entry = next((e for e in sec["keys"].values() if e.get("field") == key), None)
+    return entry
+
+
+def first_rejecting(section: tuple, key: str, release: str) -> Optional[str]:
+    """The first release after `release` whose section at `section` rejects `key` (a DeepSpeed model with
+    extra=forbid that has no such field), if any: where an ignored key starts to fail `deepspeed.initialize`."""
+    path = ".".join(str(p) for p in section)
+    for run in table()["sections"].get(path, []):
+        if vtuple(run["to"]) <= vtuple(release) or not run.get("rejects_unknown"):
+            continue
+        if key not in run["keys"] and not any(e.get("field") == key for e in run["keys"].values()):
+            return run["from"] if vtuple(run["from"]) > vtuple(release) else None
+    return None
+
+
 def ranges_text(ranges: list[tuple[str, str]]) -> str:
     return ", ".join(a if a == b else f"{a}–{b}" for a, b in ranges)
 
@@ -120,9 +156,34 @@ class _Base(Section):
                               arbitrary_types_allowed=True)
 
 
-@lru_cache(maxsize=None)
-def root_model(release: str) -> type[Section]:
-    """The model of the whole config at `release`."""
+def dict_paths(data: Any) -> frozenset:
+    """The dotted paths of the mappings in a config (`""`, `"zero_optimization"`, …): the sections a model
+    has to be built for."""
+    out = {""}
+
+    def visit(node: Any, prefix: str) -> None:
+        for key, value in dict.items(node):
+            if isinstance(value, dict) and isinstance(key, str):
+                path = f"{prefix}.{key}" if prefix else key
+                out.add(path)
+                visit(value, path)
+
+    if isinstance(data, dict):
+        visit(data, "")
+    return frozenset(out)
+
+
+def root_model(release: str, wanted: Optional[frozenset] = None) -> type[Section]:
+    """The model of the whole config at `release`. `wanted`: the dotted paths of the sections to build models
+    for (`dict_paths(data)`: a section the config does not hold needs no validation; its key is still a field);
+    None: every section."""
+    if wanted is not None:
+        wanted = frozenset(p for p in wanted if p in sections_at(release))
+    return _root_model(release, wanted)
+
+
+@lru_cache(maxsize=256)
+def _root_model(release: str, wanted: Optional[frozenset]) -> type[Section]:
     secs = sections_at(release)
     major = pydantic_major(release)
     built: dict[str, type[Section]] = {}
@@ -132,14 +193,23 @@ def root_model(release: str) -> type[Section]:
             return built[path]
         sec = secs.get(path, {"keys": {}, "rejects_unknown": False})
         parts = tuple(path.split(".")) if path else ()
+        subs = {}
+        for key, entry in sec["keys"].items():
+            child = f"{path}.{key}" if path else key
+            if entry.get("section") and child not in _open_paths(secs) and (wanted is None or child in wanted):
+                subs[key] = build(child)
+        # the same section schema over the same sub-models is the same class, whatever the release or subset
+        memo = (path, major, json.dumps({k: v for k, v in sec.items() if k not in ("from", "to")}, sort_keys=True),
+                tuple(sorted((k, id(m)) for k, m in subs.items())))
+        if memo in _MODELS:
+            built[path] = _MODELS[memo]
+            return built[path]
         fields: dict[str, Any] = {}
         for key, entry in sec["keys"].items():
             name = entry.get("field") or key
             if not name.isidentifier() or name.startswith("_") or name in fields:
                 name = f"k_{len(fields)}"
-            sub = None
-            if entry.get("section") and not (f"{path}.{key}" if path else key) in _open_paths(secs):
-                sub = build(f"{path}.{key}" if path else key)
+            sub = subs.get(key)
             annotation = _annotation(entry, sub, major, parts + (key,), sec.get("model") is not None)
             kwargs: dict[str, Any] = {"alias": key} if key != name else {}
             for bound in ("ge", "gt", "le", "lt"):
@@ -163,11 +233,13 @@ def root_model(release: str) -> type[Section]:
         model.where = path
         model.open_section = bool(sec.get("open"))
         model.model_name = sec.get("model")
-        model.release = release
-        built[path] = model
+        built[path] = _MODELS[memo] = model
         return model
 
     return build("")
+
+
+_MODELS: dict = {}      # (path, pydantic major, section schema, sub-models) -> model class
 
 
 def _open_paths(secs: dict) -> set:

@@ -236,7 +236,7 @@ class UnknownConfigKey(ConfigRule):
     Keys are those of the DeepSpeed release the project uses (`--deepspeed-version`, a pin, the installed
     DeepSpeed): the nearest release at or below it in dslint's table, generated from DeepSpeed's own sources for
     every release from 0.10.0 on (the newest when the version is unknown). Whether a section forbids extra keys
-    is that release's too (`fp16` is read with `dict.get` before 0.18, a pydantic model after), and a key other
+    is that release's too (`fp16` is read with `dict.get` before 0.17.1, a pydantic model from then on), and a key other
     releases read says which (`compile.backend`: 0.13.2–0.14.3). Mappings DeepSpeed hands on whole
     (`optimizer.params`, `scheduler.params`, `pipeline`, `expert_parallel`, …) are not checked below their top.
 
