@@ -49,6 +49,31 @@ def test_table_loads_from_an_installed_copy(tmp_path):
     assert int(n) == len(table.releases()) and first == "0.10.0" and newest == table.releases()[-1]
 
 
+def test_table_is_in_the_built_wheel(tmp_path):
+    """The wheel pyproject.toml builds carries schemas.json, and the table loads from the unpacked wheel."""
+    import zipfile
+    import shutil
+    pytest.importorskip("setuptools", reason="building the wheel needs setuptools in this environment")
+    src = tmp_path / "src"            # a copy: the build leaves build/ and *.egg-info beside pyproject.toml
+    shutil.copytree(ROOT / "dslint", src / "dslint", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
+                          "-q", "-w", str(tmp_path / "whl")], capture_output=True, text=True, timeout=280)
+    if out.returncode != 0:
+        pytest.skip(f"pip could not build the wheel here: {out.stderr[-300:]}")
+    [wheel] = (tmp_path / "whl").glob("dslint-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert "dslint/dsconfig/schemas.json" in z.namelist()
+        z.extractall(tmp_path / "site")
+    code = ("import dslint.dsconfig.table as t, sys; assert t.__file__.startswith(sys.argv[1]), t.__file__; "
+            "print(len(t.releases()))")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "site")], cwd=tmp_path, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) == len(table.releases())
+
+
 # ----------------------------------------------------------------------------------------- self-consistency
 
 def test_release_for_picks_the_nearest_release_at_or_below_the_pin():
