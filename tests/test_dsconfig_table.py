@@ -214,6 +214,16 @@ def test_generator_output_is_deterministic(synthetic):
     assert gen_schemas.dumps(again) == gen_schemas.dumps(synthetic)
 
 
+def test_generator_command_writes_and_checks(tmp_path, capsys):
+    out = tmp_path / "schemas.json"
+    trees = ["--tree", f"0.1.0={GEN / 'r1'}", "--tree", f"0.2.0={GEN / 'r2'}"]
+    assert gen_schemas.main(["--repo", "", *trees, "--out", str(out), "--quiet"]) == 0
+    assert json.loads(out.read_text())["versions"] == ["0.1.0", "0.2.0"]
+    assert gen_schemas.main(["--repo", "", *trees, "--out", str(out), "--check", "--quiet"]) == 0
+    out.write_text(out.read_text().replace('"min_loss_scale"', '"max_loss_scale"'))
+    assert gen_schemas.main(["--repo", "", *trees, "--out", str(out), "--check", "--quiet"]) == 1
+
+
 # ------------------------------------------------------------------------ the committed table = the sources
 
 MIRROR = Path(gen_schemas.MIRROR)

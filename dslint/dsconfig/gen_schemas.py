@@ -8,6 +8,13 @@ own sources by static analysis (CPython's `ast`; DeepSpeed's code is never impor
 (the folder holding `deepspeed/`, e.g. site-packages of an installed release the mirror has no tag for).
 `--check`: compare with the committed table instead of writing it (exit 1 when they differ).
 
+The committed table was made with the mirror's tags v0.10.0 … v0.19.5 and the installed 0.19.8 (which the
+mirror has no tag for):
+
+    python -m dslint.dsconfig.gen_schemas --tree 0.19.8=.venv/lib/python3.11/site-packages
+
+A release between two of the table's (0.19.6, 0.19.7) is judged at the older one (`table.release_for`).
+
 What is extracted, per release:
 - pydantic sections: every subclass of `DeepSpeedConfigModel` with its fields (annotation → a small type
   grammar, default, alias, numeric bounds, deprecation `json_schema_extra={"deprecated": True, "new_param": …}`
