@@ -98,11 +98,11 @@ def _dotted_home(key: str, section: JsonPath, release: str) -> bool:
 
 
 def _history(key: str, path: JsonPath, release: str) -> str:
-    """`(read by DeepSpeed 0.14.0–0.16.9, not by 0.19.8)` for a key another release of the table reads."""
+    """`; DeepSpeed 0.13.2–0.14.3 read it, 0.19.5 does not` for a key other releases of the table read."""
     ranges = table.key_history(path[:-1], key)
     if not ranges:
         return ""
-    return f" (DeepSpeed {table.ranges_text(ranges)} read it; {release} does not)"
+    return f"; DeepSpeed {table.ranges_text(ranges)} read it, {release} does not"
 
 
 def _unknown(key: str, path: JsonPath, model: type[Section], release: str) -> Problem:
