@@ -290,6 +290,14 @@ def test_an_ignored_key_says_from_which_release_it_fails():
     assert p.deepspeed_fails and "from DeepSpeed" not in p.message
 
 
+def test_a_section_given_as_a_scalar_is_invalid_whether_or_not_its_model_is_built():
+    # the models are built only for the sections a config holds as mappings; a scalar there fails DeepSpeed
+    # (`param_dict[OPTIMIZER][TYPE]`, `DeepSpeedFP16Config(**True)`) in every release
+    for release in ("0.10.0", "0.19.8"):
+        got = {p.path for p in analyse({"optimizer": "adam", "fp16": True}, version=release).of("invalid")}
+        assert got == {("optimizer",), ("fp16",)}, release
+
+
 def test_pydantic_1_releases_are_lax_where_pydantic_1_was():
     # pydantic 1 truncated a float for an int field and turned a number into a str
     cfg = {"zero_optimization": {"stage": 2, "reduce_bucket_size": 5.5e8 + 0.5}}

@@ -252,6 +252,9 @@ _INT_ENUMS: dict = {}
 def _annotation(entry: dict, sub: Optional[type], major: int, path: tuple, validated: bool) -> Any:
     if entry.get("removed"):
         return Any
+    if entry.get("section") and sub is None:
+        # a section the config does not hold as a mapping (or one handed on whole): DeepSpeed reads it as one
+        return Optional[dict]
     t = entry.get("type", "any")
     if t == "read":
         known = knowledge.read_type(path)
