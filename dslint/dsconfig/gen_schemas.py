@@ -1085,8 +1085,8 @@ class Frame:
         defaults = fn.args.defaults
         for name, d in zip(params[len(params) - len(defaults):], defaults):
             if name not in args:
-                args[name] = self.i.project.const(module, d) is not UNKNOWN and frozenset(
-                    {ConstV(self.i.project.const(module, d))}) or EMPTY
+                value = self.i.project.const(module, d)
+                args[name] = frozenset({ConstV(value)}) if value is not UNKNOWN else EMPTY
         return self.i.call(module, fn, args, cls)
 
 
@@ -1146,8 +1146,7 @@ def analyse_release(tree) -> dict:
         raise SystemExit("no deepspeed/runtime/config.py in this tree")
     ref = project.lookup(config, "DeepSpeedConfig")
     init = _method(project, ref, "__init__")
-    frame_args = {}
-    interp.call(init[0], init[1], {"self": frozenset({ObjV(model_id(ref))}), **frame_args}, cls=init[2])
+    interp.call(init[0], init[1], {"self": frozenset({ObjV(model_id(ref))})}, cls=init[2])
     # methods DeepSpeedConfig's own __init__ reaches only through paths the analysis does not take
     for stmt in ref.node.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "_initialize_params":
