@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 DS_CONFIG_DOCS = "DeepSpeed config reference: https://www.deepspeed.ai/docs/config-json/"
 
 
-def analyse(data, partial: bool = False) -> "Analysis":
+def analyse(data, partial: bool = False, version: Optional[str] = None) -> "Analysis":
     from dslint.dsconfig.check import analyse as run     # pydantic: imported once a config is checked
-    return run(data, partial)
+    return run(data, partial, version)
 
 
 def is_inference_config(data) -> bool:
@@ -39,11 +39,12 @@ def where(path) -> str:
     return ".".join(str(p) for p in path) if path else "the top level"
 
 
-def analysis_of(src) -> "Analysis":
-    cached = src.__dict__.get("_dslint_dsconfig")
-    if cached is None:
-        cached = src.__dict__["_dslint_dsconfig"] = analyse(src.data)
-    return cached
+def analysis_of(src, version: Optional[str] = None) -> "Analysis":
+    """The analysis of a JSON config at the DeepSpeed `version` the project uses, memoised per version."""
+    cached = src.__dict__.setdefault("_dslint_dsconfig", {})
+    if version not in cached:
+        cached[version] = analyse(src.data, version=version)
+    return cached[version]
 
 
 # words one of which a Python file holding (part of) a DeepSpeed config dict contains
@@ -60,20 +61,33 @@ class Subject:
         self.data = pyconfig.data if pyconfig is not None else ctx.source.data
 
     @property
+    def version(self) -> Optional[str]:
+        """The DeepSpeed version the project uses (pin, option or installed): the release the table judges at."""
+        return self.ctx.program.deepspeed_version
+
+    @property
     def analysis(self) -> "Analysis":
+        version = self.version
         if self.py is None:
-            return analysis_of(self.ctx.source)
+            return analysis_of(self.ctx.source, version)
         cached = getattr(self.data, "_dslint_analysis", None)
-        if cached is None:
-            cached = self.data._dslint_analysis = analyse(self.data, partial=True)
+        if cached is None or cached.version != version:
+            cached = self.data._dslint_analysis = analyse(self.data, partial=True, version=version)
         return cached
 
     def semantic(self, fn, *args):
-        """fn(data, *args)'s findings; none of them when it read an unknown value of a Python-built config."""
+        """fn(data, *args)'s findings; none of them when it read an unknown value of a Python-built config, nor
+        one about a key the project's DeepSpeed release does not read (DSL401/403 report that key)."""
         if self.py is None:
-            return fn(self.data, *args)
-        found, known = Program.reading_known(fn, self.data, *args)
-        return found if known else []
+            found = fn(self.data, *args)
+        else:
+            found, known = Program.reading_known(fn, self.data, *args)
+            found = found if known else []
+        if not found:
+            return found
+        from dslint.dsconfig.table import reads
+        release = self.analysis.release
+        return [f for f in found if reads(release, f.path)]
 
     @property
     def world_size(self):
@@ -252,9 +266,12 @@ class UnknownConfigKey(ConfigRule):
     `bf16`, `comms_logger`, monitors, `compile`, `tensor_parallel`, …) forbid extra keys: `deepspeed.initialize`
     fails on every rank after the job waited in the queue. The message says which of the two happens.
 
-    Keys are those of DeepSpeed 0.19.8 (checked against the installed DeepSpeed by a test). Free-form
-    mappings (`optimizer.params`, `scheduler.params`, `checkpoint`, `pipeline`, `data_efficiency`,
-    `autotuning`, `expert_parallel`, `weight_quantization`) are not checked below their top.
+    Keys are those of the DeepSpeed release the project uses (`--deepspeed-version`, a pin, the installed
+    DeepSpeed): the nearest release at or below it in dslint's table, generated from DeepSpeed's own sources for
+    every release from 0.10.0 on (the newest when the version is unknown). Whether a section forbids extra keys
+    is that release's too (`fp16` is read with `dict.get` before 0.17.1, a pydantic model from then on), and a key other
+    releases read says which (`compile.backend`: 0.13.2–0.14.3). Mappings DeepSpeed hands on whole
+    (`optimizer.params`, `scheduler.params`, `pipeline`, `expert_parallel`, …) are not checked below their top.
 
     Like every DSL4xx rule it also checks configs built in Python and handed to `deepspeed.initialize`,
     `init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig` or `DeepSpeedPlugin(hf_ds_config=...)`:
@@ -272,7 +289,7 @@ class UnknownConfigKey(ConfigRule):
     fix_advice = "Rename the key to the suggested one (or move it to the section it belongs to); delete it otherwise."
     autofix = 'a did-you-mean rename when it is the only candidate (a case-only difference or the one close key) and the object does not have that key yet: safe where `deepspeed.initialize` rejects the key, unsafe where DeepSpeed ignored it (the setting starts to apply). A key that resembles no DeepSpeed key is deleted: unsafe where initialize rejects it, display where DeepSpeed ignores it (other code may read it). JSON and dict literals built in Python.'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/config.py", "deepspeed/runtime/zero/config.py")
-    versions = "Keys as of DeepSpeed 0.19.8."
+    versions = "Keys of the release the project uses (table generated from DeepSpeed 0.10.0 to 0.19.8)."
     suppress_when = "Never for a misspelling; a private annotation key (e.g. `_comment`) at a dict.get level is harmless."
     VALID = (
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 8,\n'
@@ -364,7 +381,7 @@ class DeprecatedConfigKey(ConfigRule):
     fix_advice = "Use the replacement key named in the message."
     autofix = 'safe where DeepSpeed maps the key one to one: `bfloat16` → `bf16`, `stage3_gather_fp16_weights_on_model_save` → `stage3_gather_16bit_weights_on_model_save`, `cpu_offload: true/false` → `offload_optimizer: {"device": "cpu"/"none"}` (likewise `cpu_offload_param` → `offload_param`); unsafe for `aio.thread_count` → `intra_op_parallelism` (no longer read at all).'
     references = ("deepspeed/runtime/zero/config.py (json_schema_extra deprecated)", DS_CONFIG_DOCS)
-    versions = "Deprecations as of DeepSpeed 0.19.8."
+    versions = "Deprecations of the release the project uses (table generated from DeepSpeed 0.10.0 to 0.19.8)."
     suppress_when = "When the config must also run on a DeepSpeed old enough not to know the replacement."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 2, '
                      '"offload_optimizer": {"device": "cpu"}}\n}\n', filename="ds_config.json"),)
@@ -447,9 +464,10 @@ class RemovedConfigKey(ConfigRule):
     `quantize_training`, `eigenvalue`, `sparse_gradients`, `nebula`, `graph_harvesting`,
     `zero_optimization.mics_*`, `zero_optimization.zeropp_loco_param`.
 
-    **Why it matters**: DeepSpeed 0.19.8 raises `DeepSpeedConfigError` on them at `initialize`; older
-    releases honour them. Reported as an error when the project's DeepSpeed version is ≥ 0.19.8, a warning
-    when it is unknown or older 0.19.x, nothing before 0.19.
+    **Why it matters**: DeepSpeed 0.19.8 raises `DeepSpeedConfigError` on them at `initialize`
+    (`_REMOVED_TOP_LEVEL_CONFIG_KEYS`, `_REMOVED_ZERO_CONFIG_KEYS`, read into dslint's generated table); older
+    releases honour them. Reported when the release the project uses lists the key as removed: an error
+    when the version is known, a warning when it is not (judged at the newest release).
     """
 
     code = "DSL403"
@@ -460,7 +478,7 @@ class RemovedConfigKey(ConfigRule):
     fix_advice = "Delete the block, or use the replacement the message names."
     autofix = 'unsafe (DeepSpeed ≥ 0.19.8, where initialize raises): delete the block; display on older or unknown versions.'
     references = ("DeepSpeed #8489", "deepspeed/runtime/config.py _reject_removed_config_keys")
-    versions = "Rejected by DeepSpeed 0.19.8; accepted by releases before 0.19."
+    versions = "Rejected from DeepSpeed 0.19.8 on (the generated table); accepted by earlier releases."
     suppress_when = "When the config only runs with a DeepSpeed release that still has the feature."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true}\n}\n',
                      filename="ds_config.json"),)
@@ -469,10 +487,9 @@ class RemovedConfigKey(ConfigRule):
                        fixed='{\n  "train_micro_batch_size_per_gpu": 1\n}\n'),)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        version = Program.version(subject.ctx.program.deepspeed_version)
-        if version is not None and version < (0, 19):
-            return
-        sev = Severity.ERROR if version is not None and version >= (0, 19, 8) else Severity.WARNING
+        # the table lists a removal only at the releases that reject the key; an unknown version is judged at
+        # the newest release, so the finding is then a warning
+        sev = Severity.ERROR if subject.version is not None else Severity.WARNING
         for p in subject.analysis.of("removed"):
             change = Change(f"Delete `{where(p.path)}` (the feature is gone from DeepSpeed).",
                             "unsafe" if sev is Severity.ERROR else "display", delete=True)
@@ -529,7 +546,8 @@ class InvalidConfigValue(ConfigRule):
     fix_advice = "Use a value of the type and range the message names."
     autofix = 'unsafe, where one value is implied: a wrong-case choice (`"CPU"` → `"cpu"`).'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/zero/config.py", "deepspeed/runtime/precision_config.py")
-    versions = "Types and bounds as of DeepSpeed 0.19.8."
+    versions = ("Types and bounds of the release the project uses (table generated from DeepSpeed 0.10.0 to "
+                "0.19.8; pydantic 1's coercions before 0.15).")
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 3}\n}\n',
                      filename="ds_config.json"),
              """
