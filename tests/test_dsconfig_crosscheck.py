@@ -26,6 +26,7 @@ from deepspeed.runtime.zero.offload_config import (DeepSpeedZeroOffloadOptimizer
                                                    DeepSpeedZeroOffloadParamConfig)
 from deepspeed.utils.config import DeepSpeedThroughputTimerConfig  # noqa: E402
 
+from dslint.program.json_kinds import deepspeed_only_keys, training_argument_keys
 from dslint.dsconfig import table  # noqa: E402
 from dslint.dsconfig.base import extra_of, field_for, keys_of, section_type  # noqa: E402
 from dslint.dsconfig.check import analyse as _analyse  # noqa: E402
@@ -261,6 +262,8 @@ def test_clean_fixtures_are_accepted_by_deepspeed(path):
             return {k: without_auto(v) for k, v in node.items() if v != "auto"}
         return node
     data = without_auto(json.loads(path.read_text()))
+    if training_argument_keys(data) and not deepspeed_only_keys(data):
+        pytest.skip("an HF arguments file (dslint.program.json_kinds), not a DeepSpeed config")
     if "train_batch_size" not in data:
         data.setdefault("train_micro_batch_size_per_gpu", 1)
     RealDeepSpeedConfig(data)
