@@ -167,8 +167,11 @@ class FlowWalk:
         if isinstance(node, cst.Assign):
             self.expr(node.value, guards)
             origin = self.eval(node.value)
-            if origin is None and isinstance(node.value, cst.Name) and node.value.value in ("None", "True", "False"):
-                origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
+            if origin is None:
+                # `has_images = True`, `stop = text == "exit"` under a per-rank test: after the test, the name holds
+                # this value on the ranks that took the branch and another on the others -- it varies (until a
+                # collective makes it uniform: `broadcast_object_list([text, stop])`, `uniformize`)
+                origin = self._none_under(guards)
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
             self._uniformize(node.value)

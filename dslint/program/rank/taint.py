@@ -71,8 +71,38 @@ class ProjectTaint:
                         hit = taint.eval(node.value, env, info.class_name)
                         if hit is not None:
                             out.setdefault(name, hit)
+                        elif isinstance(node.value, cst.Call):
+                            # `self.state = TrainerState(is_local_process_zero=...)`: only that field varies
+                            for k, o in (taint.object_fields(node.value, env, info.class_name) or {}).items():
+                                out.setdefault(f"{name}.{k}", o)
         self._self_attrs[key] = out
         return out
+
+    def stored_fields(self, src: "PythonSource", cls: str) -> frozenset:
+        """The constructor arguments a checked class keeps as fields of their own name: its annotated class-level
+        names (a dataclass's fields) and the parameters of its `__init__` stored as `self.p = p` (memoised)."""
+        memo = self.__dict__.setdefault("_stored_fields", {})
+        key = (id(src), cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = frozenset()
+        info = src.facts.classes.get(cls)
+        out: set[str] = set()
+        if info is not None:
+            for stmt in info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ():
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    out.update(small.target.value for small in stmt.body
+                               if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
+            init = src.facts.functions.get(f"{cls}.__init__")
+            if init is not None:
+                params = set(init.params[1:])
+                for node in _assignments(init.node.body):
+                    if isinstance(node.value, cst.Name) and node.value.value in params:
+                        out.update(t.target.attr.value for t in node.targets
+                                   if isinstance(t.target, cst.Attribute) and dotted_name(t.target.value) == "self"
+                                   and t.target.attr.value == node.value.value)
+        memo[key] = frozenset(out)
+        return memo[key]
 
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                           cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:

@@ -247,6 +247,18 @@ def partial(origin: Optional[Origin]) -> bool:
 SIZE_ATTRS = {"shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"}
 
 
+# what a tensor IS rather than what it holds: its dtype, number of dimensions, whether it requires a gradient,
+# its device's type (not its index: `cuda:0` vs `cuda:1`). Per-rank data -- a batch, a shard, a sampled output, a
+# value an outside function computed from them or from a rank id -- differs in its values and sizes, never in
+# these; only a value that is itself chosen by a rank test (`x if rank == 0 else None`, kind "rank") may
+_TYPE_ATTRS = {"dtype", "ndim", "requires_grad", "is_cuda", "layout", "is_sparse", "is_floating_point"}
+_TYPE_METHODS = {"dim", "ndimension", "is_floating_point", "is_complex", "element_size"}
+
+
+def _typed(origin: Optional[Origin]) -> Optional[Origin]:
+    return None if origin is not None and origin.kind != "rank" else origin
+
+
 def _sized(origin: Optional[Origin]) -> Optional[Origin]:
     return None if origin is not None and origin.kind == "item" else origin
 
@@ -411,6 +423,9 @@ class RankTaint:
                 if hit is not None:
                     return hit
         attr = e.attr.value
+        if attr in _TYPE_ATTRS or attr == "type" and isinstance(e.value, cst.Attribute) and \
+                e.value.attr.value == "device":
+            return _typed(self.eval(e.value, env, cls))
         if attr in SIZE_ATTRS:
             return _sized(self.eval(e.value, env, cls))
         if attr in RANK_AXES and not attr.startswith(("get_", "is_")):
@@ -514,6 +529,8 @@ class RankTaint:
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
             return Origin("generation", e, self.src, rows=True)
+        if self.object_fields(e, env, cls) is not None:
+            return None                 # `TrainerState(is_local_process_zero=...)`: only that field varies (`bind`)
         # a method of another class's instance on a `self.` field (`self.gen.generate(...)`) is followed for its
         # parameters and its collectives, not for what it returns: its results are mostly dicts of metrics and
         # outputs, whose per-key taint a return summary cannot keep (one rank-varying key would taint them all)
@@ -536,6 +553,10 @@ class RankTaint:
             hit = self.eval(first, env, cls) if first is not None else None
             if hit is not None and hit.batch:
                 return None             # `isinstance(inputs, dict)`, `hasattr(outputs, "loss")`, `inputs.keys()`
+            if hit is not None and last != "keys" and hit.kind != "rank":
+                # `isinstance(result, torch.Tensor)` of this rank's share or of what a function made of it: per-rank
+                # data differs in its values and sizes, not in its type (`_typed`)
+                return None
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
@@ -547,6 +568,8 @@ class RankTaint:
             if hit is None and last == "next" and first is not None:
                 return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
             return _counted(hit) if last == "len" else hit
+        if last in _TYPE_METHODS and isinstance(e.func, cst.Attribute) and not e.args:
+            return _typed(self.eval(e.func.value, env, cls))     # `x.dim()`: its number of dimensions
         if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
             if self.facts.resolve_expr(e.func.value) in _ARRAY_MODULES and e.args:
                 return _sized(self.eval(e.args[0].value, env, cls))     # `torch.numel(x)`: x's size
@@ -584,6 +607,30 @@ class RankTaint:
                 if not partial(out):
                     return out
         return out
+
+    def object_fields(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[dict[str, Origin]]:
+        """`TrainerState(is_local_process_zero=self.is_local_process_zero(), ...)`: a checked class constructed with
+        rank-varying arguments that it only stores, each as the field of its keyword (a dataclass field, or
+        `self.k = k` in its `__init__`): the object itself -- its identity, None-ness, other fields -- is the same
+        on every rank, only those fields vary. The varying fields (keyword → Origin); None when the call is not
+        such a construction (any varying argument positional, or not kept as a field of its own name)."""
+        if not isinstance(e, cst.Call) or not e.args:
+            return None
+        varying: dict[str, Origin] = {}
+        for arg in e.args:
+            hit = self.eval(arg.value, env, cls)
+            if hit is None:
+                continue
+            if arg.keyword is None:
+                return None
+            varying[arg.keyword.value] = hit
+        if not varying:
+            return None
+        found = self.analysis.project.class_for_callee(self.src, self.facts.resolve_expr(e.func))
+        if found is None:
+            return None
+        stored = self.analysis.stored_fields(*found)
+        return varying if all(k in stored for k in varying) else None
 
     def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[Origin]:
         """A batch of the script's own data loader (`for batch in train_dataloader`, `next(self.dataloader)`,
@@ -694,6 +741,11 @@ class RankTaint:
             origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
         if origin is None:
             env.pop(name, None)
+            fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
+            for key in [k for k in env if k.startswith(name + ".")]:
+                del env[key]            # a new object: its fields are its own
+            for k, o in (fields or {}).items():
+                env[f"{name}.{k}"] = o
         else:
             env[name] = origin
 
