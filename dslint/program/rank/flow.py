@@ -14,7 +14,8 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.program.rank.values import TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
+from dslint.program.rank.values import _DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
+from dslint.program.facts import dotted_name
 from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
@@ -167,11 +168,8 @@ class FlowWalk:
         if isinstance(node, cst.Assign):
             self.expr(node.value, guards)
             origin = self.eval(node.value)
-            if origin is None:
-                # `has_images = True`, `stop = text == "exit"` under a per-rank test: after the test, the name holds
-                # this value on the ranks that took the branch and another on the others -- it varies (until a
-                # collective makes it uniform: `broadcast_object_list([text, stop])`, `uniformize`)
-                origin = self._none_under(guards)
+            if origin is None and isinstance(node.value, cst.Name) and node.value.value in ("None", "True", "False"):
+                origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
             self._uniformize(node.value)
@@ -302,6 +300,7 @@ class FlowWalk:
         tests: list[str] = []
         false_before: frozenset = frozenset()        # membership predicates of the earlier tests (false here)
         entered = 0
+        first_varying: Optional[int] = None          # the first link whose test varies
         try:
             for i, link in enumerate(links):
                 self.env = dict(saved) if i else saved
@@ -316,6 +315,7 @@ class FlowWalk:
                 inner = outer + ((guard,) if guard else ())
                 if guard is not None:
                     chain.append((len(outer), guard))
+                    first_varying = i if first_varying is None else first_varying
                 body_guards = inner
                 if i and chain and chain[-1][1].kind == "cond":
                     # an `elif` branch: runs when its test holds and the earlier ones did not
@@ -353,6 +353,8 @@ class FlowWalk:
                 self.negated = negated
             envs.append(self.env)
             self._merge(*envs)
+            if chain:
+                self._join_after(chain[0][1], [*bodies[first_varying:], final])
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
                 orelse = final if i == len(links) - 1 else links[i + 1:]
@@ -361,6 +363,18 @@ class FlowWalk:
         finally:
             for link in reversed(links[:entered]):
                 self.leave_if(link)
+
+    def _join_after(self, guard: Guard, bodies: list) -> None:
+        """After a rank-dependent `if` chain: a name its branches bind holds the value of the branch each rank took
+        (`if rank == 0: stop = text == "exit"; payload = [text, stop]`): it varies, with the test's origin, until
+        a collective makes it uniform (`broadcast_object_list(payload)`, `uniformize`) or it is bound again. Inside
+        the branch the value is the one of the ranks that run it: the branch's own hazards are the test's. Not a
+        move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
+        origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
+        for name in _bound_names(bodies):
+            if name not in self.env:
+                self.env[name] = origin
+                self.ever_bound.setdefault(name, origin)
 
     def match_stmt(self, node: cst.Match, guards: tuple[Guard, ...]) -> list[Guard]:
         """`match subject: case p: …`: a case runs when the subject matches its pattern (and its guard holds) and
@@ -505,6 +519,51 @@ class FlowWalk:
 _LEAF_EXPRESSIONS = frozenset({cst.Lambda, cst.SimpleString, cst.Name, cst.Integer, cst.Float})
 _CONTROL_EXPRESSIONS = frozenset({cst.Await, cst.Call, cst.IfExp, cst.BooleanOperation, cst.ListComp, cst.SetComp,
                                   cst.GeneratorExp, cst.DictComp})
+
+
+def _bound_names(bodies: list) -> list[str]:
+    """The names (and dotted `self.x` targets) the statements of these blocks bind by assignment, nested blocks
+    included (not nested functions and classes), except to a device move of a value (`_placement`)."""
+    out: list[str] = []
+    todo = [stmt for body in bodies for stmt in body]
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and not _placement(small.value):
+                    for t in small.targets:
+                        out.extend(_target_names_of(t.target))
+                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and small.value is not None:
+                    out.extend(_target_names_of(small.target))
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, field, None)
+            if isinstance(block, (cst.Else, cst.Finally)):
+                block = block.body
+            if isinstance(block, cst.If):
+                todo.append(block)
+            elif isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                todo.extend(block.body)
+        for handler in getattr(stmt, "handlers", ()) or ():
+            todo.extend(_body(handler.body))
+    return out
+
+
+def _target_names_of(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _target_names_of(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names_of(target.value)
+    name = dotted_name(target)
+    return [name] if name else []
+
+
+def _placement(value: cst.BaseExpression) -> bool:
+    """`x.to(device)`, `x.cuda()`, `x.cpu()`: a value moved to a device, its structure and contents kept."""
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+        value.func.attr.value in _DEVICE_MOVES
 
 
 def _irrefutable(case: cst.MatchCase) -> bool:
