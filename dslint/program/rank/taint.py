@@ -78,30 +78,36 @@ class ProjectTaint:
         self._self_attrs[key] = out
         return out
 
-    def stored_fields(self, src: "PythonSource", cls: str) -> frozenset:
-        """The constructor arguments a checked class keeps as fields of their own name: its annotated class-level
-        names (a dataclass's fields) and the parameters of its `__init__` stored as `self.p = p` (memoised)."""
+    def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+        """How a checked class keeps its constructor's arguments: parameter → the fields it is stored in unchanged
+        (a dataclass's annotated class-level names, each its own field; `self.attr = param` in `__init__`), and the
+        parameters in positional order (`__init__`'s after `self`, else the dataclass fields). Memoised."""
         memo = self.__dict__.setdefault("_stored_fields", {})
         key = (id(src), cls)
         if key in memo:
             return memo[key]
-        memo[key] = frozenset()
+        memo[key] = ({}, ())
         info = src.facts.classes.get(cls)
-        out: set[str] = set()
+        stored: dict[str, list[str]] = {}
+        order: list[str] = []
         if info is not None:
             for stmt in info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ():
                 if isinstance(stmt, cst.SimpleStatementLine):
-                    out.update(small.target.value for small in stmt.body
-                               if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
-            init = src.facts.functions.get(f"{cls}.__init__")
+                    for small in stmt.body:
+                        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                            stored.setdefault(small.target.value, []).append(small.target.value)
+                            order.append(small.target.value)
+            found = self._method_of(src, cls, "__init__") if src.outline is not None else None
+            init = found[0].facts.functions.get(found[1]) if found is not None else None
             if init is not None:
-                params = set(init.params[1:])
+                params = init.params[1:]
+                order = list(params)
                 for node in _assignments(init.node.body):
                     if isinstance(node.value, cst.Name) and node.value.value in params:
-                        out.update(t.target.attr.value for t in node.targets
-                                   if isinstance(t.target, cst.Attribute) and dotted_name(t.target.value) == "self"
-                                   and t.target.attr.value == node.value.value)
-        memo[key] = frozenset(out)
+                        stored.setdefault(node.value.value, []).extend(
+                            t.target.attr.value for t in node.targets
+                            if isinstance(t.target, cst.Attribute) and dotted_name(t.target.value) == "self")
+        memo[key] = ({k: tuple(v) for k, v in stored.items() if v}, tuple(order))
         return memo[key]
 
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],

@@ -95,7 +95,7 @@ _LOOKUPS = {"getattr", "get", "pop", "next", "deepcopy", "copy"}
 # a mapping's views: as many items as the mapping has keys
 _MAPPING_VIEWS = {"items", "keys", "values"}
 # calls that ask a value's structure (its type, attributes, keys), not its contents
-_STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys"}
+_STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys", "is_tensor", "is_floating_point"}
 # words in a callee's name that say it returns this rank's share of the data
 _SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
 # calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
@@ -482,8 +482,10 @@ class RankTaint:
         if len(e.comparisons) == 1 and isinstance(op, (cst.In, cst.NotIn)):
             left = self.eval(e.left, env, cls)
             container = self.eval(e.comparisons[0].comparator, env, cls)
-            if left is None and container is not None and container.batch:
-                return None             # `"pixel_values" in inputs`: a key of the collated batch
+            if left is None and container is not None and (container.batch or container.kind == "item"):
+                # `"pixel_values" in inputs`: a key of the collated batch; `KEY in state_dicts[rank]`: of this
+                # rank's item of a collection whose items share their structure (their sizes: `_sized`)
+                return None
             hit = join(left, container) if partial(left) else left or container
         else:
             hit = self._any([e.left, *(c.comparator for c in e.comparisons)], env, cls)
@@ -616,21 +618,28 @@ class RankTaint:
         such a construction (any varying argument positional, or not kept as a field of its own name)."""
         if not isinstance(e, cst.Call) or not e.args:
             return None
-        varying: dict[str, Origin] = {}
-        for arg in e.args:
+        varying: list[tuple[object, Origin]] = []      # (keyword or position, origin)
+        for i, arg in enumerate(e.args):
             hit = self.eval(arg.value, env, cls)
             if hit is None:
                 continue
-            if arg.keyword is None:
+            if arg.star:
                 return None
-            varying[arg.keyword.value] = hit
+            varying.append((arg.keyword.value if arg.keyword is not None else i, hit))
         if not varying:
             return None
         found = self.analysis.project.class_for_callee(self.src, self.facts.resolve_expr(e.func))
         if found is None:
             return None
-        stored = self.analysis.stored_fields(*found)
-        return varying if all(k in stored for k in varying) else None
+        stored, order = self.analysis.stored_fields(*found)
+        out: dict[str, Origin] = {}
+        for at, hit in varying:
+            param = order[at] if isinstance(at, int) and at < len(order) else at
+            if not isinstance(param, str) or param not in stored:
+                return None
+            for attr in stored[param]:
+                out[attr] = hit
+        return out
 
     def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[Origin]:
         """A batch of the script's own data loader (`for batch in train_dataloader`, `next(self.dataloader)`,
