@@ -52,17 +52,48 @@ class ProjectTaint:
             self._module_env[key] = walk.ever_bound
         return self._module_env[key]
 
-    def self_attrs(self, src: "PythonSource") -> Env:
-        """`self.X` attributes assigned a rank-varying value in any method of the file."""
+    def self_attrs(self, src: "PythonSource", cls: Optional[str] = None) -> Env:
+        """`self.X` attributes assigned a rank-varying value in a method of the class `cls` or of one of its bases
+        among the checked files (its class family as a method of it sees it: an attribute that only uniform values
+        are assigned to there is uniform, whatever other classes of the file store under the same name); without
+        `cls`, in any method of the file. An object stored with rank-varying fields
+        (`self.state = TrainerState(is_local_process_zero=...)`, `RankTaint.object_fields`) gives `self.state.F`."""
+        if cls is None:
+            return self._file_self_attrs(src)
+        key = (id(src), cls)
+        memo = self.__dict__.setdefault("_family_attrs", {})
+        if key not in memo:
+            memo[key] = {}
+            out: Env = {}
+            for where, owner in (self._class_family(src, cls) if src.outline is not None else ((src, cls),)):
+                for name, origin in self._class_self_attrs(where, owner).items():
+                    out.setdefault(name, origin)
+            memo[key] = out
+        return memo[key]
+
+    def _file_self_attrs(self, src: "PythonSource") -> Env:
         key = id(src)
-        if key in self._self_attrs:
-            return self._self_attrs[key]
-        self._self_attrs[key] = {}
+        if key not in self._self_attrs:
+            self._self_attrs[key] = {}
+            out: Env = {}
+            for qual in src.facts.classes:
+                for name, origin in self._class_self_attrs(src, qual).items():
+                    out.setdefault(name, origin)
+            self._self_attrs[key] = out
+        return self._self_attrs[key]
+
+    def _class_self_attrs(self, src: "PythonSource", cls: str) -> Env:
+        """`self.X` assigned a rank-varying value in the methods of this one class (memoised)."""
+        memo = self.__dict__.setdefault("_class_attrs", {})
+        key = (id(src), cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = {}
         out: Env = {}
         taint = self.taint(src)
         env = self.module_env(src)
         for info in src.facts.functions.values():
-            if info.class_name is None:
+            if info.class_name != cls:
                 continue
             for node in _assignments(info.node.body):
                 for target in node.targets:
@@ -75,7 +106,7 @@ class ProjectTaint:
                             # `self.state = TrainerState(is_local_process_zero=...)`: only that field varies
                             for k, o in (taint.object_fields(node.value, env, info.class_name) or {}).items():
                                 out.setdefault(f"{name}.{k}", o)
-        self._self_attrs[key] = out
+        memo[key] = out
         return out
 
     def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:

@@ -419,7 +419,7 @@ class RankTaint:
             if name in env:
                 return env[name]
             if name.startswith("self.") and cls is not None:
-                hit = self.analysis.self_attrs(self.src).get(name)
+                hit = self.analysis.self_attrs(self.src, cls).get(name)
                 if hit is not None:
                     return hit
         attr = e.attr.value
