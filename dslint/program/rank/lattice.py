@@ -83,11 +83,11 @@ def uniformity(project: "ProjectView", src: "PythonSource", expr: cst.BaseExpres
     """Is `expr` (a libcst expression of `src`) the same on every rank, when evaluated in `scope` (a function's
     qualified name in `src`; None or "<module>": module level)?
 
-    The environment is, unless `env` is given, every name the scope ever binds to a rank-varying value
-    (flow-insensitive over the body: `ProjectTaint.scope_env`), the parameters its callers in the checked files
-    pass rank-varying values (and the batch parameter of an HF Trainer hook), the module's globals and the
-    `self.` attributes of the class family. `env` (name or dotted name → Origin) replaces it: an analysis that
-    walks a body itself passes its own state (seed forward's arguments with `batch_origin`)."""
+    The environment is, unless `env` is given, the one where `expr` is evaluated (`_env_at`: flow-sensitive in
+    statement order, loops joined), seeded with the parameters its callers in the checked files pass
+    rank-varying values (and the batch parameter of an HF Trainer hook) and the module's globals; `self.x`
+    reads the attributes of the class family. `env` (name or dotted name → Origin) replaces it: an analysis
+    that walks a body itself passes its own state (seed forward's arguments with `batch_origin`)."""
     from dslint.program.facts import MODULE_SCOPE
     from dslint.program.rank.taint import ProjectTaint
     analysis = ProjectTaint.of(project)
@@ -96,8 +96,76 @@ def uniformity(project: "ProjectView", src: "PythonSource", expr: cst.BaseExpres
     info = src.facts.functions.get(scope) if scope != MODULE_SCOPE else None
     cls = info.class_name if info is not None else None
     if env is None:
-        env = analysis.scope_env(src, scope) if info is not None else analysis.module_env(src)
+        env = _env_at(analysis, src, scope, info, expr) if info is not None else analysis.module_env(src)
     return classify(taint.eval(expr, env, cls))
+
+
+def _env_at(analysis, src: "PythonSource", scope: str, info, expr: cst.BaseExpression) -> Env:
+    """The names rank-varying where `expr` is evaluated in the function: flow-sensitive in statement order
+    (`flag` after `dist.all_reduce(flag)` is uniform again) outside loops; inside a loop, every name the body
+    ever binds as well (a later statement runs before the next pass). Every name the scope ever binds when `expr`
+    is not found in its body."""
+    memo = analysis.__dict__.setdefault("_lattice_walks", {})
+    key = (id(src), scope)
+    if key not in memo:
+        walk = _statement_walk_class()(analysis.taint(src), scope=scope,
+                              env={**analysis.module_env(src), **analysis.param_taint(src, info)}, cls=info.class_name)
+        walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
+        memo[key] = walk
+    walk = memo[key]
+    stmt = _innermost_statement(info.node.body, expr)
+    snap = walk.before.get(id(stmt)) if stmt is not None else None
+    if snap is None:
+        return walk.ever_bound
+    env, in_loop = snap
+    return {**walk.ever_bound, **env} if in_loop else env
+
+
+def _statement_walk_class():
+    from dslint.program.rank.flow import FlowWalk
+
+    class StatementWalk(FlowWalk):
+        """The base walk, keeping the environment before each statement (and whether it sits in a loop)."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.before: dict[int, tuple[Env, bool]] = {}
+
+        def stmt(self, node, guards):
+            self.before.setdefault(id(node), (dict(self.env), bool(self.loop_depth)))
+            return super().stmt(node, guards)
+
+        def small(self, node, guards):
+            self.before.setdefault(id(node), (dict(self.env), bool(self.loop_depth)))
+            return super().small(node, guards)
+
+    return StatementWalk
+
+
+def _innermost_statement(body: cst.CSTNode, expr: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The innermost statement (small statements included) of `body` whose subtree holds `expr`."""
+    found: list = []
+
+    class _Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.stack: list = []
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if found:
+                return False
+            if node is expr:
+                found.append(next((n for n in reversed(self.stack)), None))
+                return False
+            if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.SimpleStatementLine)):
+                self.stack.append(node)
+            return True
+
+        def on_leave(self, node: cst.CSTNode) -> None:
+            if self.stack and self.stack[-1] is node:
+                self.stack.pop()
+
+    body.visit(_Find())
+    return found[0] if found else None
 
 
 def batch_origin(node: cst.CSTNode, src: "PythonSource", via: str) -> Origin:
