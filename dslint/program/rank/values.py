@@ -11,7 +11,10 @@ gather/reduce) are uniform again, and so are values that only place work on a de
 is the same on every rank).
 
 The evaluation is flow-sensitive inside a function body (see `FlowWalk`) and flow-insensitive for module
-globals and `self.` attributes, which functions see whenever they run.
+globals and `self.` attributes, which functions see whenever they run. What a tensor is (`isinstance`, `.dtype`,
+`.dim()`, `.device.type`) stays uniform for per-rank data; an object of a checked class that only stores varying
+arguments varies in those fields only (`object_fields`). The rules read these answers through the lattice,
+`dslint.program.rank.lattice` (None here = Uniform there).
 """
 
 from __future__ import annotations
