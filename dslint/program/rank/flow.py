@@ -83,6 +83,16 @@ class FlowWalk:
         """A value used as a test (`if x:`, `while x`, `x and …`): the truth of a collated batch or of a field
         read from it (`if not local_counts:` for a list built over its rows) is its emptiness or presence, the
         collator's and the same on every rank; tests of its values (`.sum()`, comparisons) vary."""
+        if isinstance(e, cst.BooleanOperation):
+            # `has_labels or loss_without_labels`: each operand is itself a test (a batch field's truth is the
+            # collator's), and the whole varies when one of them does
+            left = self.eval_test(e.left)
+            if left is not None and left.axes is None:
+                return left
+            return join(left, self.eval_test(e.right), isinstance(e.operator, cst.Or))
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            inner = self.eval_test(e.expression)
+            return replace(inner, member=None) if inner is not None and inner.member else inner
         origin = self.eval(e)
         if origin is not None and origin.batch and isinstance(e, (cst.Name, cst.Attribute, cst.Subscript)):
             return None

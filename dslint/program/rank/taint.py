@@ -141,6 +141,53 @@ class ProjectTaint:
         memo[key] = ({k: tuple(v) for k, v in stored.items() if v}, tuple(order))
         return memo[key]
 
+    def plain_field_of(self, src: "PythonSource", receiver: cst.BaseExpression, attr: str, cls: Optional[str]
+                       ) -> tuple[bool, Optional[Origin]]:
+        """Is `receiver.attr` a plain data field of the object -- `receiver` a `self.` field (or a local name) that
+        the code binds to a constructor of a checked class (the outline's `fields`/`instances`), a class that
+        declares `attr` (a class-level annotation, a `self.attr = ...` in a method of its family)? Then the value
+        is that object's, whatever a rank-flag property of another class spelled `attr` means."""
+        name = dotted_name(receiver)
+        if name is None or src.outline is None:
+            return False, None
+        ctors: list[tuple["PythonSource", str]] = []
+        if name.startswith("self.") and name.count(".") == 1 and cls is not None:
+            for where, owner in self._class_family(src, cls):
+                ctors.extend((where, c) for c in where.outline.fields.get(f"{owner}.{name[5:]}", ()))
+        for where, ctor in ctors:
+            found = self.project.class_for_callee(where, ctor)
+            if found is None and ctor in where.outline.classes:
+                found = (where, ctor)
+            if found is not None and attr in self.declared_fields(*found):
+                # the field's value: what the class's own methods assign to it (`self.local_rank = args.local_rank`)
+                return True, self.self_attrs(*found).get(f"self.{attr}")
+        return False, None
+
+    def declared_fields(self, src: "PythonSource", cls: str) -> frozenset:
+        """The fields a checked class's objects hold: class-level annotated names and `self.X = ...` targets in the
+        methods of the class and its bases (memoised)."""
+        memo = self.__dict__.setdefault("_declared_fields", {})
+        key = (id(src), cls)
+        if key not in memo:
+            memo[key] = frozenset()
+            out: set[str] = set()
+            for where, owner in self._class_family(src, cls):
+                info = where.facts.classes.get(owner)
+                if info is None:
+                    continue
+                for stmt in info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ():
+                    if isinstance(stmt, cst.SimpleStatementLine):
+                        out.update(small.target.value for small in stmt.body
+                                   if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
+                for fn in where.facts.functions.values():
+                    if fn.class_name != owner:
+                        continue
+                    for node in _assignments(fn.node.body):
+                        out.update(t.target.attr.value for t in node.targets
+                                   if isinstance(t.target, cst.Attribute) and dotted_name(t.target.value) == "self")
+            memo[key] = frozenset(out)
+        return memo[key]
+
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                           cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:
         """The checked function a call runs: `helper()`, `utils.helper()`, `self.method()`."""

@@ -433,6 +433,13 @@ class RankTaint:
             return _sized(self.eval(e.value, env, cls))
         if attr in RANK_AXES and not attr.startswith(("get_", "is_")):
             return Origin("rank", e, self.src, axes=RANK_AXES[attr])
+        if attr in RANK_ATTRS or attr == "rank":
+            declared, field = self.analysis.plain_field_of(self.src, e.value, attr, cls)
+            if declared:
+                # `self.control.should_save` of a `TrainerControl()`: a field its class declares and the code
+                # sets (varying only if the class's methods set it from a rank value), not the rank flag of HF
+                # TrainingArguments that the name also spells
+                return field
         if attr in RANK_ATTRS:
             return Origin("rank", e, self.src)
         if attr == "rank" and not any(w in (name or "").lower() for w in _NOT_PROCESS_RANK):
