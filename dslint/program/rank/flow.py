@@ -567,7 +567,9 @@ def _target_names_of(target: cst.BaseExpression) -> list[str]:
     if isinstance(target, cst.StarredElement):
         return _target_names_of(target.value)
     name = dotted_name(target)
-    return [name] if name else []
+    # a local name or a field of this object; not a field of another object (`args.hf_entity = ...` on the main
+    # process: hub metadata on a shared namespace, which the code reads as that field, not as the namespace)
+    return [name] if name and (name.count(".") == 0 or name.startswith("self.") and name.count(".") == 1) else []
 
 
 def _placement(value: cst.BaseExpression) -> bool:
