@@ -624,7 +624,8 @@ class RankTaint:
         """`TrainerState(is_local_process_zero=self.is_local_process_zero(), ...)`: a checked class constructed with
         rank-varying arguments that it only stores, each as the field of its keyword (a dataclass field, or
         `self.k = k` in its `__init__`): the object itself -- its identity, None-ness, other fields -- is the same
-        on every rank, only those fields vary. The varying fields (keyword → Origin); None when the call is not
+        on every rank, only those fields vary. Rank ids and values computed from them only: an object holding
+        per-rank data is that data (its fields are read as the data's). The varying fields (keyword → Origin); None when the call is not
         such a construction (any varying argument positional, or not kept as a field of its own name)."""
         if not isinstance(e, cst.Call) or not e.args:
             return None
@@ -633,7 +634,9 @@ class RankTaint:
             hit = self.eval(arg.value, env, cls)
             if hit is None:
                 continue
-            if arg.star:
+            if arg.star or hit.kind in _DATA_KINDS:
+                # per-rank data kept on an object (`DistillationLogits(loss_mask=...)`) stays the data it holds:
+                # the object is this rank's data, whose structure `Origin.batch`/sizes already tell apart
                 return None
             varying.append((arg.keyword.value if arg.keyword is not None else i, hit))
         if not varying:
