@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 import libcst as cst
 
 from dslint.program.collective_sites import CollectiveSites, Site
+from dslint.program.process_groups import uniform_over
 from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.rank.values import RANK_ENV_KEYS
 from dslint.program.statements import code_of, sub_expressions
@@ -315,7 +316,7 @@ class SequenceBuilder:
         if kind in (cst.For, cst.While):
             head = self.expr(node.iter if kind is cst.For else node.test)
             body, _ = self.block(_body(node.body))
-            items = head + ((("loop", id(node), body),) if body else ())
+            items = head + ((("loop", "", body),) if body else ())
             if node.orelse is not None:
                 more, status = self.block(_body(node.orelse.body))
                 return [(items + more, status)], None
@@ -411,7 +412,7 @@ class SequenceBuilder:
         if varying:
             raise _Unknown()            # rank-dependent sides that differ: the presence rule reports them
         alts = [(head + a[0], a[1]), (head + b[0], b[1])]
-        return alts, id(node.test)
+        return alts, code_of(node.test, 200)
 
     # --- with ---------------------------------------------------------------------------------------------
     def with_stmt(self, node: cst.With) -> tuple[tuple, object]:
@@ -449,6 +450,8 @@ class SequenceBuilder:
         if kind is cst.Call:
             out = self.expr_args(e)
             return out + self.call(e)
+        if kind is cst.Await and type(e.expression) is cst.Call:
+            return self.expr_args(e.expression)     # an asyncio engine's request (`FlowWalk.expr`): no site
         if kind is cst.IfExp:
             head = self.expr(e.test)
             a, b = self.expr(e.body), self.expr(e.orelse)
@@ -459,7 +462,7 @@ class SequenceBuilder:
                 return head + (a if value else b)
             if varying:
                 raise _Unknown()
-            return head + (_choice(id(e.test), [a, b]),)
+            return head + (_choice(code_of(e.test, 200), [a, b]),)
         if kind is cst.BooleanOperation:
             head = self.expr(e.left)
             right = self.expr(e.right)
@@ -471,7 +474,7 @@ class SequenceBuilder:
                 return head + (right if runs else ())
             if varying:
                 raise _Unknown()
-            return head + (_choice(id(e.left), [right, ()]),)
+            return head + (_choice(code_of(e.left, 200), [right, ()]),)
         if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
             head = self.expr(e.for_in.iter)
             inner: tuple = ()
@@ -482,7 +485,7 @@ class SequenceBuilder:
             while comp is not None:
                 inner += self.expr(comp.iter)
                 comp = comp.inner_for_in
-            return head + ((("loop", id(e), inner),) if inner else ())
+            return head + ((("loop", "", inner),) if inner else ())
         out: tuple = ()
         for child in sub_expressions(e):
             out += self.expr(child)
@@ -579,7 +582,10 @@ class SequenceAnalysis:
     def token(self, site: Site) -> tuple[str, tuple]:
         func = site.call.func
         last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-        op = last if site.kind == "explicit" else f"{site.kind}:{last}"
+        # explicit collectives by op; engine/trainer/accelerate calls by method; a forward or a generation of any
+        # model alike (which model runs is not compared: `actor(x)` on one side, `critic(x)` on the other agree)
+        op = last if site.kind == "explicit" else site.kind if site.kind in ("forward", "generate") else \
+            f"{site.kind}:{last}"
         group = self.sites.group_of(site)
         return op, (group.axes, group.family, group.ranks)
 
@@ -733,7 +739,10 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
         return
     analysis = walk.analysis.sequences
     scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts))
-    trees = _trees_per_rank(analysis, scope, body)
+    try:
+        trees = _trees_per_rank(analysis, scope, body)
+    except RecursionError:
+        return
     if trees is not None and all(t == trees[0][1] for _, t in trees):
         for key, _ in tested:
             del walk.found[key]
@@ -762,6 +771,22 @@ def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[
             return out
         consts = more
     return out
+
+
+def _alike(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(_alike_item(x, y) for x, y in zip(a, b))
+
+
+def _alike_item(x, y) -> bool:
+    """Equal, except that a group a helper is handed (`group=group` of a parameter) matches any group: the
+    caller may hand it the very group the other side names."""
+    if isinstance(x, Token) and isinstance(y, Token):
+        return x.op == y.op and (x.group == y.group or "handed-in" in (x.group[1], y.group[1]))
+    if isinstance(x, tuple) and isinstance(y, tuple) and x and y and x[0] == y[0] == "choice":
+        return x[1] == y[1] and len(x[2]) == len(y[2]) and all(_alike(p, q) for p, q in zip(x[2], y[2]))
+    if isinstance(x, tuple) and isinstance(y, tuple) and x and y and x[0] == y[0] == "loop":
+        return _alike(x[2], y[2])
+    return x == y
 
 
 def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, hazard_cls) -> None:
@@ -797,14 +822,15 @@ def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, 
         if status != "next":
             return                      # an exit on one side: DSL103's part
         sides[i] = flatten(items)
-    if len(sides) < 2 or all(s == next(iter(sides.values())) for s in sides.values()):
-        return
     seqs = list(sides.values())
+    if len(sides) < 2 or all(_alike(s, seqs[0]) for s in seqs):
+        return
     prefix = 0
-    while all(len(s) > prefix for s in seqs) and all(s[prefix] == seqs[0][prefix] for s in seqs):
+    while all(len(s) > prefix for s in seqs) and all(_alike_item(s[prefix], seqs[0][prefix]) for s in seqs):
         prefix += 1
     suffix = 0
-    while all(len(s) > prefix + suffix for s in seqs) and all(s[-1 - suffix] == seqs[0][-1 - suffix] for s in seqs):
+    while all(len(s) > prefix + suffix for s in seqs) and all(
+            _alike_item(s[-1 - suffix], seqs[0][-1 - suffix]) for s in seqs):
         suffix += 1
     texts = [code_of(link.test, 60) for link in links]
     differing = {i: tokens(s[prefix:len(s) - suffix]) for i, s in sides.items()}
@@ -826,8 +852,8 @@ def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, 
                 f"do not call the same sequence of collectives")
         for token in {id(t.call): t for t in toks}.values():
             site = walk.sites.classify(walk.src, token.call, walk.cls)
-            if site is None:
-                continue
+            if site is None or uniform_over(rec[0], walk.sites.group_of(site), links[at].test):
+                continue                # every member of its group takes this side (a stage test, a dp group)
             key = ("DSL101", id(token.call))
             if key in walk.found:
                 continue
