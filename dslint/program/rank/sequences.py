@@ -24,8 +24,8 @@ module compares the sequences, for the cases presence gets wrong:
   same tree; otherwise the body's tree is unknown (None) and the presence rule decides, as before.
 
 Two decisions follow (`HazardWalk` applies them after its walk of a body, `apply`):
-- a body whose trees are known and equal for every representative is balanced: its DSL101 findings under tests
-  decided per rank are dropped (the "rank 0 first" barrier pair, `torch_distributed_zero_first`; for a
+- a body whose trees are known and equal for every representative is balanced: its DSL101 findings under its
+  tests, and its DSL103 findings for a `return`/exit outside loops under them, are dropped (the "rank 0 first" barrier pair, `torch_distributed_zero_first`; for a
   generator the `yield` markers are left out: the caller's `with` body sits between its halves);
 - an `if` chain the presence rule takes as balanced (every branch reaches a collective) whose branches build
   different trees is reported (DSL101) at the collectives past their common prefix and suffix: a broadcast on
@@ -732,8 +732,13 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     """After `HazardWalk` walked `body`: drop its DSL101 findings when every rank runs the same sequence of
     collectives through the body, and report the `if` chains whose branches all reach a collective but not the
     same sequence (see the module's docstring). `walk.found` is updated in place."""
-    tested = [(k, h) for k, h in walk.found.items() if h.code == "DSL101" and h.guard is not None
-              and id(h.guard.node) in walk.seq_tests]
+    tested = [(k, h) for k, h in walk.found.items() if h.guard is not None and (
+        h.code == "DSL101" and id(h.guard.node) in walk.seq_tests
+        or h.code == "DSL103" and h.guard.exit_kind in ("return", "exit", "raise") and h.guard.test is not None
+        and id(h.guard.test) in walk.seq_tests)]
+    if any(h.code == "DSL103" for _, h in tested):
+        looped = _exits_in_loops(body)     # a loop's tree holds its body's exits: not judged here
+        tested = [(k, h) for k, h in tested if h.code == "DSL101" or id(h.at) not in looped]
     chains = walk.seq_balanced_chains
     if not tested and not chains:
         return
@@ -749,6 +754,21 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
         return
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
+
+
+def _exits_in_loops(body) -> set[int]:
+    """ids of the statements inside the loops of a body (not of nested functions and classes)."""
+    out: set[int] = set()
+    todo = [(stmt, False) for stmt in body]
+    while todo:
+        node, inside = todo.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if inside:
+            out.add(id(node))
+        inside = inside or isinstance(node, (cst.For, cst.While))
+        todo.extend((child, inside) for child in node.children)
+    return out
 
 
 def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[list[tuple[int, tuple]]]:
