@@ -368,8 +368,14 @@ class SequenceBuilder:
                 inner = value.value
                 return (self.expr(inner) if isinstance(inner, cst.BaseExpression) else ()) + (YIELD,), "next"
             return self.expr(value), "next"
-        if kind in (cst.Assert, cst.Del):
-            return self.expr(getattr(node, "test", None) or getattr(node, "target", None)), "next"
+        if kind is cst.Assert:
+            # `assert dist.get_rank() == 0, "only rank 0 prepares the data"`: the other ranks fail there
+            items = self.expr(node.test)
+            if decide(rank_formula(node.test, None, self.scope.consts), self.r) is False:
+                return items, "raise"
+            return items, "next"
+        if kind is cst.Del:
+            return self.expr(node.target), "next"
         return (), "next"
 
     # --- tests --------------------------------------------------------------------------------------------
@@ -781,7 +787,7 @@ def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[
             if tree is None:
                 return None
             out.append((r, _strip_yields(tree)))
-        more = set(consts)
+        more = set(consts) | scope.consts
         for _, tree in out:
             for token in tokens(tree):
                 site_fn = analysis.sites.classify(scope.src, token.call, scope.cls)
