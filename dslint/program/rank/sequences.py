@@ -94,7 +94,13 @@ class Records:
     def eval_test(self, e):
         origin = super().eval_test(e)
         if origin is not None and e is not None and id(e) not in self.seq_tests:
-            formula = rank_formula(e, self, self.seq_consts) if origin.axes is None else None
+            consts: set = set()
+            formula = rank_formula(e, self, consts) if origin.axes is None else None
+            if formula is not None and len({decide(formula, r) for r in representatives(consts)}) == 1:
+                formula = None          # the same for every rank, while the taint says it varies: a value
+                                        # computed from a rank id (`size is not None`), not the rank itself
+            if formula is not None:
+                self.seq_consts |= consts
             self.seq_tests[id(e)] = (origin, formula)
         return origin
 
@@ -815,6 +821,59 @@ def _alike_item(x, y) -> bool:
     return x == y
 
 
+MAX_EXPANSIONS = 64
+
+
+def _expand(seq: tuple, origin, test) -> Optional[set]:
+    """Every flat sequence a tree can run, one per value of the uniform tests in it (each choice's sides taken
+    alike or not: an over-approximation), as (op, group) pairs -- "*" for a group a helper is handed -- without
+    the collectives on groups whose members all take the same side of `test`; None past `MAX_EXPANSIONS`."""
+    from dslint.program.process_groups import Group
+    out: set = {()}
+    for item in seq:
+        if isinstance(item, Token):
+            axes, family, ranks = item.group
+            if uniform_over(origin, Group(axes, family, ranks), test):
+                continue
+            key = (item.op, "*" if family == "handed-in" else item.group)
+            out = {r + (key,) for r in out}
+        elif item[0] == "choice":
+            options: set = set()
+            for side in item[2]:
+                more = _expand(side, origin, test)
+                if more is None:
+                    return None
+                options |= more
+            out = {r + o for r in out for o in options}
+        elif item[0] == "loop":
+            body = _expand(item[2], origin, test)
+            if body is None:
+                return None
+            if body != {()}:
+                out = {r + (("loop", frozenset(body)),) for r in out}
+        if len(out) > MAX_EXPANSIONS:
+            return None
+    return out
+
+
+def _may_match(a: set, b: set) -> bool:
+    return any(_match(x, y) for x in a for y in b)
+
+
+def _match(x: tuple, y: tuple) -> bool:
+    if len(x) != len(y):
+        return False
+    for p, q in zip(x, y):
+        if p == q:
+            continue
+        if p[0] == "loop" or q[0] == "loop":
+            if p[0] != q[0] or not any(_match(i, j) for i in p[1] for j in q[1]):
+                return False
+        elif p[0] != q[0] or "*" not in (p[1], q[1]):
+            return False
+    return True
+
+
 def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, hazard_cls) -> None:
     links = [head]
     while isinstance(links[-1].orelse, cst.If):
@@ -851,6 +910,11 @@ def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, 
     seqs = list(sides.values())
     if len(sides) < 2 or all(_alike(s, seqs[0]) for s in seqs):
         return
+    origin = (recs[0] or varying[-1])[0]
+    expanded = [_expand(s, origin, links[0].test) for s in seqs]
+    if any(e is None for e in expanded) or any(
+            _may_match(expanded[0], e) for e in expanded[1:]):
+        return                          # the sides may agree for some value of the uniform tests inside them
     prefix = 0
     while all(len(s) > prefix for s in seqs) and all(_alike_item(s[prefix], seqs[0][prefix]) for s in seqs):
         prefix += 1
