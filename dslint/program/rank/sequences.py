@@ -280,6 +280,7 @@ class SequenceBuilder:
                 items, status = alts[0] if len(alts) == 1 else ((), "next")
                 out.extend(items)
                 if status != "next":
+                    _mixed_before_more(status, i, stmts)
                     return tuple(out), status
                 continue
             statuses = {s for _, s in alts}
@@ -287,6 +288,7 @@ class SequenceBuilder:
                 out.append(_choice(key, [items for items, _ in alts]))
                 status = next(iter(statuses))
                 if status != "next":
+                    _mixed_before_more(status, i, stmts)
                     return tuple(out), status
                 continue
             if any(isinstance(s, frozenset) for s in statuses):
@@ -516,6 +518,13 @@ class SequenceBuilder:
             return _attach(tree, call)
         self._grow()
         return (Token(*self.analysis.token(site), call),)
+
+
+def _mixed_before_more(status, i: int, stmts) -> None:
+    """A nested block that ends some paths and goes on with others, followed by more statements here: where
+    those statements belong is not kept (the rest was pushed into the nested block's sides only)."""
+    if isinstance(status, frozenset) and "next" in status and i < len(stmts) - 1:
+        raise _Unknown()
 
 
 def _choice(key, sides: list) -> object:
