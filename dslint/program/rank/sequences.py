@@ -179,9 +179,11 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
         if bound is not None and bound is not _FROM_ENV:
             return rank_formula(bound, walk, consts, depth + 1)
         origin = walk.env.get(e.value)
-        if origin is not None and origin.kind == "rank" and origin.axes is None and origin.node is not e:
-            return rank_formula(origin.node, None, consts, depth + 1)
-        return None
+        if origin is None or origin.kind != "rank" or origin.axes is not None or origin.node is e:
+            return None
+        if origin.via_call is not None:
+            return _argument_formula(origin.via_call, e.value, walk, consts, depth)
+        return rank_formula(origin.node, None, consts, depth + 1)
     if kind is cst.Attribute:
         name = e.attr.value
         if name in _RANK_ID_ATTRS or name in _RANK_ZERO_ATTRS:
@@ -224,6 +226,34 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             return None
         return lambda r: op(left(r), right(r))
     return None
+
+
+def _argument_formula(via_call: tuple, name: str, walk, consts: set, depth: int):
+    """A parameter: the formula of the argument the (first) caller passes for it -- itself a rank source, or a
+    name bound once there to one (`local_rank = int(os.environ["LOCAL_RANK"])`, then `f(local_rank)`)."""
+    from dslint.program.process_groups import reaching_value
+    other, call = via_call
+    info = walk.taint.src.facts.functions.get(walk.scope)
+    if info is None:
+        return None
+    params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+    value = None
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None and arg.keyword.value == name or arg.keyword is None and i < len(params) \
+                and params[i] == name:
+            value = arg.value
+            break
+    if value is None:
+        return None
+    if type(value) is cst.Name:
+        scope = next((c.scope for c in other.facts.calls if c.node is call), None)
+        caller = other.facts.functions.get(scope) if scope is not None else None
+        value = reaching_value(caller.node, call, value.value) if caller is not None else None
+        if value is None:
+            return None
+    return rank_formula(value, None, consts, depth + 1)
 
 
 def decide(formula: Optional[Callable[[int], object]], r: int) -> Optional[bool]:
