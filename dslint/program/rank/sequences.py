@@ -55,7 +55,7 @@ MAX_ITEMS = 400                  # a tree larger than this is unknown
 MAX_REPRESENTATIVES = 12
 
 # rank ids and rank-0 tests whose value is a function of the process's rank (the taint must agree: `walk.eval`)
-_RANK_ID_CALLS = {"get_rank", "get_local_rank"}
+_RANK_ID_CALLS = {"get_rank", "get_local_rank", "rank", "get_ordinal"}
 _RANK_ZERO_CALLS = {"is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero",
                     "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main"}
 _RANK_ID_ATTRS = {"local_rank", "global_rank", "rank", "process_index", "local_process_index", "global_rank_id",
@@ -119,10 +119,12 @@ class Records:
         """One binding: its value; an unpacked element of a call: `_FROM_ENV` (the taint's origin tells); two
         bindings: `_MULTI`."""
         seen = self.seq_bound.get(name)
-        if seen is not None or value is None:
+        if value is None or value is _FROM_ENV and seen is not None or seen is _MULTI or seen is _FROM_ENV:
             self.seq_bound[name] = _MULTI
+        elif value is _FROM_ENV:
+            self.seq_bound[name] = _FROM_ENV
         else:
-            self.seq_bound[name] = value
+            self.seq_bound[name] = (*seen, value) if seen is not None else (value,)
 
 
 class _Recorder(Records, FlowWalk):
@@ -177,7 +179,10 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
         if bound is _MULTI:
             return None
         if bound is not None and bound is not _FROM_ENV:
-            return rank_formula(bound, walk, consts, depth + 1)
+            # a binding the taint takes for uniform (`is_main = smp.rank() == 0` of an API it does not know) gives
+            # every rank the same answer in the runs that take it: only the rank-varying ones must agree
+            varying = [v for v in bound if walk.eval(v) is not None] if len(bound) > 1 else list(bound)
+            return _agreeing([rank_formula(v, walk, consts, depth + 1) for v in varying], consts)
         origin = walk.env.get(e.value)
         if origin is None or origin.kind != "rank" or origin.axes is not None or origin.node is e:
             return None
@@ -207,6 +212,10 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
                 literal_value(e.slice[0].slice.value) in _RANK_ENV and _last(e.value) == "environ":
             return lambda r: r
         return None
+    if kind is cst.IfExp:
+        # `a.is_local_main_process if local else a.is_main_process`: sides that agree for every rank
+        return _agreeing([rank_formula(e.body, walk, consts, depth + 1),
+                          rank_formula(e.orelse, walk, consts, depth + 1)], consts)
     if kind is cst.UnaryOperation and isinstance(e.operator, cst.Not):
         inner = rank_formula(e.expression, walk, consts, depth + 1)
         return (lambda r: not inner(r)) if inner is not None else None
@@ -226,6 +235,16 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             return None
         return lambda r: op(left(r), right(r))
     return None
+
+
+def _agreeing(formulas: list, consts: set):
+    """One formula for a value bound more than once (or chosen by a uniform test): each binding's, when they all
+    give every representative rank the same answer; None otherwise."""
+    if not formulas or any(f is None for f in formulas):
+        return None
+    if len(formulas) > 1 and any(len({decide(f, r) for f in formulas}) != 1 for r in representatives(consts)):
+        return None
+    return formulas[0]
 
 
 def _argument_formula(via_call: tuple, name: str, walk, consts: set, depth: int):
@@ -543,7 +562,7 @@ class SequenceBuilder:
             tree = self.analysis.function_tree(*site.function, self.r)
             if tree is None:
                 raise _Unknown()
-            tree = tuple(item for item in tree if item != YIELD)     # calling a generator runs none of it here
+            tree = _strip_yields(tree)      # calling a generator runs none of it here
             self._grow(len(tree))
             return _attach(tree, call)
         self._grow()
@@ -718,8 +737,8 @@ class SequenceAnalysis:
             return False if left is False and right is False else None
         if kind is cst.Name:
             bound = scope.bound.get(test.value)
-            if isinstance(bound, cst.BaseExpression):
-                return self.distributed_truth(scope, bound, depth + 1)
+            if isinstance(bound, tuple) and len(bound) == 1:
+                return self.distributed_truth(scope, bound[0], depth + 1)
             return None
         if kind is cst.Call:
             callee = scope.src.facts.resolve_expr(test.func) or ""
@@ -738,8 +757,9 @@ class SequenceAnalysis:
             op = type(test.comparisons[0].operator)
             right = literal_value(test.comparisons[0].comparator)
             left = test.left
-            if type(left) is cst.Name and isinstance(scope.bound.get(left.value), cst.BaseExpression):
-                left = scope.bound[left.value]
+            bound = scope.bound.get(left.value) if type(left) is cst.Name else None
+            if isinstance(bound, tuple) and len(bound) == 1:
+                left = bound[0]
             if type(left) is cst.Call and _last(left.func) == "get_world_size" and isinstance(right, int) \
                     and not isinstance(right, bool):
                 cmp = _COMPARE.get(op)
@@ -769,7 +789,20 @@ def _plain_returns(node: cst.FunctionDef) -> list[cst.BaseExpression]:
 
 # --- the decisions on one walked body ---------------------------------------------------------------------------
 def _strip_yields(tree: tuple) -> tuple:
-    return tuple(item for item in tree if item != YIELD)
+    """The tree without its `yield` markers, inside choices and loops too (sides that then agree merge)."""
+    out: list = []
+    for item in tree:
+        if item == YIELD:
+            continue
+        if isinstance(item, tuple) and item[0] == "choice":
+            sides = [_strip_yields(side) for side in item[2]]
+            merged = _choice(item[1], sides)
+            out.extend(merged[1] if merged[0] == "seq" else (merged,))
+        elif isinstance(item, tuple) and item[0] == "loop":
+            out.append(("loop", item[1], _strip_yields(item[2])))
+        else:
+            out.append(item)
+    return tuple(out)
 
 
 def _none_of(tests: list[str]) -> str:
