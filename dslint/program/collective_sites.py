@@ -760,8 +760,11 @@ class CollectiveSites:
                 return WORLD
             scope = self._scope_of(site.source, site.call)
             info = site.source.facts.functions.get(scope)
-            return resolve_group(site.source, group_argument(site.call, op), info.node if info else None,
-                                 at=site.call)
+            arg = group_argument(site.call, op)
+            built = self._built_group(site.source, info, arg) if info is not None else None
+            if built is not None:
+                return built
+            return resolve_group(site.source, arg, info.node if info else None, at=site.call)
         if site.kind == "function" and site.function is not None:
             return self.function_group(*site.function)
         func = site.call.func
@@ -769,6 +772,62 @@ class CollectiveSites:
                 func.attr.value == "backward":
             return MODEL_STEP
         return WORLD
+
+    def _built_group(self, src: "PythonSource", info: FunctionInfo, arg) -> Optional["Group"]:
+        """A group a checked helper builds and returns: `group, members = build_group(...)` where the helper
+        returns `new_group(ranks), ranks` -- the caller's `members` is then the group's member list, so `if
+        rank in members:` around a collective on `group` is the group's own membership test; `group =
+        make_group(ranks)` returning `new_group(<its parameter>)` has the caller's argument as members. A group
+        of a getter the helper returns keeps its axes. None when `arg` is not bound so (`resolve_group`
+        decides)."""
+        from dslint.program.process_groups import Group, resolve_group
+        from dslint.program.rank.flow import iter_assigns
+        if not isinstance(arg, cst.Name):
+            return None
+        binds = [(node, t.target) for node in iter_assigns(info.node) for t in node.targets
+                 if _binds_name(t.target, arg.value)]
+        if len(binds) != 1 or not isinstance(binds[0][0].value, cst.Call):
+            return None
+        node, target = binds[0]
+        call = node.value
+        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
+                                                              info.class_name))
+        if hit is None:
+            return None
+        other, helper = hit
+        returns = [r.value for r in _returns(helper.node.body)]
+        if not returns or any(r is None for r in returns):
+            return None
+        at: Optional[int] = None
+        if isinstance(target, (cst.Tuple, cst.List)):
+            names = [el.value for el in target.elements]
+            at = next(i for i, el in enumerate(names) if isinstance(el, cst.Name) and el.value == arg.value)
+            if any(not isinstance(r, (cst.Tuple, cst.List)) or len(r.elements) != len(names) for r in returns):
+                return None
+        out: Optional[Group] = None
+        for r in returns:
+            value = r.elements[at].value if at is not None else r
+            g = resolve_group(other, value, helper.node, at=value)
+            if g.ranks is None and (g.axes is None or g.family == "handed-in"):
+                return None             # no group dslint can name there: `resolve_group` decides as before
+            if g.ranks is not None:
+                members = None
+                if at is not None:
+                    j = next((j for j, el in enumerate(r.elements) if j != at and code_of(el.value, 400) == g.ranks),
+                             None)
+                    if j is not None and isinstance(names[j], cst.Name):
+                        members = names[j].value
+                elif g.ranks in helper.params:
+                    i = helper.params.index(g.ranks)
+                    passed = [a for a in call.args if a.keyword is None and not a.star]
+                    keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == g.ranks),
+                                   None)
+                    given = keyword or (passed[i] if i < len(passed) else None)
+                    if given is not None:
+                        members = code_of(given.value, 400)
+                g = Group(None, None, members) if members is not None else Group(None)
+            out = g if out is None else out.join(g)
+        return out
 
     def function_group(self, src: "PythonSource", info: FunctionInfo) -> "Group":
         from dslint.program.process_groups import WORLD
@@ -824,6 +883,25 @@ def _file_assignments(src: "PythonSource") -> list:
             if tail:
                 rows.append((tail, callee, value, first, t))
     return rows
+
+
+def _binds_name(target: cst.BaseExpression, name: str) -> bool:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_name(el.value, name) for el in target.elements)
+    return isinstance(target, cst.Name) and target.value == name
+
+
+def _returns(block: cst.CSTNode):
+    """The `return` statements of a function body, not those of nested functions and classes."""
+    todo = [block]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, cst.Return):
+            yield node
+            continue
+        todo.extend(node.children)
 
 
 def assignments(module: cst.Module):

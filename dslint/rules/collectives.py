@@ -102,7 +102,7 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         when = g.condition or f"`{code_of(g.node)}` holds"
         msg = (f"{_collective(h, ctx)[0].upper()}{_collective(h, ctx)[1:]}, only runs when {when} (line {_line(ctx, g.node)}), "
                f"which depends on {g.origin.describe()}: ranks that skip it leave the others blocked in the "
-               f"collective. {_fix(h)}")
+               f"collective. " + "".join(f"{n[0].upper()}{n[1:]}. " for n in h.notes) + _fix(h))
     elif h.code == "DSL102":
         comp = getattr(h.at, "for_in", None)        # a comprehension: its (first) `for` clause's iterable
         head = code_of(h.at.iter if hasattr(h.at, "iter") else comp.iter if comp is not None else
@@ -243,8 +243,11 @@ class RankGuardedCollective(_CollectiveRule):
     evaluation hangs at the first layer; a DeepSpeed MoE layer's all_to_all (DeepSpeed #7141, #5794) likewise.
 
     **Not flagged**: logging, printing, file writes, wandb/tensorboard, `torch.save` of a state dict, `tqdm`
-    under the test; `if/else` whose both branches reach a collective; the "rank 0 first" barrier pair
-    (`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0: barrier()`); tests against -1 ("is this
+    under the test; `if/else` whose branches call the same sequence of collectives (op and group, through
+    helpers and context managers); rank tests that leave every rank with the same sequence over the function,
+    such as the "rank 0 first" barrier pair (`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0:
+    barrier()`, also as a `@contextmanager` around a `yield`, and through a wrapper that skips the barrier when
+    the run is not distributed); tests against -1 ("is this
     run distributed"), `world_size > 1`, `dist.is_initialized()` and `os.getenv("RANK") is not None`, which are
     the same on every rank (also when they come in a tuple beside the rank: taint is per element). A forward under
     ZeRO-0/1/2 without MoE is local: a rank-0 `model.save_pretrained` of an unwrapped HF model is fine there. With
@@ -260,6 +263,12 @@ class RankGuardedCollective(_CollectiveRule):
     under a stage test), is flagged. The group getters and predicates dslint knows (Megatron/NeoX `mpu`,
     DeepSpeed `groups`, pipeline engines) are tables in dslint/program/process_groups.py; a group it cannot name is WORLD.
     DSL102 and DSL103 apply the same rule to loops and exits.
+
+    **Sequences**: both branches reaching collectives is not enough -- they must reach the same ones, in the same
+    order, on the same group. `if rank == 0: dist.broadcast(t, 0) else: dist.all_reduce(t)`, two barriers on one
+    side against one on the other, or the same all_reduce on different groups are flagged at the collectives
+    where the branches part (dslint/program/rank/sequences.py); so is an `if`/`elif` chain over the rank without
+    an `else` that leaves some ranks out of the barrier the others wait in.
     """
 
     code = "DSL101"
@@ -304,6 +313,13 @@ def evaluate(loader):
 if local_rank == 0:
     evaluate(val_loader)  # expect: DSL101
 """, files={"ds.json": _Z3_CONFIG}),
+        """\
+        import torch.distributed as dist
+        if dist.get_rank() == 0:
+            dist.broadcast(t, 0)  # expect: DSL101
+        else:
+            dist.all_reduce(t)  # expect: DSL101
+        """,
     )
 
 
