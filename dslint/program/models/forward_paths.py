@@ -2,17 +2,22 @@
 
 The paths of a `forward` (and of the `self.method(...)` helpers it calls, inlined) are enumerated through
 `if`/`elif`/`else`, early `return`, loops and conditional expressions. Each path records the branch decisions
-it took, split in two kinds: **data-dependent** tests (they read forward's inputs or the rank:
-`if images is not None`, `if x.shape[1] == 1`, `for img in images`) can go differently on different ranks
-in the same step; **uniform** tests (`self.training`, `self.config.x`, `return_dict`, `use_cache`) go the same
-way everywhere. An attribute is *divergent* when one path uses it and another path that agrees on every
-uniform decision does not: then ranks whose batch takes the other path produce no gradient for it.
-Paths ending in `raise` are not executions and are ignored.
+it took, split in two kinds: **data-dependent** tests read the batch -- any input of forward (whatever its
+name: `if images is not None`, `if aux_label is not None`, `if batch.get("k")`, `if x.shape[1] == 1`, a `for`
+over an input that may be empty) or a value derived from one -- or the rank, and can go differently on
+different ranks in the same step; **uniform** tests read only values fixed for the run (`self.training`,
+`self.mode` set in `__init__`, `self.config.x`, forward's option parameters: a `bool`/`int`/`float`/`str`
+annotation or a literal default such as `return_dict: bool = True`) and go the same way everywhere. Equal
+uniform tests are one decision wherever they appear (`if self.mode == "a"` in both arms of a data test), so
+an attribute is *divergent* when one path uses it and another path that agrees on every uniform decision does
+not: for that assignment of the uniform values, ranks whose batch takes the other path produce no gradient
+for it. A default-filling test (`if v is None: v = ...`, no `else`) only says where `v` comes from -- the
+caller computed it otherwise -- and counts as uniform. Paths ending in `raise` are not executions and are
+ignored.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -24,11 +29,8 @@ from dslint.program.facts import dotted_name
 
 MAX_PATHS = 512
 MAX_DEPTH = 5
-# forward arguments that are the same on every rank of a training step
-UNIFORM_ARGS = {"self", "return_dict", "output_attentions", "output_hidden_states", "use_cache", "labels",
-                "past_key_values", "return_loss", "training", "train", "is_training", "mode", "cache_position",
-                "logits_to_keep", "num_logits_to_keep", "return_dict_in_generate", "inference", "deterministic",
-                "output_router_logits", "position_ids", "head_mask", "inputs_embeds", "use_return_dict"}
+# annotations of option parameters (a switch or a size, not a batch tensor)
+OPTION_TYPES = frozenset({"bool", "int", "float", "str"})
 RANK_HINTS = ("get_rank", "local_rank", "global_rank", "is_main_process", "process_index", "LOCAL_RANK")
 
 
@@ -54,6 +56,7 @@ class Condition:
     node: cst.CSTNode
     method: str
     src: object = None          # the PythonSource holding the node (helpers may live in a mixin's file)
+    inputs: tuple = ()          # the data-dependent names it reads (forward's inputs or values derived from them)
 
 
 class _Names(cst.CSTVisitor):
@@ -92,6 +95,8 @@ class ForwardPaths:
         self._stack: list[str] = []
         self._srcs: list[object] = [cls.src]
         self._loop_vars: set[str] = set()
+        self._uniform: dict[str, int] = {}      # code of a uniform test -> its one condition id
+        self._params: list[set[str]] = []       # the parameters of the methods being walked
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -100,18 +105,16 @@ class ForwardPaths:
         return names
 
     def _is_dd(self, node: cst.CSTNode, dd: set[str]) -> bool:
-        scan = self._scan(node)
-        if scan.names & self._loop_vars:
+        """Does the test read the batch (a forward input or a value derived from one, whatever its name: its
+        value, its presence `x is None`, its truth `if x:`) or the rank? A test on the variable of a loop
+        differs per iteration, not per rank."""
+        names = _free_names(node)
+        if names & self._loop_vars:
             return False
         text = cst.Module([]).code_for_node(node)
         if any(h in text for h in RANK_HINTS):
             return True
-        if not scan.names & dd:
-            return False
-        presence = _Presence(dd)
-        presence._bare = _bare_names(node) if isinstance(node, cst.BaseExpression) else set()
-        cst_visit(node, presence)
-        return presence.data_dependent
+        return bool(names & dd)
 
     def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str, record: bool = True
               ) -> list[Path]:
@@ -136,46 +139,66 @@ class ForwardPaths:
         return paths
 
     def _bind(self, fn: cst.FunctionDef, call: cst.Call, dd: set[str]) -> set[str]:
+        """The helper's parameters that receive data-dependent values at this call (its option parameters
+        excepted)."""
         params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
         out: set[str] = set()
         positional = [a for a in call.args if a.keyword is None and not a.star]
         for name, arg in zip(params, positional):
-            if self._is_dd(arg.value, dd) and name not in UNIFORM_ARGS:
+            if self._is_dd(arg.value, dd):
                 out.add(name)
         for arg in call.args:
-            if arg.keyword is not None and self._is_dd(arg.value, dd) and arg.keyword.value not in UNIFORM_ARGS:
+            if arg.keyword is not None and self._is_dd(arg.value, dd):
                 out.add(arg.keyword.value)
             if arg.star and self._is_dd(arg.value, dd):
                 out |= {p.name.value for p in fn.params.kwonly_params} | set(params)
                 if isinstance(fn.params.star_kwarg, cst.Param):
                     out.add(fn.params.star_kwarg.name.value)
-        return out - UNIFORM_ARGS
+        return out - option_params(fn)
 
     # --- statements -------------------------------------------------------------------------------
     def run(self, fn: cst.FunctionDef, paths: list[Path], dd: set[str]) -> list[Path]:
         """Paths after running `fn` (returns rejoin the caller)."""
         self._stack.append(fn.name.value)
+        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        self._params.append(params)
         try:
-            params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
             dd = set(dd) | (_derived(fn, dd) - params)   # a parameter keeps its own kind until reassigned
             live, ended = self._block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], paths, dd,
                                       fn.name.value)
             return live + ended["return"] + ended["raise"]
         finally:
             self._stack.pop()
+            self._params.pop()
 
     def root(self, fn: cst.FunctionDef) -> list[Path]:
+        """Every input of forward is the batch's (a tensor, a batch field, `**kwargs`), whatever its name;
+        only its option parameters (`option_params`) and `self` are fixed for the run."""
         params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)]
         if isinstance(fn.params.star_kwarg, cst.Param):
             params.append(fn.params.star_kwarg.name.value)
         if isinstance(fn.params.star_arg, cst.Param):
             params.append(fn.params.star_arg.name.value)
-        dd = set(params) - UNIFORM_ARGS
+        dd = set(params[1:] if params and params[0] == "self" else params) - option_params(fn)
         return self.run(fn, [Path(frozenset(), frozenset())], dd)
 
-    def _cond(self, node: cst.CSTNode, method: str) -> int:
-        self.conditions.append(Condition(node, method, self._srcs[-1]))
+    def _cond(self, node: cst.CSTNode, method: str, dd: Optional[set[str]] = None) -> int:
+        inputs = tuple(sorted(_free_names(node) & dd)) if dd else ()
+        self.conditions.append(Condition(node, method, self._srcs[-1], inputs))
         return len(self.conditions) - 1
+
+    def _decide(self, node: cst.BaseExpression, method: str, is_dd: bool, dd: set[str]) -> tuple[int, bool]:
+        """(condition id, negated) of a test: a uniform test is one decision wherever its code recurs
+        (`not t` is `t` negated), so the paths through two equal `if self.mode == "a"` agree on it."""
+        if is_dd:
+            return self._cond(node, method, dd), False
+        negated = False
+        while isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            node, negated = node.expression, not negated
+        key = " ".join(cst.Module([]).code_for_node(node).split())
+        if key not in self._uniform:
+            self._uniform[key] = self._cond(node, method)
+        return self._uniform[key], negated
 
     def _check(self, paths: list[Path]) -> list[Path]:
         if len(paths) > MAX_PATHS:
@@ -219,6 +242,7 @@ class ForwardPaths:
             head = stmt.iter if isinstance(stmt, cst.For) else stmt.test
             paths = self._expr(head, paths, dd, method)
             saved = set(self._loop_vars)
+            empty = isinstance(stmt, cst.For) and self._is_dd(head, dd)
             if isinstance(stmt, cst.For):
                 paths = self._expr(stmt.target, paths, dd, method)
                 # tests on the loop variable differ per iteration, not per rank: some iteration takes each side
@@ -230,10 +254,10 @@ class ForwardPaths:
             after = body + sub["continue"] + sub["break"]
             ended["return"] += sub["return"]
             ended["raise"] += sub["raise"]
-            if isinstance(stmt, cst.While) and self._is_dd(head, dd):
-                # a data-dependent `while` may not run at all; a `for` over inputs is taken to run at least once
-                # (zero-length inputs are rare, and per-item tests are handled as loop-variant)
-                cid = self._cond(head, method)
+            if empty or (isinstance(stmt, cst.While) and self._is_dd(head, dd)):
+                # a data-dependent loop may not run at all (`for item in extra` over an empty list on some rank);
+                # tests on the loop variable inside are per iteration, not per rank (`_loop_vars`)
+                cid = self._cond(head, method, dd)
                 after = [p.take(cid, True, True) for p in after] + [p.take(cid, False, True) for p in paths]
             return self._check(after), ended
         if isinstance(stmt, cst.Try):
@@ -253,10 +277,10 @@ class ForwardPaths:
 
     def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str):
         paths = self._expr(stmt.test, paths, dd, method)
-        is_dd = self._is_dd(stmt.test, dd)
-        cid = self._cond(stmt.test, method)
-        yes, ended = self._block(stmt.body.body, [p.take(cid, True, is_dd) for p in paths], dd, method)
-        no_paths = [p.take(cid, False, is_dd) for p in paths]
+        is_dd = self._is_dd(stmt.test, dd) and not _fills_default(stmt, self._params[-1])
+        cid, neg = self._decide(stmt.test, method, is_dd, dd)
+        yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
+        no_paths = [p.take(cid, neg, is_dd) for p in paths]
         if isinstance(stmt.orelse, cst.If):
             no, sub = self._if(stmt.orelse, no_paths, dd, method)
         elif stmt.orelse is not None:
@@ -272,9 +296,9 @@ class ForwardPaths:
         paths = self._expr(rest, paths, dd, method, record=False)
         paths = self._expr(value.test, paths, dd, method)
         is_dd = self._is_dd(value.test, dd)
-        cid = self._cond(value.test, method)
-        yes = self._expr(value.body, [p.take(cid, True, is_dd) for p in paths], dd, method)
-        no = self._expr(value.orelse, [p.take(cid, False, is_dd) for p in paths], dd, method)
+        cid, neg = self._decide(value.test, method, is_dd, dd)
+        yes = self._expr(value.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
+        no = self._expr(value.orelse, [p.take(cid, neg, is_dd) for p in paths], dd, method)
         return self._check(yes + no)
 
 
@@ -307,53 +331,91 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
     return out - set(dd)
 
 
-MODALITY = re.compile(r"image|pixel|video|audio|vision|visual|graph|speech|frame|patch|wav|mel|modal|mm_|img|"
-                      r"point|voxel|depth|spectrogram", re.I)
+def option_params(fn: cst.FunctionDef) -> set[str]:
+    """Parameters that are options of the call, not batch data: annotated `bool`/`int`/`float`/`str`
+    (`Optional[...]` of one included) or defaulting to such a literal (`return_dict=True`, `mode="train"`).
+    A batch tensor or field is neither (`images=None`, `aux_label: Optional[torch.Tensor] = None`)."""
+    out: set[str] = set()
+    ps = fn.params
+    for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params):
+        if (p.annotation is not None and _option_annotation(p.annotation.annotation)) or _option_literal(p.default):
+            out.add(p.name.value)
+    return out
 
 
-FLAG = re.compile(r"(use|return|output|is|do|with|enable|disable|skip|apply|compute|has)_")
+def _option_annotation(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in OPTION_TYPES
+    if isinstance(node, cst.SimpleString):      # a string annotation: "bool"
+        return node.evaluated_value.strip() in OPTION_TYPES
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):   # bool | None
+        parts = [node.left, node.right]
+        return all(_option_annotation(x) or (isinstance(x, cst.Name) and x.value == "None") for x in parts) and \
+            any(_option_annotation(x) for x in parts)
+    if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").rsplit(".", 1)[-1] in ("Optional", "Union"):
+        parts = [el.slice.value for el in node.slice if isinstance(el.slice, cst.Index)]
+        kinds = [_option_annotation(x) or (isinstance(x, cst.Name) and x.value == "None") for x in parts]
+        return bool(parts) and all(kinds) and any(_option_annotation(x) for x in parts)
+    return False
 
 
-class _Presence(cst.CSTVisitor):
-    """Is a test data-dependent? Reading an input's value (`x.shape[1] == 1`, `len(x)`, `x.any()`) is; checking
-    whether an input was passed (`x is None`, `if x:`) is only for modality inputs (images, audio, …), which
-    mixed batches carry on some ranks and not others — `input_ids`, `encoder_outputs`, flags come uniformly."""
+def _option_literal(node: Optional[cst.BaseExpression]) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in ("True", "False")
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString))
 
-    def __init__(self, dd: set[str]) -> None:
-        self.dd = dd
-        self.data_dependent = False
-        self._presence_ok: set[int] = set()
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        if len(node.comparisons) == 1 and isinstance(node.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
-                isinstance(node.comparisons[0].comparator, cst.Name) and node.comparisons[0].comparator.value == "None" \
-                and isinstance(node.left, cst.Name):
-            self._presence_ok.add(id(node.left))
+def _fills_default(stmt: cst.If, params: set[str]) -> bool:
+    """A presence test with no `else` whose body replaces one of the function's own inputs
+    (`if inputs_embeds is None: inputs_embeds = self.embed(input_ids)`, `if input_ids is not None:
+    inputs_embeds = self.embed(input_ids)`): the test only says whether the caller handed that value over
+    (having computed it otherwise) or left it to be computed here. A body that extends the input
+    (`text = cat([self.proj(images), text])`) is no replacement."""
+    test = stmt.test
+    if stmt.orelse is not None or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comp = test.comparisons[0]
+    if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
+            and comp.comparator.value == "None" and isinstance(test.left, cst.Name)):
+        return False
+    for line in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []:
+        for small in getattr(line, "body", ()) if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign):
+                targets = set().union(*(_target_names(t.target) for t in small.targets))
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets = _target_names(small.target)
+            else:
+                continue
+            replaced = (targets & params) - _free_names(small.value)
+            if replaced:
+                return True
+    return False
+
+
+class _FreeNames(cst.CSTVisitor):
+    """Variables an expression reads: not the attribute names of `x.attr`, nor the keywords of `f(k=v)`."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value not in self.dd:
-            return
-        if id(node) in self._presence_ok or id(node) in self._bare:
-            if MODALITY.search(node.value) and not FLAG.match(node.value):
-                self.data_dependent = True
-        else:
-            self.data_dependent = True
+        self.names.add(node.value)
 
-    _bare: set[int] = set()
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        cst_visit(node.value, self)
+        return False
 
-    def visit_If(self, node: cst.If) -> None:
-        pass
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        cst_visit(node.value, self)
+        return False
 
 
-def _bare_names(test: cst.BaseExpression) -> set[int]:
-    """Names used as truth values: `x`, `not x`, `x and y`."""
-    if isinstance(test, cst.Name):
-        return {id(test)}
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _bare_names(test.expression)
-    if isinstance(test, cst.BooleanOperation):
-        return _bare_names(test.left) | _bare_names(test.right)
-    return set()
+def _free_names(node: cst.CSTNode) -> set[str]:
+    scan = _FreeNames()
+    cst_visit(node, scan)
+    return scan.names
 
 
 def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
@@ -379,9 +441,7 @@ def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
 
 
 def _names(node: cst.CSTNode) -> set[str]:
-    scan = _Names(frozenset())
-    cst_visit(node, scan)
-    return scan.names
+    return _free_names(node)
 
 
 def _target_names(node: cst.CSTNode) -> set[str]:
