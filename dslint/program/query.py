@@ -247,6 +247,11 @@ class Program:
         from dslint.program.models.param_groups import uncovered
         return uncovered(groups)
 
+    def uncovered_parameter_names(self, src: "PythonSource", scope: Optional["FunctionInfo"], groups) -> list[str]:
+        """The parameters of the groups' model (when its class is one of the run's) that no group takes."""
+        from dslint.program.models.param_groups import uncovered_parameter_names
+        return uncovered_parameter_names(self.models(), src, scope, groups)
+
     @staticmethod
     def returns_value(fn: "FunctionInfo") -> bool:
         """The function hands something back (`return model`), so its callers hold what it built."""

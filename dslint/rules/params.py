@@ -218,18 +218,33 @@ class ParamNotInOptimizer(Rule):
     def check(self, ctx: RuleContext):
         if ctx.program.models().freezing.freeze_all:
             return
-        for call, scope, arg in ctx.program.optimizer_constructions(ctx.source):
-            groups = ctx.program.param_groups(ctx.source, scope, arg)
+        src = ctx.source
+        sites = [(call.node, scope, arg, "this optimizer")
+                 for call, scope, arg in ctx.program.optimizer_constructions(src)]
+        # groups handed to DeepSpeed, which builds the config's optimizer over them
+        for ec in ctx.program.engine_calls(src):
+            params = ec.argument("model_parameters") if ec.kind == "initialize" else None
+            if params is not None and ec.argument("optimizer") is None:
+                sites.append((ec.call.node, src.facts.functions.get(ec.call.scope), params,
+                              "the optimizer `deepspeed.initialize` builds"))
+        for node, scope, arg, what in sites:
+            groups = ctx.program.param_groups(src, scope, arg)
             if not groups:
                 continue
             missing = ctx.program.uncovered_parameters(groups)
             if missing is None:
                 continue
-            text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
+            named = ctx.program.uncovered_parameter_names(src, scope, groups)
+            if named:
+                shown = ", ".join(f"`{n}`" + ("..." if n.endswith(".") else "") for n in named[:6])
+                more = f" and {len(named) - 6} more" if len(named) > 6 else ""
+                subject = f"the trainable parameter{'s' if len(named) > 1 else ''} {shown}{more} of `{groups[0].receiver}`"
+            else:
+                text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
+                subject = f"a trainable parameter of `{groups[0].receiver}` for which {text}"
             yield Diagnostic(
-                f"no param group of this optimizer takes a trainable parameter of `{groups[0].receiver}` for which "
-                f"{text}: such parameters get gradients but are never updated. Add a group for them (or freeze "
-                f"them explicitly).", call.node)
+                f"no param group of {what} takes {subject}: such parameters get gradients but are never updated. "
+                f"Add a group for them (or freeze them explicitly).", node)
 
 
 class UnusedTrainableParam(Rule):

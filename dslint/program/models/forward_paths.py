@@ -97,6 +97,7 @@ class ForwardPaths:
         self._loop_vars: set[str] = set()
         self._uniform: dict[str, int] = {}      # code of a uniform test -> its one condition id
         self._params: list[set[str]] = []       # the parameters of the methods being walked
+        self._no_grad = 0                       # inside `torch.no_grad()`: uses there produce no gradient
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -120,8 +121,8 @@ class ForwardPaths:
               ) -> list[Path]:
         """Uses in an expression; inlines `self.helper(...)` calls it makes."""
         scan = self._scan(node)
-        used = frozenset(scan.attrs)
-        if record:
+        used = frozenset(scan.attrs) if not self._no_grad else frozenset()
+        if record and used:
             for a in used:
                 self.uses_at.setdefault(a, []).append((node, method, self._srcs[-1]))
         paths = [p.use(used) for p in paths]
@@ -162,6 +163,8 @@ class ForwardPaths:
         self._stack.append(fn.name.value)
         params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
         self._params.append(params)
+        no_grad = any(_is_no_grad(d.decorator) for d in fn.decorators)
+        self._no_grad += no_grad
         try:
             dd = set(dd) | (_derived(fn, dd) - params)   # a parameter keeps its own kind until reassigned
             live, ended = self._block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], paths, dd,
@@ -170,6 +173,7 @@ class ForwardPaths:
         finally:
             self._stack.pop()
             self._params.pop()
+            self._no_grad -= no_grad
 
     def root(self, fn: cst.FunctionDef) -> list[Path]:
         """Every input of forward is the batch's (a tensor, a batch field, `**kwargs`), whatever its name;
@@ -270,7 +274,12 @@ class ForwardPaths:
         if isinstance(stmt, cst.With):
             for item in stmt.items:
                 paths = self._expr(item.item, paths, dd, method)
-            return self._block(stmt.body.body, paths, dd, method)
+            no_grad = any(_is_no_grad(item.item) for item in stmt.items)
+            self._no_grad += no_grad
+            try:
+                return self._block(stmt.body.body, paths, dd, method)
+            finally:
+                self._no_grad -= no_grad
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             return paths, ended
         return self._expr(stmt, paths, dd, method), ended
@@ -329,6 +338,15 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
                 out |= targets
                 changed = True
     return out - set(dd)
+
+
+def _is_no_grad(expr: cst.BaseExpression) -> bool:
+    """`torch.no_grad()` / `torch.inference_mode()` (as a decorator, with or without the call, or a `with`
+    item): torch records no gradient for the parameters used under it."""
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    name = dotted_name(expr) or ""
+    return name.rsplit(".", 1)[-1] in ("no_grad", "inference_mode") and (name.startswith("torch.") or "." not in name)
 
 
 def option_params(fn: cst.FunctionDef) -> set[str]:
