@@ -98,6 +98,8 @@ class ForwardPaths:
         self._uniform: dict[str, int] = {}      # code of a uniform test -> its one condition id
         self._params: list[set[str]] = []       # the parameters of the methods being walked
         self._no_grad = 0                       # inside `torch.no_grad()`: uses there produce no gradient
+        self._fns: list[cst.FunctionDef] = []
+        self._optional: list[set[str]] = []     # per method walked: inputs a batch may lack or bring empty
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -132,9 +134,10 @@ class ForwardPaths:
                 found = self.cls.find_method(func.attr.value)
                 if found is not None and found[1].name not in self._stack and len(self._stack) < MAX_DEPTH:
                     callee_dd = self._bind(found[1].node, call, dd)
+                    callee_optional = self._bind(found[1].node, call, self._optional[-1]) if self._optional else set()
                     self._srcs.append(found[0].src)
                     try:
-                        paths = self.run(found[1].node, paths, callee_dd)
+                        paths = self.run(found[1].node, paths, callee_dd, callee_optional)
                     finally:
                         self._srcs.pop()
         return paths
@@ -158,11 +161,15 @@ class ForwardPaths:
         return out - option_params(fn)
 
     # --- statements -------------------------------------------------------------------------------
-    def run(self, fn: cst.FunctionDef, paths: list[Path], dd: set[str]) -> list[Path]:
-        """Paths after running `fn` (returns rejoin the caller)."""
+    def run(self, fn: cst.FunctionDef, paths: list[Path], dd: set[str], optional: frozenset = frozenset()
+            ) -> list[Path]:
+        """Paths after running `fn` (returns rejoin the caller). `optional`: the inputs a batch may lack or
+        bring empty (forward's parameters with a default, `**kwargs`) and the values derived from them."""
         self._stack.append(fn.name.value)
         params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
         self._params.append(params)
+        self._fns.append(fn)
+        self._optional.append(set(optional) | (_derived(fn, set(optional)) - params))
         no_grad = any(_is_no_grad(d.decorator) for d in fn.decorators)
         self._no_grad += no_grad
         try:
@@ -173,6 +180,8 @@ class ForwardPaths:
         finally:
             self._stack.pop()
             self._params.pop()
+            self._fns.pop()
+            self._optional.pop()
             self._no_grad -= no_grad
 
     def root(self, fn: cst.FunctionDef) -> list[Path]:
@@ -184,7 +193,11 @@ class ForwardPaths:
         if isinstance(fn.params.star_arg, cst.Param):
             params.append(fn.params.star_arg.name.value)
         dd = set(params[1:] if params and params[0] == "self" else params) - option_params(fn)
-        return self.run(fn, [Path(frozenset(), frozenset())], dd)
+        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+                    if p.default is not None} & dd
+        if isinstance(fn.params.star_kwarg, cst.Param):
+            optional.add(fn.params.star_kwarg.name.value)
+        return self.run(fn, [Path(frozenset(), frozenset())], dd, frozenset(optional))
 
     def _cond(self, node: cst.CSTNode, method: str, dd: Optional[set[str]] = None) -> int:
         inputs = tuple(sorted(_free_names(node) & dd)) if dd else ()
@@ -246,7 +259,10 @@ class ForwardPaths:
             head = stmt.iter if isinstance(stmt, cst.For) else stmt.test
             paths = self._expr(head, paths, dd, method)
             saved = set(self._loop_vars)
-            empty = isinstance(stmt, cst.For) and self._is_dd(head, dd)
+            # a `for` over an optional input (`extra=None`, `**kwargs`, values derived from them) may run zero times
+            # on some rank; one over a required input (the batch's tokens, the experts its tokens hit) runs
+            empty = isinstance(stmt, cst.For) and self._is_dd(head, dd) and \
+                bool(self._optional and _free_names(head) & self._optional[-1])
             if isinstance(stmt, cst.For):
                 paths = self._expr(stmt.target, paths, dd, method)
                 # tests on the loop variable differ per iteration, not per rank: some iteration takes each side
@@ -286,7 +302,7 @@ class ForwardPaths:
 
     def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str):
         paths = self._expr(stmt.test, paths, dd, method)
-        is_dd = self._is_dd(stmt.test, dd) and not _fills_default(stmt, self._params[-1])
+        is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt)
         cid, neg = self._decide(stmt.test, method, is_dd, dd)
         yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no_paths = [p.take(cid, neg, is_dd) for p in paths]
@@ -299,6 +315,44 @@ class ForwardPaths:
         for k, v in sub.items():
             ended[k] += v
         return self._check(yes + no), ended
+
+    def _handed_over(self, stmt: cst.If) -> bool:
+        """`if v is None: out = self.encoder(x) else: out = v.to(x.dtype)`, `if cache is not None and ...:
+        k = cache.keys else: k = self.k_proj(h)`: when the input `v` is there, one arm takes the result from it
+        (or a value derived from it) without any of the attributes -- the caller computed it (precomputed
+        encoder states, a cache); the test says where the result comes from, not which parameters the step
+        trains. An arm that uses attributes of its own on the input (`h = self.proj(images)`) is no hand-over."""
+        if not isinstance(stmt.orelse, cst.Else):
+            return False
+        present_in_body, present_in_else = _presence_tests(stmt.test)
+        for names, present, other in ((present_in_body, stmt.body, stmt.orelse.body),
+                                      (present_in_else, stmt.orelse.body, stmt.body)):
+            if not names or self._scan(present).attrs:
+                continue
+            carried = _derived_from(self._fns[-1], set(names)) if self._fns else set(names)
+            got_from_input = {t for t, value in _assigned(present) if _free_names(value) & carried}
+            if got_from_input & {t for t, _ in _assigned(other)}:
+                return True
+        return False
+
+    def _fills_default(self, stmt: cst.If) -> bool:
+        """A presence test whose body replaces one of the function's own inputs (`if inputs_embeds is None:
+        inputs_embeds = self.embed(input_ids)`, `if input_ids is not None: inputs_embeds = self.embed(input_ids)`)
+        while the other arms, if any, use no attribute (`elif not isinstance(out, Output): out = Output(*out)`):
+        the test only says whether the caller handed that value over (having computed it otherwise) or left it
+        to be computed here. A body that extends the input (`text = cat([self.proj(images), text])`) is no
+        replacement."""
+        test = stmt.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return False
+        comp = test.comparisons[0]
+        if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
+                and comp.comparator.value == "None" and isinstance(test.left, cst.Name)):
+            return False
+        if stmt.orelse is not None and self._scan(stmt.orelse).attrs:
+            return False
+        params = self._params[-1] if self._params else set()
+        return any((t in params) and not (_free_names(value) & {t}) for t, value in _assigned(stmt.body))
 
     def _ifexp(self, small, value: cst.IfExp, paths: list[Path], dd: set[str], method: str) -> list[Path]:
         rest = small.with_changes(value=cst.Name("None"))
@@ -385,31 +439,44 @@ def _option_literal(node: Optional[cst.BaseExpression]) -> bool:
     return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString))
 
 
-def _fills_default(stmt: cst.If, params: set[str]) -> bool:
-    """A presence test with no `else` whose body replaces one of the function's own inputs
-    (`if inputs_embeds is None: inputs_embeds = self.embed(input_ids)`, `if input_ids is not None:
-    inputs_embeds = self.embed(input_ids)`): the test only says whether the caller handed that value over
-    (having computed it otherwise) or left it to be computed here. A body that extends the input
-    (`text = cat([self.proj(images), text])`) is no replacement."""
-    test = stmt.test
-    if stmt.orelse is not None or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return False
-    comp = test.comparisons[0]
-    if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
-            and comp.comparator.value == "None" and isinstance(test.left, cst.Name)):
-        return False
-    for line in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else []:
-        for small in getattr(line, "body", ()) if isinstance(line, cst.SimpleStatementLine) else ():
+def _presence_tests(test: cst.BaseExpression) -> tuple[set[str], set[str]]:
+    """Names whose presence the test establishes: (present when the test holds -- `v is not None` alone or in
+    an `and`, present when it fails -- `v is None` alone or in an `or`)."""
+    def comparisons(node, op):
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, op):
+            return comparisons(node.left, op) + comparisons(node.right, op)
+        return [node]
+
+    def presence(node, operator) -> Optional[str]:
+        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and isinstance(node.left, cst.Name):
+            comp = node.comparisons[0]
+            if isinstance(comp.operator, operator) and isinstance(comp.comparator, cst.Name) and \
+                    comp.comparator.value == "None":
+                return node.left.value
+        return None
+
+    def bare(node, negated: bool) -> Optional[str]:     # `cache` (truthy: present), `not cache`
+        if negated and isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            node = node.expression
+        elif negated:
+            return None
+        return node.value if isinstance(node, cst.Name) else None
+
+    when_true = {n for c in comparisons(test, cst.And) if (n := presence(c, cst.IsNot) or bare(c, False))}
+    when_false = {n for c in comparisons(test, cst.Or) if (n := presence(c, cst.Is) or bare(c, True))}
+    return when_true, when_false
+
+
+def _assigned(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]]:
+    """(target name, value) of the block's own top-level assignments."""
+    out = []
+    for line in block.body if isinstance(block, cst.IndentedBlock) else []:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
             if isinstance(small, cst.Assign):
-                targets = set().union(*(_target_names(t.target) for t in small.targets))
+                out.extend((t, small.value) for target in small.targets for t in _target_names(target.target))
             elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                targets = _target_names(small.target)
-            else:
-                continue
-            replaced = (targets & params) - _free_names(small.value)
-            if replaced:
-                return True
-    return False
+                out.extend((t, small.value) for t in _target_names(small.target))
+    return out
 
 
 class _FreeNames(cst.CSTVisitor):
