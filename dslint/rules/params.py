@@ -176,9 +176,13 @@ class ParamNotInOptimizer(Rule):
 
     **Why it matters**: a trainable parameter outside every optimizer group still gets a gradient (and under
     ZeRO it is not part of the partitioned fp32 state), but it is never updated: the model trains with that
-    part frozen at its initial value and nothing says so. The groups' filters are read as boolean formulas over
-    their atoms (`n in decay_parameters`, `"bias" in n`; `p.requires_grad` counts as true) and a name that
+    part frozen at its initial value and nothing says so. The groups -- comprehensions over
+    `model.named_parameters()` written in the group dicts or through variables (`decay = [p for n, p in ...];
+    groups = [{"params": decay}, ...]`), given to an optimizer or to `deepspeed.initialize(model_parameters=...)`
+    for the config's optimizer -- have their filters read as boolean formulas over their atoms
+    (`n in decay_parameters`, `"bias" in n`, `p.ndim < 2`; `p.requires_grad` counts as true), and a name that
     satisfies none of them is reported, e.g. a projector excluded from the decay groups but never given its own.
+    When the model's class is one of the run's, the parameters no group takes are named (`norm.weight`).
     Not flagged when the run freezes the model wholesale (`model.requires_grad_(False)`, PEFT), since then the
     uncovered names may all be frozen.
     """
@@ -211,6 +215,22 @@ class ParamNotInOptimizer(Rule):
             {"params": [p for n, p in model.named_parameters() if n in decay and "projector" not in n], "weight_decay": 0.1},
             {"params": [p for n, p in model.named_parameters() if n not in decay and "projector" not in n], "weight_decay": 0.0},
         ]
+        optimizer = torch.optim.AdamW(groups, lr=1e-4)  # expect: DSL301
+        """,
+        """\
+        import torch
+        from torch import nn
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.norm = nn.LayerNorm(8)
+            def forward(self, x):
+                return self.norm(self.proj(x))
+        model = Classifier()
+        decay = [p for n, p in model.named_parameters() if "bias" not in n and "norm" not in n]
+        no_decay = [p for n, p in model.named_parameters() if "bias" in n]
+        groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
         optimizer = torch.optim.AdamW(groups, lr=1e-4)  # expect: DSL301
         """,
     )
@@ -330,9 +350,19 @@ class ConditionallyUsedParam(Rule):
     .requires_grad_(True)` leaves only the projector trainable. The library base's `super().forward(...)` is taken
     to use the library's own attributes (`model`, `lm_head`, ...) on every path, not the ones the subclass adds.
 
+    A test is data-dependent when it reads the batch -- any input of forward or a value derived from one,
+    whatever its name (`if aux_label is not None`, `if batch.get("k")`, `x.shape[1] == 1`, a `for` over an
+    optional input that may be empty) -- or the rank. Uniform: `self.*` values set in `__init__` (a
+    config-fixed `self.mode`), `self.training`, forward's option parameters (a `bool`/`int`/`float`/`str`
+    annotation or literal default); where uniform tests select the branch inside each data path, it is
+    reported only when, for one assignment of them, the parameters used differ between the data paths.
+
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
-    `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False`, tests on
-    uniform values only (`self.training`, config flags, `return_dict`, `use_cache`).
+    `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False` (at
+    creation, by the class itself, by its owner, by a `for p in model.vision.parameters()` loop of the script),
+    uses under `torch.no_grad()`, attributes holding no parameters (a transformers tokenizer or processor),
+    tests that only say where a value comes from (`if inputs_embeds is None: inputs_embeds =
+    self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it), tests on uniform values only.
     """
 
     code = "DSL303"
@@ -362,6 +392,23 @@ class ConditionallyUsedParam(Rule):
                 else:
                     feats = self.projector(torch.zeros(0, 4))
                 return self.lm(torch.cat([feats, text]))
+        """,
+        """\
+        import torch
+        from torch import nn
+        class Mixer(nn.Module):
+            def __init__(self, mode):
+                super().__init__()
+                self.mode = mode
+                self.mlp = nn.Linear(8, 8)
+                self.conv = nn.Conv1d(8, 8, 3, padding=1)
+            def forward(self, x, extra=None):
+                if extra is not None:
+                    x = x + extra
+                    h = self.mlp(x) if self.mode == "mlp" else self.conv(x)
+                else:
+                    h = self.mlp(x) if self.mode == "mlp" else self.conv(x)
+                return h
         """,
         """\
         import torch
@@ -408,6 +455,38 @@ class ConditionallyUsedParam(Rule):
                 if images is not None:
                     text = torch.cat([self.projector(images), text])
                 return self.lm(text)
+        """),
+        Example(textwrap.dedent("""\
+        import torch
+        from torch import nn
+        class AuxTagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(8, 8)
+                self.aux_head = nn.Linear(8, 3)  # expect: DSL303
+                self.loss_fn = nn.CrossEntropyLoss()
+            def forward(self, x, labels, aux_label=None):
+                h = self.encoder(x)
+                loss = self.loss_fn(h, labels)
+                if aux_label is not None:
+                    loss = loss + self.loss_fn(self.aux_head(h), aux_label)
+                return loss
+        """), fixed="""\
+        import torch
+        from torch import nn
+        class AuxTagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(8, 8)
+                self.aux_head = nn.Linear(8, 3)  # expect: DSL303
+                self.aux_head.requires_grad_(False)  # frozen: no rank waits for its gradient
+                self.loss_fn = nn.CrossEntropyLoss()
+            def forward(self, x, labels, aux_label=None):
+                h = self.encoder(x)
+                loss = self.loss_fn(h, labels)
+                if aux_label is not None:
+                    loss = loss + self.loss_fn(self.aux_head(h), aux_label)
+                return loss
         """),
         Example(textwrap.dedent("""\
         import torch
@@ -488,9 +567,10 @@ class ConditionallyUsedParam(Rule):
             trace = [Trace(f"data-dependent branch in {cond.method}(): `{_code(cond.node)}`", cond.node, cond.src)]
             if use is not None:
                 trace.append(Trace(f"used only on that path, in {use[1]}()", use[0], use[2]))
+            reads = (" (it reads the batch: " + ", ".join(f"`{n}`" for n in cond.inputs) + ")") if cond.inputs else ""
             yield Diagnostic(
                 f"`self.{attr.name}` ({attr.kind}) is trainable but {where} uses it only when "
-                f"`{_code(cond.node)}` goes one way: ranks whose batch takes the other path produce no gradient for "
+                f"`{_code(cond.node)}` goes one way{reads}: ranks whose batch takes the other path produce no gradient for "
                 f"it, so under {stage_text} the gradient reductions differ in size across ranks and hang or mix "
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
