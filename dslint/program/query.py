@@ -247,6 +247,11 @@ class Program:
         from dslint.program.models.param_groups import uncovered
         return uncovered(groups)
 
+    def optimizer_excluded(self) -> frozenset:
+        """ids of the run's module attributes that every optimizer of the run leaves out."""
+        from dslint.program.models.param_groups import optimizer_excluded
+        return self.memo("optimizer-excluded", lambda: optimizer_excluded(self.models(), self.view))
+
     def uncovered_parameter_names(self, src: "PythonSource", scope: Optional["FunctionInfo"], groups) -> list[str]:
         """The parameters of the groups' model (when its class is one of the run's) that no group takes."""
         from dslint.program.models.param_groups import uncovered_parameter_names

@@ -94,8 +94,9 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
     def build():
         facts = program.models()
         out = []
+        excluded = program.optimizer_excluded()
         for cls in facts.classes_in(src):
-            attrs = [a for a in cls.attrs.values() if facts.trainable(a)]
+            attrs = [a for a in cls.attrs.values() if facts.trainable(a) and id(a) not in excluded]
             if not attrs:
                 continue
             names = frozenset(a.name for a in attrs)
@@ -360,6 +361,8 @@ class ConditionallyUsedParam(Rule):
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
     `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False` (at
     creation, by the class itself, by its owner, by a `for p in model.vision.parameters()` loop of the script),
+    attributes every optimizer of the run leaves out (`AdamW([p for n, p in model.named_parameters() if not
+    n.startswith("vision.")])`: DeepSpeed reduces only its optimizer's parameters),
     uses under `torch.no_grad()`, attributes holding no parameters (a transformers tokenizer or processor),
     tests that only say where a value comes from (`if inputs_embeds is None: inputs_embeds =
     self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it), tests on uniform values only.

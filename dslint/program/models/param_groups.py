@@ -224,11 +224,12 @@ class ParamName:
     complete: bool
 
 
-def parameter_names(facts, cls, prefix: str = "", depth: int = 0, seen: frozenset = frozenset()
-                    ) -> list[ParamName]:
+def parameter_names(facts, cls, prefix: str = "", depth: int = 0, seen: frozenset = frozenset(),
+                    attrs: Optional[dict] = None) -> list[ParamName]:
     """The trainable parameters of `cls` (a `ModuleClass`) by name, as far as the run's classes tell:
     `nn.Parameter` attributes, the parameters of `torch.nn` layers, the attributes of the run's own classes
-    below; a prefix for any other sub-module."""
+    below; a prefix for any other sub-module. `attrs`, when given, gets the `ModuleAttr` behind each
+    attribute's name ("vision.proj")."""
     out: list[ParamName] = []
     done: set[str] = set()
     for c in cls.mro():
@@ -239,13 +240,15 @@ def parameter_names(facts, cls, prefix: str = "", depth: int = 0, seen: frozense
             if not facts.trainable(attr):
                 continue
             name = prefix + attr.name
+            if attrs is not None:
+                attrs[name] = attr
             if attr.kind == "parameter":
                 out.append(ParamName(name, None, True))
                 continue
             owners = facts.by_name.get(attr.ctor, [])
             if owners and depth < 4 and attr.ctor not in seen:
                 inner = owners[0]
-                out.extend(parameter_names(facts, inner, name + ".", depth + 1, seen | {attr.ctor}))
+                out.extend(parameter_names(facts, inner, name + ".", depth + 1, seen | {attr.ctor}, attrs))
                 if any(k.external_bases for k in inner.mro()):
                     out.append(ParamName(name + ".", None, False))
             elif attr.ctor in _LAYER_PARAMS:
@@ -391,3 +394,66 @@ def uncovered_parameter_names(facts, src: PythonSource, scope: Optional[Function
         return value
 
     return uncovered_names(groups, names, consts)
+
+
+def _taken_groups(src: PythonSource, scope: Optional[FunctionInfo], expr: cst.BaseExpression
+                  ) -> Optional[list[Group]]:
+    """The groups an optimizer's params argument takes, for `optimizer_excluded`: dict groups (`groups_of`),
+    one comprehension over `named_parameters()`, or `model.part.parameters()` (read as the group of names
+    starting with `part.`); None when not readable."""
+    if isinstance(expr, cst.Name):
+        value = _single_value(src, scope, expr.value)
+        if value is None:
+            return None
+        if not isinstance(value, (cst.List, cst.Tuple)):
+            expr = value
+    group = _group_of(expr)
+    if group is not None:
+        return [group]
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "parameters" \
+            and isinstance(expr.func.value, cst.Attribute) and not expr.args:
+        segments = _code(expr.func.value).split(".")
+        root, part = segments[0], ".".join(segments[1:])
+        cond = cst.parse_expression(f"{NAME_VAR}.startswith({part + '.'!r})")
+        return [Group(cond, root, NAME_VAR, PARAM_VAR)]
+    return groups_of(src, scope, expr)
+
+
+def optimizer_excluded(facts, project) -> frozenset:
+    """ids of the run's `ModuleAttr`s whose every parameter each optimizer of the run leaves out (filtered out
+    by name, or `AdamW(model.head.parameters())` leaving the rest): DeepSpeed reduces and steps only the
+    parameters of its optimizer's groups, so these are as good as frozen for it. Empty when an optimizer's
+    groups or model cannot be read."""
+    from dslint.program.models.moe import engine_calls
+    sites = []
+    for src in project.python:
+        for call, scope, arg in optimizer_constructions(src):
+            sites.append((src, scope, arg))
+        for ec in engine_calls(project, src):
+            params = ec.argument("model_parameters") if ec.kind == "initialize" else None
+            if params is not None and ec.argument("optimizer") is None:
+                sites.append((src, src.facts.functions.get(ec.call.scope), params))
+    if not sites:
+        return frozenset()
+    excluded: Optional[set] = None
+    for src, scope, arg in sites:
+        groups = _taken_groups(src, scope, arg)
+        if not groups or len({g.receiver for g in groups}) != 1:
+            return frozenset()
+        cls = model_class_of(facts, src, scope, groups[0].receiver)
+        if cls is None:
+            return frozenset()
+        attrs: dict = {}
+        names = parameter_names(facts, cls, attrs=attrs)
+
+        def consts(name: str, src=src, scope=scope):
+            return _single_value(src, scope, name)
+
+        left_out = set(uncovered_names(groups, names, consts))
+        here = set()
+        for prefix, attr in attrs.items():
+            below = [n.name for n in names if n.name == prefix or n.name.startswith(prefix + ".")]
+            if below and all(n in left_out for n in below):
+                here.add(id(attr))
+        excluded = here if excluded is None else excluded & here
+    return frozenset(excluded or ())
