@@ -149,10 +149,11 @@ def _zero_severity(program) -> Optional[tuple[Optional[Severity], str]]:
     return Severity.WARNING, "ZeRO stage 1/2/3 (no DeepSpeed config with a known stage was found in this run)"
 
 
-# calls that train a model on several ranks (last names of resolved callees): DeepSpeed, DDP, the HF Trainer,
-# accelerate
+# calls that set up gradient reduction across ranks (last names of resolved callees): a DeepSpeed engine, DDP,
+# FSDP, accelerate, a process group; a `...Trainer` construction is counted below. Not `model.train()` nor a
+# `.prepare(...)` of anything: a single-process loop calls those too, and has no reduction to skew.
 _MULTI_RANK_TRAINING = frozenset({"initialize", "DistributedDataParallel", "DDP", "FullyShardedDataParallel",
-                                  "Accelerator", "prepare", "init_process_group", "init_distributed", "train"})
+                                  "Accelerator", "init_process_group", "init_distributed"})
 
 
 def _trained_across_ranks(program) -> bool:
@@ -341,7 +342,10 @@ class ConditionallyUsedParam(Rule):
     whose batch is text-only, so the ranks' reduction sizes differ: the all_reduce/reduce_scatter hangs, or,
     with small buckets, same-size reductions pair different parameters and silently corrupt gradients; the
     ranks that got through wait in `optimizer.step()`'s overflow all_reduce (DeepSpeed #4933, #1355). Stage 0
-    zero-fills missing gradients and is safe.
+    zero-fills missing gradients and is safe. Reported only where the run reduces gradients across ranks (a
+    ZeRO config, `deepspeed.initialize`, DDP/FSDP, accelerate, a process group, a `...Trainer`): a
+    single-process loop (`model.train()`, `optimizer.step()`) has nothing to skew; a model file checked alone
+    is reported as a warning.
 
     Models derived from a transformers class (`class LlavaLlamaForCausalLM(LlamaForCausalLM, ...)`) count: the
     parameters added beside the library's sub-modules are checked, and freezing is per sub-tree --
