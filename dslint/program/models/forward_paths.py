@@ -11,9 +11,11 @@ annotation or a literal default such as `return_dict: bool = True`) and go the s
 uniform tests are one decision wherever they appear (`if self.mode == "a"` in both arms of a data test), so
 an attribute is *divergent* when one path uses it and another path that agrees on every uniform decision does
 not: for that assignment of the uniform values, ranks whose batch takes the other path produce no gradient
-for it. A default-filling test (`if v is None: v = ...`, no `else`) only says where `v` comes from -- the
-caller computed it otherwise -- and counts as uniform. Paths ending in `raise` are not executions and are
-ignored.
+for it. A test that only says where a value comes from counts as uniform: a default fill (`if v is None:
+v = ...`) and a hand-over (one arm takes the result from the tested input without any attribute:
+`else: out = enc_states`) -- the caller computed it otherwise. A `for` over an optional input (a parameter
+with a default, `**kwargs`) may run zero times; uses under `torch.no_grad()` produce no gradient and are not
+uses. Paths ending in `raise` are not executions and are ignored.
 """
 
 from __future__ import annotations
