@@ -247,6 +247,14 @@ class Program:
         from dslint.program.models.param_groups import uncovered
         return uncovered(groups)
 
+    def uniform_inputs(self, cls: ModuleClass) -> frozenset:
+        """Forward parameters of `cls` that every caller in the run passes uniformly (memoised per class)."""
+        from dslint.program.models.forward_paths import uniform_inputs
+        cache = self.memo("uniform-inputs", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = uniform_inputs(self.models(), cls)
+        return cache[id(cls)]
+
     def optimizer_excluded(self) -> frozenset:
         """ids of the run's module attributes that every optimizer of the run leaves out."""
         from dslint.program.models.param_groups import optimizer_excluded

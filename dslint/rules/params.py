@@ -119,7 +119,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                         continue
                 walker = ForwardPaths(root, names - shadowed)
                 try:
-                    paths = walker.root(found[1].node)
+                    paths = walker.root(found[1].node, program.uniform_inputs(root))
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
@@ -359,7 +359,9 @@ class ConditionallyUsedParam(Rule):
     whatever its name (`if aux_label is not None`, `if batch.get("k")`, `x.shape[1] == 1`, a `for` over an
     optional input that may be empty) -- or the rank. Uniform: `self.*` values set in `__init__` (a
     config-fixed `self.mode`), `self.training`, forward's option parameters (a `bool`/`int`/`float`/`str`
-    annotation or literal default); where uniform tests select the branch inside each data path, it is
+    annotation or literal default), a sub-module's input that every caller in the run leaves out or passes
+    uniformly (`self.embeddings(ids)` never passing `token_type_ids`); where uniform tests select the branch
+    inside each data path, it is
     reported only when, for one assignment of them, the parameters used differ between the data paths.
 
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,

@@ -186,15 +186,16 @@ class ForwardPaths:
             self._optional.pop()
             self._no_grad -= no_grad
 
-    def root(self, fn: cst.FunctionDef) -> list[Path]:
+    def root(self, fn: cst.FunctionDef, uniform: frozenset = frozenset()) -> list[Path]:
         """Every input of forward is the batch's (a tensor, a batch field, `**kwargs`), whatever its name;
-        only its option parameters (`option_params`) and `self` are fixed for the run."""
+        only its option parameters (`option_params`), `self` and the inputs its callers in the run pass
+        uniformly (`uniform`, from `uniform_inputs`) are fixed for the run."""
         params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)]
         if isinstance(fn.params.star_kwarg, cst.Param):
             params.append(fn.params.star_kwarg.name.value)
         if isinstance(fn.params.star_arg, cst.Param):
             params.append(fn.params.star_arg.name.value)
-        dd = set(params[1:] if params and params[0] == "self" else params) - option_params(fn)
+        dd = set(params[1:] if params and params[0] == "self" else params) - option_params(fn) - set(uniform)
         optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
                     if p.default is not None} & dd
         if isinstance(fn.params.star_kwarg, cst.Param):
@@ -572,3 +573,100 @@ def deciding_condition(walker: ForwardPaths, pair: tuple[Path, Path]) -> Optiona
         if d and (c, t) not in m_dec:
             return walker.conditions[c]
     return None
+
+
+MAX_CALLER_DEPTH = 3
+
+
+def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
+    """Forward parameters of `cls` that every caller in the run passes uniformly: the run's classes that
+    create `cls` as an attribute (`self.embeddings = Embeddings(cfg)`) and call it (`self.embeddings(ids,
+    mode="text")`) leave the parameter out, or pass a value that reads none of their method's inputs, or
+    pass an input of their own `forward` that their callers pass uniformly in turn. Empty when a caller is
+    not found (a model the scripts call, a layer kept in a `ModuleList`) or one passes `*args`/`**kwargs`.
+    Matching calls to parameters is the call's own binding (keywords, positions), not names guessed."""
+    found = cls.find_method("forward")
+    if found is None or depth > MAX_CALLER_DEPTH:
+        return frozenset()
+    fn = found[1].node
+    names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
+    kwonly = [p.name.value for p in fn.params.kwonly_params]
+    if isinstance(fn.params.star_arg, cst.Param) or isinstance(fn.params.star_kwarg, cst.Param):
+        return frozenset()
+    instances = {c.name for c in [cls, *facts.subclasses(cls)]}
+    containers = facts.containers(cls)
+    if not containers:
+        return frozenset()
+    uniform = set(names) | set(kwonly)
+    for container in containers:
+        holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
+        if not holders:
+            return frozenset()      # created some other way (a ModuleList, a local): its calls are not found
+        calls = []
+        for owner, mname in [(c, m) for c in container.mro() for m in sorted(c.methods)]:
+            method = owner.info.methods[mname].node
+            finder = _HolderCalls(holders)
+            cst_visit(method, finder)
+            if finder.other_use:
+                return frozenset()  # the sub-module is handed on or called through a variable
+            calls.extend((method, mname, call) for call in finder.calls)
+        if not calls:
+            return frozenset()
+        for method, mname, call in calls:
+            params = {p.name.value for p in (*method.params.posonly_params, *method.params.params,
+                                             *method.params.kwonly_params)} - {"self"}
+            if isinstance(method.params.star_arg, cst.Param):
+                params.add(method.params.star_arg.name.value)
+            if isinstance(method.params.star_kwarg, cst.Param):
+                params.add(method.params.star_kwarg.name.value)
+            inputs = params | _derived(method, params)
+            if any(a.star for a in call.args):
+                return frozenset()
+            bound: dict[str, cst.BaseExpression] = {}
+            positional = [a for a in call.args if a.keyword is None]
+            for name, arg in zip(names, positional):
+                bound[name] = arg.value
+            for arg in call.args:
+                if arg.keyword is not None:
+                    bound[arg.keyword.value] = arg.value
+            outer: Optional[frozenset] = None
+            for name, value in bound.items():
+                if name not in uniform:
+                    continue
+                read = _free_names(value) & inputs
+                if not read:
+                    continue
+                if mname != "forward" or not read <= params:
+                    uniform.discard(name)
+                    continue
+                if outer is None:
+                    outer = uniform_inputs(facts, container, depth + 1)
+                if not read <= outer:
+                    uniform.discard(name)
+    return frozenset(uniform)
+
+
+class _HolderCalls(cst.CSTVisitor):
+    """Calls `self.<holder>(...)` in a method, and whether a holder is used any other way."""
+
+    def __init__(self, holders: set[str]) -> None:
+        self.holders = holders
+        self.calls: list[cst.Call] = []
+        self.other_use = False
+        self._called: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                and func.attr.value in self.holders:
+            self.calls.append(node)
+            self._called.add(id(func))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if id(node) in self._called or not (isinstance(node.value, cst.Name) and node.value.value == "self"):
+            return
+        if node.attr.value in self.holders:
+            self.other_use = True
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return False        # `self.embeddings = Embeddings(cfg)`: the creation, not a use
