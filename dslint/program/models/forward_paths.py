@@ -265,7 +265,7 @@ class ForwardPaths:
             # a `for` over an optional input (`extra=None`, `**kwargs`, values derived from them) may run zero times
             # on some rank; one over a required input (the batch's tokens, the experts its tokens hit) runs
             empty = isinstance(stmt, cst.For) and self._is_dd(head, dd) and \
-                bool(self._optional and _free_names(head) & self._optional[-1])
+                _iterated_name(head) in (self._optional[-1] if self._optional else ())
             if isinstance(stmt, cst.For):
                 paths = self._expr(stmt.target, paths, dd, method)
                 # tests on the loop variable differ per iteration, not per rank: some iteration takes each side
@@ -440,6 +440,14 @@ def _option_literal(node: Optional[cst.BaseExpression]) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression
     return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString))
+
+
+def _iterated_name(head: cst.BaseExpression) -> Optional[str]:
+    """`x` of `for item in x` / `for i, item in enumerate(x)`."""
+    if isinstance(head, cst.Call) and isinstance(head.func, cst.Name) and head.func.value == "enumerate" and \
+            head.args:
+        head = head.args[0].value
+    return head.value if isinstance(head, cst.Name) else None
 
 
 def _presence_tests(test: cst.BaseExpression) -> tuple[set[str], set[str]]:
