@@ -285,6 +285,24 @@ class Program:
         from dslint.program.models.param_groups import uncovered
         return uncovered(groups)
 
+    def uniform_inputs(self, cls: ModuleClass) -> frozenset:
+        """Forward parameters of `cls` that every caller in the run passes uniformly (memoised per class)."""
+        from dslint.program.models.forward_paths import uniform_inputs
+        cache = self.memo("uniform-inputs", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = uniform_inputs(self.models(), cls)
+        return cache[id(cls)]
+
+    def optimizer_excluded(self) -> frozenset:
+        """ids of the run's module attributes that every optimizer of the run leaves out."""
+        from dslint.program.models.param_groups import optimizer_excluded
+        return self.memo("optimizer-excluded", lambda: optimizer_excluded(self.models(), self.view))
+
+    def uncovered_parameter_names(self, src: "PythonSource", scope: Optional["FunctionInfo"], groups) -> list[str]:
+        """The parameters of the groups' model (when its class is one of the run's) that no group takes."""
+        from dslint.program.models.param_groups import uncovered_parameter_names
+        return uncovered_parameter_names(self.models(), src, scope, groups)
+
     @staticmethod
     def returns_value(fn: "FunctionInfo") -> bool:
         """The function hands something back (`return model`), so its callers hold what it built."""
