@@ -53,6 +53,21 @@ class Trace:
 
 
 @dataclass
+class Clue:
+    """A piece of evidence a finding rests on (`findings.Evidence`), located like a Trace: `at` a libcst node, a
+    JSON path, a Span, a (line, col), a line number, or None (a fact of the run, not of a file). `source`: the
+    file it is in (defaults to the file being checked; ignored when `at` is None and `path` is given). `found`
+    False: a fact the hazard needs that dslint did not see."""
+
+    kind: str
+    note: str
+    at: Any = None
+    source: Optional["AnySource"] = None
+    found: bool = True
+    path: Optional[str] = None          # a file that is no source of the run (a config named by a launcher)
+
+
+@dataclass
 class Diagnostic:
     message: str
     at: Any                                       # libcst node | JSON path tuple | Span | (line, col)
@@ -61,6 +76,10 @@ class Diagnostic:
     trace: list[Trace] = field(default_factory=list)
     fix: Optional[Fix] = None
     code: Optional[str] = None                    # a family module may emit several codes from one pass
+    # what the finding rests on (issue 30): `Clue`s; `proven` False when the evidence the rule needs is
+    # incomplete (hidden unless --show-unproven)
+    evidence: list["Clue"] = field(default_factory=list)
+    proven: bool = True
 
 
 @dataclass

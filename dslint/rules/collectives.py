@@ -11,6 +11,7 @@ from typing import Iterable
 from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+from dslint.rules.evidence import dedupe, group_clues, group_created_between, launch_clues, site_clues
 
 _Z3_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
 _Z2_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'
@@ -151,7 +152,22 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         fix = _synced_gpus_fix(ctx, h.at) or fix
     elif h.code == "DSL102":
         fix = _trip_count_fix(ctx, h) or fix
-    return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code)
+    clues = site_clues(h.site) + launch_clues(ctx.program, ctx.source)
+    if h.code == "DSL103":
+        clues += group_clues(ctx.source)
+    return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code,
+                      evidence=dedupe(clues), proven=h.site.proven)
+
+
+def _before_any_group(h: Hazard, ctx: RuleContext) -> bool:
+    """A `raise` under a rank test before the call that creates the process group, in the same function as the
+    collective it leaves before (issue 30): the ranks that raise never join the group, and the job ends under
+    its launcher -- no rank waits in a collective for them."""
+    if h.code != "DSL103" or h.guard is None or h.guard.exit_kind != "raise" or h.site.source is not ctx.source:
+        return False
+    at = ctx.source.span(h.at).line
+    site = ctx.source.span(h.site.call).line
+    return at < site and group_created_between(ctx.source, h.scope, at, site) is not None
 
 
 # `**name` splats that may already carry generate()'s keywords: adding synced_gpus= next to them could pass it
@@ -221,7 +237,7 @@ class _CollectiveRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for h in ctx.program.rank_hazards(ctx.source):
-            if h.code == self.code:
+            if h.code == self.code and not _before_any_group(h, ctx):
                 yield diagnose(h, ctx)
 
 
