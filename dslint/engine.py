@@ -574,6 +574,9 @@ class Checker:
                 if not rule.wants(ctx):
                     continue
                 diagnostics = list(rule.check(ctx))
+                for diag in diagnostics:
+                    if not diag.evidence:
+                        _family_evidence(rule, ctx, diag)
             except Exception as exc:  # a broken rule must not lose the other rules' findings
                 report.errors.append(_internal_error(rule, source.path, exc))
                 continue
@@ -749,6 +752,15 @@ def _finding(rule: Rule, diag: Diagnostic, source: AnySource) -> Finding:
                    line=span.line, column=span.column, end_line=max(span.end_line, span.line),
                    end_column=span.end_column if span.end_line > span.line else max(span.end_column, span.column),
                    message=diag.message, trace=trace, fix=fix, evidence=_evidence(diag, source), proven=diag.proven)
+
+
+def _family_evidence(rule: Rule, ctx: RuleContext, diag: Diagnostic) -> None:
+    """Evidence for a diagnostic its rule gave none (`dslint.rules.evidence.family_evidence`)."""
+    from dslint.rules.evidence import family_evidence
+    clues, proven = family_evidence(diag.code or rule.code, ctx, diag)
+    diag.evidence = clues
+    if proven is not None:
+        diag.proven = diag.proven and proven
 
 
 def _evidence(diag: Diagnostic, source: AnySource) -> list[Evidence]:

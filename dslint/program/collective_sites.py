@@ -603,8 +603,9 @@ class CollectiveSites:
         if fwd is None:
             fwd = self.forward(src)
         tail = _tail(model)
-        engine = role_evidence(role) if held is not None else self._bound_engines(
-            src, call.func.value if isinstance(call.func, cst.Attribute) and kind != "forward" else call.func)
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) and kind != "forward" else call.func
+        engine = role_evidence(role) if held is not None else self._bound_engines(src, receiver) \
+            if kind not in ("accelerate", "trainer") else self._bound_makers(src, receiver, kind)
         if held is None and self.role(tail) == "moe":
             if self._moe_collective(src):
                 fwd = ForwardFacts("yes", self._moe_collective(src), moe=True, evidence=self._moe_facts(src))
@@ -616,6 +617,8 @@ class CollectiveSites:
             return None
         # issue 30: the forward is shown collective by a ZeRO-3 config or an MoE layer of the unit; with neither,
         # by a DeepSpeed engine that runs it (its ZeRO stage then unknown: said as a fact not seen)
+        if kind == "gather":        # ZeRO-3's own API: the code is written for partitioned parameters
+            engine = engine + [Fact("zero-stage", "`GatheredParameters` is ZeRO-3's API", call, src)]
         evidence = engine + fwd.evidence
         proven = fwd.status == "yes" or bool(engine)
         if not proven:
@@ -634,6 +637,17 @@ class CollectiveSites:
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
         return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, forward=fwd,
                     evidence=evidence, proven=proven)
+
+    def _bound_makers(self, src: "PythonSource", owner: cst.BaseExpression, kind: str) -> list[Fact]:
+        """Evidence for an accelerator/Trainer receiver: the `Accelerator(...)`/`…Trainer(...)` call of the view
+        that binds its name (this file's first)."""
+        tail = _tail(owner)
+        rows = [(s, c) for s, t, callee, c, _f, _t in self._assignments if t == tail and (
+            (callee or "").rsplit(".", 1)[-1] == "Accelerator" if kind == "accelerate"
+            else ((callee or "").rsplit(".", 1)[-1] or _root_name(c) or "").endswith("Trainer"))]
+        rows.sort(key=lambda row: row[0] is not src)
+        return [Fact(kind if kind == "accelerate" else "trainer", f"`{tail}` built here", c, where)
+                for where, c in rows[:1]]
 
     def _bound_engines(self, src: "PythonSource", model: Optional[cst.BaseExpression]) -> list[Fact]:
         """Evidence for a receiver named like an engine (`engine`, `self.model_engine`, `engine.module`): the

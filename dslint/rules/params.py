@@ -296,6 +296,10 @@ class UnusedTrainableParam(Rule):
                     f"remove it, use it, or create it with requires_grad=False.", attr.statement)
 
 
+# a ZeRO-2 config in the run: the evidence DSL303 needs (issue 30) beside a model file
+_ZERO2_RUN = {"ds_config.json": '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'}
+
+
 class ConditionallyUsedParam(Rule):
     """A trainable parameter or submodule that `forward` uses only on a data- or rank-dependent branch.
 
@@ -380,7 +384,7 @@ class ConditionallyUsedParam(Rule):
                 if images is not None:
                     text = torch.cat([self.projector(images), text])
                 return self.lm(text)
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         class VLM(nn.Module):
@@ -407,7 +411,7 @@ class ConditionallyUsedParam(Rule):
                 if hidden.shape[1] > 512:
                     out = out + self.long_seq_bias
                 return out
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         class Router(nn.Module):
@@ -439,7 +443,7 @@ class ConditionallyUsedParam(Rule):
                 return super().forward(inputs_embeds=embeds, labels=labels)
         model = GatedLlama.from_pretrained("org/llama")
         model.get_model().requires_grad_(False)
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         from transformers import LlamaForCausalLM
