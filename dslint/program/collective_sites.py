@@ -624,7 +624,7 @@ class CollectiveSites:
         if not proven:
             evidence = evidence + [Fact("engine", "no DeepSpeed engine (deepspeed.initialize/init_inference, or an "
                                                   "object used as one) is seen to run this model", found=False)]
-        if fwd.status != "yes":
+        if fwd.status != "yes" and kind != "gather":
             evidence = evidence + [Fact("zero-stage", "no DeepSpeed config with a known ZeRO stage reaches this "
                                                       "code: collective only under ZeRO-3 or MoE", found=False)]
         if kind not in ("forward", "generate"):

@@ -224,8 +224,21 @@ def _trip_count_fix(ctx: RuleContext, h: Hazard) -> "Fix | None":
                            "(it pads every rank to the same length).", applicability="display", edits=[edit])
 
 
+_EVIDENCE = (
+    "the collective call -- an explicit `torch.distributed`/`deepspeed.comm`/accelerate collective is its own "
+    "evidence -- and, for a model's forward or `generate`, an engine method or a function reaching one, what makes "
+    "it collective in the launch unit: the DeepSpeed engine that runs it (`deepspeed.initialize`/`init_inference`, "
+    "followed to the call, or an object used as an engine: `.backward(loss)`, `.step()` and `.module`/"
+    "`save_checkpoint`/... on it), a config with ZeRO-3, a DeepSpeed MoE layer, `GatheredParameters`; the "
+    "launcher line with its world size where the unit has one. Complete when one of these is seen: a forward of a "
+    "model that is an engine by its name only (`ds_engine`, a parameter), with no config or MoE layer, is "
+    "unproven (hidden unless `--show-unproven`). A ZeRO stage not seen is listed as such (the finding is then a "
+    "warning).")
+
+
 class _CollectiveRule(Rule):
     severity_when_unsure = Severity.WARNING
+    evidence_needed = _EVIDENCE
     # files that can hold a rank source, a collective site, or a helper reaching one
     triggers = ("rank", "RANK", "main_process", "process_index", "process_zero", "is_master", "is_main",
                 "should_save", "should_log", "generate", "split_between", "barrier", "all_reduce", "all_gather",
@@ -411,6 +424,10 @@ class RankEarlyExit(_CollectiveRule):
 
     code = "DSL103"
     name = "rank-early-exit"
+    evidence_needed = _EVIDENCE + (
+        " Also the call that creates the process group (`init_process_group`, `deepspeed.init_distributed`/"
+        "`initialize`, `Accelerator()`): a `raise` under a rank test before that call, in the function of the "
+        "collective, is not flagged -- the ranks that raise never join the group, and the launcher ends the job.")
     severity = Severity.ERROR
     summary = "an early exit under a rank-dependent test before a collective other ranks still reach"
     fix_advice = "Reach the collective on every rank first, or make the exit decision uniform (all_reduce it)."
@@ -473,6 +490,12 @@ class GenerateNotSynced(_CollectiveRule):
 
     code = "DSL104"
     name = "generate-not-synced"
+    evidence_needed = (
+        "a DeepSpeed engine or `init_inference` that runs the model (followed to the call, or an object used as an "
+        "engine: `.backward(loss)`, `.step()`, `.module`), a config with ZeRO-3, or a DeepSpeed MoE layer, in the "
+        "launch unit. `generate` on a plain model (a single-process `input()` loop, no engine) is no site at all; "
+        "on a model that is an engine by its name only it is unproven (hidden unless `--show-unproven`). With an "
+        "engine but no config the ZeRO stage is listed as not seen and the finding is a warning.")
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."

@@ -140,7 +140,7 @@ def moe_clues(program: "Program", src: "AnySource") -> list[Clue]:
 def _training_calls(program: "Program", src: "AnySource") -> list[Clue]:
     """The first call of the view (this file's first) that trains a model on several ranks: an engine, a
     Trainer, DDP/FSDP, an Accelerator. Found on the outlines; only the file found is read for the line."""
-    from dslint.program.outline import engine_builder
+    engine_builder = program.engine_builder
     order = sorted(program.python, key=lambda s: s is not src)
     for other in order[:400]:
         outline = getattr(other, "outline", None)
@@ -178,9 +178,8 @@ def engine_clues(program: "Program", src: "AnySource") -> list[Clue]:
 
 def stage_clues(program: "Program", src: "AnySource") -> list[Clue]:
     """The config with a known ZeRO stage that applies to the file (or, for a model file, to the run)."""
-    from dslint.program.collective_sites import CollectiveSites
     try:
-        configs = CollectiveSites.of(program.view).configs(src) if hasattr(src, "facts") else []
+        configs = program.configs_near(src) if hasattr(src, "facts") else []
     except Exception:
         configs = []
     for config in configs:

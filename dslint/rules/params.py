@@ -326,6 +326,11 @@ class ConditionallyUsedParam(Rule):
 
     code = "DSL303"
     name = "conditionally-used-param"
+    evidence_needed = ("a config with a ZeRO stage, or a call that trains the model on several ranks "
+                       "(`deepspeed.initialize`, an HF/TRL Trainer, DDP/FSDP, an `Accelerator`), in the launch "
+                       "unit: without either (a model file with nothing that trains it) the finding is unproven "
+                       "and hidden unless `--show-unproven`. The data-dependent branch and the use on one path only "
+                       "are in the trace.")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
