@@ -501,12 +501,14 @@ class CollectiveSites:
         owner_role = self.role(_tail(owner)) if owner is not None else None
         if owner_role == "accelerator":
             if last in ACCELERATOR_METHODS:
-                return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
+                return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate",
+                            evidence=self._bound_makers(src, owner, "accelerate"))
             if last in ACCELERATOR_Z3:
                 return self._forward_site(src, call, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
         if owner_role == "trainer":
             if last in TRAINER_ALWAYS:
-                return Site(call, src, TRAINER_ALWAYS[last], True, "trainer")
+                return Site(call, src, TRAINER_ALWAYS[last], True, "trainer",
+                            evidence=self._bound_makers(src, owner, "trainer"))
             if last == "save_model":
                 return self._forward_site(src, call, "trainer", "Trainer.save_model gathers ZeRO-3 partitions")
         if last in ENGINE_ALWAYS and (owner_role == "engine" or last in ("save_checkpoint", "load_checkpoint")
@@ -639,19 +641,18 @@ class CollectiveSites:
                     evidence=evidence, proven=proven)
 
     def _bound_makers(self, src: "PythonSource", owner: cst.BaseExpression, kind: str) -> list[Fact]:
-        """Evidence for an accelerator/Trainer receiver: the `Accelerator(...)`/`…Trainer(...)` call of the view
-        that binds its name (this file's first)."""
+        """Evidence for an accelerator/Trainer receiver: the `Accelerator(...)`/`…Trainer(...)` call of this file
+        that binds its name."""
         tail = _tail(owner)
-        rows = [(s, c) for s, t, callee, c, _f, _t in self._assignments if t == tail and (
+        rows = [(s, c) for s, t, callee, c, _f, _t in self._assignments if s is src and t == tail and (
             (callee or "").rsplit(".", 1)[-1] == "Accelerator" if kind == "accelerate"
             else ((callee or "").rsplit(".", 1)[-1] or _root_name(c) or "").endswith("Trainer"))]
-        rows.sort(key=lambda row: row[0] is not src)
         return [Fact(kind if kind == "accelerate" else "trainer", f"`{tail}` built here", c, where)
                 for where, c in rows[:1]]
 
     def _bound_engines(self, src: "PythonSource", model: Optional[cst.BaseExpression]) -> list[Fact]:
         """Evidence for a receiver named like an engine (`engine`, `self.model_engine`, `engine.module`): the
-        `deepspeed.initialize`/`init_inference` calls of the view that bind its name, this file's first."""
+        `deepspeed.initialize`/`init_inference` call of this file that binds its name."""
         if model is None:
             return []
         if isinstance(model, cst.Attribute) and model.attr.value in ("forward", "generate"):
@@ -661,8 +662,9 @@ class CollectiveSites:
             tail = _tail(model.value)
         if not tail:
             return []
-        binds = self._engine_bindings.get((id(src), tail)) or next(
-            (b for (_, t), b in self._engine_bindings.items() if t == tail), [])
+        # this file's bindings only: a same-named variable of another file is no evidence (issue 30); an engine
+        # that really flows here across files is the value roles' (`held`)
+        binds = self._engine_bindings.get((id(src), tail)) or []
         out = []
         for where, call in binds[:1]:
             callee = where.facts.resolve_expr(call.func) or ""

@@ -886,12 +886,14 @@ ENGINE_MEMBERS = frozenset({"module", "save_checkpoint", "load_checkpoint", "zer
                             "zero_optimization", "train_batch_size", "gradient_accumulation_steps"})
 _BACKWARD_WITH_ARG = re.compile(r"\.backward\(\s*[^)\s]")
 _STEP_WITHOUT_ARG = re.compile(r"\.step\(\s*\)")
+_ENGINE_MEMBER = re.compile(r"\.(?:" + "|".join(sorted(ENGINE_MEMBERS)) + r")\b")
 
 
 def may_use_engine(text: str) -> bool:
-    """Text pre-filter of `RoleAnalysis._seed_uses`: `.backward(<arg>)` and `.step()` both occur."""
+    """Text pre-filter of `RoleAnalysis._seed_uses`: `.backward(<arg>)`, `.step()` and an engine-only member all
+    occur (a superset of the files where one object has all three)."""
     return ".backward(" in text and ".step(" in text and _BACKWARD_WITH_ARG.search(text) is not None \
-        and _STEP_WITHOUT_ARG.search(text) is not None
+        and _STEP_WITHOUT_ARG.search(text) is not None and _ENGINE_MEMBER.search(text) is not None
 
 
 def _own_nodes(root: ast.AST):

@@ -109,7 +109,10 @@ def family_evidence(code: str, ctx, diag) -> tuple[list[Clue], Optional[bool]]:
     program = ctx.program
     if family in ("DSL2", "DSL3"):
         clues = moe_clues(program, src) if family == "DSL2" else []
-        clues += engine_clues(program, src) + stage_clues(program, src) + launch_clues(program, src)
+        stage = stage_clues(program, src)
+        if family == "DSL2":
+            stage = [c for c in stage if c.found]       # the MoE rules say themselves where a stage matters
+        clues += engine_clues(program, src) + stage + launch_clues(program, src)
         proven = None
         if code == "DSL303":
             # issue 30: a gradient reduction that can differ needs ZeRO 1-3 or several ranks training the model
