@@ -171,3 +171,21 @@ def test_config_findings_name_the_consumer():
 def test_every_rule_documents_its_evidence():
     for rule in all_rules():
         assert rule.evidence_docs(), rule.code
+
+
+def test_engine_known_by_its_use_through_a_function_parameter():
+    text = (
+        "import torch.distributed as dist\n"
+        "def train(model, loader):\n"
+        "    for batch in loader:\n"
+        "        loss = model(**batch).loss\n"
+        "        model.backward(loss)\n"
+        "        model.step()\n"
+        "    if dist.get_rank() == 0:\n"
+        "        model.save_checkpoint('ckpt')\n")
+    [f] = _run({"loop.py": text}).findings
+    assert (f.code, f.line, f.severity.value) == ("DSL101", 8, "error")
+    assert [e.line for e in f.evidence if e.kind == "engine"] == [5]
+    # the same without `backward(loss)` on it: a plain module, and `save_checkpoint` of an unknown object
+    plain = text.replace("model.backward(loss)", "loss.backward()").replace("model.save_checkpoint", "model.save")
+    assert _run({"loop.py": plain}, show_unproven=True).findings == []

@@ -225,8 +225,9 @@ def _trip_count_fix(ctx: RuleContext, h: Hazard) -> "Fix | None":
 
 
 _EVIDENCE = (
-    "the collective call -- an explicit `torch.distributed`/`deepspeed.comm`/accelerate collective is its own "
-    "evidence -- and, for a model's forward or `generate`, an engine method or a function reaching one, what makes "
+    "the collective call -- an explicit `torch.distributed`/`deepspeed.comm` collective, an accelerate or "
+    "Trainer collective method is its own evidence (with the `Accelerator(...)`/`Trainer(...)` call of the file "
+    "that built its receiver, where there is one) -- and, for a model's forward or `generate`, an engine method or a function reaching one, what makes "
     "it collective in the launch unit: the DeepSpeed engine that runs it (`deepspeed.initialize`/`init_inference`, "
     "followed to the call, or an object used as an engine: `.backward(loss)`, `.step()` and `.module`/"
     "`save_checkpoint`/... on it), a config with ZeRO-3, a DeepSpeed MoE layer, `GatheredParameters`; the "
