@@ -316,7 +316,8 @@ class Checker:
             if hit is None:
                 missing.append((src, key))
             elif hit.get("compiles"):
-                facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]))
+                facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]), tuple(hit["args"]),
+                                           hit["argv"], tuple(hit["flags"]))
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and hasattr(os, "fork"):
             with span("outlines (forked)"):
@@ -341,13 +342,14 @@ class Checker:
                 except PairingError:
                     # the file's facts could not be built: its rules report it (internal error), the run goes on
                     pass
-            found = FileFacts.of(src, refs)
+            found = FileFacts.of(src, refs, *project.argument_files(src)) if src.compiles else None
             if found is not None:
                 facts[id(src)] = found
             if cache:
                 cache.put(key, {"compiles": False} if found is None else {
                     "compiles": True, "imports": list(found.imports), "runs": found.runs_by_itself,
-                    "refs": list(found.config_refs)})
+                    "refs": list(found.config_refs), "args": list(found.argument_files),
+                    "argv": found.arguments_from_argv, "flags": list(found.argument_flags)})
 
     def _views(self, relevant: list[AnySource], todo: list[int], project: ProjectView) -> dict[int, ProjectView]:
         """The view each file to analyse is checked in: a Python file in its launch-unit context (the files of
@@ -429,7 +431,11 @@ class Checker:
             if not isinstance(source, ShellSource):
                 name = Path(source.path).name
                 single = len(project.json_configs) == 1
-                deps += [s for s in project.program.python if single or name in s.text]   # no outline built
+                # what kind of JSON it is also depends on the scripts launcher lines run and on those that read
+                # arguments files (dslint.program.json_kinds): a superset, by text
+                launched = {id(t) for _, _, t in project.program.launch_targets}
+                deps += [s for s in project.program.python if single or name in s.text or id(s) in launched
+                         or "parse_json_file" in s.text]   # no outline built
         hashes = self._hashes
         text = "\n".join(sorted(f"{s.path}:{hashes.get(id(s)) or content_hash(s.text)}" for s in deps))
         return f"{self._source_key(source)}|{content_hash(text)}"
@@ -661,7 +667,9 @@ def _strings(value) -> bool:
 def _facts_entry(entry: dict) -> bool:
     """A program-facts entry of the result cache has the shape `_program` writes."""
     return entry.get("compiles") is False or (entry.get("compiles") is True and _strings(entry.get("imports"))
-                                               and type(entry.get("runs")) is bool and _strings(entry.get("refs")))
+                                               and type(entry.get("runs")) is bool and _strings(entry.get("refs"))
+                                               and _strings(entry.get("args")) and type(entry.get("argv")) is bool
+                                               and _strings(entry.get("flags")))
 
 
 def _cached_results(entry: Optional[dict]) -> Optional[tuple[list[Finding], list[InputError]]]:

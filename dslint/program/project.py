@@ -76,6 +76,8 @@ class ProjectView:
     program: Optional[Any] = None
     unit_launches: Optional[list] = None
     units: list = field(default_factory=list)
+    # the run's view, for a view of one context: what kind each JSON file is is decided on the whole run
+    run_view: Optional["ProjectView"] = None
 
     @property
     def run_program(self):
@@ -86,7 +88,7 @@ class ProjectView:
             facts = {}
             for src in self.python:
                 refs = [v for v, _ in self.literal_configs(src) if isinstance(v, str) and v.endswith(".json")]
-                found = FileFacts.of(src, refs)
+                found = FileFacts.of(src, refs, *self.argument_files(src))
                 if found is not None:
                     facts[id(src)] = found
             self.program = Program(self.python, self.shell, facts)
@@ -107,6 +109,7 @@ class ProjectView:
             facts = program.facts.get(id(f))
             for ref in facts.config_refs if facts is not None else ():
                 found += self._json_by_reference(ref, Path(f.path).parent)
+            found = [c for c in found if self.is_deepspeed_config(c)] + self.configs_reached_through(f)
             if not found and len(self.json_configs) == 1 and _beside(self.json_configs[0], f):
                 found = list(self.json_configs)     # the run's one config, beside the script or above it
             for cfg in found:
@@ -121,7 +124,8 @@ class ProjectView:
         units alone deciding the world size."""
         launches = [pair for unit in context.units for pair in unit.launches]
         return ProjectView(self.context_sources(context), self.world_size_override, self.deepspeed_version_override,
-                           self.root, program=self.run_program, unit_launches=launches, units=list(context.units))
+                           self.root, program=self.run_program, unit_launches=launches, units=list(context.units),
+                           run_view=self.run_view or self)
 
     # --- indexes ---------------------------------------------------------------------------------
     @cached_property
@@ -155,8 +159,52 @@ class ProjectView:
         return [s for s in self.python if any(w in s.text for w in words)]
 
     @cached_property
-    def json_configs(self) -> list[JsonSource]:
+    def json_sources(self) -> list[JsonSource]:
+        """Every JSON file of the view that reads as an object: DeepSpeed configs, arguments JSONs, ..."""
         return [s for s in self.sources if isinstance(s, JsonSource) and s.parse_problem() is None]
+
+    @cached_property
+    def json_configs(self) -> list[JsonSource]:
+        """The JSON files of the view that are DeepSpeed configs (`json_use`)."""
+        return [s for s in self.json_sources if self.is_deepspeed_config(s)]
+
+    @property
+    def json_uses(self) -> dict:
+        """id(JsonSource) → `dslint.program.json_kinds.JsonUse`, decided once on the run's view (a view of one
+        context holds only its units' files; a file's kind depends on every reference of the run)."""
+        run = self.run_view or self
+        uses = run.__dict__.get("_json_uses")
+        if uses is None:
+            from dslint.program.json_kinds import classify
+            uses = run.__dict__["_json_uses"] = classify(run)
+        return uses
+
+    def json_use(self, src: JsonSource):
+        """How the run uses one JSON file: a DeepSpeed config or an HF arguments file, and the evidence."""
+        use = self.json_uses.get(id(src))
+        if use is None:      # a file the run's view does not hold (a view built by hand): by its own keys
+            from dslint.program.json_kinds import classify
+            use = classify(ProjectView([src], root=self.root)).get(id(src))
+        return use
+
+    def is_deepspeed_config(self, src: JsonSource) -> bool:
+        use = self.json_use(src)
+        return use is None or use.is_config
+
+    def configs_reached_through(self, src: PythonSource) -> list[JsonSource]:
+        """The DeepSpeed configs `src` reaches through an arguments JSON it reads (the `deepspeed` entry) or an
+        accelerate config its launcher line names (`deepspeed_config_file`)."""
+        index = (self.run_view or self).__dict__.get("_configs_through")
+        if index is None:
+            index = {}
+            run = self.run_view or self
+            for cfg in run.json_sources:
+                use = self.json_uses.get(id(cfg))
+                if use is not None and use.is_config:
+                    for consumer in use.consumers:
+                        index.setdefault(id(consumer), []).append(cfg)
+            run.__dict__["_configs_through"] = index
+        return list(index.get(id(src), ()))
 
     @cached_property
     def shell(self) -> list[ShellSource]:
@@ -323,13 +371,17 @@ class ProjectView:
     def _json_index(self) -> tuple[dict[str, JsonSource], dict[str, list[JsonSource]]]:
         by_path: dict[str, JsonSource] = {}
         by_name: dict[str, list[JsonSource]] = {}
-        for c in self.json_configs:
+        for c in self.json_sources:
             by_path.setdefault(_norm(c.path), c)
             by_name.setdefault(Path(c.path).name, []).append(c)
         return by_path, by_name
 
+    def _configs_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
+        """`_json_by_reference`, DeepSpeed configs only."""
+        return [c for c in self._json_by_reference(ref, base) if self.is_deepspeed_config(c)]
+
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
-        """The configs a path written in a script or launcher line names: relative to the referring file's
+        """The JSON files a path written in a script or launcher line names: relative to the referring file's
         folder or to the root (compared as normalised paths: no file system access), else by file name.
         Memoised per view: every file of every context asks for the same few paths."""
         memo = self.__dict__.setdefault("_json_refs", {})
@@ -384,6 +436,43 @@ class ProjectView:
                         yield value, arg.value
         for node, value in self._argparse_config_defaults(src):
             yield value, node
+
+    def argument_files(self, src: PythonSource) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:
+        """The arguments JSONs `src` hands to `HfArgumentParser.parse_json_file`: the paths its code names (an
+        argparse option's default included), whether it hands one its command line names
+        (`parse_json_file(sys.argv[1])`, also through a name bound to it), and the argparse options whose value
+        it hands over (`parse_json_file(args.train_args_file)`: `--train_args_file`, which a launcher line
+        sets). Parsed (libcst) only when the outline makes such a call. A fact of the file alone."""
+        outline = src.outline
+        if outline is None or not outline.call_attrs["parse_json_file"]:
+            return (), False, ()
+        from dslint.program.outline import PairingError
+        paths: list[str] = []
+        flags: list[str] = []
+        argv = False
+        try:
+            for call in src.facts.calls:
+                if call.attr != "parse_json_file":
+                    continue
+                arg = call.keyword("json_file")
+                if arg is None:
+                    arg = next((a for a in call.node.args if a.keyword is None and not a.star), None)
+                if arg is None:
+                    continue
+                value = self.config_value(src, arg.value, call.scope, call.node)
+                if isinstance(value, str) and value.endswith(".json"):
+                    paths.append(value)
+                elif _reads_argv(self, src, arg.value, call.scope):
+                    argv = True
+                else:
+                    option = _argparse_option(self, src, arg.value, call.scope)
+                    if option is not None:
+                        flags += option[0]
+                        if option[1] is not None:
+                            paths.append(option[1])
+        except PairingError:
+            return (), False, ()
+        return tuple(dict.fromkeys(paths)), argv, tuple(dict.fromkeys(flags))
 
     def may_hand_configs(self, src: PythonSource) -> bool:
         """Can `src` hand a config to DeepSpeed (decided on its own outline and text)? The outline has every
@@ -452,11 +541,12 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+                add_json(self._configs_by_reference(ref, Path(sh.path).parent))
+        add_json(self.configs_reached_through(src))
         if self.may_hand_configs(src) and self.may_name_json(src):
             for value, _ in self.literal_configs(src):
                 if isinstance(value, str) and value.endswith(".json"):
-                    add_json(self._json_by_reference(value, Path(src.path).parent))
+                    add_json(self._configs_by_reference(value, Path(src.path).parent))
         return out
 
     def _configs_for(self, src: PythonSource) -> list[ConfigView]:
@@ -471,10 +561,11 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+                add_json(self._configs_by_reference(ref, Path(sh.path).parent))
+        add_json(self.configs_reached_through(src))
         for value, node in self.literal_configs(src):
             if isinstance(value, str) and value.endswith(".json"):
-                add_json(self._json_by_reference(value, Path(src.path).parent))
+                add_json(self._configs_by_reference(value, Path(src.path).parent))
             elif isinstance(value, dict):
                 line = src.span(node).line
                 found.append(ConfigView(value, f"{src.path}:{line}"))
@@ -539,7 +630,7 @@ class ProjectView:
         if isinstance(value, dict):
             return [ConfigView(value, f"{src.path}:{src.span(expr).line}")]
         if isinstance(value, str) and value.endswith(".json"):
-            hits = [ConfigView(c.data, c.path, c) for c in self._json_by_reference(value, Path(src.path).parent)
+            hits = [ConfigView(c.data, c.path, c) for c in self._configs_by_reference(value, Path(src.path).parent)
                     if isinstance(c.data, dict)]
             return hits or None
         return None
@@ -572,9 +663,11 @@ class ProjectView:
             sizes = {launch.world_size for _, launch in self._launches_for(src) if launch.world_size}
         elif isinstance(src, JsonSource):
             for sh, launch in self.launches:
-                if launch.world_size and any(src in self._json_by_reference(r, Path(sh.path).parent)
+                if launch.world_size and any(src in self._configs_by_reference(r, Path(sh.path).parent)
                                              for r in launch.config_paths):
                     sizes.add(launch.world_size)
+            use = self.json_use(src)
+            sizes |= {launch.world_size for _, launch in (use.launches if use is not None else ()) if launch.world_size}
         if not sizes and src is not None:
             sizes = {launch.world_size for _, launch in self.launches if launch.world_size}
             if len(sizes) > 1:
@@ -728,6 +821,57 @@ def _pyproject_pin(text: str, name: str = "deepspeed") -> Optional[str]:
             if found:
                 return found.group(1)
     return None
+
+
+def _argparse_option(view: "ProjectView", src: PythonSource, expr, scope: str):
+    """(option strings, its `.json` default or None) of the argparse option of `src` whose value `expr` is
+    (`args.train_args_file`, directly or through a name bound to it), else None."""
+    import libcst as cst
+
+    from dslint.sources.literals import literal_value
+    for _ in range(3):
+        if isinstance(expr, cst.Name):
+            expr = view._bound_value(src, expr.value, scope)
+            continue
+        break
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+        return None
+    dest = expr.attr.value
+    for call in src.facts.calls:
+        if call.attr != "add_argument":
+            continue
+        names = [v for a in call.node.args if a.keyword is None
+                 for v in [literal_value(a.value)] if isinstance(v, str) and v.startswith("-")]
+        given = call.keyword("dest")
+        named = literal_value(given.value) if given is not None else None
+        implied = next((n.lstrip("-").replace("-", "_") for n in names if n.startswith("--")), None)
+        if (named if isinstance(named, str) else implied) != dest:
+            continue
+        default = call.keyword("default")
+        value = literal_value(default.value) if default is not None else None
+        return names, value if isinstance(value, str) and value.endswith(".json") else None
+    return None
+
+
+def _reads_argv(view: "ProjectView", src: PythonSource, expr, scope: str) -> bool:
+    """Does `expr` read the command line (`sys.argv[...]`, `os.path.abspath(sys.argv[1])`), directly or through
+    a name last bound to such an expression in `scope` (else at module level)?"""
+    import libcst as cst
+
+    from dslint.sources.cstwalk import walk
+    for _ in range(3):
+        for node in walk(expr):
+            if isinstance(node, cst.Attribute) and node.attr.value == "argv" and \
+                    isinstance(node.value, cst.Name) and node.value.value == "sys":
+                return True
+            if isinstance(node, cst.Name) and node.value == "argv" and src.outline.imports.get("argv") == "sys.argv":
+                return True
+        if not isinstance(expr, cst.Name):
+            return False
+        expr = view._bound_value(src, expr.value, scope)
+        if expr is None:
+            return False
+    return False
 
 
 def _usable(value: Any) -> bool:

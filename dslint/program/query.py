@@ -83,6 +83,44 @@ class Program:
     def json_configs(self) -> list["JsonSource"]:
         return self.view.json_configs
 
+    def json_use(self, src: "JsonSource"):
+        """How the run uses a JSON file (`dslint.program.json_kinds.JsonUse`): a DeepSpeed config (handed to
+        DeepSpeed by a launcher flag, a config call, an arguments JSON's `deepspeed` entry, an accelerate config;
+        or, unreferenced, with DeepSpeed's keys only) or an HF arguments file; with the evidence."""
+        return self.view.json_use(src)
+
+    def is_deepspeed_config(self, src: "JsonSource") -> bool:
+        return self.view.is_deepspeed_config(src)
+
+    def argument_mismatches(self, config: "JsonSource") -> list[tuple[str, str, Any, str, Any]]:
+        """(arguments file, config key, its value, argument, the file's value) for each batch value of `config`
+        that an arguments file naming it contradicts (the HF integration refuses the mismatch at start-up)."""
+        from dslint.program.json_kinds import argument_mismatches
+        use = self.view.json_use(config)
+        out, seen = [], set()
+        for args, _ in (use.arguments if use is not None else ()):
+            if id(args) in seen or not isinstance(config.data, dict) or not isinstance(args.data, dict):
+                continue
+            seen.add(id(args))
+            out += [(args.path, *m) for m in argument_mismatches(config.data, args.data)]
+        return out
+
+    def filled_by_arguments(self, config: "JsonSource") -> list[tuple[str, dict, list[str], Optional[int]]]:
+        """The config as the HF integration fills its `"auto"` values from each arguments JSON whose `deepspeed`
+        entry names it: (the arguments file's path, the filled config, what was filled, the world size of the
+        launcher line that passes that arguments file, else of the run). Empty when none fills anything."""
+        from dslint.program.json_kinds import filled_from_arguments
+        use = self.view.json_use(config)
+        out = []
+        for args, launch in (use.arguments if use is not None else ()):
+            filled = filled_from_arguments(config.data, args.data) if isinstance(config.data, dict) else None
+            if filled is None:
+                continue
+            world = self.view.world_size_override or (launch[1].world_size if launch is not None else None) \
+                or self.view.world_size_for(config)
+            out.append((args.path, filled[0], filled[1], world))
+        return out
+
     def config_view(self, config: "JsonSource") -> ConfigView:
         return ConfigView(config.data, config.path)
 
@@ -93,7 +131,7 @@ class Program:
     def configs_by_reference(self, ref: str, base: Any) -> list["JsonSource"]:
         """The JSON configs a path written in a script or launcher line names (relative to `base`, the
         referring file's folder, or to the root; else by file name)."""
-        return self.view._json_by_reference(ref, base)
+        return self.view._configs_by_reference(ref, base)
 
     def mentioning(self, *words: str) -> list["PythonSource"]:
         """Files of the view whose text holds one of `words` (a cheap pre-filter)."""

@@ -601,26 +601,31 @@ AnySource = Union[PythonSource, JsonSource, ShellSource]
 
 _DS_CONFIG_HINT = re.compile(         # a key, quoted as JSON or bare as Hjson allows
     r'(?:"|\'|^[ \t]*|[{,][ \t]*)(train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps|'
-    r'zero_optimization|fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping)'
+    r'zero_optimization|fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping|deepspeed)'
     r'(?:"|\'|[ \t]*:)', re.MULTILINE)
 
 
-_DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+DS_TOP_KEYS = _DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                           "zero_optimization", "fp16", "bf16", "zero_allow_untested_optimizer", "steps_per_print",
                           "gradient_clipping", "wall_clock_breakdown", "activation_checkpointing"})
 
 
 def looks_like_deepspeed_config(text: str) -> bool:
-    """A walked JSON file is read as a DeepSpeed config when DeepSpeed's own keys sit at its top level (a
-    test's reference data with a nested `"bf16"` is not one); a file that does not parse keeps the benefit
-    of the doubt (DSL001 tells what is wrong with it)."""
+    """A walked JSON file is read when DeepSpeed's own keys sit at its top level (a test's reference data with a
+    nested `"bf16"` is not one), or when a top-level `"deepspeed"` entry names a JSON file (an HF arguments file
+    naming the DeepSpeed config TrainingArguments hands over); a file that does not parse keeps the benefit of
+    the doubt (DSL001 tells what is wrong with it). What each file read is -- a DeepSpeed config or not -- is
+    decided by its use in the run (dslint.program.json_kinds)."""
     import json
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):     # Hjson, a template, or broken: DSL001 or the config rules tell
         return True
-    return isinstance(data, dict) and any(k in _DS_TOP_KEYS and (k not in ("fp16", "bf16") or isinstance(v, dict))
-                                          for k, v in data.items())
+    if not isinstance(data, dict):
+        return False
+    named = data.get("deepspeed")
+    return any(k in _DS_TOP_KEYS and (k not in ("fp16", "bf16") or isinstance(v, dict)) for k, v in data.items()) \
+        or (isinstance(named, str) and named.endswith(".json"))
 
 
 def kind_of(path: Path, explicit: bool, head: str = "") -> Optional[Kind]:

@@ -1,0 +1,290 @@
+"""Per-rule precision of dslint over the triaged development corpus, as markdown.
+
+Reads every ``bench/realworld/triage/<name>.md`` (one repository each: a ``# owner/name`` title and one table
+with exactly the columns ``| path:line | code | sev | verdict | mech | reason |``, one row per finding) and,
+unless ``--no-legacy``, the rows of the first eight repositories in ``bench/realworld/triage.md`` (its tables
+with the columns ``| repo | path:line | code | sev | verdict | mech | reason |``).
+
+triage.md's tables were written at dslint ``34b3de6``; later sections of that file amend them in prose (findings
+gone, one added), which this script cannot read. So legacy rows are matched against the committed
+``bench/realworld/results/<repo>.json`` (``--results``): a row whose (path, line, code) is no longer a finding
+there is dropped (counted under "legacy rows no longer reported"), and a finding of those results that no row
+triages is listed as untriaged. Verdicts: ``TP``, ``FP``, ``uncertain`` (anything else is reported as a parse
+problem). Precision is TP / (TP + FP); uncertain rows count as findings but in neither term.
+
+    python bench/realworld/precision.py [--triage-dir D] [--legacy triage.md | --no-legacy] [--results R]
+                                        [--exclude REPO:PATH_PREFIX ...]
+
+``--exclude`` leaves out the rows of one repository under a path prefix (e.g. a vendored library:
+``--exclude DynMoE:DeepSpeed-0.9.5/``), counted in the notes.
+
+``--after DIR`` measures another run (``run.py --results DIR``, e.g. dslint after a change) against the verdicts:
+every triaged row still reported in ``DIR/<repo>.json`` keeps its verdict and is counted; the rows no longer
+reported are listed by verdict (a TP gone is a lost true positive, an FP gone a false positive removed), and the
+run's findings that no row triages are listed as untriaged (to triage before the figures are final).
+
+    python bench/realworld/precision.py --after /tmp/rw-after
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COLUMNS = ["path:line", "code", "sev", "verdict", "mech", "reason"]
+LEGACY_COLUMNS = ["repo"] + COLUMNS
+VERDICTS = ("TP", "FP", "uncertain")
+NO_MECH = {"", "—", "-", "–"}
+
+
+@dataclass(frozen=True)
+class Row:
+    repo: str  # the repository's short name (results/<repo>.json)
+    path: str
+    line: int | None
+    code: str
+    sev: str
+    verdict: str
+    mech: str
+    reason: str
+    source: str  # file:line of the row, for messages
+
+
+def _cells(line: str) -> list[str] | None:
+    line = line.strip()
+    if not (line.startswith("|") and line.endswith("|")):
+        return None
+    return [c.strip() for c in line[1:-1].split("|")]
+
+
+def _split_site(site: str) -> tuple[str, int | None]:
+    site = site.strip("`")
+    path, sep, line = site.rpartition(":")
+    if sep and line.isdigit():
+        return path, int(line)
+    return site, None
+
+
+def _strip_md(text: str) -> str:
+    return re.sub(r"[*`]", "", text).strip()
+
+
+def parse_tables(text: str, columns: list[str], source: str, repo: str | None,
+                 problems: list[str]) -> list[Row]:
+    """Rows of every table in `text` whose header is exactly `columns`. `repo` names the repository when the
+    table has no repo column."""
+    rows: list[Row] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        header = _cells(lines[i])
+        if header is not None and [h.lower() for h in header] == columns:
+            i += 2  # header and the |---| rule
+            while i < len(lines) and (cells := _cells(lines[i])) is not None:
+                where = f"{source}:{i + 1}"
+                if len(cells) < len(columns):
+                    problems.append(f"{where}: {len(cells)} cells, expected {len(columns)}")
+                    i += 1
+                    continue
+                if len(cells) > len(columns):  # a '|' inside the reason
+                    cells = cells[:len(columns) - 1] + ["|".join(cells[len(columns) - 1:])]
+                values = dict(zip(columns, cells))
+                name = repo if repo is not None else _strip_md(values["repo"])
+                path, line_no = _split_site(values["path:line"])
+                verdict = _strip_md(values["verdict"])
+                if verdict not in VERDICTS:
+                    problems.append(f"{where}: verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+                mech = _strip_md(values["mech"])
+                rows.append(Row(name, path, line_no, _strip_md(values["code"]), _strip_md(values["sev"]),
+                                verdict, "" if mech in NO_MECH else mech, values["reason"], where))
+                i += 1
+            continue
+        i += 1
+    return rows
+
+
+def read_triage_dir(folder: Path, problems: list[str]) -> tuple[list[Row], list[str]]:
+    """Rows of every <name>.md in `folder` and the names of the repositories it holds (zero-finding ones too)."""
+    rows: list[Row] = []
+    repos: list[str] = []
+    for md in sorted(folder.glob("*.md")):
+        name = md.stem
+        repos.append(name)
+        text = md.read_text()
+        found = parse_tables(text, COLUMNS, str(md.name), name, problems)
+        if not found and not any(_cells(l) and [c.lower() for c in _cells(l)] == COLUMNS
+                                 for l in text.splitlines()):
+            problems.append(f"{md.name}: no table with the columns | {' | '.join(COLUMNS)} |")
+        for row in found:
+            if row.verdict == "FP" and not row.mech:
+                problems.append(f"{row.source}: FP without a mechanism")
+        rows.extend(found)
+    return rows, repos
+
+
+def _findings(results: Path, repo: str) -> set[tuple[str, int, str]] | None:
+    path = results / f"{repo}.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    report = record.get("report") or {}
+    return {(f.get("path", ""), f.get("line"), f.get("code", "")) for f in report.get("findings", [])}
+
+
+def reconcile_legacy(rows: list[Row], results: Path, repos: list[str],
+                     notes: list[str]) -> tuple[list[Row], list[tuple[str, str, int, str]]]:
+    """Keep the legacy rows still reported in results/; return them and the untriaged current findings."""
+    kept: list[Row] = []
+    untriaged: list[tuple[str, str, int, str]] = []
+    dropped = 0
+    for repo in repos:
+        current = _findings(results, repo)
+        mine = [r for r in rows if r.repo == repo]
+        if current is None:
+            notes.append(f"{repo}: no results/{repo}.json, its {len(mine)} legacy row(s) kept unchecked")
+            kept.extend(mine)
+            continue
+        seen = set()
+        for r in mine:
+            key = (r.path, r.line, r.code)
+            if key in current and key not in seen:
+                kept.append(r)
+                seen.add(key)
+            else:
+                dropped += 1
+        untriaged.extend((repo, p, l, c) for p, l, c in sorted(current - seen, key=str))
+    if dropped:
+        notes.append(f"legacy rows no longer reported in results/ (or duplicates): {dropped}")
+    return kept, untriaged
+
+
+def _pct(tp: int, fp: int) -> str:
+    return f"{100 * tp / (tp + fp):.0f} %" if tp + fp else "–"
+
+
+def _table(title: str, key_name: str, groups: dict[str, Counter]) -> list[str]:
+    out = [f"### {title}", "", f"| {key_name} | findings | TP | FP | uncertain | precision TP/(TP+FP) |",
+           "|---|---|---|---|---|---|"]
+    total: Counter = Counter()
+    for key in sorted(groups):
+        c = groups[key]
+        total.update(c)
+        out.append(f"| {key} | {c['n']} | {c['TP']} | {c['FP']} | {c['uncertain']} | {_pct(c['TP'], c['FP'])} |")
+    out.append(f"| all | {total['n']} | {total['TP']} | {total['FP']} | {total['uncertain']} | "
+               f"{_pct(total['TP'], total['FP'])} |")
+    return out + [""]
+
+
+def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, int, str]],
+           notes: list[str], problems: list[str], gone: list[Row] = ()) -> str:
+    by_rule: dict[str, Counter] = defaultdict(Counter)
+    by_family: dict[str, Counter] = defaultdict(Counter)
+    by_repo: dict[str, Counter] = {repo: Counter() for repo in repos}
+    mechs: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        family = r.code[:4] + "xx" if re.fullmatch(r"DSL\d{3}", r.code) else "other"
+        for group in (by_rule[r.code], by_family[family], by_repo.setdefault(r.repo, Counter())):
+            group["n"] += 1
+            group[r.verdict] += 1
+        if r.verdict == "FP":
+            mechs[r.mech or "(none given)"].append(r)
+    out = ["## Precision over the triaged corpus", "",
+           f"{len(by_repo)} repositories, {len(rows)} triaged findings, "
+           f"{sum(1 for c in by_repo.values() if not c['n'])} repositories without a finding.", ""]
+    out += _table("Per rule", "rule", by_rule)
+    out += _table("Per family", "family", by_family)
+    out += _table("Per repository", "repository", by_repo)
+    out += ["### False-positive mechanisms", "", "| mechanism | FPs | rules | example |", "|---|---|---|---|"]
+    for mech, items in sorted(mechs.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        rules = ", ".join(sorted({r.code for r in items}))
+        first = items[0]
+        out.append(f"| {mech} | {len(items)} | {rules} | {first.repo} {first.path}:{first.line} |")
+    if not mechs:
+        out.append("| (none) | 0 | – | – |")
+    out.append("")
+    if gone:
+        out += ["### Triaged findings no longer reported (--after)", ""]
+        for verdict in VERDICTS:
+            items = [r for r in gone if r.verdict == verdict]
+            if items:
+                out += [f"{verdict} gone: {len(items)}", ""]
+                out += [f"- {r.repo} {r.path}:{r.line} {r.code} ({r.mech or r.verdict})" for r in items] + [""]
+    if untriaged:
+        out += ["### Untriaged findings (in results/, no triage row)", ""]
+        out += [f"- {repo} {path}:{line} {code}" for repo, path, line, code in untriaged] + [""]
+    if notes:
+        out += ["### Notes", ""] + [f"- {n}" for n in notes] + [""]
+    if problems:
+        out += ["### Parse problems", ""] + [f"- {p}" for p in problems] + [""]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--triage-dir", type=Path, default=HERE / "triage")
+    ap.add_argument("--legacy", type=Path, default=HERE / "triage.md",
+                    help="triage.md of the first eight repositories (its repo-column tables)")
+    ap.add_argument("--no-legacy", action="store_true", help="read only --triage-dir")
+    ap.add_argument("--results", type=Path, default=HERE / "results",
+                    help="results/<repo>.json, to reconcile the legacy rows with the current findings")
+    ap.add_argument("--after", type=Path, default=None, metavar="DIR",
+                    help="a later run's results (run.py --results DIR): count the rows it still reports, list the "
+                         "rows gone and its untriaged findings")
+    ap.add_argument("--exclude", action="append", default=[], metavar="REPO:PATH_PREFIX",
+                    help="leave out the rows of REPO whose path starts with PATH_PREFIX (repeatable)")
+    args = ap.parse_args(argv)
+    excludes = []
+    for spec in args.exclude:
+        repo, sep, prefix = spec.partition(":")
+        if not sep or not repo:
+            ap.error(f"--exclude takes REPO:PATH_PREFIX, got {spec!r}")
+        excludes.append((repo, prefix))
+    problems: list[str] = []
+    notes: list[str] = []
+    rows, repos = read_triage_dir(args.triage_dir, problems) if args.triage_dir.is_dir() else ([], [])
+    untriaged: list[tuple[str, str, int, str]] = []
+    if not args.no_legacy and args.legacy.is_file():
+        legacy = parse_tables(args.legacy.read_text(), LEGACY_COLUMNS, args.legacy.name, None, problems)
+        legacy_repos = [r for r in dict.fromkeys(row.repo for row in legacy) if r not in repos]
+        manifest = HERE / "manifest"
+        if args.legacy.resolve() == (HERE / "triage.md").resolve() and manifest.is_file():
+            # the repositories triage.md covers, zero-finding ones included: the manifest's lines before wave 2
+            for line in manifest.read_text().splitlines():
+                if line.startswith("# wave 2"):
+                    break
+                body = line.split("#", 1)[0].split()
+                if body and (name := body[0].split("/", 1)[-1]) not in repos and name not in legacy_repos:
+                    legacy_repos.append(name)
+        legacy = [row for row in legacy if row.repo in legacy_repos]
+        kept, untriaged = reconcile_legacy(legacy, args.results, legacy_repos, notes)
+        notes.insert(0, f"{args.legacy.name}: {len(legacy)} legacy row(s) of {len(legacy_repos)} "
+                        f"repositories, {len(kept)} still reported")
+        rows += kept
+        repos += legacy_repos
+    gone: list[Row] = []
+    if args.after is not None:
+        kept, untriaged = reconcile_legacy(rows, args.after, repos, notes)
+        kept_ids = {id(r) for r in kept}
+        gone = [r for r in rows if id(r) not in kept_ids]
+        rows = kept
+        notes.insert(0, f"--after {args.after}: {len(kept)} triaged row(s) still reported, {len(gone)} gone, "
+                        f"{len(untriaged)} untriaged finding(s)")
+    for repo, prefix in excludes:
+        keep = lambda r: not (r.repo == repo and r.path.startswith(prefix))  # noqa: E731
+        left = [r for r in rows if keep(r)]
+        notes.append(f"excluded {len(rows) - len(left)} row(s) of {repo} under {prefix!r}")
+        rows = left
+        gone = [r for r in gone if keep(r)]
+        untriaged = [u for u in untriaged if not (u[0] == repo and u[1].startswith(prefix))]
+    print(render(rows, repos, untriaged, notes, problems, gone))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""The corpus precision report (bench/realworld/precision.py) on a small synthetic triage folder.
+
+No mirror or corpus is needed: the triage files and results here are written under tmp_path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "realworld"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("bench_precision", BENCH / "precision.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_precision", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+precision = _load()
+
+HEADER = "| path:line | code | sev | verdict | mech | reason |\n|---|---|---|---|---|---|\n"
+
+
+def _triage(folder: Path, name: str, rows: list[str], text: str = "") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.md").write_text(f"# owner/{name}\n\n- commit: `abc`\n\nParagraph.\n\n{text}"
+                                       + HEADER + "".join(r + "\n" for r in rows) + "\nMisses: none.\n")
+
+
+def _results(folder: Path, name: str, findings: list[tuple[str, int, str]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    report = {"findings": [{"path": p, "line": l, "code": c} for p, l, c in findings]}
+    (folder / f"{name}.json").write_text(json.dumps({"repo": f"o/{name}", "report": report}))
+
+
+def _run(capsys, *argv) -> str:
+    assert precision.main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def _row(out: str, first_cell: str, section: str) -> list[str]:
+    body = out.split(f"### {section}", 1)[1].split("###", 1)[0]
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no row {first_cell!r} in {section}:\n{body}")
+
+
+def test_per_rule_family_repo_and_mechanisms(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | uniform-after-broadcast | broadcast first | with a pipe |",
+        "| b.json:3 | DSL401 | e | FP | json-kind-hf-args | HF arguments file |",
+        "| c.py:5 | DSL103 | e | uncertain | — | depends on --flag |",
+    ])
+    _triage(triage, "beta", [
+        "| x.json:1 | DSL401 | w | FP | json-kind-hf-args | another arguments file |",
+        "| y.json:2 | DSL401 | e | TP | — | misspelled key |",
+    ])
+    _triage(triage, "gamma", [])  # a repository without a finding
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy")
+    assert "3 repositories, 6 triaged findings, 1 repositories without a finding." in out
+    assert _row(out, "DSL101", "Per rule") == ["DSL101", "2", "1", "1", "0", "50 %"]
+    assert _row(out, "DSL401", "Per rule") == ["DSL401", "3", "1", "2", "0", "33 %"]
+    assert _row(out, "DSL103", "Per rule") == ["DSL103", "1", "0", "0", "1", "–"]
+    assert _row(out, "DSL1xx", "Per family") == ["DSL1xx", "3", "1", "1", "1", "50 %"]
+    assert _row(out, "all", "Per family") == ["all", "6", "2", "3", "1", "40 %"]
+    assert _row(out, "alpha", "Per repository") == ["alpha", "4", "1", "2", "1", "33 %"]
+    assert _row(out, "gamma", "Per repository") == ["gamma", "0", "0", "0", "0", "–"]
+    mech = _row(out, "json-kind-hf-args", "False-positive mechanisms")
+    assert mech[:3] == ["json-kind-hf-args", "2", "DSL401"]
+    assert _row(out, "uniform-after-broadcast", "False-positive mechanisms")[1] == "1"
+    # the ranking: the mechanism with more FPs first
+    assert out.index("| json-kind-hf-args |") < out.index("| uniform-after-broadcast |")
+    assert "Parse problems" not in out
+
+
+def test_parse_problems_are_reported(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | maybe | — | not a verdict |",
+        "| a.py:11 | DSL101 | e | FP | — | an FP needs a mechanism |",
+    ])
+    (triage / "broken.md").write_text("# o/broken\n\n| path | code |\n|---|---|\n| a.py:1 | DSL101 |\n")
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy")
+    problems = out.split("### Parse problems", 1)[1]
+    assert "verdict 'maybe'" in problems
+    assert "FP without a mechanism" in problems
+    assert "broken.md: no table" in problems
+
+
+def test_legacy_rows_reconciled_with_results(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "new", ["| n.py:1 | DSL104 | e | TP | — | generate without synced_gpus |"])
+    legacy = tmp_path / "triage.md"
+    legacy.write_text(
+        "# old triage\n\n| repo | path:line | code | sev | verdict | mech | reason |\n|---|---|---|---|---|---|---|\n"
+        "| old | p.py:5 | DSL101 | e | TP | — | still reported |\n"
+        "| old | p.py:9 | DSL101 | e | FP | M6 | fixed since: gone from results |\n"
+        "\n## Totals\n\n| family | findings |\n|---|---|\n| DSL1xx | 2 |\n")
+    results = tmp_path / "results"
+    _results(results, "old", [("p.py", 5, "DSL101"), ("q.py", 7, "DSL102")])
+    out = _run(capsys, "--triage-dir", str(triage), "--legacy", str(legacy), "--results", str(results))
+    assert _row(out, "old", "Per repository") == ["old", "1", "1", "0", "0", "100 %"]
+    assert _row(out, "all", "Per repository") == ["all", "2", "2", "0", "0", "100 %"]
+    assert "- old q.py:7 DSL102" in out.split("### Untriaged findings", 1)[1]
+    assert "legacy rows no longer reported in results/ (or duplicates): 1" in out
+    assert "(none) | 0" in out  # the dropped FP's mechanism is not counted
+
+
+def test_exclude_leaves_out_a_vendored_subtree(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| lib/vendored/x.py:1 | DSL101 | e | FP | vendored | the vendored copy |",
+        "| lib/vendored/y.json:2 | DSL403 | e | FP | vendored | the vendored copy's test |",
+        "| src/train.py:3 | DSL101 | e | TP | — | the repository's own code |",
+    ])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--exclude", "alpha:lib/vendored/")
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]
+    assert "excluded 2 row(s) of alpha under 'lib/vendored/'" in out
+    assert "| vendored |" not in out
+
+
+def test_after_counts_rows_still_reported_and_lists_gone_and_untriaged(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | uniform-after-broadcast | broadcast first |",
+        "| b.json:3 | DSL401 | e | FP | json-kind-hf-args | HF arguments file |",
+    ])
+    after = tmp_path / "after"
+    # the change removed both FPs and kept the TP, and reports one new finding
+    _results(after, "alpha", [("a.py", 10, "DSL101"), ("c.py", 7, "DSL103")])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
+    assert _row(out, "DSL101", "Per rule") == ["DSL101", "1", "1", "0", "0", "100 %"]
+    assert _row(out, "all", "Per family") == ["all", "1", "1", "0", "0", "100 %"]
+    gone = out.split("### Triaged findings no longer reported", 1)[1].split("###", 1)[0]
+    assert "FP gone: 2" in gone and "TP gone" not in gone
+    assert "alpha b.json:3 DSL401 (json-kind-hf-args)" in gone
+    assert "- alpha c.py:7 DSL103" in out.split("### Untriaged findings", 1)[1]
+    # a TP the change lost is listed as such
+    _results(after, "alpha", [])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
+    assert "TP gone: 1" in out and "alpha a.py:10 DSL101 (TP)" in out
