@@ -6,7 +6,7 @@ config without importing transformers.
     python tools/generate_hf_arguments.py --check    # exit 1 when the table differs from it
 
 The table lists, per dataclass, its init fields (what `parse_json_file` accepts), and which of them are also
-top-level keys of a DeepSpeed config (dslint's own config schema): those say nothing about which of the two a
+top-level keys of a DeepSpeed config in some release (dslint's generated schema table): those say nothing about which of the two a
 file is.
 """
 
@@ -22,9 +22,17 @@ CLASSES = ("TrainingArguments", "Seq2SeqTrainingArguments")
 
 
 def deepspeed_top_keys() -> set[str]:
-    from dslint.dsconfig.top import DeepSpeedConfig
-    keys = set(DeepSpeedConfig.model_fields)
-    keys |= {f.alias for f in DeepSpeedConfig.model_fields.values() if f.alias}
+    """Every top-level key of a DeepSpeed config in any release of the generated schema table (its top-level
+    keys and sections, field names and aliases)."""
+    from dslint.dsconfig import table
+    keys: set[str] = set()
+    for release in table.releases():
+        sections = table.sections_at(release)
+        for key, entry in sections.get("", {}).get("keys", {}).items():
+            keys.add(key)
+            if entry.get("field"):
+                keys.add(entry["field"])
+        keys |= {path for path in sections if path and "." not in path}
     return keys
 
 
