@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from dslint.config import Settings
-from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
+from dslint.findings import Evidence, Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
 from dslint.sources.wordsearch import alternation
 from dslint.program.project import ProjectView
@@ -273,6 +273,11 @@ class Checker:
                                     "errors": [e.model_dump(mode="json") for e in errors]})
         report.findings.sort(key=Finding.sort_key)
         report.settings = project.settings_summary()
+        if not self.settings.show_unproven:
+            # findings whose evidence is incomplete (issue 30): cached with the others, left out of the report
+            shown = [f for f in report.findings if f.proven]
+            report.hidden = len(report.findings) - len(shown)
+            report.findings = shown
         self._keep(project, views)
         return report
 
@@ -575,6 +580,9 @@ class Checker:
                 if not rule.wants(ctx):
                     continue
                 diagnostics = list(rule.check(ctx))
+                for diag in diagnostics:
+                    if not diag.evidence:
+                        _family_evidence(rule, ctx, diag)
             except Exception as exc:  # a broken rule must not lose the other rules' findings
                 report.errors.append(_internal_error(rule, source.path, exc))
                 continue
@@ -751,7 +759,43 @@ def _finding(rule: Rule, diag: Diagnostic, source: AnySource) -> Finding:
     return Finding(code=code, name=owner.name, severity=diag.severity or owner.severity, path=where.path,
                    line=span.line, column=span.column, end_line=max(span.end_line, span.line),
                    end_column=span.end_column if span.end_line > span.line else max(span.end_column, span.column),
-                   message=diag.message, trace=trace, fix=fix)
+                   message=diag.message, trace=trace, fix=fix, evidence=_evidence(diag, source), proven=diag.proven)
+
+
+def _family_evidence(rule: Rule, ctx: RuleContext, diag: Diagnostic) -> None:
+    """Evidence for a diagnostic its rule gave none (`dslint.rules.evidence.family_evidence`)."""
+    from dslint.rules.evidence import family_evidence
+    clues, proven = family_evidence(diag.code or rule.code, ctx, diag)
+    diag.evidence = clues
+    if proven is not None:
+        diag.proven = diag.proven and proven
+
+
+def _evidence(diag: Diagnostic, source: AnySource) -> list[Evidence]:
+    """The diagnostic's clues (`rules.base.Clue`, or anything with its fields: `collective_sites.Fact`) as
+    located evidence, in order, without repeats."""
+    out: list[Evidence] = []
+    seen: set[tuple] = set()
+    for clue in diag.evidence:
+        path, line = clue.path, None
+        number = clue.at if isinstance(clue.at, int) and not isinstance(clue.at, bool) else None
+        if clue.source is not None or clue.at is not None and clue.path is None:
+            where = clue.source or source
+            path = where.path
+            if number is not None:
+                line = number
+            elif clue.at is not None:
+                try:
+                    line = span_of(where, clue.at).line
+                except Exception:
+                    line = None
+        elif number is not None:
+            line = number
+        key = (clue.kind, clue.note, path, line, clue.found)
+        if key not in seen:
+            seen.add(key)
+            out.append(Evidence(kind=clue.kind, note=clue.note, path=path, line=line, found=clue.found))
+    return out
 
 
 def check_texts(files: dict[str, str], settings: Optional[Settings] = None, rules: Optional[list[Rule]] = None
@@ -769,4 +813,6 @@ def check_texts(files: dict[str, str], settings: Optional[Settings] = None, rule
 
 
 def fails(report: Report, level: Severity) -> bool:
+    """Findings at or above the fail level; hidden (unproven) findings are no longer in the report and never
+    count, shown ones (`--show-unproven`) do."""
     return any(f.severity.rank >= level.rank for f in report.findings)

@@ -188,6 +188,18 @@ class Program:
         return rank_hazards(self.view, src)
 
     # ---- engines, ZeRO stages, MoE layers ------------------------------------------------------------------
+    @staticmethod
+    def engine_builder(callee: Optional[str]) -> Optional[str]:
+        """"initialize" / "init_inference" when `callee` is one of DeepSpeed's engine builders."""
+        from dslint.program.outline import engine_builder
+        return engine_builder(callee)
+
+    def configs_near(self, src: "PythonSource") -> list[ConfigView]:
+        """The configs of a script, or for a helper module those of the scripts that import it (what decides
+        whether its forwards are collective)."""
+        from dslint.program.collective_sites import CollectiveSites
+        return CollectiveSites.of(self.view).configs(src)
+
     def engine_calls(self, src: "PythonSource") -> list[EngineCall]:
         """`deepspeed.initialize` / `init_inference` / HF Trainer calls of `src`."""
         from dslint.program.models.moe import engine_calls

@@ -11,6 +11,7 @@ from typing import Iterable
 from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+from dslint.rules.evidence import dedupe, group_clues, group_created_between, launch_clues, site_clues
 
 _Z3_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
 _Z2_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'
@@ -151,7 +152,22 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         fix = _synced_gpus_fix(ctx, h.at) or fix
     elif h.code == "DSL102":
         fix = _trip_count_fix(ctx, h) or fix
-    return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code)
+    clues = site_clues(h.site) + launch_clues(ctx.program, ctx.source)
+    if h.code == "DSL103":
+        clues += group_clues(ctx.source)
+    return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code,
+                      evidence=dedupe(clues), proven=h.site.proven)
+
+
+def _before_any_group(h: Hazard, ctx: RuleContext) -> bool:
+    """A `raise` under a rank test before the call that creates the process group, in the same function as the
+    collective it leaves before (issue 30): the ranks that raise never join the group, and the job ends under
+    its launcher -- no rank waits in a collective for them."""
+    if h.code != "DSL103" or h.guard is None or h.guard.exit_kind != "raise" or h.site.source is not ctx.source:
+        return False
+    at = ctx.source.span(h.at).line
+    site = ctx.source.span(h.site.call).line
+    return at < site and group_created_between(ctx.source, h.scope, at, site) is not None
 
 
 # `**name` splats that may already carry generate()'s keywords: adding synced_gpus= next to them could pass it
@@ -208,8 +224,22 @@ def _trip_count_fix(ctx: RuleContext, h: Hazard) -> "Fix | None":
                            "(it pads every rank to the same length).", applicability="display", edits=[edit])
 
 
+_EVIDENCE = (
+    "the collective call -- an explicit `torch.distributed`/`deepspeed.comm` collective, an accelerate or "
+    "Trainer collective method is its own evidence (with the `Accelerator(...)`/`Trainer(...)` call of the file "
+    "that built its receiver, where there is one) -- and, for a model's forward or `generate`, an engine method or a function reaching one, what makes "
+    "it collective in the launch unit: the DeepSpeed engine that runs it (`deepspeed.initialize`/`init_inference`, "
+    "followed to the call, or an object used as an engine: `.backward(loss)`, `.step()` and `.module`/"
+    "`save_checkpoint`/... on it), a config with ZeRO-3, a DeepSpeed MoE layer, `GatheredParameters`; the "
+    "launcher line with its world size where the unit has one. Complete when one of these is seen: a forward of a "
+    "model that is an engine by its name only (`ds_engine`, a parameter), with no config or MoE layer, is "
+    "unproven (hidden unless `--show-unproven`). A ZeRO stage not seen is listed as such (the finding is then a "
+    "warning).")
+
+
 class _CollectiveRule(Rule):
     severity_when_unsure = Severity.WARNING
+    evidence_needed = _EVIDENCE
     # files that can hold a rank source, a collective site, or a helper reaching one
     triggers = ("rank", "RANK", "main_process", "process_index", "process_zero", "is_master", "is_main",
                 "should_save", "should_log", "generate", "split_between", "barrier", "all_reduce", "all_gather",
@@ -221,7 +251,7 @@ class _CollectiveRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for h in ctx.program.rank_hazards(ctx.source):
-            if h.code == self.code:
+            if h.code == self.code and not _before_any_group(h, ctx):
                 yield diagnose(h, ctx)
 
 
@@ -411,6 +441,10 @@ class RankEarlyExit(_CollectiveRule):
 
     code = "DSL103"
     name = "rank-early-exit"
+    evidence_needed = _EVIDENCE + (
+        " Also the call that creates the process group (`init_process_group`, `deepspeed.init_distributed`/"
+        "`initialize`, `Accelerator()`): a `raise` under a rank test before that call, in the function of the "
+        "collective, is not flagged -- the ranks that raise never join the group, and the launcher ends the job.")
     severity = Severity.ERROR
     summary = "an early exit under a rank-dependent test before a collective other ranks still reach"
     fix_advice = "Reach the collective on every rank first, or make the exit decision uniform (all_reduce it)."
@@ -473,6 +507,12 @@ class GenerateNotSynced(_CollectiveRule):
 
     code = "DSL104"
     name = "generate-not-synced"
+    evidence_needed = (
+        "a DeepSpeed engine or `init_inference` that runs the model (followed to the call, or an object used as an "
+        "engine: `.backward(loss)`, `.step()`, `.module`), a config with ZeRO-3, or a DeepSpeed MoE layer, in the "
+        "launch unit. `generate` on a plain model (a single-process `input()` loop, no engine) is no site at all; "
+        "on a model that is an engine by its name only it is unproven (hidden unless `--show-unproven`). With an "
+        "engine but no config the ZeRO stage is listed as not seen and the finding is a warning.")
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."

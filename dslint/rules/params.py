@@ -333,6 +333,10 @@ class UnusedTrainableParam(Rule):
                     f"remove it, use it, or create it with requires_grad=False.", attr.statement)
 
 
+# a ZeRO-2 config in the run: the evidence DSL303 needs (issue 30) beside a model file
+_ZERO2_RUN = {"ds_config.json": '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'}
+
+
 class ConditionallyUsedParam(Rule):
     """A trainable parameter or submodule that `forward` uses only on a data- or rank-dependent branch.
 
@@ -376,6 +380,11 @@ class ConditionallyUsedParam(Rule):
 
     code = "DSL303"
     name = "conditionally-used-param"
+    evidence_needed = ("a config with a ZeRO stage, or a call that trains the model on several ranks "
+                       "(`deepspeed.initialize`, an HF/TRL Trainer, DDP/FSDP, an `Accelerator`), in the launch "
+                       "unit: without either (a model file with nothing that trains it) the finding is unproven "
+                       "and hidden unless `--show-unproven`. The data-dependent branch and the use on one path only "
+                       "are in the trace.")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
@@ -451,7 +460,7 @@ class ConditionallyUsedParam(Rule):
                 if images is not None:
                     text = torch.cat([self.projector(images), text])
                 return self.lm(text)
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         class VLM(nn.Module):
@@ -510,7 +519,7 @@ class ConditionallyUsedParam(Rule):
                 if hidden.shape[1] > 512:
                     out = out + self.long_seq_bias
                 return out
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         class Router(nn.Module):
@@ -542,7 +551,7 @@ class ConditionallyUsedParam(Rule):
                 return super().forward(inputs_embeds=embeds, labels=labels)
         model = GatedLlama.from_pretrained("org/llama")
         model.get_model().requires_grad_(False)
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         from transformers import LlamaForCausalLM
