@@ -100,6 +100,7 @@ def test_trailing_backslash_at_end_of_file_is_accepted():
     ('deepspeed --num_gpus 2 train.py --deepspeed "ds.json\n', 1, 45),
     ("X=$(echo a\necho b\n", 1, 3),
     ("X=`echo a\n", 1, 3),
+    ("deepspeed --num_gpus 2 t.py \\\n  `# note \\\n  --deepspeed ds.json\n", 2, 3),  # a backquoted comment never closed
     ("if true; then\n  echo x\n", 2, 1),                               # bash: unexpected end of file
     ("for i in 1 2; do\n  echo $i\n", 2, 1),
 ])
@@ -109,6 +110,16 @@ def test_syntax_error_only_where_bash_stops(text, line, column):
     assert (info.value.line, info.value.column) == (line, column)
     problem = ShellSource("run.sh", text).parse_problem()
     assert problem.message.startswith("shell syntax error: unexpected end of file") and "\n" not in problem.message
+
+
+def test_backquoted_comment_between_continued_arguments_is_an_empty_word():
+    # `# note` in backquotes is a comment run as a command substitution: it expands to nothing and the command
+    # goes on (bash -n accepts it); the grammar's comment would swallow the closing backquote
+    text = "deepspeed --num_gpus 2 t.py \\\n  --lr 1 \\\n  `# 学习率 (note)` \\\n  --deepspeed ds.json\necho `date`\n"
+    launches, error = read_script(text)
+    assert error is None
+    assert [(l.line, l.script_args, l.config_paths) for l in launches] == \
+        [(1, ["--lr", "1", "--deepspeed", "ds.json"], ["ds.json"])]
 
 
 def test_grammar_gaps_are_not_errors_and_keep_the_launches():

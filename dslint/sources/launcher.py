@@ -515,6 +515,20 @@ def _syntax_error(tree, text: str) -> Optional[LauncherParseError]:
     return None
 
 
+# `` `# a comment` `` inside a command line (a comment between backslash-continued arguments): bash ends the
+# backquoted command at the next backquote and runs a comment, which expands to nothing; the grammar lets the
+# comment run to the end of the line, over the closing backquote, and then misses it at the end of the file.
+_COMMENT_SUBSTITUTION = re.compile(rb"(?<![^\s;&|(])`[ \t]*#[^`\n]*`")
+
+
+def _blank_comment_substitutions(data: bytes) -> bytes:
+    """The script with each backquoted comment blanked byte for byte (positions unchanged): what bash expands
+    it to, an empty word."""
+    if b"`" not in data:
+        return data
+    return _COMMENT_SUBSTITUTION.sub(lambda m: b" " * len(m.group(0)), data)
+
+
 def read_script(text: str) -> tuple[list[Launch], Optional[LauncherParseError]]:
     """The launches of a shell script, and the syntax error bash would stop at (None when there is none)."""
     stripped = text.rstrip(" \t\r\n")
@@ -523,7 +537,7 @@ def read_script(text: str) -> tuple[list[Launch], Optional[LauncherParseError]]:
         cut = len(stripped) - 1
         text = text[:cut] + " " + text[cut + 1:]
     reader = _Reader(text)
-    tree = reader.read(reader.data, (0, 0, 0))
+    tree = reader.read(_blank_comment_substitutions(reader.data), (0, 0, 0))
     reader.launches.sort(key=lambda l: (l.line, l.column))
     return reader.launches, _syntax_error(tree, text)
 
