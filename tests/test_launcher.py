@@ -160,3 +160,32 @@ def test_parsing_repeated_scripts_is_stable():
     assert len(first) == 8
     for _ in range(20):
         assert parse_launches(body) == first
+
+
+@pytest.mark.parametrize("line, world", [
+    ("deepspeed --include localhost:0 t.py", 1),
+    ("deepspeed --include localhost:0,1 t.py", 2),
+    ("deepspeed -i node1:0,1@node2:0,1 t.py", 4),
+    ("deepspeed --include node1:0@node2:0,1 t.py", 3),
+    ("deepspeed --include node1@node2 t.py", None),            # every GPU of each host
+    ("deepspeed --include localhost:$GPUS t.py", None),        # a list the script does not spell
+    ("deepspeed --exclude localhost:1 t.py", None),            # depends on the machine's GPU count
+    ("CUDA_VISIBLE_DEVICES=0 deepspeed t.py", 1),              # the runner turns it into --include localhost:0
+    ("CUDA_VISIBLE_DEVICES=0,1 deepspeed --num_gpus 4 t.py", 4),   # ... unless --num_gpus/--include is given
+    ("CUDA_VISIBLE_DEVICES=0 deepspeed --hostfile hf t.py", None),
+    ("deepspeed t.py", None),
+    ("deepspeed --num_gpus 1 --num_nodes 1 t.py", 1),
+    ("torchrun t.py", 1),                                      # --nproc-per-node and --nnodes default to 1
+    ("PET_NPROC_PER_NODE=4 torchrun t.py", 4),
+    ("torchrun --nproc_per_node gpu t.py", None),
+    ("srun torchrun t.py", None),                              # one torchrun per task
+    ("srun -N 2 torchrun --nnodes 2 --nproc_per_node 1 t.py", 2),
+    ("accelerate launch --num_processes 1 t.py", 1),
+    ("accelerate launch t.py", None),                          # the accelerate config file decides
+])
+def test_world_size_as_the_launcher_decides_it(line, world):
+    assert _one(line + "\n").world_size == world
+
+
+def test_world_size_from_an_exported_device_list():
+    assert _one("export CUDA_VISIBLE_DEVICES=2,3\ndeepspeed t.py\n").world_size == 2

@@ -581,6 +581,18 @@ class ProjectView:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
 
+    def runs_one_process(self, src: AnySource) -> bool:
+        """Does every program that runs `src` start one process (each launch unit reaching it launched with
+        one: `--include localhost:0`, `--num_gpus 1`, `--nproc_per_node 1`, `--num_processes 1`, ...; or
+        `--world-size 1`)? Then no other rank exists to wait in a collective. False where a unit's size is
+        unknown or no unit reaches the file."""
+        if self.world_size_override:
+            return self.world_size_override == 1
+        if not isinstance(src, PythonSource) or not self.units:
+            return False
+        reaching = [u for u in self.units if any(f is src for f in u.files)]
+        return bool(reaching) and all(u.world_size == 1 for u in reaching)
+
     def _project_folders(self) -> list[Path]:
         """Folders where a version pin may live: those of the checked files and their parents up to the root."""
         seen: dict[Path, None] = {}

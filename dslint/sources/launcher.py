@@ -173,7 +173,8 @@ def _launcher_of(words: list[str]) -> tuple[Optional[str], int]:
     return None, 0
 
 
-def _parse_command(launcher: str, words: list[str], start: int, launch: Launch) -> None:
+def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
+                   env: Optional[dict[str, str]] = None) -> None:
     valued = _VALUED[launcher]
     i = start
     while i < len(words):
@@ -206,24 +207,76 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch) 
             if value.endswith(".json"):
                 launch.config_paths.append(value)
     opts = launch.options
-    if launcher == "deepspeed":
-        launch.procs_per_node = _int(opts.get("--num_gpus", opts.get("--num-gpus")))
-        if launch.procs_per_node is None and "--include" in opts:
-            hosts = opts["--include"].split("@")
-            if len(hosts) == 1 and ":" in hosts[0]:
-                launch.procs_per_node = len(hosts[0].split(":", 1)[1].split(","))
-        launch.nodes = _int(opts.get("--num_nodes", opts.get("--num-nodes")))
-    elif launcher == "torchrun":
-        launch.procs_per_node = _int(opts.get("--nproc-per-node", opts.get("--nproc_per_node")))
-        launch.nodes = _int(opts.get("--nnodes"))
-    else:
-        total = _int(opts.get("--num_processes", opts.get("--num-processes")))
-        machines = _int(opts.get("--num_machines", opts.get("--num-machines"))) or 1
-        launch.procs_per_node = total // machines if total and total % machines == 0 else total
-        launch.nodes = machines if total and total % machines == 0 else 1
+    if launcher == "accelerate":
         cfg = opts.get("--deepspeed_config_file")
         if cfg and cfg.endswith(".json"):
             launch.config_paths.append(cfg)
+    launch.procs_per_node, launch.nodes = _processes(launcher, opts, words[:start], env or {})
+
+
+# wrappers that start the command once per task (`srun -N 2 torchrun …` runs two torchruns)
+_REPLICATING = ("srun", "mpirun", "mpiexec", "xargs")
+
+
+def _known(value: str) -> bool:
+    return bool(value) and "$" not in value and "`" not in value
+
+
+def _slots(include: str) -> Optional[tuple[int, int]]:
+    """(processes, hosts) of a deepspeed `--include` filter that names its slots on every host
+    (`localhost:0,1`, `node1:0,1@node2:2,3`); None where a host takes all its GPUs (`node1`) or a slot list
+    is not literal (`localhost:$GPUS`)."""
+    total, hosts = 0, 0
+    for host in include.split("@"):
+        name, colon, slots = host.partition(":")
+        if not colon or not _known(slots) or not all(s.strip().isdigit() for s in slots.split(",")):
+            return None
+        total += len(set(slots.split(",")))
+        hosts += 1
+    return (total, hosts) if hosts else None
+
+
+def _processes(launcher: str, opts: dict[str, str], prefix: list[str], env: dict[str, str]
+               ) -> tuple[Optional[int], Optional[int]]:
+    """(processes per node, nodes) a launch starts, as its launcher decides them from its options and the
+    environment it runs in (assignments in front of it, literal ones earlier in the script); (None, None)
+    where they depend on the machine (all visible GPUs, an accelerate config file, a hostfile)."""
+    local = dict(env)
+    for word in prefix:
+        name, eq, value = word.partition("=")
+        if eq and _ASSIGN_WORD.match(word):
+            local[name.rstrip("+")] = value
+    replicated = any(w.rsplit("/", 1)[-1] in _REPLICATING for w in prefix)
+    if launcher == "deepspeed":
+        gpus = _int(opts.get("--num_gpus", opts.get("--num-gpus")))
+        nodes = _int(opts.get("--num_nodes", opts.get("--num-nodes")))
+        include = opts.get("--include", opts.get("-i"))
+        if gpus is None and include is not None:
+            found = _slots(include)
+            if found is None:
+                return None, nodes
+            total, hosts = found
+            return (total, 1) if hosts == 1 or total % hosts else (total // hosts, hosts)
+        if gpus is None and include is None and nodes in (None, 1) and not any(
+                k in opts for k in ("--exclude", "-e", "--hostfile", "-H")):
+            # deepspeed's runner turns CUDA_VISIBLE_DEVICES into `--include localhost:<devices>` (runner.py)
+            visible = local.get("CUDA_VISIBLE_DEVICES")
+            if visible is not None and _known(visible) and all(d.strip().isdigit() for d in visible.split(",")):
+                return len(set(visible.split(","))), 1
+        return gpus, nodes
+    if launcher == "torchrun":
+        # torch.distributed.run: --nproc-per-node defaults to 1 and --nnodes to 1 (or PET_NPROC_PER_NODE /
+        # PET_NNODES); under srun/mpirun each task starts its own torchrun, so the defaults tell nothing there
+        procs = opts.get("--nproc-per-node", opts.get("--nproc_per_node", local.get("PET_NPROC_PER_NODE")))
+        nodes = opts.get("--nnodes", local.get("PET_NNODES"))
+        if replicated and (procs is None or nodes is None):
+            return _int(procs), _int(nodes)
+        return _int("1" if procs is None else procs), _int("1" if nodes is None else nodes)
+    total = _int(opts.get("--num_processes", opts.get("--num-processes")))
+    machines = _int(opts.get("--num_machines", opts.get("--num-machines"))) or 1
+    if total and total % machines == 0:
+        return total // machines, machines
+    return total, 1
 
 
 def _line_launches(text: str, first_line: int, env: dict[str, str]) -> list[Launch]:
@@ -258,7 +311,7 @@ def _line_launches(text: str, first_line: int, env: dict[str, str]) -> list[Laun
             first = lines[line_no - 1]
             col = len(first) - len(first.lstrip()) + 1
             launch = Launch(launcher, line_no + first_line - 1, col, len(first.rstrip()) + 1)
-            _parse_command(launcher, command, start, launch)
+            _parse_command(launcher, command, start, launch, env)
             launches.append(launch)
     return launches
 
@@ -446,7 +499,7 @@ class _Reader:
             end = self.place(node.end_point, at)
             end_col = self.column(*end) if end[0] == row else len(first.rstrip()) + 1
             launch = Launch(launcher, row + 1, self.column(row, col), end_col)
-            _parse_command(launcher, words, start, launch)
+            _parse_command(launcher, words, start, launch, self.env)
             self.launches.append(launch)
             return
         # a command string run by this command: eval "…", bash -c "…", sbatch --wrap "…"
