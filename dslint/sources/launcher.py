@@ -601,3 +601,48 @@ def parse_launches(text: str) -> list[Launch]:
     if error is not None:
         raise error
     return launches
+
+
+# --- launcher lines in Markdown (a README's fenced shell blocks) -----------------------------------------
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})\s*([^\s`{]*)")
+_SHELL_INFO = frozenset({"", "bash", "sh", "shell", "zsh", "console", "shell-session", "shellsession", "terminal"})
+_PROMPT = re.compile(r"^(\s*)(\$|>|%)(\s)")
+
+
+def _shell_blocks(text: str) -> Optional[str]:
+    """The Markdown text with everything but the bodies of its fenced shell blocks blanked (line numbers kept),
+    a `$ ` prompt blanked too; None when no such block mentions a launcher."""
+    lines = text.split("\n")
+    out = [""] * len(lines)
+    fence = None            # the opening fence while inside a block: (marker char, length, shell?)
+    found = False
+    for i, line in enumerate(lines):
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                fence = (m.group(2)[0], len(m.group(2)), m.group(3).lower() in _SHELL_INFO)
+            continue
+        if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= fence[1] and not m.group(3):
+            fence = None
+            continue
+        if fence[2]:
+            body = _PROMPT.sub(lambda p: p.group(1) + " " + p.group(3), line)
+            out[i] = body
+            found = found or bool(_KEYWORD.search(body.encode("utf-8", "replace")))
+    return "\n".join(out) if found else None
+
+
+def markdown_mentions_launcher(text: str) -> bool:
+    """Does a fenced shell block of this Markdown text hold a launcher word (cheap: read before keeping it)?"""
+    if not _KEYWORD.search(text.encode("utf-8", "replace")):
+        return False
+    return _shell_blocks(text) is not None
+
+
+def markdown_launches(text: str) -> list[Launch]:
+    """The launches in the fenced shell blocks of a Markdown file, at their lines. A block is a snippet, not a
+    script: a syntax error in it is nobody's (never DSL001), and the launches read around it are kept."""
+    blocks = _shell_blocks(text)
+    if blocks is None:
+        return []
+    return read_script(blocks)[0]
