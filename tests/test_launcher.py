@@ -189,3 +189,22 @@ def test_world_size_as_the_launcher_decides_it(line, world):
 
 def test_world_size_from_an_exported_device_list():
     assert _one("export CUDA_VISIBLE_DEVICES=2,3\ndeepspeed t.py\n").world_size == 2
+
+
+def test_a_counter_changed_by_arithmetic_has_no_literal_value():
+    text = "N=0\nfor h in a b; do\n  torchrun --nnodes 2 --node_rank $N t.py &\n  ((N++))\ndone\n"
+    assert _one(text).options["--node_rank"] == "$N"
+    assert _one("N=0\nlet N+=1\ntorchrun --node_rank $N t.py\n").options["--node_rank"] == "$N"
+    assert _one("N=3\nif (( N == 3 )); then torchrun --node_rank $N t.py; fi\n").options["--node_rank"] == "3"
+
+
+@pytest.mark.parametrize("line, part", [
+    ("torchrun --nnodes 2 --node_rank 1 --master_addr h1 t.py", ("h1", "1")),
+    ("torchrun --nnodes=2 --rdzv_backend c10d --rdzv_endpoint h1:29400 t.py", ("h1", "")),
+    ("torchrun --nnodes 1 --node_rank 0 t.py", None),
+    ("torchrun --nnodes 2 t.py", None),                       # static rendezvous without a node rank
+    ("deepspeed --num_nodes 2 --node_rank 1 --master_addr h1 t.py", ("h1", "1")),
+    ("accelerate launch --num_machines 2 --machine_rank 1 --main_process_ip h1 t.py", ("h1", "1")),
+])
+def test_node_of_a_multi_node_job(line, part):
+    assert _one(line + "\n").node_of_job == part

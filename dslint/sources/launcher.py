@@ -45,12 +45,37 @@ class Launch:
     options: dict[str, str] = field(default_factory=dict)
 
     @property
+    def node_of_job(self) -> Optional[tuple[str, str]]:
+        """(rendezvous address, node rank) when this launch starts ONE node of a multi-node job -- its launcher
+        is told that the job spans several nodes (`--nnodes`/`--num_nodes`/`--num_machines` not 1) and which
+        node this is (`--node_rank`, `--machine_rank`; or a c10d rendezvous that assigns it) -- else None.
+        The node rank is "" where a rendezvous assigns it."""
+        count = next((self.options[o] for o in _NODE_COUNT.get(self.launcher, ()) if o in self.options), None)
+        if count is None or _int(count) == 1:
+            return None
+        address = next((self.options[o] for o in _RENDEZVOUS.get(self.launcher, ()) if o in self.options), "")
+        rank = next((self.options[o] for o in _NODE_RANK.get(self.launcher, ()) if o in self.options), None)
+        if rank is None:
+            backend = self.options.get("--rdzv_backend", self.options.get("--rdzv-backend"))
+            if self.launcher != "torchrun" or backend in (None, "static"):
+                return None
+            rank = ""
+        return address.rsplit(":", 1)[0] if ":" in address and "[" not in address else address, rank
+
+    @property
     def world_size(self) -> Optional[int]:
         if self.procs_per_node is None:
             return None
         return self.procs_per_node * (self.nodes or 1)
 
 
+# the options that make a launch one node of a multi-node job (Launch.node_of_job)
+_NODE_COUNT = {"torchrun": ("--nnodes",), "deepspeed": ("--num_nodes", "--num-nodes"),
+               "accelerate": ("--num_machines", "--num-machines")}
+_NODE_RANK = {"torchrun": ("--node_rank", "--node-rank"), "deepspeed": ("--node_rank",),
+              "accelerate": ("--machine_rank", "--machine-rank")}
+_RENDEZVOUS = {"torchrun": ("--rdzv_endpoint", "--rdzv-endpoint", "--master_addr", "--master-addr"),
+               "deepspeed": ("--master_addr",), "accelerate": ("--main_process_ip", "--main-process-ip")}
 _ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _CONFIG_FLAGS = {"--deepspeed", "--deepspeed_config", "--deepspeed-config", "--ds_config", "--ds-config",
@@ -380,6 +405,8 @@ _CLOSERS = {'"': "double-quoted string", "`": "backquoted command", ")": "`$(…
             "]]": "`[[ … ]]` test", "))": "arithmetic `((…))`"}
 
 
+_ARITHMETIC_WRITE = re.compile(r"(?:\(\(|\blet\s+|\$\(\()[^)]*?\b([A-Za-z_]\w*)\s*(?:\+\+|--|[-+*/%]?=(?!=))"
+                               r"|(?:\(\(|\blet\s+)\s*(?:\+\+|--)([A-Za-z_]\w*)|\blet\s+\"?([A-Za-z_]\w*)")
 _OPENERS = {'"': '"', "`": "`", "$(": ")", "$((": "))"}
 
 
@@ -391,6 +418,8 @@ class _Reader:
         self.env: dict[str, str] = {}
         self.launches: list[Launch] = []
         self.seen: set[int] = set()     # command strings already read (by their first byte in the file)
+        # variables the script changes by arithmetic (`((i++))`, `let i+=1`, `: $((i=i+1))`): no one literal value
+        self.counters = {m.group(1) or m.group(2) or m.group(3) for m in _ARITHMETIC_WRITE.finditer(text)}
 
     # positions: (row, byte column) in the file → 1-based line and character column
     def column(self, row: int, byte_col: int) -> int:
@@ -457,6 +486,9 @@ class _Reader:
         if name_node is None or name_node.type != "variable_name":
             return
         name = name_node.text.decode("utf-8", "replace")
+        if name in self.counters:
+            self.env.pop(name, None)
+            return
         if value is None:
             self.env[name] = ""
             return
