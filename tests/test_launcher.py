@@ -208,3 +208,27 @@ def test_a_counter_changed_by_arithmetic_has_no_literal_value():
 ])
 def test_node_of_a_multi_node_job(line, part):
     assert _one(line + "\n").node_of_job == part
+
+
+@pytest.mark.parametrize("text, cwd", [
+    ("deepspeed t.py\n", None),
+    ("cd finetune\ndeepspeed t.py\n", ("start", "finetune")),            # from wherever it was started
+    ("cd finetune && deepspeed t.py\n", ("start", "finetune")),
+    ('cd "$(dirname "$0")"\ndeepspeed t.py\n', ("script", ".")),         # the script's own folder
+    ("cd $(dirname $0)/../finetune\ndeepspeed t.py\n", ("script", "../finetune")),
+    ('cd "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.."\ndeepspeed t.py\n', ("script", "..")),
+    ("cd ..\ncd a\ndeepspeed t.py\n", ("start", "../a")),
+    ("cd $WORK\ndeepspeed t.py\n", None),                              # cannot be followed
+    ("cd /abs/path\ndeepspeed t.py\n", None),
+])
+def test_folder_the_script_cds_into_before_the_launch(text, cwd):
+    assert _one(text).cwd == cwd
+
+
+def test_unquoted_multi_word_variable_splits_into_launcher_options():
+    text = 'ARGS="--nproc_per_node 8 --nnodes 1"\ntorchrun $ARGS train.py --deepspeed ds.json\n'
+    launch = _one(text)
+    assert (launch.script, launch.world_size, launch.config_paths) == ("train.py", 8, ["ds.json"])
+    # options the script does not spell out: the world size is unknown, not torchrun's default of one
+    launch = _one("torchrun $DISTRIBUTED_ARGS train.py --deepspeed ds.json\n")
+    assert (launch.script, launch.world_size, launch.config_paths) == ("train.py", None, ["ds.json"])

@@ -103,7 +103,7 @@ class ProjectView:
             found: list[JsonSource] = []
             for sh, launch in program.launches_of(f):
                 for ref in launch.config_paths:
-                    found += self._json_by_reference(ref, Path(sh.path).parent)
+                    found += self.launch_json(sh, launch, ref)
             facts = program.facts.get(id(f))
             for ref in facts.config_refs if facts is not None else ():
                 found += self._json_by_reference(ref, Path(f.path).parent)
@@ -328,6 +328,21 @@ class ProjectView:
             by_name.setdefault(Path(c.path).name, []).append(c)
         return by_path, by_name
 
+    def launch_json(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
+        """The configs a launcher line's path names, resolved as the shell would: in the folder the script
+        `cd`-ed into before the launch (`Launch.cwd`: relative to the script's folder, or for a `cd` from the
+        folder it was started in, to the script's folder and then the root), else relative to the script's own
+        folder, else the root, else by file name (`_json_by_reference`)."""
+        folder = Path(sh.path).parent
+        if launch.cwd is not None:
+            anchor, path = launch.cwd
+            by_path = self._json_index[0]
+            for base in (folder / path,) + ((self.root / path, Path(path)) if anchor == "start" else ()):
+                hit = by_path.get(_norm(str(base / ref)))
+                if hit is not None:
+                    return [hit]
+        return self._json_by_reference(ref, folder)
+
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
         """The configs a path written in a script or launcher line names: relative to the referring file's
         folder or to the root (compared as normalised paths: no file system access), else by file name.
@@ -452,7 +467,7 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+                add_json(self.launch_json(sh, launch, ref))
         if self.may_hand_configs(src) and self.may_name_json(src):
             for value, _ in self.literal_configs(src):
                 if isinstance(value, str) and value.endswith(".json"):
@@ -471,7 +486,7 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+                add_json(self.launch_json(sh, launch, ref))
         for value, node in self.literal_configs(src):
             if isinstance(value, str) and value.endswith(".json"):
                 add_json(self._json_by_reference(value, Path(src.path).parent))
@@ -572,7 +587,7 @@ class ProjectView:
             sizes = {launch.world_size for _, launch in self._launches_for(src) if launch.world_size}
         elif isinstance(src, JsonSource):
             for sh, launch in self.launches:
-                if launch.world_size and any(src in self._json_by_reference(r, Path(sh.path).parent)
+                if launch.world_size and any(src in self.launch_json(sh, launch, r)
                                              for r in launch.config_paths):
                     sizes.add(launch.world_size)
         if not sizes and src is not None:

@@ -206,7 +206,12 @@ class Program:
         folder = posixpath.dirname(_norm(sh.path))
         if launch.script:
             script = launch.script
-            for candidate in (posixpath.join(folder, script), script):
+            candidates = [posixpath.join(folder, script), script]
+            if launch.cwd is not None:       # the folder the script `cd`-ed into comes first
+                anchor, path = launch.cwd
+                candidates[:0] = [posixpath.join(folder, path, script)] + ([posixpath.join(path, script)]
+                                                                           if anchor == "start" else [])
+            for candidate in candidates:
                 hit = self._by_path.get(_norm(candidate))
                 if hit is not None:
                     return hit

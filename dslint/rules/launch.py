@@ -70,7 +70,7 @@ class LauncherBatchMismatch(Rule):
             if any(h in a for a in launch.script_args for h in MODEL_PARALLEL_HINTS):
                 continue
             for ref in launch.config_paths:
-                for cfg in program.configs_by_reference(ref, Path(sh.path).parent):
+                for cfg in program.launch_configs(sh, launch, ref):
                     data = cfg.data if isinstance(cfg.data, dict) else {}
                     if "tensor_parallel" in data or "pipeline" in data and isinstance(data.get("pipeline"), dict) \
                             and data["pipeline"].get("stages", 1) not in (1, None):

@@ -17,6 +17,7 @@ reading and nothing is reported."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ class Launch:
     procs_per_node: Optional[int] = None
     config_paths: list[str] = field(default_factory=list)
     options: dict[str, str] = field(default_factory=dict)
+    # the folder the script has `cd`-ed into before this launch: ("script", path) relative to the script's own
+    # folder (`cd "$(dirname "$0")/.."`), ("start", path) relative to the folder it was started from (`cd
+    # finetune`); None when it did not, or went where dslint cannot follow (`cd $WORK`, `cd /abs`)
+    cwd: Optional[tuple[str, str]] = field(default=None, compare=False)
 
     @property
     def node_of_job(self) -> Optional[tuple[str, str]]:
@@ -220,6 +225,11 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
                 launch.options[key] = ""
                 i += 1
             continue
+        if _UNEXPANDED.fullmatch(w) and any(x.endswith(".py") for x in words[i + 1:]):
+            # `torchrun $DISTRIBUTED_ARGS train.py`: launcher options the script does not spell out
+            launch.options.setdefault(_OPAQUE, w)
+            i += 1
+            continue
         launch.script = w
         i += 1
         break
@@ -238,6 +248,9 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
             launch.config_paths.append(cfg)
     launch.procs_per_node, launch.nodes = _processes(launcher, opts, words[:start], env or {})
 
+
+_UNEXPANDED = re.compile(r"\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)")
+_OPAQUE = "$"               # Launch.options key: launcher options held in a variable dslint could not expand
 
 # wrappers that start the command once per task (`srun -N 2 torchrun …` runs two torchruns)
 _REPLICATING = ("srun", "mpirun", "mpiexec", "xargs")
@@ -272,6 +285,8 @@ def _processes(launcher: str, opts: dict[str, str], prefix: list[str], env: dict
         if eq and _ASSIGN_WORD.match(word):
             local[name.rstrip("+")] = value
     replicated = any(w.rsplit("/", 1)[-1] in _REPLICATING for w in prefix)
+    if _OPAQUE in opts:
+        return None, None
     if launcher == "deepspeed":
         gpus = _int(opts.get("--num_gpus", opts.get("--num-gpus")))
         nodes = _int(opts.get("--num_nodes", opts.get("--num-nodes")))
@@ -416,6 +431,8 @@ class _Reader:
         self.data = text.encode("utf-8")
         self.lines = self.data.split(b"\n")
         self.env: dict[str, str] = {}
+        self.split_env: dict[str, list[str]] = {}     # literal values of several words
+        self.cwd: Optional[tuple[str, str]] = None     # see Launch.cwd
         self.launches: list[Launch] = []
         self.seen: set[int] = set()     # command strings already read (by their first byte in the file)
         # variables the script changes by arithmetic (`((i++))`, `let i+=1`, `: $((i=i+1))`): no one literal value
@@ -486,6 +503,7 @@ class _Reader:
         if name_node is None or name_node.type != "variable_name":
             return
         name = name_node.text.decode("utf-8", "replace")
+        words_before = self.split_env.pop(name, None)
         if name in self.counters:
             self.env.pop(name, None)
             return
@@ -498,11 +516,15 @@ class _Reader:
         expanded = _expand(raw, self.env)
         appended = any(kid.type == "+=" for kid in node.children)
         if appended:
-            expanded = self.env.get(name, "") + expanded
+            expanded = (" ".join(words_before) if words_before else self.env.get(name, "")) + expanded
         if expanded.strip() and not re.search(r"\s", expanded.strip()):
             self.env[name] = expanded.strip()
         else:
             self.env.pop(name, None)
+            if expanded.strip() and not _KEYWORD.search(expanded.encode("utf-8", "replace")):
+                # `ARGS="--nproc_per_node 8 --nnodes 1"`: an unquoted `$ARGS` splits into these words (a
+                # command string naming a launcher is read in place instead, `string_inside`)
+                self.split_env[name] = expanded.split()
         if value.type in _STRING_NODES and self.expanded_elsewhere(name, node, at):
             self.string_inside(value, at, depth)
 
@@ -520,9 +542,15 @@ class _Reader:
         for i, kid in enumerate(node.children):
             fieldname = node.field_name_for_child(i)
             if kid.type == "variable_assignment" or fieldname in ("name", "argument"):
-                words.append(_expand(kid.text.decode("utf-8", "replace"), self.env))
-                args.append(kid)
+                raw = kid.text.decode("utf-8", "replace")
+                split = _UNEXPANDED.fullmatch(raw) and self.split_env.get(raw.strip("${}"))
+                for word in split or [_expand(raw, self.env)]:
+                    words.append(word)
+                    args.append(kid)
         if not words:
+            return
+        if words[0] in ("cd", "pushd"):
+            self.cwd = _change_folder(self.cwd, words[1:])
             return
         launcher, start = _launcher_of(words)
         if launcher is not None:
@@ -530,7 +558,7 @@ class _Reader:
             first = self.lines[row].decode("utf-8", "replace") if row < len(self.lines) else ""
             end = self.place(node.end_point, at)
             end_col = self.column(*end) if end[0] == row else len(first.rstrip()) + 1
-            launch = Launch(launcher, row + 1, self.column(row, col), end_col)
+            launch = Launch(launcher, row + 1, self.column(row, col), end_col, cwd=self.cwd)
             _parse_command(launcher, words, start, launch, self.env)
             self.launches.append(launch)
             return
@@ -549,6 +577,26 @@ class _Reader:
         for launch in _line_launches(region, first_row + 1, self.env):
             if not any(l.line == launch.line for l in self.launches):
                 self.launches.append(launch)
+
+
+_SCRIPT_DIR = re.compile(r"^(?:\$\(\s*(?:cd\s+)?(?:\$\(\s*)?dirname\s+[^)]*(?:\$0|\$\{0\}|BASH_SOURCE)[^)]*\)+"
+                         r"(?:\s*(?:&&|;)\s*pwd\s*\))?|`dirname\s+\S*\$0`)")
+
+
+def _change_folder(cwd: Optional[tuple[str, str]], args: list[str]) -> Optional[tuple[str, str]]:
+    """The folder after `cd ARGS` (Launch.cwd); None where it cannot be followed."""
+    args = [a for a in args if a not in ("-P", "-L", "--")]
+    if not args:
+        return None                     # `cd` alone: $HOME
+    target = args[0]
+    m = _SCRIPT_DIR.match(target)
+    if m:
+        rest = target[m.end():].lstrip("/")
+        return None if "$" in rest else ("script", posixpath.normpath(rest or "."))
+    if "$" in target or "`" in target or target.startswith(("/", "~")) or target == "-":
+        return None
+    anchor, base = cwd if cwd is not None else ("start", ".")
+    return anchor, posixpath.normpath(posixpath.join(base, target))
 
 
 def _syntax_error(tree, text: str) -> Optional[LauncherParseError]:
