@@ -521,9 +521,10 @@ class _Reader:
             self.env[name] = expanded.strip()
         else:
             self.env.pop(name, None)
-            if expanded.strip() and not _KEYWORD.search(expanded.encode("utf-8", "replace")):
-                # `ARGS="--nproc_per_node 8 --nnodes 1"`: an unquoted `$ARGS` splits into these words (a
-                # command string naming a launcher is read in place instead, `string_inside`)
+            if expanded.strip() and not re.search(r"[$`;&|<>(){}]", expanded) and \
+                    not _KEYWORD.search(expanded.encode("utf-8", "replace")):
+                # `ARGS="--nproc_per_node 8 --nnodes 1"`: an unquoted `$ARGS` splits into these words (only
+                # literal words; a command string naming a launcher is read in place instead, `string_inside`)
                 self.split_env[name] = expanded.split()
         if value.type in _STRING_NODES and self.expanded_elsewhere(name, node, at):
             self.string_inside(value, at, depth)
