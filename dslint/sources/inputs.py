@@ -276,8 +276,8 @@ def read_sources(inputs: Inputs, sniff_json: bool = False, max_file_size: Option
         text, problem = decode(data, kind)
         if kind == "json" and problem is None and not taken_at_word and not looks_like_deepspeed_config(text):
             continue
-        if kind == "markdown" and (problem is not None or not markdown_mentions_launcher(text)):
-            continue                # documentation without a launcher line: nothing to read
+        if kind == "markdown" and not taken_at_word and (problem is not None or not markdown_mentions_launcher(text)):
+            continue                # walked documentation without a launcher line: nothing to read
         if problem is not None:
             undecodable.append((printable(shown_path(path)), kind, problem))
             continue
