@@ -232,3 +232,12 @@ def test_unquoted_multi_word_variable_splits_into_launcher_options():
     # options the script does not spell out: the world size is unknown, not torchrun's default of one
     launch = _one("torchrun $DISTRIBUTED_ARGS train.py --deepspeed ds.json\n")
     assert (launch.script, launch.world_size, launch.config_paths) == ("train.py", None, ["ds.json"])
+
+
+def test_readme_launches_get_no_shell_rule():
+    from dslint.engine import check_texts
+    readme = ("```bash\ndeepspeed --include localhost:0,1 t.py --seed 1 &\n"
+              "deepspeed --include localhost:2,3 t.py --seed 2 &\n```\n")
+    report = check_texts({"README.md": readme, "sweep.sh": readme.replace("```bash\n", "").replace("```\n", "")})
+    assert report.files_checked == 2
+    assert [(f.path, f.code) for f in report.findings] == [("sweep.sh", "DSL502")]

@@ -108,6 +108,7 @@ class ForwardFacts:
     why: str
     moe: bool = False
     zero3: bool = False
+    origin: str = ""               # where the ZeRO-3 config was found (a config path, `file.py:line`)
 
 
 def _tail(expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -396,7 +397,7 @@ class CollectiveSites:
             return ForwardFacts("yes", moe, moe=True, zero3=zero3 is not None)
         if zero3 is not None:
             return ForwardFacts("yes", f"ZeRO-3 ({zero3.origin}) all-gathers partitioned parameters in every forward",
-                                zero3=True)
+                                zero3=True, origin=str(zero3.origin))
         if configs and all(s is not None for s in stages):
             return ForwardFacts("no", f"ZeRO stage {max(stages)} keeps full parameters on every rank")
         return ForwardFacts("unknown", "a collective if the DeepSpeed config enables ZeRO-3 (parameter all-gather) "
@@ -583,7 +584,7 @@ class CollectiveSites:
         if fwd.status == "no":
             return None
         if kind not in ("forward", "generate"):
-            why = what if fwd.status == "yes" and fwd.zero3 else \
+            why = (f"{what}: ZeRO-3 in {fwd.origin}" if fwd.origin else what) if fwd.status == "yes" and fwd.zero3 else \
                 f"{what} when ZeRO-3 is on; no DeepSpeed config was found to tell"
             if fwd.status == "yes" and not fwd.zero3:
                 why = f"{what} when ZeRO-3 is on"

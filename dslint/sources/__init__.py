@@ -598,6 +598,7 @@ class ShellSource(Source):
         return None
 
 
+@dataclass
 class MarkdownSource(ShellSource):
     """A Markdown file (a README) read for the launcher lines of its fenced shell blocks (```bash, ```sh,
     ```shell, ```console, or untagged): they tell how its scripts are run (`deepspeed --include localhost:0
