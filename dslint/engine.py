@@ -573,9 +573,15 @@ class Checker:
         per_file = self.settings.ignored_for(source.path)
         broken = source.parse_problem() is not None
         ctx = RuleContext(source, project)
+        one_process = None
         for rule in self.rules:
             if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
                 continue
+            if rule.needs_ranks:
+                if one_process is None:
+                    one_process = project.runs_one_process(source)
+                if one_process:
+                    continue
             try:
                 if not rule.wants(ctx):
                     continue

@@ -16,7 +16,7 @@ from dslint.engine import Checker
 from dslint.testing import expected
 
 ROOT = Path(__file__).parent / "fixtures" / "static"
-SUFFIXES = {".py", ".json", ".sh"}
+SUFFIXES = {".py", ".json", ".sh", ".md"}
 
 
 def _cases():
@@ -24,7 +24,7 @@ def _cases():
         for entry in sorted(family.iterdir()):
             if entry.is_dir() and not entry.name.startswith(("_", ".")):
                 yield entry
-            elif entry.suffix in SUFFIXES:
+            elif entry.suffix in SUFFIXES and entry.suffix != ".md":    # a README travels with its folder case
                 yield entry
 
 

@@ -127,6 +127,7 @@ class ForwardFacts:
     moe: bool = False
     zero3: bool = False
     evidence: list[Fact] = field(default_factory=list)      # the ZeRO-3 config, the MoE layer (issue 30)
+    origin: str = ""               # where the ZeRO-3 config was found (a config path, `file.py:line`)
 
 
 def _tail(expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -417,7 +418,8 @@ class CollectiveSites:
                                 evidence=self._moe_facts(src) + ([config_fact(zero3)] if zero3 is not None else []))
         if zero3 is not None:
             return ForwardFacts("yes", f"ZeRO-3 ({zero3.origin}) all-gathers partitioned parameters in every forward",
-                                zero3=True, evidence=[config_fact(zero3)])
+                                zero3=True, evidence=[config_fact(zero3)],
+                                origin=str(zero3.origin))
         if configs and all(s is not None for s in stages):
             return ForwardFacts("no", f"ZeRO stage {max(stages)} keeps full parameters on every rank")
         return ForwardFacts("unknown", "a collective if the DeepSpeed config enables ZeRO-3 (parameter all-gather) "
@@ -630,7 +632,7 @@ class CollectiveSites:
             evidence = evidence + [Fact("zero-stage", "no DeepSpeed config with a known ZeRO stage reaches this "
                                                       "code: collective only under ZeRO-3 or MoE", found=False)]
         if kind not in ("forward", "generate"):
-            why = what if fwd.status == "yes" and fwd.zero3 else \
+            why = (f"{what}: ZeRO-3 in {fwd.origin}" if fwd.origin else what) if fwd.status == "yes" and fwd.zero3 else \
                 f"{what} when ZeRO-3 is on; no DeepSpeed config was found to tell"
             if fwd.status == "yes" and not fwd.zero3:
                 why = f"{what} when ZeRO-3 is on"

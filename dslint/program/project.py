@@ -105,7 +105,7 @@ class ProjectView:
             found: list[JsonSource] = []
             for sh, launch in program.launches_of(f):
                 for ref in launch.config_paths:
-                    found += self._json_by_reference(ref, Path(sh.path).parent)
+                    found += self.launch_json(sh, launch, ref)
             facts = program.facts.get(id(f))
             for ref in facts.config_refs if facts is not None else ():
                 found += self._json_by_reference(ref, Path(f.path).parent)
@@ -380,6 +380,21 @@ class ProjectView:
         """`_json_by_reference`, DeepSpeed configs only."""
         return [c for c in self._json_by_reference(ref, base) if self.is_deepspeed_config(c)]
 
+    def launch_json(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
+        """The configs a launcher line's path names, resolved as the shell would: in the folder the script
+        `cd`-ed into before the launch (`Launch.cwd`: relative to the script's folder, or for a `cd` from the
+        folder it was started in, to the script's folder and then the root), else relative to the script's own
+        folder, else the root, else by file name (`_json_by_reference`)."""
+        folder = Path(sh.path).parent
+        if launch.cwd is not None:
+            anchor, path = launch.cwd
+            by_path = self._json_index[0]
+            for base in (folder / path,) + ((self.root / path, Path(path)) if anchor == "start" else ()):
+                hit = by_path.get(_norm(str(base / ref)))
+                if hit is not None:
+                    return [hit] if self.is_deepspeed_config(hit) else []
+        return self._configs_by_reference(ref, folder)
+
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
         """The JSON files a path written in a script or launcher line names: relative to the referring file's
         folder or to the root (compared as normalised paths: no file system access), else by file name.
@@ -541,7 +556,7 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._configs_by_reference(ref, Path(sh.path).parent))
+                add_json(self.launch_json(sh, launch, ref))
         add_json(self.configs_reached_through(src))
         if self.may_hand_configs(src) and self.may_name_json(src):
             for value, _ in self.literal_configs(src):
@@ -561,7 +576,7 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._configs_by_reference(ref, Path(sh.path).parent))
+                add_json(self.launch_json(sh, launch, ref))
         add_json(self.configs_reached_through(src))
         for value, node in self.literal_configs(src):
             if isinstance(value, str) and value.endswith(".json"):
@@ -663,7 +678,7 @@ class ProjectView:
             sizes = {launch.world_size for _, launch in self._launches_for(src) if launch.world_size}
         elif isinstance(src, JsonSource):
             for sh, launch in self.launches:
-                if launch.world_size and any(src in self._configs_by_reference(r, Path(sh.path).parent)
+                if launch.world_size and any(src in self.launch_json(sh, launch, r)
                                              for r in launch.config_paths):
                     sizes.add(launch.world_size)
             use = self.json_use(src)
@@ -673,6 +688,18 @@ class ProjectView:
             if len(sizes) > 1:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
+
+    def runs_one_process(self, src: AnySource) -> bool:
+        """Does every program that runs `src` start one process (each launch unit reaching it launched with
+        one: `--include localhost:0`, `--num_gpus 1`, `--nproc_per_node 1`, `--num_processes 1`, ...; or
+        `--world-size 1`)? Then no other rank exists to wait in a collective. False where a unit's size is
+        unknown or no unit reaches the file."""
+        if self.world_size_override:
+            return self.world_size_override == 1
+        if not isinstance(src, PythonSource) or not self.units:
+            return False
+        reaching = [u for u in self.units if any(f is src for f in u.files)]
+        return bool(reaching) and all(u.world_size == 1 for u in reaching)
 
     def _project_folders(self) -> list[Path]:
         """Folders where a version pin may live: those of the checked files and their parents up to the root."""

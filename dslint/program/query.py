@@ -133,6 +133,11 @@ class Program:
         referring file's folder, or to the root; else by file name)."""
         return self.view._configs_by_reference(ref, base)
 
+    def launch_configs(self, sh: Any, launch: Any, ref: str) -> list["JsonSource"]:
+        """The JSON configs a launcher line's path names, resolved as the shell would (the folder the script
+        `cd`-ed into, else the script's folder, else the root; `ProjectView.launch_json`)."""
+        return self.view.launch_json(sh, launch, ref)
+
     def mentioning(self, *words: str) -> list["PythonSource"]:
         """Files of the view whose text holds one of `words` (a cheap pre-filter)."""
         return self.view.mentioning(*words)

@@ -62,6 +62,16 @@ class LaunchUnit:
     launches: list[tuple[ShellSource, object]] = field(default_factory=list)   # (shell, launcher.Launch)
 
     @property
+    def world_size(self) -> Optional[int]:
+        """The processes its launches start: the largest of their world sizes (each read from the launcher's
+        own options, `dslint.sources.launcher`); None when one of them depends on the machine, or when no
+        launcher line runs the entry (a script run by itself may be started any way)."""
+        sizes = [launch.world_size for _, launch in self.launches]
+        if not sizes or any(size is None for size in sizes):
+            return None
+        return max(sizes)
+
+    @property
     def name(self) -> str:
         """How findings name the unit: the launcher line that runs it, else the entry script."""
         if self.launches:
@@ -202,7 +212,12 @@ class Program:
         folder = posixpath.dirname(_norm(sh.path))
         if launch.script:
             script = launch.script
-            for candidate in (posixpath.join(folder, script), script):
+            candidates = [posixpath.join(folder, script), script]
+            if launch.cwd is not None:       # the folder the script `cd`-ed into comes first
+                anchor, path = launch.cwd
+                candidates[:0] = [posixpath.join(folder, path, script)] + ([posixpath.join(path, script)]
+                                                                           if anchor == "start" else [])
+            for candidate in candidates:
                 hit = self._by_path.get(_norm(candidate))
                 if hit is not None:
                     return hit

@@ -119,6 +119,9 @@ class Rule:
     # (the engine's triage skips parsing files that match no enabled rule). Empty: every file matters.
     triggers: ClassVar[tuple[str, ...]] = ()
     default_enabled: ClassVar[bool] = True       # False: runs only when --select names its code
+    # True: the hazard needs two processes or more (one rank waiting for another); not checked in a file every
+    # launch unit of which starts one process (`ProjectView.runs_one_process`)
+    needs_ranks: ClassVar[bool] = False
     VALID: ClassVar[tuple[Union[Example, str], ...]] = ()
     INVALID: ClassVar[tuple[Union[Example, str], ...]] = ()
 

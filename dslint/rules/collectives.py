@@ -240,6 +240,7 @@ _EVIDENCE = (
 class _CollectiveRule(Rule):
     severity_when_unsure = Severity.WARNING
     evidence_needed = _EVIDENCE
+    needs_ranks = True
     # files that can hold a rank source, a collective site, or a helper reaching one
     triggers = ("rank", "RANK", "main_process", "process_index", "process_zero", "is_master", "is_main",
                 "should_save", "should_log", "generate", "split_between", "barrier", "all_reduce", "all_gather",

@@ -16,7 +16,7 @@ from dslint.sources.astsplice import common_prefix, common_suffix
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 from dslint.sources.wordsearch import alternation
 
-Kind = Literal["python", "json", "shell"]
+Kind = Literal["python", "json", "shell", "markdown"]
 
 _CALL_PATTERNS: dict[frozenset, "re.Pattern"] = {}
 
@@ -26,6 +26,7 @@ def _word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
+MARKDOWN_SUFFIXES = {".md", ".markdown"}
 
 
 @dataclass
@@ -597,6 +598,24 @@ class ShellSource(Source):
         return None
 
 
+@dataclass
+class MarkdownSource(ShellSource):
+    """A Markdown file (a README) read for the launcher lines of its fenced shell blocks (```bash, ```sh,
+    ```shell, ```console, or untagged): they tell how its scripts are run (`deepspeed --include localhost:0
+    serve/cli.py`) as a launcher script does. No rule checks the file itself: a snippet is no script (no
+    DSL001 for a fragment, no DSL502 for two commands shown side by side)."""
+
+    kind: Kind = "markdown"
+
+    @cached_property
+    def launches(self):
+        from dslint.sources.launcher import markdown_launches
+        return markdown_launches(self.text)
+
+    def parse_problem(self) -> Optional[ParseProblem]:
+        return None
+
+
 AnySource = Union[PythonSource, JsonSource, ShellSource]
 
 _DS_CONFIG_HINT = re.compile(         # a key, quoted as JSON or bare as Hjson allows
@@ -638,6 +657,8 @@ def kind_of(path: Path, explicit: bool, head: str = "") -> Optional[Kind]:
         return "json" if explicit or _DS_CONFIG_HINT.search(head) else None
     if suffix in SHELL_SUFFIXES:
         return "shell"
+    if suffix in MARKDOWN_SUFFIXES:
+        return "markdown"
     if explicit and head.startswith("#!") and re.match(r"#!.*\b(ba|z|da)?sh\b", head):
         return "shell"
     return None
@@ -658,6 +679,8 @@ def make_source(path: Path, shown: str, kind: Kind, text: str) -> AnySource:
         return PythonSource(shown, text, module_name=module_name_for(path))
     if kind == "json":
         return JsonSource(shown, text)
+    if kind == "markdown":
+        return MarkdownSource(shown, text)
     return ShellSource(shown, text)
 
 
