@@ -956,14 +956,20 @@ _INSTALLED_VERSION = re.compile(r"""^version\s*=\s*['"]v?(\d+\.\d+\.\d+)[^'"]*['
 
 def deepspeed_tree_of(path: Path, root: Path) -> Optional[tuple[str, str]]:
     """(version, folder) of the DeepSpeed source tree that holds `path`, if any: the nearest folder, up to the
-    run's root (to the file system's root for a file outside it), that holds DeepSpeed's package (`deepspeed/__init__.py` with `deepspeed/git_version_info.py`,
-    the module DeepSpeed reads its own version with) and the version that module reads: `version.txt` beside the
-    package (a source checkout: what setup.py builds) or `deepspeed/git_version_info_installed.py` (what
-    setup.py writes into an installed copy). Decided from the tree's own version file, never from folder
-    names (`DeepSpeed-0.9.5/` says nothing)."""
+    run's root (to the file system's root for a file outside it), that holds DeepSpeed's package
+    (`deepspeed/__init__.py` with `deepspeed/git_version_info.py`, the module DeepSpeed reads its own version
+    with) and the version that module reads: `version.txt` beside the package (a source checkout: what setup.py
+    builds) or `deepspeed/git_version_info_installed.py` (what setup.py writes into an installed copy). Decided
+    from the tree's own version file, never from folder names (`DeepSpeed-0.9.5/` says nothing). Memoised per
+    process (the files are read once)."""
+    return _tree_of(str(path), str(root))
+
+
+@lru_cache(maxsize=4096)
+def _tree_of(path: str, root: str) -> Optional[tuple[str, str]]:
     try:
-        start = path.resolve()
-        stop = root.resolve()
+        start = Path(path).resolve()
+        stop = Path(root).resolve()
     except OSError:
         return None
     folder = start if start.is_dir() else start.parent
