@@ -234,6 +234,12 @@ VALUE_CASES = [
     ("zero_optimization", {"zenflow": {"topk_ratio": 1.0}}), ("zero_optimization", {"zenflow": {"select_strategy": "x"}}),
     ("fp16", {"enabled": True, "loss_scale": -1}), ("fp16", {"loss_scale": True}), ("fp16", {"loss_scale": 128}),
     ("fp16", {"initial_scale_power": "sixteen"}), ("bf16", {"enabled": "auto"}), ("bf16", {"enabled": 1}),
+    # the dynamic-scaling cross-field validator (issue 30: ru-gpts' `min_loss_scale: 0.0`)
+    ("fp16", {"enabled": True, "loss_scale": 0, "min_loss_scale": 0.0}), ("fp16", {"enabled": True, "min_loss_scale": 0}),
+    ("fp16", {"enabled": True, "loss_scale_window": 0}), ("fp16", {"enabled": True, "min_loss_scale": -1}),
+    ("fp16", {"enabled": True, "loss_scale": 128, "min_loss_scale": 0, "loss_scale_window": 0}),
+    ("fp16", {"enabled": False, "min_loss_scale": 0}), ("fp16", {"min_loss_scale": True}),
+    ("fp16", {"enabled": True, "loss_scale": "x", "min_loss_scale": 0}),
     ("hybrid_engine", {"max_out_tokens": 0}), ("compile", {"passes": ["z9"]}),
     ("tensor_parallel", {"vocab_parallel_ce_backend": "cuda"}),
 ]
@@ -249,6 +255,25 @@ def test_values_accepted_and_rejected_alike(section, value):
         deepspeed_accepts = False
     flagged = analyse({section: value}).of("invalid")
     assert deepspeed_accepts == (not flagged), [p.message for p in flagged]
+
+
+BATCH_STRINGS = [{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": "8"},
+                 {"train_micro_batch_size_per_gpu": "2"}, {"train_batch_size": "8", "train_micro_batch_size_per_gpu": 1},
+                 {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8}]
+
+
+@pytest.mark.parametrize("data", BATCH_STRINGS, ids=[json.dumps(d) for d in BATCH_STRINGS])
+def test_batch_values_given_as_strings_fail_alike(data):
+    """DeepSpeed reads the batch values as written and asserts on them: a string raises (TypeError) there,
+    and dslint flags it (issue 30: Open-Assistant's `"gradient_accumulation_steps": "8"`)."""
+    try:
+        RealDeepSpeedConfig(dict(data))
+        deepspeed_accepts = True
+    except TypeError:
+        deepspeed_accepts = False
+    flagged = analyse(data).of("invalid")
+    assert deepspeed_accepts == (not flagged), [p.message for p in flagged]
+    assert all("TypeError" in p.message for p in flagged)
 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "static" / "config"

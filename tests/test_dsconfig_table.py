@@ -181,6 +181,8 @@ def test_generator_reads_dict_get_and_pydantic_sections(synthetic):
     # r2: DeepSpeedFP16Config(**param_dict.get(FP16, {}))
     assert r2["model"] == "DeepSpeedFP16Config" and r2["rejects_unknown"]
     assert r2["keys"]["min_loss_scale"] == {"type": "int", "default": 1}
+    # the model's validators by name (knowledge.py applies its equivalents only where the model has them)
+    assert r2["validators"] == ["_check_scale"] and "validators" not in r1
     assert [run["major"] for run in synthetic["pydantic"]] == [1, 2]
 
 

@@ -47,6 +47,9 @@ class Analysis:
     auto_paths: list[JsonPath] = field(default_factory=list)
     release: str = ""                       # the DeepSpeed release of the table the config was judged at
     version: Optional[str] = None           # the project's DeepSpeed version it was asked for
+    # the version predates the table's oldest release (`release`): the problems are that release's, not the
+    # version's own (an older DeepSpeed's schema is not in the table), and each message says so
+    predates: bool = False
 
     def of(self, kind: Kind) -> list[Problem]:
         return [p for p in self.problems if p.kind == kind]
@@ -241,6 +244,16 @@ def analyse(data: dict, partial: bool = False, version: Optional[str] = None) ->
         clean.pop("zero_optimization")
     _walk(data, root, (), out, clean)
     _drop_foreign_keys(data, out, embedded_ok=not partial)
+    _validate(data, clean, root, partial, out)
+    if table.predates(version):
+        out.predates = True
+        for p in out.problems:
+            p.message += (f" (judged at DeepSpeed {release}, the oldest release in dslint's table: this config "
+                          f"runs against DeepSpeed {version}, whose schema dslint does not have)")
+    return out
+
+
+def _validate(data: dict, clean: dict, root: type[Section], partial: bool, out: Analysis) -> None:
     try:
         root.model_validate(clean)
     except ValidationError as exc:
@@ -264,7 +277,6 @@ def analyse(data: dict, partial: bool = False, version: Optional[str] = None) ->
             if implied is not None:
                 problem.value, problem.has_value = implied, True
             out.problems.append(problem)
-    return out
 
 
 # keys that annotate a config by a common convention (`"_comment": "..."`, `"//": "..."`)

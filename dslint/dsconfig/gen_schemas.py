@@ -19,7 +19,9 @@ What is extracted, per release:
 - pydantic sections: every subclass of `DeepSpeedConfigModel` with its fields (annotation → a small type
   grammar, default, alias, numeric bounds, deprecation `json_schema_extra={"deprecated": True, "new_param": …}`
   or pydantic-1 `Field(..., deprecated=True, new_param=…)`), and whether it forbids extra keys
-  (`model_config = ConfigDict(extra=…)` / `class Config: extra = …`, inherited);
+  (`model_config = ConfigDict(extra=…)` / `class Config: extra = …`, inherited), and the names of its
+  validators (`@field_validator`/`@model_validator`, pydantic 1's `@validator`/`@root_validator`, inherited):
+  `knowledge.py` holds their equivalents by name;
 - which config path each section sits at, and the keys read with `get_scalar_param` / `dict.get` /
   `d[K]` / `K in d`: an abstract interpretation of `DeepSpeedConfig.__init__` (runtime/config.py) and
   `deepspeed.initialize`, following calls into the functions and classes of DeepSpeed's modules, with the
@@ -375,6 +377,11 @@ def _callee_name(func: ast.AST) -> str:
 
 # -------------------------------------------------------------------------------------- pydantic config models
 
+# pydantic 2 and 1: a method decorated with one of these is a validator of the model (recorded by name, so
+# that dslint's hand-written equivalent in knowledge.py applies only at the releases that have it)
+VALIDATOR_DECORATORS = ("field_validator", "model_validator", "validator", "root_validator")
+
+
 def model_id(ref: Ref) -> str:
     return f"{ref.module.name}.{ref.node.name}"
 
@@ -386,6 +393,7 @@ class Models:
         self.project = project
         self.fields: dict[str, dict] = {}
         self.forbid: dict[str, bool] = {}
+        self.validators: dict[str, set] = {}     # model id -> the names of its validators (inherited too)
         self.refs: dict[str, Ref] = {}
         self._aliases: set = set()
 
@@ -396,11 +404,13 @@ class Models:
         self.refs[mid] = ref
         fields: dict[str, dict] = {}
         forbid = True
+        validators: set = set()
         for base in reversed(self.project.class_bases(ref)):
             if self.project.is_config_model(base) and not (base.node.name == "DeepSpeedConfigModel"):
                 bid = self.get(base)
                 fields.update(self.fields[bid])
                 forbid = self.forbid[bid]
+                validators |= self.validators[bid]
             elif base.node.name == "DeepSpeedConfigModel":
                 forbid = _extra_forbid(self.project, base, True)
         forbid = _extra_forbid(self.project, ref, forbid)
@@ -411,7 +421,10 @@ class Models:
             if "ClassVar" in ast.unparse(stmt.annotation) or name == "model_config":
                 continue
             fields[name] = self._field(ref, name, stmt)
-        self.fields[mid], self.forbid[mid] = fields, forbid
+        validators |= {stmt.name for stmt in ref.node.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and any(_callee_name(d.func if isinstance(d, ast.Call) else d) in VALIDATOR_DECORATORS
+                               for d in stmt.decorator_list)}
+        self.fields[mid], self.forbid[mid], self.validators[mid] = fields, forbid, validators
         return mid
 
     def _field(self, ref: Ref, name: str, stmt: ast.AnnAssign) -> dict:
@@ -1167,6 +1180,8 @@ def analyse_release(tree) -> dict:
         sec = sections.setdefault(path, {"keys": {}})
         sec["model"] = mid.rsplit(".", 1)[1]
         sec["rejects_unknown"] = models.forbid[mid]
+        if models.validators[mid]:
+            sec["validators"] = sorted(models.validators[mid])
         for name, spec in fields.items():
             entry = dict(spec)
             key = spec.get("alias", name)

@@ -52,6 +52,11 @@ def release_for(version: Optional[str]) -> str:
     return older[-1] if older else known[0]
 
 
+def predates(version: Optional[str]) -> bool:
+    """Is `version` older than every release of the table (judged at the oldest, which is not its schema)?"""
+    return bool(version and re.search(r"\d", version) and vtuple(version) < vtuple(releases()[0]))
+
+
 def _in(release: str, run: dict) -> bool:
     return vtuple(run["from"]) <= vtuple(release) <= vtuple(run["to"])
 
@@ -226,7 +231,7 @@ def _root_model(release: str, wanted: Optional[frozenset]) -> type[Section]:
                 kwargs["json_schema_extra"] = extra
             kwargs.update(knowledge.bounds(parts + (key,)) if sec.get("model") is None else {})
             fields[name] = (annotation, Field(None, **kwargs))
-        validators = knowledge.validators(parts, sec.get("model") is not None, set(sec["keys"]))
+        validators = knowledge.validators(parts, sec)
         model = create_model(f"DS_{path.replace('.', '__') or 'top'}", __base__=_Base,
                              __validators__=validators or None, **fields)
         model.deepspeed_rejects_unknown = bool(sec.get("rejects_unknown"))

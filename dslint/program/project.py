@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -725,6 +725,16 @@ class ProjectView:
         pin = self.deepspeed_pin
         return pin[0] if pin else installed_version("deepspeed")
 
+    def deepspeed_version_for(self, src: Optional[AnySource] = None) -> Optional[str]:
+        """The DeepSpeed release `src` runs against: the version of the DeepSpeed source tree holding it
+        (`deepspeed_tree_of`: a vendored DeepSpeed's own tests and examples run against that tree, whatever the
+        project pins or the option says), else the project's (`deepspeed_version`)."""
+        if src is not None and getattr(src, "path", None):
+            tree = deepspeed_tree_of(Path(src.path), self.root)
+            if tree is not None:
+                return tree[0]
+        return self.deepspeed_version
+
     def settings_summary(self) -> dict:
         """What `--format json` reports under `settings`: the DeepSpeed version and its source."""
         if self.deepspeed_version_override:
@@ -965,6 +975,60 @@ def _beside(config: JsonSource, src: PythonSource) -> bool:
 def _norm(path: str) -> str:
     from dslint.program.units import norm_path      # one normalisation for the program model and the view
     return norm_path(path)
+
+
+_VERSION_TEXT = re.compile(r"\s*v?(\d+\.\d+\.\d+)[0-9A-Za-z.+-]*\s*")
+_INSTALLED_VERSION = re.compile(r"""^version\s*=\s*['"]v?(\d+\.\d+\.\d+)[^'"]*['"]""", re.M)
+
+
+def deepspeed_tree_of(path: Path, root: Path) -> Optional[tuple[str, str]]:
+    """(version, folder) of the DeepSpeed source tree that holds `path`, if any: the nearest folder, up to the
+    run's root (to the file system's root for a file outside it), that holds DeepSpeed's package
+    (`deepspeed/__init__.py` with `deepspeed/git_version_info.py`, the module DeepSpeed reads its own version
+    with) and the version that module reads: `version.txt` beside the package (a source checkout: what setup.py
+    builds) or `deepspeed/git_version_info_installed.py` (what setup.py writes into an installed copy). Decided
+    from the tree's own version file, never from folder names (`DeepSpeed-0.9.5/` says nothing). Memoised per
+    process (the files are read once)."""
+    return _tree_of(str(path), str(root))
+
+
+@lru_cache(maxsize=4096)
+def _tree_of(path: str, root: str) -> Optional[tuple[str, str]]:
+    try:
+        start = Path(path).resolve()
+        stop = Path(root).resolve()
+    except OSError:
+        return None
+    folder = start if start.is_dir() else start.parent
+    for _ in range(32):
+        found = _tree_version(str(folder))
+        if found is not None:
+            return found, str(folder)
+        if folder == stop or folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _tree_version(folder: str) -> Optional[str]:
+    base = Path(folder)
+    package = base / "deepspeed"
+    if not ((package / "__init__.py").is_file() and (package / "git_version_info.py").is_file()):
+        return None
+    try:
+        installed = (package / "git_version_info_installed.py").read_text(errors="replace")
+    except OSError:
+        installed = ""
+    found = _INSTALLED_VERSION.search(installed)
+    if found:
+        return found.group(1)
+    try:
+        text = (base / "version.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    found = _VERSION_TEXT.fullmatch(text)
+    return found.group(1) if found else None
 
 
 def _ancestors(path: Path, stop: Path, limit: int = 6):

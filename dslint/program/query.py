@@ -53,6 +53,11 @@ class Program:
         """The DeepSpeed version of the run (installed, or pinned by the repository), as written."""
         return self.view.deepspeed_version
 
+    def deepspeed_version_for(self, src) -> Optional[str]:
+        """The DeepSpeed version `src` runs against: that of the DeepSpeed source tree holding it (a vendored
+        DeepSpeed's own tests and examples), else the run's (`deepspeed_version`)."""
+        return self.view.deepspeed_version_for(src)
+
     @property
     def transformers_version(self) -> Optional[str]:
         return self.view.transformers_version

@@ -62,8 +62,10 @@ class Subject:
 
     @property
     def version(self) -> Optional[str]:
-        """The DeepSpeed version the project uses (pin, option or installed): the release the table judges at."""
-        return self.ctx.program.deepspeed_version
+        """The DeepSpeed version this config runs against: that of a DeepSpeed source tree holding the file
+        (its own tests and examples), else the one the project uses (option, pin or installed); the table judges
+        at the nearest release at or below it."""
+        return self.ctx.program.deepspeed_version_for(self.py.src if self.py is not None else self.ctx.source)
 
     @property
     def analysis(self) -> "Analysis":
@@ -268,7 +270,9 @@ class UnknownConfigKey(ConfigRule):
 
     Keys are those of the DeepSpeed release the project uses (`--deepspeed-version`, a pin, the installed
     DeepSpeed): the nearest release at or below it in dslint's table, generated from DeepSpeed's own sources for
-    every release from 0.10.0 on (the newest when the version is unknown). Whether a section forbids extra keys
+    every release from 0.10.0 on (the newest when the version is unknown); a file inside a DeepSpeed source tree
+    (its own tests and examples) at the version of that tree's version file, and a release older than the table
+    at its oldest, as a warning that says so. Whether a section forbids extra keys
     is that release's too (`fp16` is read with `dict.get` before 0.17.1, a pydantic model from then on), and a key other
     releases read says which (`compile.backend`: 0.13.2–0.14.3). Mappings DeepSpeed hands on whole
     (`optimizer.params`, `scheduler.params`, `pipeline`, `expert_parallel`, …) are not checked below their top.
@@ -348,8 +352,9 @@ class UnknownConfigKey(ConfigRule):
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for p in subject.analysis.of("unknown"):
-            sev = None if (p.deepspeed_fails or p.suggestion) else Severity.WARNING
+        analysis = subject.analysis
+        for p in analysis.of("unknown"):
+            sev = None if (p.deepspeed_fails or p.suggestion) and not analysis.predates else Severity.WARNING
             change = None
             if p.rename:
                 # where initialize failed on the key there is no working behaviour to keep; where DeepSpeed
@@ -467,7 +472,8 @@ class RemovedConfigKey(ConfigRule):
     **Why it matters**: DeepSpeed 0.19.8 raises `DeepSpeedConfigError` on them at `initialize`
     (`_REMOVED_TOP_LEVEL_CONFIG_KEYS`, `_REMOVED_ZERO_CONFIG_KEYS`, read into dslint's generated table); older
     releases honour them. Reported when the release the project uses lists the key as removed: an error
-    when the version is known, a warning when it is not (judged at the newest release).
+    when the version is known, a warning when it is not (judged at the newest release). A config inside a
+    DeepSpeed source tree (a vendored DeepSpeed's own tests) is judged at that tree's version file.
     """
 
     code = "DSL403"
@@ -489,8 +495,9 @@ class RemovedConfigKey(ConfigRule):
     def problems(self, subject: Subject) -> Iterable[tuple]:
         # the table lists a removal only at the releases that reject the key; an unknown version is judged at
         # the newest release, so the finding is then a warning
-        sev = Severity.ERROR if subject.version is not None else Severity.WARNING
-        for p in subject.analysis.of("removed"):
+        analysis = subject.analysis
+        sev = Severity.ERROR if subject.version is not None and not analysis.predates else Severity.WARNING
+        for p in analysis.of("removed"):
             change = Change(f"Delete `{where(p.path)}` (the feature is gone from DeepSpeed).",
                             "unsafe" if sev is Severity.ERROR else "display", delete=True)
             yield p.message, p.path, sev, change
@@ -533,7 +540,10 @@ class DuplicateConfigKey(ConfigRule):
 
 class InvalidConfigValue(ConfigRule):
     """A value of the wrong type or out of range: a ZeRO stage outside 0–3, a negative bucket size, an offload
-    device other than `none`/`cpu`/`nvme`, a string where a number is expected, a ratio above 1, …
+    device other than `none`/`cpu`/`nvme`, a string where a number is expected, a ratio above 1, …; the
+    cross-field checks of DeepSpeed's validators at the releases that have them (`fp16.min_loss_scale` and
+    `loss_scale_window` > 0 with dynamic loss scaling, from 0.19.3), and a quoted number where DeepSpeed does
+    arithmetic with the value as read (`"gradient_accumulation_steps": "8"`: TypeError in `_batch_assertion`).
 
     **Why it matters**: pydantic sections fail `deepspeed.initialize` on every rank; values read with
     `dict.get` fail later or, worse, are used as-is (`"false"` is truthy).
@@ -558,6 +568,9 @@ class InvalidConfigValue(ConfigRule):
              """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {\n    "stage": 4\n  }\n}\n',
                        filename="ds_config.json", expect_lines=(4,)),
+               Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "gradient_accumulation_steps": "8",\n'
+                       '  "fp16": {"enabled": true, "loss_scale": 0, "min_loss_scale": 0}\n}\n',
+                       filename="ds_config.json", expect_lines=(3, 4)),
                Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
                        '"offload_optimizer": {"device": "CPU"}}\n}\n', filename="ds_config.json", expect_lines=(3,),
                        fixed='{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
@@ -570,10 +583,11 @@ class InvalidConfigValue(ConfigRule):
                """)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for p in subject.analysis.of("invalid"):
+        analysis = subject.analysis
+        for p in analysis.of("invalid"):
             change = Change(f"Set `{where(p.path)}` to {p.value!r}.", "unsafe", value=p.value, has_value=True) \
                 if p.has_value else None
-            yield p.message, p.path, None, change
+            yield p.message, p.path, Severity.WARNING if analysis.predates else None, change
 
 
 class BatchSizeMismatch(ConfigRule):
