@@ -489,7 +489,7 @@ class ConditionallyUsedParam(Rule):
                 if aux_label is not None:
                     loss = loss + self.loss_fn(self.aux_head(h), aux_label)
                 return loss
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         class AuxTagger(nn.Module):
