@@ -216,7 +216,7 @@ def classify(view: "ProjectView") -> dict[int, JsonUse]:
                 continue
             if flag in DEEPSPEED_FLAGS:
                 via = launch.launcher == "accelerate" and flag == "--deepspeed_config_file"
-                for cfg in view._json_by_reference(value, base):
+                for cfg in view.launch_json_files(sh, launch, value):
                     config(cfg, f"{where} passes it as {flag}", via, target, launch=(sh, launch))
             elif flag in ("--config_file", "--config-file") and launch.launcher != "accelerate":
                 for cfg in view._json_by_reference(value, base):

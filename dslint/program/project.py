@@ -380,7 +380,7 @@ class ProjectView:
         """`_json_by_reference`, DeepSpeed configs only."""
         return [c for c in self._json_by_reference(ref, base) if self.is_deepspeed_config(c)]
 
-    def launch_json(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
+    def launch_json_files(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
         """The configs a launcher line's path names, resolved as the shell would: in the folder the script
         `cd`-ed into before the launch (`Launch.cwd`: relative to the script's folder, or for a `cd` from the
         folder it was started in, to the script's folder and then the root), else relative to the script's own
@@ -392,8 +392,12 @@ class ProjectView:
             for base in (folder / path,) + ((self.root / path, Path(path)) if anchor == "start" else ()):
                 hit = by_path.get(_norm(str(base / ref)))
                 if hit is not None:
-                    return [hit] if self.is_deepspeed_config(hit) else []
-        return self._configs_by_reference(ref, folder)
+                    return [hit]
+        return self._json_by_reference(ref, folder)
+
+    def launch_json(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
+        """`launch_json_files`, DeepSpeed configs only."""
+        return [c for c in self.launch_json_files(sh, launch, ref) if self.is_deepspeed_config(c)]
 
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
         """The JSON files a path written in a script or launcher line names: relative to the referring file's
