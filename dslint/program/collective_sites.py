@@ -880,7 +880,8 @@ class CollectiveSites:
         if hit is None:
             return None
         other, helper = hit
-        returns = [r.value for r in _returns(helper.node.body)]
+        from dslint.program.statements import iter_returns
+        returns = [r.value for r in iter_returns(helper.node.body)]
         if not returns or any(r is None for r in returns):
             return None
         at: Optional[int] = None
@@ -994,19 +995,6 @@ def _binds_name(target: cst.BaseExpression, name: str) -> bool:
     if isinstance(target, (cst.Tuple, cst.List)):
         return any(_binds_name(el.value, name) for el in target.elements)
     return isinstance(target, cst.Name) and target.value == name
-
-
-def _returns(block: cst.CSTNode):
-    """The `return` statements of a function body, not those of nested functions and classes."""
-    todo = [block]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(node, cst.Return):
-            yield node
-            continue
-        todo.extend(node.children)
 
 
 def assignments(module: cst.Module):
