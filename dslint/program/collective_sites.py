@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.rank.flow import iter_assigns, iter_calls
-from dslint.program.statements import settled_flags
+from dslint.program.statements import iter_returns, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.taint import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -880,7 +880,6 @@ class CollectiveSites:
         if hit is None:
             return None
         other, helper = hit
-        from dslint.program.statements import iter_returns
         returns = [r.value for r in iter_returns(helper.node.body)]
         if not returns or any(r is None for r in returns):
             return None
