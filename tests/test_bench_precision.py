@@ -111,8 +111,39 @@ def test_legacy_rows_reconciled_with_results(tmp_path, capsys):
     assert _row(out, "old", "Per repository") == ["old", "1", "1", "0", "0", "100 %"]
     assert _row(out, "all", "Per repository") == ["all", "2", "2", "0", "0", "100 %"]
     assert "- old q.py:7 DSL102" in out.split("### Untriaged findings", 1)[1]
-    assert "legacy rows no longer reported in results/ (or duplicates): 1" in out
+    history = out.split("### Triaged rows no longer reported (history, not counted)", 1)[1].split("###", 1)[0]
+    assert "FP gone: 1" in history and "- old p.py:9 DSL101 (M6)" in history
     assert "(none) | 0" in out  # the dropped FP's mechanism is not counted
+
+
+def test_every_row_matched_against_the_committed_results(tmp_path, capsys):
+    """Rows of the triage folder are matched like the legacy ones: a row whose finding results/ no longer reports
+    is history (listed, not counted); a second row for one finding is a parse problem."""
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | uniform-after-broadcast | broadcast first |",
+        "| a.py:10 | DSL101 | e | FP | twice | the same finding again |",
+    ])
+    _triage(triage, "beta", ["| b.py:1 | DSL103 | e | FP | cosmetic-kwarg-taint | no results file |"])
+    results = tmp_path / "results"
+    _results(results, "alpha", [("a.py", 10, "DSL101"), ("n.py", 3, "DSL104")])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results))
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]
+    assert _row(out, "beta", "Per repository") == ["beta", "1", "0", "1", "0", "0 %"]  # unchecked, counted
+    history = out.split("### Triaged rows no longer reported (history, not counted)", 1)[1].split("###", 1)[0]
+    assert "- alpha a.py:20 DSL101 (uniform-after-broadcast)" in history
+    assert "- alpha n.py:3 DSL104" in out.split("### Untriaged findings", 1)[1]
+    assert "a second row for alpha a.py:10 DSL101" in out.split("### Parse problems", 1)[1]
+    assert "beta: no results/beta.json, its 1 row(s) counted unchecked" in out
+    # --after: gone is measured from results/, history rows stay out of it, a history row reported again counts
+    after = tmp_path / "after"
+    _results(after, "alpha", [("a.py", 20, "DSL101")])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results), "--after", str(after))
+    gone = out.split("### Triaged findings no longer reported (--after)", 1)[1].split("###", 1)[0]
+    assert "TP gone: 1" in gone and "alpha a.py:10 DSL101 (TP)" in gone and "a.py:20" not in gone
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "0", "1", "0", "0 %"]
+    assert "1 reported again" in out
 
 
 def test_exclude_leaves_out_a_vendored_subtree(tmp_path, capsys):
