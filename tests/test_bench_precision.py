@@ -136,6 +136,12 @@ def test_every_row_matched_against_the_committed_results(tmp_path, capsys):
     assert "- alpha n.py:3 DSL104" in out.split("### Untriaged findings", 1)[1]
     assert "a second row for alpha a.py:10 DSL101" in out.split("### Parse problems", 1)[1]
     assert "beta: no results/beta.json, its 1 row(s) counted unchecked" in out
+    # a run that timed out reports nothing: its rows stay unchecked, not gone
+    (results / "beta.json").write_text(json.dumps({"repo": "o/beta", "timed_out": True, "report": None}))
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results))
+    assert _row(out, "beta", "Per repository") == ["beta", "1", "0", "1", "0", "0 %"]
+    assert "beta: timed out or crashed in results/beta.json, its 1 row(s) counted unchecked" in out
+    (results / "beta.json").unlink()
     # --after: gone is measured from results/, history rows stay out of it, a history row reported again counts
     after = tmp_path / "after"
     _results(after, "alpha", [("a.py", 20, "DSL101")])

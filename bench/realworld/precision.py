@@ -11,8 +11,9 @@ What is counted is what dslint reports now: every row is matched, as (path, line
 run ``bench/realworld/results/<repo>.json`` (``--results``). A row whose finding is reported there is counted; a
 row whose finding is no longer reported is kept in its file for history and listed under "Triaged rows no longer
 reported" by verdict, not counted; a finding of the results that no row triages is listed as untriaged (to
-triage). A repository without a results file keeps its rows unchecked (counted, with a note). Each triage file's
-header says at which dslint commit its rows were last reconciled with results/.
+triage). A repository without a results file, or whose run timed out or crashed (no report), keeps its rows
+unchecked (counted as reported, with a note). Each triage file's header says at which dslint commit its rows were
+last reconciled with results/.
 
     python bench/realworld/precision.py [--triage-dir D] [--legacy triage.md | --no-legacy] [--results R]
                                         [--exclude REPO:PATH_PREFIX ...] [--after DIR]
@@ -135,7 +136,9 @@ def _findings(results: Path, repo: str) -> set[tuple[str, int, str]] | None:
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    report = record.get("report") or {}
+    report = record.get("report")
+    if not isinstance(report, dict):  # a timeout or a crash: this run says nothing about the findings
+        return None
     return {(f.get("path", ""), f.get("line"), f.get("code", "")) for f in report.get("findings", [])}
 
 
@@ -176,8 +179,12 @@ def match(rows: list[Row], results: Path, repos: list[str]) -> Matched:
 
 
 def _unchecked_note(matched: Matched, results: Path, rows: list[Row]) -> list[str]:
-    return [f"{repo}: no {results.name}/{repo}.json, its {sum(r.repo == repo for r in rows)} row(s) counted "
-            f"unchecked" for repo in matched.unchecked]
+    notes = []
+    for repo in matched.unchecked:
+        why = "timed out or crashed in" if (results / f"{repo}.json").is_file() else "no"
+        notes.append(f"{repo}: {why} {results.name}/{repo}.json, its {sum(r.repo == repo for r in rows)} row(s) "
+                     f"counted unchecked")
+    return notes
 
 
 def _pct(tp: int, fp: int) -> str:
