@@ -149,7 +149,7 @@ def test_every_row_matched_against_the_committed_results(tmp_path, capsys):
     gone = out.split("### Triaged findings no longer reported (--after)", 1)[1].split("###", 1)[0]
     assert "TP gone: 1" in gone and "alpha a.py:10 DSL101 (TP)" in gone and "a.py:20" not in gone
     assert _row(out, "alpha", "Per repository") == ["alpha", "1", "0", "1", "0", "0 %"]
-    assert "1 reported again" in out
+    assert "1 reported there but not in results/" in out
 
 
 def test_exclude_leaves_out_a_vendored_subtree(tmp_path, capsys):

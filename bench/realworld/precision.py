@@ -319,8 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         history = [r for r in after.gone if id(r) not in in_base]
         where = f"{args.after}"
         notes.insert(0, f"--after {args.after}: {len(counted)} triaged row(s) still reported, {len(gone)} gone "
-                        f"since {args.results.name}/, {len(back)} reported again, {len(untriaged)} untriaged "
-                        f"finding(s)")
+                        f"since {args.results.name}/, {len(back)} reported there but not in {args.results.name}/ "
+                        f"(rows triaged ahead, or findings back), {len(untriaged)} untriaged finding(s)")
     for r in duplicates:
         problems.append(f"{r.source}: a second row for {r.repo} {r.path}:{r.line} {r.code} (not counted)")
     rows = counted
