@@ -150,6 +150,12 @@ def test_every_row_matched_against_the_committed_results(tmp_path, capsys):
     assert "TP gone: 1" in gone and "alpha a.py:10 DSL101 (TP)" in gone and "a.py:20" not in gone
     assert _row(out, "alpha", "Per repository") == ["alpha", "1", "0", "1", "0", "0 %"]
     assert "1 reported there but not in results/" in out
+    # a repository the --after run timed out on is counted as results/ has it, not as all reported or all gone
+    (after / "alpha.json").write_text(json.dumps({"repo": "o/alpha", "timed_out": True, "report": None}))
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results), "--after", str(after))
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]
+    assert "alpha: timed out or crashed in after/alpha.json, counted as in results/" in out
+    assert "Triaged findings no longer reported (--after)" not in out
 
 
 def test_exclude_leaves_out_a_vendored_subtree(tmp_path, capsys):

@@ -24,7 +24,8 @@ last reconciled with results/.
 ``--after DIR`` measures another run (``run.py --results DIR``, e.g. dslint after a change) against the verdicts:
 the rows whose finding DIR reports are counted; the rows reported in results/ but not in DIR are listed by verdict
 (a TP gone is a lost true positive, an FP gone a false positive removed), and DIR's findings that no row triages
-are listed as untriaged (to triage before the figures are final).
+are listed as untriaged (to triage before the figures are final). A repository DIR has no report for (missing,
+timed out, crashed) is counted as results/ has it, with a note.
 
     python bench/realworld/precision.py --after /tmp/rw-after
 """
@@ -310,6 +311,17 @@ def main(argv: list[str] | None = None) -> int:
         duplicates = base.duplicates
     else:
         after = match(rows, args.after, repos)
+        # a repository the --after run has no report for (missing, timed out, crashed) keeps results/'s matching
+        fall = set(after.unchecked) - set(base.unchecked)
+        if fall:
+            after.reported = [r for r in after.reported if r.repo not in fall] + \
+                [r for r in base.reported if r.repo in fall]
+            after.gone = [r for r in after.gone if r.repo not in fall] + [r for r in base.gone if r.repo in fall]
+            after.untriaged += [u for u in base.untriaged if u[0] in fall]
+            for repo in sorted(fall):
+                why = "timed out or crashed in" if (args.after / f"{repo}.json").is_file() else "no"
+                notes.append(f"{repo}: {why} {args.after.name}/{repo}.json, counted as in {args.results.name}/")
+        after.unchecked = [repo for repo in after.unchecked if repo not in fall]
         notes += _unchecked_note(after, args.after, rows)
         counted, untriaged, duplicates = after.reported, after.untriaged, after.duplicates
         in_base = {id(r) for r in base.reported}
