@@ -192,3 +192,25 @@ def test_after_counts_rows_still_reported_and_lists_gone_and_untriaged(tmp_path,
     _results(after, "alpha", [])
     out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
     assert "TP gone: 1" in out and "alpha a.py:10 DSL101 (TP)" in out
+
+
+def test_stamp_writes_each_files_reconcile_line(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | uniform-after-broadcast | broadcast first |",
+    ])
+    results = tmp_path / "results"
+    _results(results, "alpha", [("a.py", 10, "DSL101"), ("n.py", 3, "DSL104")])
+    for _ in range(2):  # written once, replaced on the next stamp
+        out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results), "--stamp", "abc1234")
+    assert "--stamp abc1234: reconcile line written in 1 triage file(s)" in out
+    lines = (triage / "alpha.md").read_text().splitlines()
+    stamped = [l for l in lines if l.startswith("- rows reconciled with ")]
+    assert stamped == ["- rows reconciled with `bench/realworld/results/alpha.json` at: dslint `abc1234` -- "
+                       "2 finding(s) reported, 1 triaged row(s) reported, 1 UNTRIAGED, 1 row(s) kept for history "
+                       "(no longer reported); None files, None s"]
+    assert lines.index(stamped[0]) == lines.index("- commit: `abc`") + 1
+    # the table is untouched: the rows still parse
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results))
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]

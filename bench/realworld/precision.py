@@ -16,7 +16,7 @@ unchecked (counted as reported, with a note). Each triage file's header says at 
 last reconciled with results/.
 
     python bench/realworld/precision.py [--triage-dir D] [--legacy triage.md | --no-legacy] [--results R]
-                                        [--exclude REPO:PATH_PREFIX ...] [--after DIR]
+                                        [--exclude REPO:PATH_PREFIX ...] [--after DIR] [--stamp COMMIT]
 
 ``--exclude`` leaves out the rows of one repository under a path prefix (e.g. a vendored library:
 ``--exclude DynMoE:DeepSpeed-0.9.5/``), counted in the notes.
@@ -28,6 +28,9 @@ are listed as untriaged (to triage before the figures are final). A repository D
 timed out, crashed) is counted as results/ has it, with a note.
 
     python bench/realworld/precision.py --after /tmp/rw-after
+
+``--stamp COMMIT`` writes each triage file's header line saying that its rows were reconciled with results/ at
+dslint COMMIT (with the counts then): run it when results/ is replaced by a new run whose findings are triaged.
 """
 
 from __future__ import annotations
@@ -261,6 +264,45 @@ def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, in
     return "\n".join(out)
 
 
+RECONCILE_PREFIX = "- rows reconciled with "
+
+
+def stamp_headers(folder: Path, results: Path, commit: str, matched: Matched, repos: list[str]) -> int:
+    """Write each triage file's reconcile line (after its `- commit:` line): the dslint commit of results/ and the
+    counts then. Returns the number of files written."""
+    written = 0
+    for repo in repos:
+        md = folder / f"{repo}.md"
+        rec_path = results / f"{repo}.json"
+        if not md.is_file() or not rec_path.is_file():
+            continue
+        record = json.loads(rec_path.read_text())
+        report = record.get("report")
+        if not isinstance(report, dict):
+            continue
+        reported = sum(r.repo == repo for r in matched.reported)
+        gone = sum(r.repo == repo for r in matched.gone)
+        untriaged = sum(u[0] == repo for u in matched.untriaged)
+        hidden = report.get("hidden") or 0
+        line = (f"{RECONCILE_PREFIX}`bench/realworld/{results.name}/{repo}.json` at: dslint `{commit}` -- "
+                f"{len(report.get('findings', []))} finding(s) reported, {reported} triaged row(s) reported"
+                + (f", {untriaged} UNTRIAGED" if untriaged else "")
+                + (f", {gone} row(s) kept for history (no longer reported)" if gone else "")
+                + (f"; {hidden} finding(s) hidden by default (evidence incomplete, `--show-unproven`)" if hidden else "")
+                + f"; {report.get('files_checked')} files, {record.get('seconds')} s")
+        lines = [l for l in md.read_text().splitlines() if not l.startswith(RECONCILE_PREFIX)]
+        at = next((i for i, l in enumerate(lines) if l.startswith("- commit:")), None)
+        if at is None:
+            continue
+        at += 1
+        while at < len(lines) and lines[at].startswith("- triaged at"):
+            at += 1
+        lines.insert(at, line)
+        md.write_text("\n".join(lines) + "\n")
+        written += 1
+    return written
+
+
 def _show(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(HERE.parent.parent))
@@ -281,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
                          "rows gone and its untriaged findings")
     ap.add_argument("--exclude", action="append", default=[], metavar="REPO:PATH_PREFIX",
                     help="leave out the rows of REPO whose path starts with PATH_PREFIX (repeatable)")
+    ap.add_argument("--stamp", metavar="COMMIT", default=None,
+                    help="write each triage file's reconcile line: results/ is dslint COMMIT's run (after triaging "
+                         "its new findings)")
     args = ap.parse_args(argv)
     excludes = []
     for spec in args.exclude:
@@ -302,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         repos += legacy_repos
     base = match(rows, args.results, repos)
     notes += _unchecked_note(base, args.results, rows)
+    if args.stamp:
+        n = stamp_headers(args.triage_dir, args.results, args.stamp, base, repos)
+        notes.append(f"--stamp {args.stamp}: reconcile line written in {n} triage file(s)")
     gone: list[Row] = []
     where = f"{args.results.name}/"
     if args.after is None:
