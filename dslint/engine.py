@@ -119,9 +119,15 @@ def _text_facts(src: PythonSource) -> dict:
     return facts
 
 
+_FACTS_MEMO = "_dslint_program_facts"     # a Python source's `FileFacts` (None: it does not compile), kept on it
+
 _TRANSIENT = ("could not be analysed: skipped", "could not be analysed: the process")   # not cached
 _CRASH_SIGNALS = {int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
                   if hasattr(signal, n)}
+
+
+class Cancelled(Exception):
+    """A run `Checker.interrupt` stopped (a newer edit made it stale)."""
 
 
 class AnalysisTimeout(BaseException):
@@ -159,6 +165,12 @@ class Checker:
     sources: list = field(default_factory=list, repr=False)     # the sources of the last check_paths
     file_timeout: float = FILE_TIMEOUT     # seconds of analysis per file; 0: no budget
     ends_process: bool = False             # the process ends after the run: its state is never freed (_keep)
+    # the language server (dslint.server): the shown paths whose findings a run reports (None: every file; the
+    # program model and the views are still the whole run's, so a file's findings are those `check` gives it),
+    # and a callable asked between phases and files whether a newer run has made this one stale (then
+    # `Cancelled` is raised at a point where no source is half-built)
+    analyse_only: Optional[frozenset] = None
+    interrupt: Optional[object] = None
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -207,6 +219,20 @@ class Checker:
         report.findings.sort(key=Finding.sort_key)
         return report
 
+    def recheck(self, overrides: dict[str, str]) -> Report:
+        """The last run's inputs checked again with `overrides` (shown path -> text) in place of their texts,
+        without reading the files again: the language server's re-check of an edited buffer. Unchanged files are
+        the previous run's sources, a changed Python file builds its tree from the previous one (`_carry_over`)."""
+        sources = _carry_over(self.sources, self.sources, overrides)
+        self.sources = sources
+        report = self.check_sources(sources)
+        report.findings.sort(key=Finding.sort_key)
+        return report
+
+    def _stop_if_stale(self) -> None:
+        if self.interrupt is not None and self.interrupt():
+            raise Cancelled()
+
     def check_sources(self, sources: list[AnySource]) -> Report:
         # A run holds every parsed tree until it ends: millions of acyclic libcst nodes that Python's cyclic
         # collector would traverse again and again (a third of the run time on large trees). Nothing of a
@@ -236,6 +262,7 @@ class Checker:
                                             message=f"rule family {family} failed to load: {message}"))
         with span("triage"):
             relevant = [s for s in sources if self._relevant(s)]
+        self._stop_if_stale()
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
@@ -251,7 +278,10 @@ class Checker:
                 keys = [self._item_key(relevant, i, project) for i in range(len(relevant))]
                 cache.put(self._run_entry, {"keys": keys})
         todo: list[int] = []
+        only = self.analyse_only
         for i, source in enumerate(relevant):
+            if only is not None and source.path not in only:
+                continue
             hit = _cached_results(cache.get(keys[i])) if cache else None
             if hit is None:
                 todo.append(i)
@@ -259,9 +289,11 @@ class Checker:
                 report.findings += hit[0]
                 report.errors += hit[1]
         views: dict[int, ProjectView] = {}
+        self._stop_if_stale()
         if todo:
             if project.program is None:
                 self._program(sources, project, cache)
+                self._stop_if_stale()
             with span("views"):
                 views = self._views(relevant, todo, project)
         for i, findings, errors in self._analyse(relevant, views, todo):
@@ -311,13 +343,22 @@ class Checker:
         missing: list[tuple[PythonSource, str]] = []
         hashes = getattr(self, "_hashes", {})
         for src in python:
+            if _FACTS_MEMO in src.__dict__:
+                # a source carried over from the previous run (`_carry_over`): its facts are its text's, as the
+                # cache's entries keyed by content are
+                if src.__dict__[_FACTS_MEMO] is not None:
+                    facts[id(src)] = src.__dict__[_FACTS_MEMO]
+                continue
             key = f"program:{hashes.get(id(src)) or content_hash(src.text)}" if cache else ""
             hit = cache.get(key, _facts_entry) if cache else None
             if hit is None:
                 missing.append((src, key))
             elif hit.get("compiles"):
-                facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]), tuple(hit["args"]),
-                                           hit["argv"], tuple(hit["flags"]))
+                facts[id(src)] = src.__dict__[_FACTS_MEMO] = FileFacts(
+                    tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]), tuple(hit["args"]), hit["argv"],
+                    tuple(hit["flags"]))
+            else:
+                src.__dict__[_FACTS_MEMO] = None
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and hasattr(os, "fork"):
             with span("outlines (forked)"):
@@ -343,6 +384,7 @@ class Checker:
                     # the file's facts could not be built: its rules report it (internal error), the run goes on
                     pass
             found = FileFacts.of(src, refs, *project.argument_files(src)) if src.compiles else None
+            src.__dict__[_FACTS_MEMO] = found
             if found is not None:
                 facts[id(src)] = found
             if cache:
@@ -444,6 +486,7 @@ class Checker:
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
             for i in todo:
+                self._stop_if_stale()
                 with span(f"  {sources[i].path}"):
                     result = self._results_for(sources[i], views[i])
                 yield (i, *result)

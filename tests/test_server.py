@@ -1,0 +1,487 @@
+"""`dslint server` end to end: a real LSP client (pytest-lsp) drives the server over stdio on small workspaces
+written here. Every wait is bounded (`WAIT` seconds); diagnostics are matched to the document version they
+were computed for, so a test never reads a stale publication."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pygls", reason="the `server` extra (pygls) is part of the test environment")
+import pytest_lsp  # noqa: E402
+from lsprotocol import types as lsp  # noqa: E402
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
+from pytest_lsp.client import make_test_lsp_client  # noqa: E402
+
+from tests.conftest import REPO  # noqa: E402
+
+WAIT = 90.0           # seconds: the machine running the suite may be loaded; a cold first check imports the rules
+
+# a patched server for the crash test: the analysis of a text holding CRASH raises
+CRASH = "# crash-the-analysis"
+CRASHING_SERVER = f"""
+import sys
+from dslint import engine
+original = engine.Checker.check_sources
+def check_sources(self, sources):
+    if any({CRASH!r} in s.text for s in sources):
+        raise RuntimeError("injected failure")
+    return original(self, sources)
+engine.Checker.check_sources = check_sources
+from dslint.cli import main
+sys.exit(main(["server"]))
+"""
+
+INFER = '''"""Batch inference with a DeepSpeed-MoE model, one shard of the prompts per rank."""
+import json
+
+import torch
+import torch.distributed as dist
+from deepspeed.moe.layer import MoE
+from torch import nn
+from transformers import PreTrainedModel
+
+
+class Block(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.moe = MoE(hidden_size=hidden, expert=nn.Linear(hidden, hidden), num_experts=4, ep_size=1, k=1)
+
+    def forward(self, x):
+        out, _aux, _counts = self.moe(x)
+        return out
+
+
+class MoELM(PreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.block = Block(config.hidden_size)
+
+    def forward(self, input_ids, **kwargs):
+        return self.block(input_ids)
+
+
+def main():
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = MoELM.from_pretrained("ckpt").cuda().eval()
+    with open("prompts.jsonl") as f:
+        batches = [json.loads(line) for line in f]
+    for batch in batches[rank::world]:
+        ids = torch.tensor(batch["input_ids"]).cuda()
+        model.generate(ids, do_sample=True, max_new_tokens=16)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+RUN_INFER = "#!/bin/bash\ntorchrun --nproc-per-node 4 infer.py\n"
+REQUIREMENTS = "deepspeed==0.15.1\ntransformers==4.46.3\n"     # the releases the MoE hazard is judged at
+
+
+def _infer_workspace(root: Path) -> None:
+    (root / "infer.py").write_text(INFER)
+    (root / "run.sh").write_text(RUN_INFER)
+    (root / "requirements.txt").write_text(REQUIREMENTS)
+
+SAVE = '''import deepspeed
+
+engine, _, _, _ = deepspeed.initialize(model=model, config="ds.json")
+if engine.global_rank == 0:
+    engine.save_checkpoint("out")
+'''
+
+GEN = '''import argparse
+
+import deepspeed
+import torch
+import torch.distributed as dist
+from transformers import AutoModelForCausalLM
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=0)
+    parser.parse_args()
+    deepspeed.init_distributed()
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    engine, _, _, _ = deepspeed.initialize(model=model, config="ds_config.json")
+    prompts = torch.load("prompts.pt")
+    rank = dist.get_rank()
+    engine.module.generate(prompts[rank].cuda(), do_sample=True, max_new_tokens=32)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+RUN_GEN = "#!/bin/bash\ndeepspeed --num_gpus 2 gen.py\n"
+ZERO = '{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": %d}\n}\n'
+
+
+def _client() -> LanguageClient:
+    """pytest-lsp's client, also keeping every publishDiagnostics (uri, version, diagnostics) in order."""
+    client = make_test_lsp_client()
+    client.published = []
+    handle = client.protocol._handle_notification
+
+    def record(method, params):
+        if method == lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS:
+            client.published.append(params)
+        return handle(method, params)
+
+    client.protocol._handle_notification = record
+    client.registrations = []
+
+    @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
+    def register(params: lsp.RegistrationParams) -> None:       # as an editor does: accepted
+        client.registrations += [r.method for r in params.registrations]
+
+    return client
+
+
+def _env() -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env.pop("DSLINT_DEBUG", None)
+    return env
+
+
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "dslint", "server"], client_factory=_client,
+                            server_env=_env())
+CRASHING = ClientServerConfig(server_command=[sys.executable, "-c", CRASHING_SERVER], client_factory=_client,
+                              server_env=_env())
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+async def _start(client: LanguageClient, root: Path, debounce_ms: int = 50) -> None:
+    await asyncio.wait_for(client.initialize_session(lsp.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"),
+        workspace_folders=[lsp.WorkspaceFolder(uri=root.as_uri(), name="ws")],
+        initialization_options={"debounce_ms": debounce_ms})), WAIT)
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient, workspace: Path):
+    await _start(lsp_client, workspace)
+    yield
+    await asyncio.wait_for(lsp_client.shutdown_session(), WAIT)
+
+
+@pytest_lsp.fixture(config=CRASHING)
+async def crashing_client(lsp_client: LanguageClient, workspace: Path):
+    await _start(lsp_client, workspace)
+    yield
+    await asyncio.wait_for(lsp_client.shutdown_session(), WAIT)
+
+
+def _open(client: LanguageClient, path: Path, text: str | None = None, version: int = 1) -> str:
+    uri = path.as_uri()
+    language = {".py": "python", ".json": "json", ".sh": "shellscript"}.get(path.suffix, "plaintext")
+    client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=lsp.TextDocumentItem(
+        uri=uri, language_id=language, version=version, text=path.read_text() if text is None else text)))
+    return uri
+
+
+def _replace(client: LanguageClient, uri: str, text: str, version: int) -> None:
+    """A whole-text change (the server syncs incrementally; a change without a range replaces everything)."""
+    client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+        text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)]))
+
+
+def _edit_line(client: LanguageClient, uri: str, line: int, old: str, new: str, version: int) -> None:
+    """An incremental change: line `line` (0-based), `old` (its whole text) replaced by `new`."""
+    rng = lsp.Range(start=lsp.Position(line=line, character=0), end=lsp.Position(line=line, character=len(old)))
+    client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+        text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=new)]))
+
+
+async def _diagnostics(client: LanguageClient, uri: str, version: int, timeout: float = WAIT) -> list:
+    """The diagnostics published for `uri` at `version` (the latest such publication)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [p for p in client.published if p.uri == uri and p.version == version]
+        if found:
+            await asyncio.sleep(0.2)        # a later publication for the same version would replace it
+            found = [p for p in client.published if p.uri == uri and p.version == version]
+            return list(found[-1].diagnostics)
+        await asyncio.sleep(0.05)
+    seen = [(p.uri, p.version, [d.code for d in p.diagnostics]) for p in client.published]
+    raise AssertionError(f"no diagnostics for {uri} version {version} within {timeout} s; published: {seen}")
+
+
+def _codes(diags) -> list[str]:
+    return sorted(str(d.code) for d in diags)
+
+
+def _apply(text: str, edits: list) -> str:
+    """Apply LSP text edits (UTF-16 positions; the fixtures are ASCII) to `text`."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(pos):
+        return starts[pos.line] + pos.character
+
+    for e in sorted(edits, key=lambda e: offset(e.range.start), reverse=True):
+        text = text[:offset(e.range.start)] + e.new_text + text[offset(e.range.end):]
+    return text
+
+
+@pytest.mark.asyncio
+async def test_open_publishes_findings_with_trace_and_hover(client: LanguageClient, workspace: Path):
+    _infer_workspace(workspace)
+    uri = _open(client, workspace / "infer.py")
+    diags = await _diagnostics(client, uri, 1)
+    assert "DSL104" in _codes(diags)
+    generate = next(d for d in diags if d.code == "DSL104")
+    assert generate.range.start.line == INFER.splitlines().index(
+        "        model.generate(ids, do_sample=True, max_new_tokens=16)")
+    assert generate.source == "dslint" and generate.severity == lsp.DiagnosticSeverity.Error
+    # the trace: the rank-dependent input, located in this file
+    assert generate.related_information and all(r.location.uri == uri for r in generate.related_information)
+    assert any("rank" in r.message for r in generate.related_information)
+    hover = await asyncio.wait_for(client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), position=generate.range.start)), WAIT)
+    assert hover is not None and "DSL104 generate-not-synced" in hover.contents.value
+    assert "synced_gpus" in hover.contents.value
+
+
+@pytest.mark.asyncio
+async def test_edit_updates_and_code_action_removes_finding(client: LanguageClient, workspace: Path):
+    _infer_workspace(workspace)
+    uri = _open(client, workspace / "infer.py")
+    assert "DSL104" in _codes(await _diagnostics(client, uri, 1))
+    # an edit that adds a hazard: a rank-0-only save through an engine (DSL101)
+    lines = INFER.split("\n")
+    at = lines.index("        model.generate(ids, do_sample=True, max_new_tokens=16)")
+    added = "    if rank == 0:\n        dist.barrier()"
+    _edit_line(client, uri, at + 1, lines[at + 1], added + "\n" + lines[at + 1], 2)
+    text = "\n".join(lines[:at + 1] + [added + "\n" + lines[at + 1]] + lines[at + 2:])
+    diags = await _diagnostics(client, uri, 2)
+    assert "DSL101" in _codes(diags) and "DSL104" in _codes(diags)
+    # the safe fix of DSL104 as a code action
+    generate = next(d for d in diags if d.code == "DSL104")
+    actions = await asyncio.wait_for(client.text_document_code_action_async(lsp.CodeActionParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), range=generate.range,
+        context=lsp.CodeActionContext(diagnostics=[generate]))), WAIT)
+    fixes = [a for a in actions if a.diagnostics and a.diagnostics[0].code == "DSL104"]
+    assert len(fixes) == 1 and fixes[0].kind == lsp.CodeActionKind.QuickFix and fixes[0].is_preferred
+    assert "unsafe" not in fixes[0].title
+    fixed = _apply(text, fixes[0].edit.changes[uri])
+    assert "synced_gpus=True" in fixed
+    _replace(client, uri, fixed, 3)
+    diags = await _diagnostics(client, uri, 3)
+    assert "DSL104" not in _codes(diags) and "DSL101" in _codes(diags)
+
+
+@pytest.mark.asyncio
+async def test_unsafe_fix_is_marked(client: LanguageClient, workspace: Path):
+    (workspace / "ds.json").write_text('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimisation": {"stage": 2}\n}\n')
+    (workspace / "train.py").write_text(SAVE)
+    uri = _open(client, workspace / "ds.json")
+    diags = await _diagnostics(client, uri, 1)
+    unknown = next(d for d in diags if d.code == "DSL401")
+    actions = await asyncio.wait_for(client.text_document_code_action_async(lsp.CodeActionParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), range=unknown.range,
+        context=lsp.CodeActionContext(diagnostics=[unknown]))), WAIT)
+    assert actions and all("(unsafe: may change behaviour)" in a.title for a in actions)
+    assert {a.kind for a in actions} == {"quickfix.dslint.unsafe"}
+    fixed = _apply((workspace / "ds.json").read_text(), actions[0].edit.changes[uri])
+    assert '"zero_optimization"' in fixed
+    _replace(client, uri, fixed, 2)
+    assert "DSL401" not in _codes(await _diagnostics(client, uri, 2))
+
+
+@pytest.mark.asyncio
+async def test_syntax_error_mid_edit_keeps_the_rest(client: LanguageClient, workspace: Path):
+    _infer_workspace(workspace)
+    (workspace / "save.py").write_text(SAVE)
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    infer = _open(client, workspace / "infer.py")
+    save = _open(client, workspace / "save.py")
+    assert "DSL104" in _codes(await _diagnostics(client, infer, 1))
+    assert "DSL101" in _codes(await _diagnostics(client, save, 1))
+    broken = INFER.replace("def main():", "def main(:")
+    _replace(client, infer, broken, 2)
+    diags = await _diagnostics(client, infer, 2)
+    assert _codes(diags) == ["DSL001"]
+    assert diags[0].range.start.line == INFER.splitlines().index("def main():")
+    assert "DSL101" in _codes(await _diagnostics(client, save, 1))      # the other file's, published again
+    _replace(client, infer, INFER, 3)
+    assert "DSL104" in _codes(await _diagnostics(client, infer, 3))
+
+
+@pytest.mark.asyncio
+async def test_config_in_workspace_decides_the_script_finding(client: LanguageClient, workspace: Path):
+    """The launch unit's context: gen.py's generate is a collective only because ds_config.json (given to
+    deepspeed.initialize) is ZeRO-3, and run.sh starts two ranks; editing the config buffer (not saved) to
+    ZeRO-2 removes the script's finding, back to 3 brings it back."""
+    (workspace / "gen.py").write_text(GEN)
+    (workspace / "run.sh").write_text(RUN_GEN)
+    (workspace / "ds_config.json").write_text(ZERO % 3)
+    script = _open(client, workspace / "gen.py")
+    diags = await _diagnostics(client, script, 1)
+    assert "DSL104" in _codes(diags)
+    config = _open(client, workspace / "ds_config.json")
+    await _diagnostics(client, config, 1)
+    _replace(client, config, ZERO % 2, 2)
+    await _diagnostics(client, config, 2)
+    # one run publishes both open documents: the script's publication of that run precedes the config's
+    assert "DSL104" not in _codes([p for p in client.published if p.uri == script][-1].diagnostics)
+    _replace(client, config, ZERO % 3, 3)
+    await _diagnostics(client, config, 3)
+    assert "DSL104" in _codes([p for p in client.published if p.uri == script][-1].diagnostics)
+
+
+@pytest.mark.asyncio
+async def test_one_process_launcher_means_no_collective_finding(client: LanguageClient, workspace: Path):
+    """The same script launched on one process (run.sh) has no collective hazard: the launcher is context."""
+    (workspace / "gen.py").write_text(GEN)
+    (workspace / "run.sh").write_text(RUN_GEN.replace("--num_gpus 2", "--num_gpus 1"))
+    (workspace / "ds_config.json").write_text(ZERO % 3)
+    script = _open(client, workspace / "gen.py")
+    assert "DSL104" not in _codes(await _diagnostics(client, script, 1))
+
+
+@pytest.mark.asyncio
+async def test_tool_dslint_settings_are_honoured(client: LanguageClient, workspace: Path):
+    (workspace / "pyproject.toml").write_text('[tool.dslint]\nignore = ["DSL104"]\n')
+    _infer_workspace(workspace)
+    uri = _open(client, workspace / "infer.py")
+    diags = await _diagnostics(client, uri, 1)
+    assert diags and "DSL104" not in _codes(diags)
+
+
+@pytest.mark.asyncio
+async def test_crash_publishes_dsl001_and_server_stays_up(crashing_client: LanguageClient, workspace: Path):
+    (workspace / "save.py").write_text(SAVE)
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    uri = _open(crashing_client, workspace / "save.py", SAVE + CRASH + "\n")
+    diags = await _diagnostics(crashing_client, uri, 1)
+    assert _codes(diags) == ["DSL001"]
+    assert "internal error: RuntimeError: injected failure" in diags[0].message
+    _replace(crashing_client, uri, SAVE, 2)
+    assert "DSL101" in _codes(await _diagnostics(crashing_client, uri, 2))
+
+
+@pytest.mark.asyncio
+async def test_stale_runs_are_not_published(client: LanguageClient, workspace: Path):
+    """Edits faster than the checks: only the last version's diagnostics may be the final word."""
+    (workspace / "save.py").write_text(SAVE)
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    uri = _open(client, workspace / "save.py")
+    await _diagnostics(client, uri, 1)
+    for version in range(2, 12):
+        _replace(client, uri, SAVE + f"# edit {version}\n", version)
+    diags = await _diagnostics(client, uri, 11)
+    assert "DSL101" in _codes(diags)
+    # debounced: far fewer publications than edits, and none after the last version's
+    versions = [p.version for p in client.published if p.uri == uri]
+    assert versions[-1] == 11 and len(versions) < 10
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.add(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+async def test_shutdown_during_a_check_leaves_no_process(workspace: Path):
+    """shutdown + exit while a first check of a 40-file workspace runs (forked outline workers): the server
+    process and every child it had are gone."""
+    for i in range(40):
+        (workspace / f"mod{i}.py").write_text(SAVE.replace('"out"', f'"out{i}"') + "\n" * i)
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    client = await SERVER.start()
+    try:
+        await _start(client, workspace)
+        pid = client._server.pid
+        _open(client, workspace / "mod0.py")
+        deadline = time.monotonic() + 5
+        children: set[int] = set()
+        while time.monotonic() < deadline and not children:
+            children |= _children(pid)
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(client.shutdown_async(None), WAIT)
+        client.exit(None)
+        await asyncio.wait_for(client._server.wait(), WAIT)
+        assert client._server.returncode == 0
+        assert not _alive(pid)
+        deadline = time.monotonic() + 10
+        while any(_alive(c) for c in children) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not any(_alive(c) for c in children), children
+    finally:
+        await client.stop()
+
+
+@pytest.mark.asyncio
+async def test_closed_stdin_ends_the_server(workspace: Path):
+    client = await SERVER.start()
+    try:
+        await _start(client, workspace)
+        pid = client._server.pid
+        client._server.stdin.close()
+        await asyncio.wait_for(client._server.wait(), WAIT)
+        assert not _alive(pid)
+    finally:
+        await client.stop()
+
+
+PROBE = """
+import atexit, sys, runpy
+def report():
+    print("LOADED:" + ",".join(sorted({m.split(".")[0] for m in sys.modules
+                                       if m.split(".")[0] in ("pygls", "lsprotocol", "cattrs")})), file=sys.stderr)
+atexit.register(report)
+sys.argv = ["dslint", *sys.argv[1:]]
+runpy.run_module("dslint", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("args", [["check", "--no-cache", "--format", "json"],
+                                  ["check", "--no-cache", "--format", "json", "--select", "DSL1"]])
+def test_check_never_imports_pygls(tmp_path, args):
+    (tmp_path / "save.py").write_text(SAVE)
+    out = subprocess.run([sys.executable, "-c", PROBE, *args, "save.py"], capture_output=True, text=True,
+                         timeout=WAIT, cwd=tmp_path, env=_env())
+    assert [f["code"] for f in json.loads(out.stdout)["findings"]] == ["DSL101"]
+    assert [line for line in out.stderr.splitlines() if line.startswith("LOADED:")] == ["LOADED:"], out.stderr
