@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pygls", reason="the `server` extra (pygls) is part of the test environment")
-import pytest_lsp  # noqa: E402
-from lsprotocol import types as lsp  # noqa: E402
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
-from pytest_lsp.client import make_test_lsp_client  # noqa: E402
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp.client import make_test_lsp_client
 
-from tests.conftest import REPO  # noqa: E402
+from tests.conftest import REPO
 
 WAIT = 90.0           # seconds: the machine running the suite may be loaded; a cold first check imports the rules
 
