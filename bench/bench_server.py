@@ -5,7 +5,8 @@ server holding a large workspace. A real LSP client (pygls) drives `python -m ds
 
 Latency: the workspace is a scratch copy of R (default: the corpus repository open-instruct, whose
 `open_instruct/grpo_fast.py` has 2,413 lines; without the corpus a 2,400-line training script is generated);
-F is opened, its first diagnostics awaited (the cold check of the folder), then 3 warm-up edits, then
+a DSL104 hazard (a 7-line function) is appended to F so that every check publishes a finding (`--no-hazard`:
+F as it is); F is opened, its first diagnostics awaited (the cold check of the folder), then 3 warm-up edits, then
 `--edits` one-line edits, each an incremental `didChange` appending a comment to another single-line statement;
 the time from sending the change to receiving that version's `publishDiagnostics` is measured (the server's
 debounce is set to 0 through `initializationOptions`, so this is the check itself, not the debounce). Prints
@@ -56,12 +57,24 @@ def _generated_script(lines: int = 2400) -> str:
     return "\n".join(out)
 
 
+# appended to the edited file (as bench/fix_timing.py does): a DSL104 hazard, so that every re-check publishes a
+# finding with its trace and fix (the corpus file alone has none)
+HAZARD = ("\n\ndef _dslint_probe(loader, args, net, expert):\n    import deepspeed\n"
+          "    from deepspeed.moe.layer import MoE\n"
+          "    model = net(moe=MoE(hidden_size=512, expert=expert, num_experts=8, ep_size=4))\n"
+          "    engine, *_ = deepspeed.initialize(model=model, args=args)\n"
+          "    for batch in loader:\n        out = engine.module.generate(**batch, do_sample=True)\n")
+
+
 def _workspace(args, scratch: Path) -> tuple[Path, Path]:
     root = scratch / "latency"
     source = Path(args.root) if args.root else CORPUS / "open-instruct"
     if source.is_dir() and (source / args.file).is_file():
         shutil.copytree(source, root, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        return root, root / args.file
+        target = root / args.file
+        if not args.no_hazard:
+            target.write_text(target.read_text().rstrip("\n") + "\n" + HAZARD)
+        return root, target
     root.mkdir()
     (root / "train.py").write_text(_generated_script())
     (root / "ds_config.json").write_text('{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}')
@@ -237,6 +250,7 @@ def main() -> None:
     parser.add_argument("--file", default="open_instruct/grpo_fast.py", help="the file to edit, in --root")
     parser.add_argument("--memory-root", help="workspace for the memory figure (default: the corpus's FlagAI)")
     parser.add_argument("--memory-file", help="file of --memory-root to open")
+    parser.add_argument("--no-hazard", action="store_true", help="edit --file as it is (no DSL104 probe appended)")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-memory", action="store_true")
     args = parser.parse_args()

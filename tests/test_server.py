@@ -484,3 +484,52 @@ def test_check_never_imports_pygls(tmp_path, args):
                          timeout=WAIT, cwd=tmp_path, env=_env())
     assert [f["code"] for f in json.loads(out.stdout)["findings"]] == ["DSL101"]
     assert [line for line in out.stderr.splitlines() if line.startswith("LOADED:")] == ["LOADED:"], out.stderr
+
+
+@pytest.mark.asyncio
+async def test_file_changed_on_disk_is_read_again(client: LanguageClient, workspace: Path):
+    """A config that is not open, changed on disk: the client's watched-file event makes the next check read
+    it (the server registered the watcher), and the open script's finding follows it."""
+    (workspace / "gen.py").write_text(GEN)
+    (workspace / "run.sh").write_text(RUN_GEN)
+    (workspace / "ds_config.json").write_text(ZERO % 3)
+    script = _open(client, workspace / "gen.py")
+    assert "DSL104" in _codes(await _diagnostics(client, script, 1))
+    assert lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES in client.registrations
+    (workspace / "ds_config.json").write_text(ZERO % 2)
+    count = len(client.published)
+    client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(
+        uri=(workspace / "ds_config.json").as_uri(), type=lsp.FileChangeType.Changed)]))
+    deadline = time.monotonic() + WAIT
+    while len(client.published) == count and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert client.published[-1].uri == script and "DSL104" not in _codes(client.published[-1].diagnostics)
+
+
+@pytest.mark.asyncio
+async def test_hover_on_a_code_in_a_comment(client: LanguageClient, workspace: Path):
+    text = SAVE.replace('engine.save_checkpoint("out")', 'engine.save_checkpoint("out")  # dslint: ignore[DSL101]')
+    (workspace / "save.py").write_text(text)
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    uri = _open(client, workspace / "save.py")
+    assert "DSL101" not in _codes(await _diagnostics(client, uri, 1))        # suppressed, as by `check`
+    line = text.splitlines().index('    engine.save_checkpoint("out")  # dslint: ignore[DSL101]')
+    character = text.splitlines()[line].index("DSL101") + 2
+    hover = await asyncio.wait_for(client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=line, character=character))),
+        WAIT)
+    assert hover is not None and hover.contents.value.startswith("DSL101 ")
+    nothing = await asyncio.wait_for(client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(line=0, character=0))), WAIT)
+    assert nothing is None
+
+
+@pytest.mark.asyncio
+async def test_a_file_created_after_the_first_check_is_checked(client: LanguageClient, workspace: Path):
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    (workspace / "other.py").write_text("x = 1\n")
+    first = _open(client, workspace / "other.py")
+    await _diagnostics(client, first, 1)
+    (workspace / "save.py").write_text(SAVE)          # written after the folder was read, no watcher event
+    uri = _open(client, workspace / "save.py")
+    assert "DSL101" in _codes(await _diagnostics(client, uri, 1))

@@ -44,7 +44,12 @@ class Folder:
         self.root = Path(real(root))
         self.report_settings_error = settings_error
         self.checker = None
-        self.stale_disk = True          # the files must be read (again) before the next run
+        # the files must be read again when the disk may have changed since they were read: a change (a save,
+        # a watched-file event, a closed buffer) bumps `disk_epoch`, a read records the epoch it started at
+        # (a change during a run is not lost)
+        self.disk_epoch = 1
+        self.read_epoch = 0
+        self.looked_for: set[str] = set()   # open documents not among the sources, after a read looked for them
         self.lock = threading.Lock()    # one run of a folder at a time
         self.settings_problem: Optional[str] = None
 
@@ -73,10 +78,11 @@ class Folder:
     def settings_changed(self) -> None:
         """A pyproject.toml may have changed: settings (and so the rules and the cache of sources) start again."""
         self.checker = None
-        self.stale_disk = True
+        self.disk_epoch += 1
 
     def disk_changed(self) -> None:
-        self.stale_disk = True
+        self.disk_epoch += 1
+        self.looked_for.clear()
 
     def run(self, texts: dict[str, str], stop: Callable[[], bool] = lambda: False) -> FolderRun:
         """Check the folder with `texts` (real path -> buffer text; the open documents of this folder) in place
@@ -86,16 +92,23 @@ class Folder:
         with self.lock:
             if self.checker is None:
                 self.checker = self._new_checker()
-                self.stale_disk = True
+                self.read_epoch = 0
             checker = self.checker
             shown = {shown_path(Path(p)): p for p in texts}
             overrides = {s: texts[p] for s, p in shown.items()}
             checker.analyse_only = frozenset(shown)
             checker.interrupt = stop
+            # a document the last read did not find (created since, e.g. saved for the first time) is looked for
+            # once by reading the folder again; one the run never reads (excluded, not a kind dslint checks)
+            # is then not looked for again until the disk changes
+            known = {s.path for s in checker.sources}
+            unseen = [s for s in shown if s not in known and s not in self.looked_for]
             try:
-                if self.stale_disk or not checker.sources:
+                if self.read_epoch != self.disk_epoch or not checker.sources or unseen:
+                    epoch = self.disk_epoch
                     report = checker.check_paths([self.root], overrides=overrides)
-                    self.stale_disk = False
+                    self.read_epoch = epoch
+                    self.looked_for.update(unseen)
                 else:
                     report = checker.recheck(overrides)
             finally:
