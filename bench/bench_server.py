@@ -7,7 +7,8 @@ Latency: the workspace is a scratch copy of R (default: the corpus repository op
 `open_instruct/grpo_fast.py` has 2,413 lines; without the corpus a 2,400-line training script is generated);
 a DSL104 hazard (a 7-line function) is appended to F so that every check publishes a finding (`--no-hazard`:
 F as it is); F is opened, its first diagnostics awaited (the cold check of the folder), then 3 warm-up edits, then
-`--edits` one-line edits, each an incremental `didChange` appending a comment to another single-line statement;
+`--edits` one-line edits, each an incremental `didChange` appending a statement (`; _edit_N = N`) to another
+single-line statement inside a function (a code edit: the file's tree, outline and analyses change);
 the time from sending the change to receiving that version's `publishDiagnostics` is measured (the server's
 debounce is set to 0 through `initializationOptions`, so this is the check itself, not the debounce). Prints
 the median and the 95th percentile, the server's CPU time per edit (/proc), and the load average.
@@ -199,7 +200,7 @@ async def latency(args, scratch: Path) -> None:
     for n, line in enumerate(edits):
         version += 1
         old = lines[line]
-        new = old + f"  # edit {n}"
+        new = old + f"; _edit_{n} = {n}"         # a code edit: one more statement, not a comment
         lines[line] = new
         before = _proc(pid).get("cpu", 0.0)
         sent = time.perf_counter()
@@ -234,7 +235,7 @@ async def memory(args, scratch: Path) -> None:
     line = _edit_lines(text, 1)
     if line:
         old = text.split("\n")[line[0]]
-        session.change_line(uri, 2, line[0], old, old + "  # edit")
+        session.change_line(uri, 2, line[0], old, old + "; _edit = 0")
         await session.wait(uri, 2)
     edited = _proc(pid)
     await session.stop()

@@ -630,6 +630,7 @@ class Checker:
         for rule in self.rules:
             if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
                 continue
+            self._stop_if_stale()       # between rules too: what a rule computed is whole when it returns
             if rule.needs_ranks:
                 if one_process is None:
                     one_process = project.runs_one_process(source)

@@ -533,3 +533,62 @@ async def test_a_file_created_after_the_first_check_is_checked(client: LanguageC
     (workspace / "save.py").write_text(SAVE)          # written after the folder was read, no watcher event
     uri = _open(client, workspace / "save.py")
     assert "DSL101" in _codes(await _diagnostics(client, uri, 1))
+
+
+# --- the analysis behind the server (dslint.server.workspace), without the protocol ---------------------------
+
+def _findings(run, path):
+    return [(f.code, f.line, f.column, f.message) for f in run.findings[str(path)]]
+
+
+def test_recheck_of_edits_equals_a_fresh_check(workspace: Path):
+    """A chain of edits re-checked from the previous run's sources (carried over, spliced trees) reports what
+    a fresh check of the same texts reports, the edits' findings included."""
+    from dslint.server.workspace import Workspace
+    _infer_workspace(workspace)
+    (workspace / "save.py").write_text(SAVE)
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    infer, save = workspace / "infer.py", workspace / "save.py"
+    folder = Workspace([workspace]).folder_of(str(infer))
+    lines = INFER.split("\n")
+    at = lines.index("        model.generate(ids, do_sample=True, max_new_tokens=16)")
+    texts = [INFER,
+             "\n".join(lines[:at] + ["        model.generate(ids, do_sample=True, max_new_tokens=16, synced_gpus=True)"]
+                       + lines[at + 1:]),
+             "\n".join(lines[:at + 1] + ["    if rank == 0:", "        dist.barrier()"] + lines[at + 1:]),
+             INFER.replace("def main():", "def main(:"),
+             INFER]
+    seen = []
+    for text in texts:
+        run = folder.run({str(infer): text, str(save): SAVE})
+        fresh = Workspace([workspace]).folder_of(str(infer)).run({str(infer): text, str(save): SAVE})
+        assert _findings(run, infer) == _findings(fresh, infer)
+        assert _findings(run, save) == _findings(fresh, save)
+        seen.append({f[0] for f in _findings(run, infer)})
+    assert "DSL104" in seen[0] and "DSL104" not in seen[1] and "DSL101" in seen[2] and seen[3] == {"DSL001"}
+    assert seen[4] == seen[0]
+
+
+def test_a_cancelled_run_leaves_a_usable_state(workspace: Path):
+    """`stop` turning true mid-run raises Cancelled (between phases, files and rules); the next run, from
+    whatever the cancelled one left, reports what a fresh check does."""
+    from dslint.engine import Cancelled
+    from dslint.server.workspace import Workspace
+    _infer_workspace(workspace)
+    infer = workspace / "infer.py"
+    expected = _findings(Workspace([workspace]).folder_of(str(infer)).run({str(infer): INFER}), infer)
+    assert any(code == "DSL104" for code, *_ in expected)
+    folder = Workspace([workspace]).folder_of(str(infer))
+    for budget in (0, 1, 3, 6, 10):
+        asked = [0]
+
+        def stop():
+            asked[0] += 1
+            return asked[0] > budget
+
+        with pytest.raises(Cancelled):
+            folder.run({str(infer): INFER.replace("max_new_tokens=16", f"max_new_tokens={budget}")}, stop)
+    edited = INFER.replace("max_new_tokens=16", "max_new_tokens=17")
+    assert _findings(folder.run({str(infer): edited}), infer) == \
+        _findings(Workspace([workspace]).folder_of(str(infer)).run({str(infer): edited}), infer)
+    assert _findings(folder.run({str(infer): INFER}), infer) == expected
