@@ -268,17 +268,21 @@ class Checker:
         cache = self._cache(relevant)
         self._last_cache = cache
         keys: list[Optional[str]] = [None] * len(relevant)
+        only = self.analyse_only
         known = cache.get(self._run_entry, lambda e: _strings(e.get("keys")) and len(e["keys"]) == len(relevant)) \
             if cache else None
         if known:
             keys = list(known["keys"])       # an unchanged tree: answered without building the program model
         else:
             self._program(sources, project, cache)
-            if cache:
+            if cache and only is None:
                 keys = [self._item_key(relevant, i, project) for i in range(len(relevant))]
                 cache.put(self._run_entry, {"keys": keys})
+            elif cache:
+                # the language server's run: the keys of the files it reports only (no run entry: it needs all)
+                keys = [self._item_key(relevant, i, project) if s.path in only else None
+                        for i, s in enumerate(relevant)]
         todo: list[int] = []
-        only = self.analyse_only
         for i, source in enumerate(relevant):
             if only is not None and source.path not in only:
                 continue
@@ -461,7 +465,7 @@ class Checker:
         if self.cache_dir is None:
             return None
         from dslint.cache import ResultCache, content_hash, run_key
-        self._hashes = {id(s): content_hash(s.text) for s in relevant}
+        self._hashes = {id(s): _content_hash(s) for s in relevant}
         fingerprint = content_hash("\n".join(sorted(f"{s.path}:{self._hashes[id(s)]}" for s in relevant)))
         self._run_entry = f"run:{fingerprint}"
         settings = self.settings.model_dump_json(exclude={"root"})
@@ -718,6 +722,15 @@ def _carry_over(previous: list, sources: list[AnySource], overrides: dict[str, s
             src.__dict__["_derived_from"] = old
         out.append(src)
     return out
+
+
+def _content_hash(source: AnySource) -> str:
+    """`cache.content_hash` of the source's text, kept on the source (carried into the next run with it)."""
+    found = source.__dict__.get("_dslint_hash")
+    if found is None:
+        from dslint.cache import content_hash
+        found = source.__dict__["_dslint_hash"] = content_hash(source.text)
+    return found
 
 
 def _strings(value) -> bool:

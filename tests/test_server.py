@@ -5,8 +5,10 @@ were computed for, so a test never reads a stale publication."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import make_test_lsp_client
 
-from tests.conftest import REPO
+from tests.conftest import REPO, _fresh_cache_dir
 
 WAIT = 90.0           # seconds: the machine running the suite may be loaded; a cold first check imports the rules
 
@@ -147,8 +149,13 @@ def _client() -> LanguageClient:
     return client
 
 
+_CACHE = _fresh_cache_dir()         # the servers' result cache, this module's own
+atexit.register(shutil.rmtree, _CACHE, True)
+
+
 def _env() -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "DSLINT_CACHE_DIR": _CACHE}
     env.pop("DSLINT_DEBUG", None)
     return env
 
@@ -592,3 +599,28 @@ def test_a_cancelled_run_leaves_a_usable_state(workspace: Path):
     assert _findings(folder.run({str(infer): edited}), infer) == \
         _findings(Workspace([workspace]).folder_of(str(infer)).run({str(infer): edited}), infer)
     assert _findings(folder.run({str(infer): INFER}), infer) == expected
+
+
+def test_result_cache_answers_documents_whose_context_did_not_change(workspace: Path, tmp_path, monkeypatch):
+    """With `check`'s result cache, a new server's first run answers from what an earlier one cached, and an
+    edit re-analyses only the open documents whose launch-unit context holds the edited file."""
+    from dslint import engine
+    from dslint.server.workspace import Workspace
+    _infer_workspace(workspace)
+    (workspace / "save.py").write_text(SAVE)
+    (workspace / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    infer, save = str(workspace / "infer.py"), str(workspace / "save.py")
+    cache = tmp_path / "cache"
+    first = Workspace([workspace], cache_dir=cache).folder_of(infer).run({infer: INFER, save: SAVE})
+    analysed: list[str] = []
+    original = engine.Checker._results_for
+    monkeypatch.setattr(engine.Checker, "_results_for",
+                        lambda self, source, view: analysed.append(Path(source.path).name) or original(self, source,
+                                                                                                     view))
+    folder = Workspace([workspace], cache_dir=cache).folder_of(infer)
+    second = folder.run({infer: INFER, save: SAVE})
+    assert analysed == []
+    assert _findings(second, infer) == _findings(first, infer) and _findings(second, save) == _findings(first, save)
+    third = folder.run({infer: INFER, save: SAVE + "steps = 1\n"})
+    assert analysed == ["save.py"]
+    assert _findings(third, infer) == _findings(first, infer)

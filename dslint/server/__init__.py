@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 
 
-def serve() -> int:
-    """Run the server on stdin/stdout until the client asks it to exit; 2 when pygls is missing."""
+def serve(no_cache: bool = False) -> int:
+    """Run the server on stdin/stdout until the client asks it to exit; 2 when pygls is missing. `no_cache`:
+    neither read nor write the result cache nor the compiled-code cache (as `check --no-cache`)."""
     try:
         import lsprotocol  # noqa: F401
         import pygls  # noqa: F401
@@ -20,4 +21,4 @@ def serve() -> int:
                          "pip install 'dslint[server]'\n")
         return 2
     from dslint.server.lsp import serve as run
-    return run()
+    return run(no_cache)

@@ -65,9 +65,10 @@ class Published:
 
 
 class DslintServer(LanguageServer):
-    def __init__(self) -> None:
+    def __init__(self, cache_dir: Optional[Path] = None) -> None:
         super().__init__("dslint", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.dslint: Optional[Workspace] = None
+        self.cache_dir = cache_dir
         self.debounce = DEBOUNCE_MS / 1000
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dslint-check")
         self.generation: dict[int, int] = {}          # id(folder) -> edits seen
@@ -90,7 +91,7 @@ class DslintServer(LanguageServer):
 
     def folder_of(self, path: str) -> Folder:
         if self.dslint is None:
-            self.dslint = Workspace([], self.settings_error)
+            self.dslint = Workspace([], self.settings_error, self.cache_dir)
         return self.dslint.folder_of(path)
 
     def settings_error(self, message: str) -> None:
@@ -307,8 +308,8 @@ def _run(folder: Folder, texts: dict[str, str], stale) -> Optional[FolderRun]:
         return FolderRun(root=folder.root, crashed=crash_line(exc))
 
 
-def build_server() -> DslintServer:
-    server = DslintServer()
+def build_server(cache_dir: Optional[Path] = None) -> DslintServer:
+    server = DslintServer(cache_dir)
 
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: DslintServer, params: lsp.InitializeParams) -> None:
@@ -321,7 +322,7 @@ def build_server() -> DslintServer:
             root = uri_to_path(params.root_uri) if params.root_uri else params.root_path
             if root:
                 roots.append(Path(root))
-        ls.dslint = Workspace(roots, ls.settings_error)
+        ls.dslint = Workspace(roots, ls.settings_error, ls.cache_dir)
         options = params.initialization_options
         if isinstance(options, dict) and isinstance(options.get("debounce_ms"), (int, float)):
             ls.debounce = max(0.0, float(options["debounce_ms"])) / 1000
@@ -389,7 +390,7 @@ def build_server() -> DslintServer:
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def workspace_folders(ls: DslintServer, params: lsp.DidChangeWorkspaceFoldersParams) -> None:
         if ls.dslint is None:
-            ls.dslint = Workspace([], ls.settings_error)
+            ls.dslint = Workspace([], ls.settings_error, ls.cache_dir)
         for gone in params.event.removed:
             path = uri_to_path(gone.uri)
             if path:
@@ -437,12 +438,13 @@ def _leave(code: int) -> None:
         os._exit(code)
 
 
-def serve() -> int:
+def serve(no_cache: bool = False) -> int:
     from dslint.cache import default_dir
     from dslint.codecache import install
-    install(default_dir())      # before libcst's dataclasses are built, as `check` does (dslint.codecache)
+    cache_dir = None if no_cache else default_dir()
+    install(cache_dir)      # before libcst's dataclasses are built, as `check` does (dslint.codecache)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
-    server = build_server()
+    server = build_server(cache_dir)
     server.start_io()
     _leave(0 if server.shutting_down else 1)        # stdin closed: the client is gone
     return 0

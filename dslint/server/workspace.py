@@ -8,6 +8,9 @@ documents (`Checker.analyse_only`). The first run of a folder reads its files; a
 from the previous run's sources (`Checker.recheck` → `engine._carry_over`: unchanged files keep their parses and
 outlines, the edited Python file re-parses only the top-level statements its edit touches). The files are read
 again when the disk may have changed (a save, a watched-file event, a closed document whose buffer differed).
+With a result cache (`cache_dir`: the server's default is `check`'s, $DSLINT_CACHE_DIR or ~/.cache/dslint), a
+document whose context did not change since a run (of the server or of `check`) is answered from it, and the
+files' program facts are read from it instead of computed.
 """
 
 from __future__ import annotations
@@ -40,9 +43,11 @@ def real(path: Union[str, Path]) -> str:
 class Folder:
     """One workspace folder: its settings (`[tool.dslint]`), its Checker and the state of the last run."""
 
-    def __init__(self, root: Path, settings_error: Optional[Callable[[str], None]] = None):
+    def __init__(self, root: Path, settings_error: Optional[Callable[[str], None]] = None,
+                 cache_dir: Optional[Path] = None):
         self.root = Path(real(root))
         self.report_settings_error = settings_error
+        self.cache_dir = cache_dir      # the result cache `check` uses (None: none)
         self.checker = None
         # the files must be read again when the disk may have changed since they were read: a change (a save,
         # a watched-file event, a closed buffer) bumps `disk_epoch`, a read records the epoch it started at
@@ -73,7 +78,7 @@ class Folder:
             settings = settings or Settings()
             settings.root = self.root       # paths of the settings are the folder's, not the server's cwd
         # no per-file time budget: SIGALRM works only in the main thread, and the server's runs are in another
-        return Checker(settings, file_timeout=0)
+        return Checker(settings, cache_dir=self.cache_dir, file_timeout=0)
 
     def settings_changed(self) -> None:
         """A pyproject.toml may have changed: settings (and so the rules and the cache of sources) start again."""
@@ -133,14 +138,16 @@ class Workspace:
     """The folders of the workspace (LSP workspace folders, else the root URI), and a folder made on demand for
     a document outside all of them (its own folder, as `dslint check <its folder>` would see it)."""
 
-    def __init__(self, roots: list[Path], settings_error: Optional[Callable[[str], None]] = None):
+    def __init__(self, roots: list[Path], settings_error: Optional[Callable[[str], None]] = None,
+                 cache_dir: Optional[Path] = None):
         self.report_settings_error = settings_error
-        self.folders: list[Folder] = [Folder(r, settings_error) for r in roots]
+        self.cache_dir = cache_dir
+        self.folders: list[Folder] = [Folder(r, settings_error, cache_dir) for r in roots]
         self.loose: dict[str, Folder] = {}
 
     def add(self, root: Path) -> None:
         if not any(f.root == Path(real(root)) for f in self.folders):
-            self.folders.append(Folder(root, self.report_settings_error))
+            self.folders.append(Folder(root, self.report_settings_error, self.cache_dir))
 
     def remove(self, root: Path) -> None:
         self.folders = [f for f in self.folders if f.root != Path(real(root))]
@@ -153,7 +160,7 @@ class Workspace:
         parent = os.path.dirname(path)
         folder = self.loose.get(parent)
         if folder is None:
-            folder = self.loose[parent] = Folder(Path(parent), self.report_settings_error)
+            folder = self.loose[parent] = Folder(Path(parent), self.report_settings_error, self.cache_dir)
         return folder
 
     def all_folders(self) -> list[Folder]:
