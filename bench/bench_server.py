@@ -15,7 +15,9 @@ the median and the 95th percentile, the server's CPU time per edit (/proc), and 
 
 Memory: the server opens one file of M (default /tmp/realworld/FlagAI, 1,057 .py files; without it a 900-file
 workspace is generated) and its diagnostics are awaited -- the first check reads the whole folder (outlines,
-launch units) -- then one edit; the server's resident set (VmRSS) and peak (VmHWM) are read from /proc.
+launch units) -- then one edit; the server's resident set (VmRSS) and peak (VmHWM) are read from /proc. The
+same again with a second server on the result cache the first one wrote. Each run has a result cache of its own
+(DSLINT_CACHE_DIR in a scratch folder).
 """
 
 from __future__ import annotations
@@ -144,8 +146,9 @@ class Session:
         def register(params: lsp.RegistrationParams) -> None:
             return None
 
-    async def start(self, root: Path) -> int:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    async def start(self, root: Path, cache: Path) -> int:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               "DSLINT_CACHE_DIR": str(cache)}
         await self.client.start_io(sys.executable, "-m", "dslint", "server", env=env)
         await asyncio.wait_for(self.client.initialize_async(lsp.InitializeParams(
             capabilities=lsp.ClientCapabilities(), process_id=os.getpid(),
@@ -189,7 +192,7 @@ async def latency(args, scratch: Path) -> None:
     py_files = sum(1 for _ in root.rglob("*.py"))
     print(f"latency: {target.relative_to(root)} ({len(lines)} lines) in a workspace of {py_files} .py files")
     session = Session()
-    pid = await session.start(root)
+    pid = await session.start(root, scratch / "cache-latency")
     t0 = time.perf_counter()
     uri = session.open(target, text)
     cold = await session.wait(uri, 1) - t0
@@ -223,25 +226,28 @@ async def memory(args, scratch: Path) -> None:
     root, target = _memory_workspace(args, scratch)
     py_files = sum(1 for p in root.rglob("*.py") if ".git" not in p.parts)
     print(f"memory: workspace {root} ({py_files} .py files), opened {target.relative_to(root)}")
-    session = Session()
-    pid = await session.start(root)
-    idle = _proc(pid)
     text = target.read_text(errors="replace")
-    t0 = time.perf_counter()
-    uri = session.open(target, text)
-    await session.wait(uri, 1)
-    first = time.perf_counter() - t0
-    loaded = _proc(pid)
     line = _edit_lines(text, 1)
-    if line:
-        old = text.split("\n")[line[0]]
-        session.change_line(uri, 2, line[0], old, old + "; _edit = 0")
-        await session.wait(uri, 2)
-    edited = _proc(pid)
-    await session.stop()
-    print(f"  started: RSS {idle.get('VmRSS', 0):.0f} MiB; after the first check ({first:.1f} s): "
-          f"RSS {loaded.get('VmRSS', 0):.0f} MiB; after an edit: RSS {edited.get('VmRSS', 0):.0f} MiB, "
-          f"peak (VmHWM) {edited.get('VmHWM', 0):.0f} MiB")
+    for label in ("empty result cache", "cache of the first server"):
+        session = Session()
+        pid = await session.start(root, scratch / "cache-memory")
+        idle = _proc(pid)
+        t0 = time.perf_counter()
+        uri = session.open(target, text)
+        await session.wait(uri, 1)
+        first = time.perf_counter() - t0
+        loaded = _proc(pid)
+        if line:
+            old = text.split("\n")[line[0]]
+            sent = time.perf_counter()
+            session.change_line(uri, 2, line[0], old, old + "; _edit = 0")
+            await session.wait(uri, 2)
+            edit = time.perf_counter() - sent
+        edited = _proc(pid)
+        await session.stop()
+        print(f"  {label}: started: RSS {idle.get('VmRSS', 0):.0f} MiB; first diagnostics after {first:.1f} s: "
+              f"RSS {loaded.get('VmRSS', 0):.0f} MiB; after an edit ({edit * 1000:.0f} ms): RSS "
+              f"{edited.get('VmRSS', 0):.0f} MiB, peak (VmHWM) {edited.get('VmHWM', 0):.0f} MiB")
 
 
 def main() -> None:

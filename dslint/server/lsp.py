@@ -358,6 +358,8 @@ def build_server(cache_dir: Optional[Path] = None) -> DslintServer:
         folder = ls.folder_of(path)
         if os.path.basename(path) == "pyproject.toml":
             folder.settings_changed()
+        else:
+            folder.disk_changed()       # a client that watches no files: other files may have changed too
         ls.schedule(folder, 0)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
