@@ -624,3 +624,15 @@ def test_result_cache_answers_documents_whose_context_did_not_change(workspace: 
     third = folder.run({infer: INFER, save: SAVE + "steps = 1\n"})
     assert analysed == ["save.py"]
     assert _findings(third, infer) == _findings(first, infer)
+
+
+def test_server_without_pygls_says_how_to_install_it(tmp_path):
+    shadow = tmp_path / "shadow" / "pygls"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('pygls is not installed', name='pygls')\n")
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "shadow"), env["PYTHONPATH"]])
+    out = subprocess.run([sys.executable, "-m", "dslint", "server"], capture_output=True, text=True, timeout=WAIT,
+                         env=env, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2
+    assert "pip install 'dslint[server]'" in out.stderr and out.stdout == ""
