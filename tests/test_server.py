@@ -636,3 +636,35 @@ def test_server_without_pygls_says_how_to_install_it(tmp_path):
                          env=env, stdin=subprocess.DEVNULL)
     assert out.returncode == 2
     assert "pip install 'dslint[server]'" in out.stderr and out.stdout == ""
+
+
+def test_statement_offsets_carried_through_a_chain_of_splices():
+    """The re-check after each edit splices the new tree from the previous one (`sources.splice`) and carries
+    the top-level statements' offsets along, for the next splice: they are what `statement_offsets` computes
+    on the spliced tree (node identity included), edit after edit."""
+    import random
+
+    from dslint.sources import PythonSource, statement_offsets
+    from tests.test_fix_rounds import _real_files, _same_tree, random_edits
+    rng = random.Random(32)
+    snippets = [", synced_gpus=True", "x", "\n", "# c\n", "    y = 1\n", "pass\n", "; z = 2", "'s'", ""]
+    carried = 0
+    for path in _real_files():
+        previous = PythonSource("t.py", path.read_text())
+        previous.module       # noqa: B018 -- parsed, as the first check parses it
+        for _ in range(6):
+            starts = [a for a, _, _ in statement_offsets(previous)]
+            _, text = next(random_edits(rng, previous.text, starts, snippets, 1))
+            src = PythonSource("t.py", text)
+            src.__dict__["_derived_from"] = previous
+            module = src.module
+            pieces = src.__dict__.pop("_dslint_fix_pieces", None)
+            if pieces is not None:
+                assert _same_tree(module, text)
+                fresh = statement_offsets(src)
+                assert [(a, b) for a, b, _ in pieces] == [(a, b) for a, b, _ in fresh], path
+                assert all(x is y for (_, _, x), (_, _, y) in zip(pieces, fresh))
+                carried += 1
+            if src.__dict__.get("_libcst_error") is None and src.compiles:
+                previous = src
+    assert carried >= 20
