@@ -668,3 +668,26 @@ def test_statement_offsets_carried_through_a_chain_of_splices():
             if src.__dict__.get("_libcst_error") is None and src.compiles:
                 previous = src
     assert carried >= 20
+
+
+def test_each_workspace_folder_has_its_own_settings(tmp_path):
+    """Two workspace folders: a document is checked with the `[tool.dslint]` of its own folder (the innermost
+    one holding it); a document outside both is checked with its own folder as the workspace."""
+    from dslint.server.workspace import Workspace
+    quiet, loud, loose = tmp_path / "quiet", tmp_path / "loud", tmp_path / "loose"
+    for root in (quiet, loud, loose):
+        root.mkdir()
+        (root / "save.py").write_text(SAVE)
+        (root / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 2}\n')
+    (quiet / "pyproject.toml").write_text('[tool.dslint]\nignore = ["DSL101"]\n')
+    nested = loud / "sub"
+    nested.mkdir()
+    (nested / "pyproject.toml").write_text('[tool.dslint]\nignore = ["DSL101"]\n')
+    (nested / "save.py").write_text(SAVE)
+    ws = Workspace([quiet, loud, nested])
+    codes = {}
+    for path in (quiet / "save.py", loud / "save.py", nested / "save.py", loose / "save.py"):
+        folder = ws.folder_of(str(path))
+        codes[path.parent.name] = [f[0] for f in _findings(folder.run({str(path): SAVE}), path)]
+    assert codes == {"quiet": [], "loud": ["DSL101"], "sub": [], "loose": ["DSL101"]}
+    assert ws.folder_of(str(nested / "save.py")).root == nested.resolve()
