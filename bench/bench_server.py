@@ -51,7 +51,8 @@ def _generated_script(lines: int = 2400) -> str:
                 f"        if value > {k}:", f"            total_{k} += value", "        else:",
                 f"            total_{k} -= 1", f"    return total_{k}", "", ""]
         k += 1
-    out += ["def main():", "    parser = argparse.ArgumentParser()", "    parser.add_argument('--local_rank', type=int)",
+    out += ["def main():", "    parser = argparse.ArgumentParser()",
+            "    parser.add_argument('--local_rank', type=int)",
             "    args = parser.parse_args()", "    model = torch.nn.Linear(4, 4)",
             "    engine, _, _, _ = deepspeed.initialize(model=model, config='ds_config.json')",
             "    for step in range(10):", "        loss = engine(torch.randn(4, 4)).sum()",

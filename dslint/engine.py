@@ -167,7 +167,7 @@ class Checker:
     ends_process: bool = False             # the process ends after the run: its state is never freed (_keep)
     # the language server (dslint.server): the shown paths whose findings a run reports (None: every file; the
     # program model and the views are still the whole run's, so a file's findings are those `check` gives it),
-    # and a callable asked between phases and files whether a newer run has made this one stale (then
+    # and a callable asked between phases, files and rules whether a newer run has made this one stale (then
     # `Cancelled` is raised at a point where no source is half-built)
     analyse_only: Optional[frozenset] = None
     interrupt: Optional[object] = None

@@ -299,7 +299,8 @@ async def test_edit_updates_and_code_action_removes_finding(client: LanguageClie
 
 @pytest.mark.asyncio
 async def test_unsafe_fix_is_marked(client: LanguageClient, workspace: Path):
-    (workspace / "ds.json").write_text('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimisation": {"stage": 2}\n}\n')
+    (workspace / "ds.json").write_text(
+        '{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimisation": {"stage": 2}\n}\n')
     (workspace / "train.py").write_text(SAVE)
     uri = _open(client, workspace / "ds.json")
     diags = await _diagnostics(client, uri, 1)

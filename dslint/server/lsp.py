@@ -4,7 +4,7 @@
   (debounced: `debounce_ms`, default 150, from the client's `initializationOptions`) and a save. A run checks
   the document's workspace folder as `dslint check <folder>` would (launch units, configs, launchers, the
   folder's `[tool.dslint]`), with the open buffers in place of the files, and reports the open documents.
-- A newer edit makes a running check stale: the engine stops it between phases and files
+- A newer edit makes a running check stale: the engine stops it between phases, files and rules
   (`Checker.interrupt` → `engine.Cancelled`) and the newest texts are checked; a stale result is never
   published.
 - A run that fails as a whole publishes, on each of its documents, one DSL001 error "could not be analysed:
