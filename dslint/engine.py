@@ -119,9 +119,15 @@ def _text_facts(src: PythonSource) -> dict:
     return facts
 
 
+_FACTS_MEMO = "_dslint_program_facts"     # a Python source's `FileFacts` (None: it does not compile), kept on it
+
 _TRANSIENT = ("could not be analysed: skipped", "could not be analysed: the process")   # not cached
 _CRASH_SIGNALS = {int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT")
                   if hasattr(signal, n)}
+
+
+class Cancelled(Exception):
+    """A run `Checker.interrupt` stopped (a newer edit made it stale)."""
 
 
 class AnalysisTimeout(BaseException):
@@ -159,6 +165,12 @@ class Checker:
     sources: list = field(default_factory=list, repr=False)     # the sources of the last check_paths
     file_timeout: float = FILE_TIMEOUT     # seconds of analysis per file; 0: no budget
     ends_process: bool = False             # the process ends after the run: its state is never freed (_keep)
+    # the language server (dslint.server): the shown paths whose findings a run reports (None: every file; the
+    # program model and the views are still the whole run's, so a file's findings are those `check` gives it),
+    # and a callable asked between phases, files and rules whether a newer run has made this one stale (then
+    # `Cancelled` is raised at a point where no source is half-built)
+    analyse_only: Optional[frozenset] = None
+    interrupt: Optional[object] = None
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -207,6 +219,20 @@ class Checker:
         report.findings.sort(key=Finding.sort_key)
         return report
 
+    def recheck(self, overrides: dict[str, str]) -> Report:
+        """The last run's inputs checked again with `overrides` (shown path -> text) in place of their texts,
+        without reading the files again: the language server's re-check of an edited buffer. Unchanged files are
+        the previous run's sources, a changed Python file builds its tree from the previous one (`_carry_over`)."""
+        sources = _carry_over(self.sources, self.sources, overrides)
+        self.sources = sources
+        report = self.check_sources(sources)
+        report.findings.sort(key=Finding.sort_key)
+        return report
+
+    def _stop_if_stale(self) -> None:
+        if self.interrupt is not None and self.interrupt():
+            raise Cancelled()
+
     def check_sources(self, sources: list[AnySource]) -> Report:
         # A run holds every parsed tree until it ends: millions of acyclic libcst nodes that Python's cyclic
         # collector would traverse again and again (a third of the run time on large trees). Nothing of a
@@ -236,22 +262,30 @@ class Checker:
                                             message=f"rule family {family} failed to load: {message}"))
         with span("triage"):
             relevant = [s for s in sources if self._relevant(s)]
+        self._stop_if_stale()
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._cache(relevant)
         self._last_cache = cache
         keys: list[Optional[str]] = [None] * len(relevant)
+        only = self.analyse_only
         known = cache.get(self._run_entry, lambda e: _strings(e.get("keys")) and len(e["keys"]) == len(relevant)) \
             if cache else None
         if known:
             keys = list(known["keys"])       # an unchanged tree: answered without building the program model
         else:
             self._program(sources, project, cache)
-            if cache:
+            if cache and only is None:
                 keys = [self._item_key(relevant, i, project) for i in range(len(relevant))]
                 cache.put(self._run_entry, {"keys": keys})
+            elif cache:
+                # the language server's run: the keys of the files it reports only (no run entry: it needs all)
+                keys = [self._item_key(relevant, i, project) if s.path in only else None
+                        for i, s in enumerate(relevant)]
         todo: list[int] = []
         for i, source in enumerate(relevant):
+            if only is not None and source.path not in only:
+                continue
             hit = _cached_results(cache.get(keys[i])) if cache else None
             if hit is None:
                 todo.append(i)
@@ -259,9 +293,11 @@ class Checker:
                 report.findings += hit[0]
                 report.errors += hit[1]
         views: dict[int, ProjectView] = {}
+        self._stop_if_stale()
         if todo:
             if project.program is None:
                 self._program(sources, project, cache)
+                self._stop_if_stale()
             with span("views"):
                 views = self._views(relevant, todo, project)
         for i, findings, errors in self._analyse(relevant, views, todo):
@@ -311,13 +347,22 @@ class Checker:
         missing: list[tuple[PythonSource, str]] = []
         hashes = getattr(self, "_hashes", {})
         for src in python:
+            if _FACTS_MEMO in src.__dict__:
+                # a source carried over from the previous run (`_carry_over`): its facts are its text's, as the
+                # cache's entries keyed by content are
+                if src.__dict__[_FACTS_MEMO] is not None:
+                    facts[id(src)] = src.__dict__[_FACTS_MEMO]
+                continue
             key = f"program:{hashes.get(id(src)) or content_hash(src.text)}" if cache else ""
             hit = cache.get(key, _facts_entry) if cache else None
             if hit is None:
                 missing.append((src, key))
             elif hit.get("compiles"):
-                facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]), tuple(hit["args"]),
-                                           hit["argv"], tuple(hit["flags"]))
+                facts[id(src)] = src.__dict__[_FACTS_MEMO] = FileFacts(
+                    tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]), tuple(hit["args"]), hit["argv"],
+                    tuple(hit["flags"]))
+            else:
+                src.__dict__[_FACTS_MEMO] = None
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and hasattr(os, "fork"):
             with span("outlines (forked)"):
@@ -343,6 +388,7 @@ class Checker:
                     # the file's facts could not be built: its rules report it (internal error), the run goes on
                     pass
             found = FileFacts.of(src, refs, *project.argument_files(src)) if src.compiles else None
+            src.__dict__[_FACTS_MEMO] = found
             if found is not None:
                 facts[id(src)] = found
             if cache:
@@ -388,6 +434,16 @@ class Checker:
         if not isinstance(source, PythonSource):
             return True
         pattern = self._triggers
+        # a function of the text and the rules' trigger words: kept on a source carried into the next run
+        key = (pattern.pattern if pattern is not None else None, getattr(self, "_no_python_rules", False))
+        memo = source.__dict__.get("_dslint_relevant")
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        relevant = self._relevant_text(source, pattern)
+        source.__dict__["_dslint_relevant"] = (key, relevant)
+        return relevant
+
+    def _relevant_text(self, source: PythonSource, pattern: Optional[re.Pattern]) -> bool:
         if pattern is None and not getattr(self, "_no_python_rules", False):
             return True
         if pattern is not None and pattern.search(source.text):
@@ -409,7 +465,7 @@ class Checker:
         if self.cache_dir is None:
             return None
         from dslint.cache import ResultCache, content_hash, run_key
-        self._hashes = {id(s): content_hash(s.text) for s in relevant}
+        self._hashes = {id(s): _content_hash(s) for s in relevant}
         fingerprint = content_hash("\n".join(sorted(f"{s.path}:{self._hashes[id(s)]}" for s in relevant)))
         self._run_entry = f"run:{fingerprint}"
         settings = self.settings.model_dump_json(exclude={"root"})
@@ -444,6 +500,7 @@ class Checker:
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
             for i in todo:
+                self._stop_if_stale()
                 with span(f"  {sources[i].path}"):
                     result = self._results_for(sources[i], views[i])
                 yield (i, *result)
@@ -577,6 +634,7 @@ class Checker:
         for rule in self.rules:
             if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
                 continue
+            self._stop_if_stale()       # between rules too: what a rule computed is whole when it returns
             if rule.needs_ranks:
                 if one_process is None:
                     one_process = project.runs_one_process(source)
@@ -664,6 +722,15 @@ def _carry_over(previous: list, sources: list[AnySource], overrides: dict[str, s
             src.__dict__["_derived_from"] = old
         out.append(src)
     return out
+
+
+def _content_hash(source: AnySource) -> str:
+    """`cache.content_hash` of the source's text, kept on the source (carried into the next run with it)."""
+    found = source.__dict__.get("_dslint_hash")
+    if found is None:
+        from dslint.cache import content_hash
+        found = source.__dict__["_dslint_hash"] = content_hash(source.text)
+    return found
 
 
 def _strings(value) -> bool:
