@@ -19,6 +19,7 @@ from typing import Optional
 from dslint.config import Settings
 from dslint.findings import Evidence, Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
+from dslint.sources.astsplice import compile_ast
 from dslint.sources.wordsearch import alternation
 from dslint.program.project import ProjectView
 from dslint.rules import all_rules
@@ -397,7 +398,7 @@ class Checker:
         if source.too_complex is not None:
             return True
         try:
-            compile(source.text, source.path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
+            compile_ast(source.text, source.path)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return True
         return False

@@ -42,7 +42,8 @@ class FixOutcome:
 def _parses(path: str, text: str, kind: str) -> bool:
     if kind == "python":
         try:
-            compile(text, path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
+            from dslint.sources.astsplice import compile_ast
+            compile_ast(text, path)
         except (SyntaxError, ValueError, RecursionError):
             return False
         return True

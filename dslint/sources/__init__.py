@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from dslint.sources.astsplice import common_prefix, common_suffix
+from dslint.sources.astsplice import common_prefix, common_suffix, compile_ast
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 from dslint.sources.wordsearch import alternation
 
@@ -512,7 +512,7 @@ class PythonSource(Source):
         except cst.ParserSyntaxError as exc:
             # CPython's own parser places syntax errors more precisely than libcst's; ask it on failure only
             try:
-                compile(self.text, self.path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
+                compile_ast(self.text, self.path)
             except SyntaxError as syn:
                 return ParseProblem(f"Python syntax error: {syn.msg}", syn.lineno or 1, syn.offset or 1)
             except (ValueError, RecursionError, MemoryError):
