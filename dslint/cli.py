@@ -23,7 +23,8 @@ from dslint.commands import (_FAIL_LEVELS, _OUTPUT_FORMATS, EXIT_FINDINGS, EXIT_
 _CHECK_VALUES = {"--format": "output_format", "-f": "output_format", "--select": "select", "--ignore": "ignore",
                  "--world-size": "world_size", "--fail-level": "fail_level", "--config": "config",
                  "--deepspeed-version": "deepspeed_version", "--output": "output", "-o": "output",
-                 "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size"}
+                 "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size",
+                 "--context": "context"}
 _CHECK_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--sniff-json": "sniff_json",
                 "--fix": "fix", "--unsafe-fixes": "unsafe_fixes", "--diff": "diff", "--fix-only": "fix_only",
                 "--show-unproven": "show_unproven"}
@@ -73,7 +74,7 @@ def _parse_check(args: list[str]) -> Optional[dict]:
             if not (value.isascii() and value.isdigit()) or key == "world_size" and int(value) < 1:
                 return None
             out[key] = int(value)
-        elif key in ("config", "output"):
+        elif key in ("config", "output", "context"):
             if not value:
                 return None
             out[key] = Path(value)

@@ -47,14 +47,25 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
               config: Optional[Path] = None, deepspeed_version: Optional[str] = None, output: Optional[Path] = None,
               exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False,
               max_file_size: Optional[str] = None, fix: bool = False, unsafe_fixes: bool = False,
-              diff: bool = False, fix_only: bool = False, show_unproven: bool = False) -> int:
-    """`dslint check`: returns the exit code. `fix`/`fix_only`/`diff`: dslint.fixes (issue 22)."""
+              diff: bool = False, fix_only: bool = False, show_unproven: bool = False,
+              context: Optional[Path] = None) -> int:
+    """`dslint check`: returns the exit code. `fix`/`fix_only`/`diff`: dslint.fixes (issue 22). `context`: the
+    paths are checked in the context of that folder's files and the report keeps what concerns them
+    (dslint.changed: the pre-commit hook)."""
     if output is not None and output.is_dir():
         _error(f"dslint: error: -o/--output {output}: is a folder; give a file to write the report to")
         return EXIT_USAGE
     if config is not None and config.is_dir():
         _error(f"dslint: error: --config {config}: is a folder; give a pyproject.toml or a TOML file")
         return EXIT_USAGE
+    if context is not None:
+        if not context.is_dir():
+            _error(f"dslint: error: --context {context}: not a folder; give the repository's root (`.`)")
+            return EXIT_USAGE
+        if fix or fix_only or diff:
+            _error("dslint: error: --context reports findings; it does not combine with --fix, --diff or "
+                   "--fix-only")
+            return EXIT_USAGE
     from dslint.cache import default_dir
     from dslint.codecache import install
     cache_dir = None if no_cache else default_dir()
@@ -122,6 +133,15 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             if diff:
                 return EXIT_FINDINGS if outcome.texts else EXIT_OK
             return EXIT_FINDINGS if report.fixes["not_written"] else EXIT_OK
+    elif context is not None:
+        from dslint.changed import keep_attributed, named_files, tracked_files
+        named = named_files(paths)
+        tracked = tracked_files(context)
+        walked = None if tracked is None else (lambda p: os.path.realpath(p) in tracked
+                                               or os.path.realpath(p) in named)
+        with _interruptible():
+            # the folder first: a named file inside it is read as a run on the folder reads it
+            report = keep_attributed(checker.check_paths([context, *paths], walked=walked), named)
     else:
         with _interruptible():
             report = checker.check_paths(list(paths))

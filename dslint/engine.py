@@ -14,7 +14,7 @@ import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from dslint.config import Settings
 from dslint.findings import Evidence, Finding, Fix, InputError, Report, Severity, TraceStep
@@ -182,11 +182,15 @@ class Checker:
                           and not any(cls.code.startswith(p) or p == "ALL" for p in ignored)]
             self.__dict__.pop("_trigger_re", None)
 
-    def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None) -> Report:
+    def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None,
+                    walked: Optional[Callable[[Path], bool]] = None) -> Report:
         """`overrides`: shown path -> text to check instead of the file's (dslint.fixes: a fix round's texts).
-        Such a re-check starts from the previous run's sources (`_carry_over`)."""
+        Such a re-check starts from the previous run's sources (`_carry_over`). `walked`: which files found by
+        walking a folder are read (dslint.changed: the files git tracks); every one when None."""
         with span("collect and read inputs"):
             inputs = collect(paths, self.settings)
+            if walked is not None:
+                inputs.files = [(p, explicit) for p, explicit in inputs.files if explicit or walked(p)]
             sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
         if overrides is not None:
             sources = _carry_over(self.sources, sources, overrides)
