@@ -114,15 +114,19 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs,
                       file_timeout=_file_timeout(), ends_process=PROCESS_ENDS_AFTER_RUN)
     if fix or fix_only or diff:
-        from dslint.fixes.session import diffs, fix_run
+        from dslint.fixes.session import diffs, fix_run, held_back
+        from dslint.formats.text import held_back_text
         with _interruptible():
             outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)
         report = outcome.report
+        held = held_back(report, unsafe_fixes)
         if diff or fix_only:
             if diff:
                 sys.stdout.write(diffs(outcome))
                 n = outcome.fixed
-                _error(f"Would fix {n} finding{'s' if n != 1 else ''}." if n else "No fixes available.")
+                line = f"Would fix {n} finding{'s' if n != 1 else ''}." if n else \
+                    ("No safe fixes available." if held else "No fixes available.")
+                _error(line + (" " + held_back_text(held, diff=True) if held else ""))
             else:
                 from dslint.formats.text import fix_summary
                 _error(fix_summary(report.fixes))
@@ -130,8 +134,8 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
                 _error(f"{e.path}: error: {e.message}")
             if any(e.kind == "internal-error" for e in report.errors):
                 return EXIT_INTERNAL
-            if diff:
-                return EXIT_FINDINGS if outcome.texts else EXIT_OK
+            if diff:       # 1: a diff to apply, or unsafe fixes held back (the diff shows only part of the fixes)
+                return EXIT_FINDINGS if outcome.texts or held else EXIT_OK
             return EXIT_FINDINGS if report.fixes["not_written"] else EXIT_OK
     elif context is not None:
         from dslint.changed import keep_attributed, named_files, tracked_files

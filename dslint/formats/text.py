@@ -104,4 +104,16 @@ def fix_summary(fixes: dict) -> str:
     line = f"Fixed {n} finding{'s' if n != 1 else ''} ({left} remaining)."
     if fixes.get("not_written"):
         line += f" Not written: {', '.join(fixes['not_written'])}."
+    held = fixes.get("unsafe_held_back", 0)
+    if held:
+        line += " " + held_back_text(held)
     return line
+
+
+def held_back_text(held: int, diff: bool = False) -> str:
+    """`3 unsafe fixes held back (they may change what the job does): apply them with --fix --unsafe-fixes.`"""
+    them = "them" if held != 1 else "it"
+    how = f"see {them} with --diff --unsafe-fixes, apply {them} with --fix --unsafe-fixes" if diff else \
+        f"apply {them} with --fix --unsafe-fixes"
+    return (f"{held} unsafe fix{'es' if held != 1 else ''} held back ({'they' if held != 1 else 'it'} may change what "
+            f"the job does): {how}.")
