@@ -34,7 +34,7 @@ TARGETS = ("examples",
            "tests/fixtures/static/launch")
 
 # Describes every method `dataclasses` generated for libcst's and dslint's classes (as tests/test_codecache.py
-# does), with codecache installed or not, and this process's cache statistics.
+# does on 3.11), with codecache installed or not, and this process's cache statistics.
 PROBE = r"""
 import json, sys, types
 from pathlib import Path
@@ -46,7 +46,10 @@ import libcst, dslint.engine, dslint.rules
 dslint.rules.all_rules()
 
 def desc(c):
-    consts = tuple(desc(k) if isinstance(k, types.CodeType) else repr(k) for k in c.co_consts)
+    # a frozenset constant (3.12+: a frozen class's field names) is compared as a set: its repr's order
+    # follows the string hashes, which differ between processes
+    consts = tuple(desc(k) if isinstance(k, types.CodeType) else repr(sorted(k)) if isinstance(k, frozenset)
+                   else repr(k) for k in c.co_consts)
     return [c.co_name, getattr(c, "co_qualname", ""), c.co_flags, c.co_argcount, c.co_posonlyargcount,
             c.co_kwonlyargcount, c.co_code.hex(), c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars,
             c.co_filename, c.co_firstlineno, c.co_linetable.hex(), consts]
