@@ -72,7 +72,8 @@ def check(
                                                                 "`git ls-files`)."),
     max_file_size: Optional[str] = typer.Option(None, "--max-file-size",
                                                 help="Skip (with a message) files larger than this, e.g. 20M "
-                                                     "(default: 10M for Python, 2M for shell, 1M for JSON)."),
+                                                     "(MiB; default: 2M for Python and shell, 1M for JSON); a "
+                                                     "Python file within it is analysed whatever its size."),
     show_unproven: bool = typer.Option(False, "--show-unproven",
                                        help="Also report findings whose evidence is incomplete (no DeepSpeed engine, "
                                             "ZeRO-3/MoE config, DDP or MoE layer seen for them), marked "

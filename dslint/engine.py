@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 from dslint.config import Settings
 from dslint.findings import Evidence, Finding, Fix, InputError, Report, Severity, TraceStep
-from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
+from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, limits_for, read_sources, shown_path  # noqa: F401
 from dslint.sources.astsplice import compile_ast
 from dslint.sources.wordsearch import alternation
 from dslint.program.project import ProjectView
@@ -232,6 +232,8 @@ class Checker:
             _KEPT.append(state)
 
     def _check_sources(self, sources: list[AnySource]) -> Report:
+        from dslint.sources import guard
+        guard.set_source_limit(limits_for(self.settings.max_file_size)["python"])    # the one size limit
         with span("rules (imports)"):
             self._rules_for(sources)
         report = Report(files_checked=len(sources))

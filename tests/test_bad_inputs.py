@@ -126,7 +126,7 @@ def test_a_1gib_checkpoint_is_never_read_in_full(tmp_path):
     assert [s.path.rsplit("/", 1)[-1] for s in sources] == ["train.py"]
     messages = {Path(e.path).name: e.message for e in inputs.errors}
     assert messages["weights.json"].startswith("skipped: 1024.0 MiB is over the 1.0 MiB limit for JSON configs")
-    assert messages["state.py"].startswith("skipped: 1024.0 MiB is over the 10.0 MiB limit for Python sources")
+    assert messages["state.py"].startswith("skipped: 1024.0 MiB is over the 2.0 MiB limit for Python sources")
     assert messages["model.pt"].startswith("skipped: binary content")
 
     start = time.monotonic()
@@ -134,6 +134,38 @@ def test_a_1gib_checkpoint_is_never_read_in_full(tmp_path):
     assert time.monotonic() - start < 30
     _clean_stderr(result)
     _reports_hazard(result)
+
+
+def test_one_size_limit_a_large_file_is_skipped_or_analysed_never_an_error(tmp_path):
+    """Issue 32: `--max-file-size 20M` turned a skipped 13 MB file into a DSL001 *error* (the analysis had a fixed
+    2 MB cap of its own, its message in MB beside the skip message's MiB). One limit now: over it, the file is
+    skipped with a line in MiB (exit 0); within it -- the option raised -- the file is analysed."""
+    folder = _with_hazard(tmp_path / "proj")
+    line = "# " + "generated table row " * 50 + "\n"                    # ~1 kB of comment per line
+    (folder / "table.py").write_text("ROWS = 1\n" + line * (int(2.5 * (1 << 20)) // len(line)))
+    default = run_dslint("check", "--format", "json", str(folder / "table.py"), timeout=300)
+    assert default.returncode == 2, default.stderr                      # the only path named: nothing checked
+    assert "table.py: skipped: 2.5 MiB is over the 2.0 MiB limit for Python sources (--max-file-size)" \
+        in default.stderr, default.stderr
+    walked = run_dslint("check", "--format", "json", str(folder), timeout=300)
+    report = json.loads(walked.stdout)
+    assert not [f for f in report["findings"] if f["path"].endswith("table.py")]
+    assert [e["message"] for e in report["errors"] if e["path"].endswith("table.py")] == [
+        "skipped: 2.5 MiB is over the 2.0 MiB limit for Python sources (--max-file-size)"]
+    raised = run_dslint("check", "--format", "json", "--max-file-size", "3M", str(folder), timeout=300)
+    report = json.loads(raised.stdout)
+    assert not [f for f in report["findings"] if f["path"].endswith("table.py")], report["findings"]
+    assert not [e for e in report["errors"] if e["path"].endswith("table.py")]
+    assert "MB " not in raised.stderr and "MB " not in walked.stderr
+    assert raised.returncode == 1 and [f["code"] for f in report["findings"]] == ["DSL101"]
+    # a text over the limit that reaches the analysis without a file (the library's check_texts) is DSL001,
+    # in the same unit
+    from dslint.engine import check_texts
+    from dslint.config import Settings
+    big = check_texts({"gen.py": "x = 1\n" + "#" * 3000 + "\n"}, Settings(max_file_size=2048))
+    assert [f.code for f in big.findings] == ["DSL001"], big.findings
+    assert big.findings[0].message == ("could not be analysed: 2.9 KiB of Python source, over the 2.0 KiB limit for "
+                                       "Python sources (--max-file-size)")
 
 
 def test_max_file_size_option_and_setting(tmp_path):

@@ -179,11 +179,12 @@ class PythonSource(Source):
         CPython rejects the file."""
         from dslint.program.models.modules import file_model_facts
         from dslint.sources.astsplice import spliced_ast
-        from dslint.sources.guard import MAX_SOURCE_CHARS, check
+        from dslint.sources import guard
+        from dslint.sources.guard import check
         from dslint.program.outline import build_outline, builds_engine, parse_tree
         tree = None
         base = self.__dict__.get("_derived_from")       # dslint.fixes: the source this text was fixed from
-        if base is not None and "too_complex" not in self.__dict__ and len(self.text) <= MAX_SOURCE_CHARS \
+        if base is not None and "too_complex" not in self.__dict__ and len(self.text) <= guard.MAX_SOURCE_CHARS \
                 and base.__dict__.get("too_complex", False) is None:
             # its CPython tree, where the previous check still holds it (the role scopes of a file the role
             # analysis read): only the statements the change touches are parsed again (`astsplice`), after
