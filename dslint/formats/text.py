@@ -7,10 +7,18 @@ from functools import lru_cache
 from pathlib import Path
 
 
+# characters that end a line for str.splitlines() but not for Python or a shell (they may stand in a comment or a
+# string): each shown as one character, so the frame's caret stays under its column
+_SHOWN = str.maketrans({"\f": "␌", "\v": "␋", "\x1c": "␜", "\x1d": "␝", "\x1e": "␞", "\x85": "␤",
+                        "\u2028": "␤", "\u2029": "¶"})
+
+
 @lru_cache(maxsize=64)
 def _lines(path: str) -> list[str]:
+    """The file's lines as findings number them (`physical_lines`: `\n`, `\r\n`, `\r` only)."""
+    from dslint.sources.astsplice import physical_lines
     try:
-        return Path(path).read_text(errors="replace").splitlines()
+        return [line.translate(_SHOWN) for line in physical_lines(Path(path).read_text(errors="replace"))]
     except OSError:
         return []
 

@@ -163,7 +163,7 @@ class ConcurrentLaunchPortClash(Rule):
 
     def check(self, ctx: RuleContext):
         sh = ctx.source
-        lines = sh.text.splitlines()
+        lines = sh.lines
         by_line = {launch.line: launch for launch in sh.launches}
         active: dict[str, int] = {}
         active_launch: dict[str, object] = {}

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from dslint.sources.astsplice import common_prefix, common_suffix, compile_ast
+from dslint.sources.astsplice import common_prefix, common_suffix, compile_ast, physical_lines
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 from dslint.sources.wordsearch import alternation
 
@@ -50,7 +50,7 @@ class Source:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return physical_lines(self.text)      # as findings number them (not str.splitlines: U+2028, \f ...)
 
 
 MAX_SECOND_OPINION = 300_000      # characters: a file CPython rejects is parsed by libcst only below this size

@@ -17,9 +17,24 @@ it) does not parse on its own, so the whole text is parsed. Text with a carriage
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from itertools import accumulate
 from typing import Callable, Optional
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def physical_lines(text: str) -> list[str]:
+    """The lines as CPython, libcst, tree-sitter and dslint's findings number them: split at `\n`, `\r\n` and
+    `\r` only. `str.splitlines()` also splits at form feeds, vertical tabs, `\x1c`-`\x1e`, `\x85`, U+2028 and
+    U+2029, which may stand in a comment or a string, and every such split shifts the lines after it by one.
+    Like `splitlines`, no empty last line after a final newline."""
+    lines = _NEWLINE.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def compile_ast(text: str, filename: str) -> ast.Module:
