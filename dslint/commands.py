@@ -35,6 +35,13 @@ def _error(message: str) -> None:
     sys.stderr.flush()
 
 
+def _error_line(e) -> str:
+    """An input error as one line: `path:line:col: error: message` (`path: skipped: reason` for a skipped file),
+    the format of every error dslint prints (`dslint: error: …` for those of the run itself)."""
+    where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
+    return f"{where}: {e.message}" if e.message.startswith("skipped: ") else f"{where}: error: {e.message}"
+
+
 def unknown_codes(codes: List[str]) -> List[str]:
     """The codes or prefixes that name no rule (imports every rule family)."""
     from dslint.rules import all_rules
@@ -131,7 +138,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
                 from dslint.formats.text import fix_summary
                 _error(fix_summary(report.fixes))
             for e in report.errors:
-                _error(f"{e.path}: error: {e.message}")
+                _error(_error_line(e))
             if any(e.kind == "internal-error" for e in report.errors):
                 return EXIT_INTERNAL
             if diff:       # 1: a diff to apply, or unsafe fixes held back (the diff shows only part of the fixes)
@@ -164,8 +171,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             encoding = sys.stdout.encoding or "utf-8"
             sys.stdout.write(rendered.encode(encoding, "backslashreplace").decode(encoding))
     for e in report.errors:
-        where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
-        _error(f"{where}: {e.message}" if e.message.startswith("skipped: ") else f"{where}: error: {e.message}")
+        _error(_error_line(e))
     if any(e.kind == "internal-error" for e in report.errors):
         return EXIT_INTERNAL
     if any(e.kind in ("missing-path", "config") for e in report.errors):

@@ -473,7 +473,7 @@ def test_an_unexpected_exception_is_one_line_and_exit_3_and_debug_shows_it(monke
     monkeypatch.delenv("DSLINT_DEBUG", raising=False)
     assert cli.main(["check", "x.py"]) == 3
     err = capsys.readouterr().err
-    assert err == ("dslint: internal error: RuntimeError: boom second line "
+    assert err == ("dslint: error: internal error: RuntimeError: boom second line "
                    "(run again with --debug for the traceback)\n")
     assert cli.main(["check", "--debug", "x.py"]) == 3
     err = capsys.readouterr().err
