@@ -78,9 +78,8 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     cache_dir = None if no_cache else default_dir()
     install(cache_dir)      # before libcst's ~200 dataclasses are built (dslint.codecache)
     from dslint.config import ConfigFileError, load_settings, parse_size
-    from dslint.engine import Checker, fails
+    from dslint.engine import Checker
     from dslint.findings import Severity
-    from dslint.formats import render
 
     try:
         settings = load_settings(config, list(paths))
@@ -120,11 +119,26 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
 
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs,
                       file_timeout=_file_timeout(), ends_process=PROCESS_ENDS_AFTER_RUN)
+    from dslint import progress
+    progress.begin(output_format)      # on a terminal, text format: the phase and files done after ~1 s
+    try:
+        return _run(checker, settings, paths, output_format, output, exit_zero, sniff_json, fix, unsafe_fixes,
+                    diff, fix_only, context)
+    finally:
+        progress.end()
+
+
+def _run(checker, settings, paths, output_format, output, exit_zero, sniff_json, fix, unsafe_fixes, diff,
+         fix_only, context) -> int:
+    from dslint import progress
+    from dslint.engine import fails
+    from dslint.formats import render
     if fix or fix_only or diff:
         from dslint.fixes.session import diffs, fix_run, held_back
         from dslint.formats.text import held_back_text
         with _interruptible():
             outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)
+        progress.end()                  # erased before anything is written
         report = outcome.report
         held = held_back(report, unsafe_fixes)
         if diff or fix_only:
@@ -156,6 +170,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     else:
         with _interruptible():
             report = checker.check_paths(list(paths))
+    progress.end()
     used = [type(r) for r in checker.rules]
     rendered = render(output_format, report, used)
     if output:

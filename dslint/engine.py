@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from dslint import progress
 from dslint.config import Settings
 from dslint.findings import Evidence, Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, limits_for, read_sources, shown_path  # noqa: F401
@@ -187,6 +188,7 @@ class Checker:
         """`overrides`: shown path -> text to check instead of the file's (dslint.fixes: a fix round's texts).
         Such a re-check starts from the previous run's sources (`_carry_over`). `walked`: which files found by
         walking a folder are read (dslint.changed: the files git tracks); every one when None."""
+        progress.current.phase("reading files")
         with span("collect and read inputs"):
             inputs = collect(paths, self.settings)
             if walked is not None:
@@ -253,6 +255,7 @@ class Checker:
         if known:
             keys = list(known["keys"])       # an unchanged tree: answered without building the program model
         else:
+            progress.current.phase(f"launch units of {len(relevant)} files")
             self._program(sources, project, cache)
             if cache:
                 keys = [self._item_key(relevant, i, project) for i in range(len(relevant))]
@@ -268,10 +271,14 @@ class Checker:
         views: dict[int, ProjectView] = {}
         if todo:
             if project.program is None:
+                progress.current.phase(f"launch units of {len(relevant)} files")
                 self._program(sources, project, cache)
             with span("views"):
                 views = self._views(relevant, todo, project)
+        progress.current.phase("analysing", total=len(relevant))
+        progress.current.advance(len(relevant) - len(todo))           # answered by the cache
         for i, findings, errors in self._analyse(relevant, views, todo):
+            progress.current.advance()
             report.findings += findings
             report.errors += errors
             if cache and not any(e.kind == "internal-error" for e in errors) and not any(
