@@ -120,6 +120,10 @@ def test_every_error_line_has_one_format(tmp_path, dslint_cli):
     assert runs["unknown option (typer)"].stderr.startswith("Usage: dslint check ")      # click's usage line kept
     assert "dslint: error: No such option: --bogus" in runs["unknown option (typer)"].stderr
     assert "nope.py: error: no such file or directory" in runs["missing path"].stderr
+    # the pre-flight's own parser (argparse) says `dslint preflight: error: …`, its range check too
+    for args in (("--timeout", "0", "x.py"), ("--bogus",)):
+        pre = dslint_cli("preflight", *args, cwd=tmp_path)
+        assert pre.returncode == 2 and pre.stderr.splitlines()[-1].startswith("dslint preflight: error: "), pre.stderr
     assert dslint_cli(cwd=tmp_path).returncode == 2                                      # `dslint` alone: help
     assert dslint_cli("check", "--help", cwd=tmp_path).returncode == 0
     assert dslint_cli("--version", cwd=tmp_path).returncode == 0
