@@ -14,11 +14,13 @@ import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
+from dslint import progress
 from dslint.config import Settings
 from dslint.findings import Evidence, Finding, Fix, InputError, Report, Severity, TraceStep
-from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
+from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, limits_for, read_sources, shown_path  # noqa: F401
+from dslint.sources.astsplice import compile_ast
 from dslint.sources.wordsearch import alternation
 from dslint.program.project import ProjectView
 from dslint.rules import all_rules
@@ -193,11 +195,16 @@ class Checker:
                           and not any(cls.code.startswith(p) or p == "ALL" for p in ignored)]
             self.__dict__.pop("_trigger_re", None)
 
-    def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None) -> Report:
+    def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None,
+                    walked: Optional[Callable[[Path], bool]] = None) -> Report:
         """`overrides`: shown path -> text to check instead of the file's (dslint.fixes: a fix round's texts).
-        Such a re-check starts from the previous run's sources (`_carry_over`)."""
+        Such a re-check starts from the previous run's sources (`_carry_over`). `walked`: which files found by
+        walking a folder are read (dslint.changed: the files git tracks); every one when None."""
+        progress.current.phase("reading files")
         with span("collect and read inputs"):
             inputs = collect(paths, self.settings)
+            if walked is not None:
+                inputs.files = [(p, explicit) for p, explicit in inputs.files if explicit or walked(p)]
             sources, undecodable = read_sources(inputs, self.sniff_json, self.settings.max_file_size)
         if overrides is not None:
             sources = _carry_over(self.sources, sources, overrides)
@@ -253,6 +260,8 @@ class Checker:
             _KEPT.append(state)
 
     def _check_sources(self, sources: list[AnySource]) -> Report:
+        from dslint.sources import guard
+        guard.set_source_limit(limits_for(self.settings.max_file_size)["python"])    # the one size limit
         with span("rules (imports)"):
             self._rules_for(sources)
         report = Report(files_checked=len(sources))
@@ -274,6 +283,7 @@ class Checker:
         if known:
             keys = list(known["keys"])       # an unchanged tree: answered without building the program model
         else:
+            progress.current.phase(f"launch units of {len(relevant)} files")
             self._program(sources, project, cache)
             if cache and only is None:
                 keys = [self._item_key(relevant, i, project) for i in range(len(relevant))]
@@ -296,11 +306,15 @@ class Checker:
         self._stop_if_stale()
         if todo:
             if project.program is None:
+                progress.current.phase(f"launch units of {len(relevant)} files")
                 self._program(sources, project, cache)
                 self._stop_if_stale()
             with span("views"):
                 views = self._views(relevant, todo, project)
+        progress.current.phase("analysing", total=len(relevant))
+        progress.current.advance(len(relevant) - len(todo))           # answered by the cache
         for i, findings, errors in self._analyse(relevant, views, todo):
+            progress.current.advance()
             report.findings += findings
             report.errors += errors
             if cache and not any(e.kind == "internal-error" for e in errors) and not any(
@@ -453,7 +467,7 @@ class Checker:
         if source.too_complex is not None:
             return True
         try:
-            compile(source.text, source.path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
+            compile_ast(source.text, source.path)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return True
         return False

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from dslint.sources.astsplice import common_prefix, common_suffix
+from dslint.sources.astsplice import common_prefix, common_suffix, compile_ast, physical_lines
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 from dslint.sources.wordsearch import alternation
 
@@ -50,7 +50,7 @@ class Source:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return physical_lines(self.text)      # as findings number them (not str.splitlines: U+2028, \f ...)
 
 
 MAX_SECOND_OPINION = 300_000      # characters: a file CPython rejects is parsed by libcst only below this size
@@ -190,11 +190,12 @@ class PythonSource(Source):
         CPython rejects the file."""
         from dslint.program.models.modules import file_model_facts
         from dslint.sources.astsplice import spliced_ast
-        from dslint.sources.guard import MAX_SOURCE_CHARS, check
+        from dslint.sources import guard
+        from dslint.sources.guard import check
         from dslint.program.outline import build_outline, builds_engine, parse_tree
         tree = None
         base = self.__dict__.get("_derived_from")       # dslint.fixes: the source this text was fixed from
-        if base is not None and "too_complex" not in self.__dict__ and len(self.text) <= MAX_SOURCE_CHARS \
+        if base is not None and "too_complex" not in self.__dict__ and len(self.text) <= guard.MAX_SOURCE_CHARS \
                 and base.__dict__.get("too_complex", False) is None:
             # its CPython tree, where the previous check still holds it (the role scopes of a file the role
             # analysis read): only the statements the change touches are parsed again (`astsplice`), after
@@ -525,7 +526,7 @@ class PythonSource(Source):
         except cst.ParserSyntaxError as exc:
             # CPython's own parser places syntax errors more precisely than libcst's; ask it on failure only
             try:
-                compile(self.text, self.path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
+                compile_ast(self.text, self.path)
             except SyntaxError as syn:
                 return ParseProblem(f"Python syntax error: {syn.msg}", syn.lineno or 1, syn.offset or 1)
             except (ValueError, RecursionError, MemoryError):
