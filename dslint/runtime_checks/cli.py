@@ -14,7 +14,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a DeepSpeed/torch.distributed script in dry steps on every rank under a collective "
                     "tracer, after auditing its data loaders; compare the ranks through the rendezvous store; turn "
                     "hangs into a diagnosis.",
-        epilog="exit codes: 0 pass, 1 divergence/finding, 2 usage error, 3 hang, 4 script error, 5 internal error",
+        epilog="exit codes: 0 pass, 1 divergence/finding, 2 usage error, 3 hang, 4 script error, 5 internal error, "
+               "6 not fully covered (the dry run stopped before the script's end: a bound, or a loop it cannot end)",
     )
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds a collective (or a peer) may be pending before it counts as a hang (120)")

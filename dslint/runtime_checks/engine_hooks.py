@@ -79,23 +79,36 @@ def _install_autograd(session: DrySession) -> None:
 
 
 class _WatchedIterator:
-    """The script's iterator over an audited DataLoader: notes each batch's shape class and the epoch end."""
+    """The script's iterator over a DataLoader in the dry run: notes each batch's shape class and the epoch end
+    of an audited loader (``index``), and ends the epoch early once the ranks have agreed to (epoch truncation,
+    ``DrySession.ends_epoch``): ``__next__`` then raises StopIteration, as at a natural epoch end."""
 
-    def __init__(self, iterator: Any, session: DrySession, index: int) -> None:
+    def __init__(self, iterator: Any, session: DrySession, index: int | None, loader: Any) -> None:
         self._iterator, self._session, self._index = iterator, session, index
+        self.loader, self.index = loader, index
+        self.started_step = session.steps_done
+        self.fresh = session.truncated_at is not None  # begun after the truncation: a later epoch
+        self.ended = self.exhausted = self.drew = False
+        if self.fresh and len(session.iterators) < 64:
+            session.iterators.append(self)
 
     def __iter__(self) -> "_WatchedIterator":
         return self
 
     def __next__(self) -> Any:
+        session = self._session
+        if session.ends_epoch(self):
+            raise StopIteration
         try:
             batch = next(self._iterator)
         except StopIteration:
-            if self._session.status == "running":
-                self._session.epoch_end(self._index)
+            self.exhausted = True
+            if session.status == "running" and self._index is not None:
+                session.epoch_end(self._index)
             raise
-        if self._session.status == "running":
-            self._session.batch_seen(self._index, batch)
+        self.drew = True
+        if session.status == "running" and self._index is not None:
+            session.batch_seen(self._index, batch)
         return batch
 
     def __len__(self) -> int:
@@ -106,7 +119,8 @@ class _WatchedIterator:
 
 
 def _install_dataloader() -> None:
-    """Audit each DataLoader when the script first iterates it in the dry step (before its first batch)."""
+    """Audit each DataLoader when the script first iterates it in the dry step (before its first batch), and
+    watch its iterators (coverage, epoch truncation)."""
     from torch.utils.data import DataLoader
 
     def make(original: Any) -> Any:
@@ -116,9 +130,11 @@ def _install_dataloader() -> None:
                 return original(self)
             index = session.audit_loader(self)  # before the script's iterator draws from the random state
             iterator = original(self)
-            if index is None or session.status != "running":
+            if session.status != "running":
                 return iterator
-            return _WatchedIterator(iterator, session, index)
+            if index is None and (session.options.steps is not None or session.options.keep_going):
+                return iterator  # neither audited nor ever truncated
+            return _WatchedIterator(iterator, session, index, self)
         return __iter__
 
     _patch(DataLoader, "__iter__", make)

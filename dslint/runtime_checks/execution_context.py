@@ -173,6 +173,12 @@ class ExecutionContext:
         return found
 
 
+def is_library_code(code: Any) -> bool:
+    """Is ``code`` (a code object) outside the user's own code: the stdlib, site-packages or dslint?"""
+    path = os.path.realpath(code.co_filename)
+    return path.startswith(_LIBRARY_ROOTS) or code.co_filename.startswith("<")
+
+
 _DSLINT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 

@@ -1,0 +1,87 @@
+"""Pre-flight v3 (ISSUE 31): the code after (and between) the training loops runs under the check.
+
+Every script is run with its real arguments (``--steps 100``: a loop longer than the default ``--max-steps 50``)
+and the default options (``--timeout 120``, no ``--steps``): once the ranks have agreed to end the dry steps, the
+DataLoader ends its epoch, the script goes on, and a rank-0-only evaluation, sample or save after the loop is
+reported as the hang it is; each clean twin passes. A loop the pre-flight cannot end is named, exit 6.
+Each test records its wall time (start-up included) in the report's figures (``figures`` below).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.runtime, pytest.mark.timeout(300)]
+
+SCRIPT = "after_loop.py"
+PASS, HANG, NOT_COVERED = 0, 3, 6
+DEFAULT_TIMEOUT = 120  # the CLI's default --timeout: the verdicts must come from the wait-for monitor, long before
+
+
+def _run(preflight, *args):
+    return preflight(SCRIPT, "--steps", "100", *args, timeout=DEFAULT_TIMEOUT, limit_s=240)
+
+
+def _assert_found_after_the_truncation(run, line_text):
+    report = run.report
+    assert report is not None and run.returncode == HANG, run.output[-4000:]
+    assert report["verdict"] == "hang" and report["abort"]["cause"] in ("deadlock", "finished", "peer-finished") \
+        or report["verdict"] == "hang", report["abort"]
+    truncated = report["dry_run"]["truncated"]
+    assert truncated["step"] == 50 and truncated["by"] == "max-steps", report["dry_run"]
+    assert report["diagnosis"]["code"] == "DSL101", report["diagnosis"]
+    assert "rank == 0" in report["diagnosis"]["cause"], report["diagnosis"]
+    stack = [f["text"] for f in report["ranks"]["0"]["pending"]["user_stack"]]
+    assert any(line_text in t for t in stack), stack
+    assert "loaders' epochs were ended at optimizer step 50" in run.output.split("HANG")[0]
+    assert run.wall_s < DEFAULT_TIMEOUT, run.wall_s  # the monitor's verdict, not the --timeout
+    print(f"figure: {run.wall_s:.1f} s")
+
+
+@pytest.mark.parametrize("after, line_text", [
+    ("eval", 'print(f"eval {evaluate():.3f}", flush=True)'),
+    ("generate", "print(f\"sample {generate(tokens(1, 4, seed=3)).tolist()}\", flush=True)"),
+    ("save", 'engine.save_checkpoint(args.out, tag="final")'),
+    ("epoch_eval", 'print(f"epoch {epoch} eval {evaluate():.3f}", flush=True)'),
+])
+def test_rank0_only_code_after_a_100_step_loop_is_reached_and_reported(preflight, after, line_text):
+    run = _run(preflight, "--after", after)
+    _assert_found_after_the_truncation(run, line_text)
+
+
+@pytest.mark.parametrize("after", ["eval", "generate", "save", "epoch_eval"])
+def test_clean_twin_runs_the_code_after_the_loop_and_passes(preflight, tmp_path, after):
+    out = tmp_path / "ckpt"
+    run = _run(preflight, "--after", after, "--clean", "--out", str(out))
+    report = run.report
+    assert report is not None and run.returncode == PASS, run.output[-4000:]
+    assert report["verdict"] == "pass" and report["dry_run"]["kind"] == "script-end"
+    assert report["dry_run"]["covered"] is True and report["dry_run"]["truncated"]["step"] == 50
+    assert "rank 0 done" in run.output and "rank 1 done" in run.output
+    lines = run.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if "dslint preflight: dry run:" in line)
+    assert "PASS" in lines[first + 1] and "ended at the script's end" in lines[first]
+    if after == "epoch_eval":  # epochs 2 and 3 ran their first step each: 50 + 1 + 1
+        assert report["dry_run"]["steps"] == 52, report["dry_run"]
+        assert run.output.count("epoch 2 eval") == 2
+    if after == "save":
+        assert report["redirected_saves"] == {"0": [str(out)], "1": [str(out)]}
+        assert not out.exists()
+    print(f"figure: {run.wall_s:.1f} s")
+
+
+def test_a_loop_the_preflight_cannot_end_is_named_and_not_covered(preflight):
+    run = _run(preflight, "--after", "eval", "--loop", "range")
+    report = run.report
+    assert report is not None and run.returncode == NOT_COVERED, run.output[-4000:]
+    assert report["verdict"] == "not_covered" and report["exit_code"] == NOT_COVERED
+    end = report["dry_run"]
+    assert end["kind"] == "unended-loop" and end["covered"] is False and end["truncated"]["step"] == 50
+    loop = end["unended_loop"]
+    assert loop["path"].endswith("after_loop.py") and loop["header"] == "for step in range(args.steps)"
+    assert "for step in range(args.steps)" in run.output and "not run:" in run.output
+    assert "PASS" not in run.output
+    lines = run.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if "dslint preflight: dry run:" in line)
+    assert "NOT FULLY COVERED" in lines[first + 1]
+    print(f"figure: {run.wall_s:.1f} s")
