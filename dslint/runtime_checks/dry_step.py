@@ -17,7 +17,9 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
-from dslint.runtime_checks import compare, fast_path, loader_audit, monitor, report, store_tree, waitfor
+from dslint.runtime_checks import (
+    compare, fast_path, loader_audit, monitor, report, static_link, store_tree, waitfor,
+)
 from dslint.runtime_checks.execution_context import ExecutionContext
 from dslint.runtime_checks.exit_codes import ExitCode
 from dslint.runtime_checks.fingerprint import (
@@ -108,6 +110,7 @@ class DrySession:
         self.ended_loaders: list[dict[str, Any]] = []  # where an epoch was ended early, per loader (first time)
         self.unended_loop: dict[str, Any] | None = None  # a loop the truncation could not end (not covered)
         self.end: dict[str, Any] = {}  # what ended the dry run (``end_info``)
+        self.script: str | None = None  # the launched script (its static findings are linked in the report)
 
     # ---- scratch folder and other leftovers ----------------------------------------------------------
     @property
@@ -871,6 +874,7 @@ class DrySession:
             "moe_layers": self.moe_layers(), "error": self.error,
             "redirected_saves": self.redirected_saves, "redirected_to": self.redirected_to,
             "audits": self.audits, "coverage": self.coverage(), "check": self.check_protocol(),
+            "lines": static_link.lines_of(tracer.records),
             "end": self.end or self.end_info(ended_by if ended_by in ("abort", "error") else "script-end"),
         }
 

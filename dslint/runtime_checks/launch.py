@@ -56,6 +56,7 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
         script_text = f.read()
 
     session = DrySession(options)
+    session.script = script
     session.context.install()
     session.tracer.install()
     engine_hooks.install(session, script_text)

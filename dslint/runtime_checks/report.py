@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from dslint.runtime_checks import compare, diagnosis, loader_audit
+from dslint.runtime_checks import compare, diagnosis, loader_audit, static_link
 
 VERDICT_TITLES = {
     "pass": "PASS: all ranks agree",
@@ -118,6 +118,8 @@ def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: lis
         "tool": "dslint preflight", "verdict": verdict,
         "world_size": session.world_size, "timeout_s": session.options.timeout,
         "dry_run": end, "not_run": not_run_lines(end),
+        "static": static_link.link(getattr(session, "script", None) if session.rank == 0 else None,
+                                   {r: s.get("lines") or [] for r, s in summaries.items()}, set()),
         "ended_by": {str(r): s.get("ended_by") for r, s in summaries.items()},
         "counts": _count_table(summaries), "findings": [f for f in findings if f["severity"] != "hint"],
         "hints": [f for f in findings if f["severity"] == "hint"],
@@ -197,6 +199,9 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
         "tool": "dslint preflight", "verdict": verdict.get("kind", "error"), "world_size": session.world_size,
         "timeout_s": session.options.timeout, "abort": verdict, "diagnosis": cause,
         "dry_run": session.end_info("error" if verdict.get("kind") == "error" else "abort"),
+        "static": static_link.link(getattr(session, "script", None),
+                                   {r: s.get("lines") or [] for r, s in states.items()},
+                                   static_link.verdict_lines(verdict, states)),
         "findings": [{"code": cause["code"], "severity": "error", "message": cause["cause"], "fix": cause["fix"]}]
         + ([dict(cause["related"], severity="error")] if cause.get("related") else []),
         "ranks": ranks, "ranks_without_state": missing, "counts": _count_table(states),
@@ -321,6 +326,12 @@ def render_text(built: dict[str, Any]) -> str:
     if fast and fast.get("enabled"):
         console.print("  pre-issue check: " + ", ".join(
             f"rank {r}: {fast['fast'].get(r, 0)} of {n} on the fast path" for r, n in fast["checked"].items()))
+    static = built.get("static") or {}
+    for row in static.get("findings") or []:
+        console.print(f"  static {row['code']} at {row['path']}:{row['line']}: "
+                      f"{static_link.STATUS_TEXT.get(row['status'], row['status'])}"
+                      + (f" (ranks {', '.join(map(str, row['ranks']))})" if row["ranks"] else "")
+                      + f" -- {row['message'][:160]}")
     for hint in built.get("hints", []):
         console.print(f"  hint {hint['code']} (static, not observed in this run; does not fail it): {hint['message']}")
     for rank, moves in sorted((built.get("redirected_to") or {}).items(), key=lambda item: int(item[0])):

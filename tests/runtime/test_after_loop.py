@@ -35,7 +35,18 @@ def _assert_found_after_the_truncation(run, line_text):
     assert any(line_text in t for t in stack), stack
     assert "loaders' epochs were ended at optimizer step 50" in run.output.split("HANG")[0]
     assert run.wall_s < DEFAULT_TIMEOUT, run.wall_s  # the monitor's verdict, not the --timeout
+    # static <-> runtime: dslint check's finding at the hazard's line is confirmed by this run
+    confirmed = [f for f in report["static"]["findings"] if f["status"] == "confirmed"]
+    assert [f["code"] for f in confirmed] == ["DSL101"], report["static"]
+    assert line_text in _line(confirmed[0]), confirmed
+    assert "CONFIRMED by this run" in run.output
     print(f"figure: {run.wall_s:.1f} s")
+
+
+def _line(finding):
+    from conftest import FIXTURES
+
+    return (FIXTURES / SCRIPT).read_text().splitlines()[finding["line"] - 1]
 
 
 @pytest.mark.parametrize("after, line_text", [
@@ -67,6 +78,9 @@ def test_clean_twin_runs_the_code_after_the_loop_and_passes(preflight, tmp_path,
     if after == "save":
         assert report["redirected_saves"] == {"0": [str(out)], "1": [str(out)]}
         assert not out.exists()
+    # the static finding on the code after the loop (guarded by `everyone or rank == 0`) ran on both ranks
+    executed = [f for f in report["static"]["findings"] if f["status"] == "executed"]
+    assert executed and all(f["ranks"] == [0, 1] for f in executed), report["static"]
     print(f"figure: {run.wall_s:.1f} s")
 
 
@@ -84,4 +98,7 @@ def test_a_loop_the_preflight_cannot_end_is_named_and_not_covered(preflight):
     lines = run.output.splitlines()
     first = next(i for i, line in enumerate(lines) if "dslint preflight: dry run:" in line)
     assert "NOT FULLY COVERED" in lines[first + 1]
+    # the static findings after the unended loop: not reached by the dry run
+    statuses = {f["line"]: f["status"] for f in report["static"]["findings"]}
+    assert statuses and set(statuses.values()) == {"not reached"}, report["static"]
     print(f"figure: {run.wall_s:.1f} s")
