@@ -110,7 +110,7 @@ class DrySession:
         self.ended_loaders: list[dict[str, Any]] = []  # where an epoch was ended early, per loader (first time)
         self.unended_loop: dict[str, Any] | None = None  # a loop the truncation could not end (not covered)
         self.end: dict[str, Any] = {}  # what ended the dry run (``end_info``)
-        self.script: str | None = None  # the launched script (its static findings are linked in the report)
+        self.static_check: static_link.StaticCheck | None = None  # rank 0: dslint check on the launched script
 
     # ---- scratch folder and other leftovers ----------------------------------------------------------
     @property
@@ -126,6 +126,8 @@ class DrySession:
         """Remove the scratch folder (the redirected saves) and this process's DeepSpeed shm buffers."""
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+        if self.static_check is not None:
+            self.static_check.stop()
         remove_own_shm_files(self.rank)
 
     # ---- peers --------------------------------------------------------------------------------------

@@ -56,7 +56,9 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
         script_text = f.read()
 
     session = DrySession(options)
-    session.script = script
+    from dslint.runtime_checks import static_link
+
+    session.static_check = static_link.start(script, int(os.environ.get("RANK", "0")))
     session.context.install()
     session.tracer.install()
     engine_hooks.install(session, script_text)

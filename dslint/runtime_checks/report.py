@@ -118,7 +118,7 @@ def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: lis
         "tool": "dslint preflight", "verdict": verdict,
         "world_size": session.world_size, "timeout_s": session.options.timeout,
         "dry_run": end, "not_run": not_run_lines(end),
-        "static": static_link.link(getattr(session, "script", None) if session.rank == 0 else None,
+        "static": static_link.link(getattr(session, "static_check", None) if session.rank == 0 else None,
                                    {r: s.get("lines") or [] for r, s in summaries.items()}, set()),
         "ended_by": {str(r): s.get("ended_by") for r, s in summaries.items()},
         "counts": _count_table(summaries), "findings": [f for f in findings if f["severity"] != "hint"],
@@ -199,7 +199,7 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
         "tool": "dslint preflight", "verdict": verdict.get("kind", "error"), "world_size": session.world_size,
         "timeout_s": session.options.timeout, "abort": verdict, "diagnosis": cause,
         "dry_run": session.end_info("error" if verdict.get("kind") == "error" else "abort"),
-        "static": static_link.link(getattr(session, "script", None),
+        "static": static_link.link(getattr(session, "static_check", None),
                                    {r: s.get("lines") or [] for r, s in states.items()},
                                    static_link.verdict_lines(verdict, states)),
         "findings": [{"code": cause["code"], "severity": "error", "message": cause["cause"], "fix": cause["fix"]}]
