@@ -25,7 +25,8 @@ _CHECK_VALUES = {"--format": "output_format", "-f": "output_format", "--select":
                  "--deepspeed-version": "deepspeed_version", "--output": "output", "-o": "output",
                  "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size"}
 _CHECK_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--sniff-json": "sniff_json",
-                "--fix": "fix", "--unsafe-fixes": "unsafe_fixes", "--diff": "diff", "--fix-only": "fix_only"}
+                "--fix": "fix", "--unsafe-fixes": "unsafe_fixes", "--diff": "diff", "--fix-only": "fix_only",
+                "--show-unproven": "show_unproven"}
 _MAIN_FLAGS = {"--debug"}      # taken out of every command line by `main` before either parser sees it
 
 

@@ -47,7 +47,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
               config: Optional[Path] = None, deepspeed_version: Optional[str] = None, output: Optional[Path] = None,
               exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False,
               max_file_size: Optional[str] = None, fix: bool = False, unsafe_fixes: bool = False,
-              diff: bool = False, fix_only: bool = False) -> int:
+              diff: bool = False, fix_only: bool = False, show_unproven: bool = False) -> int:
     """`dslint check`: returns the exit code. `fix`/`fix_only`/`diff`: dslint.fixes (issue 22)."""
     if output is not None and output.is_dir():
         _error(f"dslint: error: -o/--output {output}: is a folder; give a file to write the report to")
@@ -91,6 +91,8 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
         settings.fail_level = Severity(fail_level)
     if deepspeed_version:
         settings.deepspeed_version = deepspeed_version
+    if show_unproven:
+        settings.show_unproven = True
     if max_file_size is not None:
         try:
             settings.max_file_size = parse_size(max_file_size)

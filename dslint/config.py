@@ -102,6 +102,12 @@ def _max_file_size(where: str, value: Any) -> Optional[int]:
         raise SettingsError(where, str(exc)) from None
 
 
+def _flag(where: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise SettingsError(where, f"expected true or false, got {_kind(value)}")
+    return value
+
+
 def _optional_str(where: str, value: Any) -> Optional[str]:
     if value is not None and not isinstance(value, str):
         raise SettingsError(where, f"expected a string, got {_kind(value)}")
@@ -123,11 +129,14 @@ _FIELDS: dict[str, tuple[str, Callable[[str, Any], Any], Callable[[], Any]]] = {
     "exclude": ("exclude", _strings, list),
     "deepspeed_version": ("deepspeed-version", _optional_str, lambda: None),
     "max_file_size": ("max-file-size", _max_file_size, lambda: None),
+    # findings whose evidence is incomplete (issue 30: `Finding.proven`) are reported too, marked as such
+    "show_unproven": ("show-unproven", _flag, lambda: False),
     "root": ("root", _path, Path.cwd),
 }
 _BY_KEY = {key: name for name, (key, _, _) in _FIELDS.items()} | {name: name for name in _FIELDS}
-_NOT_DUMPED = {"root", "max_file_size"}    # a checkout moved elsewhere keeps its result cache; the size limit
-                                           # decides which files are read, not what they hold
+_NOT_DUMPED = {"root", "max_file_size", "show_unproven"}
+# a checkout moved elsewhere keeps its result cache; the size limit decides which files are read, not what they
+# hold; the cache keeps every finding, proven or not, and the report leaves out the unproven ones
 
 
 class Settings:
@@ -144,6 +153,7 @@ class Settings:
     exclude: list[str]
     deepspeed_version: Optional[str]
     max_file_size: Optional[int]
+    show_unproven: bool
     root: Path
 
     def __init__(self, **values: Any) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from dslint.config import Settings
-from dslint.findings import Finding, Fix, InputError, Report, Severity, TraceStep
+from dslint.findings import Evidence, Finding, Fix, InputError, Report, Severity, TraceStep
 from dslint.sources.inputs import SKIP_DIRS, Inputs, collect, read_sources, shown_path  # noqa: F401
 from dslint.sources.wordsearch import alternation
 from dslint.program.project import ProjectView
@@ -273,6 +273,11 @@ class Checker:
                                     "errors": [e.model_dump(mode="json") for e in errors]})
         report.findings.sort(key=Finding.sort_key)
         report.settings = project.settings_summary()
+        if not self.settings.show_unproven:
+            # findings whose evidence is incomplete (issue 30): cached with the others, left out of the report
+            shown = [f for f in report.findings if f.proven]
+            report.hidden = len(report.findings) - len(shown)
+            report.findings = shown
         self._keep(project, views)
         return report
 
@@ -311,7 +316,8 @@ class Checker:
             if hit is None:
                 missing.append((src, key))
             elif hit.get("compiles"):
-                facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]))
+                facts[id(src)] = FileFacts(tuple(hit["imports"]), hit["runs"], tuple(hit["refs"]), tuple(hit["args"]),
+                                           hit["argv"], tuple(hit["flags"]))
         jobs = self.jobs or min(MAX_AUTO_JOBS, os.cpu_count() or 1)
         if jobs > 1 and hasattr(os, "fork"):
             with span("outlines (forked)"):
@@ -336,13 +342,14 @@ class Checker:
                 except PairingError:
                     # the file's facts could not be built: its rules report it (internal error), the run goes on
                     pass
-            found = FileFacts.of(src, refs)
+            found = FileFacts.of(src, refs, *project.argument_files(src)) if src.compiles else None
             if found is not None:
                 facts[id(src)] = found
             if cache:
                 cache.put(key, {"compiles": False} if found is None else {
                     "compiles": True, "imports": list(found.imports), "runs": found.runs_by_itself,
-                    "refs": list(found.config_refs)})
+                    "refs": list(found.config_refs), "args": list(found.argument_files),
+                    "argv": found.arguments_from_argv, "flags": list(found.argument_flags)})
 
     def _views(self, relevant: list[AnySource], todo: list[int], project: ProjectView) -> dict[int, ProjectView]:
         """The view each file to analyse is checked in: a Python file in its launch-unit context (the files of
@@ -424,7 +431,11 @@ class Checker:
             if not isinstance(source, ShellSource):
                 name = Path(source.path).name
                 single = len(project.json_configs) == 1
-                deps += [s for s in project.program.python if single or name in s.text]   # no outline built
+                # what kind of JSON it is also depends on the scripts launcher lines run and on those that read
+                # arguments files (dslint.program.json_kinds): a superset, by text
+                launched = {id(t) for _, _, t in project.program.launch_targets}
+                deps += [s for s in project.program.python if single or name in s.text or id(s) in launched
+                         or "parse_json_file" in s.text]   # no outline built
         hashes = self._hashes
         text = "\n".join(sorted(f"{s.path}:{hashes.get(id(s)) or content_hash(s.text)}" for s in deps))
         return f"{self._source_key(source)}|{content_hash(text)}"
@@ -562,13 +573,22 @@ class Checker:
         per_file = self.settings.ignored_for(source.path)
         broken = source.parse_problem() is not None
         ctx = RuleContext(source, project)
+        one_process = None
         for rule in self.rules:
             if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
                 continue
+            if rule.needs_ranks:
+                if one_process is None:
+                    one_process = project.runs_one_process(source)
+                if one_process:
+                    continue
             try:
                 if not rule.wants(ctx):
                     continue
                 diagnostics = list(rule.check(ctx))
+                for diag in diagnostics:
+                    if not diag.evidence:
+                        _family_evidence(rule, ctx, diag)
             except Exception as exc:  # a broken rule must not lose the other rules' findings
                 report.errors.append(_internal_error(rule, source.path, exc))
                 continue
@@ -653,7 +673,9 @@ def _strings(value) -> bool:
 def _facts_entry(entry: dict) -> bool:
     """A program-facts entry of the result cache has the shape `_program` writes."""
     return entry.get("compiles") is False or (entry.get("compiles") is True and _strings(entry.get("imports"))
-                                               and type(entry.get("runs")) is bool and _strings(entry.get("refs")))
+                                               and type(entry.get("runs")) is bool and _strings(entry.get("refs"))
+                                               and _strings(entry.get("args")) and type(entry.get("argv")) is bool
+                                               and _strings(entry.get("flags")))
 
 
 def _cached_results(entry: Optional[dict]) -> Optional[tuple[list[Finding], list[InputError]]]:
@@ -743,7 +765,43 @@ def _finding(rule: Rule, diag: Diagnostic, source: AnySource) -> Finding:
     return Finding(code=code, name=owner.name, severity=diag.severity or owner.severity, path=where.path,
                    line=span.line, column=span.column, end_line=max(span.end_line, span.line),
                    end_column=span.end_column if span.end_line > span.line else max(span.end_column, span.column),
-                   message=diag.message, trace=trace, fix=fix)
+                   message=diag.message, trace=trace, fix=fix, evidence=_evidence(diag, source), proven=diag.proven)
+
+
+def _family_evidence(rule: Rule, ctx: RuleContext, diag: Diagnostic) -> None:
+    """Evidence for a diagnostic its rule gave none (`dslint.rules.evidence.family_evidence`)."""
+    from dslint.rules.evidence import family_evidence
+    clues, proven = family_evidence(diag.code or rule.code, ctx, diag)
+    diag.evidence = clues
+    if proven is not None:
+        diag.proven = diag.proven and proven
+
+
+def _evidence(diag: Diagnostic, source: AnySource) -> list[Evidence]:
+    """The diagnostic's clues (`rules.base.Clue`, or anything with its fields: `collective_sites.Fact`) as
+    located evidence, in order, without repeats."""
+    out: list[Evidence] = []
+    seen: set[tuple] = set()
+    for clue in diag.evidence:
+        path, line = clue.path, None
+        number = clue.at if isinstance(clue.at, int) and not isinstance(clue.at, bool) else None
+        if clue.source is not None or clue.at is not None and clue.path is None:
+            where = clue.source or source
+            path = where.path
+            if number is not None:
+                line = number
+            elif clue.at is not None:
+                try:
+                    line = span_of(where, clue.at).line
+                except Exception:
+                    line = None
+        elif number is not None:
+            line = number
+        key = (clue.kind, clue.note, path, line, clue.found)
+        if key not in seen:
+            seen.add(key)
+            out.append(Evidence(kind=clue.kind, note=clue.note, path=path, line=line, found=clue.found))
+    return out
 
 
 def check_texts(files: dict[str, str], settings: Optional[Settings] = None, rules: Optional[list[Rule]] = None
@@ -761,4 +819,6 @@ def check_texts(files: dict[str, str], settings: Optional[Settings] = None, rule
 
 
 def fails(report: Report, level: Severity) -> bool:
+    """Findings at or above the fail level; hidden (unproven) findings are no longer in the report and never
+    count, shown ones (`--show-unproven`) do."""
     return any(f.severity.rank >= level.rank for f in report.findings)

@@ -99,6 +99,28 @@ class TraceStep(_Model):
     note: str
 
 
+EVIDENCE_KINDS = ("collective", "engine", "init_inference", "config", "zero-stage", "moe-layer", "moe-config",
+                  "ddp", "trainer", "accelerate", "launcher", "world-size", "process-group", "model", "optimizer",
+                  "consumer", "deepspeed-version")
+
+
+@dataclass(slots=True, kw_only=True)
+class Evidence(_Model):
+    """One fact a finding rests on (issue 30): what it is (`kind`, one of EVIDENCE_KINDS), where dslint saw it
+    (`path`/`line`, None for a fact of the run such as the DeepSpeed version) and a short note. `found` False: a
+    fact the hazard needs that dslint could not see (an unknown ZeRO stage) -- said, so the reader knows what the
+    finding assumes."""
+
+    kind: str
+    note: str
+    path: Optional[str] = None
+    line: Optional[int] = None
+    found: bool = True
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" if self.path and self.line else (self.path or "")
+
+
 @dataclass(slots=True, kw_only=True)
 class Edit(_Model):
     """Replace the text from (line, column) up to, not including, (end_line, end_column) of `path` by
@@ -155,14 +177,21 @@ class Finding(_Model):
     message: str
     trace: list[TraceStep] = field(default_factory=list)
     fix: Optional[Fix] = None
+    # what the finding rests on (issue 30): the config, engine, launcher line, MoE layer ... that make the hazard
+    # real in this launch unit, and the facts it needs that were not seen (`found` False)
+    evidence: list[Evidence] = field(default_factory=list)
+    # False: the evidence the rule needs (its docs say which) is incomplete; such findings are hidden unless
+    # `--show-unproven` / `show-unproven = true` asks for them
+    proven: bool = True
 
-    _NESTED = {"trace": TraceStep, "fix": Fix}
+    _NESTED = {"trace": TraceStep, "fix": Fix, "evidence": Evidence}
 
     def __post_init__(self) -> None:
         self.severity = Severity(self.severity)
         for name in ("line", "column", "end_line", "end_column"):
             _check_position("Finding", name, getattr(self, name))
         self.trace = list(self.trace)
+        self.evidence = list(self.evidence)
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code, self.message)
@@ -198,6 +227,8 @@ class Report(_Model):
     # `check --fix`/`--fix-only` (issue 22): {"applied": N, "remaining": M, "files": [...], "not_written": [...]};
     # None (and absent from the JSON) otherwise
     fixes: Optional[dict] = None
+    # findings left out because their evidence is incomplete (`Finding.proven` False; `--show-unproven` shows them)
+    hidden: int = 0
 
     _NESTED = {"findings": Finding, "errors": InputError}
 

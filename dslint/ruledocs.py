@@ -64,6 +64,8 @@ def markdown(rules: tuple[type[Rule], ...]) -> str:
         valid = _example_block(r, "valid")
         if valid:
             parts.append("\n**Not flagged**:\n\n" + "\n\n".join(valid) + "\n")
+        if r.evidence_docs():
+            parts.append(f"\n**Evidence**: {r.evidence_docs()}\n")
         if r.suppress_when:
             parts.append(f"\n**When to suppress**: {r.suppress_when}\n")
     return "".join(parts)
@@ -80,7 +82,7 @@ def as_json(rules) -> str:
                         "severity_when_unsure": (r.severity_when_unsure or r.severity).value, "summary": r.summary,
                         "documentation": r.documentation(), "fix": r.fix_advice, "autofix": r.autofix,
                         "references": list(r.references),
-                        "versions": r.versions} for r in rules], indent=2) + "\n"
+                        "versions": r.versions, "evidence": r.evidence_docs()} for r in rules], indent=2) + "\n"
 
 
 def explain(rule: type[Rule]) -> str:
@@ -89,4 +91,5 @@ def explain(rule: type[Rule]) -> str:
         (f"\nReferences: {'; '.join(rule.references)}\n" if rule.references else "") + \
         (f"\nUse instead: {rule.fix_advice}\n" if rule.fix_advice else "") + \
         (f"\nAutomatic fix: {rule.autofix}\n" if rule.autofix else "") + \
+        (f"\nEvidence: {rule.evidence_docs()}\n" if rule.evidence_docs() else "") + \
         (f"\nSuppress when: {rule.suppress_when}\n" if rule.suppress_when else "")

@@ -517,3 +517,20 @@ def test_a_terminal_that_cannot_show_a_character_gets_it_escaped(tmp_path):
                         env={"PYTHONIOENCODING": "ascii"})
     _clean_stderr(result)
     assert result.returncode == 1 and "DSL406" in result.stdout and "\\xd7" in result.stdout, result.stdout
+
+
+def test_walked_markdown_is_read_only_for_launcher_blocks(tmp_path):
+    # a README without a launcher block, one that is not UTF-8 and one over the size limit are dropped without a
+    # word; one whose shell block launches train.py on one GPU is read (and gets no finding of its own)
+    folder = _with_hazard(tmp_path / "repo")
+    (folder / "NOTES.md").write_text("# notes\n\n```python\nimport deepspeed\n```\n")
+    (folder / "BAD.md").write_bytes(b"\xff\xfe deepspeed train.py")
+    (folder / "BIG.md").write_text("```bash\ndeepspeed --num_gpus 2 train.py\n```\n" + "x" * (2 << 20))
+    (folder / "README.md").write_text("Run it:\n\n```bash\ndeepspeed --include localhost:0 train.py\n```\n")
+    result = run_dslint("check", "--format", "json", str(folder))
+    _clean_stderr(result)
+    report = json.loads(result.stdout)
+    assert report["files_checked"] == 2 and not report["errors"]
+    assert report["findings"] == []                      # one process: no rank to wait for
+    (folder / "README.md").write_text("Run it:\n\n```bash\ndeepspeed --include localhost:0,1 train.py\n```\n")
+    _reports_hazard(run_dslint("check", str(folder)))

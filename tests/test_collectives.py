@@ -67,3 +67,50 @@ if args.local_rank != -1:
     dist.barrier()
 """
     assert _findings({"train.py": src}, "DSL101") == []
+
+
+SEQUENCE_HELPERS = """\
+import torch.distributed as dist
+
+
+def share(t):
+    dist.broadcast(t, 0)
+"""
+SEQUENCE_SCRIPT = """\
+import torch.distributed as dist
+from helpers import share
+
+
+def step(t):
+    if dist.get_rank() == 0:
+        share(t)
+    else:
+        dist.all_reduce(t)
+"""
+
+
+def test_branches_reaching_different_collectives_name_what_the_other_side_runs():
+    """Both sides reach a collective, through a helper in another file on one side: the sequences differ
+    (a broadcast against an all_reduce), each side is reported and says what the other side runs instead."""
+    found = _findings({"train.py": SEQUENCE_SCRIPT, "helpers.py": SEQUENCE_HELPERS}, "DSL101")
+    assert sorted(f.line for f in found) == [7, 9]
+    by_line = {f.line: f for f in found}
+    assert "`dist.all_reduce(...)` (line 9)" in by_line[7].message and "instead" in by_line[7].message
+    assert "`share(...)` (line 7)" in by_line[9].message
+    assert "does not hold" in by_line[9].message
+
+
+def test_same_sequence_through_a_helper_is_balanced():
+    script = SEQUENCE_SCRIPT.replace("dist.all_reduce(t)", "dist.broadcast(t, 0)")
+    assert _findings({"train.py": script, "helpers.py": SEQUENCE_HELPERS}, "DSL101") == []
+
+
+def test_rank_formula_and_representatives():
+    import libcst as cst
+    from dslint.program.rank.sequences import decide, rank_formula, representatives
+    consts: set = set()
+    formula = rank_formula(cst.parse_expression('int(os.environ["LOCAL_RANK"]) not in [-1, 0]'), None, consts)
+    assert [decide(formula, r) for r in (0, 1, 5)] == [False, True, True]
+    assert consts == {-1, 0}
+    assert representatives({0, 3}) == (0, 1, 2, 3, 4)
+    assert rank_formula(cst.parse_expression("rank % 2 == 0"), None, set()) is None

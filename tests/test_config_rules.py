@@ -6,7 +6,7 @@ import textwrap
 
 from dslint.config import Settings
 from dslint.dsconfig import analyse
-from dslint.engine import check_texts
+from dslint.engine import Checker, check_texts
 from tests.conftest import run_dslint
 
 THREE = textwrap.dedent("""\
@@ -81,8 +81,10 @@ def test_removed_keys_follow_the_deepspeed_version():
     cfg = {"ds.json": '{"train_micro_batch_size_per_gpu": 1,\n "sparse_attention": {"mode": "fixed"}}'}
     assert [c for _, _, c, _ in findings(cfg)] == ["DSL403"]
     assert findings(cfg, deepspeed_version="0.14.4") == []
-    report = check_texts(cfg, Settings(deepspeed_version="0.19.2"))
-    assert [f.severity.value for f in report.findings] == ["warning"]
+    # 0.19.2 still reads `sparse_attention` (the generated table lists the removal from 0.19.8 on)
+    assert findings(cfg, deepspeed_version="0.19.2") == []
+    report = check_texts(cfg, Settings(deepspeed_version="0.19.8"))
+    assert [f.severity.value for f in report.findings] == ["error"]
 
 
 def test_inference_configs_are_left_alone():
@@ -184,3 +186,39 @@ def test_config_templates_are_not_parse_errors(tmp_path, monkeypatch):
     assert problem('{"bs": 8, "lr": lr}').template
     report = check_texts({"ds.json": '{"train_batch_size": CONFIG_BATCH_SIZE}'}, Settings())
     assert report.findings == []
+
+
+def _deepspeed_tree(root, version_file: str, text: str):
+    """A DeepSpeed source tree under `root`: its package with the version module, and its version file."""
+    (root / "deepspeed").mkdir(parents=True)
+    (root / "deepspeed" / "__init__.py").write_text("")
+    (root / "deepspeed" / "git_version_info.py").write_text("version = '0.0.0'\n")
+    (root / version_file).write_text(text)
+
+
+def test_a_deepspeed_source_tree_is_its_own_release(tmp_path, monkeypatch):
+    """Issue 30 (DynMoE's vendored DeepSpeed-0.9.5): a file inside a DeepSpeed source tree is judged at the tree's
+    version file, not at the project's DeepSpeed; a tree older than the table is judged at its oldest release
+    and every such finding says so, as a warning. Folder names decide nothing."""
+    from dslint.program.project import deepspeed_tree_of
+    new, old, named = tmp_path / "a", tmp_path / "b", tmp_path / "DeepSpeed-0.14.0"
+    _deepspeed_tree(new, "version.txt", "0.14.0\n")
+    _deepspeed_tree(old, "deepspeed/git_version_info_installed.py", "version='0.9.5+abc'\ngit_hash='abc'\n")
+    (named / "deepspeed").mkdir(parents=True)
+    (named / "deepspeed" / "__init__.py").write_text("")
+    for root in (new, old, named):
+        (root / "tests").mkdir()
+    assert deepspeed_tree_of(new / "tests" / "x.json", tmp_path) == ("0.14.0", str(new.resolve()))
+    assert deepspeed_tree_of(old / "tests" / "x.json", tmp_path)[0] == "0.9.5"
+    assert deepspeed_tree_of(named / "tests" / "x.json", tmp_path) is None
+    cfg = '{\n  "train_micro_batch_size_per_gpu": 1,\n  "sparse_gradients": true,\n  "gradient_acumulation_steps": 2\n}\n'
+    for root in (new, old, named):
+        (root / "tests" / "ds_config.json").write_text(cfg)
+    monkeypatch.chdir(tmp_path)
+    report = Checker(Settings(root=tmp_path, deepspeed_version="0.19.8")).check_paths(
+        [p.relative_to(tmp_path) for p in (new, old, named)])
+    got = {(f.path.split("/")[0], f.line, f.code, f.severity.value) for f in report.findings}
+    assert got == {("a", 4, "DSL401", "error"), ("b", 4, "DSL401", "warning"),
+                   ("DeepSpeed-0.14.0", 3, "DSL403", "error"), ("DeepSpeed-0.14.0", 4, "DSL401", "error")}, got
+    old_message = next(f.message for f in report.findings if f.path.startswith("b/"))
+    assert "judged at DeepSpeed 0.10.0" in old_message and "0.9.5" in old_message

@@ -16,7 +16,7 @@ from dslint.engine import Checker
 from dslint.testing import expected
 
 ROOT = Path(__file__).parent / "fixtures" / "static"
-SUFFIXES = {".py", ".json", ".sh"}
+SUFFIXES = {".py", ".json", ".sh", ".md"}
 
 
 def _cases():
@@ -24,7 +24,7 @@ def _cases():
         for entry in sorted(family.iterdir()):
             if entry.is_dir() and not entry.name.startswith(("_", ".")):
                 yield entry
-            elif entry.suffix in SUFFIXES:
+            elif entry.suffix in SUFFIXES and entry.suffix != ".md":    # a README travels with its folder case
                 yield entry
 
 
@@ -39,7 +39,8 @@ def _options(files: list[Path]) -> dict:
     for f in files:
         for m in re.finditer(r"#\s*dslint-fixture:\s*(.*)", f.read_text()):
             for key, value in re.findall(r"([\w-]+)=(\S+)", m.group(1)):
-                opts[key.replace("-", "_")] = int(value) if value.isdigit() else value
+                opts[key.replace("-", "_")] = int(value) if value.isdigit() else \
+                    {"true": True, "false": False}.get(value, value)
     return opts
 
 

@@ -35,9 +35,9 @@ def _report() -> Report:
 
 def test_json_contract_keys_exactly():
     data = json.loads(render("json", _report(), all_rules()))
-    assert set(data) == {"version", "findings", "files_checked", "errors", "settings"}
+    assert set(data) == {"version", "findings", "files_checked", "errors", "settings", "hidden"}
     assert set(data["findings"][0]) == {"code", "name", "severity", "path", "line", "column", "end_line",
-                                        "end_column", "message", "trace", "fix"}
+                                        "end_column", "message", "trace", "fix", "evidence", "proven"}
     assert data["findings"][0]["trace"][1] == {"path": "utils/ckpt.py", "line": 4,
                                                "note": "save() → engine.save_checkpoint"}
 

@@ -100,6 +100,7 @@ def test_trailing_backslash_at_end_of_file_is_accepted():
     ('deepspeed --num_gpus 2 train.py --deepspeed "ds.json\n', 1, 45),
     ("X=$(echo a\necho b\n", 1, 3),
     ("X=`echo a\n", 1, 3),
+    ("deepspeed --num_gpus 2 t.py \\\n  `# note \\\n  --deepspeed ds.json\n", 2, 3),  # a backquoted comment never closed
     ("if true; then\n  echo x\n", 2, 1),                               # bash: unexpected end of file
     ("for i in 1 2; do\n  echo $i\n", 2, 1),
 ])
@@ -109,6 +110,16 @@ def test_syntax_error_only_where_bash_stops(text, line, column):
     assert (info.value.line, info.value.column) == (line, column)
     problem = ShellSource("run.sh", text).parse_problem()
     assert problem.message.startswith("shell syntax error: unexpected end of file") and "\n" not in problem.message
+
+
+def test_backquoted_comment_between_continued_arguments_is_an_empty_word():
+    # `# note` in backquotes is a comment run as a command substitution: it expands to nothing and the command
+    # goes on (bash -n accepts it); the grammar's comment would swallow the closing backquote
+    text = "deepspeed --num_gpus 2 t.py \\\n  --lr 1 \\\n  `# 学习率 (note)` \\\n  --deepspeed ds.json\necho `date`\n"
+    launches, error = read_script(text)
+    assert error is None
+    assert [(l.line, l.script_args, l.config_paths) for l in launches] == \
+        [(1, ["--lr", "1", "--deepspeed", "ds.json"], ["ds.json"])]
 
 
 def test_grammar_gaps_are_not_errors_and_keep_the_launches():
@@ -149,3 +160,84 @@ def test_parsing_repeated_scripts_is_stable():
     assert len(first) == 8
     for _ in range(20):
         assert parse_launches(body) == first
+
+
+@pytest.mark.parametrize("line, world", [
+    ("deepspeed --include localhost:0 t.py", 1),
+    ("deepspeed --include localhost:0,1 t.py", 2),
+    ("deepspeed -i node1:0,1@node2:0,1 t.py", 4),
+    ("deepspeed --include node1:0@node2:0,1 t.py", 3),
+    ("deepspeed --include node1@node2 t.py", None),            # every GPU of each host
+    ("deepspeed --include localhost:$GPUS t.py", None),        # a list the script does not spell
+    ("deepspeed --exclude localhost:1 t.py", None),            # depends on the machine's GPU count
+    ("CUDA_VISIBLE_DEVICES=0 deepspeed t.py", 1),              # the runner turns it into --include localhost:0
+    ("CUDA_VISIBLE_DEVICES=0,1 deepspeed --num_gpus 4 t.py", 4),   # ... unless --num_gpus/--include is given
+    ("CUDA_VISIBLE_DEVICES=0 deepspeed --hostfile hf t.py", None),
+    ("deepspeed t.py", None),
+    ("deepspeed --num_gpus 1 --num_nodes 1 t.py", 1),
+    ("torchrun t.py", 1),                                      # --nproc-per-node and --nnodes default to 1
+    ("PET_NPROC_PER_NODE=4 torchrun t.py", 4),
+    ("torchrun --nproc_per_node gpu t.py", None),
+    ("srun torchrun t.py", None),                              # one torchrun per task
+    ("srun -N 2 torchrun --nnodes 2 --nproc_per_node 1 t.py", 2),
+    ("accelerate launch --num_processes 1 t.py", 1),
+    ("accelerate launch t.py", None),                          # the accelerate config file decides
+])
+def test_world_size_as_the_launcher_decides_it(line, world):
+    assert _one(line + "\n").world_size == world
+
+
+def test_world_size_from_an_exported_device_list():
+    assert _one("export CUDA_VISIBLE_DEVICES=2,3\ndeepspeed t.py\n").world_size == 2
+
+
+def test_a_counter_changed_by_arithmetic_has_no_literal_value():
+    text = "N=0\nfor h in a b; do\n  torchrun --nnodes 2 --node_rank $N t.py &\n  ((N++))\ndone\n"
+    assert _one(text).options["--node_rank"] == "$N"
+    assert _one("N=0\nlet N+=1\ntorchrun --node_rank $N t.py\n").options["--node_rank"] == "$N"
+    assert _one("N=3\nif (( N == 3 )); then torchrun --node_rank $N t.py; fi\n").options["--node_rank"] == "3"
+
+
+@pytest.mark.parametrize("line, part", [
+    ("torchrun --nnodes 2 --node_rank 1 --master_addr h1 t.py", ("h1", "1")),
+    ("torchrun --nnodes=2 --rdzv_backend c10d --rdzv_endpoint h1:29400 t.py", ("h1", "")),
+    ("torchrun --nnodes 1 --node_rank 0 t.py", None),
+    ("torchrun --nnodes 2 t.py", None),                       # static rendezvous without a node rank
+    ("deepspeed --num_nodes 2 --node_rank 1 --master_addr h1 t.py", ("h1", "1")),
+    ("accelerate launch --num_machines 2 --machine_rank 1 --main_process_ip h1 t.py", ("h1", "1")),
+])
+def test_node_of_a_multi_node_job(line, part):
+    assert _one(line + "\n").node_of_job == part
+
+
+@pytest.mark.parametrize("text, cwd", [
+    ("deepspeed t.py\n", None),
+    ("cd finetune\ndeepspeed t.py\n", ("start", "finetune")),            # from wherever it was started
+    ("cd finetune && deepspeed t.py\n", ("start", "finetune")),
+    ('cd "$(dirname "$0")"\ndeepspeed t.py\n', ("script", ".")),         # the script's own folder
+    ("cd $(dirname $0)/../finetune\ndeepspeed t.py\n", ("script", "../finetune")),
+    ('cd "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/.."\ndeepspeed t.py\n', ("script", "..")),
+    ("cd ..\ncd a\ndeepspeed t.py\n", ("start", "../a")),
+    ("cd $WORK\ndeepspeed t.py\n", None),                              # cannot be followed
+    ("cd /abs/path\ndeepspeed t.py\n", None),
+])
+def test_folder_the_script_cds_into_before_the_launch(text, cwd):
+    assert _one(text).cwd == cwd
+
+
+def test_unquoted_multi_word_variable_splits_into_launcher_options():
+    text = 'ARGS="--nproc_per_node 8 --nnodes 1"\ntorchrun $ARGS train.py --deepspeed ds.json\n'
+    launch = _one(text)
+    assert (launch.script, launch.world_size, launch.config_paths) == ("train.py", 8, ["ds.json"])
+    # options the script does not spell out: the world size is unknown, not torchrun's default of one
+    launch = _one("torchrun $DISTRIBUTED_ARGS train.py --deepspeed ds.json\n")
+    assert (launch.script, launch.world_size, launch.config_paths) == ("train.py", None, ["ds.json"])
+
+
+def test_readme_launches_get_no_shell_rule():
+    from dslint.engine import check_texts
+    readme = ("```bash\ndeepspeed --include localhost:0,1 t.py --seed 1 &\n"
+              "deepspeed --include localhost:2,3 t.py --seed 2 &\n```\n")
+    report = check_texts({"README.md": readme, "sweep.sh": readme.replace("```bash\n", "").replace("```\n", "")})
+    assert report.files_checked == 2
+    assert [(f.path, f.code) for f in report.findings] == [("sweep.sh", "DSL502")]

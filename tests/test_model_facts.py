@@ -40,6 +40,9 @@ def _cst_classify(facts, value, names):
                                 and literal_value(a.value) is False for a in value.args)
     if callee.startswith(("torch.nn.", "nn.")):
         return None if last in mf.PARAMETERLESS or last == "Buffer" or not last[:1].isupper() else ("module", False)
+    if callee.endswith(".from_pretrained") and callee.startswith("transformers.") and \
+            not mf._is_moduleish(callee.rsplit(".", 1)[0]):
+        return None
     if last in names or last == "MoE" or callee.endswith("from_pretrained") or \
             last.startswith(("build_", "make_", "create_")):
         return "module", False
@@ -75,13 +78,15 @@ class _CstFreezes:
     """The libcst freeze collector: (attr or '*', flag, line) for every freeze/unfreeze statement."""
 
     def __init__(self, src):
-        self.src, self.out, self.loops, self.conditional = src, set(), [], 0
+        self.src, self.out, self.loops, self.conditional, self.classes = src, set(), [], 0, 0
 
     def run(self):
         from dslint.sources.cstwalk import walk_events
         for node, entering in walk_events(self.src.module):
             if isinstance(node, (cst.If, cst.IfExp)):
                 self.conditional += 1 if entering else -1
+            elif isinstance(node, cst.ClassDef):
+                self.classes += 1 if entering else -1
             elif isinstance(node, cst.For):
                 if not entering:
                     self.loops.pop()
@@ -92,9 +97,14 @@ class _CstFreezes:
                         isinstance(node.target, (cst.Name, cst.Tuple)):
                     var = node.target.value if isinstance(node.target, cst.Name) else next(
                         (e.value.value for e in reversed(node.target.elements) if isinstance(e.value, cst.Name)), "")
-                    self.loops.append((var, _cst_chain(it.func.value)))
+                    root = it.func.value
+                    while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)):
+                        root = root.func if isinstance(root, cst.Call) else root.value
+                    # a loop over `self.parameters()` in a class freezes that class's instances, not the model
+                    own = self.classes > 0 and isinstance(root, cst.Name) and root.value == "self"
+                    self.loops.append((var, _cst_chain(it.func.value), not own))
                 else:
-                    self.loops.append(("", []))
+                    self.loops.append(("", [], True))
             elif entering and isinstance(node, cst.Assign):
                 for t in node.targets:
                     tgt = t.target
@@ -103,7 +113,7 @@ class _CstFreezes:
                         loop = next((l for l in reversed(self.loops) if isinstance(tgt.value, cst.Name)
                                      and l[0] == tgt.value.value), None)
                         if loop is not None:
-                            self.record(loop[1], flag, node, True)
+                            self.record(loop[1], flag, node, loop[2])
                         else:
                             self.record(_cst_chain(tgt.value), flag, node, False)
             elif entering and isinstance(node, cst.Call):

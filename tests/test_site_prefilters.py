@@ -71,9 +71,9 @@ def _conditional_uses(paths, filtered: bool, monkeypatch):
     walked = [0]
     real_root = ForwardPaths.root
 
-    def counting_root(self, node):
+    def counting_root(self, node, *args):
         walked[0] += 1
-        return real_root(self, node)
+        return real_root(self, node, *args)
     monkeypatch.setattr(ForwardPaths, "root", counting_root)
     monkeypatch.setattr(model_facts.ModelFacts, "trainable", lambda self, attr: True)
     if not filtered:

@@ -87,7 +87,7 @@ def test_script_and_ds_config_still_checked_together(tmp_path):
     stdout, slow, code, stderr = _probe("json", "train.py", "ds.json", cwd=tmp_path)
     assert code == "1" and not {"torch", "deepspeed", "numpy", "transformers"} & slow, stderr[-2000:]
     report = json.loads(stdout)
-    assert list(report) == ["version", "findings", "files_checked", "errors", "settings"]
+    assert list(report) == ["version", "findings", "files_checked", "errors", "settings", "hidden"]
     assert report["files_checked"] == 2 and report["errors"] == []
     assert set(report["settings"]) == {"deepspeed_version", "deepspeed_version_from"}
     paths = {f["path"] for f in report["findings"]}

@@ -1,13 +1,15 @@
-"""dslint's own model of the DeepSpeed JSON config (pydantic v2), used by the DSL4xx rules.
+"""dslint's model of the DeepSpeed JSON config (pydantic v2), used by the DSL4xx rules.
 
-No deepspeed import: the models mirror DeepSpeed 0.19.8's config classes and `dict.get` readers, and
-tests/test_dsconfig_crosscheck.py compares them with the installed DeepSpeed so they cannot drift silently.
+No deepspeed import: the schema of every DeepSpeed release from 0.10.0 on is generated from DeepSpeed's own
+sources (`gen_schemas.py` → `schemas.json`, package data) and a config is judged at the release the project
+pins (`table.release_for`); `knowledge.py` holds what the table cannot carry (run-time checks, validators).
+tests/test_dsconfig_crosscheck.py compares the newest release's table with the installed DeepSpeed.
 """
 
 from typing import Any
 
 _FROM = {"Analysis": "check", "Problem": "check", "analyse": "check", "where": "check",
-         "DeepSpeedConfig": "top", "is_inference_config": "top"}
+         "root_model": "table", "release_for": "table", "is_inference_config": "top"}
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +21,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = ["Analysis", "Problem", "analyse", "where", "DeepSpeedConfig", "is_inference_config"]
+__all__ = ["Analysis", "Problem", "analyse", "where", "root_model", "release_for", "is_inference_config"]

@@ -1,10 +1,12 @@
-"""What a config section is: a pydantic model whose fields are the keys DeepSpeed reads there.
+"""What a config section is: a pydantic model whose fields are the keys DeepSpeed reads there, built for one
+DeepSpeed release from the generated table (`dslint.dsconfig.table.root_model`).
 
 Two kinds of sections exist in DeepSpeed and the difference matters to users:
-- sections DeepSpeed builds with its own pydantic models (`extra="forbid"`): an unknown key makes
-  `deepspeed.initialize` fail, after the job waited in the queue;
-- sections DeepSpeed reads with `dict.get` (the top level, `optimizer`, `aio`, `flops_profiler`, …): an
-  unknown key is silently ignored — the setting the user meant is simply not applied.
+- sections DeepSpeed builds with its own pydantic models (`DeepSpeedConfigModel`, `extra="forbid"`): an
+  unknown key makes `deepspeed.initialize` fail, after the job waited in the queue;
+- sections DeepSpeed reads with `get_scalar_param`/`dict.get` (the top level, `optimizer`, `aio`,
+  `flops_profiler`, and before 0.17.1 `fp16`/`bf16`, …): an unknown key is silently ignored — the setting the
+  user meant is simply not applied.
 `Section.deepspeed_rejects_unknown` records which; messages say it.
 
 Deprecated and removed keys are fields too (so they are never "unknown"), marked through
@@ -17,7 +19,7 @@ import types
 import typing
 from typing import Any, ClassVar, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 
@@ -27,18 +29,9 @@ class Section(BaseModel):
                               arbitrary_types_allowed=True)
 
     deepspeed_rejects_unknown: ClassVar[bool] = True
-    # keys whose value is a free-form mapping or list: not checked below them
     where: ClassVar[str] = ""          # the JSON path shown to users, e.g. "zero_optimization.offload_param"
-
-
-def deprecated(replacement: str, default: Any = None, **kw: Any) -> Any:
-    """A key DeepSpeed still accepts but warns about; `replacement` names the key to use instead."""
-    return Field(default, json_schema_extra={"deprecated": True, "new_param": replacement}, **kw)
-
-
-def removed(message: str, alias: Optional[str] = None) -> Any:
-    """A key DeepSpeed used to read and now rejects (or ignores); `message` says what to do."""
-    return Field(None, alias=alias, json_schema_extra={"removed": message})
+    open_section: ClassVar[bool] = False     # DeepSpeed hands the mapping on whole: its keys are not known
+    model_name: ClassVar[Optional[str]] = None   # DeepSpeed's pydantic class for this section, if any
 
 
 def field_for(model: type[Section], key: str) -> Optional[tuple[str, FieldInfo]]:
@@ -56,7 +49,7 @@ def keys_of(model: type[Section]) -> list[str]:
         if (info.json_schema_extra or {}).get("removed"):
             continue
         out.append(info.alias or name)
-        if info.alias and name != info.alias:
+        if info.alias and name != info.alias and not name.startswith("k_"):
             out.append(name)
     return out
 

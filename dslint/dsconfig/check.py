@@ -1,5 +1,6 @@
-"""One pass over a parsed DeepSpeed config: the keys each section accepts, deprecated and removed keys, and
-value errors from the models — as `Problem`s addressed by JSON path, for the DSL4xx rules to report.
+"""One pass over a parsed DeepSpeed config, judged at one DeepSpeed release (`table.release_for`: the release the
+project pins): the keys each section of that release accepts, deprecated and removed keys, and value errors
+from the models built from the generated table — as `Problem`s addressed by JSON path, for the DSL4xx rules.
 
 `"auto"` values are taken out before validation, as DeepSpeed's own models do (`DeepSpeedConfigModel`
 drops them) and as the HF integration does (it fills them in); `auto_paths` lists them for DSL408.
@@ -10,13 +11,12 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal, Optional, Union
 
 from pydantic import ValidationError
 
+from dslint.dsconfig import knowledge, table
 from dslint.dsconfig.base import Section, extra_of, field_for, keys_of, section_type
-from dslint.dsconfig.top import DeepSpeedConfig
 
 JsonPath = tuple[Union[str, int], ...]
 Kind = Literal["unknown", "deprecated", "removed", "invalid"]
@@ -45,6 +45,11 @@ class Problem:
 class Analysis:
     problems: list[Problem] = field(default_factory=list)
     auto_paths: list[JsonPath] = field(default_factory=list)
+    release: str = ""                       # the DeepSpeed release of the table the config was judged at
+    version: Optional[str] = None           # the project's DeepSpeed version it was asked for
+    # the version predates the table's oldest release (`release`): the problems are that release's, not the
+    # version's own (an older DeepSpeed's schema is not in the table), and each message says so
+    predates: bool = False
 
     def of(self, kind: Kind) -> list[Problem]:
         return [p for p in self.problems if p.kind == kind]
@@ -56,23 +61,6 @@ def where(path: JsonPath) -> str:
 
 def _in(path: JsonPath) -> str:
     return f"in `{where(path)}`" if path else "at the top level"
-
-
-@lru_cache(maxsize=None)
-def _key_homes() -> dict[str, list[str]]:
-    """key → the sections (dotted paths) where it is valid; to say where a misplaced key belongs."""
-    homes: dict[str, list[str]] = {}
-
-    def visit(model: type[Section], path: str) -> None:
-        for key in keys_of(model):
-            homes.setdefault(key, []).append(path)
-            found = field_for(model, key)
-            sub = section_type(found[1]) if found else None
-            if sub is not None:
-                visit(sub, f"{path}.{key}" if path else key)
-
-    visit(DeepSpeedConfig, "")
-    return homes
 
 
 def suggest(key: str, model: type[Section]) -> Optional[str]:
@@ -100,29 +88,38 @@ def _stem(key: str, model: type[Section]) -> Optional[str]:
     return stem[0] if len(stem) == 1 else None
 
 
-def _dotted_home(key: str, model: type[Section]) -> bool:
+def _dotted_home(key: str, section: JsonPath, release: str) -> bool:
     """`zero_optimization.reduce_bucket_size`: a dotted path to a real key (Accelerate's notation)."""
     parts = key.split(".")
     if len(parts) < 2:
         return False
-    current: Optional[type[Section]] = model
     for i, part in enumerate(parts):
-        found = field_for(current, part) if current is not None else None
-        if found is None:
-            return False
-        current = section_type(found[1])
-        if current is None and i < len(parts) - 1:
+        entry = table.key_in(release, tuple(section) + tuple(parts[:i]), part)
+        if entry is None or entry.get("removed") or (i < len(parts) - 1 and not entry.get("section")):
             return False
     return True
 
 
-def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
+def _history(key: str, path: JsonPath, release: str) -> str:
+    """`; DeepSpeed 0.13.2–0.14.3 read it, 0.19.5 does not` for a key other releases of the table read."""
+    ranges = table.key_history(path[:-1], key)
+    if not ranges:
+        return ""
+    return f"; DeepSpeed {table.ranges_text(ranges)} read it, {release} does not"
+
+
+def _unknown(key: str, path: JsonPath, model: type[Section], release: str) -> Problem:
     fails = model.deepspeed_rejects_unknown
     effect = ("`deepspeed.initialize` fails on it (this section forbids extra keys)" if fails
               else "DeepSpeed ignores it silently, so the setting is not applied")
+    effect += _history(key, path, release)
+    if not fails:
+        later = table.first_rejecting(path[:-1], key, release)
+        if later:
+            effect += f"; from DeepSpeed {later} on, `deepspeed.initialize` fails on it"
     guess = suggest(key, model)
     hint = ""
-    dotted = _dotted_home(key, model)
+    dotted = _dotted_home(key, path[:-1], release)
     if dotted:
         head, _, rest = key.partition(".")
         return Problem("unknown", path, f"unknown key `{key}` {_in(path[:-1])}: {effect}; DeepSpeed does not "
@@ -135,7 +132,7 @@ def _unknown(key: str, path: JsonPath, model: type[Section]) -> Problem:
                               guess, rename=guess)
             return problem
     else:
-        homes = [h for h in _key_homes().get(key, []) if h != where(path[:-1])]
+        homes = [h for h in table.key_homes(release).get(key, []) if h != ".".join(str(p) for p in path[:-1])]
         if homes:
             hint = f"; `{key}` belongs in `{homes[0] or 'the top level'}`"
             guess = f"{homes[0]}.{key}" if homes[0] else key
@@ -150,11 +147,23 @@ def _walk(node: dict, model: type[Section], path: JsonPath, out: Analysis, clean
         child = path + (key,)
         found = field_for(model, key)
         if found is None:
-            out.problems.append(_unknown(key, child, model))
+            replaced = knowledge.REPLACED.get((path, key))
+            if replaced is not None and field_for(model, replaced) is not None:
+                out.problems.append(Problem("deprecated", child, f"`{where(child)}` is deprecated: use "
+                                            f"`{replaced}` instead (DeepSpeed {out.release} no longer reads "
+                                            f"`{key}`)", False, replaced))
+                clean.pop(key, None)
+                continue
+            if getattr(model, "open_section", False):
+                continue
+            out.problems.append(_unknown(key, child, model, out.release))
             clean.pop(key, None)
             continue
         name, info = found
         extra = extra_of(info)
+        replaced = knowledge.REPLACED.get((path, key))
+        if replaced is not None and field_for(model, replaced) is not None and not extra.get("removed"):
+            extra = {**extra, "deprecated": True, "new_param": replaced}
         if extra.get("removed"):
             out.problems.append(Problem("removed", child, f"`{where(child)}` is no longer supported: "
                                         f"{extra['removed']}", True))
@@ -192,7 +201,7 @@ def _strip_auto(node: Any, path: JsonPath, out: Analysis) -> Any:
     return node
 
 
-def data_path(data: Any, loc: tuple, model: type[Section] = DeepSpeedConfig) -> JsonPath:
+def data_path(data: Any, loc: tuple, model: type[Section]) -> JsonPath:
     """Map a pydantic error location (field names or aliases, union tags) onto the JSON path."""
     path: list = []
     node: Any = data
@@ -217,11 +226,14 @@ def data_path(data: Any, loc: tuple, model: type[Section] = DeepSpeedConfig) -> 
     return tuple(path)
 
 
-def analyse(data: dict, partial: bool = False) -> Analysis:
-    """The problems of one config. `partial`: a config built in Python (`dslint.program.pyconfig.PartialDict`):
+def analyse(data: dict, partial: bool = False, version: Optional[str] = None) -> Analysis:
+    """The problems of one config at the DeepSpeed `version` the project uses (None: unknown, judged at the
+    newest release of the table). `partial`: a config built in Python (`dslint.program.pyconfig.PartialDict`):
     unknown values are left out of the validation and a value error is kept only where everything it
     depends on is known; the whole dict is DeepSpeed's (no embedded-framework heuristic)."""
-    out = Analysis()
+    release = table.release_for(version)
+    root = table.root_model(release, table.dict_paths(data))
+    out = Analysis(release=release, version=version)
     clean = _strip_auto(data, (), out)
     zero = data.get("zero_optimization")
     if isinstance(zero, bool):
@@ -230,17 +242,27 @@ def analyse(data: dict, partial: bool = False) -> Analysis:
                                     '`"zero_optimization": {"stage": N}` instead', False,
                                     "zero_optimization.stage"))
         clean.pop("zero_optimization")
-    _walk(data, DeepSpeedConfig, (), out, clean)
+    _walk(data, root, (), out, clean)
     _drop_foreign_keys(data, out, embedded_ok=not partial)
+    _validate(data, clean, root, partial, out)
+    if table.predates(version):
+        out.predates = True
+        for p in out.problems:
+            p.message += (f" (judged at DeepSpeed {release}, the oldest release in dslint's table: this config "
+                          f"runs against DeepSpeed {version}, whose schema dslint does not have)")
+    return out
+
+
+def _validate(data: dict, clean: dict, root: type[Section], partial: bool, out: Analysis) -> None:
     try:
-        DeepSpeedConfig.model_validate(clean)
+        root.model_validate(clean)
     except ValidationError as exc:
         seen: set[JsonPath] = set()
         tuning = isinstance(data.get("autotuning"), dict) and data["autotuning"].get("enabled") is True
         for err in exc.errors():
             if err["type"] == "extra_forbidden":
                 continue
-            path = data_path(data, err["loc"])
+            path = data_path(data, err["loc"], root)
             if path in seen:          # one message per key (unions report each member)
                 continue
             if partial and not data.known_below(path):
@@ -255,7 +277,6 @@ def analyse(data: dict, partial: bool = False) -> Analysis:
             if implied is not None:
                 problem.value, problem.has_value = implied, True
             out.problems.append(problem)
-    return out
 
 
 # keys that annotate a config by a common convention (`"_comment": "..."`, `"//": "..."`)

@@ -61,6 +61,9 @@ def render(report, rules) -> str:
                 {"location": {"physicalLocation": {"artifactLocation": {"uri": Path(t.path).as_posix()},
                                                    "region": {"startLine": t.line}},
                               "message": {"text": t.note}}} for t in f.trace]}]}]
+        # issue 30: what the finding rests on, and whether that evidence is complete
+        result["properties"] = {"proven": f.proven,
+                                "evidence": [e.model_dump(mode="json") for e in f.evidence]}
         results.append(result)
     notifications = [{"level": "error", "message": {"text": e.message},
                       "locations": [{"physicalLocation": {"artifactLocation": {"uri": Path(e.path).as_posix()}}}]}

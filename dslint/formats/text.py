@@ -54,10 +54,12 @@ def render(report, rules, color: bool | None = None) -> str:
     out: list[str] = []
     for f in report.findings:
         sev = red(f.severity.value) if f.severity.value == "error" else yellow(f.severity.value)
-        out.append(f"{bold(f'{f.path}:{f.line}:{f.column}')}: {bold(f.code)} [{sev}] {f.message}")
+        mark = "" if f.proven else ", " + yellow("unproven")
+        out.append(f"{bold(f'{f.path}:{f.line}:{f.column}')}: {bold(f.code)} [{sev}{mark}] {f.message}")
         out.extend(_frame(f.path, f.line, f.column, f.end_line, f.end_column, color))
         for step in f.trace:
             out.append(f"  = via {step.path}:{step.line}: {step.note}")
+        out.extend(evidence_lines(f))
         if f.fix:
             how = {"safe": " [fix: --fix]", "unsafe": " [fix: --fix --unsafe-fixes]",
                    "display": " [suggested edit: --format json]"}.get(f.fix.applicability, "")
@@ -71,9 +73,30 @@ def render(report, rules, color: bool | None = None) -> str:
         ("No files were checked." if not report.files_checked else "") or \
         f"All checks passed ({report.files_checked} file{'s' if report.files_checked != 1 else ''})."
     out.append(summary)
+    hidden = getattr(report, "hidden", 0)
+    if hidden:
+        out.append(f"{hidden} finding{'s' if hidden != 1 else ''} with incomplete evidence not shown "
+                   f"(--show-unproven shows {'them' if hidden != 1 else 'it'}).")
     if report.fixes is not None:
         out.append(fix_summary(report.fixes))
     return "\n".join(out) + "\n"
+
+
+def evidence_text(items) -> str:
+    """`engine: created by deepspeed.initialize (train.py:12); zero-stage: ZeRO-3 (ds.json:4)`."""
+    return "; ".join(f"{e.kind}: {e.note}" + (f" ({e.where()})" if e.where() else "") for e in items)
+
+
+def evidence_lines(f) -> list[str]:
+    """A finding's evidence in one line, and what it needed but was not seen in another."""
+    out = []
+    found = [e for e in f.evidence if e.found]
+    missing = [e for e in f.evidence if not e.found]
+    if found:
+        out.append(f"  = evidence: {evidence_text(found)}")
+    if missing:
+        out.append(f"  = not seen: {evidence_text(missing)}")
+    return out
 
 
 def fix_summary(fixes: dict) -> str:

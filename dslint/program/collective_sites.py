@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.rank.flow import iter_assigns, iter_calls
-from dslint.program.statements import settled_flags
+from dslint.program.statements import iter_returns, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.taint import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -76,6 +76,19 @@ class Hop:
 
 
 @dataclass
+class Fact:
+    """Evidence a site rests on (issue 30; `rules.base.Clue` in the findings): `at` a libcst node, a JSON path of
+    `source` (a JsonSource), a line number, or None; `path` where the fact is in no source of the run."""
+
+    kind: str                      # engine | init_inference | zero-stage | moe-layer | collective | ...
+    note: str
+    at: object = None
+    source: object = None
+    found: bool = True
+    path: Optional[str] = None
+
+
+@dataclass
 class Site:
     """A call that is (or reaches) a collective."""
 
@@ -90,6 +103,11 @@ class Site:
     handoff: list[Hop] = field(default_factory=list)
     forward: Optional["ForwardFacts"] = None        # forward/generate sites: why the model's forward is collective
     function: Optional[tuple] = None                # function sites: (source, FunctionInfo) of the callee
+    # issue 30: what makes the call collective in this launch unit (the engine, its config, an MoE layer), and
+    # whether that is shown (`proven`) or rests on names and assumptions only (a model no engine/config/MoE
+    # layer of the unit is seen to make collective)
+    evidence: list[Fact] = field(default_factory=list)
+    proven: bool = True
 
     @property
     def label(self) -> str:
@@ -108,6 +126,8 @@ class ForwardFacts:
     why: str
     moe: bool = False
     zero3: bool = False
+    evidence: list[Fact] = field(default_factory=list)      # the ZeRO-3 config, the MoE layer (issue 30)
+    origin: str = ""               # where the ZeRO-3 config was found (a config path, `file.py:line`)
 
 
 def _tail(expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -203,7 +223,8 @@ class CollectiveSites:
             engines = [r for r in held if r.kind == "engine"]
             if engines and last in ENGINE_ALWAYS:
                 return True, Site(call, src, ENGINE_ALWAYS[last], True, "engine",
-                                  handoff=self._handoff(src, owner, engines[0]))
+                                  handoff=self._handoff(src, owner, engines[0]),
+                                  evidence=role_evidence(engines[0]))
             if engines and last in ENGINE_Z3:
                 return True, self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions",
                                                 held=(engines, owner))
@@ -393,14 +414,24 @@ class CollectiveSites:
         zero3 = next((c for c in configs if c.zero_stage == 3), None)
         moe = self._moe_collective(src)
         if moe:
-            return ForwardFacts("yes", moe, moe=True, zero3=zero3 is not None)
+            return ForwardFacts("yes", moe, moe=True, zero3=zero3 is not None,
+                                evidence=self._moe_facts(src) + ([config_fact(zero3)] if zero3 is not None else []))
         if zero3 is not None:
             return ForwardFacts("yes", f"ZeRO-3 ({zero3.origin}) all-gathers partitioned parameters in every forward",
-                                zero3=True)
+                                zero3=True, evidence=[config_fact(zero3)],
+                                origin=str(zero3.origin))
         if configs and all(s is not None for s in stages):
             return ForwardFacts("no", f"ZeRO stage {max(stages)} keeps full parameters on every rank")
         return ForwardFacts("unknown", "a collective if the DeepSpeed config enables ZeRO-3 (parameter all-gather) "
                                        "or the model has expert-parallel MoE layers; no config was found")
+
+    def _moe_facts(self, near: Optional["PythonSource"] = None) -> list[Fact]:
+        """The MoE layer `_moe_collective` cites, as evidence."""
+        layers = self.moe_layers
+        if not layers:
+            return []
+        src, call = next(((s, c) for s, c in layers if s is near), layers[0])
+        return [Fact("moe-layer", "DeepSpeed MoE layer", call, src)]
 
     def _moe_collective(self, near: Optional["PythonSource"] = None) -> str:
         """Why a forward of an MoE model is collective ("" when it is not); cites a layer of `near` first."""
@@ -472,17 +503,19 @@ class CollectiveSites:
         owner_role = self.role(_tail(owner)) if owner is not None else None
         if owner_role == "accelerator":
             if last in ACCELERATOR_METHODS:
-                return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
+                return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate",
+                            evidence=self._bound_makers(src, owner, "accelerate"))
             if last in ACCELERATOR_Z3:
                 return self._forward_site(src, call, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
         if owner_role == "trainer":
             if last in TRAINER_ALWAYS:
-                return Site(call, src, TRAINER_ALWAYS[last], True, "trainer")
+                return Site(call, src, TRAINER_ALWAYS[last], True, "trainer",
+                            evidence=self._bound_makers(src, owner, "trainer"))
             if last == "save_model":
                 return self._forward_site(src, call, "trainer", "Trainer.save_model gathers ZeRO-3 partitions")
         if last in ENGINE_ALWAYS and (owner_role == "engine" or last in ("save_checkpoint", "load_checkpoint")
                                       and owner is not None and "deepspeed" in src.text):
-            return Site(call, src, ENGINE_ALWAYS[last], True, "engine")
+            return Site(call, src, ENGINE_ALWAYS[last], True, "engine", evidence=self._bound_engines(src, owner))
         if last in ENGINE_Z3 and owner_role == "engine":
             return self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions")
         if self._is_model(func):
@@ -501,7 +534,8 @@ class CollectiveSites:
             if inner is not None:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
-                            handoff=inner.handoff, forward=inner.forward, function=hit)
+                            handoff=inner.handoff, forward=inner.forward, function=hit,
+                            evidence=inner.evidence, proven=inner.proven)
         return None
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
@@ -573,23 +607,73 @@ class CollectiveSites:
         if fwd is None:
             fwd = self.forward(src)
         tail = _tail(model)
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) and kind != "forward" else call.func
+        engine = role_evidence(role) if held is not None else self._bound_engines(src, receiver) \
+            if kind not in ("accelerate", "trainer") else self._bound_makers(src, receiver, kind)
         if held is None and self.role(tail) == "moe":
             if self._moe_collective(src):
-                fwd = ForwardFacts("yes", self._moe_collective(src), moe=True)
+                fwd = ForwardFacts("yes", self._moe_collective(src), moe=True, evidence=self._moe_facts(src))
             elif tail not in self.roles["wrapped"]:
                 # a plain module holding MoE layers whose all_to_all is skipped (ep_size=1, DeepSpeed >= 0.19.1)
                 # and that no DeepSpeed engine wraps: its forward is local
                 return None
         if fwd.status == "no":
             return None
+        # issue 30: the forward is shown collective by a ZeRO-3 config or an MoE layer of the unit; with neither,
+        # by a DeepSpeed engine that runs it (its ZeRO stage then unknown: said as a fact not seen)
+        if kind == "gather":        # ZeRO-3's own API: the code is written for partitioned parameters
+            engine = engine + [Fact("zero-stage", "`GatheredParameters` is ZeRO-3's API", call, src)]
+        evidence = engine + fwd.evidence
+        proven = fwd.status == "yes" or bool(engine)
+        if not proven:
+            evidence = evidence + [Fact("engine", "no DeepSpeed engine (deepspeed.initialize/init_inference, or an "
+                                                  "object used as one) is seen to run this model", found=False)]
+        if fwd.status != "yes" and kind != "gather":
+            evidence = evidence + [Fact("zero-stage", "no DeepSpeed config with a known ZeRO stage reaches this "
+                                                      "code: collective only under ZeRO-3 or MoE", found=False)]
         if kind not in ("forward", "generate"):
-            why = what if fwd.status == "yes" and fwd.zero3 else \
+            why = (f"{what}: ZeRO-3 in {fwd.origin}" if fwd.origin else what) if fwd.status == "yes" and fwd.zero3 else \
                 f"{what} when ZeRO-3 is on; no DeepSpeed config was found to tell"
             if fwd.status == "yes" and not fwd.zero3:
                 why = f"{what} when ZeRO-3 is on"
-            return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind, handoff=handoff, forward=fwd)
+            return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind, handoff=handoff, forward=fwd,
+                        evidence=evidence, proven=proven)
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
-        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, forward=fwd)
+        return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, forward=fwd,
+                    evidence=evidence, proven=proven)
+
+    def _bound_makers(self, src: "PythonSource", owner: cst.BaseExpression, kind: str) -> list[Fact]:
+        """Evidence for an accelerator/Trainer receiver: the `Accelerator(...)`/`…Trainer(...)` call of this file
+        that binds its name."""
+        tail = _tail(owner)
+        rows = [(s, c) for s, t, callee, c, _f, _t in self._assignments if s is src and t == tail and (
+            (callee or "").rsplit(".", 1)[-1] == "Accelerator" if kind == "accelerate"
+            else ((callee or "").rsplit(".", 1)[-1] or _root_name(c) or "").endswith("Trainer"))]
+        return [Fact(kind if kind == "accelerate" else "trainer", f"`{tail}` built here", c, where)
+                for where, c in rows[:1]]
+
+    def _bound_engines(self, src: "PythonSource", model: Optional[cst.BaseExpression]) -> list[Fact]:
+        """Evidence for a receiver named like an engine (`engine`, `self.model_engine`, `engine.module`): the
+        `deepspeed.initialize`/`init_inference` call of this file that binds its name."""
+        if model is None:
+            return []
+        if isinstance(model, cst.Attribute) and model.attr.value in ("forward", "generate"):
+            model = model.value
+        tail = _tail(model)
+        if tail == "module" and isinstance(model, cst.Attribute):
+            tail = _tail(model.value)
+        if not tail:
+            return []
+        # this file's bindings only: a same-named variable of another file is no evidence (issue 30); an engine
+        # that really flows here across files is the value roles' (`held`)
+        binds = self._engine_bindings.get((id(src), tail)) or []
+        out = []
+        for where, call in binds[:1]:
+            callee = where.facts.resolve_expr(call.func) or ""
+            built = "init_inference" if callee.endswith("init_inference") else "initialize"
+            out.append(Fact("init_inference" if built == "init_inference" else "engine",
+                            f"`{tail}` bound by deepspeed.{built}", call, where))
+        return out
 
     # --- interprocedural: does a function reach a site? ----------------------------------------------------
     def reaches(self, src: "PythonSource", info: FunctionInfo, assumed: frozenset = frozenset()) -> Optional[Site]:
@@ -607,7 +691,8 @@ class CollectiveSites:
                 if assumed and any((flag, not truth) in assumed for flag, truth in self.settled(src, call.node)):
                     continue
                 site = self.classify(src, call.node, info.class_name, assumed)
-                if site is not None and (best is None or site.certain and not best.certain):
+                if site is not None and (best is None or site.certain and not best.certain or
+                                         site.certain == best.certain and site.proven and not best.proven):
                     best = site
                     if site.certain:
                         break
@@ -760,8 +845,11 @@ class CollectiveSites:
                 return WORLD
             scope = self._scope_of(site.source, site.call)
             info = site.source.facts.functions.get(scope)
-            return resolve_group(site.source, group_argument(site.call, op), info.node if info else None,
-                                 at=site.call)
+            arg = group_argument(site.call, op)
+            built = self._built_group(site.source, info, arg) if info is not None else None
+            if built is not None:
+                return built
+            return resolve_group(site.source, arg, info.node if info else None, at=site.call)
         if site.kind == "function" and site.function is not None:
             return self.function_group(*site.function)
         func = site.call.func
@@ -769,6 +857,62 @@ class CollectiveSites:
                 func.attr.value == "backward":
             return MODEL_STEP
         return WORLD
+
+    def _built_group(self, src: "PythonSource", info: FunctionInfo, arg) -> Optional["Group"]:
+        """A group a checked helper builds and returns: `group, members = build_group(...)` where the helper
+        returns `new_group(ranks), ranks` -- the caller's `members` is then the group's member list, so `if
+        rank in members:` around a collective on `group` is the group's own membership test; `group =
+        make_group(ranks)` returning `new_group(<its parameter>)` has the caller's argument as members. A group
+        of a getter the helper returns keeps its axes. None when `arg` is not bound so (`resolve_group`
+        decides)."""
+        from dslint.program.process_groups import Group, resolve_group
+        from dslint.program.rank.flow import iter_assigns
+        if not isinstance(arg, cst.Name):
+            return None
+        binds = [(node, t.target) for node in iter_assigns(info.node) for t in node.targets
+                 if _binds_name(t.target, arg.value)]
+        if len(binds) != 1 or not isinstance(binds[0][0].value, cst.Call):
+            return None
+        node, target = binds[0]
+        call = node.value
+        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
+                                                              info.class_name))
+        if hit is None:
+            return None
+        other, helper = hit
+        returns = [r.value for r in iter_returns(helper.node.body)]
+        if not returns or any(r is None for r in returns):
+            return None
+        at: Optional[int] = None
+        if isinstance(target, (cst.Tuple, cst.List)):
+            names = [el.value for el in target.elements]
+            at = next(i for i, el in enumerate(names) if isinstance(el, cst.Name) and el.value == arg.value)
+            if any(not isinstance(r, (cst.Tuple, cst.List)) or len(r.elements) != len(names) for r in returns):
+                return None
+        out: Optional[Group] = None
+        for r in returns:
+            value = r.elements[at].value if at is not None else r
+            g = resolve_group(other, value, helper.node, at=value)
+            if g.ranks is None and (g.axes is None or g.family == "handed-in"):
+                return None             # no group dslint can name there: `resolve_group` decides as before
+            if g.ranks is not None:
+                members = None
+                if at is not None:
+                    j = next((j for j, el in enumerate(r.elements) if j != at and code_of(el.value, 400) == g.ranks),
+                             None)
+                    if j is not None and isinstance(names[j], cst.Name):
+                        members = names[j].value
+                elif g.ranks in helper.params:
+                    i = helper.params.index(g.ranks)
+                    passed = [a for a in call.args if a.keyword is None and not a.star]
+                    keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == g.ranks),
+                                   None)
+                    given = keyword or (passed[i] if i < len(passed) else None)
+                    if given is not None:
+                        members = code_of(given.value, 400)
+                g = Group(None, None, members) if members is not None else Group(None)
+            out = g if out is None else out.join(g)
+        return out
 
     def function_group(self, src: "PythonSource", info: FunctionInfo) -> "Group":
         from dslint.program.process_groups import WORLD
@@ -799,6 +943,26 @@ class CollectiveSites:
         return out
 
 
+def role_evidence(role) -> list[Fact]:
+    """The engine a value role holds, as evidence: where DeepSpeed built it, or the use that shows it is one."""
+    if role is None or not role.steps:
+        return []
+    first = role.steps[0]
+    kind = "init_inference" if role.builder == "init_inference" else "engine"
+    return [Fact(kind, first.note, first.line, first.src)]
+
+
+def config_fact(config) -> Fact:
+    """A DeepSpeed config with ZeRO-3 as evidence: its `zero_optimization.stage` entry (a JSON file) or the line
+    of the dict literal (`origin` "script.py:LINE")."""
+    if config.source is not None:
+        return Fact("zero-stage", "ZeRO stage 3", ("zero_optimization", "stage"), config.source)
+    path, _, line = config.origin.rpartition(":")
+    if path and line.isdigit():
+        return Fact("zero-stage", "ZeRO stage 3 (config built in Python)", path=path, at=int(line))
+    return Fact("zero-stage", "ZeRO stage 3", path=config.origin)
+
+
 def _file_assignments(src: "PythonSource") -> list:
     """(target tail, resolved callee, call, first-of-tuple, target) of the file's `x = f(...)`-like statements:
     a fact of the file alone, kept on the source for every view that reads it."""
@@ -824,6 +988,12 @@ def _file_assignments(src: "PythonSource") -> list:
             if tail:
                 rows.append((tail, callee, value, first, t))
     return rows
+
+
+def _binds_name(target: cst.BaseExpression, name: str) -> bool:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_name(el.value, name) for el in target.elements)
+    return isinstance(target, cst.Name) and target.value == name
 
 
 def assignments(module: cst.Module):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -76,6 +76,8 @@ class ProjectView:
     program: Optional[Any] = None
     unit_launches: Optional[list] = None
     units: list = field(default_factory=list)
+    # the run's view, for a view of one context: what kind each JSON file is is decided on the whole run
+    run_view: Optional["ProjectView"] = None
 
     @property
     def run_program(self):
@@ -86,7 +88,7 @@ class ProjectView:
             facts = {}
             for src in self.python:
                 refs = [v for v, _ in self.literal_configs(src) if isinstance(v, str) and v.endswith(".json")]
-                found = FileFacts.of(src, refs)
+                found = FileFacts.of(src, refs, *self.argument_files(src))
                 if found is not None:
                     facts[id(src)] = found
             self.program = Program(self.python, self.shell, facts)
@@ -103,10 +105,11 @@ class ProjectView:
             found: list[JsonSource] = []
             for sh, launch in program.launches_of(f):
                 for ref in launch.config_paths:
-                    found += self._json_by_reference(ref, Path(sh.path).parent)
+                    found += self.launch_json(sh, launch, ref)
             facts = program.facts.get(id(f))
             for ref in facts.config_refs if facts is not None else ():
                 found += self._json_by_reference(ref, Path(f.path).parent)
+            found = [c for c in found if self.is_deepspeed_config(c)] + self.configs_reached_through(f)
             if not found and len(self.json_configs) == 1 and _beside(self.json_configs[0], f):
                 found = list(self.json_configs)     # the run's one config, beside the script or above it
             for cfg in found:
@@ -121,7 +124,8 @@ class ProjectView:
         units alone deciding the world size."""
         launches = [pair for unit in context.units for pair in unit.launches]
         return ProjectView(self.context_sources(context), self.world_size_override, self.deepspeed_version_override,
-                           self.root, program=self.run_program, unit_launches=launches, units=list(context.units))
+                           self.root, program=self.run_program, unit_launches=launches, units=list(context.units),
+                           run_view=self.run_view or self)
 
     # --- indexes ---------------------------------------------------------------------------------
     @cached_property
@@ -155,8 +159,52 @@ class ProjectView:
         return [s for s in self.python if any(w in s.text for w in words)]
 
     @cached_property
-    def json_configs(self) -> list[JsonSource]:
+    def json_sources(self) -> list[JsonSource]:
+        """Every JSON file of the view that reads as an object: DeepSpeed configs, arguments JSONs, ..."""
         return [s for s in self.sources if isinstance(s, JsonSource) and s.parse_problem() is None]
+
+    @cached_property
+    def json_configs(self) -> list[JsonSource]:
+        """The JSON files of the view that are DeepSpeed configs (`json_use`)."""
+        return [s for s in self.json_sources if self.is_deepspeed_config(s)]
+
+    @property
+    def json_uses(self) -> dict:
+        """id(JsonSource) → `dslint.program.json_kinds.JsonUse`, decided once on the run's view (a view of one
+        context holds only its units' files; a file's kind depends on every reference of the run)."""
+        run = self.run_view or self
+        uses = run.__dict__.get("_json_uses")
+        if uses is None:
+            from dslint.program.json_kinds import classify
+            uses = run.__dict__["_json_uses"] = classify(run)
+        return uses
+
+    def json_use(self, src: JsonSource):
+        """How the run uses one JSON file: a DeepSpeed config or an HF arguments file, and the evidence."""
+        use = self.json_uses.get(id(src))
+        if use is None:      # a file the run's view does not hold (a view built by hand): by its own keys
+            from dslint.program.json_kinds import classify
+            use = classify(ProjectView([src], root=self.root)).get(id(src))
+        return use
+
+    def is_deepspeed_config(self, src: JsonSource) -> bool:
+        use = self.json_use(src)
+        return use is None or use.is_config
+
+    def configs_reached_through(self, src: PythonSource) -> list[JsonSource]:
+        """The DeepSpeed configs `src` reaches through an arguments JSON it reads (the `deepspeed` entry) or an
+        accelerate config its launcher line names (`deepspeed_config_file`)."""
+        index = (self.run_view or self).__dict__.get("_configs_through")
+        if index is None:
+            index = {}
+            run = self.run_view or self
+            for cfg in run.json_sources:
+                use = self.json_uses.get(id(cfg))
+                if use is not None and use.is_config:
+                    for consumer in use.consumers:
+                        index.setdefault(id(consumer), []).append(cfg)
+            run.__dict__["_configs_through"] = index
+        return list(index.get(id(src), ()))
 
     @cached_property
     def shell(self) -> list[ShellSource]:
@@ -323,13 +371,36 @@ class ProjectView:
     def _json_index(self) -> tuple[dict[str, JsonSource], dict[str, list[JsonSource]]]:
         by_path: dict[str, JsonSource] = {}
         by_name: dict[str, list[JsonSource]] = {}
-        for c in self.json_configs:
+        for c in self.json_sources:
             by_path.setdefault(_norm(c.path), c)
             by_name.setdefault(Path(c.path).name, []).append(c)
         return by_path, by_name
 
+    def _configs_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
+        """`_json_by_reference`, DeepSpeed configs only."""
+        return [c for c in self._json_by_reference(ref, base) if self.is_deepspeed_config(c)]
+
+    def launch_json_files(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
+        """The configs a launcher line's path names, resolved as the shell would: in the folder the script
+        `cd`-ed into before the launch (`Launch.cwd`: relative to the script's folder, or for a `cd` from the
+        folder it was started in, to the script's folder and then the root), else relative to the script's own
+        folder, else the root, else by file name (`_json_by_reference`)."""
+        folder = Path(sh.path).parent
+        if launch.cwd is not None:
+            anchor, path = launch.cwd
+            by_path = self._json_index[0]
+            for base in (folder / path,) + ((self.root / path, Path(path)) if anchor == "start" else ()):
+                hit = by_path.get(_norm(str(base / ref)))
+                if hit is not None:
+                    return [hit]
+        return self._json_by_reference(ref, folder)
+
+    def launch_json(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
+        """`launch_json_files`, DeepSpeed configs only."""
+        return [c for c in self.launch_json_files(sh, launch, ref) if self.is_deepspeed_config(c)]
+
     def _json_by_reference(self, ref: str, base: Path) -> list[JsonSource]:
-        """The configs a path written in a script or launcher line names: relative to the referring file's
+        """The JSON files a path written in a script or launcher line names: relative to the referring file's
         folder or to the root (compared as normalised paths: no file system access), else by file name.
         Memoised per view: every file of every context asks for the same few paths."""
         memo = self.__dict__.setdefault("_json_refs", {})
@@ -384,6 +455,43 @@ class ProjectView:
                         yield value, arg.value
         for node, value in self._argparse_config_defaults(src):
             yield value, node
+
+    def argument_files(self, src: PythonSource) -> tuple[tuple[str, ...], bool, tuple[str, ...]]:
+        """The arguments JSONs `src` hands to `HfArgumentParser.parse_json_file`: the paths its code names (an
+        argparse option's default included), whether it hands one its command line names
+        (`parse_json_file(sys.argv[1])`, also through a name bound to it), and the argparse options whose value
+        it hands over (`parse_json_file(args.train_args_file)`: `--train_args_file`, which a launcher line
+        sets). Parsed (libcst) only when the outline makes such a call. A fact of the file alone."""
+        outline = src.outline
+        if outline is None or not outline.call_attrs["parse_json_file"]:
+            return (), False, ()
+        from dslint.program.outline import PairingError
+        paths: list[str] = []
+        flags: list[str] = []
+        argv = False
+        try:
+            for call in src.facts.calls:
+                if call.attr != "parse_json_file":
+                    continue
+                arg = call.keyword("json_file")
+                if arg is None:
+                    arg = next((a for a in call.node.args if a.keyword is None and not a.star), None)
+                if arg is None:
+                    continue
+                value = self.config_value(src, arg.value, call.scope, call.node)
+                if isinstance(value, str) and value.endswith(".json"):
+                    paths.append(value)
+                elif _reads_argv(self, src, arg.value, call.scope):
+                    argv = True
+                else:
+                    option = _argparse_option(self, src, arg.value, call.scope)
+                    if option is not None:
+                        flags += option[0]
+                        if option[1] is not None:
+                            paths.append(option[1])
+        except PairingError:
+            return (), False, ()
+        return tuple(dict.fromkeys(paths)), argv, tuple(dict.fromkeys(flags))
 
     def may_hand_configs(self, src: PythonSource) -> bool:
         """Can `src` hand a config to DeepSpeed (decided on its own outline and text)? The outline has every
@@ -452,11 +560,12 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+                add_json(self.launch_json(sh, launch, ref))
+        add_json(self.configs_reached_through(src))
         if self.may_hand_configs(src) and self.may_name_json(src):
             for value, _ in self.literal_configs(src):
                 if isinstance(value, str) and value.endswith(".json"):
-                    add_json(self._json_by_reference(value, Path(src.path).parent))
+                    add_json(self._configs_by_reference(value, Path(src.path).parent))
         return out
 
     def _configs_for(self, src: PythonSource) -> list[ConfigView]:
@@ -471,10 +580,11 @@ class ProjectView:
 
         for sh, launch in self._launches_for(src):
             for ref in launch.config_paths:
-                add_json(self._json_by_reference(ref, Path(sh.path).parent))
+                add_json(self.launch_json(sh, launch, ref))
+        add_json(self.configs_reached_through(src))
         for value, node in self.literal_configs(src):
             if isinstance(value, str) and value.endswith(".json"):
-                add_json(self._json_by_reference(value, Path(src.path).parent))
+                add_json(self._configs_by_reference(value, Path(src.path).parent))
             elif isinstance(value, dict):
                 line = src.span(node).line
                 found.append(ConfigView(value, f"{src.path}:{line}"))
@@ -539,7 +649,7 @@ class ProjectView:
         if isinstance(value, dict):
             return [ConfigView(value, f"{src.path}:{src.span(expr).line}")]
         if isinstance(value, str) and value.endswith(".json"):
-            hits = [ConfigView(c.data, c.path, c) for c in self._json_by_reference(value, Path(src.path).parent)
+            hits = [ConfigView(c.data, c.path, c) for c in self._configs_by_reference(value, Path(src.path).parent)
                     if isinstance(c.data, dict)]
             return hits or None
         return None
@@ -572,14 +682,28 @@ class ProjectView:
             sizes = {launch.world_size for _, launch in self._launches_for(src) if launch.world_size}
         elif isinstance(src, JsonSource):
             for sh, launch in self.launches:
-                if launch.world_size and any(src in self._json_by_reference(r, Path(sh.path).parent)
+                if launch.world_size and any(src in self.launch_json(sh, launch, r)
                                              for r in launch.config_paths):
                     sizes.add(launch.world_size)
+            use = self.json_use(src)
+            sizes |= {launch.world_size for _, launch in (use.launches if use is not None else ()) if launch.world_size}
         if not sizes and src is not None:
             sizes = {launch.world_size for _, launch in self.launches if launch.world_size}
             if len(sizes) > 1:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
+
+    def runs_one_process(self, src: AnySource) -> bool:
+        """Does every program that runs `src` start one process (each launch unit reaching it launched with
+        one: `--include localhost:0`, `--num_gpus 1`, `--nproc_per_node 1`, `--num_processes 1`, ...; or
+        `--world-size 1`)? Then no other rank exists to wait in a collective. False where a unit's size is
+        unknown or no unit reaches the file."""
+        if self.world_size_override:
+            return self.world_size_override == 1
+        if not isinstance(src, PythonSource) or not self.units:
+            return False
+        reaching = [u for u in self.units if any(f is src for f in u.files)]
+        return bool(reaching) and all(u.world_size == 1 for u in reaching)
 
     def _project_folders(self) -> list[Path]:
         """Folders where a version pin may live: those of the checked files and their parents up to the root."""
@@ -604,6 +728,16 @@ class ProjectView:
             return self.deepspeed_version_override
         pin = self.deepspeed_pin
         return pin[0] if pin else installed_version("deepspeed")
+
+    def deepspeed_version_for(self, src: Optional[AnySource] = None) -> Optional[str]:
+        """The DeepSpeed release `src` runs against: the version of the DeepSpeed source tree holding it
+        (`deepspeed_tree_of`: a vendored DeepSpeed's own tests and examples run against that tree, whatever the
+        project pins or the option says), else the project's (`deepspeed_version`)."""
+        if src is not None and getattr(src, "path", None):
+            tree = deepspeed_tree_of(Path(src.path), self.root)
+            if tree is not None:
+                return tree[0]
+        return self.deepspeed_version
 
     def settings_summary(self) -> dict:
         """What `--format json` reports under `settings`: the DeepSpeed version and its source."""
@@ -730,6 +864,57 @@ def _pyproject_pin(text: str, name: str = "deepspeed") -> Optional[str]:
     return None
 
 
+def _argparse_option(view: "ProjectView", src: PythonSource, expr, scope: str):
+    """(option strings, its `.json` default or None) of the argparse option of `src` whose value `expr` is
+    (`args.train_args_file`, directly or through a name bound to it), else None."""
+    import libcst as cst
+
+    from dslint.sources.literals import literal_value
+    for _ in range(3):
+        if isinstance(expr, cst.Name):
+            expr = view._bound_value(src, expr.value, scope)
+            continue
+        break
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+        return None
+    dest = expr.attr.value
+    for call in src.facts.calls:
+        if call.attr != "add_argument":
+            continue
+        names = [v for a in call.node.args if a.keyword is None
+                 for v in [literal_value(a.value)] if isinstance(v, str) and v.startswith("-")]
+        given = call.keyword("dest")
+        named = literal_value(given.value) if given is not None else None
+        implied = next((n.lstrip("-").replace("-", "_") for n in names if n.startswith("--")), None)
+        if (named if isinstance(named, str) else implied) != dest:
+            continue
+        default = call.keyword("default")
+        value = literal_value(default.value) if default is not None else None
+        return names, value if isinstance(value, str) and value.endswith(".json") else None
+    return None
+
+
+def _reads_argv(view: "ProjectView", src: PythonSource, expr, scope: str) -> bool:
+    """Does `expr` read the command line (`sys.argv[...]`, `os.path.abspath(sys.argv[1])`), directly or through
+    a name last bound to such an expression in `scope` (else at module level)?"""
+    import libcst as cst
+
+    from dslint.sources.cstwalk import walk
+    for _ in range(3):
+        for node in walk(expr):
+            if isinstance(node, cst.Attribute) and node.attr.value == "argv" and \
+                    isinstance(node.value, cst.Name) and node.value.value == "sys":
+                return True
+            if isinstance(node, cst.Name) and node.value == "argv" and src.outline.imports.get("argv") == "sys.argv":
+                return True
+        if not isinstance(expr, cst.Name):
+            return False
+        expr = view._bound_value(src, expr.value, scope)
+        if expr is None:
+            return False
+    return False
+
+
 def _usable(value: Any) -> bool:
     """A config value a ConfigView can stand on: a path string, or a dict not built on an unknown value."""
     if isinstance(value, str):
@@ -794,6 +979,60 @@ def _beside(config: JsonSource, src: PythonSource) -> bool:
 def _norm(path: str) -> str:
     from dslint.program.units import norm_path      # one normalisation for the program model and the view
     return norm_path(path)
+
+
+_VERSION_TEXT = re.compile(r"\s*v?(\d+\.\d+\.\d+)[0-9A-Za-z.+-]*\s*")
+_INSTALLED_VERSION = re.compile(r"""^version\s*=\s*['"]v?(\d+\.\d+\.\d+)[^'"]*['"]""", re.M)
+
+
+def deepspeed_tree_of(path: Path, root: Path) -> Optional[tuple[str, str]]:
+    """(version, folder) of the DeepSpeed source tree that holds `path`, if any: the nearest folder, up to the
+    run's root (to the file system's root for a file outside it), that holds DeepSpeed's package
+    (`deepspeed/__init__.py` with `deepspeed/git_version_info.py`, the module DeepSpeed reads its own version
+    with) and the version that module reads: `version.txt` beside the package (a source checkout: what setup.py
+    builds) or `deepspeed/git_version_info_installed.py` (what setup.py writes into an installed copy). Decided
+    from the tree's own version file, never from folder names (`DeepSpeed-0.9.5/` says nothing). Memoised per
+    process (the files are read once)."""
+    return _tree_of(str(path), str(root))
+
+
+@lru_cache(maxsize=4096)
+def _tree_of(path: str, root: str) -> Optional[tuple[str, str]]:
+    try:
+        start = Path(path).resolve()
+        stop = Path(root).resolve()
+    except OSError:
+        return None
+    folder = start if start.is_dir() else start.parent
+    for _ in range(32):
+        found = _tree_version(str(folder))
+        if found is not None:
+            return found, str(folder)
+        if folder == stop or folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _tree_version(folder: str) -> Optional[str]:
+    base = Path(folder)
+    package = base / "deepspeed"
+    if not ((package / "__init__.py").is_file() and (package / "git_version_info.py").is_file()):
+        return None
+    try:
+        installed = (package / "git_version_info_installed.py").read_text(errors="replace")
+    except OSError:
+        installed = ""
+    found = _INSTALLED_VERSION.search(installed)
+    if found:
+        return found.group(1)
+    try:
+        text = (base / "version.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    found = _VERSION_TEXT.fullmatch(text)
+    return found.group(1) if found else None
 
 
 def _ancestors(path: Path, stop: Path, limit: int = 6):

@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
+from dslint.program.statements import iter_returns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 MAX_DEPTH = 6
@@ -281,7 +282,7 @@ class ConfigEvaluator:
         memo[key] = (UNKNOWN, frozenset())          # recursion guard
         outer, self.touched = self.touched, {id(fsrc)}
         dicts = []
-        for ret in _returns(info.node.body):
+        for ret in iter_returns(info.node.body):
             if ret.value is None or (isinstance(ret.value, cst.Name) and ret.value.value == "None"):
                 continue
             found = self.value(fsrc, ret.value, qual, ret, depth + 1)
@@ -327,22 +328,6 @@ def _resolve(src: Any, text: str) -> str:
         full = outline.imports[head]
         return f"{full}.{rest}" if rest else full
     return text
-
-
-def _returns(body: Any):
-    """Return statements of a function body (not of nested functions or classes)."""
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Return):
-            yield node
-            continue
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        from dslint.sources.cstwalk import children
-        kids = list(children(node))
-        kids.reverse()
-        stack.extend(kids)
 
 
 def _path_to(body: Any, target: Any) -> set[int]:

@@ -53,6 +53,11 @@ class Program:
         """The DeepSpeed version of the run (installed, or pinned by the repository), as written."""
         return self.view.deepspeed_version
 
+    def deepspeed_version_for(self, src) -> Optional[str]:
+        """The DeepSpeed version `src` runs against: that of the DeepSpeed source tree holding it (a vendored
+        DeepSpeed's own tests and examples), else the run's (`deepspeed_version`)."""
+        return self.view.deepspeed_version_for(src)
+
     @property
     def transformers_version(self) -> Optional[str]:
         return self.view.transformers_version
@@ -83,6 +88,44 @@ class Program:
     def json_configs(self) -> list["JsonSource"]:
         return self.view.json_configs
 
+    def json_use(self, src: "JsonSource"):
+        """How the run uses a JSON file (`dslint.program.json_kinds.JsonUse`): a DeepSpeed config (handed to
+        DeepSpeed by a launcher flag, a config call, an arguments JSON's `deepspeed` entry, an accelerate config;
+        or, unreferenced, with DeepSpeed's keys only) or an HF arguments file; with the evidence."""
+        return self.view.json_use(src)
+
+    def is_deepspeed_config(self, src: "JsonSource") -> bool:
+        return self.view.is_deepspeed_config(src)
+
+    def argument_mismatches(self, config: "JsonSource") -> list[tuple[str, str, Any, str, Any]]:
+        """(arguments file, config key, its value, argument, the file's value) for each batch value of `config`
+        that an arguments file naming it contradicts (the HF integration refuses the mismatch at start-up)."""
+        from dslint.program.json_kinds import argument_mismatches
+        use = self.view.json_use(config)
+        out, seen = [], set()
+        for args, _ in (use.arguments if use is not None else ()):
+            if id(args) in seen or not isinstance(config.data, dict) or not isinstance(args.data, dict):
+                continue
+            seen.add(id(args))
+            out += [(args.path, *m) for m in argument_mismatches(config.data, args.data)]
+        return out
+
+    def filled_by_arguments(self, config: "JsonSource") -> list[tuple[str, dict, list[str], Optional[int]]]:
+        """The config as the HF integration fills its `"auto"` values from each arguments JSON whose `deepspeed`
+        entry names it: (the arguments file's path, the filled config, what was filled, the world size of the
+        launcher line that passes that arguments file, else of the run). Empty when none fills anything."""
+        from dslint.program.json_kinds import filled_from_arguments
+        use = self.view.json_use(config)
+        out = []
+        for args, launch in (use.arguments if use is not None else ()):
+            filled = filled_from_arguments(config.data, args.data) if isinstance(config.data, dict) else None
+            if filled is None:
+                continue
+            world = self.view.world_size_override or (launch[1].world_size if launch is not None else None) \
+                or self.view.world_size_for(config)
+            out.append((args.path, filled[0], filled[1], world))
+        return out
+
     def config_view(self, config: "JsonSource") -> ConfigView:
         return ConfigView(config.data, config.path)
 
@@ -93,7 +136,12 @@ class Program:
     def configs_by_reference(self, ref: str, base: Any) -> list["JsonSource"]:
         """The JSON configs a path written in a script or launcher line names (relative to `base`, the
         referring file's folder, or to the root; else by file name)."""
-        return self.view._json_by_reference(ref, base)
+        return self.view._configs_by_reference(ref, base)
+
+    def launch_configs(self, sh: Any, launch: Any, ref: str) -> list["JsonSource"]:
+        """The JSON configs a launcher line's path names, resolved as the shell would (the folder the script
+        `cd`-ed into, else the script's folder, else the root; `ProjectView.launch_json`)."""
+        return self.view.launch_json(sh, launch, ref)
 
     def mentioning(self, *words: str) -> list["PythonSource"]:
         """Files of the view whose text holds one of `words` (a cheap pre-filter)."""
@@ -150,6 +198,18 @@ class Program:
         return rank_hazards(self.view, src)
 
     # ---- engines, ZeRO stages, MoE layers ------------------------------------------------------------------
+    @staticmethod
+    def engine_builder(callee: Optional[str]) -> Optional[str]:
+        """"initialize" / "init_inference" when `callee` is one of DeepSpeed's engine builders."""
+        from dslint.program.outline import engine_builder
+        return engine_builder(callee)
+
+    def configs_near(self, src: "PythonSource") -> list[ConfigView]:
+        """The configs of a script, or for a helper module those of the scripts that import it (what decides
+        whether its forwards are collective)."""
+        from dslint.program.collective_sites import CollectiveSites
+        return CollectiveSites.of(self.view).configs(src)
+
     def engine_calls(self, src: "PythonSource") -> list[EngineCall]:
         """`deepspeed.initialize` / `init_inference` / HF Trainer calls of `src`."""
         from dslint.program.models.moe import engine_calls
@@ -246,6 +306,24 @@ class Program:
     def uncovered_parameters(groups) -> Optional[list[tuple[str, bool]]]:
         from dslint.program.models.param_groups import uncovered
         return uncovered(groups)
+
+    def uniform_inputs(self, cls: ModuleClass) -> frozenset:
+        """Forward parameters of `cls` that every caller in the run passes uniformly (memoised per class)."""
+        from dslint.program.models.forward_paths import uniform_inputs
+        cache = self.memo("uniform-inputs", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = uniform_inputs(self.models(), cls)
+        return cache[id(cls)]
+
+    def optimizer_excluded(self) -> frozenset:
+        """ids of the run's module attributes that every optimizer of the run leaves out."""
+        from dslint.program.models.param_groups import optimizer_excluded
+        return self.memo("optimizer-excluded", lambda: optimizer_excluded(self.models(), self.view))
+
+    def uncovered_parameter_names(self, src: "PythonSource", scope: Optional["FunctionInfo"], groups) -> list[str]:
+        """The parameters of the groups' model (when its class is one of the run's) that no group takes."""
+        from dslint.program.models.param_groups import uncovered_parameter_names
+        return uncovered_parameter_names(self.models(), src, scope, groups)
 
     @staticmethod
     def returns_value(fn: "FunctionInfo") -> bool:

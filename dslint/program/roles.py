@@ -29,6 +29,7 @@ one, so `CollectiveSites._direct_site` stays a superset without parsing.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -289,6 +290,7 @@ class RoleAnalysis:
         self._carrying: set[tuple] = set()               # class families whose fields hold an engine (nested)
         self.files: list["PythonSource"] = []
         self._loaded: set[int] = set()
+        self._use_seeded: set[int] = set()
         seeds = self._seed_files()
         if seeds:
             self._solve(seeds)
@@ -310,7 +312,8 @@ class RoleAnalysis:
         """The files that build an engine (on the outlines). Every other file is read only when a role reaches
         it: passed into one of its functions or classes, or exported (returned, kept on a field, a module
         global) to a file that calls, constructs or imports it (`_importers`)."""
-        return [s for s in self.project.python if s.outline is not None and builds_engine(s.outline)]
+        return [s for s in self.project.python if s.outline is not None and (
+            builds_engine(s.outline) or may_use_engine(s.text))]
 
     def _solve(self, seeds: list["PythonSource"]) -> None:
         batch = list(seeds)
@@ -320,6 +323,8 @@ class RoleAnalysis:
                 self._load(src)
             families = dict(self._family)
             self._families()
+            for src in batch:
+                self._seed_uses(src)
             self._rounds(self._reached(before, families))
             batch = [s for i, s in self._pending.items() if i not in self._loaded]
             self._pending.clear()
@@ -492,6 +497,56 @@ class RoleAnalysis:
             if new != loc:
                 for key, role in self.values.pop(loc).items():
                     self.values.setdefault(new, {}).setdefault(key, role)
+
+    # --- engines known by their use (issue 30, cause 7) ------------------------------------------------------
+    def _seed_uses(self, src: "PythonSource") -> None:
+        """An object on which `.backward(loss)` (with an argument), `.step()` (without an optimizer) and a member
+        only a DeepSpeed engine has (`.module`, `save_checkpoint`, `zero_optimization_stage()` ...) are used is a
+        DeepSpeed engine, wherever it came from (a constructor's or function's parameter, a field): decided from
+        the engine's method set, never from its name. A plain module trained with a torch optimizer
+        (`loss.backward(); opt.step()`) never has `backward` called with a loss on it."""
+        if id(src) in self._use_seeded or id(src) not in self.scopes or not may_use_engine(src.text):
+            return
+        self._use_seeded.add(id(src))
+        uses: dict[tuple, dict[str, tuple[int, int]]] = {}
+        for sc in self.scopes[id(src)].values():
+            for node in _own_nodes(sc.node):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                parent_call = getattr(node, "_dslint_call", None)
+                what = _engine_use(node, parent_call)
+                if what is None:
+                    continue
+                loc = self._use_location(sc, node.value)
+                if loc is not None:
+                    uses.setdefault(loc, {}).setdefault(what, (node.lineno, node.col_offset + 1))
+        for loc, seen in uses.items():
+            members = [m for m in seen if m not in ("backward", "step")]
+            if "backward" not in seen or "step" not in seen or not members:
+                continue
+            line, col = seen["backward"]
+            shown = ", ".join(f"`.{m}" + ("(loss)" if m == "backward" else "()" if m == "step" else "")
+                              + f"` line {seen[m][0]}" for m in ("backward", "step", *members[:2]))
+            role = Role(ENGINE, ("use", id(src), line, col), src,
+                        (Step(f"DeepSpeed engine by its use ({shown})", src, line, col),), builder="use")
+            self._add(loc, {role.key: role})
+
+    def _use_location(self, sc: _Scope, expr: ast.AST) -> Optional[tuple]:
+        """Where the value an engine use reads is kept: a local/parameter of the scope that binds it, or a field
+        of the method's class (`self.model`)."""
+        if isinstance(expr, ast.Name):
+            s: Optional[_Scope] = sc
+            while s is not None:
+                if expr.id in s.bound:
+                    return self._local(s, expr.id)
+                s = s.parent
+            module = self.scopes[id(sc.src)][MODULE_SCOPE]
+            return self._local(module, expr.id) if expr.id in module.bound else None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and sc.cls is not None \
+                and sc.positional and expr.value.id == sc.positional[0] and not _is_static(sc.node):
+            key = (id(sc.src), sc.cls)
+            return self._field(key, expr.attr) if key in self.classes else None
+        return None
 
     def _instance(self, key: tuple[int, str]) -> Role:
         info = self.classes[key]
@@ -822,6 +877,48 @@ class RoleAnalysis:
                 return []
             roles = self._attribute(roles, attr)
         return [r for r in roles.values() if r.kind in MODEL_KINDS and r.elem is None]
+
+
+# members only a DeepSpeed engine has (deepspeed/runtime/engine.py); `backward`/`step` alone are torch's too
+ENGINE_MEMBERS = frozenset({"module", "save_checkpoint", "load_checkpoint", "zero_optimization_stage",
+                            "zero_optimization_partition_gradients", "is_gradient_accumulation_boundary",
+                            "train_micro_batch_size_per_gpu", "save_16bit_model", "get_global_grad_norm",
+                            "zero_optimization", "train_batch_size", "gradient_accumulation_steps"})
+_BACKWARD_WITH_ARG = re.compile(r"\.backward\(\s*[^)\s]")
+_STEP_WITHOUT_ARG = re.compile(r"\.step\(\s*\)")
+_ENGINE_MEMBER = re.compile(r"\.(?:" + "|".join(sorted(ENGINE_MEMBERS)) + r")\b")
+
+
+def may_use_engine(text: str) -> bool:
+    """Text pre-filter of `RoleAnalysis._seed_uses`: `.backward(<arg>)`, `.step()` and an engine-only member all
+    occur (a superset of the files where one object has all three)."""
+    return ".backward(" in text and ".step(" in text and _BACKWARD_WITH_ARG.search(text) is not None \
+        and _STEP_WITHOUT_ARG.search(text) is not None and _ENGINE_MEMBER.search(text) is not None
+
+
+def _own_nodes(root: ast.AST):
+    """The nodes of a scope's own code (not those of nested functions, classes and lambdas); each Attribute that
+    is a call's function gets `_dslint_call` (the call)."""
+    todo = list(root.body) if isinstance(root, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else [root]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node.func._dslint_call = node
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _engine_use(node: ast.Attribute, call: Optional[ast.Call]) -> Optional[str]:
+    """The engine member an attribute uses: `backward` called with a loss, `step` called without arguments
+    (an LR scheduler's `step()` is told apart by the other members), or a member only an engine has."""
+    attr = node.attr
+    if attr == "backward":
+        return "backward" if call is not None and call.args else None
+    if attr == "step":
+        return "step" if call is not None and not call.args else None
+    return attr if attr in ENGINE_MEMBERS else None
 
 
 def class_source(project: "ProjectView", src: "PythonSource", callee: Optional[str]

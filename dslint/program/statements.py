@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dslint.sources.cstwalk import is_node_type
+from dslint.sources.cstwalk import children, is_node_type
 
 
 # Fields that hold sub-expressions, per node type: walking them directly is ~20x cheaper than libcst's
@@ -163,3 +163,19 @@ def settled_flags(body) -> dict[int, frozenset]:
 
     walk(body, frozenset())
     return out
+
+
+def iter_returns(body: cst.CSTNode):
+    """The `return` statements of a function body in source order, not those of nested functions, classes or
+    lambdas."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return):
+            yield node
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        kids = list(children(node))
+        kids.reverse()
+        stack.extend(kids)

@@ -32,21 +32,27 @@ _RUNS_AT_TOP = frozenset({"initialize", "init_inference", "init_distributed", "i
 class FileFacts:
     """What the program model needs of one Python file, a function of its text alone (kept in the result
     cache by content, so an edit re-reads only the edited file): the modules its imports name, whether it
-    runs by itself, and the config paths its code names (`deepspeed.initialize(config="ds.json")`, an
-    argparse default)."""
+    runs by itself, the config paths its code names (`deepspeed.initialize(config="ds.json")`, an
+    argparse default), the arguments JSONs it hands to `HfArgumentParser.parse_json_file` and whether it
+    hands it one named on its command line (`parse_json_file(sys.argv[1])`: dslint.program.json_kinds)."""
 
     imports: tuple[str, ...]
     runs_by_itself: bool
     config_refs: tuple[str, ...] = ()
+    argument_files: tuple[str, ...] = ()
+    arguments_from_argv: bool = False
+    argument_flags: tuple[str, ...] = ()     # argparse options whose value it hands to parse_json_file
 
     @staticmethod
-    def of(src: PythonSource, config_refs: Iterable[str] = ()) -> Optional["FileFacts"]:
+    def of(src: PythonSource, config_refs: Iterable[str] = (), argument_files: Iterable[str] = (),
+           arguments_from_argv: bool = False, argument_flags: Iterable[str] = ()) -> Optional["FileFacts"]:
         outline = src.outline
         if outline is None:
             return None
         runs = outline.main_guard or any(scope == MODULE_SCOPE and callee and callee.rsplit(".", 1)[-1] in _RUNS_AT_TOP
                                          for callee, scope in outline.calls)
-        return FileFacts(tuple(outline.imported_modules), runs, tuple(config_refs))
+        return FileFacts(tuple(outline.imported_modules), runs, tuple(config_refs), tuple(argument_files),
+                         arguments_from_argv, tuple(argument_flags))
 
 
 @dataclass(eq=False)
@@ -54,6 +60,16 @@ class LaunchUnit:
     entry: PythonSource
     files: list[PythonSource]                             # the entry first, then what it imports
     launches: list[tuple[ShellSource, object]] = field(default_factory=list)   # (shell, launcher.Launch)
+
+    @property
+    def world_size(self) -> Optional[int]:
+        """The processes its launches start: the largest of their world sizes (each read from the launcher's
+        own options, `dslint.sources.launcher`); None when one of them depends on the machine, or when no
+        launcher line runs the entry (a script run by itself may be started any way)."""
+        sizes = [launch.world_size for _, launch in self.launches]
+        if not sizes or any(size is None for size in sizes):
+            return None
+        return max(sizes)
 
     @property
     def name(self) -> str:
@@ -196,7 +212,12 @@ class Program:
         folder = posixpath.dirname(_norm(sh.path))
         if launch.script:
             script = launch.script
-            for candidate in (posixpath.join(folder, script), script):
+            candidates = [posixpath.join(folder, script), script]
+            if launch.cwd is not None:       # the folder the script `cd`-ed into comes first
+                anchor, path = launch.cwd
+                candidates[:0] = [posixpath.join(folder, path, script)] + ([posixpath.join(path, script)]
+                                                                           if anchor == "start" else [])
+            for candidate in candidates:
                 hit = self._by_path.get(_norm(candidate))
                 if hit is not None:
                     return hit

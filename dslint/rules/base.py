@@ -53,6 +53,21 @@ class Trace:
 
 
 @dataclass
+class Clue:
+    """A piece of evidence a finding rests on (`findings.Evidence`), located like a Trace: `at` a libcst node, a
+    JSON path, a Span, a (line, col), a line number, or None (a fact of the run, not of a file). `source`: the
+    file it is in (defaults to the file being checked; ignored when `at` is None and `path` is given). `found`
+    False: a fact the hazard needs that dslint did not see."""
+
+    kind: str
+    note: str
+    at: Any = None
+    source: Optional["AnySource"] = None
+    found: bool = True
+    path: Optional[str] = None          # a file that is no source of the run (a config named by a launcher)
+
+
+@dataclass
 class Diagnostic:
     message: str
     at: Any                                       # libcst node | JSON path tuple | Span | (line, col)
@@ -61,6 +76,10 @@ class Diagnostic:
     trace: list[Trace] = field(default_factory=list)
     fix: Optional[Fix] = None
     code: Optional[str] = None                    # a family module may emit several codes from one pass
+    # what the finding rests on (issue 30): `Clue`s; `proven` False when the evidence the rule needs is
+    # incomplete (hidden unless --show-unproven)
+    evidence: list["Clue"] = field(default_factory=list)
+    proven: bool = True
 
 
 @dataclass
@@ -92,11 +111,17 @@ class Rule:
     references: ClassVar[tuple[str, ...]] = ()   # "DeepSpeed #5794", "transformers generate(synced_gpus)"
     versions: ClassVar[str] = ""                 # which DeepSpeed/transformers versions are concerned
     suppress_when: ClassVar[str] = ""            # when it is safe to suppress
+    # what the rule's findings rest on, and when that evidence is complete (issue 30: findings whose evidence is
+    # incomplete are hidden unless --show-unproven); "" takes the family's text (`dslint.rules.evidence`)
+    evidence_needed: ClassVar[str] = ""
     kinds: ClassVar[frozenset[str]] = frozenset({"python"})
     # Words one of which a Python file's text must contain for this rule to flag it or to need its facts
     # (the engine's triage skips parsing files that match no enabled rule). Empty: every file matters.
     triggers: ClassVar[tuple[str, ...]] = ()
     default_enabled: ClassVar[bool] = True       # False: runs only when --select names its code
+    # True: the hazard needs two processes or more (one rank waiting for another); not checked in a file every
+    # launch unit of which starts one process (`ProjectView.runs_one_process`)
+    needs_ranks: ClassVar[bool] = False
     VALID: ClassVar[tuple[Union[Example, str], ...]] = ()
     INVALID: ClassVar[tuple[Union[Example, str], ...]] = ()
 
@@ -113,10 +138,35 @@ class Rule:
         return textwrap.dedent(inspect.getdoc(cls) or "").strip()
 
     @classmethod
+    def evidence_docs(cls) -> str:
+        """What the findings rest on and when that evidence counts as complete (the rule's, else its family's)."""
+        if cls.evidence_needed:
+            return cls.evidence_needed
+        return FAMILY_EVIDENCE.get(cls.code[:4], "")
+
+    @classmethod
     def examples(cls, kind: str) -> list[Example]:
         raw = cls.VALID if kind == "valid" else cls.INVALID
         out = [e if isinstance(e, Example) else Example(textwrap.dedent(e).lstrip("\n")) for e in raw]
         return [replace(e, fixed=textwrap.dedent(e.fixed).lstrip("\n")) if e.fixed else e for e in out]
+
+
+# what each family's findings rest on (a rule's `evidence_needed` overrides): rendered in docs/rules.md
+FAMILY_EVIDENCE = {
+    "DSL0": "the file itself (always complete).",
+    "DSL2": "the DeepSpeed MoE layer (`deepspeed.moe.layer.MoE` call), the engine that runs the model "
+            "(`deepspeed.initialize`/`init_inference`, a Trainer, DDP, accelerate), the config with its ZeRO stage "
+            "and the launcher line with its world size, as far as the launch unit shows them. The MoE layer is "
+            "what the rules start from: their evidence is complete.",
+    "DSL3": "the engine, Trainer, DDP or accelerate call that trains the model on several ranks, the config with "
+            "its ZeRO stage, the launcher line. Complete: the parameter analysis itself (DSL303 asks more, see "
+            "its page).",
+    "DSL4": "the config file (or the dict built in a script) and what hands it to DeepSpeed: a launcher's "
+            "`--deepspeed cfg.json`, `deepspeed.initialize(config=...)`, `TrainingArguments(deepspeed=...)`; "
+            "without one the finding says the file was taken for a DeepSpeed config by its keys (still shown).",
+    "DSL5": "the launcher line (with its world size) and the config it hands over: always complete.",
+}
+
 
 
 # A rule family may emit codes that have no class of their own yet; they are documented here.

@@ -11,6 +11,7 @@ from typing import Iterable
 from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+from dslint.rules.evidence import dedupe, group_clues, group_created_between, launch_clues, site_clues
 
 _Z3_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
 _Z2_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'
@@ -102,7 +103,7 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         when = g.condition or f"`{code_of(g.node)}` holds"
         msg = (f"{_collective(h, ctx)[0].upper()}{_collective(h, ctx)[1:]}, only runs when {when} (line {_line(ctx, g.node)}), "
                f"which depends on {g.origin.describe()}: ranks that skip it leave the others blocked in the "
-               f"collective. {_fix(h)}")
+               f"collective. " + "".join(f"{n[0].upper()}{n[1:]}. " for n in h.notes) + _fix(h))
     elif h.code == "DSL102":
         comp = getattr(h.at, "for_in", None)        # a comprehension: its (first) `for` clause's iterable
         head = code_of(h.at.iter if hasattr(h.at, "iter") else comp.iter if comp is not None else
@@ -151,7 +152,22 @@ def diagnose(h: Hazard, ctx: RuleContext) -> Diagnostic:
         fix = _synced_gpus_fix(ctx, h.at) or fix
     elif h.code == "DSL102":
         fix = _trip_count_fix(ctx, h) or fix
-    return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code)
+    clues = site_clues(h.site) + launch_clues(ctx.program, ctx.source)
+    if h.code == "DSL103":
+        clues += group_clues(ctx.source)
+    return Diagnostic(msg, h.at, severity=_sev(h), trace=_trace(ctx, h), fix=fix, code=h.code,
+                      evidence=dedupe(clues), proven=h.site.proven)
+
+
+def _before_any_group(h: Hazard, ctx: RuleContext) -> bool:
+    """A `raise` under a rank test before the call that creates the process group, in the same function as the
+    collective it leaves before (issue 30): the ranks that raise never join the group, and the job ends under
+    its launcher -- no rank waits in a collective for them."""
+    if h.code != "DSL103" or h.guard is None or h.guard.exit_kind != "raise" or h.site.source is not ctx.source:
+        return False
+    at = ctx.source.span(h.at).line
+    site = ctx.source.span(h.site.call).line
+    return at < site and group_created_between(ctx.source, h.scope, at, site) is not None
 
 
 # `**name` splats that may already carry generate()'s keywords: adding synced_gpus= next to them could pass it
@@ -208,8 +224,23 @@ def _trip_count_fix(ctx: RuleContext, h: Hazard) -> "Fix | None":
                            "(it pads every rank to the same length).", applicability="display", edits=[edit])
 
 
+_EVIDENCE = (
+    "the collective call -- an explicit `torch.distributed`/`deepspeed.comm` collective, an accelerate or "
+    "Trainer collective method is its own evidence (with the `Accelerator(...)`/`Trainer(...)` call of the file "
+    "that built its receiver, where there is one) -- and, for a model's forward or `generate`, an engine method or a function reaching one, what makes "
+    "it collective in the launch unit: the DeepSpeed engine that runs it (`deepspeed.initialize`/`init_inference`, "
+    "followed to the call, or an object used as an engine: `.backward(loss)`, `.step()` and `.module`/"
+    "`save_checkpoint`/... on it), a config with ZeRO-3, a DeepSpeed MoE layer, `GatheredParameters`; the "
+    "launcher line with its world size where the unit has one. Complete when one of these is seen: a forward of a "
+    "model that is an engine by its name only (`ds_engine`, a parameter), with no config or MoE layer, is "
+    "unproven (hidden unless `--show-unproven`). A ZeRO stage not seen is listed as such (the finding is then a "
+    "warning).")
+
+
 class _CollectiveRule(Rule):
     severity_when_unsure = Severity.WARNING
+    evidence_needed = _EVIDENCE
+    needs_ranks = True
     # files that can hold a rank source, a collective site, or a helper reaching one
     triggers = ("rank", "RANK", "main_process", "process_index", "process_zero", "is_master", "is_main",
                 "should_save", "should_log", "generate", "split_between", "barrier", "all_reduce", "all_gather",
@@ -221,7 +252,7 @@ class _CollectiveRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for h in ctx.program.rank_hazards(ctx.source):
-            if h.code == self.code:
+            if h.code == self.code and not _before_any_group(h, ctx):
                 yield diagnose(h, ctx)
 
 
@@ -243,8 +274,11 @@ class RankGuardedCollective(_CollectiveRule):
     evaluation hangs at the first layer; a DeepSpeed MoE layer's all_to_all (DeepSpeed #7141, #5794) likewise.
 
     **Not flagged**: logging, printing, file writes, wandb/tensorboard, `torch.save` of a state dict, `tqdm`
-    under the test; `if/else` whose both branches reach a collective; the "rank 0 first" barrier pair
-    (`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0: barrier()`); tests against -1 ("is this
+    under the test; `if/else` whose branches call the same sequence of collectives (op and group, through
+    helpers and context managers); rank tests that leave every rank with the same sequence over the function,
+    such as the "rank 0 first" barrier pair (`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0:
+    barrier()`, also as a `@contextmanager` around a `yield`, and through a wrapper that skips the barrier when
+    the run is not distributed); tests against -1 ("is this
     run distributed"), `world_size > 1`, `dist.is_initialized()` and `os.getenv("RANK") is not None`, which are
     the same on every rank (also when they come in a tuple beside the rank: taint is per element). A forward under
     ZeRO-0/1/2 without MoE is local: a rank-0 `model.save_pretrained` of an unwrapped HF model is fine there. With
@@ -260,6 +294,12 @@ class RankGuardedCollective(_CollectiveRule):
     under a stage test), is flagged. The group getters and predicates dslint knows (Megatron/NeoX `mpu`,
     DeepSpeed `groups`, pipeline engines) are tables in dslint/program/process_groups.py; a group it cannot name is WORLD.
     DSL102 and DSL103 apply the same rule to loops and exits.
+
+    **Sequences**: both branches reaching collectives is not enough -- they must reach the same ones, in the same
+    order, on the same group. `if rank == 0: dist.broadcast(t, 0) else: dist.all_reduce(t)`, two barriers on one
+    side against one on the other, or the same all_reduce on different groups are flagged at the collectives
+    where the branches part (dslint/program/rank/sequences.py); so is an `if`/`elif` chain over the rank without
+    an `else` that leaves some ranks out of the barrier the others wait in.
     """
 
     code = "DSL101"
@@ -304,6 +344,13 @@ def evaluate(loader):
 if local_rank == 0:
     evaluate(val_loader)  # expect: DSL101
 """, files={"ds.json": _Z3_CONFIG}),
+        """\
+        import torch.distributed as dist
+        if dist.get_rank() == 0:
+            dist.broadcast(t, 0)  # expect: DSL101
+        else:
+            dist.all_reduce(t)  # expect: DSL101
+        """,
     )
 
 
@@ -395,6 +442,10 @@ class RankEarlyExit(_CollectiveRule):
 
     code = "DSL103"
     name = "rank-early-exit"
+    evidence_needed = _EVIDENCE + (
+        " Also the call that creates the process group (`init_process_group`, `deepspeed.init_distributed`/"
+        "`initialize`, `Accelerator()`): a `raise` under a rank test before that call, in the function of the "
+        "collective, is not flagged -- the ranks that raise never join the group, and the launcher ends the job.")
     severity = Severity.ERROR
     summary = "an early exit under a rank-dependent test before a collective other ranks still reach"
     fix_advice = "Reach the collective on every rank first, or make the exit decision uniform (all_reduce it)."
@@ -457,6 +508,12 @@ class GenerateNotSynced(_CollectiveRule):
 
     code = "DSL104"
     name = "generate-not-synced"
+    evidence_needed = (
+        "a DeepSpeed engine or `init_inference` that runs the model (followed to the call, or an object used as an "
+        "engine: `.backward(loss)`, `.step()`, `.module`), a config with ZeRO-3, or a DeepSpeed MoE layer, in the "
+        "launch unit. `generate` on a plain model (a single-process `input()` loop, no engine) is no site at all; "
+        "on a model that is an engine by its name only it is unproven (hidden unless `--show-unproven`). With an "
+        "engine but no config the ZeRO stage is listed as not seen and the finding is a warning.")
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."

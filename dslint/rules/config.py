@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 DS_CONFIG_DOCS = "DeepSpeed config reference: https://www.deepspeed.ai/docs/config-json/"
 
 
-def analyse(data, partial: bool = False) -> "Analysis":
+def analyse(data, partial: bool = False, version: Optional[str] = None) -> "Analysis":
     from dslint.dsconfig.check import analyse as run     # pydantic: imported once a config is checked
-    return run(data, partial)
+    return run(data, partial, version)
 
 
 def is_inference_config(data) -> bool:
@@ -39,11 +39,12 @@ def where(path) -> str:
     return ".".join(str(p) for p in path) if path else "the top level"
 
 
-def analysis_of(src) -> "Analysis":
-    cached = src.__dict__.get("_dslint_dsconfig")
-    if cached is None:
-        cached = src.__dict__["_dslint_dsconfig"] = analyse(src.data)
-    return cached
+def analysis_of(src, version: Optional[str] = None) -> "Analysis":
+    """The analysis of a JSON config at the DeepSpeed `version` the project uses, memoised per version."""
+    cached = src.__dict__.setdefault("_dslint_dsconfig", {})
+    if version not in cached:
+        cached[version] = analyse(src.data, version=version)
+    return cached[version]
 
 
 # words one of which a Python file holding (part of) a DeepSpeed config dict contains
@@ -60,20 +61,35 @@ class Subject:
         self.data = pyconfig.data if pyconfig is not None else ctx.source.data
 
     @property
+    def version(self) -> Optional[str]:
+        """The DeepSpeed version this config runs against: that of a DeepSpeed source tree holding the file
+        (its own tests and examples), else the one the project uses (option, pin or installed); the table judges
+        at the nearest release at or below it."""
+        return self.ctx.program.deepspeed_version_for(self.py.src if self.py is not None else self.ctx.source)
+
+    @property
     def analysis(self) -> "Analysis":
+        version = self.version
         if self.py is None:
-            return analysis_of(self.ctx.source)
+            return analysis_of(self.ctx.source, version)
         cached = getattr(self.data, "_dslint_analysis", None)
-        if cached is None:
-            cached = self.data._dslint_analysis = analyse(self.data, partial=True)
+        if cached is None or cached.version != version:
+            cached = self.data._dslint_analysis = analyse(self.data, partial=True, version=version)
         return cached
 
     def semantic(self, fn, *args):
-        """fn(data, *args)'s findings; none of them when it read an unknown value of a Python-built config."""
+        """fn(data, *args)'s findings; none of them when it read an unknown value of a Python-built config, nor
+        one about a key the project's DeepSpeed release does not read (DSL401/403 report that key)."""
         if self.py is None:
-            return fn(self.data, *args)
-        found, known = Program.reading_known(fn, self.data, *args)
-        return found if known else []
+            found = fn(self.data, *args)
+        else:
+            found, known = Program.reading_known(fn, self.data, *args)
+            found = found if known else []
+        if not found:
+            return found
+        from dslint.dsconfig.table import reads
+        release = self.analysis.release
+        return [f for f in found if reads(release, f.path)]
 
     @property
     def world_size(self):
@@ -91,6 +107,38 @@ class Subject:
         """A Python-built config handed to the HF integration itself (TrainingArguments, HfDeepSpeedConfig,
         DeepSpeedPlugin)."""
         return self.py is not None and not (self.py.call.callee or "").endswith(("initialize", "init_inference"))
+
+    @property
+    def via_hf(self) -> bool:
+        """A JSON config the HF integration hands to DeepSpeed: the `deepspeed` entry of an arguments JSON, an
+        accelerate config's `deepspeed_config_file`."""
+        if self.py is not None:
+            return False
+        use = self.ctx.program.json_use(self.ctx.source)
+        return use is not None and use.via_hf
+
+    def filled(self, keys: tuple, fn, *args) -> list:
+        """fn(config filled from each arguments JSON that names it, *args)'s findings, each message saying which
+        arguments file filled which `"auto"` value among `keys` (`Program.filled_by_arguments`); one finding per
+        message, none offering a fix (the values come from the arguments file: which side is wrong is the
+        user's call). `args` may hold `WORLD`, the world size of the arguments file's launcher line."""
+        if self.py is not None:
+            return []
+        out, seen = [], set()
+        for path, data, filled, world in self.ctx.program.filled_by_arguments(self.ctx.source):
+            shown = [f for f in filled if f.startswith(keys)]
+            if not shown:
+                continue
+            for f in fn(data, *[world if a is WORLD else a for a in args]):
+                f.message = f"with \"auto\" filled from the arguments file {path} ({', '.join(shown)}): {f.message}"
+                f.fix_path, f.fix_delete = None, False
+                if f.message not in seen:
+                    seen.add(f.message)
+                    out.append(f)
+        return out
+
+
+WORLD = object()        # `Subject.filled`'s stand-in for the world size of the arguments file's launcher line
 
 
 class Change:
@@ -185,7 +233,8 @@ class ConfigRule(Rule):
         if ctx.source.kind == "python":
             return bool(ctx.program.configs_written_in(ctx.source))
         data = ctx.source.data
-        return isinstance(data, dict) and (self.inference_too or not is_inference_config(data))
+        return isinstance(data, dict) and (self.inference_too or not is_inference_config(data)) and \
+            ctx.program.is_deepspeed_config(ctx.source)     # not an HF arguments file (dslint.program.json_kinds)
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         if ctx.source.kind != "python":
@@ -219,9 +268,14 @@ class UnknownConfigKey(ConfigRule):
     `bf16`, `comms_logger`, monitors, `compile`, `tensor_parallel`, …) forbid extra keys: `deepspeed.initialize`
     fails on every rank after the job waited in the queue. The message says which of the two happens.
 
-    Keys are those of DeepSpeed 0.19.8 (checked against the installed DeepSpeed by a test). Free-form
-    mappings (`optimizer.params`, `scheduler.params`, `checkpoint`, `pipeline`, `data_efficiency`,
-    `autotuning`, `expert_parallel`, `weight_quantization`) are not checked below their top.
+    Keys are those of the DeepSpeed release the project uses (`--deepspeed-version`, a pin, the installed
+    DeepSpeed): the nearest release at or below it in dslint's table, generated from DeepSpeed's own sources for
+    every release from 0.10.0 on (the newest when the version is unknown); a file inside a DeepSpeed source tree
+    (its own tests and examples) at the version of that tree's version file, and a release older than the table
+    at its oldest, as a warning that says so. Whether a section forbids extra keys
+    is that release's too (`fp16` is read with `dict.get` before 0.17.1, a pydantic model from then on), and a key other
+    releases read says which (`compile.backend`: 0.13.2–0.14.3). Mappings DeepSpeed hands on whole
+    (`optimizer.params`, `scheduler.params`, `pipeline`, `expert_parallel`, …) are not checked below their top.
 
     Like every DSL4xx rule it also checks configs built in Python and handed to `deepspeed.initialize`,
     `init_inference`, `TrainingArguments(deepspeed=...)`, `HfDeepSpeedConfig` or `DeepSpeedPlugin(hf_ds_config=...)`:
@@ -239,7 +293,7 @@ class UnknownConfigKey(ConfigRule):
     fix_advice = "Rename the key to the suggested one (or move it to the section it belongs to); delete it otherwise."
     autofix = 'a did-you-mean rename when it is the only candidate (a case-only difference or the one close key) and the object does not have that key yet: safe where `deepspeed.initialize` rejects the key, unsafe where DeepSpeed ignored it (the setting starts to apply). A key that resembles no DeepSpeed key is deleted: unsafe where initialize rejects it, display where DeepSpeed ignores it (other code may read it). JSON and dict literals built in Python.'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/config.py", "deepspeed/runtime/zero/config.py")
-    versions = "Keys as of DeepSpeed 0.19.8."
+    versions = "Keys of the release the project uses (table generated from DeepSpeed 0.10.0 to 0.19.8)."
     suppress_when = "Never for a misspelling; a private annotation key (e.g. `_comment`) at a dict.get level is harmless."
     VALID = (
         Example('{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 8,\n'
@@ -298,8 +352,9 @@ class UnknownConfigKey(ConfigRule):
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for p in subject.analysis.of("unknown"):
-            sev = None if (p.deepspeed_fails or p.suggestion) else Severity.WARNING
+        analysis = subject.analysis
+        for p in analysis.of("unknown"):
+            sev = None if (p.deepspeed_fails or p.suggestion) and not analysis.predates else Severity.WARNING
             change = None
             if p.rename:
                 # where initialize failed on the key there is no working behaviour to keep; where DeepSpeed
@@ -331,7 +386,7 @@ class DeprecatedConfigKey(ConfigRule):
     fix_advice = "Use the replacement key named in the message."
     autofix = 'safe where DeepSpeed maps the key one to one: `bfloat16` → `bf16`, `stage3_gather_fp16_weights_on_model_save` → `stage3_gather_16bit_weights_on_model_save`, `cpu_offload: true/false` → `offload_optimizer: {"device": "cpu"/"none"}` (likewise `cpu_offload_param` → `offload_param`); unsafe for `aio.thread_count` → `intra_op_parallelism` (no longer read at all).'
     references = ("deepspeed/runtime/zero/config.py (json_schema_extra deprecated)", DS_CONFIG_DOCS)
-    versions = "Deprecations as of DeepSpeed 0.19.8."
+    versions = "Deprecations of the release the project uses (table generated from DeepSpeed 0.10.0 to 0.19.8)."
     suppress_when = "When the config must also run on a DeepSpeed old enough not to know the replacement."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 2, '
                      '"offload_optimizer": {"device": "cpu"}}\n}\n', filename="ds_config.json"),)
@@ -414,9 +469,11 @@ class RemovedConfigKey(ConfigRule):
     `quantize_training`, `eigenvalue`, `sparse_gradients`, `nebula`, `graph_harvesting`,
     `zero_optimization.mics_*`, `zero_optimization.zeropp_loco_param`.
 
-    **Why it matters**: DeepSpeed 0.19.8 raises `DeepSpeedConfigError` on them at `initialize`; older
-    releases honour them. Reported as an error when the project's DeepSpeed version is ≥ 0.19.8, a warning
-    when it is unknown or older 0.19.x, nothing before 0.19.
+    **Why it matters**: DeepSpeed 0.19.8 raises `DeepSpeedConfigError` on them at `initialize`
+    (`_REMOVED_TOP_LEVEL_CONFIG_KEYS`, `_REMOVED_ZERO_CONFIG_KEYS`, read into dslint's generated table); older
+    releases honour them. Reported when the release the project uses lists the key as removed: an error
+    when the version is known, a warning when it is not (judged at the newest release). A config inside a
+    DeepSpeed source tree (a vendored DeepSpeed's own tests) is judged at that tree's version file.
     """
 
     code = "DSL403"
@@ -427,7 +484,7 @@ class RemovedConfigKey(ConfigRule):
     fix_advice = "Delete the block, or use the replacement the message names."
     autofix = 'unsafe (DeepSpeed ≥ 0.19.8, where initialize raises): delete the block; display on older or unknown versions.'
     references = ("DeepSpeed #8489", "deepspeed/runtime/config.py _reject_removed_config_keys")
-    versions = "Rejected by DeepSpeed 0.19.8; accepted by releases before 0.19."
+    versions = "Rejected from DeepSpeed 0.19.8 on (the generated table); accepted by earlier releases."
     suppress_when = "When the config only runs with a DeepSpeed release that still has the feature."
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true}\n}\n',
                      filename="ds_config.json"),)
@@ -436,11 +493,11 @@ class RemovedConfigKey(ConfigRule):
                        fixed='{\n  "train_micro_batch_size_per_gpu": 1\n}\n'),)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        version = Program.version(subject.ctx.program.deepspeed_version)
-        if version is not None and version < (0, 19):
-            return
-        sev = Severity.ERROR if version is not None and version >= (0, 19, 8) else Severity.WARNING
-        for p in subject.analysis.of("removed"):
+        # the table lists a removal only at the releases that reject the key; an unknown version is judged at
+        # the newest release, so the finding is then a warning
+        analysis = subject.analysis
+        sev = Severity.ERROR if subject.version is not None and not analysis.predates else Severity.WARNING
+        for p in analysis.of("removed"):
             change = Change(f"Delete `{where(p.path)}` (the feature is gone from DeepSpeed).",
                             "unsafe" if sev is Severity.ERROR else "display", delete=True)
             yield p.message, p.path, sev, change
@@ -483,7 +540,10 @@ class DuplicateConfigKey(ConfigRule):
 
 class InvalidConfigValue(ConfigRule):
     """A value of the wrong type or out of range: a ZeRO stage outside 0–3, a negative bucket size, an offload
-    device other than `none`/`cpu`/`nvme`, a string where a number is expected, a ratio above 1, …
+    device other than `none`/`cpu`/`nvme`, a string where a number is expected, a ratio above 1, …; the
+    cross-field checks of DeepSpeed's validators at the releases that have them (`fp16.min_loss_scale` and
+    `loss_scale_window` > 0 with dynamic loss scaling, from 0.19.3), and a quoted number where DeepSpeed does
+    arithmetic with the value as read (`"gradient_accumulation_steps": "8"`: TypeError in `_batch_assertion`).
 
     **Why it matters**: pydantic sections fail `deepspeed.initialize` on every rank; values read with
     `dict.get` fail later or, worse, are used as-is (`"false"` is truthy).
@@ -496,7 +556,8 @@ class InvalidConfigValue(ConfigRule):
     fix_advice = "Use a value of the type and range the message names."
     autofix = 'unsafe, where one value is implied: a wrong-case choice (`"CPU"` → `"cpu"`).'
     references = (DS_CONFIG_DOCS, "deepspeed/runtime/zero/config.py", "deepspeed/runtime/precision_config.py")
-    versions = "Types and bounds as of DeepSpeed 0.19.8."
+    versions = ("Types and bounds of the release the project uses (table generated from DeepSpeed 0.10.0 to "
+                "0.19.8; pydantic 1's coercions before 0.15).")
     VALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 3}\n}\n',
                      filename="ds_config.json"),
              """
@@ -507,6 +568,9 @@ class InvalidConfigValue(ConfigRule):
              """)
     INVALID = (Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {\n    "stage": 4\n  }\n}\n',
                        filename="ds_config.json", expect_lines=(4,)),
+               Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "gradient_accumulation_steps": "8",\n'
+                       '  "fp16": {"enabled": true, "loss_scale": 0, "min_loss_scale": 0}\n}\n',
+                       filename="ds_config.json", expect_lines=(3, 4)),
                Example('{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
                        '"offload_optimizer": {"device": "CPU"}}\n}\n', filename="ds_config.json", expect_lines=(3,),
                        fixed='{\n  "train_micro_batch_size_per_gpu": 2,\n  "zero_optimization": {"stage": 2, '
@@ -519,10 +583,11 @@ class InvalidConfigValue(ConfigRule):
                """)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for p in subject.analysis.of("invalid"):
+        analysis = subject.analysis
+        for p in analysis.of("invalid"):
             change = Change(f"Set `{where(p.path)}` to {p.value!r}.", "unsafe", value=p.value, has_value=True) \
                 if p.has_value else None
-            yield p.message, p.path, None, change
+            yield p.message, p.path, Severity.WARNING if analysis.predates else None, change
 
 
 class BatchSizeMismatch(ConfigRule):
@@ -534,7 +599,13 @@ class BatchSizeMismatch(ConfigRule):
     The data-parallel size is the world size divided by `sequence_parallel_size` and
     `tensor_parallel.autotp_size` when set (or `data_parallel_size` with `sequence_parallel_size`); a `pipeline`
     section makes it unknown (the stage count lives in the PipelineModule), and so does an `mpu` passed by
-    the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values (HF fills them) are skipped.
+    the script (Megatron tensor/pipeline parallel) — suppress then. `"auto"` values are filled as the HF integration
+    fills them where an HF arguments file (`HfArgumentParser.parse_json_file`) names the config in its `deepspeed`
+    entry: `train_micro_batch_size_per_gpu` from its `per_device_train_batch_size`, `gradient_accumulation_steps`
+    from its own (the message names the file); otherwise a config with `"auto"` batch values is skipped. A
+    micro batch or accumulation value the config gives that such a file contradicts is reported too: the HF
+    integration refuses the mismatch when the Trainer sets DeepSpeed up ("Please correct the following DeepSpeed
+    config values that mismatch TrainingArguments values"), on every rank.
 
     **Why it matters**: `deepspeed.initialize` asserts the product on every rank at start-up; a misspelled
     accumulation key silently changes the derived values instead.
@@ -559,6 +630,11 @@ class BatchSizeMismatch(ConfigRule):
     INVALID = (
         Example('{\n  "train_batch_size": 30,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", expect_lines=(2,)),
+        # "auto" filled from the HF arguments file that names the config: 4 × 3 does not divide 32
+        Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": "auto",\n'
+                '  "gradient_accumulation_steps": "auto"\n}\n', filename="ds_z2.json", expect_lines=(2,),
+                files={"args.json": '{"output_dir": "out", "per_device_train_batch_size": 4, '
+                                    '"gradient_accumulation_steps": 3, "deepspeed": "ds_z2.json"}'}),
         Example('{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 4,\n'
                 '  "gradient_accumulation_steps": 2\n}\n', filename="ds_config.json", world_size=8,
                 expect_lines=(2,), fixed='{\n  "train_batch_size": 64,\n  "train_micro_batch_size_per_gpu": 4,\n'
@@ -566,8 +642,18 @@ class BatchSizeMismatch(ConfigRule):
     )
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for f in subject.semantic(batch_findings, subject.world_size):
+        for f in subject.semantic(batch_findings, subject.world_size) or subject.filled(
+                ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"), batch_findings, WORLD):
             yield f.message, f.path, f.severity, _implied(f)
+        if subject.py is not None:
+            return
+        for path, key, given, arg, wanted in subject.ctx.program.argument_mismatches(subject.ctx.source):
+            yield (f"`{key}` is {given!r} but the arguments file {path} sets `{arg}` to {wanted!r}: the HF "
+                   "integration refuses the mismatch when the Trainer sets DeepSpeed up, on every rank (\"Please "
+                   "correct the following DeepSpeed config values that mismatch TrainingArguments values\"); set it "
+                   f"to \"auto\" or {wanted!r}", (key,), None,
+                   Change(f"Set `{key}` to \"auto\" (filled from the arguments file).", "unsafe", value="auto",
+                          has_value=True))
 
 
 class FP16AndBF16(ConfigRule):
@@ -612,7 +698,7 @@ class FP16AndBF16(ConfigRule):
                """))
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
-        for f in subject.semantic(precision_findings):
+        for f in subject.semantic(precision_findings) or subject.filled(("fp16", "bf16"), precision_findings):
             yield f.message, f.path, f.severity, _implied(f)
 
 
@@ -659,7 +745,9 @@ class AutoOutsideHF(ConfigRule):
     `"auto"` with real values. Plain `deepspeed.initialize` reads the string itself: in the top-level keys and
     free-form sections (batch sizes, `gradient_clipping`, `optimizer.params`) it fails; inside DeepSpeed's pydantic
     sections (`zero_optimization`, `fp16`, …) it is dropped and the default used, which is rarely what was meant.
-    Reported only when the scripts using the config are known (checked in the same run) and none is HF-driven.
+    Reported only when the scripts using the config are known (checked in the same run) and none is HF-driven,
+    and never for a config the HF integration itself hands to DeepSpeed: the `deepspeed` entry of an HF arguments
+    file (`HfArgumentParser.parse_json_file`), the `deepspeed_config_file` of an accelerate config file.
     DeepSpeed's own `"auto"` values (`pipeline.stages`, `data_types.keep_in_fp32_modules`, ZenFlow intervals)
     are accepted.
     """
@@ -685,7 +773,7 @@ class AutoOutsideHF(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         autos = subject.analysis.auto_paths
-        if not autos or subject.hf_call:
+        if not autos or subject.hf_call or subject.via_hf:
             return
         ctx = subject.ctx
         scripts = subject.scripts

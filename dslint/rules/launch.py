@@ -70,7 +70,7 @@ class LauncherBatchMismatch(Rule):
             if any(h in a for a in launch.script_args for h in MODEL_PARALLEL_HINTS):
                 continue
             for ref in launch.config_paths:
-                for cfg in program.configs_by_reference(ref, Path(sh.path).parent):
+                for cfg in program.launch_configs(sh, launch, ref):
                     data = cfg.data if isinstance(cfg.data, dict) else {}
                     if "tensor_parallel" in data or "pipeline" in data and isinstance(data.get("pipeline"), dict) \
                             and data["pipeline"].get("stages", 1) not in (1, None):
@@ -113,6 +113,12 @@ class ConcurrentLaunchPortClash(Rule):
     second job's rank 0 cannot bind the port ("address already in use") and dies, or — with torchrun's c10d
     rendezvous or a TCPStore that is already up — its ranks join the first job's store and the two jobs'
     collectives mix until they hang. Give each concurrent launch its own `--master_port`.
+
+    Not flagged: the nodes of ONE multi-node job started side by side (`srun -w $NODE torchrun --nnodes 2
+    --node_rank $i --master_addr $HEAD …  &` in a loop over nodes): each launch is told that the job spans
+    several nodes (`--nnodes`/`--num_nodes`/`--num_machines` not 1) and which node it is (`--node_rank`,
+    `--machine_rank` that differ or are computed, or a c10d rendezvous), at the same address -- the port is
+    where they meet. Two launches that both claim the same node rank are still two jobs.
     """
 
     code = "DSL502"
@@ -130,6 +136,16 @@ class ConcurrentLaunchPortClash(Rule):
         deepspeed --include localhost:2,3 --master_port 29502 train.py --seed 2 &
         wait
         """, filename="sweep.sh"),
+        ex("""\
+        for NODE in $NODES; do
+          if [ "$NODE" == "$HEAD" ]; then
+            srun -w $NODE torchrun --nnodes 2 --nproc_per_node 8 --node_rank 0 --master_addr $HEAD train.py &
+          else
+            srun -w $NODE torchrun --nnodes 2 --nproc_per_node 8 --node_rank 1 --master_addr $HEAD train.py &
+          fi
+        done
+        wait
+        """, filename="multinode.sh"),
     )
     INVALID = (
         ex("""\
@@ -144,6 +160,7 @@ class ConcurrentLaunchPortClash(Rule):
         lines = sh.text.splitlines()
         by_line = {launch.line: launch for launch in sh.launches}
         active: dict[str, int] = {}
+        active_launch: dict[str, object] = {}
         env_port = None
         for number, raw in enumerate(lines, 1):
             text = raw.split("#", 1)[0].strip()
@@ -168,6 +185,8 @@ class ConcurrentLaunchPortClash(Rule):
             port = port.rsplit(":", 1)[-1]
             if "$" in port:
                 continue        # a computed port ($((29500 + i))): cannot tell
+            if port in active and self._one_job(active_launch[port], launch):
+                continue        # another node of the same multi-node job: they meet at that port
             if port in active:
                 yield Diagnostic(f"this launch runs in the background on master port {port}, which the launch on "
                                  f"line {active[port]} (also in the background, no `wait` in between) already "
@@ -176,6 +195,17 @@ class ConcurrentLaunchPortClash(Rule):
                                  (launch.line, launch.column))
             else:
                 active[port] = number
+                active_launch[port] = launch
+
+    @staticmethod
+    def _one_job(first, second) -> bool:
+        """Are two launches nodes of ONE multi-node job (each told the job spans several nodes and which node it
+        is, at the same rendezvous address, as different nodes: ranks that differ or are computed, `$i`), not
+        two jobs? Then they are meant to share the port: it is where the nodes meet."""
+        a, b = first.node_of_job, second.node_of_job
+        if a is None or b is None or first.launcher != second.launcher or a[0] != b[0]:
+            return False
+        return a[1] != b[1] or "$" in a[1] or a[1] == ""
 
     @staticmethod
     def _logical_end(lines: list[str], start: int) -> str:

@@ -65,6 +65,7 @@ class MoEGroupsNotInitialised(Rule):
     """
 
     code = "DSL201"
+    needs_ranks = True
     name = "moe-groups-not-initialised"
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
@@ -582,6 +583,7 @@ class MoETokenCountVaries(Rule):
     """
 
     code = "DSL204"
+    needs_ranks = True
     name = "moe-token-count-varies"
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
@@ -746,6 +748,7 @@ class Zero3DataDependentExperts(Rule):
     """
 
     code = "DSL206"
+    needs_ranks = True
     name = "zero3-data-dependent-experts"
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING

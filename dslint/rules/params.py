@@ -94,8 +94,9 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
     def build():
         facts = program.models()
         out = []
+        excluded = program.optimizer_excluded()
         for cls in facts.classes_in(src):
-            attrs = [a for a in cls.attrs.values() if facts.trainable(a)]
+            attrs = [a for a in cls.attrs.values() if facts.trainable(a) and id(a) not in excluded]
             if not attrs:
                 continue
             names = frozenset(a.name for a in attrs)
@@ -118,7 +119,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                         continue
                 walker = ForwardPaths(root, names - shadowed)
                 try:
-                    paths = walker.root(found[1].node)
+                    paths = walker.root(found[1].node, program.uniform_inputs(root))
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
@@ -148,10 +149,11 @@ def _zero_severity(program) -> Optional[tuple[Optional[Severity], str]]:
     return Severity.WARNING, "ZeRO stage 1/2/3 (no DeepSpeed config with a known stage was found in this run)"
 
 
-# calls that train a model on several ranks (last names of resolved callees): DeepSpeed, DDP, the HF Trainer,
-# accelerate
+# calls that set up gradient reduction across ranks (last names of resolved callees): a DeepSpeed engine, DDP,
+# FSDP, accelerate, a process group; a `...Trainer` construction is counted below. Not `model.train()` nor a
+# `.prepare(...)` of anything: a single-process loop calls those too, and has no reduction to skew.
 _MULTI_RANK_TRAINING = frozenset({"initialize", "DistributedDataParallel", "DDP", "FullyShardedDataParallel",
-                                  "Accelerator", "prepare", "init_process_group", "init_distributed", "train"})
+                                  "Accelerator", "init_process_group", "init_distributed"})
 
 
 def _trained_across_ranks(program) -> bool:
@@ -176,9 +178,13 @@ class ParamNotInOptimizer(Rule):
 
     **Why it matters**: a trainable parameter outside every optimizer group still gets a gradient (and under
     ZeRO it is not part of the partitioned fp32 state), but it is never updated: the model trains with that
-    part frozen at its initial value and nothing says so. The groups' filters are read as boolean formulas over
-    their atoms (`n in decay_parameters`, `"bias" in n`; `p.requires_grad` counts as true) and a name that
+    part frozen at its initial value and nothing says so. The groups -- comprehensions over
+    `model.named_parameters()` written in the group dicts or through variables (`decay = [p for n, p in ...];
+    groups = [{"params": decay}, ...]`), given to an optimizer or to `deepspeed.initialize(model_parameters=...)`
+    for the config's optimizer -- have their filters read as boolean formulas over their atoms
+    (`n in decay_parameters`, `"bias" in n`, `p.ndim < 2`; `p.requires_grad` counts as true), and a name that
     satisfies none of them is reported, e.g. a projector excluded from the decay groups but never given its own.
+    When the model's class is one of the run's, the parameters no group takes are named (`norm.weight`).
     Not flagged when the run freezes the model wholesale (`model.requires_grad_(False)`, PEFT), since then the
     uncovered names may all be frozen.
     """
@@ -213,23 +219,54 @@ class ParamNotInOptimizer(Rule):
         ]
         optimizer = torch.optim.AdamW(groups, lr=1e-4)  # expect: DSL301
         """,
+        """\
+        import torch
+        from torch import nn
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.norm = nn.LayerNorm(8)
+            def forward(self, x):
+                return self.norm(self.proj(x))
+        model = Classifier()
+        decay = [p for n, p in model.named_parameters() if "bias" not in n and "norm" not in n]
+        no_decay = [p for n, p in model.named_parameters() if "bias" in n]
+        groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+        optimizer = torch.optim.AdamW(groups, lr=1e-4)  # expect: DSL301
+        """,
     )
 
     def check(self, ctx: RuleContext):
         if ctx.program.models().freezing.freeze_all:
             return
-        for call, scope, arg in ctx.program.optimizer_constructions(ctx.source):
-            groups = ctx.program.param_groups(ctx.source, scope, arg)
+        src = ctx.source
+        sites = [(call.node, scope, arg, "this optimizer")
+                 for call, scope, arg in ctx.program.optimizer_constructions(src)]
+        # groups handed to DeepSpeed, which builds the config's optimizer over them
+        for ec in ctx.program.engine_calls(src):
+            params = ec.argument("model_parameters") if ec.kind == "initialize" else None
+            if params is not None and ec.argument("optimizer") is None:
+                sites.append((ec.call.node, src.facts.functions.get(ec.call.scope), params,
+                              "the optimizer `deepspeed.initialize` builds"))
+        for node, scope, arg, what in sites:
+            groups = ctx.program.param_groups(src, scope, arg)
             if not groups:
                 continue
             missing = ctx.program.uncovered_parameters(groups)
             if missing is None:
                 continue
-            text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
+            named = ctx.program.uncovered_parameter_names(src, scope, groups)
+            if named:
+                shown = ", ".join(f"`{n}`" + ("..." if n.endswith(".") else "") for n in named[:6])
+                more = f" and {len(named) - 6} more" if len(named) > 6 else ""
+                subject = f"the trainable parameter{'s' if len(named) > 1 else ''} {shown}{more} of `{groups[0].receiver}`"
+            else:
+                text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
+                subject = f"a trainable parameter of `{groups[0].receiver}` for which {text}"
             yield Diagnostic(
-                f"no param group of this optimizer takes a trainable parameter of `{groups[0].receiver}` for which "
-                f"{text}: such parameters get gradients but are never updated. Add a group for them (or freeze "
-                f"them explicitly).", call.node)
+                f"no param group of {what} takes {subject}: such parameters get gradients but are never updated. "
+                f"Add a group for them (or freeze them explicitly).", node)
 
 
 class UnusedTrainableParam(Rule):
@@ -296,6 +333,10 @@ class UnusedTrainableParam(Rule):
                     f"remove it, use it, or create it with requires_grad=False.", attr.statement)
 
 
+# a ZeRO-2 config in the run: the evidence DSL303 needs (issue 30) beside a model file
+_ZERO2_RUN = {"ds_config.json": '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'}
+
+
 class ConditionallyUsedParam(Rule):
     """A trainable parameter or submodule that `forward` uses only on a data- or rank-dependent branch.
 
@@ -305,7 +346,10 @@ class ConditionallyUsedParam(Rule):
     whose batch is text-only, so the ranks' reduction sizes differ: the all_reduce/reduce_scatter hangs, or,
     with small buckets, same-size reductions pair different parameters and silently corrupt gradients; the
     ranks that got through wait in `optimizer.step()`'s overflow all_reduce (DeepSpeed #4933, #1355). Stage 0
-    zero-fills missing gradients and is safe.
+    zero-fills missing gradients and is safe. Reported only where the run reduces gradients across ranks (a
+    ZeRO config, `deepspeed.initialize`, DDP/FSDP, accelerate, a process group, a `...Trainer`): a
+    single-process loop (`model.train()`, `optimizer.step()`) has nothing to skew; a model file checked alone
+    is reported as a warning.
 
     Models derived from a transformers class (`class LlavaLlamaForCausalLM(LlamaForCausalLM, ...)`) count: the
     parameters added beside the library's sub-modules are checked, and freezing is per sub-tree --
@@ -315,13 +359,32 @@ class ConditionallyUsedParam(Rule):
     .requires_grad_(True)` leaves only the projector trainable. The library base's `super().forward(...)` is taken
     to use the library's own attributes (`model`, `lm_head`, ...) on every path, not the ones the subclass adds.
 
+    A test is data-dependent when it reads the batch -- any input of forward or a value derived from one,
+    whatever its name (`if aux_label is not None`, `if batch.get("k")`, `x.shape[1] == 1`, a `for` over an
+    optional input that may be empty) -- or the rank. Uniform: `self.*` values set in `__init__` (a
+    config-fixed `self.mode`), `self.training`, forward's option parameters (a `bool`/`int`/`float`/`str`
+    annotation or literal default), a sub-module's input that every caller in the run leaves out or passes
+    uniformly (`self.embeddings(ids)` never passing `token_type_ids`); where uniform tests select the branch
+    inside each data path, it is
+    reported only when, for one assignment of them, the parameters used differ between the data paths.
+
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
-    `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False`, tests on
-    uniform values only (`self.training`, config flags, `return_dict`, `use_cache`).
+    `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False` (at
+    creation, by the class itself, by its owner, by a `for p in model.vision.parameters()` loop of the script),
+    attributes every optimizer of the run leaves out (`AdamW([p for n, p in model.named_parameters() if not
+    n.startswith("vision.")])`: DeepSpeed reduces only its optimizer's parameters),
+    uses under `torch.no_grad()`, attributes holding no parameters (a transformers tokenizer or processor),
+    tests that only say where a value comes from (`if inputs_embeds is None: inputs_embeds =
+    self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it), tests on uniform values only.
     """
 
     code = "DSL303"
     name = "conditionally-used-param"
+    evidence_needed = ("a config with a ZeRO stage, or a call that trains the model on several ranks "
+                       "(`deepspeed.initialize`, an HF/TRL Trainer, DDP/FSDP, an `Accelerator`), in the launch "
+                       "unit: without either (a model file with nothing that trains it) the finding is unproven "
+                       "and hidden unless `--show-unproven`. The data-dependent branch and the use on one path only "
+                       "are in the trace.")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
@@ -347,6 +410,23 @@ class ConditionallyUsedParam(Rule):
                 else:
                     feats = self.projector(torch.zeros(0, 4))
                 return self.lm(torch.cat([feats, text]))
+        """,
+        """\
+        import torch
+        from torch import nn
+        class Mixer(nn.Module):
+            def __init__(self, mode):
+                super().__init__()
+                self.mode = mode
+                self.mlp = nn.Linear(8, 8)
+                self.conv = nn.Conv1d(8, 8, 3, padding=1)
+            def forward(self, x, extra=None):
+                if extra is not None:
+                    x = x + extra
+                    h = self.mlp(x) if self.mode == "mlp" else self.conv(x)
+                else:
+                    h = self.mlp(x) if self.mode == "mlp" else self.conv(x)
+                return h
         """,
         """\
         import torch
@@ -380,7 +460,7 @@ class ConditionallyUsedParam(Rule):
                 if images is not None:
                     text = torch.cat([self.projector(images), text])
                 return self.lm(text)
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         class VLM(nn.Module):
@@ -397,6 +477,38 @@ class ConditionallyUsedParam(Rule):
         Example(textwrap.dedent("""\
         import torch
         from torch import nn
+        class AuxTagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(8, 8)
+                self.aux_head = nn.Linear(8, 3)  # expect: DSL303
+                self.loss_fn = nn.CrossEntropyLoss()
+            def forward(self, x, labels, aux_label=None):
+                h = self.encoder(x)
+                loss = self.loss_fn(h, labels)
+                if aux_label is not None:
+                    loss = loss + self.loss_fn(self.aux_head(h), aux_label)
+                return loss
+        """), files=_ZERO2_RUN, fixed="""\
+        import torch
+        from torch import nn
+        class AuxTagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Linear(8, 8)
+                self.aux_head = nn.Linear(8, 3)  # expect: DSL303
+                self.aux_head.requires_grad_(False)  # frozen: no rank waits for its gradient
+                self.loss_fn = nn.CrossEntropyLoss()
+            def forward(self, x, labels, aux_label=None):
+                h = self.encoder(x)
+                loss = self.loss_fn(h, labels)
+                if aux_label is not None:
+                    loss = loss + self.loss_fn(self.aux_head(h), aux_label)
+                return loss
+        """),
+        Example(textwrap.dedent("""\
+        import torch
+        from torch import nn
         class Router(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -407,7 +519,7 @@ class ConditionallyUsedParam(Rule):
                 if hidden.shape[1] > 512:
                     out = out + self.long_seq_bias
                 return out
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         class Router(nn.Module):
@@ -439,7 +551,7 @@ class ConditionallyUsedParam(Rule):
                 return super().forward(inputs_embeds=embeds, labels=labels)
         model = GatedLlama.from_pretrained("org/llama")
         model.get_model().requires_grad_(False)
-        """), fixed="""\
+        """), files=_ZERO2_RUN, fixed="""\
         import torch
         from torch import nn
         from transformers import LlamaForCausalLM
@@ -473,9 +585,10 @@ class ConditionallyUsedParam(Rule):
             trace = [Trace(f"data-dependent branch in {cond.method}(): `{_code(cond.node)}`", cond.node, cond.src)]
             if use is not None:
                 trace.append(Trace(f"used only on that path, in {use[1]}()", use[0], use[2]))
+            reads = (" (it reads the batch: " + ", ".join(f"`{n}`" for n in cond.inputs) + ")") if cond.inputs else ""
             yield Diagnostic(
                 f"`self.{attr.name}` ({attr.kind}) is trainable but {where} uses it only when "
-                f"`{_code(cond.node)}` goes one way: ranks whose batch takes the other path produce no gradient for "
+                f"`{_code(cond.node)}` goes one way{reads}: ranks whose batch takes the other path produce no gradient for "
                 f"it, so under {stage_text} the gradient reductions differ in size across ranks and hang or mix "
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,

@@ -16,7 +16,7 @@ from dslint.sources.astsplice import common_prefix, common_suffix
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 from dslint.sources.wordsearch import alternation
 
-Kind = Literal["python", "json", "shell"]
+Kind = Literal["python", "json", "shell", "markdown"]
 
 _CALL_PATTERNS: dict[frozenset, "re.Pattern"] = {}
 
@@ -26,6 +26,7 @@ def _word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
+MARKDOWN_SUFFIXES = {".md", ".markdown"}
 
 
 @dataclass
@@ -597,30 +598,53 @@ class ShellSource(Source):
         return None
 
 
+@dataclass
+class MarkdownSource(ShellSource):
+    """A Markdown file (a README) read for the launcher lines of its fenced shell blocks (```bash, ```sh,
+    ```shell, ```console, or untagged): they tell how its scripts are run (`deepspeed --include localhost:0
+    serve/cli.py`) as a launcher script does. No rule checks the file itself: a snippet is no script (no
+    DSL001 for a fragment, no DSL502 for two commands shown side by side)."""
+
+    kind: Kind = "markdown"
+
+    @cached_property
+    def launches(self):
+        from dslint.sources.launcher import markdown_launches
+        return markdown_launches(self.text)
+
+    def parse_problem(self) -> Optional[ParseProblem]:
+        return None
+
+
 AnySource = Union[PythonSource, JsonSource, ShellSource]
 
 _DS_CONFIG_HINT = re.compile(         # a key, quoted as JSON or bare as Hjson allows
     r'(?:"|\'|^[ \t]*|[{,][ \t]*)(train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps|'
-    r'zero_optimization|fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping)'
+    r'zero_optimization|fp16|bf16|zero_allow_untested_optimizer|steps_per_print|gradient_clipping|deepspeed)'
     r'(?:"|\'|[ \t]*:)', re.MULTILINE)
 
 
-_DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+DS_TOP_KEYS = _DS_TOP_KEYS = frozenset({"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                           "zero_optimization", "fp16", "bf16", "zero_allow_untested_optimizer", "steps_per_print",
                           "gradient_clipping", "wall_clock_breakdown", "activation_checkpointing"})
 
 
 def looks_like_deepspeed_config(text: str) -> bool:
-    """A walked JSON file is read as a DeepSpeed config when DeepSpeed's own keys sit at its top level (a
-    test's reference data with a nested `"bf16"` is not one); a file that does not parse keeps the benefit
-    of the doubt (DSL001 tells what is wrong with it)."""
+    """A walked JSON file is read when DeepSpeed's own keys sit at its top level (a test's reference data with a
+    nested `"bf16"` is not one), or when a top-level `"deepspeed"` entry names a JSON file (an HF arguments file
+    naming the DeepSpeed config TrainingArguments hands over); a file that does not parse keeps the benefit of
+    the doubt (DSL001 tells what is wrong with it). What each file read is -- a DeepSpeed config or not -- is
+    decided by its use in the run (dslint.program.json_kinds)."""
     import json
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):     # Hjson, a template, or broken: DSL001 or the config rules tell
         return True
-    return isinstance(data, dict) and any(k in _DS_TOP_KEYS and (k not in ("fp16", "bf16") or isinstance(v, dict))
-                                          for k, v in data.items())
+    if not isinstance(data, dict):
+        return False
+    named = data.get("deepspeed")
+    return any(k in _DS_TOP_KEYS and (k not in ("fp16", "bf16") or isinstance(v, dict)) for k, v in data.items()) \
+        or (isinstance(named, str) and named.endswith(".json"))
 
 
 def kind_of(path: Path, explicit: bool, head: str = "") -> Optional[Kind]:
@@ -633,6 +657,8 @@ def kind_of(path: Path, explicit: bool, head: str = "") -> Optional[Kind]:
         return "json" if explicit or _DS_CONFIG_HINT.search(head) else None
     if suffix in SHELL_SUFFIXES:
         return "shell"
+    if suffix in MARKDOWN_SUFFIXES:
+        return "markdown"
     if explicit and head.startswith("#!") and re.match(r"#!.*\b(ba|z|da)?sh\b", head):
         return "shell"
     return None
@@ -653,6 +679,8 @@ def make_source(path: Path, shown: str, kind: Kind, text: str) -> AnySource:
         return PythonSource(shown, text, module_name=module_name_for(path))
     if kind == "json":
         return JsonSource(shown, text)
+    if kind == "markdown":
+        return MarkdownSource(shown, text)
     return ShellSource(shown, text)
 
 

@@ -29,7 +29,8 @@ from typing import Iterable, Optional
 
 from dslint.config import Settings, real_dir, real_path, relative_to
 from dslint.findings import InputError
-from dslint.sources import SHELL_SUFFIXES, AnySource, ParseProblem, decode, kind_of, looks_like_deepspeed_config, make_source
+from dslint.sources.launcher import markdown_mentions_launcher
+from dslint.sources import MARKDOWN_SUFFIXES, SHELL_SUFFIXES, AnySource, ParseProblem, decode, kind_of, looks_like_deepspeed_config, make_source
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", ".dslint_cache", "build", "dist", "site-packages",
@@ -37,11 +38,12 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox
 
 MIB = 1 << 20
 # generous for sources (the largest real Python modules are ~2 MB), small for configs (DeepSpeed's are ~1 kB)
-DEFAULT_LIMITS = {"python": 10 * MIB, "shell": 2 * MIB, "json": 1 * MIB}
+DEFAULT_LIMITS = {"python": 10 * MIB, "shell": 2 * MIB, "json": 1 * MIB, "markdown": 1 * MIB}
 SNIFF_BYTES = 8192
-CANDIDATE_SUFFIXES = frozenset({".py", ".pyi", ".json"}) | frozenset(SHELL_SUFFIXES)
+CANDIDATE_SUFFIXES = frozenset({".py", ".pyi", ".json"}) | frozenset(SHELL_SUFFIXES) | frozenset(MARKDOWN_SUFFIXES)
 
-_KIND_NAMES = {"python": "Python sources", "json": "JSON configs", "shell": "shell scripts"}
+_KIND_NAMES = {"python": "Python sources", "json": "JSON configs", "shell": "shell scripts",
+               "markdown": "Markdown files"}
 
 
 @dataclass
@@ -243,7 +245,8 @@ def read_sources(inputs: Inputs, sniff_json: bool = False, max_file_size: Option
                 inputs.errors.append(_skipped(path, f"{_special(st.st_mode)}, not a regular file"))
                 continue
             if by_name is not None and st.st_size > limits[by_name]:
-                inputs.errors.append(_too_big(path, st.st_size, by_name, limits))
+                if by_name != "markdown" or explicit:      # a walked README too long to be read: no news
+                    inputs.errors.append(_too_big(path, st.st_size, by_name, limits))
                 continue
             head = _read_head(fd)
             if b"\0" in head:
@@ -273,6 +276,8 @@ def read_sources(inputs: Inputs, sniff_json: bool = False, max_file_size: Option
         text, problem = decode(data, kind)
         if kind == "json" and problem is None and not taken_at_word and not looks_like_deepspeed_config(text):
             continue
+        if kind == "markdown" and not taken_at_word and (problem is not None or not markdown_mentions_launcher(text)):
+            continue                # walked documentation without a launcher line: nothing to read
         if problem is not None:
             undecodable.append((printable(shown_path(path)), kind, problem))
             continue

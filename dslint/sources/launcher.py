@@ -17,6 +17,7 @@ reading and nothing is reported."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -43,6 +44,28 @@ class Launch:
     procs_per_node: Optional[int] = None
     config_paths: list[str] = field(default_factory=list)
     options: dict[str, str] = field(default_factory=dict)
+    # the folder the script has `cd`-ed into before this launch: ("script", path) relative to the script's own
+    # folder (`cd "$(dirname "$0")/.."`), ("start", path) relative to the folder it was started from (`cd
+    # finetune`); None when it did not, or went where dslint cannot follow (`cd $WORK`, `cd /abs`)
+    cwd: Optional[tuple[str, str]] = field(default=None, compare=False)
+
+    @property
+    def node_of_job(self) -> Optional[tuple[str, str]]:
+        """(rendezvous address, node rank) when this launch starts ONE node of a multi-node job -- its launcher
+        is told that the job spans several nodes (`--nnodes`/`--num_nodes`/`--num_machines` not 1) and which
+        node this is (`--node_rank`, `--machine_rank`; or a c10d rendezvous that assigns it) -- else None.
+        The node rank is "" where a rendezvous assigns it."""
+        count = next((self.options[o] for o in _NODE_COUNT.get(self.launcher, ()) if o in self.options), None)
+        if count is None or _int(count) == 1:
+            return None
+        address = next((self.options[o] for o in _RENDEZVOUS.get(self.launcher, ()) if o in self.options), "")
+        rank = next((self.options[o] for o in _NODE_RANK.get(self.launcher, ()) if o in self.options), None)
+        if rank is None:
+            backend = self.options.get("--rdzv_backend", self.options.get("--rdzv-backend"))
+            if self.launcher != "torchrun" or backend in (None, "static"):
+                return None
+            rank = ""
+        return address.rsplit(":", 1)[0] if ":" in address and "[" not in address else address, rank
 
     @property
     def world_size(self) -> Optional[int]:
@@ -51,6 +74,13 @@ class Launch:
         return self.procs_per_node * (self.nodes or 1)
 
 
+# the options that make a launch one node of a multi-node job (Launch.node_of_job)
+_NODE_COUNT = {"torchrun": ("--nnodes",), "deepspeed": ("--num_nodes", "--num-nodes"),
+               "accelerate": ("--num_machines", "--num-machines")}
+_NODE_RANK = {"torchrun": ("--node_rank", "--node-rank"), "deepspeed": ("--node_rank",),
+              "accelerate": ("--machine_rank", "--machine-rank")}
+_RENDEZVOUS = {"torchrun": ("--rdzv_endpoint", "--rdzv-endpoint", "--master_addr", "--master-addr"),
+               "deepspeed": ("--master_addr",), "accelerate": ("--main_process_ip", "--main-process-ip")}
 _ASSIGN = re.compile(r"^\s*(?:export\s+|local\s+|readonly\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 _CONFIG_FLAGS = {"--deepspeed", "--deepspeed_config", "--deepspeed-config", "--ds_config", "--ds-config",
@@ -173,7 +203,8 @@ def _launcher_of(words: list[str]) -> tuple[Optional[str], int]:
     return None, 0
 
 
-def _parse_command(launcher: str, words: list[str], start: int, launch: Launch) -> None:
+def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
+                   env: Optional[dict[str, str]] = None) -> None:
     valued = _VALUED[launcher]
     i = start
     while i < len(words):
@@ -194,6 +225,11 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch) 
                 launch.options[key] = ""
                 i += 1
             continue
+        if _UNEXPANDED.fullmatch(w) and any(x.endswith(".py") for x in words[i + 1:]):
+            # `torchrun $DISTRIBUTED_ARGS train.py`: launcher options the script does not spell out
+            launch.options.setdefault(_OPAQUE, w)
+            i += 1
+            continue
         launch.script = w
         i += 1
         break
@@ -206,24 +242,81 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch) 
             if value.endswith(".json"):
                 launch.config_paths.append(value)
     opts = launch.options
-    if launcher == "deepspeed":
-        launch.procs_per_node = _int(opts.get("--num_gpus", opts.get("--num-gpus")))
-        if launch.procs_per_node is None and "--include" in opts:
-            hosts = opts["--include"].split("@")
-            if len(hosts) == 1 and ":" in hosts[0]:
-                launch.procs_per_node = len(hosts[0].split(":", 1)[1].split(","))
-        launch.nodes = _int(opts.get("--num_nodes", opts.get("--num-nodes")))
-    elif launcher == "torchrun":
-        launch.procs_per_node = _int(opts.get("--nproc-per-node", opts.get("--nproc_per_node")))
-        launch.nodes = _int(opts.get("--nnodes"))
-    else:
-        total = _int(opts.get("--num_processes", opts.get("--num-processes")))
-        machines = _int(opts.get("--num_machines", opts.get("--num-machines"))) or 1
-        launch.procs_per_node = total // machines if total and total % machines == 0 else total
-        launch.nodes = machines if total and total % machines == 0 else 1
+    if launcher == "accelerate":
         cfg = opts.get("--deepspeed_config_file")
         if cfg and cfg.endswith(".json"):
             launch.config_paths.append(cfg)
+    launch.procs_per_node, launch.nodes = _processes(launcher, opts, words[:start], env or {})
+
+
+_UNEXPANDED = re.compile(r"\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)")
+_OPAQUE = "$"               # Launch.options key: launcher options held in a variable dslint could not expand
+
+# wrappers that start the command once per task (`srun -N 2 torchrun …` runs two torchruns)
+_REPLICATING = ("srun", "mpirun", "mpiexec", "xargs")
+
+
+def _known(value: str) -> bool:
+    return bool(value) and "$" not in value and "`" not in value
+
+
+def _slots(include: str) -> Optional[tuple[int, int]]:
+    """(processes, hosts) of a deepspeed `--include` filter that names its slots on every host
+    (`localhost:0,1`, `node1:0,1@node2:2,3`); None where a host takes all its GPUs (`node1`) or a slot list
+    is not literal (`localhost:$GPUS`)."""
+    total, hosts = 0, 0
+    for host in include.split("@"):
+        name, colon, slots = host.partition(":")
+        if not colon or not _known(slots) or not all(s.strip().isdigit() for s in slots.split(",")):
+            return None
+        total += len(set(slots.split(",")))
+        hosts += 1
+    return (total, hosts) if hosts else None
+
+
+def _processes(launcher: str, opts: dict[str, str], prefix: list[str], env: dict[str, str]
+               ) -> tuple[Optional[int], Optional[int]]:
+    """(processes per node, nodes) a launch starts, as its launcher decides them from its options and the
+    environment it runs in (assignments in front of it, literal ones earlier in the script); (None, None)
+    where they depend on the machine (all visible GPUs, an accelerate config file, a hostfile)."""
+    local = dict(env)
+    for word in prefix:
+        name, eq, value = word.partition("=")
+        if eq and _ASSIGN_WORD.match(word):
+            local[name.rstrip("+")] = value
+    replicated = any(w.rsplit("/", 1)[-1] in _REPLICATING for w in prefix)
+    if _OPAQUE in opts:
+        return None, None
+    if launcher == "deepspeed":
+        gpus = _int(opts.get("--num_gpus", opts.get("--num-gpus")))
+        nodes = _int(opts.get("--num_nodes", opts.get("--num-nodes")))
+        include = opts.get("--include", opts.get("-i"))
+        if gpus is None and include is not None:
+            found = _slots(include)
+            if found is None:
+                return None, nodes
+            total, hosts = found
+            return (total, 1) if hosts == 1 or total % hosts else (total // hosts, hosts)
+        if gpus is None and include is None and nodes in (None, 1) and not any(
+                k in opts for k in ("--exclude", "-e", "--hostfile", "-H")):
+            # deepspeed's runner turns CUDA_VISIBLE_DEVICES into `--include localhost:<devices>` (runner.py)
+            visible = local.get("CUDA_VISIBLE_DEVICES")
+            if visible is not None and _known(visible) and all(d.strip().isdigit() for d in visible.split(",")):
+                return len(set(visible.split(","))), 1
+        return gpus, nodes
+    if launcher == "torchrun":
+        # torch.distributed.run: --nproc-per-node defaults to 1 and --nnodes to 1 (or PET_NPROC_PER_NODE /
+        # PET_NNODES); under srun/mpirun each task starts its own torchrun, so the defaults tell nothing there
+        procs = opts.get("--nproc-per-node", opts.get("--nproc_per_node", local.get("PET_NPROC_PER_NODE")))
+        nodes = opts.get("--nnodes", local.get("PET_NNODES"))
+        if replicated and (procs is None or nodes is None):
+            return _int(procs), _int(nodes)
+        return _int("1" if procs is None else procs), _int("1" if nodes is None else nodes)
+    total = _int(opts.get("--num_processes", opts.get("--num-processes")))
+    machines = _int(opts.get("--num_machines", opts.get("--num-machines"))) or 1
+    if total and total % machines == 0:
+        return total // machines, machines
+    return total, 1
 
 
 def _line_launches(text: str, first_line: int, env: dict[str, str]) -> list[Launch]:
@@ -258,7 +351,7 @@ def _line_launches(text: str, first_line: int, env: dict[str, str]) -> list[Laun
             first = lines[line_no - 1]
             col = len(first) - len(first.lstrip()) + 1
             launch = Launch(launcher, line_no + first_line - 1, col, len(first.rstrip()) + 1)
-            _parse_command(launcher, command, start, launch)
+            _parse_command(launcher, command, start, launch, env)
             launches.append(launch)
     return launches
 
@@ -327,6 +420,8 @@ _CLOSERS = {'"': "double-quoted string", "`": "backquoted command", ")": "`$(…
             "]]": "`[[ … ]]` test", "))": "arithmetic `((…))`"}
 
 
+_ARITHMETIC_WRITE = re.compile(r"(?:\(\(|\blet\s+|\$\(\()[^)]*?\b([A-Za-z_]\w*)\s*(?:\+\+|--|[-+*/%]?=(?!=))"
+                               r"|(?:\(\(|\blet\s+)\s*(?:\+\+|--)([A-Za-z_]\w*)|\blet\s+\"?([A-Za-z_]\w*)")
 _OPENERS = {'"': '"', "`": "`", "$(": ")", "$((": "))"}
 
 
@@ -336,8 +431,12 @@ class _Reader:
         self.data = text.encode("utf-8")
         self.lines = self.data.split(b"\n")
         self.env: dict[str, str] = {}
+        self.split_env: dict[str, list[str]] = {}     # literal values of several words
+        self.cwd: Optional[tuple[str, str]] = None     # see Launch.cwd
         self.launches: list[Launch] = []
         self.seen: set[int] = set()     # command strings already read (by their first byte in the file)
+        # variables the script changes by arithmetic (`((i++))`, `let i+=1`, `: $((i=i+1))`): no one literal value
+        self.counters = {m.group(1) or m.group(2) or m.group(3) for m in _ARITHMETIC_WRITE.finditer(text)}
 
     # positions: (row, byte column) in the file → 1-based line and character column
     def column(self, row: int, byte_col: int) -> int:
@@ -404,6 +503,10 @@ class _Reader:
         if name_node is None or name_node.type != "variable_name":
             return
         name = name_node.text.decode("utf-8", "replace")
+        words_before = self.split_env.pop(name, None)
+        if name in self.counters:
+            self.env.pop(name, None)
+            return
         if value is None:
             self.env[name] = ""
             return
@@ -413,11 +516,16 @@ class _Reader:
         expanded = _expand(raw, self.env)
         appended = any(kid.type == "+=" for kid in node.children)
         if appended:
-            expanded = self.env.get(name, "") + expanded
+            expanded = (" ".join(words_before) if words_before else self.env.get(name, "")) + expanded
         if expanded.strip() and not re.search(r"\s", expanded.strip()):
             self.env[name] = expanded.strip()
         else:
             self.env.pop(name, None)
+            if expanded.strip() and not re.search(r"[$`;&|<>(){}]", expanded) and \
+                    not _KEYWORD.search(expanded.encode("utf-8", "replace")):
+                # `ARGS="--nproc_per_node 8 --nnodes 1"`: an unquoted `$ARGS` splits into these words (only
+                # literal words; a command string naming a launcher is read in place instead, `string_inside`)
+                self.split_env[name] = expanded.split()
         if value.type in _STRING_NODES and self.expanded_elsewhere(name, node, at):
             self.string_inside(value, at, depth)
 
@@ -435,9 +543,15 @@ class _Reader:
         for i, kid in enumerate(node.children):
             fieldname = node.field_name_for_child(i)
             if kid.type == "variable_assignment" or fieldname in ("name", "argument"):
-                words.append(_expand(kid.text.decode("utf-8", "replace"), self.env))
-                args.append(kid)
+                raw = kid.text.decode("utf-8", "replace")
+                split = _UNEXPANDED.fullmatch(raw) and self.split_env.get(raw.strip("${}"))
+                for word in split or [_expand(raw, self.env)]:
+                    words.append(word)
+                    args.append(kid)
         if not words:
+            return
+        if words[0] in ("cd", "pushd"):
+            self.cwd = _change_folder(self.cwd, words[1:])
             return
         launcher, start = _launcher_of(words)
         if launcher is not None:
@@ -445,8 +559,8 @@ class _Reader:
             first = self.lines[row].decode("utf-8", "replace") if row < len(self.lines) else ""
             end = self.place(node.end_point, at)
             end_col = self.column(*end) if end[0] == row else len(first.rstrip()) + 1
-            launch = Launch(launcher, row + 1, self.column(row, col), end_col)
-            _parse_command(launcher, words, start, launch)
+            launch = Launch(launcher, row + 1, self.column(row, col), end_col, cwd=self.cwd)
+            _parse_command(launcher, words, start, launch, self.env)
             self.launches.append(launch)
             return
         # a command string run by this command: eval "…", bash -c "…", sbatch --wrap "…"
@@ -464,6 +578,26 @@ class _Reader:
         for launch in _line_launches(region, first_row + 1, self.env):
             if not any(l.line == launch.line for l in self.launches):
                 self.launches.append(launch)
+
+
+_SCRIPT_DIR = re.compile(r"^(?:\$\(\s*(?:cd\s+)?(?:\$\(\s*)?dirname\s+[^)]*(?:\$0|\$\{0\}|BASH_SOURCE)[^)]*\)+"
+                         r"(?:\s*(?:&&|;)\s*pwd\s*\))?|`dirname\s+\S*\$0`)")
+
+
+def _change_folder(cwd: Optional[tuple[str, str]], args: list[str]) -> Optional[tuple[str, str]]:
+    """The folder after `cd ARGS` (Launch.cwd); None where it cannot be followed."""
+    args = [a for a in args if a not in ("-P", "-L", "--")]
+    if not args:
+        return None                     # `cd` alone: $HOME
+    target = args[0]
+    m = _SCRIPT_DIR.match(target)
+    if m:
+        rest = target[m.end():].lstrip("/")
+        return None if "$" in rest else ("script", posixpath.normpath(rest or "."))
+    if "$" in target or "`" in target or target.startswith(("/", "~")) or target == "-":
+        return None
+    anchor, base = cwd if cwd is not None else ("start", ".")
+    return anchor, posixpath.normpath(posixpath.join(base, target))
 
 
 def _syntax_error(tree, text: str) -> Optional[LauncherParseError]:
@@ -515,6 +649,20 @@ def _syntax_error(tree, text: str) -> Optional[LauncherParseError]:
     return None
 
 
+# `` `# a comment` `` inside a command line (a comment between backslash-continued arguments): bash ends the
+# backquoted command at the next backquote and runs a comment, which expands to nothing; the grammar lets the
+# comment run to the end of the line, over the closing backquote, and then misses it at the end of the file.
+_COMMENT_SUBSTITUTION = re.compile(rb"(?<![^\s;&|(])`[ \t]*#[^`\n]*`")
+
+
+def _blank_comment_substitutions(data: bytes) -> bytes:
+    """The script with each backquoted comment blanked byte for byte (positions unchanged): what bash expands
+    it to, an empty word."""
+    if b"`" not in data:
+        return data
+    return _COMMENT_SUBSTITUTION.sub(lambda m: b" " * len(m.group(0)), data)
+
+
 def read_script(text: str) -> tuple[list[Launch], Optional[LauncherParseError]]:
     """The launches of a shell script, and the syntax error bash would stop at (None when there is none)."""
     stripped = text.rstrip(" \t\r\n")
@@ -523,7 +671,7 @@ def read_script(text: str) -> tuple[list[Launch], Optional[LauncherParseError]]:
         cut = len(stripped) - 1
         text = text[:cut] + " " + text[cut + 1:]
     reader = _Reader(text)
-    tree = reader.read(reader.data, (0, 0, 0))
+    tree = reader.read(_blank_comment_substitutions(reader.data), (0, 0, 0))
     reader.launches.sort(key=lambda l: (l.line, l.column))
     return reader.launches, _syntax_error(tree, text)
 
@@ -534,3 +682,48 @@ def parse_launches(text: str) -> list[Launch]:
     if error is not None:
         raise error
     return launches
+
+
+# --- launcher lines in Markdown (a README's fenced shell blocks) -----------------------------------------
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})\s*([^\s`{]*)")
+_SHELL_INFO = frozenset({"", "bash", "sh", "shell", "zsh", "console", "shell-session", "shellsession", "terminal"})
+_PROMPT = re.compile(r"^(\s*)(\$|>|%)(\s)")
+
+
+def _shell_blocks(text: str) -> Optional[str]:
+    """The Markdown text with everything but the bodies of its fenced shell blocks blanked (line numbers kept),
+    a `$ ` prompt blanked too; None when no such block mentions a launcher."""
+    lines = text.split("\n")
+    out = [""] * len(lines)
+    fence = None            # the opening fence while inside a block: (marker char, length, shell?)
+    found = False
+    for i, line in enumerate(lines):
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                fence = (m.group(2)[0], len(m.group(2)), m.group(3).lower() in _SHELL_INFO)
+            continue
+        if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= fence[1] and not m.group(3):
+            fence = None
+            continue
+        if fence[2]:
+            body = _PROMPT.sub(lambda p: p.group(1) + " " + p.group(3), line)
+            out[i] = body
+            found = found or bool(_KEYWORD.search(body.encode("utf-8", "replace")))
+    return "\n".join(out) if found else None
+
+
+def markdown_mentions_launcher(text: str) -> bool:
+    """Does a fenced shell block of this Markdown text hold a launcher word (cheap: read before keeping it)?"""
+    if not _KEYWORD.search(text.encode("utf-8", "replace")):
+        return False
+    return _shell_blocks(text) is not None
+
+
+def markdown_launches(text: str) -> list[Launch]:
+    """The launches in the fenced shell blocks of a Markdown file, at their lines. A block is a snippet, not a
+    script: a syntax error in it is nobody's (never DSL001), and the launches read around it are kept."""
+    blocks = _shell_blocks(text)
+    if blocks is None:
+        return []
+    return read_script(blocks)[0]

@@ -2,17 +2,24 @@
 
 The paths of a `forward` (and of the `self.method(...)` helpers it calls, inlined) are enumerated through
 `if`/`elif`/`else`, early `return`, loops and conditional expressions. Each path records the branch decisions
-it took, split in two kinds: **data-dependent** tests (they read forward's inputs or the rank:
-`if images is not None`, `if x.shape[1] == 1`, `for img in images`) can go differently on different ranks
-in the same step; **uniform** tests (`self.training`, `self.config.x`, `return_dict`, `use_cache`) go the same
-way everywhere. An attribute is *divergent* when one path uses it and another path that agrees on every
-uniform decision does not: then ranks whose batch takes the other path produce no gradient for it.
-Paths ending in `raise` are not executions and are ignored.
+it took, split in two kinds: **data-dependent** tests read the batch -- any input of forward (whatever its
+name: `if images is not None`, `if aux_label is not None`, `if batch.get("k")`, `if x.shape[1] == 1`, a `for`
+over an input that may be empty) or a value derived from one -- or the rank, and can go differently on
+different ranks in the same step; **uniform** tests read only values fixed for the run (`self.training`,
+`self.mode` set in `__init__`, `self.config.x`, forward's option parameters: a `bool`/`int`/`float`/`str`
+annotation or a literal default such as `return_dict: bool = True`) and go the same way everywhere. Equal
+uniform tests are one decision wherever they appear (`if self.mode == "a"` in both arms of a data test), so
+an attribute is *divergent* when one path uses it and another path that agrees on every uniform decision does
+not: for that assignment of the uniform values, ranks whose batch takes the other path produce no gradient
+for it. A test that only says where a value comes from counts as uniform: a default fill (`if v is None:
+v = ...`) and a hand-over (one arm takes the result from the tested input without any attribute:
+`else: out = enc_states`) -- the caller computed it otherwise. A `for` over an optional input (a parameter
+with a default, `**kwargs`) may run zero times; uses under `torch.no_grad()` produce no gradient and are not
+uses. Paths ending in `raise` are not executions and are ignored.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -24,11 +31,8 @@ from dslint.program.facts import dotted_name
 
 MAX_PATHS = 512
 MAX_DEPTH = 5
-# forward arguments that are the same on every rank of a training step
-UNIFORM_ARGS = {"self", "return_dict", "output_attentions", "output_hidden_states", "use_cache", "labels",
-                "past_key_values", "return_loss", "training", "train", "is_training", "mode", "cache_position",
-                "logits_to_keep", "num_logits_to_keep", "return_dict_in_generate", "inference", "deterministic",
-                "output_router_logits", "position_ids", "head_mask", "inputs_embeds", "use_return_dict"}
+# annotations of option parameters (a switch or a size, not a batch tensor)
+OPTION_TYPES = frozenset({"bool", "int", "float", "str"})
 RANK_HINTS = ("get_rank", "local_rank", "global_rank", "is_main_process", "process_index", "LOCAL_RANK")
 
 
@@ -54,6 +58,7 @@ class Condition:
     node: cst.CSTNode
     method: str
     src: object = None          # the PythonSource holding the node (helpers may live in a mixin's file)
+    inputs: tuple = ()          # the data-dependent names it reads (forward's inputs or values derived from them)
 
 
 class _Names(cst.CSTVisitor):
@@ -92,6 +97,11 @@ class ForwardPaths:
         self._stack: list[str] = []
         self._srcs: list[object] = [cls.src]
         self._loop_vars: set[str] = set()
+        self._uniform: dict[str, int] = {}      # code of a uniform test -> its one condition id
+        self._params: list[set[str]] = []       # the parameters of the methods being walked
+        self._no_grad = 0                       # inside `torch.no_grad()`: uses there produce no gradient
+        self._fns: list[cst.FunctionDef] = []
+        self._optional: list[set[str]] = []     # per method walked: inputs a batch may lack or bring empty
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -100,25 +110,23 @@ class ForwardPaths:
         return names
 
     def _is_dd(self, node: cst.CSTNode, dd: set[str]) -> bool:
-        scan = self._scan(node)
-        if scan.names & self._loop_vars:
+        """Does the test read the batch (a forward input or a value derived from one, whatever its name: its
+        value, its presence `x is None`, its truth `if x:`) or the rank? A test on the variable of a loop
+        differs per iteration, not per rank."""
+        names = _free_names(node)
+        if names & self._loop_vars:
             return False
         text = cst.Module([]).code_for_node(node)
         if any(h in text for h in RANK_HINTS):
             return True
-        if not scan.names & dd:
-            return False
-        presence = _Presence(dd)
-        presence._bare = _bare_names(node) if isinstance(node, cst.BaseExpression) else set()
-        cst_visit(node, presence)
-        return presence.data_dependent
+        return bool(names & dd)
 
     def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str, record: bool = True
               ) -> list[Path]:
         """Uses in an expression; inlines `self.helper(...)` calls it makes."""
         scan = self._scan(node)
-        used = frozenset(scan.attrs)
-        if record:
+        used = frozenset(scan.attrs) if not self._no_grad else frozenset()
+        if record and used:
             for a in used:
                 self.uses_at.setdefault(a, []).append((node, method, self._srcs[-1]))
         paths = [p.use(used) for p in paths]
@@ -128,54 +136,89 @@ class ForwardPaths:
                 found = self.cls.find_method(func.attr.value)
                 if found is not None and found[1].name not in self._stack and len(self._stack) < MAX_DEPTH:
                     callee_dd = self._bind(found[1].node, call, dd)
+                    callee_optional = self._bind(found[1].node, call, self._optional[-1]) if self._optional else set()
                     self._srcs.append(found[0].src)
                     try:
-                        paths = self.run(found[1].node, paths, callee_dd)
+                        paths = self.run(found[1].node, paths, callee_dd, callee_optional)
                     finally:
                         self._srcs.pop()
         return paths
 
     def _bind(self, fn: cst.FunctionDef, call: cst.Call, dd: set[str]) -> set[str]:
+        """The helper's parameters that receive data-dependent values at this call (its option parameters
+        excepted)."""
         params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
         out: set[str] = set()
         positional = [a for a in call.args if a.keyword is None and not a.star]
         for name, arg in zip(params, positional):
-            if self._is_dd(arg.value, dd) and name not in UNIFORM_ARGS:
+            if self._is_dd(arg.value, dd):
                 out.add(name)
         for arg in call.args:
-            if arg.keyword is not None and self._is_dd(arg.value, dd) and arg.keyword.value not in UNIFORM_ARGS:
+            if arg.keyword is not None and self._is_dd(arg.value, dd):
                 out.add(arg.keyword.value)
             if arg.star and self._is_dd(arg.value, dd):
                 out |= {p.name.value for p in fn.params.kwonly_params} | set(params)
                 if isinstance(fn.params.star_kwarg, cst.Param):
                     out.add(fn.params.star_kwarg.name.value)
-        return out - UNIFORM_ARGS
+        return out - option_params(fn)
 
     # --- statements -------------------------------------------------------------------------------
-    def run(self, fn: cst.FunctionDef, paths: list[Path], dd: set[str]) -> list[Path]:
-        """Paths after running `fn` (returns rejoin the caller)."""
+    def run(self, fn: cst.FunctionDef, paths: list[Path], dd: set[str], optional: frozenset = frozenset()
+            ) -> list[Path]:
+        """Paths after running `fn` (returns rejoin the caller). `optional`: the inputs a batch may lack or
+        bring empty (forward's parameters with a default, `**kwargs`) and the values derived from them."""
         self._stack.append(fn.name.value)
+        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        self._params.append(params)
+        self._fns.append(fn)
+        self._optional.append(set(optional) | (_derived(fn, set(optional)) - params))
+        no_grad = any(_is_no_grad(d.decorator) for d in fn.decorators)
+        self._no_grad += no_grad
         try:
-            params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
             dd = set(dd) | (_derived(fn, dd) - params)   # a parameter keeps its own kind until reassigned
             live, ended = self._block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [], paths, dd,
                                       fn.name.value)
             return live + ended["return"] + ended["raise"]
         finally:
             self._stack.pop()
+            self._params.pop()
+            self._fns.pop()
+            self._optional.pop()
+            self._no_grad -= no_grad
 
-    def root(self, fn: cst.FunctionDef) -> list[Path]:
+    def root(self, fn: cst.FunctionDef, uniform: frozenset = frozenset()) -> list[Path]:
+        """Every input of forward is the batch's (a tensor, a batch field, `**kwargs`), whatever its name;
+        only its option parameters (`option_params`), `self` and the inputs its callers in the run pass
+        uniformly (`uniform`, from `uniform_inputs`) are fixed for the run."""
         params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)]
         if isinstance(fn.params.star_kwarg, cst.Param):
             params.append(fn.params.star_kwarg.name.value)
         if isinstance(fn.params.star_arg, cst.Param):
             params.append(fn.params.star_arg.name.value)
-        dd = set(params) - UNIFORM_ARGS
-        return self.run(fn, [Path(frozenset(), frozenset())], dd)
+        dd = set(params[1:] if params and params[0] == "self" else params) - option_params(fn) - set(uniform)
+        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+                    if p.default is not None} & dd
+        if isinstance(fn.params.star_kwarg, cst.Param):
+            optional.add(fn.params.star_kwarg.name.value)
+        return self.run(fn, [Path(frozenset(), frozenset())], dd, frozenset(optional))
 
-    def _cond(self, node: cst.CSTNode, method: str) -> int:
-        self.conditions.append(Condition(node, method, self._srcs[-1]))
+    def _cond(self, node: cst.CSTNode, method: str, dd: Optional[set[str]] = None) -> int:
+        inputs = tuple(sorted(_free_names(node) & dd)) if dd else ()
+        self.conditions.append(Condition(node, method, self._srcs[-1], inputs))
         return len(self.conditions) - 1
+
+    def _decide(self, node: cst.BaseExpression, method: str, is_dd: bool, dd: set[str]) -> tuple[int, bool]:
+        """(condition id, negated) of a test: a uniform test is one decision wherever its code recurs
+        (`not t` is `t` negated), so the paths through two equal `if self.mode == "a"` agree on it."""
+        if is_dd:
+            return self._cond(node, method, dd), False
+        negated = False
+        while isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            node, negated = node.expression, not negated
+        key = " ".join(cst.Module([]).code_for_node(node).split())
+        if key not in self._uniform:
+            self._uniform[key] = self._cond(node, method)
+        return self._uniform[key], negated
 
     def _check(self, paths: list[Path]) -> list[Path]:
         if len(paths) > MAX_PATHS:
@@ -219,6 +262,10 @@ class ForwardPaths:
             head = stmt.iter if isinstance(stmt, cst.For) else stmt.test
             paths = self._expr(head, paths, dd, method)
             saved = set(self._loop_vars)
+            # a `for` over an optional input (`extra=None`, `**kwargs`, values derived from them) may run zero times
+            # on some rank; one over a required input (the batch's tokens, the experts its tokens hit) runs
+            empty = isinstance(stmt, cst.For) and self._is_dd(head, dd) and \
+                _iterated_name(head) in (self._optional[-1] if self._optional else ())
             if isinstance(stmt, cst.For):
                 paths = self._expr(stmt.target, paths, dd, method)
                 # tests on the loop variable differ per iteration, not per rank: some iteration takes each side
@@ -230,10 +277,10 @@ class ForwardPaths:
             after = body + sub["continue"] + sub["break"]
             ended["return"] += sub["return"]
             ended["raise"] += sub["raise"]
-            if isinstance(stmt, cst.While) and self._is_dd(head, dd):
-                # a data-dependent `while` may not run at all; a `for` over inputs is taken to run at least once
-                # (zero-length inputs are rare, and per-item tests are handled as loop-variant)
-                cid = self._cond(head, method)
+            if empty or (isinstance(stmt, cst.While) and self._is_dd(head, dd)):
+                # a data-dependent loop may not run at all (`for item in extra` over an empty list on some rank);
+                # tests on the loop variable inside are per iteration, not per rank (`_loop_vars`)
+                cid = self._cond(head, method, dd)
                 after = [p.take(cid, True, True) for p in after] + [p.take(cid, False, True) for p in paths]
             return self._check(after), ended
         if isinstance(stmt, cst.Try):
@@ -246,17 +293,22 @@ class ForwardPaths:
         if isinstance(stmt, cst.With):
             for item in stmt.items:
                 paths = self._expr(item.item, paths, dd, method)
-            return self._block(stmt.body.body, paths, dd, method)
+            no_grad = any(_is_no_grad(item.item) for item in stmt.items)
+            self._no_grad += no_grad
+            try:
+                return self._block(stmt.body.body, paths, dd, method)
+            finally:
+                self._no_grad -= no_grad
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             return paths, ended
         return self._expr(stmt, paths, dd, method), ended
 
     def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str):
         paths = self._expr(stmt.test, paths, dd, method)
-        is_dd = self._is_dd(stmt.test, dd)
-        cid = self._cond(stmt.test, method)
-        yes, ended = self._block(stmt.body.body, [p.take(cid, True, is_dd) for p in paths], dd, method)
-        no_paths = [p.take(cid, False, is_dd) for p in paths]
+        is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt)
+        cid, neg = self._decide(stmt.test, method, is_dd, dd)
+        yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
+        no_paths = [p.take(cid, neg, is_dd) for p in paths]
         if isinstance(stmt.orelse, cst.If):
             no, sub = self._if(stmt.orelse, no_paths, dd, method)
         elif stmt.orelse is not None:
@@ -267,14 +319,52 @@ class ForwardPaths:
             ended[k] += v
         return self._check(yes + no), ended
 
+    def _handed_over(self, stmt: cst.If) -> bool:
+        """`if v is None: out = self.encoder(x) else: out = v.to(x.dtype)`, `if cache is not None and ...:
+        k = cache.keys else: k = self.k_proj(h)`: when the input `v` is there, one arm takes the result from it
+        (or a value derived from it) without any of the attributes -- the caller computed it (precomputed
+        encoder states, a cache); the test says where the result comes from, not which parameters the step
+        trains. An arm that uses attributes of its own on the input (`h = self.proj(images)`) is no hand-over."""
+        if not isinstance(stmt.orelse, cst.Else):
+            return False
+        present_in_body, present_in_else = _presence_tests(stmt.test)
+        for names, present, other in ((present_in_body, stmt.body, stmt.orelse.body),
+                                      (present_in_else, stmt.orelse.body, stmt.body)):
+            if not names or self._scan(present).attrs:
+                continue
+            carried = _derived_from(self._fns[-1], set(names)) if self._fns else set(names)
+            got_from_input = {t for t, value in _assigned(present) if _free_names(value) & carried}
+            if got_from_input & {t for t, _ in _assigned(other)}:
+                return True
+        return False
+
+    def _fills_default(self, stmt: cst.If) -> bool:
+        """A presence test whose body replaces one of the function's own inputs (`if inputs_embeds is None:
+        inputs_embeds = self.embed(input_ids)`, `if input_ids is not None: inputs_embeds = self.embed(input_ids)`)
+        while the other arms, if any, use no attribute (`elif not isinstance(out, Output): out = Output(*out)`):
+        the test only says whether the caller handed that value over (having computed it otherwise) or left it
+        to be computed here. A body that extends the input (`text = cat([self.proj(images), text])`) is no
+        replacement."""
+        test = stmt.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return False
+        comp = test.comparisons[0]
+        if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
+                and comp.comparator.value == "None" and isinstance(test.left, cst.Name)):
+            return False
+        if stmt.orelse is not None and self._scan(stmt.orelse).attrs:
+            return False
+        params = self._params[-1] if self._params else set()
+        return any((t in params) and not (_free_names(value) & {t}) for t, value in _assigned(stmt.body))
+
     def _ifexp(self, small, value: cst.IfExp, paths: list[Path], dd: set[str], method: str) -> list[Path]:
         rest = small.with_changes(value=cst.Name("None"))
         paths = self._expr(rest, paths, dd, method, record=False)
         paths = self._expr(value.test, paths, dd, method)
         is_dd = self._is_dd(value.test, dd)
-        cid = self._cond(value.test, method)
-        yes = self._expr(value.body, [p.take(cid, True, is_dd) for p in paths], dd, method)
-        no = self._expr(value.orelse, [p.take(cid, False, is_dd) for p in paths], dd, method)
+        cid, neg = self._decide(value.test, method, is_dd, dd)
+        yes = self._expr(value.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
+        no = self._expr(value.orelse, [p.take(cid, neg, is_dd) for p in paths], dd, method)
         return self._check(yes + no)
 
 
@@ -307,53 +397,121 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
     return out - set(dd)
 
 
-MODALITY = re.compile(r"image|pixel|video|audio|vision|visual|graph|speech|frame|patch|wav|mel|modal|mm_|img|"
-                      r"point|voxel|depth|spectrogram", re.I)
+def _is_no_grad(expr: cst.BaseExpression) -> bool:
+    """`torch.no_grad()` / `torch.inference_mode()` (as a decorator, with or without the call, or a `with`
+    item): torch records no gradient for the parameters used under it."""
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    name = dotted_name(expr) or ""
+    return name.rsplit(".", 1)[-1] in ("no_grad", "inference_mode") and (name.startswith("torch.") or "." not in name)
 
 
-FLAG = re.compile(r"(use|return|output|is|do|with|enable|disable|skip|apply|compute|has)_")
+def option_params(fn: cst.FunctionDef) -> set[str]:
+    """Parameters that are options of the call, not batch data: annotated `bool`/`int`/`float`/`str`
+    (`Optional[...]` of one included) or defaulting to such a literal (`return_dict=True`, `mode="train"`).
+    A batch tensor or field is neither (`images=None`, `aux_label: Optional[torch.Tensor] = None`)."""
+    out: set[str] = set()
+    ps = fn.params
+    for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params):
+        if (p.annotation is not None and _option_annotation(p.annotation.annotation)) or _option_literal(p.default):
+            out.add(p.name.value)
+    return out
 
 
-class _Presence(cst.CSTVisitor):
-    """Is a test data-dependent? Reading an input's value (`x.shape[1] == 1`, `len(x)`, `x.any()`) is; checking
-    whether an input was passed (`x is None`, `if x:`) is only for modality inputs (images, audio, …), which
-    mixed batches carry on some ranks and not others — `input_ids`, `encoder_outputs`, flags come uniformly."""
+def _option_annotation(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in OPTION_TYPES
+    if isinstance(node, cst.SimpleString):      # a string annotation: "bool"
+        return node.evaluated_value.strip() in OPTION_TYPES
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):   # bool | None
+        parts = [node.left, node.right]
+        return all(_option_annotation(x) or (isinstance(x, cst.Name) and x.value == "None") for x in parts) and \
+            any(_option_annotation(x) for x in parts)
+    if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").rsplit(".", 1)[-1] in ("Optional", "Union"):
+        parts = [el.slice.value for el in node.slice if isinstance(el.slice, cst.Index)]
+        kinds = [_option_annotation(x) or (isinstance(x, cst.Name) and x.value == "None") for x in parts]
+        return bool(parts) and all(kinds) and any(_option_annotation(x) for x in parts)
+    return False
 
-    def __init__(self, dd: set[str]) -> None:
-        self.dd = dd
-        self.data_dependent = False
-        self._presence_ok: set[int] = set()
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        if len(node.comparisons) == 1 and isinstance(node.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
-                isinstance(node.comparisons[0].comparator, cst.Name) and node.comparisons[0].comparator.value == "None" \
-                and isinstance(node.left, cst.Name):
-            self._presence_ok.add(id(node.left))
+def _option_literal(node: Optional[cst.BaseExpression]) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in ("True", "False")
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString))
+
+
+def _iterated_name(head: cst.BaseExpression) -> Optional[str]:
+    """`x` of `for item in x` / `for i, item in enumerate(x)`."""
+    if isinstance(head, cst.Call) and isinstance(head.func, cst.Name) and head.func.value == "enumerate" and \
+            head.args:
+        head = head.args[0].value
+    return head.value if isinstance(head, cst.Name) else None
+
+
+def _presence_tests(test: cst.BaseExpression) -> tuple[set[str], set[str]]:
+    """Names whose presence the test establishes: (present when the test holds -- `v is not None` alone or in
+    an `and`, present when it fails -- `v is None` alone or in an `or`)."""
+    def comparisons(node, op):
+        if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, op):
+            return comparisons(node.left, op) + comparisons(node.right, op)
+        return [node]
+
+    def presence(node, operator) -> Optional[str]:
+        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and isinstance(node.left, cst.Name):
+            comp = node.comparisons[0]
+            if isinstance(comp.operator, operator) and isinstance(comp.comparator, cst.Name) and \
+                    comp.comparator.value == "None":
+                return node.left.value
+        return None
+
+    def bare(node, negated: bool) -> Optional[str]:     # `cache` (truthy: present), `not cache`
+        if negated and isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            node = node.expression
+        elif negated:
+            return None
+        return node.value if isinstance(node, cst.Name) else None
+
+    when_true = {n for c in comparisons(test, cst.And) if (n := presence(c, cst.IsNot) or bare(c, False))}
+    when_false = {n for c in comparisons(test, cst.Or) if (n := presence(c, cst.Is) or bare(c, True))}
+    return when_true, when_false
+
+
+def _assigned(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]]:
+    """(target name, value) of the block's own top-level assignments."""
+    out = []
+    for line in block.body if isinstance(block, cst.IndentedBlock) else []:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign):
+                out.extend((t, small.value) for target in small.targets for t in _target_names(target.target))
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                out.extend((t, small.value) for t in _target_names(small.target))
+    return out
+
+
+class _FreeNames(cst.CSTVisitor):
+    """Variables an expression reads: not the attribute names of `x.attr`, nor the keywords of `f(k=v)`."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value not in self.dd:
-            return
-        if id(node) in self._presence_ok or id(node) in self._bare:
-            if MODALITY.search(node.value) and not FLAG.match(node.value):
-                self.data_dependent = True
-        else:
-            self.data_dependent = True
+        self.names.add(node.value)
 
-    _bare: set[int] = set()
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        cst_visit(node.value, self)
+        return False
 
-    def visit_If(self, node: cst.If) -> None:
-        pass
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        cst_visit(node.value, self)
+        return False
 
 
-def _bare_names(test: cst.BaseExpression) -> set[int]:
-    """Names used as truth values: `x`, `not x`, `x and y`."""
-    if isinstance(test, cst.Name):
-        return {id(test)}
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _bare_names(test.expression)
-    if isinstance(test, cst.BooleanOperation):
-        return _bare_names(test.left) | _bare_names(test.right)
-    return set()
+def _free_names(node: cst.CSTNode) -> set[str]:
+    scan = _FreeNames()
+    cst_visit(node, scan)
+    return scan.names
 
 
 def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
@@ -379,9 +537,7 @@ def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
 
 
 def _names(node: cst.CSTNode) -> set[str]:
-    scan = _Names(frozenset())
-    cst_visit(node, scan)
-    return scan.names
+    return _free_names(node)
 
 
 def _target_names(node: cst.CSTNode) -> set[str]:
@@ -425,3 +581,100 @@ def deciding_condition(walker: ForwardPaths, pair: tuple[Path, Path]) -> Optiona
         if d and (c, t) not in m_dec:
             return walker.conditions[c]
     return None
+
+
+MAX_CALLER_DEPTH = 3
+
+
+def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
+    """Forward parameters of `cls` that every caller in the run passes uniformly: the run's classes that
+    create `cls` as an attribute (`self.embeddings = Embeddings(cfg)`) and call it (`self.embeddings(ids,
+    mode="text")`) leave the parameter out, or pass a value that reads none of their method's inputs, or
+    pass an input of their own `forward` that their callers pass uniformly in turn. Empty when a caller is
+    not found (a model the scripts call, a layer kept in a `ModuleList`) or one passes `*args`/`**kwargs`.
+    Matching calls to parameters is the call's own binding (keywords, positions), not names guessed."""
+    found = cls.find_method("forward")
+    if found is None or depth > MAX_CALLER_DEPTH:
+        return frozenset()
+    fn = found[1].node
+    names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
+    kwonly = [p.name.value for p in fn.params.kwonly_params]
+    if isinstance(fn.params.star_arg, cst.Param) or isinstance(fn.params.star_kwarg, cst.Param):
+        return frozenset()
+    instances = {c.name for c in [cls, *facts.subclasses(cls)]}
+    containers = facts.containers(cls)
+    if not containers:
+        return frozenset()
+    uniform = set(names) | set(kwonly)
+    for container in containers:
+        holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
+        if not holders:
+            return frozenset()      # created some other way (a ModuleList, a local): its calls are not found
+        calls = []
+        for owner, mname in [(c, m) for c in container.mro() for m in sorted(c.methods)]:
+            method = owner.info.methods[mname].node
+            finder = _HolderCalls(holders)
+            cst_visit(method, finder)
+            if finder.other_use:
+                return frozenset()  # the sub-module is handed on or called through a variable
+            calls.extend((method, mname, call) for call in finder.calls)
+        if not calls:
+            return frozenset()
+        for method, mname, call in calls:
+            params = {p.name.value for p in (*method.params.posonly_params, *method.params.params,
+                                             *method.params.kwonly_params)} - {"self"}
+            if isinstance(method.params.star_arg, cst.Param):
+                params.add(method.params.star_arg.name.value)
+            if isinstance(method.params.star_kwarg, cst.Param):
+                params.add(method.params.star_kwarg.name.value)
+            inputs = params | _derived(method, params)
+            if any(a.star for a in call.args):
+                return frozenset()
+            bound: dict[str, cst.BaseExpression] = {}
+            positional = [a for a in call.args if a.keyword is None]
+            for name, arg in zip(names, positional):
+                bound[name] = arg.value
+            for arg in call.args:
+                if arg.keyword is not None:
+                    bound[arg.keyword.value] = arg.value
+            outer: Optional[frozenset] = None
+            for name, value in bound.items():
+                if name not in uniform:
+                    continue
+                read = _free_names(value) & inputs
+                if not read:
+                    continue
+                if mname != "forward" or not read <= params:
+                    uniform.discard(name)
+                    continue
+                if outer is None:
+                    outer = uniform_inputs(facts, container, depth + 1)
+                if not read <= outer:
+                    uniform.discard(name)
+    return frozenset(uniform)
+
+
+class _HolderCalls(cst.CSTVisitor):
+    """Calls `self.<holder>(...)` in a method, and whether a holder is used any other way."""
+
+    def __init__(self, holders: set[str]) -> None:
+        self.holders = holders
+        self.calls: list[cst.Call] = []
+        self.other_use = False
+        self._called: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                and func.attr.value in self.holders:
+            self.calls.append(node)
+            self._called.add(id(func))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if id(node) in self._called or not (isinstance(node.value, cst.Name) and node.value.value == "self"):
+            return
+        if node.attr.value in self.holders:
+            self.other_use = True
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return False        # `self.embeddings = Embeddings(cfg)`: the creation, not a use

@@ -350,7 +350,18 @@ def _build(project: "ProjectView") -> ModelFacts:
             for name, attr in cls.src.outline.model_classes[cls.qualname].getters.items():
                 getters.setdefault(name, set()).add(attr)
         freezing.paths = [(_resolve_segments(p, getters), flag, f, line) for p, flag, f, line in raw_paths]
-    return ModelFacts(classes, by_name, freezing)
+    facts = ModelFacts(classes, by_name, freezing)
+    if any(p and p[0].startswith("self:") for p, *_ in freezing.paths):
+        placed = []
+        for path, flag, f, line in freezing.paths:
+            if not (path and path[0].startswith("self:")):
+                placed.append((path, flag, f, line))
+                continue
+            owners = by_name.get(path[0][5:], [])
+            for base in {p for c in owners for p in facts.class_paths(c)} or {()}:
+                placed.append(((*base, *path[1:]), flag, f, line))
+        freezing.paths = placed
+    return facts
 
 
 @dataclass
@@ -590,6 +601,9 @@ def _classify(outline: Outline, value: ast.expr, project_names: set[str]) -> Opt
         if last in PARAMETERLESS or last == "Buffer" or not last[:1].isupper():
             return None
         return "module", False
+    if callee.endswith(".from_pretrained") and callee.startswith("transformers.") and \
+            not _is_moduleish(callee.rsplit(".", 1)[0]):
+        return None     # a transformers tokenizer, processor, config: no parameters (`_is_moduleish`)
     if last in project_names or last == "MoE" or callee.endswith("from_pretrained"):
         return "module", False
     if last.startswith(("build_", "make_", "create_")):
@@ -648,7 +662,24 @@ class _FreezeCollector(ast.NodeVisitor):
         self.path = path
         self.loops: list[tuple[str, list[str], tuple]] = []  # (loop variable, attrs and path of the iterated module)
         self.conditional = 0
+        self.classes: list[str] = []    # the classes whose bodies enclose the visited node
         self.lines = lines      # sorted lines where `_FREEZE_TEXT` matches; None: visit everything
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node.name)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def _own(self, expr: ast.expr, path: tuple) -> Optional[tuple]:
+        """A statement on `self` in a class's method acts on that class's instances: its path starts with
+        the marker `self:<Class>` (`_build` puts it below the paths where the run creates the class), so a
+        `for p in self.parameters()` freezing loop in a tower's `__init__` freezes the tower, not the model."""
+        root = expr
+        while type(root) in (ast.Attribute, ast.Call, ast.Subscript):
+            root = root.func if type(root) is ast.Call else root.value
+        if type(root) is ast.Name and root.id == "self" and self.classes:
+            return (f"self:{self.classes[-1]}", *path)
+        return None
 
     def generic_visit(self, node: ast.AST) -> None:
         """Only into nodes whose lines hold a `_FREEZE_TEXT` match: every record is made at a node spanning one
@@ -674,6 +705,8 @@ class _FreezeCollector(ast.NodeVisitor):
             return
         if (flag is True or flag is False) and path is not None and (path or (whole and flag is False)):
             self.out.paths.append((path, flag, self.path, node.lineno))
+        if path and path[0].startswith("self:"):
+            whole = False       # the class's own parameters, not the whole model's
         attrs = [a for a in attrs if a not in ("parameters", "named_parameters", "module", "get_model", "model",
                                                "requires_grad", "requires_grad_", "weight", "bias", "base_model")]
         if flag is not True and flag is not False:
@@ -701,7 +734,8 @@ class _FreezeCollector(ast.NodeVisitor):
                 it.func.attr in ("parameters", "named_parameters") and type(node.target) in (ast.Name, ast.Tuple):
             var = node.target.id if type(node.target) is ast.Name else \
                 next((e.id for e in reversed(node.target.elts) if type(e) is ast.Name), "")
-            self.loops.append((var, _chain_attrs(it.func.value), _chain_path(it.func.value)))
+            path = _chain_path(it.func.value)
+            self.loops.append((var, _chain_attrs(it.func.value), self._own(it.func.value, path) or path))
         else:
             self.loops.append(("", [], ()))
         self.generic_visit(node)
@@ -728,7 +762,8 @@ class _FreezeCollector(ast.NodeVisitor):
             while type(root) in (ast.Attribute, ast.Call, ast.Subscript):
                 root = root.func if type(root) is ast.Call else root.value
             whole = not (type(root) is ast.Name and root.id == "self")
-            self._record(_chain_attrs(func.value), flag, node, whole=whole, path=_chain_path(func.value))
+            path = _chain_path(func.value)
+            self._record(_chain_attrs(func.value), flag, node, whole=whole, path=self._own(func.value, path) or path)
         name = dotted_name(func) or ""
         if name.rsplit(".", 1)[-1] in ("get_peft_model", "prepare_model_for_kbit_training", "freeze_model"):
             self.out.freeze_all.append((self.path, node.lineno))

@@ -14,7 +14,8 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.program.rank.values import TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
+from dslint.program.rank.values import _DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
+from dslint.program.facts import dotted_name
 from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
@@ -82,6 +83,16 @@ class FlowWalk:
         """A value used as a test (`if x:`, `while x`, `x and …`): the truth of a collated batch or of a field
         read from it (`if not local_counts:` for a list built over its rows) is its emptiness or presence, the
         collator's and the same on every rank; tests of its values (`.sum()`, comparisons) vary."""
+        if isinstance(e, cst.BooleanOperation):
+            # `has_labels or loss_without_labels`: each operand is itself a test (a batch field's truth is the
+            # collator's), and the whole varies when one of them does
+            left = self.eval_test(e.left)
+            if left is not None and left.axes is None:
+                return left
+            return join(left, self.eval_test(e.right), isinstance(e.operator, cst.Or))
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+            inner = self.eval_test(e.expression)
+            return replace(inner, member=None) if inner is not None and inner.member else inner
         origin = self.eval(e)
         if origin is not None and origin.batch and isinstance(e, (cst.Name, cst.Attribute, cst.Subscript)):
             return None
@@ -299,6 +310,7 @@ class FlowWalk:
         tests: list[str] = []
         false_before: frozenset = frozenset()        # membership predicates of the earlier tests (false here)
         entered = 0
+        first_varying: Optional[int] = None          # the first link whose test varies
         try:
             for i, link in enumerate(links):
                 self.env = dict(saved) if i else saved
@@ -313,6 +325,7 @@ class FlowWalk:
                 inner = outer + ((guard,) if guard else ())
                 if guard is not None:
                     chain.append((len(outer), guard))
+                    first_varying = i if first_varying is None else first_varying
                 body_guards = inner
                 if i and chain and chain[-1][1].kind == "cond":
                     # an `elif` branch: runs when its test holds and the earlier ones did not
@@ -350,6 +363,8 @@ class FlowWalk:
                 self.negated = negated
             envs.append(self.env)
             self._merge(*envs)
+            if chain:
+                self._join_after(chain[0][1], [*bodies[first_varying:], final])
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
                 orelse = final if i == len(links) - 1 else links[i + 1:]
@@ -358,6 +373,18 @@ class FlowWalk:
         finally:
             for link in reversed(links[:entered]):
                 self.leave_if(link)
+
+    def _join_after(self, guard: Guard, bodies: list) -> None:
+        """After a rank-dependent `if` chain: a name its branches bind holds the value of the branch each rank took
+        (`if rank == 0: stop = text == "exit"; payload = [text, stop]`): it varies, with the test's origin, until
+        a collective makes it uniform (`broadcast_object_list(payload)`, `uniformize`) or it is bound again. Inside
+        the branch the value is the one of the ranks that run it: the branch's own hazards are the test's. Not a
+        move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
+        origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
+        for name in _bound_names(bodies):
+            if name not in self.env:
+                self.env[name] = origin
+                self.ever_bound.setdefault(name, origin)
 
     def match_stmt(self, node: cst.Match, guards: tuple[Guard, ...]) -> list[Guard]:
         """`match subject: case p: …`: a case runs when the subject matches its pattern (and its guard holds) and
@@ -502,6 +529,53 @@ class FlowWalk:
 _LEAF_EXPRESSIONS = frozenset({cst.Lambda, cst.SimpleString, cst.Name, cst.Integer, cst.Float})
 _CONTROL_EXPRESSIONS = frozenset({cst.Await, cst.Call, cst.IfExp, cst.BooleanOperation, cst.ListComp, cst.SetComp,
                                   cst.GeneratorExp, cst.DictComp})
+
+
+def _bound_names(bodies: list) -> list[str]:
+    """The names (and dotted `self.x` targets) the statements of these blocks bind by assignment, nested blocks
+    included (not nested functions and classes), except to a device move of a value (`_placement`)."""
+    out: list[str] = []
+    todo = [stmt for body in bodies for stmt in body]
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and not _placement(small.value):
+                    for t in small.targets:
+                        out.extend(_target_names_of(t.target))
+                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and small.value is not None:
+                    out.extend(_target_names_of(small.target))
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, field, None)
+            if isinstance(block, (cst.Else, cst.Finally)):
+                block = block.body
+            if isinstance(block, cst.If):
+                todo.append(block)
+            elif isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                todo.extend(block.body)
+        for handler in getattr(stmt, "handlers", ()) or ():
+            todo.extend(_body(handler.body))
+    return out
+
+
+def _target_names_of(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _target_names_of(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names_of(target.value)
+    name = dotted_name(target)
+    # a local name or a field of this object; not a field of another object (`args.hf_entity = ...` on the main
+    # process: hub metadata on a shared namespace, which the code reads as that field, not as the namespace)
+    return [name] if name and (name.count(".") == 0 or name.startswith("self.") and name.count(".") == 1) else []
+
+
+def _placement(value: cst.BaseExpression) -> bool:
+    """`x.to(device)`, `x.cuda()`, `x.cpu()`: a value moved to a device, its structure and contents kept."""
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+        value.func.attr.value in _DEVICE_MOVES
 
 
 def _irrefutable(case: cst.MatchCase) -> bool:

@@ -7,7 +7,7 @@ so the four rules share one pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import re
@@ -18,6 +18,7 @@ from dslint.program.collective_sites import CollectiveSites, Hop, Site, assignme
 from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.exceptions import ExceptionTracking, RaisingOp
+from dslint.program.rank.sequences import Records, SequenceAnalysis, apply as apply_sequences
 from dslint.program.rank.taint import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import UNKNOWN, literal_value
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 RANK_ONLY_DECORATORS = {"rank_zero_only", "master_only", "main_process_only", "on_main_process",
                         "on_local_main_process", "rank0_only", "only_rank0", "run_on_main", "rank_zero",
                         "on_process", "on_local_process", "main_process"}
-_P2P_PAIRED = {"barrier", "monitored_barrier", "broadcast", "broadcast_object_list", "wait_for_everyone"}
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Hazard:
     value_source: Optional["PythonSource"] = None   # DSL105: the source of the filter (guard.node)
 
 
-class HazardWalk(ExceptionTracking, FlowWalk):
+class HazardWalk(Records, ExceptionTracking, FlowWalk):
     def __init__(self, analysis: "RankHazards", src: "PythonSource", scope: str, env, cls, guards=()) -> None:
         super().__init__(analysis.taint.taint(src), scope, env, cls, guards)
         self.analysis = analysis
@@ -53,6 +53,17 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         self.sites = analysis.sites
         self.found: dict[tuple, Hazard] = {}
         self._exc_init()
+        self.seq_init()
+        # the `if` chains (by their first link) whose rank-varying test the presence rule took as balanced
+        # around a collective: `sequences.apply` compares their branches' sequences after the walk
+        self.seq_balanced_chains: dict[int, cst.If] = {}
+        self._seq_heads: dict[int, cst.If] = {}
+        self._seq_prev: Optional[cst.If] = None
+
+    def run_body(self, stmts) -> None:
+        """The walk, then the sequence decisions on the body (dslint/program/rank/sequences.py)."""
+        self.run(stmts)
+        apply_sequences(self, stmts, Hazard)
 
     # --- DSL105: a rank-dependent exception before a collective (dslint/program/rank/exceptions.py) ------
     def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
@@ -78,6 +89,10 @@ class HazardWalk(ExceptionTracking, FlowWalk):
         return super().stmt(node, guards)
 
     def enter_if(self, node: cst.If) -> None:
+        prev = self._seq_prev
+        self._seq_heads[id(node.test)] = self._seq_heads.get(id(prev.test), prev) \
+            if prev is not None and prev.orelse is node else node
+        self._seq_prev = node
         self.exc_checked(node.test)
         both: set[str] = set()
         if self.none_init and isinstance(node.orelse, (cst.If, cst.Else)):
@@ -137,6 +152,15 @@ class HazardWalk(ExceptionTracking, FlowWalk):
             self.exc_expr(e, guards)
         super().expr(e, guards)
 
+    def eval(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
+        origin = super().eval(e)
+        if origin is not None and origin.kind in ("rank", "shard") and type(e) is cst.BinaryOperation:
+            if _padded_to(e, lambda m: super(HazardWalk, self).eval(m) is None):
+                # `mine + [None] * (max_count - len(mine))` with a uniform `max_count` (an all_reduce MAX, the
+                # max of gathered lengths): as long as `max_count` everywhere, each item still this rank's
+                return replace(origin, kind="item", elements=None)
+        return origin
+
     def _report(self, op: RaisingOp, site: Site) -> None:
         if op in self.raising:
             self.raising.remove(op)
@@ -164,6 +188,11 @@ class HazardWalk(ExceptionTracking, FlowWalk):
             self._report(op, site)
         if guards:
             guards = self._over_group(site, guards)
+        for g in guards:
+            if g.kind == "cond-balanced":
+                head = self._seq_heads.get(id(g.node))
+                if head is not None:
+                    self.seq_balanced_chains[id(head)] = head
         conds = [g for g in guards if g.kind == "cond"]
         if conds:
             self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope))
@@ -285,6 +314,10 @@ class RankHazards:
     @classmethod
     def of(cls, project: "ProjectView") -> "RankHazards":
         return project.memo(cls, lambda: cls(project))
+
+    @property
+    def sequences(self) -> SequenceAnalysis:
+        return SequenceAnalysis.of(self.project)
 
     @property
     def hf_zero3_auto_sync(self) -> bool:
@@ -427,7 +460,7 @@ class RankHazards:
         found: dict[tuple, Hazard] = {}
         if self._has_sites(src, src.facts.calls_in(MODULE_SCOPE), None):
             walk = HazardWalk(self, src, MODULE_SCOPE, {}, None)
-            walk.run(src.module.body)
+            walk.run_body(src.module.body)
             found.update(walk.found)
         module_env = self.taint.module_env(src)
         for qual, info in src.facts.functions.items():
@@ -441,9 +474,9 @@ class RankHazards:
             if self.sites.reaches(src, info) is not None:
                 env.update(self.taint.param_taint(src, info))
             walk = HazardWalk(self, src, qual, env, info.class_name, guards)
-            walk.run(body)
+            walk.run_body(body)
             found.update(walk.found)
-        return _drop_returned_sites(_drop_paired(list(found.values())))
+        return _drop_returned_sites(list(found.values()))
 
     def _has_sites(self, src: "PythonSource", calls, cls: Optional[str]) -> bool:
         return any(self.sites.classify(src, c.node, cls) is not None for c in calls)
@@ -552,26 +585,34 @@ def _drop_returned_sites(hazards: list[Hazard]) -> list[Hazard]:
     return [h for h in hazards if id(h) not in drop]
 
 
-def _drop_paired(hazards: list[Hazard]) -> list[Hazard]:
-    """`if local_rank not in (-1, 0): barrier()` … `if local_rank == 0: barrier()` is the "rank 0 first"
-    idiom: each rank calls the barrier once, under complementary tests. Same op guarded twice in one scope
-    by different rank tests is taken as such a pair."""
-    by_op: dict[tuple[str, str], list[Hazard]] = {}
-    for h in hazards:
-        if h.code == "DSL101" and h.site.kind in ("explicit", "accelerate"):
-            func = h.site.call.func
-            op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-            if op in _P2P_PAIRED:
-                by_op.setdefault((h.scope, op), []).append(h)
-    drop = set()
-    for group in by_op.values():
-        if len(group) >= 2 and len({code_of(h.guard.node) for h in group if h.guard}) >= 2:
-            drop.update(id(h) for h in group)
-    return [h for h in hazards if id(h) not in drop]
-
-
 def rank_hazards(project: "ProjectView", src: "PythonSource") -> list[Hazard]:
     return RankHazards.of(project).for_source(src)
 
 
 __all__ = ["Hazard", "Hop", "rank_hazards", "UNKNOWN"]
+
+
+def _padded_to(e: cst.BinaryOperation, uniform) -> bool:
+    """`xs + [fill] * (m - len(xs))` (or `(m - len(xs)) * [fill]`, `[fill for _ in range(m - len(xs))]`): a list
+    padded to `m` items, whose length is `m` -- uniform when `uniform(m)` says `m` is the same on every rank."""
+    if not isinstance(e.operator, cst.Add):
+        return False
+    base, pad = e.left, e.right
+    count = None
+    if isinstance(pad, cst.BinaryOperation) and isinstance(pad.operator, cst.Multiply):
+        for seq, n in ((pad.left, pad.right), (pad.right, pad.left)):
+            if isinstance(seq, cst.List) and len(seq.elements) == 1 and not isinstance(
+                    seq.elements[0], cst.StarredElement):
+                count = n
+                break
+    elif isinstance(pad, cst.ListComp) and pad.for_in.inner_for_in is None and pad.for_in.ifs == () and \
+            isinstance(pad.for_in.iter, cst.Call) and isinstance(pad.for_in.iter.func, cst.Name) and \
+            pad.for_in.iter.func.value == "range" and len(pad.for_in.iter.args) == 1:
+        count = pad.for_in.iter.args[0].value
+    if not (isinstance(count, cst.BinaryOperation) and isinstance(count.operator, cst.Subtract)):
+        return False
+    length = count.right
+    if not (isinstance(length, cst.Call) and isinstance(length.func, cst.Name) and length.func.value == "len"
+            and len(length.args) == 1 and code_of(length.args[0].value, 400) == code_of(base, 400)):
+        return False
+    return bool(uniform(count.left))

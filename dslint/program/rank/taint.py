@@ -52,17 +52,48 @@ class ProjectTaint:
             self._module_env[key] = walk.ever_bound
         return self._module_env[key]
 
-    def self_attrs(self, src: "PythonSource") -> Env:
-        """`self.X` attributes assigned a rank-varying value in any method of the file."""
+    def self_attrs(self, src: "PythonSource", cls: Optional[str] = None) -> Env:
+        """`self.X` attributes assigned a rank-varying value in a method of the class `cls` or of one of its bases
+        among the checked files (its class family as a method of it sees it: an attribute that only uniform values
+        are assigned to there is uniform, whatever other classes of the file store under the same name); without
+        `cls`, in any method of the file. An object stored with rank-varying fields
+        (`self.state = TrainerState(is_local_process_zero=...)`, `RankTaint.object_fields`) gives `self.state.F`."""
+        if cls is None:
+            return self._file_self_attrs(src)
+        key = (id(src), cls)
+        memo = self.__dict__.setdefault("_family_attrs", {})
+        if key not in memo:
+            memo[key] = {}
+            out: Env = {}
+            for where, owner in (self._class_family(src, cls) if src.outline is not None else ((src, cls),)):
+                for name, origin in self._class_self_attrs(where, owner).items():
+                    out.setdefault(name, origin)
+            memo[key] = out
+        return memo[key]
+
+    def _file_self_attrs(self, src: "PythonSource") -> Env:
         key = id(src)
-        if key in self._self_attrs:
-            return self._self_attrs[key]
-        self._self_attrs[key] = {}
+        if key not in self._self_attrs:
+            self._self_attrs[key] = {}
+            out: Env = {}
+            for qual in src.facts.classes:
+                for name, origin in self._class_self_attrs(src, qual).items():
+                    out.setdefault(name, origin)
+            self._self_attrs[key] = out
+        return self._self_attrs[key]
+
+    def _class_self_attrs(self, src: "PythonSource", cls: str) -> Env:
+        """`self.X` assigned a rank-varying value in the methods of this one class (memoised)."""
+        memo = self.__dict__.setdefault("_class_attrs", {})
+        key = (id(src), cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = {}
         out: Env = {}
         taint = self.taint(src)
         env = self.module_env(src)
         for info in src.facts.functions.values():
-            if info.class_name is None:
+            if info.class_name != cls:
                 continue
             for node in _assignments(info.node.body):
                 for target in node.targets:
@@ -71,8 +102,91 @@ class ProjectTaint:
                         hit = taint.eval(node.value, env, info.class_name)
                         if hit is not None:
                             out.setdefault(name, hit)
-        self._self_attrs[key] = out
+                        elif isinstance(node.value, cst.Call):
+                            # `self.state = TrainerState(is_local_process_zero=...)`: only that field varies
+                            for k, o in (taint.object_fields(node.value, env, info.class_name) or {}).items():
+                                out.setdefault(f"{name}.{k}", o)
+        memo[key] = out
         return out
+
+    def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+        """How a checked class keeps its constructor's arguments: parameter → the fields it is stored in unchanged
+        (a dataclass's annotated class-level names, each its own field; `self.attr = param` in `__init__`), and the
+        parameters in positional order (`__init__`'s after `self`, else the dataclass fields). Memoised."""
+        memo = self.__dict__.setdefault("_stored_fields", {})
+        key = (id(src), cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = ({}, ())
+        info = src.facts.classes.get(cls)
+        stored: dict[str, list[str]] = {}
+        order: list[str] = []
+        if info is not None:
+            for stmt in info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ():
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                            stored.setdefault(small.target.value, []).append(small.target.value)
+                            order.append(small.target.value)
+            found = self._method_of(src, cls, "__init__") if src.outline is not None else None
+            init = found[0].facts.functions.get(found[1]) if found is not None else None
+            if init is not None:
+                params = init.params[1:]
+                order = list(params)
+                for node in _assignments(init.node.body):
+                    if isinstance(node.value, cst.Name) and node.value.value in params:
+                        stored.setdefault(node.value.value, []).extend(
+                            t.target.attr.value for t in node.targets
+                            if isinstance(t.target, cst.Attribute) and dotted_name(t.target.value) == "self")
+        memo[key] = ({k: tuple(v) for k, v in stored.items() if v}, tuple(order))
+        return memo[key]
+
+    def plain_field_of(self, src: "PythonSource", receiver: cst.BaseExpression, attr: str, cls: Optional[str]
+                       ) -> tuple[bool, Optional[Origin]]:
+        """Is `receiver.attr` a plain data field of the object -- `receiver` a `self.` field (or a local name) that
+        the code binds to a constructor of a checked class (the outline's `fields`/`instances`), a class that
+        declares `attr` (a class-level annotation, a `self.attr = ...` in a method of its family)? Then the value
+        is that object's, whatever a rank-flag property of another class spelled `attr` means."""
+        name = dotted_name(receiver)
+        if name is None or src.outline is None:
+            return False, None
+        ctors: list[tuple["PythonSource", str]] = []
+        if name.startswith("self.") and name.count(".") == 1 and cls is not None:
+            for where, owner in self._class_family(src, cls):
+                ctors.extend((where, c) for c in where.outline.fields.get(f"{owner}.{name[5:]}", ()))
+        for where, ctor in ctors:
+            found = self.project.class_for_callee(where, ctor)
+            if found is None and ctor in where.outline.classes:
+                found = (where, ctor)
+            if found is not None and attr in self.declared_fields(*found):
+                # the field's value: what the class's own methods assign to it (`self.local_rank = args.local_rank`)
+                return True, self.self_attrs(*found).get(f"self.{attr}")
+        return False, None
+
+    def declared_fields(self, src: "PythonSource", cls: str) -> frozenset:
+        """The fields a checked class's objects hold: class-level annotated names and `self.X = ...` targets in the
+        methods of the class and its bases (memoised)."""
+        memo = self.__dict__.setdefault("_declared_fields", {})
+        key = (id(src), cls)
+        if key not in memo:
+            memo[key] = frozenset()
+            out: set[str] = set()
+            for where, owner in self._class_family(src, cls):
+                info = where.facts.classes.get(owner)
+                if info is None:
+                    continue
+                for stmt in info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ():
+                    if isinstance(stmt, cst.SimpleStatementLine):
+                        out.update(small.target.value for small in stmt.body
+                                   if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name))
+                for fn in where.facts.functions.values():
+                    if fn.class_name != owner:
+                        continue
+                    for node in _assignments(fn.node.body):
+                        out.update(t.target.attr.value for t in node.targets
+                                   if isinstance(t.target, cst.Attribute) and dotted_name(t.target.value) == "self")
+            memo[key] = frozenset(out)
+        return memo[key]
 
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                           cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:

@@ -11,7 +11,10 @@ gather/reduce) are uniform again, and so are values that only place work on a de
 is the same on every rank).
 
 The evaluation is flow-sensitive inside a function body (see `FlowWalk`) and flow-insensitive for module
-globals and `self.` attributes, which functions see whenever they run.
+globals and `self.` attributes, which functions see whenever they run. What a tensor is (`isinstance`, `.dtype`,
+`.dim()`, `.device.type`) stays uniform for per-rank data; an object of a checked class that only stores varying
+arguments varies in those fields only (`object_fields`). The rules read these answers through the lattice,
+`dslint.program.rank.lattice` (None here = Uniform there).
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ _LOOKUPS = {"getattr", "get", "pop", "next", "deepcopy", "copy"}
 # a mapping's views: as many items as the mapping has keys
 _MAPPING_VIEWS = {"items", "keys", "values"}
 # calls that ask a value's structure (its type, attributes, keys), not its contents
-_STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys"}
+_STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys", "is_tensor", "is_floating_point"}
 # words in a callee's name that say it returns this rank's share of the data
 _SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
 # calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
@@ -245,6 +248,18 @@ def partial(origin: Optional[Origin]) -> bool:
 # sizes of a value: the same on every rank when the value is this rank's *item* (its content varies, its shape is
 # the batch's), whatever its content; a shard's or a generation's sizes vary
 SIZE_ATTRS = {"shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"}
+
+
+# what a tensor IS rather than what it holds: its dtype, number of dimensions, whether it requires a gradient,
+# its device's type (not its index: `cuda:0` vs `cuda:1`). Per-rank data -- a batch, a shard, a sampled output, a
+# value an outside function computed from them or from a rank id -- differs in its values and sizes, never in
+# these; only a value that is itself chosen by a rank test (`x if rank == 0 else None`, kind "rank") may
+_TYPE_ATTRS = {"dtype", "ndim", "requires_grad", "is_cuda", "layout", "is_sparse", "is_floating_point"}
+_TYPE_METHODS = {"dim", "ndimension", "is_floating_point", "is_complex", "element_size"}
+
+
+def _typed(origin: Optional[Origin]) -> Optional[Origin]:
+    return None if origin is not None and origin.kind != "rank" else origin
 
 
 def _sized(origin: Optional[Origin]) -> Optional[Origin]:
@@ -407,14 +422,24 @@ class RankTaint:
             if name in env:
                 return env[name]
             if name.startswith("self.") and cls is not None:
-                hit = self.analysis.self_attrs(self.src).get(name)
+                hit = self.analysis.self_attrs(self.src, cls).get(name)
                 if hit is not None:
                     return hit
         attr = e.attr.value
+        if attr in _TYPE_ATTRS or attr == "type" and isinstance(e.value, cst.Attribute) and \
+                e.value.attr.value == "device":
+            return _typed(self.eval(e.value, env, cls))
         if attr in SIZE_ATTRS:
             return _sized(self.eval(e.value, env, cls))
         if attr in RANK_AXES and not attr.startswith(("get_", "is_")):
             return Origin("rank", e, self.src, axes=RANK_AXES[attr])
+        if attr in RANK_ATTRS or attr == "rank":
+            declared, field = self.analysis.plain_field_of(self.src, e.value, attr, cls)
+            if declared:
+                # `self.control.should_save` of a `TrainerControl()`: a field its class declares and the code
+                # sets (varying only if the class's methods set it from a rank value), not the rank flag of HF
+                # TrainingArguments that the name also spells
+                return field
         if attr in RANK_ATTRS:
             return Origin("rank", e, self.src)
         if attr == "rank" and not any(w in (name or "").lower() for w in _NOT_PROCESS_RANK):
@@ -467,8 +492,10 @@ class RankTaint:
         if len(e.comparisons) == 1 and isinstance(op, (cst.In, cst.NotIn)):
             left = self.eval(e.left, env, cls)
             container = self.eval(e.comparisons[0].comparator, env, cls)
-            if left is None and container is not None and container.batch:
-                return None             # `"pixel_values" in inputs`: a key of the collated batch
+            if left is None and container is not None and (container.batch or container.kind == "item"):
+                # `"pixel_values" in inputs`: a key of the collated batch; `KEY in state_dicts[rank]`: of this
+                # rank's item of a collection whose items share their structure (their sizes: `_sized`)
+                return None
             hit = join(left, container) if partial(left) else left or container
         else:
             hit = self._any([e.left, *(c.comparator for c in e.comparisons)], env, cls)
@@ -514,6 +541,8 @@ class RankTaint:
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
             return Origin("generation", e, self.src, rows=True)
+        if self.object_fields(e, env, cls) is not None:
+            return None                 # `TrainerState(is_local_process_zero=...)`: only that field varies (`bind`)
         # a method of another class's instance on a `self.` field (`self.gen.generate(...)`) is followed for its
         # parameters and its collectives, not for what it returns: its results are mostly dicts of metrics and
         # outputs, whose per-key taint a return summary cannot keep (one rank-varying key would taint them all)
@@ -536,6 +565,10 @@ class RankTaint:
             hit = self.eval(first, env, cls) if first is not None else None
             if hit is not None and hit.batch:
                 return None             # `isinstance(inputs, dict)`, `hasattr(outputs, "loss")`, `inputs.keys()`
+            if hit is not None and last != "keys" and hit.kind != "rank":
+                # `isinstance(result, torch.Tensor)` of this rank's share or of what a function made of it: per-rank
+                # data differs in its values and sizes, not in its type (`_typed`)
+                return None
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
@@ -547,6 +580,8 @@ class RankTaint:
             if hit is None and last == "next" and first is not None:
                 return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
             return _counted(hit) if last == "len" else hit
+        if last in _TYPE_METHODS and isinstance(e.func, cst.Attribute) and not e.args:
+            return _typed(self.eval(e.func.value, env, cls))     # `x.dim()`: its number of dimensions
         if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
             if self.facts.resolve_expr(e.func.value) in _ARRAY_MODULES and e.args:
                 return _sized(self.eval(e.args[0].value, env, cls))     # `torch.numel(x)`: x's size
@@ -583,6 +618,43 @@ class RankTaint:
                 out = join(out, hit)
                 if not partial(out):
                     return out
+        return out
+
+    def object_fields(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[dict[str, Origin]]:
+        """`TrainerState(is_local_process_zero=self.is_local_process_zero(), ...)`: a checked class constructed with
+        rank-varying arguments that it only stores, each as the field of its keyword (a dataclass field, or
+        `self.k = k` in its `__init__`): the object itself -- its identity, None-ness, other fields -- is the same
+        on every rank, only those fields vary. Rank ids and values computed from them only: an object holding
+        per-rank data is that data (its fields are read as the data's). The varying fields (keyword → Origin); None when the call is not
+        such a construction (any varying argument positional, or not kept as a field of its own name)."""
+        if not isinstance(e, cst.Call) or not e.args:
+            return None
+        varying: list[tuple[object, Origin]] = []      # (keyword or position, origin)
+        for i, arg in enumerate(e.args):
+            hit = self.eval(arg.value, env, cls)
+            if hit is None:
+                continue
+            if arg.star or hit.kind in _DATA_KINDS:
+                # per-rank data kept on an object (`DistillationLogits(loss_mask=...)`) stays the data it holds:
+                # the object is this rank's data, whose structure `Origin.batch`/sizes already tell apart
+                return None
+            varying.append((arg.keyword.value if arg.keyword is not None else i, hit))
+        if not varying:
+            return None
+        callee = self.facts.resolve_expr(e.func)
+        found = self.analysis.project.class_for_callee(self.src, callee)
+        if found is None and callee and self.src.outline is not None and callee in self.src.outline.classes:
+            found = (self.src, callee)          # a class of this file whatever its name (`_PendingPlan`)
+        if found is None:
+            return None
+        stored, order = self.analysis.stored_fields(*found)
+        out: dict[str, Origin] = {}
+        for at, hit in varying:
+            param = order[at] if isinstance(at, int) and at < len(order) else at
+            if not isinstance(param, str) or param not in stored:
+                return None
+            for attr in stored[param]:
+                out[attr] = hit
         return out
 
     def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[Origin]:
@@ -694,6 +766,11 @@ class RankTaint:
             origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
         if origin is None:
             env.pop(name, None)
+            fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
+            for key in [k for k in env if k.startswith(name + ".")]:
+                del env[key]            # a new object: its fields are its own
+            for k, o in (fields or {}).items():
+                env[f"{name}.{k}"] = o
         else:
             env[name] = origin
 

@@ -1,0 +1,1023 @@
+"""Collective sequences (issue 30, cause 4): which collectives, in which order, each rank of a body calls.
+
+A rank-dependent branch is a hazard when the ranks that take it and those that do not call *different sequences*
+of collectives -- not merely when one side has none. PARCOACH decides "possibly not called by all processes" per
+collective kind from the post-dominance frontier of the collective sites, filtered by rank-dependent tests, and
+carries it across calls with per-function summaries. dslint's walk (`flow.FlowWalk`) already finds the
+rank-dependent tests around every site and judges an `if` chain by presence (every branch reaches a site); this
+module compares the sequences, for the cases presence gets wrong:
+
+- a *sequence tree* of a body (`SequenceBuilder.block`): its collectives in evaluation order, each a `Token` (the
+  op -- `all_reduce`, `barrier`, `engine:backward` -- and the process group it runs on, `CollectiveSites.group_of`);
+  a branch on a uniform test is a choice item keyed by the test (every rank takes the same side, so two trees
+  that agree side by side agree); a loop is an item holding its body's tree; a `yield` is a marker.
+  Calls of checked functions are replaced by the callee's tree (a per-function summary, memoised per rank);
+  `with cm(...)` of a `@contextmanager` function is the code before its `yield`, the body, the code after.
+  A test that asks whether the run is distributed at all (`dist.is_initialized()`, `get_world_size() > 1`,
+  `local_rank != -1`, a checked helper returning one) keeps only its distributed side: without a process group
+  nothing can hang (`def barrier(): if is_distributed(): dist.barrier()` is a barrier).
+- *rank classes*: a rank-dependent test that compares a rank id with constants (`rank == 0`, `local_rank not in
+  [-1, 0]`, `not is_main` for `is_main = get_rank() == 0`, `accelerator.is_main_process`) is decided per
+  representative rank (0, 1 and the neighbours of every constant tested, `representatives`); all rank ids are
+  one variable (a process's rank). The tree of the body is built once per representative.
+- any other rank-dependent test (per-rank data, a grid coordinate) keeps its branches only when they build the
+  same tree; otherwise the body's tree is unknown (None) and the presence rule decides, as before.
+
+Two decisions follow (`HazardWalk` applies them after its walk of a body, `apply`):
+- a body whose trees are known and equal for every representative is balanced: its DSL101 findings under its
+  tests, and its DSL103 findings for a `return`/exit outside loops under them, are dropped (the "rank 0 first" barrier pair, `torch_distributed_zero_first`; for a
+  generator the `yield` markers are left out: the caller's `with` body sits between its halves);
+- an `if` chain the presence rule takes as balanced (every branch reaches a collective) whose branches build
+  different trees is reported (DSL101) at the collectives past their common prefix and suffix: a broadcast on
+  one side and an all_reduce on the other, two barriers against one, the same op on different groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+import libcst as cst
+
+from dslint.program.collective_sites import CollectiveSites, Site
+from dslint.program.process_groups import uniform_over
+from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
+from dslint.program.rank.values import RANK_ENV_KEYS
+from dslint.program.statements import code_of, sub_expressions
+from dslint.sources.literals import UNKNOWN, literal_value
+
+if TYPE_CHECKING:
+    from dslint.program.facts import FunctionInfo
+    from dslint.program.project import ProjectView
+    from dslint.sources import PythonSource
+
+MAX_ITEMS = 400                  # a tree larger than this is unknown
+MAX_REPRESENTATIVES = 12
+
+# rank ids and rank-0 tests whose value is a function of the process's rank (the taint must agree: `walk.eval`)
+_RANK_ID_CALLS = {"get_rank", "get_local_rank", "rank", "get_ordinal"}
+_RANK_ZERO_CALLS = {"is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero",
+                    "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main"}
+_RANK_ID_ATTRS = {"local_rank", "global_rank", "rank", "process_index", "local_process_index", "global_rank_id",
+                  "local_rank_id", "world_rank"}
+_RANK_ZERO_ATTRS = {"is_main_process", "is_local_main_process"}
+_RANK_ENV = RANK_ENV_KEYS - {"NODE_RANK", "GROUP_RANK", "CROSS_RANK"}
+_DIST_MODULES = ("torch.distributed", "deepspeed.comm", "deepspeed.")
+_MULTI = object()                # a name bound more than once in the body: no single value to read
+_FROM_ENV = object()             # an element unpacked from a call's result: read its origin
+
+
+@dataclass(frozen=True)
+class Token:
+    """One collective: the op and the group (`(axes, family, ranks)`); `call` -- the call of the walked body that
+    runs it (itself, or the helper call that reaches it) -- is not part of the comparison."""
+
+    op: str
+    group: tuple
+    call: cst.Call = field(compare=False, hash=False, repr=False)
+
+
+YIELD = ("yield",)
+
+
+# --- what the walk records: the tests it evaluated and the values names were bound to --------------------------
+class Records:
+    """A mixin of a `FlowWalk`: every test the walk evaluates with a rank-varying origin (`seq_tests`: id of the
+    test → (origin, per-rank formula or None)), the value each name was bound to (`seq_bound`), and the
+    constants the formulas compare rank ids with (`seq_consts`)."""
+
+    def seq_init(self) -> None:
+        self.seq_tests: dict[int, tuple] = {}
+        self.seq_bound: dict[str, object] = {}
+        self.seq_consts: set[int] = set()
+
+    def eval_test(self, e):
+        origin = super().eval_test(e)
+        if origin is not None and e is not None and id(e) not in self.seq_tests:
+            consts: set = set()
+            formula = rank_formula(e, self, consts) if origin.axes is None else None
+            if formula is not None and len({decide(formula, r) for r in representatives(consts)}) == 1:
+                formula = None          # the same for every rank, while the taint says it varies: a value
+                                        # computed from a rank id (`size is not None`), not the rank itself
+            if formula is not None:
+                self.seq_consts |= consts
+            self.seq_tests[id(e)] = (origin, formula)
+        return origin
+
+    def bind(self, target, value, origin) -> None:
+        super().bind(target, value, origin)
+        if isinstance(target, cst.Name):
+            self._seq_bind(target.value, value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(
+                target.elements) else None
+            for i, el in enumerate(target.elements):
+                if isinstance(el.value, cst.Name):
+                    self._seq_bind(el.value.value, values[i].value if values is not None else _FROM_ENV)
+
+    def _seq_bind(self, name: str, value) -> None:
+        """One binding: its value; an unpacked element of a call: `_FROM_ENV` (the taint's origin tells); two
+        bindings: `_MULTI`."""
+        seen = self.seq_bound.get(name)
+        if value is None or value is _FROM_ENV and seen is not None or seen is _MULTI or seen is _FROM_ENV:
+            self.seq_bound[name] = _MULTI
+        elif value is _FROM_ENV:
+            self.seq_bound[name] = _FROM_ENV
+        else:
+            self.seq_bound[name] = (*seen, value) if seen is not None else (value,)
+
+
+class _Recorder(Records, FlowWalk):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seq_init()
+
+
+# --- a test as a function of the rank ------------------------------------------------------------------------
+def _last(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _is_rank(walk, e: cst.BaseExpression) -> bool:
+    if walk is None:
+        return True             # an origin's own source expression: the taint already took it for a rank id
+    origin = walk.eval(e)
+    return origin is not None and origin.kind == "rank" and origin.axes is None
+
+
+_COMPARE = {cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b, cst.LessThan: lambda a, b: a < b,
+            cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThan: lambda a, b: a > b,
+            cst.GreaterThanEqual: lambda a, b: a >= b, cst.In: lambda a, b: a in b,
+            cst.NotIn: lambda a, b: a not in b, cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b}
+
+
+def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Optional[Callable[[int], object]]:
+    """The value of `e` as a function of the process's rank, when `e` is made of rank ids, constants,
+    comparisons and `not`/`and`/`or` only; None otherwise. Names are read from their one binding in the walk,
+    else from their origin's source expression (a parameter a caller passes `os.environ["LOCAL_RANK"]`)."""
+    if depth > 8 or e is None:
+        return None
+    kind = type(e)
+    if kind in (cst.Integer, cst.List, cst.Tuple, cst.Set) or kind is cst.Name and e.value in ("None", "True",
+                                                                                             "False"):
+        value = literal_value(e)
+        if value is UNKNOWN:
+            return None
+        items = value if isinstance(value, (list, tuple, set, frozenset)) else (value,)
+        if any(isinstance(v, str) for v in items):
+            return None
+        consts.update(v for v in items if isinstance(v, int) and not isinstance(v, bool))
+        if isinstance(value, list):
+            value = tuple(value)
+        return lambda r: value
+    if kind is cst.Name:
+        if walk is None:
+            return None
+        bound = walk.seq_bound.get(e.value)
+        if bound is _MULTI:
+            return None
+        if bound is not None and bound is not _FROM_ENV:
+            # a binding the taint takes for uniform (`is_main = smp.rank() == 0` of an API it does not know) gives
+            # every rank the same answer in the runs that take it: only the rank-varying ones must agree
+            varying = [v for v in bound if walk.eval(v) is not None] if len(bound) > 1 else list(bound)
+            return _agreeing([rank_formula(v, walk, consts, depth + 1) for v in varying], consts)
+        origin = walk.env.get(e.value)
+        if origin is None or origin.kind != "rank" or origin.axes is not None or origin.node is e:
+            return None
+        if origin.via_call is not None:
+            return _argument_formula(origin.via_call, e.value, walk, consts, depth)
+        return rank_formula(origin.node, None, consts, depth + 1)
+    if kind is cst.Attribute:
+        name = e.attr.value
+        if name in _RANK_ID_ATTRS or name in _RANK_ZERO_ATTRS:
+            if not _is_rank(walk, e):
+                return None
+            return (lambda r: r == 0) if name in _RANK_ZERO_ATTRS else (lambda r: r)
+        return None
+    if kind is cst.Call:
+        last = _last(e.func)
+        if last == "int" and len(e.args) == 1:
+            return rank_formula(e.args[0].value, walk, consts, depth + 1)
+        if last in _RANK_ID_CALLS or last in _RANK_ZERO_CALLS:
+            if not _is_rank(walk, e):
+                return None
+            return (lambda r: r == 0) if last in _RANK_ZERO_CALLS else (lambda r: r)
+        if last in ("get", "getenv") and e.args and literal_value(e.args[0].value) in _RANK_ENV:
+            return lambda r: r
+        return None
+    if kind is cst.Subscript:
+        if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
+                literal_value(e.slice[0].slice.value) in _RANK_ENV and _last(e.value) == "environ":
+            return lambda r: r
+        return None
+    if kind is cst.IfExp:
+        # `a.is_local_main_process if local else a.is_main_process`: sides that agree for every rank
+        return _agreeing([rank_formula(e.body, walk, consts, depth + 1),
+                          rank_formula(e.orelse, walk, consts, depth + 1)], consts)
+    if kind is cst.UnaryOperation and isinstance(e.operator, cst.Not):
+        inner = rank_formula(e.expression, walk, consts, depth + 1)
+        return (lambda r: not inner(r)) if inner is not None else None
+    if kind is cst.BooleanOperation:
+        left = rank_formula(e.left, walk, consts, depth + 1)
+        right = rank_formula(e.right, walk, consts, depth + 1)
+        if left is None or right is None:
+            return None
+        if isinstance(e.operator, cst.And):
+            return lambda r: left(r) and right(r)
+        return lambda r: left(r) or right(r)
+    if kind is cst.Comparison and len(e.comparisons) == 1:
+        op = _COMPARE.get(type(e.comparisons[0].operator))
+        left = rank_formula(e.left, walk, consts, depth + 1)
+        right = rank_formula(e.comparisons[0].comparator, walk, consts, depth + 1)
+        if op is None or left is None or right is None:
+            return None
+        return lambda r: op(left(r), right(r))
+    return None
+
+
+def _agreeing(formulas: list, consts: set):
+    """One formula for a value bound more than once (or chosen by a uniform test): each binding's, when they all
+    give every representative rank the same answer; None otherwise."""
+    if not formulas or any(f is None for f in formulas):
+        return None
+    if len(formulas) > 1 and any(len({decide(f, r) for f in formulas}) != 1 for r in representatives(consts)):
+        return None
+    return formulas[0]
+
+
+def _argument_formula(via_call: tuple, name: str, walk, consts: set, depth: int):
+    """A parameter: the formula of the argument the (first) caller passes for it -- itself a rank source, or a
+    name bound once there to one (`local_rank = int(os.environ["LOCAL_RANK"])`, then `f(local_rank)`)."""
+    from dslint.program.process_groups import reaching_value
+    other, call = via_call
+    info = walk.taint.src.facts.functions.get(walk.scope)
+    if info is None:
+        return None
+    params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+    value = None
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is not None and arg.keyword.value == name or arg.keyword is None and i < len(params) \
+                and params[i] == name:
+            value = arg.value
+            break
+    if value is None:
+        return None
+    if type(value) is cst.Name:
+        scope = next((c.scope for c in other.facts.calls if c.node is call), None)
+        caller = other.facts.functions.get(scope) if scope is not None else None
+        value = reaching_value(caller.node, call, value.value) if caller is not None else None
+        if value is None:
+            return None
+    return rank_formula(value, None, consts, depth + 1)
+
+
+def decide(formula: Optional[Callable[[int], object]], r: int) -> Optional[bool]:
+    if formula is None:
+        return None
+    try:
+        return bool(formula(r))
+    except TypeError:
+        return None
+
+
+def representatives(consts: set) -> tuple[int, ...]:
+    """Ranks that take every combination of the tests' outcomes: 0, 1, and each constant with its neighbours."""
+    reps = {0, 1}
+    for c in consts:
+        if c >= 0:
+            reps.update((c - 1, c, c + 1) if c > 0 else (c, c + 1))
+    return tuple(sorted(reps))[:MAX_REPRESENTATIVES]
+
+
+# --- trees ---------------------------------------------------------------------------------------------------
+class _Unknown(Exception):
+    """The tree cannot be told (a rank-dependent test whose branches differ, a tree too large, recursion)."""
+
+
+@dataclass
+class Scope:
+    """What is known of one body's tests, for building its trees."""
+
+    src: "PythonSource"
+    cls: Optional[str]
+    tests: dict[int, tuple]
+    bound: dict[str, object]
+    consts: set
+
+
+class SequenceBuilder:
+    def __init__(self, analysis: "SequenceAnalysis", scope: Scope, r: int) -> None:
+        self.analysis = analysis
+        self.sites = analysis.sites
+        self.scope = scope
+        self.src = scope.src
+        self.r = r
+        self.size = 0
+
+    # every method returns (items, status): status "next" (falls through), "return", "raise", "break",
+    # "continue", or a frozenset of them when a choice's sides end differently (the rest of the block was
+    # pushed into the sides that go on)
+    def block(self, stmts: Sequence[cst.CSTNode]) -> tuple[tuple, object]:
+        out: list = []
+        for i, stmt in enumerate(stmts):
+            alts, key = self.stmt(stmt)
+            if key is None or len(alts) == 1:
+                items, status = alts[0] if len(alts) == 1 else ((), "next")
+                out.extend(items)
+                if status != "next":
+                    _mixed_before_more(status, i, stmts)
+                    return tuple(out), status
+                continue
+            statuses = {s for _, s in alts}
+            if statuses == {"next"} or len(statuses) == 1:
+                out.append(_choice(key, [items for items, _ in alts]))
+                status = next(iter(statuses))
+                if status != "next":
+                    _mixed_before_more(status, i, stmts)
+                    return tuple(out), status
+                continue
+            if any(isinstance(s, frozenset) for s in statuses):
+                raise _Unknown()
+            rest, rest_status = self.block(stmts[i + 1:])
+            sides = [(items + rest, rest_status) if s == "next" else (items, s) for items, s in alts]
+            ends = {s for _, s in sides}
+            out.append(_choice(key, [items for items, _ in sides]))
+            return tuple(out), next(iter(ends)) if len(ends) == 1 else frozenset(ends)
+        return tuple(out), "next"
+
+    def _grow(self, n: int = 1) -> None:
+        self.size += n
+        if self.size > MAX_ITEMS:
+            raise _Unknown()
+
+    def stmt(self, node: cst.CSTNode) -> tuple[list, Optional[object]]:
+        """[(items, status)] and the key of the choice between them (None: one alternative)."""
+        kind = type(node)
+        if kind is cst.SimpleStatementLine:
+            out: list = []
+            for small in node.body:
+                items, status = self.small(small)
+                out.extend(items)
+                if status != "next":
+                    return [(tuple(out), status)], None
+            return [(tuple(out), "next")], None
+        if isinstance(node, cst.BaseSmallStatement):
+            items, status = self.small(node)
+            return [(items, status)], None
+        if kind is cst.If:
+            return self.chain(node)
+        if kind in (cst.For, cst.While):
+            head = self.expr(node.iter if kind is cst.For else node.test)
+            body, _ = self.block(_body(node.body))
+            items = head + ((("loop", "", body),) if body else ())
+            if node.orelse is not None:
+                more, status = self.block(_body(node.orelse.body))
+                return [(items + more, status)], None
+            return [(items, "next")], None
+        if kind is cst.With:
+            return [self.with_stmt(node)], None
+        if kind is cst.Try or type(node).__name__ == "TryStar":
+            items, status = self.block(_body(node.body))
+            if status == "next" and node.orelse is not None:
+                more, status = self.block(_body(node.orelse.body))
+                items += more
+            if node.finalbody is not None:
+                more, fstatus = self.block(_body(node.finalbody.body))
+                items += more
+                status = fstatus if fstatus != "next" else status
+            return [(items, status)], None
+        if kind is cst.Match:
+            head = self.expr(node.subject)
+            alts = [self.block(_body(case.body)) for case in node.cases]
+            if len(set(alts)) > 1:
+                raise _Unknown()
+            return [(head + alts[0][0], alts[0][1])] if alts else [(head, "next")], None
+        return [((), "next")], None        # FunctionDef / ClassDef: their own scopes
+
+    def small(self, node: cst.BaseSmallStatement) -> tuple[tuple, object]:
+        kind = type(node)
+        if kind is cst.Return:
+            return self.expr(node.value) if node.value is not None else (), "return"
+        if kind is cst.Raise:
+            return self.expr(node.exc) if node.exc is not None else (), "raise"
+        if kind is cst.Continue:
+            return (), "continue"
+        if kind is cst.Break:
+            return (), "break"
+        if kind is cst.Expr:
+            value = node.value
+            if type(value) is cst.Yield:
+                inner = value.value
+                return (self.expr(inner) if isinstance(inner, cst.BaseExpression) else ()) + (YIELD,), "next"
+            items = self.expr(value)
+            if type(value) is cst.Call and self.src.facts.resolve_expr(value.func) in EXIT_CALLS:
+                return items, "raise"
+            return items, "next"
+        if kind in (cst.Assign, cst.AnnAssign, cst.AugAssign):
+            value = node.value
+            if value is None:
+                return (), "next"
+            if type(value) is cst.Yield:
+                inner = value.value
+                return (self.expr(inner) if isinstance(inner, cst.BaseExpression) else ()) + (YIELD,), "next"
+            return self.expr(value), "next"
+        if kind is cst.Assert:
+            # `assert dist.get_rank() == 0, "only rank 0 prepares the data"`: the other ranks fail there
+            items = self.expr(node.test)
+            if decide(rank_formula(node.test, None, self.scope.consts), self.r) is False:
+                return items, "raise"
+            return items, "next"
+        if kind is cst.Del:
+            return self.expr(node.target), "next"
+        return (), "next"
+
+    # --- tests --------------------------------------------------------------------------------------------
+    def truth(self, test: cst.BaseExpression) -> tuple[Optional[bool], bool]:
+        """(the test's value for this rank, or None; is it rank-varying?)"""
+        rec = self.scope.tests.get(id(test))
+        if rec is None:
+            return self.analysis.distributed_truth(self.scope, test), False
+        value = decide(rec[1], self.r)
+        return value, value is None
+
+    def chain(self, node: cst.If) -> tuple[list, Optional[object]]:
+        head = self.expr(node.test)
+        value, varying = self.truth(node.test)
+        body = lambda: self.block(_body(node.body))       # noqa: E731
+        orelse = node.orelse
+
+        def other() -> tuple[tuple, object]:
+            if isinstance(orelse, cst.If):
+                alts, key = self.chain(orelse)
+                if key is None:
+                    return alts[0]
+                statuses = {s for _, s in alts}
+                if len(statuses) != 1:
+                    raise _Unknown()
+                return (_choice(key, [items for items, _ in alts]),), next(iter(statuses))
+            if isinstance(orelse, cst.Else):
+                return self.block(_body(orelse.body))
+            return (), "next"
+
+        if value is True:
+            items, status = body()
+            return [(head + items, status)], None
+        if value is False:
+            items, status = other()
+            return [(head + items, status)], None
+        a, b = body(), other()
+        if a == b:
+            return [(head + a[0], a[1])], None
+        if varying:
+            raise _Unknown()            # rank-dependent sides that differ: the presence rule reports them
+        alts = [(head + a[0], a[1]), (head + b[0], b[1])]
+        return alts, code_of(node.test, 200)
+
+    # --- with ---------------------------------------------------------------------------------------------
+    def with_stmt(self, node: cst.With) -> tuple[tuple, object]:
+        pre: list = []
+        post: list = []
+        for item in node.items:
+            expr = item.item
+            tree = self.analysis.context_manager(self.src, expr, self.scope.cls, self.r) \
+                if type(expr) is cst.Call else None
+            if tree is None:
+                pre.extend(self.expr(expr))
+                continue
+            pre.extend(self.expr_args(expr))
+            if tree.count(YIELD) != 1:
+                raise _Unknown()
+            at = tree.index(YIELD)
+            pre.extend(_attach(tree[:at], expr))
+            post[:0] = _attach(tree[at + 1:], expr)
+        items, status = self.block(_body(node.body))
+        return tuple(pre) + items + tuple(post), status
+
+    # --- expressions: collectives in evaluation order --------------------------------------------------------
+    def expr_args(self, call: cst.Call) -> tuple:
+        out: tuple = self.expr(call.func) if type(call.func) is not cst.Name else ()
+        for arg in call.args:
+            out += self.expr(arg.value)
+        return out
+
+    def expr(self, e: Optional[cst.CSTNode]) -> tuple:
+        if e is None:
+            return ()
+        kind = type(e)
+        if kind in (cst.Name, cst.Integer, cst.Float, cst.SimpleString, cst.Lambda):
+            return ()
+        if kind is cst.Call:
+            out = self.expr_args(e)
+            return out + self.call(e)
+        if kind is cst.Await and type(e.expression) is cst.Call:
+            return self.expr_args(e.expression)     # an asyncio engine's request (`FlowWalk.expr`): no site
+        if kind is cst.IfExp:
+            head = self.expr(e.test)
+            a, b = self.expr(e.body), self.expr(e.orelse)
+            if a == b:
+                return head + a
+            value, varying = self.truth(e.test)
+            if value is not None:
+                return head + (a if value else b)
+            if varying:
+                raise _Unknown()
+            return head + (_choice(code_of(e.test, 200), [a, b]),)
+        if kind is cst.BooleanOperation:
+            head = self.expr(e.left)
+            right = self.expr(e.right)
+            if not right:
+                return head
+            value, varying = self.truth(e.left)
+            if value is not None:
+                runs = value if isinstance(e.operator, cst.And) else not value
+                return head + (right if runs else ())
+            if varying:
+                raise _Unknown()
+            return head + (_choice(code_of(e.left, 200), [right, ()]),)
+        if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
+            head = self.expr(e.for_in.iter)
+            inner: tuple = ()
+            for part in sub_expressions(e):
+                if part is not e.for_in:
+                    inner += self.expr(part)
+            comp = e.for_in.inner_for_in
+            while comp is not None:
+                inner += self.expr(comp.iter)
+                comp = comp.inner_for_in
+            return head + ((("loop", "", inner),) if inner else ())
+        out: tuple = ()
+        for child in sub_expressions(e):
+            out += self.expr(child)
+        return out
+
+    def call(self, call: cst.Call) -> tuple:
+        site = self.sites.classify(self.src, call, self.scope.cls)
+        if site is None:
+            return ()
+        if site.kind == "function" and site.function is not None:
+            tree = self.analysis.function_tree(*site.function, self.r)
+            if tree is None:
+                raise _Unknown()
+            tree = _strip_yields(tree)      # calling a generator runs none of it here
+            self._grow(len(tree))
+            return _attach(tree, call)
+        self._grow()
+        return (Token(*self.analysis.token(site), call),)
+
+
+def _mixed_before_more(status, i: int, stmts) -> None:
+    """A nested block that ends some paths and goes on with others, followed by more statements here: where
+    those statements belong is not kept (the rest was pushed into the nested block's sides only)."""
+    if isinstance(status, frozenset) and "next" in status and i < len(stmts) - 1:
+        raise _Unknown()
+
+
+def _choice(key, sides: list) -> object:
+    """A branch on a uniform test: its sides' trees; one tree when they agree."""
+    if all(s == sides[0] for s in sides):
+        return ("seq", sides[0]) if sides[0] else ("seq", ())
+    return ("choice", key, tuple(sides))
+
+
+def _attach(tree: tuple, call: cst.Call) -> tuple:
+    """A callee's tree as the caller sees it: every token run by this call."""
+    out = []
+    for item in tree:
+        if isinstance(item, Token):
+            out.append(Token(item.op, item.group, call))
+        elif item[0] == "choice":
+            out.append(("choice", item[1], tuple(_attach(side, call) for side in item[2])))
+        elif item[0] == "loop":
+            out.append(("loop", item[1], _attach(item[2], call)))
+        elif item[0] == "seq":
+            out.append(("seq", _attach(item[1], call)))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def flatten(tree: tuple) -> tuple:
+    """`("seq", …)` items spliced in (a choice whose sides agreed), for comparison."""
+    out = []
+    for item in tree:
+        if isinstance(item, tuple) and item and item[0] == "seq":
+            out.extend(flatten(item[1]))
+        elif isinstance(item, tuple) and item and item[0] == "choice":
+            out.append(("choice", item[1], tuple(flatten(side) for side in item[2])))
+        elif isinstance(item, tuple) and item and item[0] == "loop":
+            out.append(("loop", item[1], flatten(item[2])))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def tokens(tree: tuple) -> list[Token]:
+    """The tokens of a tree, choices' sides and loops' bodies included, in order."""
+    out: list[Token] = []
+    for item in tree:
+        if isinstance(item, Token):
+            out.append(item)
+        elif item[0] == "choice":
+            for side in item[2]:
+                out.extend(tokens(side))
+        elif item[0] == "loop":
+            out.extend(tokens(item[2]))
+        elif item[0] == "seq":
+            out.extend(tokens(item[1]))
+    return out
+
+
+def _body(block) -> Sequence[cst.CSTNode]:
+    return block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+
+
+# --- the project-level analysis: per-function summaries ------------------------------------------------------
+class SequenceAnalysis:
+    def __init__(self, project: "ProjectView") -> None:
+        self.project = project
+        self.sites = CollectiveSites.of(project)
+        self.taint = self.sites.taint
+        self._trees: dict[tuple, object] = {}
+        self._scopes: dict[tuple, Optional[Scope]] = {}
+        self._busy: set[tuple] = set()
+
+    @classmethod
+    def of(cls, project: "ProjectView") -> "SequenceAnalysis":
+        return project.memo(cls, lambda: cls(project))
+
+    def token(self, site: Site) -> tuple[str, tuple]:
+        func = site.call.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        # explicit collectives by op; engine/trainer/accelerate calls by method; a forward or a generation of any
+        # model alike (which model runs is not compared: `actor(x)` on one side, `critic(x)` on the other agree)
+        op = last if site.kind == "explicit" else site.kind if site.kind in ("forward", "generate") else \
+            f"{site.kind}:{last}"
+        group = self.sites.group_of(site)
+        return op, (group.axes, group.family, group.ranks)
+
+    def function_scope(self, src: "PythonSource", info: "FunctionInfo") -> Optional[Scope]:
+        """The tests of a checked function, from a walk of its body (its parameters' taint from the callers)."""
+        key = (id(src), info.qualname)
+        if key not in self._scopes:
+            self._scopes[key] = None
+            if not isinstance(info.node.body, cst.IndentedBlock):
+                return None
+            env = {**self.taint.module_env(src), **self.taint.param_taint(src, info)}
+            walk = _Recorder(self.taint.taint(src), info.qualname, env, info.class_name)
+            walk.run(info.node.body.body)
+            self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts)
+        return self._scopes[key]
+
+    def function_tree(self, src: "PythonSource", info: "FunctionInfo", r: int) -> Optional[tuple]:
+        """The summary of a checked function for a process of rank `r` (None: unknown)."""
+        key = (id(src), info.qualname, r)
+        if key in self._trees:
+            return self._trees[key]
+        if key in self._busy:
+            return None
+        scope = self.function_scope(src, info)
+        if scope is None:
+            return None
+        self._busy.add(key)
+        try:
+            tree = self.tree(scope, info.node.body.body, r)
+        finally:
+            self._busy.discard(key)
+        self._trees[key] = tree
+        return tree
+
+    def function_consts(self, src: "PythonSource", info: "FunctionInfo") -> set:
+        scope = self.function_scope(src, info)
+        return scope.consts if scope is not None else set()
+
+    def tree(self, scope: Scope, stmts: Sequence[cst.CSTNode], r: int) -> Optional[tuple]:
+        builder = SequenceBuilder(self, scope, r)
+        try:
+            items, _ = builder.block(stmts)
+        except (_Unknown, RecursionError):
+            return None
+        return flatten(items)
+
+    def context_manager(self, src: "PythonSource", call: cst.Call, cls: Optional[str], r: int) -> Optional[tuple]:
+        """`with cm(...)`: the tree of a checked `@contextmanager` function (with its `yield` marker)."""
+        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func), cls))
+        if hit is None or not any(_last(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+                                  in ("contextmanager", "asynccontextmanager") for d in hit[1].node.decorators):
+            return None
+        if self.sites.reaches(*hit) is None:
+            return None
+        tree = self.function_tree(*hit, r)
+        if tree is None:
+            raise _Unknown()
+        return tree
+
+    def distributed_truth(self, scope: Scope, test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
+        """The value of a uniform test in a distributed run, when the test asks whether the run is distributed
+        (`dist.is_initialized()`, `get_world_size() > 1`, `local_rank != -1`, a checked helper returning one):
+        on a single process no collective can leave another waiting, so only the distributed side counts."""
+        if depth > 3 or test is None:
+            return None
+        kind = type(test)
+        if kind is cst.UnaryOperation and isinstance(test.operator, cst.Not):
+            inner = self.distributed_truth(scope, test.expression, depth)
+            return None if inner is None else not inner
+        if kind is cst.BooleanOperation:
+            left = self.distributed_truth(scope, test.left, depth)
+            right = self.distributed_truth(scope, test.right, depth)
+            if isinstance(test.operator, cst.And):
+                if left is False or right is False:
+                    return False
+                return True if left and right else None
+            if left is True or right is True:
+                return True
+            return False if left is False and right is False else None
+        if kind is cst.Name:
+            bound = scope.bound.get(test.value)
+            if isinstance(bound, tuple) and len(bound) == 1:
+                return self.distributed_truth(scope, bound[0], depth + 1)
+            return None
+        if kind is cst.Call:
+            callee = scope.src.facts.resolve_expr(test.func) or ""
+            last = _last(test.func)
+            if last in ("is_initialized", "is_available") and callee.startswith(_DIST_MODULES):
+                return True
+            hit = self.taint.function_info(self.taint.call_source(scope.src, callee or None, scope.cls))
+            if hit is not None:
+                returns = _plain_returns(hit[1].node)
+                if len(returns) == 1:
+                    inner = self.function_scope(*hit)
+                    if inner is not None:
+                        return self.distributed_truth(inner, returns[0], depth + 1)
+            return None
+        if kind is cst.Comparison and len(test.comparisons) == 1:
+            op = type(test.comparisons[0].operator)
+            right = literal_value(test.comparisons[0].comparator)
+            left = test.left
+            bound = scope.bound.get(left.value) if type(left) is cst.Name else None
+            if isinstance(bound, tuple) and len(bound) == 1:
+                left = bound[0]
+            if type(left) is cst.Call and _last(left.func) == "get_world_size" and isinstance(right, int) \
+                    and not isinstance(right, bool):
+                cmp = _COMPARE.get(op)
+                if cmp is None:
+                    return None
+                many, one = cmp(2, right), cmp(1, right)       # a distributed run: 2 or more processes
+                return many if many == cmp(64, right) and many != one else None
+            if right == -1 and op in (cst.Equal, cst.NotEqual) and (
+                    rank_formula(left, None, set()) is not None
+                    or type(left) is cst.Attribute and left.attr.value in _RANK_ID_ATTRS):
+                return op is cst.NotEqual       # `local_rank == -1`: the run is not distributed
+        return None
+
+
+def _plain_returns(node: cst.FunctionDef) -> list[cst.BaseExpression]:
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    out = []
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Return) and small.value is not None:
+                    out.append(small.value)
+        elif not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            return []
+    return out
+
+
+# --- the decisions on one walked body ---------------------------------------------------------------------------
+def _strip_yields(tree: tuple) -> tuple:
+    """The tree without its `yield` markers, inside choices and loops too (sides that then agree merge)."""
+    out: list = []
+    for item in tree:
+        if item == YIELD:
+            continue
+        if isinstance(item, tuple) and item[0] == "choice":
+            sides = [_strip_yields(side) for side in item[2]]
+            merged = _choice(item[1], sides)
+            out.extend(merged[1] if merged[0] == "seq" else (merged,))
+        elif isinstance(item, tuple) and item[0] == "loop":
+            out.append(("loop", item[1], _strip_yields(item[2])))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def _none_of(tests: list[str]) -> str:
+    if len(tests) == 1:
+        return f"`{tests[0]}` does not hold"
+    shown = ", ".join(f"`{t}`" for t in tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+    return f"none of {shown} holds"
+
+
+def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
+    """After `HazardWalk` walked `body`: drop its DSL101 findings when every rank runs the same sequence of
+    collectives through the body, and report the `if` chains whose branches all reach a collective but not the
+    same sequence (see the module's docstring). `walk.found` is updated in place."""
+    tested = [(k, h) for k, h in walk.found.items() if h.guard is not None and (
+        h.code == "DSL101" and id(h.guard.node) in walk.seq_tests
+        or h.code == "DSL103" and h.guard.exit_kind in ("return", "exit", "raise") and h.guard.test is not None
+        and id(h.guard.test) in walk.seq_tests)]
+    if any(h.code == "DSL103" for _, h in tested):
+        looped = _exits_in_loops(body)     # a loop's tree holds its body's exits: not judged here
+        tested = [(k, h) for k, h in tested if h.code == "DSL101" or id(h.at) not in looped]
+    chains = walk.seq_balanced_chains
+    if not tested and not chains:
+        return
+    analysis = walk.analysis.sequences
+    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts))
+    try:
+        trees = _trees_per_rank(analysis, scope, body)
+    except RecursionError:
+        return
+    if trees is not None and all(t == trees[0][1] for _, t in trees):
+        for key, _ in tested:
+            del walk.found[key]
+        return
+    for head in chains.values():
+        _report_chain(walk, analysis, scope, head, hazard_cls)
+
+
+def _exits_in_loops(body) -> set[int]:
+    """ids of the statements inside the loops of a body (not of nested functions and classes)."""
+    out: set[int] = set()
+    todo = [(stmt, False) for stmt in body]
+    while todo:
+        node, inside = todo.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if inside:
+            out.add(id(node))
+        inside = inside or isinstance(node, (cst.For, cst.While))
+        todo.extend((child, inside) for child in node.children)
+    return out
+
+
+def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[list[tuple[int, tuple]]]:
+    consts = set(scope.consts)
+    for _ in range(2):
+        reps = representatives(consts)
+        out = []
+        for r in reps:
+            tree = analysis.tree(scope, body, r)
+            if tree is None:
+                return None
+            out.append((r, _strip_yields(tree)))
+        more = set(consts) | scope.consts
+        for _, tree in out:
+            for token in tokens(tree):
+                site_fn = analysis.sites.classify(scope.src, token.call, scope.cls)
+                if site_fn is not None and site_fn.function is not None:
+                    more |= analysis.function_consts(*site_fn.function)
+        if more == consts:
+            return out
+        consts = more
+    return out
+
+
+def _alike(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(_alike_item(x, y) for x, y in zip(a, b))
+
+
+def _alike_item(x, y) -> bool:
+    """Equal, except that a group a helper is handed (`group=group` of a parameter) matches any group: the
+    caller may hand it the very group the other side names."""
+    if isinstance(x, Token) and isinstance(y, Token):
+        return x.op == y.op and (x.group == y.group or "handed-in" in (x.group[1], y.group[1]))
+    if isinstance(x, tuple) and isinstance(y, tuple) and x and y and x[0] == y[0] == "choice":
+        return x[1] == y[1] and len(x[2]) == len(y[2]) and all(_alike(p, q) for p, q in zip(x[2], y[2]))
+    if isinstance(x, tuple) and isinstance(y, tuple) and x and y and x[0] == y[0] == "loop":
+        return _alike(x[2], y[2])
+    return x == y
+
+
+MAX_EXPANSIONS = 64
+
+
+def _expand(seq: tuple, origin, test) -> Optional[set]:
+    """Every flat sequence a tree can run, one per value of the uniform tests in it (each choice's sides taken
+    alike or not: an over-approximation), as (op, group) pairs -- "*" for a group a helper is handed -- without
+    the collectives on groups whose members all take the same side of `test`; None past `MAX_EXPANSIONS`."""
+    from dslint.program.process_groups import Group
+    out: set = {()}
+    for item in seq:
+        if isinstance(item, Token):
+            axes, family, ranks = item.group
+            if uniform_over(origin, Group(axes, family, ranks), test):
+                continue
+            key = (item.op, "*" if family == "handed-in" else item.group)
+            out = {r + (key,) for r in out}
+        elif item[0] == "choice":
+            options: set = set()
+            for side in item[2]:
+                more = _expand(side, origin, test)
+                if more is None:
+                    return None
+                options |= more
+            out = {r + o for r in out for o in options}
+        elif item[0] == "loop":
+            body = _expand(item[2], origin, test)
+            if body is None:
+                return None
+            if body != {()}:
+                out = {r + (("loop", frozenset(body)),) for r in out}
+        if len(out) > MAX_EXPANSIONS:
+            return None
+    return out
+
+
+def _may_match(a: set, b: set) -> bool:
+    return any(_match(x, y) for x in a for y in b)
+
+
+def _match(x: tuple, y: tuple) -> bool:
+    if len(x) != len(y):
+        return False
+    for p, q in zip(x, y):
+        if p == q:
+            continue
+        if p[0] == "loop" or q[0] == "loop":
+            if p[0] != q[0] or not any(_match(i, j) for i in p[1] for j in q[1]):
+                return False
+        elif p[0] != q[0] or "*" not in (p[1], q[1]):
+            return False
+    return True
+
+
+def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, hazard_cls) -> None:
+    links = [head]
+    while isinstance(links[-1].orelse, cst.If):
+        links.append(links[-1].orelse)
+    last = links[-1].orelse
+    bodies = [_body(link.body) for link in links] + [_body(last.body) if isinstance(last, cst.Else) else ()]
+    recs = [scope.tests.get(id(link.test)) for link in links]
+    varying = [rec for rec in recs if rec is not None]
+    if not varying:
+        return
+    decidable = all(rec is not None and rec[1] is not None for rec in recs)
+    reps = representatives(scope.consts)
+    takers: dict[int, int] = {}
+    if decidable:
+        for r in reps:
+            branch = next((i for i, rec in enumerate(recs) if decide(rec[1], r)), len(links))
+            if any(decide(rec[1], r) is None for rec in recs):
+                return
+            takers.setdefault(branch, r)
+    elif all(rec is not None and rec[1] is None for rec in recs):
+        takers = {i: reps[0] for i in range(len(bodies))}
+    else:
+        return
+    sides: dict[int, tuple] = {}
+    for i, r in takers.items():
+        builder = SequenceBuilder(analysis, scope, r)
+        try:
+            items, status = builder.block(bodies[i])
+        except (_Unknown, RecursionError):
+            return
+        if status != "next":
+            return                      # an exit on one side: DSL103's part
+        sides[i] = flatten(items)
+    seqs = list(sides.values())
+    if len(sides) < 2 or all(_alike(s, seqs[0]) for s in seqs):
+        return
+    origin = (recs[0] or varying[-1])[0]
+    expanded = [_expand(s, origin, links[0].test) for s in seqs]
+    if any(e is None for e in expanded) or any(
+            _may_match(expanded[0], e) for e in expanded[1:]):
+        return                          # the sides may agree for some value of the uniform tests inside them
+    prefix = 0
+    while all(len(s) > prefix for s in seqs) and all(_alike_item(s[prefix], seqs[0][prefix]) for s in seqs):
+        prefix += 1
+    suffix = 0
+    while all(len(s) > prefix + suffix for s in seqs) and all(
+            _alike_item(s[-1 - suffix], seqs[0][-1 - suffix]) for s in seqs):
+        suffix += 1
+    texts = [code_of(link.test, 60) for link in links]
+    differing = {i: tokens(s[prefix:len(s) - suffix]) for i, s in sides.items()}
+    for i, toks in differing.items():
+        if not toks:
+            continue
+        at = min(i, len(links) - 1)
+        rec = recs[at] if recs[at] is not None else varying[-1]
+        if i == 0:
+            words = ""
+        elif i < len(links):
+            words = f"`{texts[i]}` holds and {_none_of(texts[:i])}"
+        else:
+            words = _none_of(texts)
+        others = [t for j, ts in differing.items() if j != i for t in ts]
+        instead = ", ".join(dict.fromkeys(f"`{code_of(t.call.func, 40)}(...)` (line {walk.src.span(t.call).line})"
+                                          for t in others)) or "no collective"
+        note = (f"the ranks on the other side of this test run {instead} at this point instead: the two sides "
+                f"do not call the same sequence of collectives")
+        for token in {id(t.call): t for t in toks}.values():
+            site = walk.sites.classify(walk.src, token.call, walk.cls)
+            if site is None or uniform_over(rec[0], walk.sites.group_of(site), links[at].test):
+                continue                # every member of its group takes this side (a stage test, a dp group)
+            key = ("DSL101", id(token.call))
+            if key in walk.found:
+                continue
+            guard = Guard("cond", rec[0], links[at].test, condition=words)
+            walk.found[key] = hazard_cls("DSL101", token.call, site, guard, walk.scope, [note])

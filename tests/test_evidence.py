@@ -1,0 +1,191 @@
+"""Issue 30, causes 6 and 7: every finding says what it rests on; findings whose evidence is incomplete are
+hidden unless asked for (and never fail the run then); engines are known by their use. The fixture pairs are in
+tests/fixtures/static/collectives/ (generate_input_loop_*, raise_*_process_group, engine_by_use_*)."""
+
+import json
+from pathlib import Path
+
+from dslint.config import Settings
+from dslint.engine import check_texts
+from dslint.formats import render
+from dslint.rules import all_rules
+
+FIXTURES = Path(__file__).parent / "fixtures" / "static" / "collectives"
+
+# a chat loop whose model is an engine by its name only: the forward is collective only if it is one
+NAMED_ONLY = """\
+import os
+from transformers import AutoModelForCausalLM
+
+local_rank = int(os.environ.get("LOCAL_RANK", 0))
+ds_engine = AutoModelForCausalLM.from_pretrained("gpt2")
+while True:
+    ids = tokenize(input("> "))
+    out = ds_engine.generate(ids, do_sample=True)
+    if local_rank == 0:
+        ds_engine(ids)
+"""
+
+
+def _run(files: dict, **settings):
+    return check_texts(files, Settings(deepspeed_version="0.19.8", **settings))
+
+
+def _fixture(name: str) -> dict:
+    return {name: (FIXTURES / name).read_text()}
+
+
+def test_name_only_engine_is_unproven_and_hidden_by_default():
+    report = _run({"chat.py": NAMED_ONLY})
+    assert report.findings == [] and report.hidden == 2
+    shown = _run({"chat.py": NAMED_ONLY}, show_unproven=True)
+    assert sorted(f.code for f in shown.findings) == ["DSL101", "DSL104"] and shown.hidden == 0
+    for f in shown.findings:
+        assert f.proven is False
+        missing = {e.kind for e in f.evidence if not e.found}
+        assert {"engine", "zero-stage"} <= missing
+        assert [e.kind for e in f.evidence if e.found] == ["collective"]
+
+
+def test_plain_model_in_input_loop_is_no_finding_at_all():
+    report = _run(_fixture("generate_input_loop_plain_model.py"), show_unproven=True)
+    assert report.findings == [] and report.hidden == 0
+
+
+def test_init_inference_is_the_evidence_of_generate():
+    report = _run(_fixture("generate_input_loop_init_inference.py"))
+    [f] = report.findings
+    assert f.code == "DSL104" and f.proven and f.severity.value == "warning"
+    kinds = {(e.kind, e.found): e for e in f.evidence}
+    assert kinds[("init_inference", True)].line == 12
+    assert kinds[("collective", True)].line == 16
+    assert ("zero-stage", False) in kinds
+
+
+def test_zero3_config_and_engine_are_cited_with_their_lines():
+    files = {"train.py": "import deepspeed\n"
+                         "engine, *_ = deepspeed.initialize(model=model, config='ds.json')\n"
+                         "for batch in loader:\n"
+                         "    out = engine.module.generate(**batch, do_sample=True)\n",
+             "ds.json": '{\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {\n    "stage": 3\n  }\n}\n'}
+    [f] = _run(files).findings
+    assert f.code == "DSL104" and f.proven and f.severity.value == "error"
+    found = {e.kind: (e.path, e.line) for e in f.evidence if e.found}
+    assert found["engine"] == ("train.py", 2)
+    assert found["zero-stage"] == ("ds.json", 4)
+    assert not [e for e in f.evidence if not e.found]
+
+
+def test_raise_before_the_process_group_is_no_dsl103_after_it_is():
+    assert _run(_fixture("raise_before_process_group.py"), show_unproven=True).findings == []
+    [f] = _run(_fixture("raise_after_process_group.py")).findings
+    assert f.code == "DSL103"
+    pg = [e for e in f.evidence if e.kind == "process-group"]
+    assert pg and pg[0].line == 8 and "init_process_group" in pg[0].note
+
+
+def test_engine_known_by_its_use_through_a_constructor_parameter():
+    report = _run(_fixture("engine_by_use_constructor_param.py"))
+    assert sorted(f.code for f in report.findings) == ["DSL102", "DSL104"]
+    for f in report.findings:
+        assert f.proven and f.severity.value == "warning"
+        engine = [e for e in f.evidence if e.kind == "engine" and e.found]
+        assert engine and "by its use" in engine[0].note and "backward(loss)" in engine[0].note
+        assert [e.kind for e in f.evidence if not e.found] == ["zero-stage"]
+
+
+def test_plain_module_with_torch_optimizer_is_no_engine():
+    report = _run(_fixture("engine_by_use_torch_optimizer.py"), show_unproven=True)
+    assert report.findings == []
+
+
+def test_backward_without_loss_or_step_with_optimizer_is_no_engine():
+    # an LR scheduler's `step()` and a tensor's `backward()` on other objects; `.module` on a DDP wrapper
+    text = (FIXTURES / "engine_by_use_constructor_param.py").read_text()
+    text = text.replace("self.model.backward(loss)", "loss.backward()")
+    text = text.replace("  # expect: DSL102", "").replace("  # expect: DSL104", "")
+    assert _run({"t.py": text}, show_unproven=True).findings == []
+
+
+def test_formats_carry_the_evidence_and_the_mark():
+    report = _run({"chat.py": NAMED_ONLY}, show_unproven=True)
+    data = json.loads(render("json", report, all_rules()))
+    f = data["findings"][0]
+    assert f["proven"] is False and f["evidence"][0]["kind"] == "collective"
+    assert set(f["evidence"][0]) == {"kind", "note", "path", "line", "found"}
+    sarif = json.loads(render("sarif", report, all_rules()))
+    props = sarif["runs"][0]["results"][0]["properties"]
+    assert props["proven"] is False and props["evidence"]
+    github = render("github", report, all_rules())
+    assert "(unproven)" in github and "Evidence%3A" not in github and "Evidence: " in github.replace("%0A", " ")
+    from dslint.formats import text as text_format
+    text = text_format.render(report, all_rules(), color=False)
+    assert "[warning, unproven]" in text and "  = evidence: collective: " in text and "  = not seen: engine: " in text
+    hidden = text_format.render(_run({"chat.py": NAMED_ONLY}), all_rules(), color=False)
+    assert "2 findings with incomplete evidence not shown (--show-unproven shows them)." in hidden
+
+
+def test_exit_code_ignores_hidden_findings(tmp_path, monkeypatch):
+    from dslint.commands import run_check
+    (tmp_path / "chat.py").write_text(NAMED_ONLY)
+    monkeypatch.chdir(tmp_path)
+    assert run_check([Path("chat.py")], output_format="json", no_cache=True, output=tmp_path / "out.json") == 0
+    assert json.loads((tmp_path / "out.json").read_text())["hidden"] == 2
+    assert run_check([Path("chat.py")], output_format="json", no_cache=True, output=tmp_path / "out.json",
+                     show_unproven=True) == 1
+    (tmp_path / "pyproject.toml").write_text("[tool.dslint]\nshow-unproven = true\n")
+    assert run_check([Path("chat.py")], output_format="json", no_cache=True, output=tmp_path / "out.json") == 1
+    assert len(json.loads((tmp_path / "out.json").read_text())["findings"]) == 2
+
+
+def test_show_unproven_setting_must_be_a_boolean():
+    import pytest
+    from dslint.config import SettingsError
+    with pytest.raises(SettingsError):
+        Settings(**{"show-unproven": "yes"})
+
+
+def test_cached_run_hides_and_shows_the_same(tmp_path, monkeypatch):
+    from dslint.commands import run_check
+    (tmp_path / "chat.py").write_text(NAMED_ONLY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DSLINT_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "out.json"
+    for show, count in ((False, 0), (True, 2), (False, 0), (True, 2)):
+        run_check([Path("chat.py")], output_format="json", output=out, show_unproven=show)
+        assert len(json.loads(out.read_text())["findings"]) == count
+
+
+def test_config_findings_name_the_consumer():
+    files = {"ds.json": '{"train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 2}}\n',
+             "run.sh": "deepspeed --num_gpus 2 train.py --deepspeed ds.json\n",
+             "train.py": "import deepspeed\nengine, *_ = deepspeed.initialize(model=model, config=args.deepspeed)\n"}
+    report = _run(files)
+    config = [f for f in report.findings if f.path == "ds.json"]
+    assert config, [(f.code, f.path) for f in report.findings]
+    for f in config:
+        consumers = [e for e in f.evidence if e.kind == "consumer" and e.found]
+        assert consumers and consumers[0].path == "run.sh" and consumers[0].line == 1, f.evidence
+
+
+def test_every_rule_documents_its_evidence():
+    for rule in all_rules():
+        assert rule.evidence_docs(), rule.code
+
+
+def test_engine_known_by_its_use_through_a_function_parameter():
+    text = (
+        "import torch.distributed as dist\n"
+        "def train(model, loader):\n"
+        "    for batch in loader:\n"
+        "        loss = model(**batch).loss\n"
+        "        model.backward(loss)\n"
+        "        model.step()\n"
+        "    if dist.get_rank() == 0:\n"
+        "        model.save_checkpoint('ckpt')\n")
+    [f] = _run({"loop.py": text}).findings
+    assert (f.code, f.line, f.severity.value) == ("DSL101", 8, "error")
+    assert [e.line for e in f.evidence if e.kind == "engine"] == [5]
+    # the same without `backward(loss)` on it: a plain module, and `save_checkpoint` of an unknown object
+    plain = text.replace("model.backward(loss)", "loss.backward()").replace("model.save_checkpoint", "model.save")
+    assert _run({"loop.py": plain}, show_unproven=True).findings == []
