@@ -52,9 +52,10 @@ class Options:
 
     def __init__(self, timeout: float = 120.0, steps: int | None = 1, keep_going: bool = False,
                  report_path: str | None = None, max_steps: int = 50, max_time: float = 600.0,
-                 audit_budget: float = 120.0) -> None:
+                 audit_budget: float = 120.0, end_range_loops: bool = True) -> None:
         self.timeout, self.steps, self.keep_going, self.report_path = timeout, steps, keep_going, report_path
         self.max_steps, self.max_time, self.audit_budget = max_steps, max_time, audit_budget
+        self.end_range_loops = end_range_loops  # a `for ... in range(...)` around the step ends with the dry steps
 
 
 class DrySession:
@@ -105,7 +106,8 @@ class DrySession:
         self.truncated_at: int | None = None  # the optimizer step at which the loaders' epochs were ended
         self.truncated_by: str | None = None  # "coverage", "max-steps" or "max-time"
         self.truncated_detail: str = ""
-        self.post_epochs: dict[int, int] = {}  # id(loader) -> epochs begun after the truncation that drew a batch
+        self.post_epochs: dict[Any, int] = {}  # loader or loop key -> epochs begun after the truncation that drew
+        self.step_loop: dict[str, Any] | None = None  # the script's loop around the optimizer step at the truncation
         self.iterators: list[Any] = []  # the watched iterators begun after the truncation (bounded)
         self.ended_loaders: list[dict[str, Any]] = []  # where an epoch was ended early, per loader (first time)
         self.unended_loop: dict[str, Any] | None = None  # a loop the truncation could not end (not covered)
@@ -510,6 +512,7 @@ class DrySession:
         the dry run ends at the script's end. The loader audit has already compared every audited epoch across
         the ranks, so ending an epoch early hides no difference in batch counts it found."""
         self.truncated_at, self.truncated_by, self.truncated_detail = n, by, detail
+        self.step_loop = _enclosing_loop(self.context.user_frames(2, 6))
         # the fast path's pattern was the loop's step: the code after it is checked the waiting way
         self.fast.arm(None, {name: tuple(info.ranks) for name, info in self.tracer.groups.items()})
 
@@ -517,6 +520,8 @@ class DrySession:
         """Should the watched iterator ``it`` end its epoch now (raise StopIteration at this ``__next__``)?"""
         if self.truncated_at is None or self.status != "running":
             return False
+        if it.site is not None and not self.is_step_loop(it.site):
+            return False  # a range loop other than the one around the optimizer step: never ended
         if it.ended:
             return True
         if not _driven_by_loop():
@@ -526,19 +531,31 @@ class DrySession:
         if self.steps_done > it.started_step:  # a later epoch: its first optimizer step has run
             return self._note_ended(it, "a later epoch, after its first optimizer step")
         if not it.drew:
-            begun = self.post_epochs.get(id(it.loader), 0)
+            begun = self.post_epochs.get(it.key, 0)
             if begun >= POST_EPOCHS:
                 return self._note_ended(it, f"a later epoch, before its first batch ({POST_EPOCHS} later epochs "
                                             "already ran a step)")
-            self.post_epochs[id(it.loader)] = begun + 1
+            self.post_epochs[it.key] = begun + 1
         return False
+
+    def truncates(self) -> bool:
+        """May this dry run end the script's loops early (the default mode: no --steps, no --continue, the range
+        loops not left alone)?"""
+        options = self.options
+        return self.status == "running" and options.steps is None and not options.keep_going \
+            and options.end_range_loops
+
+    def is_step_loop(self, site: tuple[str, int]) -> bool:
+        """Is ``site`` (file, line of a ``range(...)`` call) the header of the loop around the optimizer step?"""
+        loop = self.step_loop
+        return loop is not None and site[0] == loop["path"] and loop["line"] <= site[1] < loop["body_line"]
 
     def _note_ended(self, it: Any, what: str) -> bool:
         it.ended = True
-        key = id(it.loader)
+        key = it.key
         if all(e["id"] != key for e in self.ended_loaders) and len(self.ended_loaders) < 16:
             frames = self.context.user_frames(3, 1)
-            self.ended_loaders.append({"id": key, "loader": type(it.loader).__name__, "step": self.steps_done,
+            self.ended_loaders.append({"id": key, "loader": it.kind_name, "step": self.steps_done,
                                        "what": what, "audit": it.index,
                                        "at": list(frames[0][:3]) if frames else None})
         return True
@@ -1001,7 +1018,7 @@ def _enclosing_loop(frames: list[Any]) -> dict[str, Any] | None:
                     best = node
         if best is not None:
             return {"path": path, "line": best.lineno, "header": waitfor._header(best),
-                    "step_call": [path, line]}
+                    "body_line": best.body[0].lineno if best.body else best.lineno + 1, "step_call": [path, line]}
     return None
 
 

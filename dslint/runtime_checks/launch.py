@@ -73,7 +73,8 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
     failure: BaseException | None = None
     exit_code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        # the script's own `for ... in range(...)` loops can end with the dry steps (engine_hooks.ScriptRange)
+        runpy.run_path(script, run_name="__main__", init_globals={"range": engine_hooks.ScriptRange})
     except SystemExit as exc:
         if exc.code not in (0, None):
             failure = exc

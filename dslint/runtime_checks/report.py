@@ -65,7 +65,10 @@ def describe_end(end: dict[str, Any]) -> str:
     trunc = end.get("truncated")
     cut = ""
     if trunc:
-        cut = (f"the loaders' epochs were ended at optimizer step {trunc['step']} ({trunc['detail']}), "
+        ended = trunc.get("loaders") or []
+        what = "the loaders' epochs were" if any(e.get("loader") != "range" for e in ended) or not ended \
+            else "the script's range loop was"
+        cut = (f"{what} ended at optimizer step {trunc['step']} ({trunc['detail']}), "
                "then the script's code after its loops ran; ")
     if kind == "script-end":
         if not trunc:
@@ -100,7 +103,8 @@ def not_run_lines(end: dict[str, Any]) -> list[str]:
         loop = end.get("unended_loop") or {}
         return [f"not run: the remaining iterations of `{loop.get('header')}` ({loop.get('path')}:{loop.get('line')}) "
                 "and all code after it (evaluation, saves, inference, teardown). Its steps are not driven by a "
-                "DataLoader epoch the pre-flight can end (a range or while loop, or next() in the script); run the "
+                "DataLoader epoch or a `for ... in range(...)` of the launched script that the pre-flight can end "
+                "(a while loop, next() in the script, a range loop in another module, --keep-range-loops); run the "
                 "pre-flight with the script's own arguments set to a short loop (e.g. fewer steps) to check that code"]
     if kind == "steps":
         return [f"not run: everything after optimizer step {end.get('steps')} (--steps); leave --steps out to run "

@@ -82,3 +82,34 @@ def test_report_states_what_ended_the_run_before_the_verdict_and_what_was_not_ru
              "dry_run": {"kind": "steps", "steps": 2, "steps_option": 2, "covered": False}}
     text = report.render_text(steps)
     assert "PASS for the first 2 optimizer steps (--steps)" in text and "PASS: all ranks agree" not in text
+
+
+def test_a_range_loop_around_the_step_ends_with_the_dry_steps_and_no_other_range_does():
+    import builtins
+
+    from dslint.runtime_checks import engine_hooks
+
+    session = _session()
+    engine_hooks._active.append(session)
+    try:
+        range = engine_hooks.ScriptRange  # what the launched script's globals hold in the dry run
+        kept = range(3)  # not the iterable of a for statement: the builtin itself
+        assert type(kept) is builtins.range and isinstance(kept, range) and issubclass(builtins.range, range)
+        seen, inner = [], 0
+        for epoch in range(3):  # the outer loop is not around the step's line: never ended
+            for step in range(100):
+                seen.append((epoch, step))
+                for _ in range(2):  # a loop inside the step (micro-batches): not the step's loop
+                    inner += 1
+                session.steps_done += 1
+                if (epoch, step) == (0, 2):
+                    session.begin_truncation(session.steps_done, "max-steps", "--max-steps 3 reached")
+        # epoch 0 ended after the decision; epochs 1 and 2 each ran their first step (two later epochs at most)
+        assert seen == [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0)], seen
+        assert inner == 2 * len(seen)
+        assert [e["loader"] for e in session.ended_loaders] == ["range"]
+        assert session.step_loop["header"] == "for step in range(100)"
+        assert sum(1 for _ in range(7)) == 7 and list(range(4)) == [0, 1, 2, 3]  # after the loop: untouched
+    finally:
+        engine_hooks._active.remove(session)
+    assert type(range(2)) is builtins.range  # no session: the builtin everywhere
