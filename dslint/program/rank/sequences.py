@@ -332,6 +332,13 @@ class SequenceBuilder:
                     _mixed_before_more(status, i, stmts)
                     return tuple(out), status
                 continue
+            if len(alts := _going_on(alts)) == 1:
+                items, status = alts[0]
+                out.extend(items)
+                if status != "next":
+                    _mixed_before_more(status, i, stmts)
+                    return tuple(out), status
+                continue
             statuses = {s for _, s in alts}
             if statuses == {"next"} or len(statuses) == 1:
                 out.append(_choice(key, [items for items, _ in alts]))
@@ -455,6 +462,9 @@ class SequenceBuilder:
                 alts, key = self.chain(orelse)
                 if key is None:
                     return alts[0]
+                alts = _going_on(alts)
+                if len(alts) == 1:
+                    return alts[0]
                 statuses = {s for _, s in alts}
                 if len(statuses) != 1:
                     raise _Unknown()
@@ -567,6 +577,15 @@ class SequenceBuilder:
             return _attach(tree, call)
         self._grow()
         return (Token(*self.analysis.token(site), call),)
+
+
+def _going_on(alts: list) -> list:
+    """The sides of a uniform choice (a rank-varying one never gets this far) that do not raise, when some do:
+    every rank raises there together and the job ends loudly (the launcher takes the group down), whatever
+    collectives came before, so the sequences to compare are those of the sides that go on."""
+    if any(s == "raise" for _, s in alts) and any(s != "raise" for _, s in alts):
+        return [alt for alt in alts if alt[1] != "raise"]
+    return alts
 
 
 def _mixed_before_more(status, i: int, stmts) -> None:
