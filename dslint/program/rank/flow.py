@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
+from dslint.program.rank import domains
 from dslint.program.rank.values import _DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
 from dslint.program.facts import dotted_name
 from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
@@ -361,7 +362,8 @@ class FlowWalk:
             finally:
                 self._ifs.pop()
                 self.negated = negated
-            envs.append(self.env)
+            if final or not self._falls_through_never(links):
+                envs.append(self.env)
             self._merge(*envs)
             if chain:
                 self._join_after(chain[0][1], [*bodies[first_varying:], final])
@@ -373,6 +375,20 @@ class FlowWalk:
         finally:
             for link in reversed(links[:entered]):
                 self.leave_if(link)
+
+    def _falls_through_never(self, links: list[cst.If]) -> bool:
+        """An `if`/`elif` chain without `else` whose tests cover every value a validated setting may hold here
+        (`if self.env_type == "deepspeed+mpu": … elif self.env_type == "deepspeed": …` in a method its callers
+        run only in those configurations, `dslint.program.rank.domains`): no rank passes it untouched."""
+        info = self.taint.src.facts.functions.get(self.scope)
+        if info is None or info.class_name is None:
+            return False
+        tests = [link.test for link in links]
+        for subject in domains.subjects(tests[0]):
+            domain = domains.entry_domain(self.taint.analysis, self.taint.src, info, subject[5:])
+            if domain and domains.covers(tests, subject, domain):
+                return True
+        return False
 
     def _join_after(self, guard: Guard, bodies: list) -> None:
         """After a rank-dependent `if` chain: a name its branches bind holds the value of the branch each rank took

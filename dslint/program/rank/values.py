@@ -783,6 +783,9 @@ class RankTaint:
             name = dotted_name(call.args[0].value)
             if name:
                 env.pop(name, None)
+                if name.endswith(".data"):
+                    # `all_reduce(t.data)`: a tensor's `.data` shares its storage, so `t` itself holds the result
+                    env.pop(name[: -len(".data")], None)
 
 
 def _assignments(block) -> Iterable[cst.Assign]:
