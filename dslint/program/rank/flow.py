@@ -17,6 +17,7 @@ import libcst as cst
 from dslint.program.rank import domains
 from dslint.program.rank.values import _DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
 from dslint.program.facts import dotted_name
+from dslint.sources.literals import literal_value
 from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
@@ -58,6 +59,10 @@ class FlowWalk:
         self._caught = 0                       # depth of enclosing `try` bodies with handlers (a raise is caught)
         self._handling = 0                     # depth of enclosing `except` handlers
         self._ifs: list[cst.If] = []           # the `if`/`elif` links whose branch is being walked, innermost last
+        self._holds: list[bool] = []           # per entry of `_ifs`: its test holds there (False: the `else`)
+        # names whose value here came out of a collective (all-reduced, sent by the source rank, unpacked from a
+        # received buffer): the same on every rank even when each branch of a rank test binds them (`_join_after`)
+        self._fresh: set[str] = set()
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -101,6 +106,11 @@ class FlowWalk:
 
     def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin]) -> None:
         self.taint.bind(target, value, origin, self.env, self.cls)
+        names = _target_names_of(target)
+        if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
+            self._fresh.update(names)       # `text, stop = payload` of a received buffer
+        else:
+            self._fresh.difference_update(names)
         for name, o in self.env.items():
             self.ever_bound.setdefault(name, o)
 
@@ -282,7 +292,10 @@ class FlowWalk:
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
-            self.taint.uniformize(value, self.env)
+            name = self.taint.uniformize(value, self.env)
+            if name:
+                self._fresh.add(name)
+            self._sent_from_source(value)
         elif isinstance(value, cst.Await) and isinstance(value.expression, cst.Call):
             self.taint.uniformize(value.expression, self.env)
 
@@ -304,6 +317,8 @@ class FlowWalk:
             rest = rest and self.reaches_sites(bodies[i])
             balanced[i] = rest
         saved = self.env
+        saved_fresh = self._fresh
+        freshes: list[set[str]] = []
         envs: list[Env] = []
         pendings: list[list[Guard]] = []
         outer = guards
@@ -337,15 +352,19 @@ class FlowWalk:
                         words = f"{_none_of(tests[:-1])} and `{tests[-1]}` holds"
                     body_guards = inner[:at] + (replace(top, condition=words),) + inner[at + 1:]
                 self.env = dict(saved)
+                self._fresh = set(saved_fresh)
                 negated = self.negated
                 self.negated = negated | false_before | _negated_members(self, link.test)
                 self._ifs.append(link)
+                self._holds.append(True)
                 try:
                     pending = self.block(bodies[i], body_guards)
                 finally:
                     self._ifs.pop()
+                    self._holds.pop()
                     self.negated = negated
                 false_before = false_before | _members(origin)
+                freshes.append(self._fresh)
                 envs.append(self.env)
                 pendings.append(pending)
                 outer = inner
@@ -354,16 +373,21 @@ class FlowWalk:
                 at, top = chain[-1]
                 else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
             self.env = dict(saved)
+            self._fresh = set(saved_fresh)
             negated = self.negated
             self.negated = negated | false_before
             self._ifs.append(links[-1])
+            self._holds.append(False)
             try:
                 more = self.block(final, else_guards)
             finally:
                 self._ifs.pop()
+                self._holds.pop()
                 self.negated = negated
             if final or not self._falls_through_never(links):
                 envs.append(self.env)
+                freshes.append(self._fresh)
+            self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
             if chain:
                 self._join_after(chain[0][1], [*bodies[first_varying:], final])
@@ -375,6 +399,36 @@ class FlowWalk:
         finally:
             for link in reversed(links[:entered]):
                 self.leave_if(link)
+
+    def _sent_from_source(self, call: cst.Call) -> None:
+        """`broadcast_object_list([text, stop])` in the branch of the source rank (`if get_rank() == 0:`, the
+        call's `src`, 0 by default): what that rank holds in the names it sends is what every rank receives, so
+        they are uniform after the chain's join (the other ranks unpack the received list,
+        `broadcast_join_uniform.py`). Outside such a branch the names of a literal list keep their values on the
+        receiving ranks."""
+        if not call.args or not isinstance(call.args[0].value, (cst.List, cst.Tuple)) or not self._ifs:
+            return
+        last = self.taint.facts.resolve_expr(call.func) or ""
+        if last.rsplit(".", 1)[-1] not in ("broadcast_object_list", "broadcast") or \
+                not last.startswith(("torch.distributed", "deepspeed.comm")):
+            return
+        src = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "src"),
+                   call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None)
+        source = literal_value(src) if src is not None else 0
+        test = self._ifs[-1].test
+        if not self._holds[-1] or not isinstance(source, int) or not isinstance(test, cst.Comparison) or \
+                len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+            return
+        sides = (test.left, test.comparisons[0].comparator)
+        for rank, lit in (sides, sides[::-1]):
+            hit = self.eval(rank)
+            if hit is not None and hit.kind == "rank" and hit.axes is None and literal_value(lit) == source:
+                for el in call.args[0].value.elements:
+                    name = dotted_name(el.value)
+                    if name:
+                        self.env.pop(name, None)
+                        self._fresh.add(name)
+                return
 
     def _falls_through_never(self, links: list[cst.If]) -> bool:
         """An `if`/`elif` chain without `else` whose tests cover every value a validated setting may hold here
@@ -398,7 +452,7 @@ class FlowWalk:
         move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
         origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
         for name in _bound_names(bodies):
-            if name not in self.env:
+            if name not in self.env and name not in self._fresh:
                 self.env[name] = origin
                 self.ever_bound.setdefault(name, origin)
 

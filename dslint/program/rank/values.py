@@ -774,8 +774,9 @@ class RankTaint:
         else:
             env[name] = origin
 
-    def uniformize(self, call: cst.Call, env: Env) -> None:
-        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now."""
+    def uniformize(self, call: cst.Call, env: Env) -> Optional[str]:
+        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now (its
+        name returned)."""
         callee = self.facts.resolve_expr(call.func) or ""
         last = _last(callee, call.func)
         if last in UNIFORMIZING and call.args and (callee.startswith(_COLLECTIVE_MODULES)
@@ -785,7 +786,10 @@ class RankTaint:
                 env.pop(name, None)
                 if name.endswith(".data"):
                     # `all_reduce(t.data)`: a tensor's `.data` shares its storage, so `t` itself holds the result
-                    env.pop(name[: -len(".data")], None)
+                    name = name[: -len(".data")]
+                    env.pop(name, None)
+                return name
+        return None
 
 
 def _assignments(block) -> Iterable[cst.Assign]:
