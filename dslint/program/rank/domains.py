@@ -46,13 +46,14 @@ def literal_set(e: Optional[cst.BaseExpression]) -> Optional[Domain]:
     return frozenset(values)
 
 
-def truth(test: cst.BaseExpression, subject: str, value: object) -> Optional[bool]:
-    """The value of `test` when the expression spelled `subject` holds `value`; None when it depends on more."""
+def truth(test: cst.BaseExpression, subject: str, value: object, const=literal_value) -> Optional[bool]:
+    """The value of `test` when the expression spelled `subject` holds `value`; None when it depends on more.
+    `const`: the value of a constant operand (`literal_value`, or `Constants.value` with named constants)."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = truth(test.expression, subject, value)
+        inner = truth(test.expression, subject, value, const)
         return None if inner is None else not inner
     if isinstance(test, cst.BooleanOperation):
-        left, right = truth(test.left, subject, value), truth(test.right, subject, value)
+        left, right = truth(test.left, subject, value, const), truth(test.right, subject, value, const)
         if isinstance(test.operator, cst.And):
             return False if False in (left, right) else (True if left is True and right is True else None)
         return True if True in (left, right) else (False if left is False and right is False else None)
@@ -61,7 +62,7 @@ def truth(test: cst.BaseExpression, subject: str, value: object) -> Optional[boo
     op, other = test.comparisons[0].operator, test.comparisons[0].comparator
     if dotted_name(test.left) == subject:
         if isinstance(op, (cst.Equal, cst.NotEqual)):
-            lit = literal_value(other)
+            lit = const(other)
             if lit is UNKNOWN or isinstance(lit, (list, tuple, dict)):
                 return None
             return (lit == value) == isinstance(op, cst.Equal)
@@ -262,3 +263,138 @@ def entry_domain(analysis: "ProjectTaint", src: "PythonSource", info: FunctionIn
 def covers(tests: Sequence[cst.BaseExpression], subject: str, domain: Domain) -> bool:
     """Does one of the chain's tests hold for every value of the domain (no path falls through)?"""
     return bool(domain) and all(any(truth(t, subject, v) is True for t in tests) for v in domain)
+
+
+# named constants of the numeric libraries (their API meaning: the float infinity)
+_INFINITIES = {"math.inf", "torch.inf", "numpy.inf", "np.inf", "torch._six.inf", "cmath.inf"}
+# conversions that keep a number's value (`norm_type = float(norm_type)`)
+_CONVERSIONS = {"float": float, "int": int}
+
+
+class Constants:
+    """Constant operands of one file: literals and the libraries' infinity (`from torch._six import inf`)."""
+
+    def __init__(self, src: "PythonSource") -> None:
+        self.facts = src.facts
+
+    def value(self, e: cst.BaseExpression) -> object:
+        lit = literal_value(e)
+        if lit is not UNKNOWN:
+            return lit
+        name = self.facts.resolve_expr(e) if isinstance(e, (cst.Name, cst.Attribute)) else None
+        if name in _INFINITIES:
+            return float("inf")
+        if isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value == "float" and \
+                len(e.args) == 1 and literal_value(e.args[0].value) in ("inf", "Inf", "+inf"):
+            return float("inf")
+        return UNKNOWN
+
+
+def param_domain(analysis: "ProjectTaint", src: "PythonSource", info: FunctionInfo, param: str
+                 ) -> Optional[Domain]:
+    """The values a parameter holds in the body: at every call of the function found in the checked files, the
+    constant passed or the default left in place (a default no caller leaves counts for nothing); rebound only
+    by value-keeping conversions (`p = float(p)`). None: unknown (no caller found, a non-constant argument,
+    `*args`, another rebinding). Memoised."""
+    if param not in info.params:
+        return None
+    memo = analysis.__dict__.setdefault("_param_domains", {})
+    key = (id(src), info.qualname, param)
+    if key in memo:
+        return memo[key]
+    memo[key] = None
+    convert = _rebinding(info.node, param)
+    if convert is UNKNOWN:
+        return None
+    params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+    at = params.index(param) if param in params else None
+    default = next((p.default for p in [*info.node.params.params, *info.node.params.kwonly_params]
+                    if p.name.value == param), None)
+    values: set = set()
+    callers = 0
+    for other in analysis._files_calling_function(src, info):
+        consts = Constants(other)
+        for call in other.facts.calls:
+            if call.attr != info.name:
+                continue
+            caller = other.facts.functions.get(call.scope)
+            cls = caller.class_name if caller else None
+            hit = analysis.function_info(analysis.call_source(other, call.callee, cls, scope=call.scope))
+            if hit is None or hit[1] is not info:
+                continue
+            callers += 1
+            if any(a.star for a in call.node.args):
+                return None
+            arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == param),
+                       None)
+            positional = [a for a in call.node.args if a.keyword is None]
+            if arg is None and at is not None and at < len(positional):
+                arg = positional[at].value
+            value = consts.value(arg) if arg is not None else \
+                Constants(src).value(default) if default is not None else UNKNOWN
+            if value is UNKNOWN or isinstance(value, (list, tuple, dict)):
+                return None
+            values.add(value)
+    if not callers:
+        return None
+    try:
+        out = frozenset(convert(v) for v in values) if convert else frozenset(values)
+    except (TypeError, ValueError):
+        return None
+    memo[key] = out
+    return out
+
+
+def _rebinding(fn: cst.FunctionDef, name: str):
+    """How the body rebinds a parameter: None (never), a value-keeping conversion (`p = float(p)` only), or
+    UNKNOWN (any other binding, or two conversions that differ)."""
+    convert = None
+    stack: list = [fn.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and n is not fn:
+            continue
+        if isinstance(n, cst.Assign):
+            if any(name in _names(t.target) for t in n.targets):
+                v = n.value
+                ok = len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name) and \
+                    isinstance(v, cst.Call) and isinstance(v.func, cst.Name) and v.func.value in _CONVERSIONS and \
+                    len(v.args) == 1 and isinstance(v.args[0].value, cst.Name) and v.args[0].value.value == name
+                if not ok or convert not in (None, _CONVERSIONS[v.func.value]):
+                    return UNKNOWN
+                convert = _CONVERSIONS[v.func.value]
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)) and name in _names(n.target) or \
+                isinstance(n, (cst.For, cst.CompFor)) and name in _names(n.target) or \
+                isinstance(n, cst.NamedExpr) and name in _names(n.target) or \
+                isinstance(n, cst.AsName) and name in _names(n.name) or \
+                isinstance(n, (cst.Global, cst.Nonlocal)):
+            return UNKNOWN
+        stack.extend(n.children)
+    return convert
+
+
+def _names(target: cst.CSTNode) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for el in target.elements for n in _names(el.value)}
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return set()
+
+
+def name_subjects(test: cst.BaseExpression) -> set[str]:
+    """The plain names a test compares."""
+    out: set[str] = set()
+    stack = [test]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, cst.UnaryOperation):
+            stack.append(t.expression)
+        elif isinstance(t, cst.BooleanOperation):
+            stack.extend((t.left, t.right))
+        elif isinstance(t, cst.Comparison) and len(t.comparisons) == 1:
+            for side in (t.left, t.comparisons[0].comparator):
+                if isinstance(side, cst.Name):
+                    out.add(side.value)
+    return out

@@ -358,7 +358,7 @@ class FlowWalk:
                 self._ifs.append(link)
                 self._holds.append(True)
                 try:
-                    pending = self.block(bodies[i], body_guards)
+                    pending = [] if self._never_holds(link.test) else self.block(bodies[i], body_guards)
                 finally:
                     self._ifs.pop()
                     self._holds.pop()
@@ -429,6 +429,22 @@ class FlowWalk:
                         self.env.pop(name, None)
                         self._fresh.add(name)
                 return
+
+    def _never_holds(self, test: cst.BaseExpression) -> bool:
+        """A test false for every value its parameter takes at the calls found (`if norm_type == inf:` in a
+        function every caller leaves at `norm_type=2`, `domains.param_domain`): its branch is dead code."""
+        info = self.taint.src.facts.functions.get(self.scope)
+        if info is None:
+            return False
+        names = domains.name_subjects(test) & set(info.params)
+        if not names:
+            return False
+        consts = domains.Constants(self.taint.src)
+        for name in names:
+            domain = domains.param_domain(self.taint.analysis, self.taint.src, info, name)
+            if domain and all(domains.truth(test, name, v, consts.value) is False for v in domain):
+                return True
+        return False
 
     def _falls_through_never(self, links: list[cst.If]) -> bool:
         """An `if`/`elif` chain without `else` whose tests cover every value a validated setting may hold here
