@@ -30,6 +30,7 @@ import libcst as cst
 from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
 from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
+from dslint.program.rank.libtypes import DatasetTyping, display_only
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -607,6 +608,8 @@ class RankTaint:
         for arg in e.args:
             if arg.keyword is not None and arg.keyword.value in PLACEMENT_KWARGS:
                 continue
+            if display_only(self.datasets, e, arg):
+                continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
             hit = self.eval(arg.value, env, cls)
             if hit is not None:
                 if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
@@ -619,6 +622,14 @@ class RankTaint:
                 if not partial(out):
                     return out
         return out
+
+    @cached_property
+    def datasets(self) -> Optional[DatasetTyping]:
+        """`datasets` objects of this file typed by use (None: the file does not use the library)."""
+        if "datasets" not in self.facts.imports.values() and not any(
+                q.startswith("datasets.") for q in self.facts.imports.values()):
+            return None
+        return DatasetTyping(self.analysis.project, self.src)
 
     def object_fields(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[dict[str, Origin]]:
         """`TrainerState(is_local_process_zero=self.is_local_process_zero(), ...)`: a checked class constructed with
