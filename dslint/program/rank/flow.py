@@ -292,12 +292,12 @@ class FlowWalk:
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
-            name = self.taint.uniformize(value, self.env)
+            name = self.taint.uniformize(value, self.env, self.cls)
             if name:
                 self._fresh.add(name)
             self._sent_from_source(value)
         elif isinstance(value, cst.Await) and isinstance(value.expression, cst.Call):
-            self.taint.uniformize(value.expression, self.env)
+            self.taint.uniformize(value.expression, self.env, self.cls)
 
     def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
         """An `if`/`elif`/…/`else` chain, walked as one statement without recursion (a chain of thousands of

@@ -105,3 +105,113 @@ def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) 
         return False
     params = DISPLAY_PARAMS.get(call.func.attr.value)
     return params is not None and arg.keyword.value in params and typing.is_dataset(call.func.value)
+
+
+# accelerate's process-state objects: `Accelerator`, `PartialState`, `AcceleratorState` (their `gather`,
+# `gather_for_metrics`, `reduce`, `pad_across_processes` are collectives whose result every process shares)
+_ACCELERATE_STATES = {"Accelerator", "PartialState", "AcceleratorState"}
+
+
+class AccelerateTyping:
+    """Which expressions of one file are accelerate process-state objects, typed by use: built by accelerate's
+    constructors, returned by a checked function that builds one, bound so (every binding of a name in the file,
+    every argument the callers found pass for a parameter of that name, or an annotation naming the class),
+    stored so on `self`, or the HF Trainer's own `self.accelerator` in a Trainer subclass."""
+
+    def __init__(self, analysis, src: "PythonSource") -> None:
+        self.analysis = analysis
+        self.project = analysis.project
+        self.src = src
+        self._memo: dict[str, bool] = {}
+
+    def is_state(self, e: cst.BaseExpression, cls: Optional[str] = None, depth: int = 0) -> bool:
+        if depth > 6:
+            return False
+        if isinstance(e, cst.Call):
+            callee = self.src.facts.resolve_expr(e.func) or ""
+            if callee.startswith("accelerate.") and callee.rsplit(".", 1)[-1] in _ACCELERATE_STATES:
+                return True
+            hit = self.project.function_for_callee(self.src, callee) if callee else None
+            if hit is not None and hit[0] is self.src:
+                info = self.src.facts.functions.get(hit[1])
+                returns = [r.value for r in iter_returns(info.node.body) if r.value is not None] if info else []
+                return bool(returns) and all(self.is_state(v, cls, depth + 1) for v in returns)
+            return False
+        if isinstance(e, cst.Name):
+            return self._name(e.value, depth)
+        if isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self":
+            key = "self." + e.attr.value
+            if key not in self._memo:
+                self._memo[key] = False
+                values = [node.value for node in self._assigns for t in node.targets
+                          if isinstance(t.target, cst.Attribute) and isinstance(t.target.value, cst.Name)
+                          and t.target.value.value == "self" and t.target.attr.value == e.attr.value]
+                self._memo[key] = bool(values) and all(self.is_state(v, cls, depth + 1) for v in values)
+            if self._memo[key]:
+                return True
+            # transformers' Trainer builds `self.accelerator = Accelerator(...)` itself
+            return e.attr.value == "accelerator" and self.analysis.is_hf_trainer_class(self.src, cls)
+        return False
+
+    def _name(self, name: str, depth: int) -> bool:
+        if name in self._memo:
+            return self._memo[name]
+        self._memo[name] = True         # assumed while its bindings are looked at (a cycle adds nothing)
+        values = [node.value for node in self._assigns for t in node.targets
+                  if isinstance(t.target, cst.Name) and t.target.value == name]
+        values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+        ok = all(self.is_state(v, None, depth + 1) for v in values)
+        params = [info for info in self.src.facts.functions.values() if name in info.params]
+        for info in params:
+            if not ok:
+                break
+            ok = self._param(info, name, depth)
+        ok = ok and bool(values or params)
+        self._memo[name] = ok
+        return ok
+
+    def _param(self, info, name: str, depth: int) -> bool:
+        """A parameter: annotated with an accelerate state class, or passed one by every caller found."""
+        node = next((p for p in [*info.node.params.params, *info.node.params.kwonly_params]
+                     if p.name.value == name), None)
+        if node is not None and node.annotation is not None:
+            ann = self.src.facts.resolve_expr(node.annotation.annotation) or ""
+            return ann.rsplit(".", 1)[-1] in _ACCELERATE_STATES
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        at = params.index(name) if name in params else None
+        callers = 0
+        for other in self.analysis._files_calling_function(self.src, info):
+            typing = accelerate_typing(self.analysis, other)
+            for call in other.facts.calls:
+                if call.attr != info.name:
+                    continue
+                caller = other.facts.functions.get(call.scope)
+                cls = caller.class_name if caller else None
+                hit = self.analysis.function_info(self.analysis.call_source(other, call.callee, cls, scope=call.scope))
+                if hit is None or hit[1] is not info:
+                    continue
+                arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name),
+                           None)
+                positional = [a for a in call.node.args if a.keyword is None and not a.star]
+                if arg is None and at is not None and at < len(positional):
+                    arg = positional[at].value
+                if arg is None:
+                    continue        # left at its default: not an object of the caller's
+                callers += 1
+                if not typing.is_state(arg, cls, depth + 1):
+                    return False
+        return callers > 0
+
+    @property
+    def _assigns(self) -> list[cst.Assign]:
+        if "_assign_list" not in self.__dict__:
+            self.__dict__["_assign_list"] = list(iter_assigns(self.src.module))
+        return self.__dict__["_assign_list"]
+
+
+def accelerate_typing(analysis, src: "PythonSource") -> AccelerateTyping:
+    """The file's `AccelerateTyping`, one per analysis (memoised)."""
+    memo = analysis.__dict__.setdefault("_accelerate_typing", {})
+    if id(src) not in memo:
+        memo[id(src)] = AccelerateTyping(analysis, src)
+    return memo[id(src)]

@@ -30,7 +30,7 @@ import libcst as cst
 from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
 from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.program.rank.libtypes import DatasetTyping, display_only
+from dslint.program.rank.libtypes import DatasetTyping, accelerate_typing, display_only
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -530,8 +530,9 @@ class RankTaint:
             if literal_value(e.args[0].value) in RANK_ENV_KEYS:
                 return Origin("rank", e, self.src)
         if last in UNIFORMIZING and (callee or "").startswith(_COLLECTIVE_MODULES) or \
-                last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and "accelerator" in (dotted_name(e.func) or ""):
-            return None
+                last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and \
+                accelerate_typing(self.analysis, self.src).is_state(e.func.value, cls):
+            return None     # `accelerator.gather(x)` of an accelerate state object typed by use
         if last in _DEVICE_MOVES and isinstance(e.func, cst.Attribute):
             # `batch["input_ids"].to(device)`: the same data on another device (a rank-id receiver: placement)
             hit = self.eval(e.func.value, env, cls)
@@ -785,13 +786,14 @@ class RankTaint:
         else:
             env[name] = origin
 
-    def uniformize(self, call: cst.Call, env: Env) -> Optional[str]:
+    def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None) -> Optional[str]:
         """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now (its
         name returned)."""
         callee = self.facts.resolve_expr(call.func) or ""
         last = _last(callee, call.func)
-        if last in UNIFORMIZING and call.args and (callee.startswith(_COLLECTIVE_MODULES)
-                                                   or "accelerator" in callee):
+        if last in UNIFORMIZING and call.args and (
+                callee.startswith(_COLLECTIVE_MODULES) or isinstance(call.func, cst.Attribute)
+                and accelerate_typing(self.analysis, self.src).is_state(call.func.value, cls)):
             name = dotted_name(call.args[0].value)
             if name:
                 env.pop(name, None)
