@@ -100,8 +100,6 @@ _LOOKUPS = {"getattr", "get", "pop", "next", "deepcopy", "copy"}
 _MAPPING_VIEWS = {"items", "keys", "values"}
 # calls that ask a value's structure (its type, attributes, keys), not its contents
 _STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys", "is_tensor", "is_floating_point"}
-# words in a callee's name that say it returns this rank's share of the data
-_SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
 # calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
 _ENGINE_BUILDERS = {"initialize", "init_inference"}
 # keyword arguments that choose a loader's sampler
@@ -616,13 +614,22 @@ class RankTaint:
                 if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
                     hit = replace(hit, opaque=True)
                 if hit.kind == "rank" and last not in KIND_KEEPING:
-                    name = (callee or last or "").lower()
-                    kind = "shard" if any(w in name for w in _SHARD_WORDS) else "derived"
+                    kind = "shard" if self._share_of(e, callee, last, arg) else "derived"
                     hit = replace(hit, kind=kind, member=None)
                 out = join(out, hit)
                 if not partial(out):
                     return out
         return out
+
+    def _share_of(self, e: cst.Call, callee: Optional[str], last: Optional[str], arg: cst.Arg) -> bool:
+        """Does a library call outside the checked files return the share of the data its rank argument picks
+        (its length follows the rank)? By the API's meaning, not the callee's name: `Dataset.shard(num_shards,
+        index=rank)` of a `datasets` object typed by use, `itertools.islice(xs, rank, None, world)`. Any other
+        outside call given a rank id only derives a value from it ("derived")."""
+        if last == "shard" and isinstance(e.func, cst.Attribute) and self.datasets is not None and \
+                (arg.keyword is None or arg.keyword.value == "index") and self.datasets.is_dataset(e.func.value):
+            return True
+        return callee == "itertools.islice" and arg.keyword is None and arg is not e.args[0]
 
     @cached_property
     def datasets(self) -> Optional[DatasetTyping]:
