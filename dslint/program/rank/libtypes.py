@@ -116,79 +116,95 @@ class AccelerateTyping:
     """Which expressions of one file are accelerate process-state objects, typed by use: built by accelerate's
     constructors, returned by a checked function that builds one, bound so (every binding of a name in the file,
     every argument the callers found pass for a parameter of that name, or an annotation naming the class),
-    stored so on `self`, or the HF Trainer's own `self.accelerator` in a Trainer subclass."""
+    stored so on `self`, or the `accelerator` attribute of an HF Trainer (transformers' Trainer builds
+    `self.accelerator = Accelerator(...)` itself): `self.accelerator` in a Trainer subclass, `trainer.accelerator`
+    of an object typed so the same way (a Trainer subclass's constructor, `self` handed on by one)."""
 
     def __init__(self, analysis, src: "PythonSource") -> None:
         self.analysis = analysis
         self.project = analysis.project
         self.src = src
-        self._memo: dict[str, bool] = {}
+        self._memo: dict[tuple[str, str], bool] = {}
 
     def is_state(self, e: cst.BaseExpression, cls: Optional[str] = None, depth: int = 0) -> bool:
+        return self._typed("state", e, cls, depth)
+
+    def _typed(self, kind: str, e: cst.BaseExpression, cls: Optional[str], depth: int) -> bool:
         if depth > 6:
             return False
         if isinstance(e, cst.Call):
             callee = self.src.facts.resolve_expr(e.func) or ""
-            if callee.startswith("accelerate.") and callee.rsplit(".", 1)[-1] in _ACCELERATE_STATES:
+            if kind == "state" and callee.startswith("accelerate.") and \
+                    callee.rsplit(".", 1)[-1] in _ACCELERATE_STATES:
                 return True
+            if kind == "trainer":
+                found = self.project.class_for_callee(self.src, callee) if callee else None
+                if found is not None:
+                    return self.analysis.is_hf_trainer_class(*found)
+                return callee.startswith(("transformers.", "trl.")) and callee.endswith("Trainer")
             hit = self.project.function_for_callee(self.src, callee) if callee else None
             if hit is not None and hit[0] is self.src:
                 info = self.src.facts.functions.get(hit[1])
                 returns = [r.value for r in iter_returns(info.node.body) if r.value is not None] if info else []
-                return bool(returns) and all(self.is_state(v, cls, depth + 1) for v in returns)
+                return bool(returns) and all(self._typed(kind, v, cls, depth + 1) for v in returns)
             return False
         if isinstance(e, cst.Name):
-            return self._name(e.value, depth)
-        if isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self":
-            key = "self." + e.attr.value
-            if key not in self._memo:
-                self._memo[key] = False
-                values = [node.value for node in self._assigns for t in node.targets
-                          if isinstance(t.target, cst.Attribute) and isinstance(t.target.value, cst.Name)
-                          and t.target.value.value == "self" and t.target.attr.value == e.attr.value]
-                self._memo[key] = bool(values) and all(self.is_state(v, cls, depth + 1) for v in values)
-            if self._memo[key]:
-                return True
-            # transformers' Trainer builds `self.accelerator = Accelerator(...)` itself
-            return e.attr.value == "accelerator" and self.analysis.is_hf_trainer_class(self.src, cls)
+            if e.value == "self":
+                return kind == "trainer" and self.analysis.is_hf_trainer_class(self.src, cls)
+            return self._name(kind, e.value, depth)
+        if isinstance(e, cst.Attribute):
+            if kind == "state" and e.attr.value == "accelerator" and self._typed("trainer", e.value, cls, depth + 1):
+                return True         # the Trainer's own `self.accelerator`
+            if isinstance(e.value, cst.Name) and e.value.value == "self":
+                key = (kind, "self." + e.attr.value)
+                if key not in self._memo:
+                    self._memo[key] = True      # assumed while its stores are looked at
+                    stores = [(fn, node.value) for fn in self.src.facts.functions.values()
+                              for node in iter_assigns(fn.node.body) for t in node.targets
+                              if isinstance(t.target, cst.Attribute) and isinstance(t.target.value, cst.Name)
+                              and t.target.value.value == "self" and t.target.attr.value == e.attr.value]
+                    # a parameter stored as it came (`self.trainer = trainer`): what that function's callers pass
+                    self._memo[key] = bool(stores) and all(
+                        self._param(kind, fn, v.value, depth + 1) if isinstance(v, cst.Name) and v.value in fn.params
+                        else self._typed(kind, v, fn.class_name, depth + 1) for fn, v in stores)
+                return self._memo[key]
         return False
 
-    def _name(self, name: str, depth: int) -> bool:
-        if name in self._memo:
-            return self._memo[name]
-        self._memo[name] = True         # assumed while its bindings are looked at (a cycle adds nothing)
+    def _name(self, kind: str, name: str, depth: int) -> bool:
+        key = (kind, name)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = True          # assumed while its bindings are looked at (a cycle adds nothing)
         values = [node.value for node in self._assigns for t in node.targets
                   if isinstance(t.target, cst.Name) and t.target.value == name]
         values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
-        ok = all(self.is_state(v, None, depth + 1) for v in values)
+        ok = all(self._typed(kind, v, None, depth + 1) for v in values)
         params = [info for info in self.src.facts.functions.values() if name in info.params]
         for info in params:
             if not ok:
                 break
-            ok = self._param(info, name, depth)
+            ok = self._param(kind, info, name, depth)
         ok = ok and bool(values or params)
-        self._memo[name] = ok
+        self._memo[key] = ok
         return ok
 
-    def _param(self, info, name: str, depth: int) -> bool:
-        """A parameter: annotated with an accelerate state class, or passed one by every caller found."""
+    def _param(self, kind: str, info, name: str, depth: int) -> bool:
+        """A parameter: annotated with an accelerate state class, or passed such an object by every caller
+        found."""
         node = next((p for p in [*info.node.params.params, *info.node.params.kwonly_params]
                      if p.name.value == name), None)
-        if node is not None and node.annotation is not None:
+        if node is not None and node.annotation is not None and kind == "state":
             ann = self.src.facts.resolve_expr(node.annotation.annotation) or ""
             return ann.rsplit(".", 1)[-1] in _ACCELERATE_STATES
         params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
         at = params.index(name) if name in params else None
         callers = 0
-        for other in self.analysis._files_calling_function(self.src, info):
+        for other in self._callers_files(info):
             typing = accelerate_typing(self.analysis, other)
             for call in other.facts.calls:
-                if call.attr != info.name:
-                    continue
                 caller = other.facts.functions.get(call.scope)
                 cls = caller.class_name if caller else None
-                hit = self.analysis.function_info(self.analysis.call_source(other, call.callee, cls, scope=call.scope))
-                if hit is None or hit[1] is not info:
+                if not self._calls(other, call, info, cls):
                     continue
                 arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name),
                            None)
@@ -198,9 +214,25 @@ class AccelerateTyping:
                 if arg is None:
                     continue        # left at its default: not an object of the caller's
                 callers += 1
-                if not typing.is_state(arg, cls, depth + 1):
+                if not typing._typed(kind, arg, cls, depth + 1):
                     return False
         return callers > 0
+
+    def _callers_files(self, info) -> list:
+        if info.name == "__init__" and info.class_name:
+            short = info.class_name.rsplit(".", 1)[-1]
+            return [s for s in self.project.using_identifier(short) if s.outline is not None]
+        return self.analysis._files_calling_function(self.src, info)
+
+    def _calls(self, other, call, info, cls) -> bool:
+        """Does this call run `info` (a constructor call of its class, for `__init__`)?"""
+        if info.name == "__init__" and info.class_name:
+            found = self.project.class_for_callee(other, call.callee) if call.callee else None
+            return found is not None and found[0] is self.src and found[1] == info.class_name
+        if call.attr != info.name:
+            return False
+        hit = self.analysis.function_info(self.analysis.call_source(other, call.callee, cls, scope=call.scope))
+        return hit is not None and hit[1] is info
 
     @property
     def _assigns(self) -> list[cst.Assign]:
