@@ -232,6 +232,9 @@ def entry_domain(analysis: "ProjectTaint", src: "PythonSource", info: FunctionIn
     domain = attr_domain(analysis, src, info.class_name, attr)
     if domain is None:
         return None
+    if analysis.count_calls_named(info.name) > 64:
+        memo[key] = domain
+        return domain
     subject = f"self.{attr}"
     reached: set = set()
     callers = 0
@@ -303,6 +306,8 @@ def param_domain(analysis: "ProjectTaint", src: "PythonSource", info: FunctionIn
     if key in memo:
         return memo[key]
     memo[key] = None
+    if info.name.startswith("__") or analysis.count_calls_named(info.name) > 64:
+        return None         # too common a name to enumerate its calls (as `ProjectTaint.param_taint`)
     convert = _rebinding(info.node, param)
     if convert is UNKNOWN:
         return None
