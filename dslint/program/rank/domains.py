@@ -308,39 +308,29 @@ def param_domain(analysis: "ProjectTaint", src: "PythonSource", info: FunctionIn
     memo[key] = None
     if info.name.startswith("__") or analysis.count_calls_named(info.name) > 64:
         return None         # too common a name to enumerate its calls (as `ProjectTaint.param_taint`)
-    convert = _rebinding(info.node, param)
-    if convert is UNKNOWN:
-        return None
     params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
     at = params.index(param) if param in params else None
     default = next((p.default for p in [*info.node.params.params, *info.node.params.kwonly_params]
                     if p.name.value == param), None)
     values: set = set()
     callers = 0
-    for other in analysis._files_calling_function(src, info):
-        consts = Constants(other)
-        for call in other.facts.calls:
-            if call.attr != info.name:
-                continue
-            caller = other.facts.functions.get(call.scope)
-            cls = caller.class_name if caller else None
-            hit = analysis.function_info(analysis.call_source(other, call.callee, cls, scope=call.scope))
-            if hit is None or hit[1] is not info:
-                continue
-            callers += 1
-            if any(a.star for a in call.node.args):
-                return None
-            arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == param),
-                       None)
-            positional = [a for a in call.node.args if a.keyword is None]
-            if arg is None and at is not None and at < len(positional):
-                arg = positional[at].value
-            value = consts.value(arg) if arg is not None else \
-                Constants(src).value(default) if default is not None else UNKNOWN
-            if value is UNKNOWN or isinstance(value, (list, tuple, dict)):
-                return None
-            values.add(value)
+    for other, call in _call_sites(analysis, src, info):
+        callers += 1
+        if any(a.star for a in call.node.args):
+            return None
+        arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == param), None)
+        positional = [a for a in call.node.args if a.keyword is None]
+        if arg is None and at is not None and at < len(positional):
+            arg = positional[at].value
+        value = Constants(other).value(arg) if arg is not None else \
+            Constants(src).value(default) if default is not None else UNKNOWN
+        if value is UNKNOWN or isinstance(value, (list, tuple, dict)):
+            return None
+        values.add(value)
     if not callers:
+        return None
+    convert = _rebinding(info.node, param)      # walked last: only for parameters every caller sets alike
+    if convert is UNKNOWN:
         return None
     try:
         out = frozenset(convert(v) for v in values) if convert else frozenset(values)
@@ -388,8 +378,8 @@ def _names(target: cst.CSTNode) -> set[str]:
     return set()
 
 
-def name_subjects(test: cst.BaseExpression) -> set[str]:
-    """The plain names a test compares."""
+def name_subjects(test: cst.BaseExpression, const=literal_value) -> set[str]:
+    """The plain names a test compares with a constant (`norm_type == inf`, `mode != "a"`)."""
     out: set[str] = set()
     stack = [test]
     while stack:
@@ -399,7 +389,28 @@ def name_subjects(test: cst.BaseExpression) -> set[str]:
         elif isinstance(t, cst.BooleanOperation):
             stack.extend((t.left, t.right))
         elif isinstance(t, cst.Comparison) and len(t.comparisons) == 1:
-            for side in (t.left, t.comparisons[0].comparator):
-                if isinstance(side, cst.Name):
+            left, right = t.left, t.comparisons[0].comparator
+            for side, other in ((left, right), (right, left)):
+                if isinstance(side, cst.Name) and side.value not in ("None", "True", "False") and \
+                        (const(other) is not UNKNOWN or literal_set(other) is not None):
                     out.add(side.value)
     return out
+
+
+def _call_sites(analysis: "ProjectTaint", src: "PythonSource", info: FunctionInfo) -> list:
+    """(file, CallSite) of every call found that runs the function (memoised per function)."""
+    memo = analysis.__dict__.setdefault("_domain_call_sites", {})
+    key = (id(src), info.qualname)
+    if key not in memo:
+        out = []
+        for other in analysis._files_calling_function(src, info):
+            for call in other.facts.calls:
+                if call.attr != info.name:
+                    continue
+                caller = other.facts.functions.get(call.scope)
+                cls = caller.class_name if caller else None
+                hit = analysis.function_info(analysis.call_source(other, call.callee, cls, scope=call.scope))
+                if hit is not None and hit[1] is info:
+                    out.append((other, call))
+        memo[key] = out
+    return memo[key]

@@ -433,13 +433,15 @@ class FlowWalk:
     def _never_holds(self, test: cst.BaseExpression) -> bool:
         """A test false for every value its parameter takes at the calls found (`if norm_type == inf:` in a
         function every caller leaves at `norm_type=2`, `domains.param_domain`): its branch is dead code."""
-        info = self.taint.src.facts.functions.get(self.scope)
-        if info is None:
+        if not isinstance(test, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
             return False
-        names = domains.name_subjects(test) & set(info.params)
-        if not names:
+        info = self.taint.src.facts.functions.get(self.scope)
+        if info is None or not info.params:
             return False
         consts = domains.Constants(self.taint.src)
+        names = domains.name_subjects(test, consts.value) & set(info.params)
+        if not names:
+            return False
         for name in names:
             domain = domains.param_domain(self.taint.analysis, self.taint.src, info, name)
             if domain and all(domains.truth(test, name, v, consts.value) is False for v in domain):

@@ -127,6 +127,8 @@ class AccelerateTyping:
         self._memo: dict[tuple[str, str], bool] = {}
 
     def is_state(self, e: cst.BaseExpression, cls: Optional[str] = None, depth: int = 0) -> bool:
+        if "ccelerat" not in self.src.text:
+            return False        # prefilter: a file that never spells accelerate/Accelerator/accelerator
         return self._typed("state", e, cls, depth)
 
     def _typed(self, kind: str, e: cst.BaseExpression, cls: Optional[str], depth: int) -> bool:
@@ -201,6 +203,8 @@ class AccelerateTyping:
         callers = 0
         for other in self._callers_files(info):
             typing = accelerate_typing(self.analysis, other)
+            if "ccelerat" not in other.text and kind == "state":
+                return False    # a caller's file that never spells it passes no accelerate object
             for call in other.facts.calls:
                 caller = other.facts.functions.get(call.scope)
                 cls = caller.class_name if caller else None
