@@ -518,7 +518,7 @@ class CollectiveSites:
             return Site(call, src, ENGINE_ALWAYS[last], True, "engine", evidence=self._bound_engines(src, owner))
         if last in ENGINE_Z3 and owner_role == "engine":
             return self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions")
-        if self._is_model(func):
+        if self._is_model(func) and not self._defined_callable(src, func, callee, cls):
             return self._forward_site(src, call, "forward", "forward")
         if last in ("generate", "forward") and owner is not None and self._is_model(owner):
             return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
@@ -537,6 +537,16 @@ class CollectiveSites:
                             handoff=inner.handoff, forward=inner.forward, function=hit,
                             evidence=inner.evidence, proven=inner.proven)
         return None
+
+    def _defined_callable(self, src: "PythonSource", func: cst.BaseExpression, callee: Optional[str],
+                          cls: Optional[str]) -> bool:
+        """Does a bare name call a function or class the checked files define (`get_engine_version()`,
+        `TorchCheckpointEngine()`), rather than an object (a model, an engine) whose call is its forward? What
+        the name spells does not matter: a definition is no module instance."""
+        if not isinstance(func, cst.Name) or callee is None:
+            return False
+        return self.taint.call_source(src, callee, cls) is not None or \
+            self.project.class_for_callee(src, callee) is not None
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
         """`engine`, `model` (wrapped by deepspeed.initialize), an MoE model, or `engine.module`."""

@@ -14,8 +14,10 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
+from dslint.program.rank import domains
 from dslint.program.rank.values import _DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
 from dslint.program.facts import dotted_name
+from dslint.sources.literals import literal_value
 from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
@@ -57,6 +59,10 @@ class FlowWalk:
         self._caught = 0                       # depth of enclosing `try` bodies with handlers (a raise is caught)
         self._handling = 0                     # depth of enclosing `except` handlers
         self._ifs: list[cst.If] = []           # the `if`/`elif` links whose branch is being walked, innermost last
+        self._holds: list[bool] = []           # per entry of `_ifs`: its test holds there (False: the `else`)
+        # names whose value here came out of a collective (all-reduced, sent by the source rank, unpacked from a
+        # received buffer): the same on every rank even when each branch of a rank test binds them (`_join_after`)
+        self._fresh: set[str] = set()
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -100,6 +106,11 @@ class FlowWalk:
 
     def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin]) -> None:
         self.taint.bind(target, value, origin, self.env, self.cls)
+        names = _target_names_of(target)
+        if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
+            self._fresh.update(names)       # `text, stop = payload` of a received buffer
+        else:
+            self._fresh.difference_update(names)
         for name, o in self.env.items():
             self.ever_bound.setdefault(name, o)
 
@@ -281,9 +292,12 @@ class FlowWalk:
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
-            self.taint.uniformize(value, self.env)
+            name = self.taint.uniformize(value, self.env, self.cls)
+            if name:
+                self._fresh.add(name)
+            self._sent_from_source(value)
         elif isinstance(value, cst.Await) and isinstance(value.expression, cst.Call):
-            self.taint.uniformize(value.expression, self.env)
+            self.taint.uniformize(value.expression, self.env, self.cls)
 
     def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
         """An `if`/`elif`/…/`else` chain, walked as one statement without recursion (a chain of thousands of
@@ -303,6 +317,8 @@ class FlowWalk:
             rest = rest and self.reaches_sites(bodies[i])
             balanced[i] = rest
         saved = self.env
+        saved_fresh = self._fresh
+        freshes: list[set[str]] = []
         envs: list[Env] = []
         pendings: list[list[Guard]] = []
         outer = guards
@@ -336,15 +352,19 @@ class FlowWalk:
                         words = f"{_none_of(tests[:-1])} and `{tests[-1]}` holds"
                     body_guards = inner[:at] + (replace(top, condition=words),) + inner[at + 1:]
                 self.env = dict(saved)
+                self._fresh = set(saved_fresh)
                 negated = self.negated
                 self.negated = negated | false_before | _negated_members(self, link.test)
                 self._ifs.append(link)
+                self._holds.append(True)
                 try:
-                    pending = self.block(bodies[i], body_guards)
+                    pending = [] if self._never_holds(link.test) else self.block(bodies[i], body_guards)
                 finally:
                     self._ifs.pop()
+                    self._holds.pop()
                     self.negated = negated
                 false_before = false_before | _members(origin)
+                freshes.append(self._fresh)
                 envs.append(self.env)
                 pendings.append(pending)
                 outer = inner
@@ -353,15 +373,21 @@ class FlowWalk:
                 at, top = chain[-1]
                 else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
             self.env = dict(saved)
+            self._fresh = set(saved_fresh)
             negated = self.negated
             self.negated = negated | false_before
             self._ifs.append(links[-1])
+            self._holds.append(False)
             try:
                 more = self.block(final, else_guards)
             finally:
                 self._ifs.pop()
+                self._holds.pop()
                 self.negated = negated
-            envs.append(self.env)
+            if final or not self._falls_through_never(links):
+                envs.append(self.env)
+                freshes.append(self._fresh)
+            self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
             if chain:
                 self._join_after(chain[0][1], [*bodies[first_varying:], final])
@@ -374,6 +400,68 @@ class FlowWalk:
             for link in reversed(links[:entered]):
                 self.leave_if(link)
 
+    def _sent_from_source(self, call: cst.Call) -> None:
+        """`broadcast_object_list([text, stop])` in the branch of the source rank (`if get_rank() == 0:`, the
+        call's `src`, 0 by default): what that rank holds in the names it sends is what every rank receives, so
+        they are uniform after the chain's join (the other ranks unpack the received list,
+        `broadcast_join_uniform.py`). Outside such a branch the names of a literal list keep their values on the
+        receiving ranks."""
+        if not call.args or not isinstance(call.args[0].value, (cst.List, cst.Tuple)) or not self._ifs:
+            return
+        last = self.taint.facts.resolve_expr(call.func) or ""
+        if last.rsplit(".", 1)[-1] not in ("broadcast_object_list", "broadcast") or \
+                not last.startswith(("torch.distributed", "deepspeed.comm")):
+            return
+        src = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "src"),
+                   call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None)
+        source = literal_value(src) if src is not None else 0
+        test = self._ifs[-1].test
+        if not self._holds[-1] or not isinstance(source, int) or not isinstance(test, cst.Comparison) or \
+                len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+            return
+        sides = (test.left, test.comparisons[0].comparator)
+        for rank, lit in (sides, sides[::-1]):
+            hit = self.eval(rank)
+            if hit is not None and hit.kind == "rank" and hit.axes is None and literal_value(lit) == source:
+                for el in call.args[0].value.elements:
+                    name = dotted_name(el.value)
+                    if name:
+                        self.env.pop(name, None)
+                        self._fresh.add(name)
+                return
+
+    def _never_holds(self, test: cst.BaseExpression) -> bool:
+        """A test false for every value its parameter takes at the calls found (`if norm_type == inf:` in a
+        function every caller leaves at `norm_type=2`, `domains.param_domain`): its branch is dead code."""
+        if not isinstance(test, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+            return False
+        info = self.taint.src.facts.functions.get(self.scope)
+        if info is None or not info.params:
+            return False
+        consts = domains.Constants(self.taint.src)
+        names = domains.name_subjects(test, consts.value) & set(info.params)
+        if not names:
+            return False
+        for name in names:
+            domain = domains.param_domain(self.taint.analysis, self.taint.src, info, name)
+            if domain and all(domains.truth(test, name, v, consts.value) is False for v in domain):
+                return True
+        return False
+
+    def _falls_through_never(self, links: list[cst.If]) -> bool:
+        """An `if`/`elif` chain without `else` whose tests cover every value a validated setting may hold here
+        (`if self.env_type == "deepspeed+mpu": … elif self.env_type == "deepspeed": …` in a method its callers
+        run only in those configurations, `dslint.program.rank.domains`): no rank passes it untouched."""
+        info = self.taint.src.facts.functions.get(self.scope)
+        if info is None or info.class_name is None:
+            return False
+        tests = [link.test for link in links]
+        for subject in domains.subjects(tests[0]):
+            domain = domains.entry_domain(self.taint.analysis, self.taint.src, info, subject[5:])
+            if domain and domains.covers(tests, subject, domain):
+                return True
+        return False
+
     def _join_after(self, guard: Guard, bodies: list) -> None:
         """After a rank-dependent `if` chain: a name its branches bind holds the value of the branch each rank took
         (`if rank == 0: stop = text == "exit"; payload = [text, stop]`): it varies, with the test's origin, until
@@ -382,7 +470,7 @@ class FlowWalk:
         move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
         origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
         for name in _bound_names(bodies):
-            if name not in self.env:
+            if name not in self.env and name not in self._fresh:
                 self.env[name] = origin
                 self.ever_bound.setdefault(name, origin)
 

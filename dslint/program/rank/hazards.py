@@ -21,6 +21,7 @@ from dslint.program.rank.exceptions import ExceptionTracking, RaisingOp
 from dslint.program.rank.sequences import Records, SequenceAnalysis, apply as apply_sequences
 from dslint.program.rank.taint import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
+from dslint.program.statements import iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -279,7 +280,9 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
         sampled = sample is not None and literal_value(sample.value) is True
         tainted = next((self.eval(a.value) for a in call.args if self.eval(a.value) is not None), None)
-        per_rank_loop = any(it is None or not _same_items_everywhere(self.src, it) for it in self.loop_iters)
+        loops = {id(node.iter): node for node in self._loops if isinstance(node, cst.For)}
+        per_rank_loop = any(it is None or not _same_items_everywhere(self.src, it)
+                            and _reads_loop_values(call, loops.get(id(it))) for it in self.loop_iters)
         if not (sampled or tainted or per_rank_loop):
             return                      # greedy generation of the same prompts on every rank
         notes = []
@@ -494,6 +497,38 @@ class RankHazards:
             if hit is not None and self.taint.returns(*hit) is not None:
                 return True
         return False
+
+
+def _reads_loop_values(call: cst.Call, loop: Optional[cst.For]) -> bool:
+    """Do the call's arguments read what the loop hands each pass: its target, or a name its body binds
+    (`for prompt in prompts: enc = tok(prompt); model.generate(**enc)`)? A generate on the function's own
+    arguments in a warm-up loop (`for _ in range(warm_up): model.generate(*args, **kwargs)`) gets the same
+    inputs every pass: the loop says nothing about what differs between ranks. (Unknown loop: yes.)"""
+    if loop is None:
+        return True
+    names = {n.value for n in _names(loop.target)}
+    for node in iter_assigns(loop.body):
+        for t in node.targets:
+            names.update(n.value for n in _names(t.target))
+    stack = [a.value for a in call.args]
+    if isinstance(call.func, cst.Attribute):
+        stack.append(call.func.value)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and n.value in names:
+            return True
+        stack.extend(n.children)
+    return False
+
+
+def _names(target: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _names(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return []
 
 
 def _kwargs_set_synced(src: "PythonSource", expr: cst.BaseExpression) -> bool:

@@ -43,7 +43,7 @@ from dslint.program.collective_sites import CollectiveSites, Site
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.rank.values import RANK_ENV_KEYS
-from dslint.program.statements import code_of, sub_expressions
+from dslint.program.statements import code_of, iter_calls, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -377,6 +377,13 @@ class SequenceBuilder:
             return [(items, status)], None
         if kind is cst.If:
             return self.chain(node)
+        if kind is cst.For and (turn := self._turn(node)) is not None:
+            # `for r in range(world): if get_rank() == r: ...`: every rank takes its own turn once
+            head = self.expr(node.iter)
+            items, status = self.block(_body(turn.body))
+            if status != "next":
+                raise _Unknown()
+            return [(head + items, "next")], None
         if kind in (cst.For, cst.While):
             head = self.expr(node.iter if kind is cst.For else node.test)
             body, _ = self.block(_body(node.body))
@@ -404,6 +411,39 @@ class SequenceBuilder:
                 raise _Unknown()
             return [(head + alts[0][0], alts[0][1])] if alts else [(head, "next")], None
         return [((), "next")], None        # FunctionDef / ClassDef: their own scopes
+
+    def _turn(self, node: cst.For) -> Optional[cst.If]:
+        """A loop over every rank of the world whose body is one `if <global rank> == <loop variable>:` without
+        `else` (`for r in range(dist.get_world_size()): if dist.get_rank() == r: print(...); dist.barrier()`):
+        each rank runs that body exactly once, in its own pass, so its collectives are the body's, once. The
+        loop variable must not reach a collective's arguments (`broadcast(x, src=r)` would pair different
+        sources across ranks). The `if` (None: not such a loop)."""
+        body = _body(node.body)
+        if node.orelse is not None or not isinstance(node.target, cst.Name) or len(body) != 1 or \
+                not isinstance(body[0], cst.If) or body[0].orelse is not None:
+            return None
+        it = node.iter
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+                and len(it.args) == 1 and isinstance(it.args[0].value, cst.Call) and not it.args[0].value.args
+                and (self.src.facts.resolve_expr(it.args[0].value.func) or "").endswith("get_world_size")):
+            return None
+        test, var = body[0].test, node.target.value
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or \
+                not isinstance(test.comparisons[0].operator, cst.Equal):
+            return None
+        sides = (test.left, test.comparisons[0].comparator)
+        for rank, other in (sides, sides[::-1]):
+            formula = rank_formula(rank, None, set())
+            if isinstance(other, cst.Name) and other.value == var and formula is not None and \
+                    all(decide(lambda r: formula(r) == r, r) for r in (0, 1, 3)):
+                break           # the global rank itself (`dist.get_rank()`), not a test of it
+        else:
+            return None
+        for call in iter_calls(body[0].body):
+            if self.sites.classify(self.src, call, self.scope.cls) is not None and any(
+                    isinstance(n, cst.Name) and n.value == var for a in call.args for n in _names_in(a.value)):
+                return None
+        return body[0]
 
     def small(self, node: cst.BaseSmallStatement) -> tuple[tuple, object]:
         kind = type(node)
@@ -1040,3 +1080,12 @@ def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, 
                 continue
             guard = Guard("cond", rec[0], links[at].test, condition=words)
             walk.found[key] = hazard_cls("DSL101", token.call, site, guard, walk.scope, [note])
+
+
+def _names_in(e: cst.CSTNode):
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            yield n
+        stack.extend(n.children)

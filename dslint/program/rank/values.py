@@ -30,6 +30,7 @@ import libcst as cst
 from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
 from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
+from dslint.program.rank.libtypes import DatasetTyping, accelerate_typing, display_only
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -99,8 +100,6 @@ _LOOKUPS = {"getattr", "get", "pop", "next", "deepcopy", "copy"}
 _MAPPING_VIEWS = {"items", "keys", "values"}
 # calls that ask a value's structure (its type, attributes, keys), not its contents
 _STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys", "is_tensor", "is_floating_point"}
-# words in a callee's name that say it returns this rank's share of the data
-_SHARD_WORDS = ("shard", "split", "chunk", "partition", "per_rank", "subset", "slice")
 # calls that build the DeepSpeed engine (and its optimizer, loader, scheduler): the same on every rank
 _ENGINE_BUILDERS = {"initialize", "init_inference"}
 # keyword arguments that choose a loader's sampler
@@ -529,8 +528,9 @@ class RankTaint:
             if literal_value(e.args[0].value) in RANK_ENV_KEYS:
                 return Origin("rank", e, self.src)
         if last in UNIFORMIZING and (callee or "").startswith(_COLLECTIVE_MODULES) or \
-                last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and "accelerator" in (dotted_name(e.func) or ""):
-            return None
+                last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and \
+                accelerate_typing(self.analysis, self.src).is_state(e.func.value, cls):
+            return None     # `accelerator.gather(x)` of an accelerate state object typed by use
         if last in _DEVICE_MOVES and isinstance(e.func, cst.Attribute):
             # `batch["input_ids"].to(device)`: the same data on another device (a rank-id receiver: placement)
             hit = self.eval(e.func.value, env, cls)
@@ -607,18 +607,37 @@ class RankTaint:
         for arg in e.args:
             if arg.keyword is not None and arg.keyword.value in PLACEMENT_KWARGS:
                 continue
+            if display_only(self.datasets, e, arg):
+                continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
             hit = self.eval(arg.value, env, cls)
             if hit is not None:
                 if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
                     hit = replace(hit, opaque=True)
                 if hit.kind == "rank" and last not in KIND_KEEPING:
-                    name = (callee or last or "").lower()
-                    kind = "shard" if any(w in name for w in _SHARD_WORDS) else "derived"
+                    kind = "shard" if self._share_of(e, callee, last, arg) else "derived"
                     hit = replace(hit, kind=kind, member=None)
                 out = join(out, hit)
                 if not partial(out):
                     return out
         return out
+
+    def _share_of(self, e: cst.Call, callee: Optional[str], last: Optional[str], arg: cst.Arg) -> bool:
+        """Does a library call outside the checked files return the share of the data its rank argument picks
+        (its length follows the rank)? By the API's meaning, not the callee's name: `Dataset.shard(num_shards,
+        index=rank)` of a `datasets` object typed by use, `itertools.islice(xs, rank, None, world)`. Any other
+        outside call given a rank id only derives a value from it ("derived")."""
+        if last == "shard" and isinstance(e.func, cst.Attribute) and self.datasets is not None and \
+                (arg.keyword is None or arg.keyword.value == "index") and self.datasets.is_dataset(e.func.value):
+            return True
+        return callee == "itertools.islice" and arg.keyword is None and arg is not e.args[0]
+
+    @cached_property
+    def datasets(self) -> Optional[DatasetTyping]:
+        """`datasets` objects of this file typed by use (None: the file does not use the library)."""
+        if "datasets" not in self.facts.imports.values() and not any(
+                q.startswith("datasets.") for q in self.facts.imports.values()):
+            return None
+        return DatasetTyping(self.analysis.project, self.src)
 
     def object_fields(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[dict[str, Origin]]:
         """`TrainerState(is_local_process_zero=self.is_local_process_zero(), ...)`: a checked class constructed with
@@ -774,15 +793,23 @@ class RankTaint:
         else:
             env[name] = origin
 
-    def uniformize(self, call: cst.Call, env: Env) -> None:
-        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now."""
+    def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None) -> Optional[str]:
+        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now (its
+        name returned)."""
         callee = self.facts.resolve_expr(call.func) or ""
         last = _last(callee, call.func)
-        if last in UNIFORMIZING and call.args and (callee.startswith(_COLLECTIVE_MODULES)
-                                                   or "accelerator" in callee):
+        if last in UNIFORMIZING and call.args and (
+                callee.startswith(_COLLECTIVE_MODULES) or isinstance(call.func, cst.Attribute)
+                and accelerate_typing(self.analysis, self.src).is_state(call.func.value, cls)):
             name = dotted_name(call.args[0].value)
             if name:
                 env.pop(name, None)
+                if name.endswith(".data"):
+                    # `all_reduce(t.data)`: a tensor's `.data` shares its storage, so `t` itself holds the result
+                    name = name[: -len(".data")]
+                    env.pop(name, None)
+                return name
+        return None
 
 
 def _assignments(block) -> Iterable[cst.Assign]:

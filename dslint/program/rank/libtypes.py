@@ -1,0 +1,253 @@
+"""Objects of known libraries typed by use, and the parameters of their calls that only word the display.
+
+A Hugging Face `datasets` object is what `datasets.load_dataset(...)` (any function of the `datasets` module)
+returns, what a checked function returns when all its returns are such objects, a split of one
+(`raw["train"]`) and what its dataset-returning methods (`map`, `filter`, `select`, `shuffle`, ...) return.
+A name is such an object when every binding of it in its file is (or `None`: no method runs on it).
+
+`Dataset.map` / `Dataset.filter` (and `DatasetDict`'s) take `desc`, the label of the progress bar they show:
+it never reaches the returned dataset. A rank-varying label (`desc="Tokenizing" if is_main else None`)
+therefore leaves the result as uniform as the data and the function (`values.RankTaint._call`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.program.statements import iter_assigns, iter_returns
+
+if TYPE_CHECKING:
+    from dslint.program.project import ProjectView
+    from dslint.sources import PythonSource
+
+# the `datasets` API: methods of Dataset / DatasetDict / IterableDataset that return a dataset of the same kind
+_DATASET_METHODS = {"map", "filter", "select", "shuffle", "train_test_split", "remove_columns", "rename_column",
+                    "rename_columns", "sort", "flatten", "with_format", "cast", "cast_column", "add_column",
+                    "select_columns", "skip", "take", "shard", "flatten_indices", "class_encode_column"}
+# parameters of those methods that only label the progress bar (the `datasets` signatures of map/filter)
+DISPLAY_PARAMS = {"map": frozenset({"desc"}), "filter": frozenset({"desc"})}
+
+
+class DatasetTyping:
+    """Which expressions of one file are `datasets` objects (memoised per name)."""
+
+    def __init__(self, project: "ProjectView", src: "PythonSource") -> None:
+        self.project = project
+        self.src = src
+        self._names: dict[str, bool] = {}
+        self._functions: dict[tuple[int, str], bool] = {}
+
+    def is_dataset(self, e: cst.BaseExpression, depth: int = 0) -> bool:
+        if depth > 8:
+            return False
+        if isinstance(e, cst.Name):
+            return self._name(e.value, depth)
+        if isinstance(e, cst.Subscript):
+            keys = [el.slice.value for el in e.slice if isinstance(el.slice, cst.Index)]
+            return len(keys) == 1 and isinstance(keys[0], (cst.SimpleString, cst.FormattedString)) and \
+                self.is_dataset(e.value, depth + 1)
+        if isinstance(e, cst.Call):
+            callee = self.src.facts.resolve_expr(e.func) or ""
+            if callee == "datasets" or callee.startswith("datasets."):
+                return True
+            if isinstance(e.func, cst.Attribute) and e.func.attr.value in _DATASET_METHODS and \
+                    self.is_dataset(e.func.value, depth + 1):
+                return True
+            return self._returns_dataset(callee, depth)
+        return False
+
+    def _name(self, name: str, depth: int) -> bool:
+        if name in self._names:
+            return self._names[name]
+        # assumed while its bindings are looked at (`ds = ds.select(...)`, `tok = ds.map(...); ds = tok.filter(...)`:
+        # a cycle of dataset methods is a dataset when its entries are); undone with what was derived from it
+        before = set(self._names)
+        self._names[name] = True
+        values = [node.value for node in self._assigns for t in node.targets
+                  if isinstance(t.target, cst.Name) and t.target.value == name]
+        found = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+        ok = bool(found) and all(self.is_dataset(v, depth + 1) for v in found)
+        if not ok:
+            for other in set(self._names) - before:
+                del self._names[other]
+        self._names[name] = ok
+        return ok
+
+    @property
+    def _assigns(self) -> list[cst.Assign]:
+        if "_assign_list" not in self.__dict__:
+            self.__dict__["_assign_list"] = list(iter_assigns(self.src.module))
+        return self.__dict__["_assign_list"]
+
+    def _returns_dataset(self, callee: str, depth: int) -> bool:
+        hit = self.project.function_for_callee(self.src, callee) if callee else None
+        if hit is None:
+            return False
+        where, qual = hit
+        key = (id(where), qual)
+        if key in self._functions:
+            return self._functions[key]
+        self._functions[key] = False
+        info = where.facts.functions.get(qual)
+        if info is None:
+            return False
+        other = self if where is self.src else DatasetTyping(self.project, where)
+        returns = [r.value for r in iter_returns(info.node.body) if r.value is not None]
+        self._functions[key] = bool(returns) and all(other.is_dataset(v, depth + 1) for v in returns)
+        return self._functions[key]
+
+
+def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) -> bool:
+    """Is `arg` a parameter of a known library call that only words its display (`desc=` of `Dataset.map`)?"""
+    if typing is None or arg.keyword is None or not isinstance(call.func, cst.Attribute):
+        return False
+    params = DISPLAY_PARAMS.get(call.func.attr.value)
+    return params is not None and arg.keyword.value in params and typing.is_dataset(call.func.value)
+
+
+# accelerate's process-state objects: `Accelerator`, `PartialState`, `AcceleratorState` (their `gather`,
+# `gather_for_metrics`, `reduce`, `pad_across_processes` are collectives whose result every process shares)
+_ACCELERATE_STATES = {"Accelerator", "PartialState", "AcceleratorState"}
+
+
+class AccelerateTyping:
+    """Which expressions of one file are accelerate process-state objects, typed by use: built by accelerate's
+    constructors, returned by a checked function that builds one, bound so (every binding of a name in the file,
+    every argument the callers found pass for a parameter of that name, or an annotation naming the class),
+    stored so on `self`, or the `accelerator` attribute of an HF Trainer (transformers' Trainer builds
+    `self.accelerator = Accelerator(...)` itself): `self.accelerator` in a Trainer subclass, `trainer.accelerator`
+    of an object typed so the same way (a Trainer subclass's constructor, `self` handed on by one)."""
+
+    def __init__(self, analysis, src: "PythonSource") -> None:
+        self.analysis = analysis
+        self.project = analysis.project
+        self.src = src
+        self._memo: dict[tuple[str, str], bool] = {}
+
+    def is_state(self, e: cst.BaseExpression, cls: Optional[str] = None, depth: int = 0) -> bool:
+        if "ccelerat" not in self.src.text:
+            return False        # prefilter: a file that never spells accelerate/Accelerator/accelerator
+        return self._typed("state", e, cls, depth)
+
+    def _typed(self, kind: str, e: cst.BaseExpression, cls: Optional[str], depth: int) -> bool:
+        if depth > 6:
+            return False
+        if isinstance(e, cst.Call):
+            callee = self.src.facts.resolve_expr(e.func) or ""
+            if kind == "state" and callee.startswith("accelerate.") and \
+                    callee.rsplit(".", 1)[-1] in _ACCELERATE_STATES:
+                return True
+            if kind == "trainer":
+                found = self.project.class_for_callee(self.src, callee) if callee else None
+                if found is not None:
+                    return self.analysis.is_hf_trainer_class(*found)
+                return callee.startswith(("transformers.", "trl.")) and callee.endswith("Trainer")
+            hit = self.project.function_for_callee(self.src, callee) if callee else None
+            if hit is not None and hit[0] is self.src:
+                info = self.src.facts.functions.get(hit[1])
+                returns = [r.value for r in iter_returns(info.node.body) if r.value is not None] if info else []
+                return bool(returns) and all(self._typed(kind, v, cls, depth + 1) for v in returns)
+            return False
+        if isinstance(e, cst.Name):
+            if e.value == "self":
+                return kind == "trainer" and self.analysis.is_hf_trainer_class(self.src, cls)
+            return self._name(kind, e.value, depth)
+        if isinstance(e, cst.Attribute):
+            if kind == "state" and e.attr.value == "accelerator" and self._typed("trainer", e.value, cls, depth + 1):
+                return True         # the Trainer's own `self.accelerator`
+            if isinstance(e.value, cst.Name) and e.value.value == "self":
+                key = (kind, "self." + e.attr.value)
+                if key not in self._memo:
+                    self._memo[key] = True      # assumed while its stores are looked at
+                    stores = [(fn, node.value) for fn in self.src.facts.functions.values()
+                              for node in iter_assigns(fn.node.body) for t in node.targets
+                              if isinstance(t.target, cst.Attribute) and isinstance(t.target.value, cst.Name)
+                              and t.target.value.value == "self" and t.target.attr.value == e.attr.value]
+                    # a parameter stored as it came (`self.trainer = trainer`): what that function's callers pass
+                    self._memo[key] = bool(stores) and all(
+                        self._param(kind, fn, v.value, depth + 1) if isinstance(v, cst.Name) and v.value in fn.params
+                        else self._typed(kind, v, fn.class_name, depth + 1) for fn, v in stores)
+                return self._memo[key]
+        return False
+
+    def _name(self, kind: str, name: str, depth: int) -> bool:
+        key = (kind, name)
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = True          # assumed while its bindings are looked at (a cycle adds nothing)
+        values = [node.value for node in self._assigns for t in node.targets
+                  if isinstance(t.target, cst.Name) and t.target.value == name]
+        values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+        ok = all(self._typed(kind, v, None, depth + 1) for v in values)
+        params = [info for info in self.src.facts.functions.values() if name in info.params]
+        for info in params:
+            if not ok:
+                break
+            ok = self._param(kind, info, name, depth)
+        ok = ok and bool(values or params)
+        self._memo[key] = ok
+        return ok
+
+    def _param(self, kind: str, info, name: str, depth: int) -> bool:
+        """A parameter: annotated with an accelerate state class, or passed such an object by every caller
+        found."""
+        node = next((p for p in [*info.node.params.params, *info.node.params.kwonly_params]
+                     if p.name.value == name), None)
+        if node is not None and node.annotation is not None and kind == "state":
+            ann = self.src.facts.resolve_expr(node.annotation.annotation) or ""
+            return ann.rsplit(".", 1)[-1] in _ACCELERATE_STATES
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        at = params.index(name) if name in params else None
+        callers = 0
+        for other in self._callers_files(info):
+            typing = accelerate_typing(self.analysis, other)
+            if "ccelerat" not in other.text and kind == "state":
+                return False    # a caller's file that never spells it passes no accelerate object
+            for call in other.facts.calls:
+                caller = other.facts.functions.get(call.scope)
+                cls = caller.class_name if caller else None
+                if not self._calls(other, call, info, cls):
+                    continue
+                arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == name),
+                           None)
+                positional = [a for a in call.node.args if a.keyword is None and not a.star]
+                if arg is None and at is not None and at < len(positional):
+                    arg = positional[at].value
+                if arg is None:
+                    continue        # left at its default: not an object of the caller's
+                callers += 1
+                if not typing._typed(kind, arg, cls, depth + 1):
+                    return False
+        return callers > 0
+
+    def _callers_files(self, info) -> list:
+        if info.name == "__init__" and info.class_name:
+            short = info.class_name.rsplit(".", 1)[-1]
+            return [s for s in self.project.using_identifier(short) if s.outline is not None]
+        return self.analysis._files_calling_function(self.src, info)
+
+    def _calls(self, other, call, info, cls) -> bool:
+        """Does this call run `info` (a constructor call of its class, for `__init__`)?"""
+        if info.name == "__init__" and info.class_name:
+            found = self.project.class_for_callee(other, call.callee) if call.callee else None
+            return found is not None and found[0] is self.src and found[1] == info.class_name
+        if call.attr != info.name:
+            return False
+        hit = self.analysis.function_info(self.analysis.call_source(other, call.callee, cls, scope=call.scope))
+        return hit is not None and hit[1] is info
+
+    @property
+    def _assigns(self) -> list[cst.Assign]:
+        if "_assign_list" not in self.__dict__:
+            self.__dict__["_assign_list"] = list(iter_assigns(self.src.module))
+        return self.__dict__["_assign_list"]
+
+
+def accelerate_typing(analysis, src: "PythonSource") -> AccelerateTyping:
+    """The file's `AccelerateTyping`, one per analysis (memoised)."""
+    memo = analysis.__dict__.setdefault("_accelerate_typing", {})
+    if id(src) not in memo:
+        memo[id(src)] = AccelerateTyping(analysis, src)
+    return memo[id(src)]
