@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.rank.flow import iter_assigns, iter_calls
+from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
 from dslint.program.statements import iter_returns, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.taint import ProjectTaint, code_of
@@ -96,7 +97,7 @@ class Site:
     source: "PythonSource"
     why: str                       # which collective, on which group
     certain: bool                  # collective under the known config (error) or only under some (warning)
-    kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function
+    kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function | library
     chain: list[Hop] = field(default_factory=list)
     # how a DeepSpeed engine reached the call's receiver across attributes, parameters, returns (dslint/program/
     # roles.py): "engine created by deepspeed.initialize at a.py:12", "stored on self.actor at a.py:12", ...
@@ -495,6 +496,12 @@ class CollectiveSites:
             return self._forward_site(src, call, "gather", "`GatheredParameters` all-gathers ZeRO-3 partitions")
         if callee and callee.startswith("accelerate.") and last in ACCELERATE_FUNCS:
             return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
+        if last in ("iter", "__iter__"):
+            hidden = datapipe_iteration(src, call, self._scope_of(src, call))
+            if hidden is not None:          # a collective inside a library call (library_collectives.py)
+                why, at, certain = hidden
+                return Site(call, src, why, certain, "library",
+                            evidence=[Fact("collective", "the loader's dataset is an IterDataPipe", at, src)])
         owner = func.value if isinstance(func, cst.Attribute) else None
         if self.program.active:
             decided, site = self._role_site(src, call, func, owner, last)
@@ -711,6 +718,8 @@ class CollectiveSites:
         if callee and (callee.startswith(_EXPLICIT_MODULES) and last in EXPLICIT
                        or callee.startswith("deepspeed") and last == "GatheredParameters"
                        or callee.startswith("accelerate.") and last in ACCELERATE_FUNCS):
+            return True
+        if last in ("iter", "__iter__") and may_iterate_datapipe(src.text):
             return True
         owner_role = self.role(owner_tail) if attr else None
         if owner_role == "accelerator" and (last in ACCELERATOR_METHODS or last in ACCELERATOR_Z3) \

@@ -27,6 +27,8 @@ _ADVICE = {
                "local work (logging, writing files) under the rank test.",
     "generate": "Generate on every rank, each on its own prompts, with `synced_gpus=True`; gather the outputs.",
     "function": "Call it on every rank, or keep only local work under the rank test.",
+    "library": "Make the iterator on every rank (each may then read from it or not): the library call itself "
+               "runs the collective.",
 }
 
 

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     from dslint.sources import PythonSource
 
 
+# process launchers that call their worker as `fn(i, *args)` in process i (torch.multiprocessing.spawn.py; torch_xla)
+PROCESS_LAUNCHERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+                               "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes",
+                               "torch_xla.distributed.xla_multiprocessing.spawn"})
+
+
 class ProjectTaint:
     """Per-run memo: module globals, `self.` attributes and helper return summaries for every source."""
 
@@ -471,7 +477,7 @@ class ProjectTaint:
         if key in self._params:
             return self._params[key]
         self._params[key] = {}
-        out: Env = self._trainer_batch(src, info)
+        out: Env = {**self._trainer_batch(src, info), **self._launched_rank(src, info)}
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             self._params[key] = out
             return out
@@ -497,6 +503,50 @@ class ProjectTaint:
                     out[name] = replace(origin, via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
         self._params[key] = out
         return out
+
+    @property
+    def _launched(self) -> dict[tuple[int, str], tuple["PythonSource", cst.Call]]:
+        """(id of source, qualified name) of the functions a process launcher starts as workers → (file, launcher
+        call): `torch.multiprocessing.spawn(fn, args=...)`/`start_processes(fn, ...)` (and torch_xla's `spawn`)
+        call `fn(i, *args)` in process i of the launch, so fn's first parameter is the process's rank."""
+        memo = self.__dict__.get("_launched_memo")
+        if memo is None:
+            memo = self.__dict__["_launched_memo"] = {}
+            for other in self.project.mentioning("spawn", "start_processes"):
+                if other.outline is None or not any(
+                        callee in PROCESS_LAUNCHERS for callee, _ in other.outline.calls):
+                    continue            # decided on the outline: the file is not parsed
+                for call in other.facts.calls:
+                    if call.callee not in PROCESS_LAUNCHERS:
+                        continue
+                    fn = call.keyword("fn") or call.keyword("entrypoint")
+                    fn = fn.value if fn is not None else \
+                        call.node.args[0].value if call.node.args and call.node.args[0].keyword is None else None
+                    if fn is None:
+                        continue
+                    caller = other.facts.functions.get(call.scope)
+                    hit = self.call_source(other, other.facts.resolve_expr(fn), caller.class_name if caller else None,
+                                           scope=call.scope)
+                    if hit is not None:
+                        memo.setdefault((id(hit[0]), hit[1]), (other, call.node))
+        return memo
+
+    def launches_worker_in(self, src: "PythonSource") -> bool:
+        """Is a function of `src` a process launcher's worker (its first parameter a rank id)?"""
+        return any(key[0] == id(src) for key in self._launched)
+
+    def _launched_rank(self, src: "PythonSource", info: FunctionInfo) -> Env:
+        """The first parameter of a function a process launcher starts (`mp.spawn(worker, ...)`): a rank id."""
+        hit = self._launched.get((id(src), info.qualname))
+        if hit is None:
+            return {}
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        node = next((p.name for p in info.node.params.params if params and p.name.value == params[0]), None)
+        if node is None:
+            return {}
+        other, call = hit
+        return {params[0]: Origin("rank", node, src, via=f"the process index {code_of(call.func, 40)}() passes "
+                                                         f"its worker (line {other.span(call).line})")}
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),
