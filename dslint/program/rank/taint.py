@@ -376,6 +376,18 @@ class ProjectTaint:
                 walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
                 hit = walk.returned
                 self.__dict__.setdefault("_returns_for_elems", {})[key] = walk.returned_elements()
+                filled = _filled_params(info)
+                if filled:
+                    written: Env = {}
+                    for param, values in filled.items():
+                        if param in bound:
+                            continue
+                        origin = walk.ever_bound.get(param)
+                        for value in values:
+                            origin = join(origin, self.taint(other).eval(value, walk.ever_bound, info.class_name))
+                        if origin is not None:
+                            written[param] = origin
+                    self.__dict__.setdefault("_written_for", {})[key] = written
             finally:
                 self._in_progress.discard(key)
             memo[key] = hit
@@ -384,6 +396,39 @@ class ProjectTaint:
         return replace(hit, via=f"{info.name}()", via_call=None)
 
     # --- which helpers can return a rank-varying value: decided on the outlines, before any parse ----------
+    def written_args(self, src: "PythonSource", call: cst.Call, env: Env, cls: Optional[str]
+                     ) -> list[tuple[cst.BaseExpression, Origin]]:
+        """The caller's arguments a checked function fills with rank-varying values (`rec(nested, "", flat)`
+        where `rec` stores `into[prefix + k] = v` for the items of `nest`): (argument expression, origin) for
+        each parameter the callee writes into (item stores, `append`/`extend`/`update`/`insert`/`add`/
+        `setdefault`) and never rebinds, when this call's varying arguments make what it writes vary."""
+        taint = self.taint(src)
+        source = self.call_source(src, taint.facts.resolve_expr(call.func), cls)
+        hit = self.function_info(source)
+        if hit is None or not isinstance(hit[1].node.body, cst.IndentedBlock):
+            return []
+        filled = _filled_params(hit[1])
+        if not filled:
+            return []
+        origins = [taint.eval(a.value, env, cls) for a in call.args]
+        if not any(o is not None for o in origins):
+            return []
+        self.returns_for_args(call, hit, origins)
+        key = self._args_key(call, hit, origins)
+        written = self.__dict__.get("_written_for", {}).get(key) if key is not None else None
+        if not written:
+            return []
+        info = hit[1]
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        out = []
+        for i, arg in enumerate(call.args):
+            if arg.star:
+                continue
+            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+            if name in written and dotted_name(arg.value) is not None:
+                out.append((arg.value, replace(written[name], via=f"filled by {info.name}()", via_call=None)))
+        return out
+
     def may_return_rank(self, src: "PythonSource", qual: str) -> bool:
         """Can `returns()` of this function be other than None? Decided on the outlines, with an
         over-approximation: a function can return a rank-varying value only if its file holds a rank source
@@ -646,3 +691,35 @@ class _CallSiteWalk(FlowWalk):
             snap = dict(self.env)
             self._snapshot = (id(self.env), self._version, snap)
         self.at_call[id(call)] = snap
+
+
+# methods that put a value into the container they are called on
+_FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault", "appendleft"})
+
+
+def _filled_params(info: FunctionInfo) -> dict[str, list]:
+    """Parameters the function (its nested functions included) writes into and never rebinds: parameter → the
+    values put in by method calls (`into.append(v)`: [v]); item stores (`into[k] = v`) are the walk's."""
+    memo = info.__dict__.get("_filled")
+    if memo is not None:
+        return memo
+    params = set(info.params) - {"self", "cls"}
+    filled: dict[str, list] = {}
+    rebound: set[str] = set()
+    if params:
+        for node in iter_assigns(info.node):
+            for t in node.targets:
+                target = t.target
+                if isinstance(target, cst.Name):
+                    rebound.add(target.value)
+                elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and \
+                        target.value.value in params:
+                    filled.setdefault(target.value.value, [])
+        for call in info.calls:
+            func = call.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _FILLING and isinstance(func.value, cst.Name) \
+                    and func.value.value in params:
+                filled.setdefault(func.value.value, []).extend(a.value for a in call.node.args)
+    memo = {p: v for p, v in filled.items() if p not in rebound}
+    info.__dict__["_filled"] = memo
+    return memo
