@@ -383,8 +383,13 @@ class ProjectTaint:
                         if param in bound:
                             continue
                         origin = walk.ever_bound.get(param)
-                        for value in values:
-                            origin = join(origin, self.taint(other).eval(value, walk.ever_bound, info.class_name))
+                        for method, value in values:
+                            put = self.taint(other).eval(value, walk.ever_bound, info.class_name)
+                            if put is not None and method in _ONE_ITEM and put.kind in TRIP_COUNT_KINDS:
+                                # one element per call: the container's length is the number of calls, its
+                                # items are what varies (as for an item store)
+                                put = replace(put, kind="item", batch=True)
+                            origin = join(origin, put)
                         if origin is not None:
                             written[param] = origin
                     self.__dict__.setdefault("_written_for", {})[key] = written
@@ -693,13 +698,15 @@ class _CallSiteWalk(FlowWalk):
         self.at_call[id(call)] = snap
 
 
-# methods that put a value into the container they are called on
+# methods that put a value into the container they are called on (those of `_ONE_ITEM` one element per call)
 _FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault", "appendleft"})
+_ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
 
 
 def _filled_params(info: FunctionInfo) -> dict[str, list]:
     """Parameters the function (its nested functions included) writes into and never rebinds: parameter → the
-    values put in by method calls (`into.append(v)`: [v]); item stores (`into[k] = v`) are the walk's."""
+    (method, value) pairs put in by method calls (`into.append(v)`: [("append", v)]); item stores (`into[k] = v`)
+    are the walk's."""
     memo = info.__dict__.get("_filled")
     if memo is not None:
         return memo
@@ -719,7 +726,7 @@ def _filled_params(info: FunctionInfo) -> dict[str, list]:
             func = call.node.func
             if isinstance(func, cst.Attribute) and func.attr.value in _FILLING and isinstance(func.value, cst.Name) \
                     and func.value.value in params:
-                filled.setdefault(func.value.value, []).extend(a.value for a in call.node.args)
+                filled.setdefault(func.value.value, []).extend((func.attr.value, a.value) for a in call.node.args)
     memo = {p: v for p, v in filled.items() if p not in rebound}
     info.__dict__["_filled"] = memo
     return memo
