@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.rank.flow import iter_assigns, iter_calls
+from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
+from dslint.program import switches
 from dslint.program.statements import iter_returns, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.taint import ProjectTaint, code_of
@@ -96,7 +98,7 @@ class Site:
     source: "PythonSource"
     why: str                       # which collective, on which group
     certain: bool                  # collective under the known config (error) or only under some (warning)
-    kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function
+    kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function | library
     chain: list[Hop] = field(default_factory=list)
     # how a DeepSpeed engine reached the call's receiver across attributes, parameters, returns (dslint/program/
     # roles.py): "engine created by deepspeed.initialize at a.py:12", "stored on self.actor at a.py:12", ...
@@ -478,8 +480,40 @@ class CollectiveSites:
         if table is None:
             info = src.facts.functions.get(scope)
             body = info.node.body if info is not None else None
-            table = memo[key] = settled_flags(body.body) if isinstance(body, cst.IndentedBlock) else {}
+            table = memo[key] = {k: switches.qualify(src, info, v) for k, v in settled_flags(body.body).items()} \
+                if isinstance(body, cst.IndentedBlock) else {}
         return table.get(id(call), frozenset())
+
+    def _tested(self, src: "PythonSource", info: FunctionInfo) -> frozenset:
+        """Every flag some branch of the function decides (what a caller's switch can settle)."""
+        memo = self.__dict__.setdefault("_tested_memo", {})
+        key = (id(src), info.qualname)
+        if key not in memo:
+            memo[key] = frozenset(f for c in info.calls for f in self.settled(src, c.node))
+        return memo[key]
+
+    def _switched(self, src: "PythonSource", call: cst.Call, hit, assumed: frozenset, on_self: bool) -> frozenset:
+        """The flags a call hands its callee (switches.py): its own `self.` flags and those decided around it for
+        a method on `self`; module globals decided by the callers' branches or by a context manager around the
+        call, through any call; the callee's parameters its literal arguments settle. The caller's parameters
+        stay behind."""
+        around = assumed | self.settled(src, call)
+        scope = self._scope_of(src, call)
+        info = src.facts.functions.get(scope)
+        if info is not None:
+            around = around | switches.context_globals(src, info, self._with_target).get(id(call), frozenset())
+        passed = {f for f in around if f[0].startswith("global:") or on_self and not f[0].startswith("param:")}
+        tested = self._tested(*hit)
+        passed |= switches.literal_flags(call, hit[1], tested)
+        # only what the callee (or a function it calls) can test: an unrelated flag would split the memo
+        return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or f in tested
+                         or (f[0], not f[1]) in tested)
+
+    def _with_target(self, src: "PythonSource", call: cst.Call):
+        scope = self._scope_of(src, call)
+        info = src.facts.functions.get(scope)
+        return self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
+                                                               info.class_name if info else None))
 
     def _classify(self, src: "PythonSource", call: cst.Call, cls: Optional[str] = None,
                   assumed: frozenset = frozenset()) -> Optional[Site]:
@@ -495,6 +529,12 @@ class CollectiveSites:
             return self._forward_site(src, call, "gather", "`GatheredParameters` all-gathers ZeRO-3 partitions")
         if callee and callee.startswith("accelerate.") and last in ACCELERATE_FUNCS:
             return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate")
+        if last in ("iter", "__iter__"):
+            hidden = datapipe_iteration(src, call, self._scope_of(src, call))
+            if hidden is not None:          # a collective inside a library call (library_collectives.py)
+                why, at, certain = hidden
+                return Site(call, src, why, certain, "library",
+                            evidence=[Fact("collective", "the loader's dataset is an IterDataPipe", at, src)])
         owner = func.value if isinstance(func, cst.Attribute) else None
         if self.program.active:
             decided, site = self._role_site(src, call, func, owner, last)
@@ -530,7 +570,7 @@ class CollectiveSites:
             # a method called on `self` reads the object's flags as the caller left them: a flag the caller's
             # branch decided decides the callee's branches on it too
             on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
-            inner = self.reaches(*hit, assumed=assumed | self.settled(src, call) if on_self else frozenset())
+            inner = self.reaches(*hit, assumed=self._switched(src, call, hit, assumed, on_self))
             if inner is not None:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
@@ -721,6 +761,8 @@ class CollectiveSites:
         if callee and (callee.startswith(_EXPLICIT_MODULES) and last in EXPLICIT
                        or callee.startswith("deepspeed") and last == "GatheredParameters"
                        or callee.startswith("accelerate.") and last in ACCELERATE_FUNCS):
+            return True
+        if last in ("iter", "__iter__") and may_iterate_datapipe(src.text):
             return True
         owner_role = self.role(owner_tail) if attr else None
         if owner_role == "accelerator" and (last in ACCELERATOR_METHODS or last in ACCELERATOR_Z3) \

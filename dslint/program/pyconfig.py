@@ -43,6 +43,15 @@ _CONFIG_TAKERS = ("initialize", "init_inference", "TrainingArguments", "HfDeepSp
 _TRACE: list = []
 
 
+_ARITHMETIC = {cst.Multiply: lambda a, b: a * b, cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
+               cst.Divide: lambda a, b: a / b, cst.FloorDivide: lambda a, b: a // b,
+               cst.Power: lambda a, b: a ** b if abs(b) <= 64 else UNKNOWN}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class PartialDict(dict):
     """A dict whose values are literals, nested PartialDicts or UNKNOWN; see the module docstring."""
 
@@ -229,6 +238,17 @@ class ConfigEvaluator:
             if known is not UNKNOWN or expr.value in ("True", "False", "None"):
                 return known
             return self._name(src, expr.value, scope, upto, depth)
+        if isinstance(expr, cst.BinaryOperation) and type(expr.operator) in _ARITHMETIC:
+            # `0.9 * HIDDEN * HIDDEN`, `hidden * hidden`: Python computes it before DeepSpeed sees the value (its
+            # type included: a float where DeepSpeed's field is an int is DSL405's)
+            left = self.value(src, expr.left, scope, upto, depth + 1)
+            right = self.value(src, expr.right, scope, upto, depth + 1)
+            if _number(left) and _number(right):
+                try:
+                    return _ARITHMETIC[type(expr.operator)](left, right)
+                except (ArithmeticError, ValueError, OverflowError):
+                    return UNKNOWN
+            return literal_value(expr)
         if isinstance(expr, (cst.List, cst.Tuple)):
             items = [self.value(src, e.value, scope, upto, depth) for e in expr.elements
                      if isinstance(e, cst.Element)]

@@ -126,12 +126,14 @@ def _settled_flag(test: cst.BaseExpression):
         test = test.value
     if isinstance(test, cst.Name) and test.value == "self" and parts:
         return "self." + ".".join(reversed(parts)), polarity
+    if isinstance(test, cst.Name) and not parts and test.value not in ("True", "False", "None"):
+        return "name:" + test.value, polarity      # a parameter or a module global (collective_sites decides)
     return None
 
 
 def settled_flags(body) -> dict[int, frozenset]:
-    """For every call of a function body (by node id): the `self.` flags the enclosing `if`/`elif`/`else`
-    branches have decided where it runs, as (dotted name, truth) pairs."""
+    """For every call of a function body (by node id): the `self.` flags (and bare names, "name:x") the enclosing
+    `if`/`elif`/`else` branches have decided where it runs, as (dotted name, truth) pairs."""
     out: dict[int, frozenset] = {}
 
     def calls(node, known):

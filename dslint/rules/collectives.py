@@ -27,6 +27,8 @@ _ADVICE = {
                "local work (logging, writing files) under the rank test.",
     "generate": "Generate on every rank, each on its own prompts, with `synced_gpus=True`; gather the outputs.",
     "function": "Call it on every rank, or keep only local work under the rank test.",
+    "library": "Make the iterator on every rank (each may then read from it or not): the library call itself "
+               "runs the collective.",
 }
 
 
@@ -262,7 +264,9 @@ class RankGuardedCollective(_CollectiveRule):
     **What it flags**: a call that every rank must make together — an explicit `torch.distributed`/`deepspeed.comm`
     collective, `engine.save_checkpoint`/`load_checkpoint`, `engine.backward`/`step`, a DeepSpeed engine's
     forward or `generate` when the forward is collective (ZeRO-3, expert-parallel MoE), `Trainer.train/evaluate`,
-    accelerate `gather`/`wait_for_everyone` — or a function of the checked files that reaches one, under an
+    accelerate `gather`/`wait_for_everyone`, an iterator made over a DataLoader whose dataset is an
+    `IterDataPipe` (torch broadcasts a shared seed then) — or a function of the checked files that reaches one,
+    unless a literal argument or a context manager's module global switches its collective off — under an
     `if`/`elif`/`while`/ternary/`and`/`or` whose test depends on the rank (`dist.get_rank() == 0`,
     `args.local_rank in [-1, 0]`, `accelerator.is_main_process`, `trainer.is_world_process_zero()`, a helper
     such as `is_main()`), or in a function decorated `@rank_zero_only`.

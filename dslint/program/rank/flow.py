@@ -208,6 +208,10 @@ class FlowWalk:
             self.expr(node.value, guards)
             self._uniformize(node.value)
             value = node.value
+            if isinstance(value, cst.Call):
+                # a checked helper that fills its arguments with varying values (`rec(nested, "", flat)`)
+                for arg, origin in self.taint.analysis.written_args(self.taint.src, value, self.env, self.cls):
+                    self.bind(arg, None, join(self.eval(arg), origin))
             if isinstance(value, cst.Call) and self.taint.facts.resolve_expr(value.func) in EXIT_CALLS:
                 return self._exit(node, "exit", guards)
             return []

@@ -458,7 +458,7 @@ class RankHazards:
     def _analyse(self, src: "PythonSource") -> list[Hazard]:
         if not self.sites.may_have_sites(src):
             return []                   # every hazard is a collective site of this file: decided unparsed
-        if not mentions_rank(src.text) and not self._calls_rank_helpers(src):
+        if not mentions_rank(src.text) and not self._calls_rank_helpers(src) and not self.taint.launches_worker_in(src):
             return []
         found: dict[tuple, Hazard] = {}
         if self._has_sites(src, src.facts.calls_in(MODULE_SCOPE), None):

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     from dslint.sources import PythonSource
 
 
+# process launchers that call their worker as `fn(i, *args)` in process i (torch.multiprocessing.spawn.py; torch_xla)
+PROCESS_LAUNCHERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+                               "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes",
+                               "torch_xla.distributed.xla_multiprocessing.spawn"})
+
+
 class ProjectTaint:
     """Per-run memo: module globals, `self.` attributes and helper return summaries for every source."""
 
@@ -370,6 +376,23 @@ class ProjectTaint:
                 walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
                 hit = walk.returned
                 self.__dict__.setdefault("_returns_for_elems", {})[key] = walk.returned_elements()
+                filled = _filled_params(info)
+                if filled:
+                    written: Env = {}
+                    for param, values in filled.items():
+                        if param in bound:
+                            continue
+                        origin = walk.ever_bound.get(param)
+                        for method, value in values:
+                            put = self.taint(other).eval(value, walk.ever_bound, info.class_name)
+                            if put is not None and method in _ONE_ITEM and put.kind in TRIP_COUNT_KINDS:
+                                # one element per call: the container's length is the number of calls, its
+                                # items are what varies (as for an item store)
+                                put = replace(put, kind="item", batch=True)
+                            origin = join(origin, put)
+                        if origin is not None:
+                            written[param] = origin
+                    self.__dict__.setdefault("_written_for", {})[key] = written
             finally:
                 self._in_progress.discard(key)
             memo[key] = hit
@@ -378,6 +401,39 @@ class ProjectTaint:
         return replace(hit, via=f"{info.name}()", via_call=None)
 
     # --- which helpers can return a rank-varying value: decided on the outlines, before any parse ----------
+    def written_args(self, src: "PythonSource", call: cst.Call, env: Env, cls: Optional[str]
+                     ) -> list[tuple[cst.BaseExpression, Origin]]:
+        """The caller's arguments a checked function fills with rank-varying values (`rec(nested, "", flat)`
+        where `rec` stores `into[prefix + k] = v` for the items of `nest`): (argument expression, origin) for
+        each parameter the callee writes into (item stores, `append`/`extend`/`update`/`insert`/`add`/
+        `setdefault`) and never rebinds, when this call's varying arguments make what it writes vary."""
+        taint = self.taint(src)
+        source = self.call_source(src, taint.facts.resolve_expr(call.func), cls)
+        hit = self.function_info(source)
+        if hit is None or not isinstance(hit[1].node.body, cst.IndentedBlock):
+            return []
+        filled = _filled_params(hit[1])
+        if not filled:
+            return []
+        origins = [taint.eval(a.value, env, cls) for a in call.args]
+        if not any(o is not None for o in origins):
+            return []
+        self.returns_for_args(call, hit, origins)
+        key = self._args_key(call, hit, origins)
+        written = self.__dict__.get("_written_for", {}).get(key) if key is not None else None
+        if not written:
+            return []
+        info = hit[1]
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        out = []
+        for i, arg in enumerate(call.args):
+            if arg.star:
+                continue
+            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+            if name in written and dotted_name(arg.value) is not None:
+                out.append((arg.value, replace(written[name], via=f"filled by {info.name}()", via_call=None)))
+        return out
+
     def may_return_rank(self, src: "PythonSource", qual: str) -> bool:
         """Can `returns()` of this function be other than None? Decided on the outlines, with an
         over-approximation: a function can return a rank-varying value only if its file holds a rank source
@@ -471,7 +527,7 @@ class ProjectTaint:
         if key in self._params:
             return self._params[key]
         self._params[key] = {}
-        out: Env = self._trainer_batch(src, info)
+        out: Env = {**self._trainer_batch(src, info), **self._launched_rank(src, info)}
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             self._params[key] = out
             return out
@@ -497,6 +553,50 @@ class ProjectTaint:
                     out[name] = replace(origin, via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
         self._params[key] = out
         return out
+
+    @property
+    def _launched(self) -> dict[tuple[int, str], tuple["PythonSource", cst.Call]]:
+        """(id of source, qualified name) of the functions a process launcher starts as workers → (file, launcher
+        call): `torch.multiprocessing.spawn(fn, args=...)`/`start_processes(fn, ...)` (and torch_xla's `spawn`)
+        call `fn(i, *args)` in process i of the launch, so fn's first parameter is the process's rank."""
+        memo = self.__dict__.get("_launched_memo")
+        if memo is None:
+            memo = self.__dict__["_launched_memo"] = {}
+            for other in self.project.mentioning("spawn", "start_processes"):
+                if other.outline is None or not any(
+                        callee in PROCESS_LAUNCHERS for callee, _ in other.outline.calls):
+                    continue            # decided on the outline: the file is not parsed
+                for call in other.facts.calls:
+                    if call.callee not in PROCESS_LAUNCHERS:
+                        continue
+                    fn = call.keyword("fn") or call.keyword("entrypoint")
+                    fn = fn.value if fn is not None else \
+                        call.node.args[0].value if call.node.args and call.node.args[0].keyword is None else None
+                    if fn is None:
+                        continue
+                    caller = other.facts.functions.get(call.scope)
+                    hit = self.call_source(other, other.facts.resolve_expr(fn), caller.class_name if caller else None,
+                                           scope=call.scope)
+                    if hit is not None:
+                        memo.setdefault((id(hit[0]), hit[1]), (other, call.node))
+        return memo
+
+    def launches_worker_in(self, src: "PythonSource") -> bool:
+        """Is a function of `src` a process launcher's worker (its first parameter a rank id)?"""
+        return any(key[0] == id(src) for key in self._launched)
+
+    def _launched_rank(self, src: "PythonSource", info: FunctionInfo) -> Env:
+        """The first parameter of a function a process launcher starts (`mp.spawn(worker, ...)`): a rank id."""
+        hit = self._launched.get((id(src), info.qualname))
+        if hit is None:
+            return {}
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        node = next((p.name for p in info.node.params.params if params and p.name.value == params[0]), None)
+        if node is None:
+            return {}
+        other, call = hit
+        return {params[0]: Origin("rank", node, src, via=f"the process index {code_of(call.func, 40)}() passes "
+                                                         f"its worker (line {other.span(call).line})")}
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),
@@ -596,3 +696,37 @@ class _CallSiteWalk(FlowWalk):
             snap = dict(self.env)
             self._snapshot = (id(self.env), self._version, snap)
         self.at_call[id(call)] = snap
+
+
+# methods that put a value into the container they are called on (those of `_ONE_ITEM` one element per call)
+_FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault", "appendleft"})
+_ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
+
+
+def _filled_params(info: FunctionInfo) -> dict[str, list]:
+    """Parameters the function (its nested functions included) writes into and never rebinds: parameter → the
+    (method, value) pairs put in by method calls (`into.append(v)`: [("append", v)]); item stores (`into[k] = v`)
+    are the walk's."""
+    memo = info.__dict__.get("_filled")
+    if memo is not None:
+        return memo
+    params = set(info.params) - {"self", "cls"}
+    filled: dict[str, list] = {}
+    rebound: set[str] = set()
+    if params:
+        for node in iter_assigns(info.node):
+            for t in node.targets:
+                target = t.target
+                if isinstance(target, cst.Name):
+                    rebound.add(target.value)
+                elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and \
+                        target.value.value in params:
+                    filled.setdefault(target.value.value, [])
+        for call in info.calls:
+            func = call.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _FILLING and isinstance(func.value, cst.Name) \
+                    and func.value.value in params:
+                filled.setdefault(func.value.value, []).extend((func.attr.value, a.value) for a in call.node.args)
+    memo = {p: v for p, v in filled.items() if p not in rebound}
+    info.__dict__["_filled"] = memo
+    return memo

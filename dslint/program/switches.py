@@ -1,0 +1,195 @@
+"""Switches that turn a collective off (issue 30, cause 8): a fix that silences a collective on the ranks that
+skip it through a flag must make the finding go away.
+
+`CollectiveSites` already follows the `self.` flags a caller's branch has decided into the methods it calls on
+`self` (`statements.settled_flags`). This module adds the two other ways a caller decides a helper's branch:
+
+- **a literal argument** (or the parameter's literal default): `total(t, sync=False)` where `def total(t,
+  sync=True): if sync: dist.all_reduce(t)` -- the call reaches no collective; the parameter must not be rebound
+  in the helper;
+- **a module global set by a context manager** around the call: `with no_sync(): total_global(t)` where
+  `no_sync` (a generator of the checked files) runs `global _SYNC; _SYNC = False` before its `yield`, and the
+  helper tests `if _SYNC:` -- the global of the module that defines it (a name imported from there is a copy
+  the context manager does not change).
+
+Flags are keyed so that names of different functions and modules never meet: ("param:<qualname>:<name>",
+truth) for a parameter, ("global:<path>:<name>", truth) for a module global; `self.` flags keep their dotted
+name. `qualify` turns the bare "name:x" keys `settled_flags` gives into these.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.program.facts import FunctionInfo
+from dslint.program.statements import iter_assigns, statement_expressions, sub_statements
+from dslint.program.rank.flow import iter_calls
+from dslint.sources.literals import UNKNOWN, literal_value
+
+if TYPE_CHECKING:
+    from dslint.sources import PythonSource
+
+
+def _bound_locally(info: FunctionInfo) -> tuple[set[str], set[str]]:
+    """(names assigned in the function, names it declares `global`), memoised on the FunctionInfo."""
+    memo = info.__dict__.get("_switch_binds")
+    if memo is None:
+        assigned: set[str] = set()
+        for node in iter_assigns(info.node):
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    assigned.add(t.target.value)
+                elif isinstance(t.target, (cst.Tuple, cst.List)):
+                    assigned.update(el.value.value for el in t.target.elements if isinstance(el.value, cst.Name))
+        declared = {n.name.value for node in _globals(info.node) for n in node.names}
+        memo = info.__dict__["_switch_binds"] = (assigned, declared)
+    return memo
+
+
+def _globals(node: cst.CSTNode):
+    """The `global` statements of a function body (not of nested functions)."""
+    stack = list(sub_statements(node.body)) if isinstance(node, cst.FunctionDef) else [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleStatementLine):
+            yield from (x for x in n.body if isinstance(x, cst.Global))
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        elif not isinstance(n, cst.BaseExpression):
+            stack.extend(sub_statements(n))
+
+
+def qualify(src: "PythonSource", info: Optional[FunctionInfo], flags: frozenset) -> frozenset:
+    """The "name:x" flags of a function's table as parameter or module-global keys (dropped when the name is
+    rebound in the function, or imported into the module)."""
+    if not any(f[0].startswith("name:") for f in flags):
+        return flags
+    out = set()
+    for flag, truth in flags:
+        if not flag.startswith("name:"):
+            out.add((flag, truth))
+            continue
+        name = flag[5:]
+        if info is None:
+            continue
+        assigned, declared = _bound_locally(info)
+        if name in info.params and name not in assigned:
+            out.add((f"param:{info.qualname}:{name}", truth))
+        elif name not in info.params and name not in assigned and name not in declared \
+                and name not in src.facts.imports:
+            out.add((f"global:{src.path}:{name}", truth))
+    return frozenset(out)
+
+
+def literal_flags(call: cst.Call, info: FunctionInfo, tested: frozenset) -> frozenset:
+    """("param:<qualname>:<p>", truth) for the parameters of the callee its own branches test (`tested`) that
+    this call settles with a literal argument, or leaves at a literal default."""
+    wanted = {f[0].rsplit(":", 1)[-1] for f in tested if f[0].startswith(f"param:{info.qualname}:")}
+    if not wanted:
+        return frozenset()
+    params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+    given: dict[str, object] = {}
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return frozenset()          # `*args`/`**kwargs`: which parameter gets what is not known
+        name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+        if name is not None:
+            given[name] = literal_value(arg.value)
+    defaults = {p.name.value: literal_value(p.default) for p in (*info.node.params.params,
+                                                               *info.node.params.kwonly_params)
+                if p.default is not None}
+    out = set()
+    for name in wanted:
+        value = given[name] if name in given else defaults.get(name, UNKNOWN)
+        if value is not UNKNOWN:
+            out.add((f"param:{info.qualname}:{name}", bool(value)))
+    return frozenset(out)
+
+
+def context_globals(src: "PythonSource", info: FunctionInfo, resolve) -> dict[int, frozenset]:
+    """For every call of the function (by node id) inside `with cm(...):` blocks: the module globals those
+    context managers set before their `yield` -- `resolve(src, call)` gives the checked (source, FunctionInfo)
+    a `with` item's call runs, or None."""
+    memo = info.__dict__.get("_switch_with")
+    if memo is not None:
+        return memo
+    out: dict[int, frozenset] = {}
+
+    def walk(stmts, known):
+        for stmt in stmts:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            inner = known
+            if isinstance(stmt, cst.With):
+                for item in stmt.items:
+                    if isinstance(item.item, cst.Call):
+                        inner = inner | _set_before_yield(resolve(src, item.item))
+            if known:
+                for expr in statement_expressions(stmt) if not isinstance(
+                        stmt, (cst.SimpleStatementLine, cst.BaseSmallStatement)) else (stmt,):
+                    for call in iter_calls(expr):
+                        out[id(call)] = known
+            if isinstance(stmt, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
+                continue
+            for sub in sub_statements(stmt):
+                if isinstance(sub, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                    walk(sub_statements(sub), inner)
+                elif isinstance(sub, cst.BaseCompoundStatement):
+                    walk([sub], inner)
+                elif hasattr(sub, "body"):
+                    walk(sub_statements(sub.body), inner)
+
+    if isinstance(info.node.body, cst.IndentedBlock):
+        walk(info.node.body.body, frozenset())
+    info.__dict__["_switch_with"] = out
+    return out
+
+
+def _set_before_yield(hit) -> frozenset:
+    """("global:<path>:X", truth) for `global X; X = <literal>` (or `old, X = X, <literal>`) before the first
+    `yield` of a checked generator function."""
+    if hit is None:
+        return frozenset()
+    src, info = hit
+    _, declared = _bound_locally(info)
+    body = info.node.body
+    if not declared or not isinstance(body, cst.IndentedBlock):
+        return frozenset()
+    out: dict[str, bool] = {}
+    for stmt in body.body:
+        if _yields(stmt):
+            return frozenset((f"global:{src.path}:{k}", v) for k, v in out.items())
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    target, value = small.targets[0].target, small.value
+                    pairs = [(target, value)]
+                    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
+                            and len(target.elements) == len(value.elements):
+                        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+                    for t, v in pairs:
+                        if isinstance(t, cst.Name) and t.value in declared:
+                            known = literal_value(v)
+                            if known is UNKNOWN:
+                                out.pop(t.value, None)
+                            else:
+                                out[t.value] = bool(known)
+    return frozenset()                  # no yield at the top of the body: not a plain context manager
+
+
+def _yields(stmt: cst.CSTNode) -> bool:
+    """Does the statement hold a `yield` (the context manager's body runs there)?"""
+    found = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Yield(self, node: cst.Yield) -> bool:
+            found.append(node)
+            return False
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    stmt.visit(_V())
+    return bool(found)
