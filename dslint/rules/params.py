@@ -117,7 +117,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     interesting = interesting - _library_reachable(root, interesting)
                     if not interesting:
                         continue
-                walker = ForwardPaths(root, names - shadowed)
+                walker = ForwardPaths(root, names - shadowed, program.view)
                 try:
                     paths = walker.root(found[1].node, program.uniform_inputs(root))
                 except (TooManyPaths, RecursionError):

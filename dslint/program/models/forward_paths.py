@@ -33,7 +33,6 @@ MAX_PATHS = 512
 MAX_DEPTH = 5
 # annotations of option parameters (a switch or a size, not a batch tensor)
 OPTION_TYPES = frozenset({"bool", "int", "float", "str"})
-RANK_HINTS = ("get_rank", "local_rank", "global_rank", "is_main_process", "process_index", "LOCAL_RANK")
 
 
 class TooManyPaths(Exception):
@@ -89,9 +88,12 @@ class _Names(cst.CSTVisitor):
 class ForwardPaths:
     """Enumerates the paths of one root method of `cls`, inlining `self.<method>()` helpers."""
 
-    def __init__(self, cls: ModuleClass, interesting: frozenset) -> None:
+    def __init__(self, cls: ModuleClass, interesting: frozenset, project=None) -> None:
         self.cls = cls
         self.interesting = interesting
+        self.project = project                  # the ProjectView: rank-varying tests from the lattice
+        self._scopes: dict[int, dict[int, str]] = {}    # id(src) -> id(def node) -> qualified name
+        self._rank_memo: dict[int, bool] = {}
         self.conditions: list[Condition] = []
         self.uses_at: dict[str, list[tuple[cst.CSTNode, str, object]]] = {}
         self._stack: list[str] = []
@@ -116,10 +118,35 @@ class ForwardPaths:
         names = _free_names(node)
         if names & self._loop_vars:
             return False
-        text = cst.Module([]).code_for_node(node)
-        if any(h in text for h in RANK_HINTS):
-            return True
-        return bool(names & dd)
+        return bool(names & dd) or self._reads_rank(node)
+
+    def _reads_rank(self, node: cst.CSTNode) -> bool:
+        """Does the value differ across ranks for a rank's own reason -- a rank id, a rank-0 test, a value
+        computed from one (`self.rank` set from `dist.get_rank()`, `os.environ["LOCAL_RANK"]`)? Asked of the
+        rank-uniformity lattice where the expression is evaluated (its function, the class family's attributes),
+        not read off the names it spells. The batch's own variation is `dd`'s."""
+        if self.project is None or not isinstance(node, cst.BaseExpression):
+            return False
+        if id(node) not in self._rank_memo:
+            from dslint.program.rank.lattice import Uniform, uniformity
+            src = self._srcs[-1]
+            scope = self._scope_of(src, self._fns[-1]) if self._fns else None
+            try:
+                u = uniformity(self.project, src, node, scope)
+            except RecursionError:
+                u = None
+            self._rank_memo[id(node)] = u is not None and not isinstance(u, Uniform) and \
+                u.origin.kind in ("rank", "derived")
+        return self._rank_memo[id(node)]
+
+    def _scope_of(self, src, fn: cst.FunctionDef) -> Optional[str]:
+        """The qualified name `src`'s facts give the function `fn` (a method walked or inlined)."""
+        table = self._scopes.get(id(src))
+        if table is None:
+            facts = getattr(src, "facts", None)
+            table = {id(info.node): name for name, info in facts.functions.items()} if facts is not None else {}
+            self._scopes[id(src)] = table
+        return table.get(id(fn))
 
     def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str, record: bool = True
               ) -> list[Path]:
