@@ -351,17 +351,42 @@ class ForwardPaths:
         k = cache.keys else: k = self.k_proj(h)`: when the input `v` is there, one arm takes the result from it
         (or a value derived from it) without any of the attributes -- the caller computed it (precomputed
         encoder states, a cache); the test says where the result comes from, not which parameters the step
-        trains. An arm that uses attributes of its own on the input (`h = self.proj(images)`) is no hand-over."""
-        if not isinstance(stmt.orelse, cst.Else):
+        trains. An arm that uses attributes of its own on the input (`h = self.proj(images)`) is no hand-over.
+
+        Alternatives count alike, through an `elif` chain: `if input_ids is not None: h = self.embed(input_ids)
+        elif inputs_embeds is not None: h = inputs_embeds`, and `if input_ids is not None: ... else: h =
+        query_embeds` where the arm without the tested input takes the result from another optional input: the
+        caller hands over one of two inputs of the same role (ids or embeddings it computed itself); which one is
+        its calling convention, not the batch's content."""
+        arms = _chain_arms(stmt)
+        if len(arms) < 2:
             return False
-        present_in_body, present_in_else = _presence_tests(stmt.test)
-        for names, present, other in ((present_in_body, stmt.body, stmt.orelse.body),
-                                      (present_in_else, stmt.orelse.body, stmt.body)):
-            if not names or self._scan(present).attrs:
+        fn = self._fns[-1] if self._fns else None
+        # the inputs a caller may leave out (a default), whether this run's callers pass them or not
+        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+                    if p.default is not None} if fn is not None else set()
+        assigned = [{t for t, _ in _assigned(body)} for _, body in arms]
+        for i, (test, body) in enumerate(arms):
+            if self._scan(body).attrs:
                 continue
-            carried = _derived_from(self._fns[-1], set(names)) if self._fns else set(names)
-            got_from_input = {t for t, value in _assigned(present) if _free_names(value) & carried}
-            if got_from_input & {t for t, _ in _assigned(other)}:
+            sources: set[str] = set()
+            if test is not None:
+                sources |= _presence_tests(test)[0]
+            if i + 1 == len(arms) and i == 1 and test is None:
+                # the `else` of a single test: the inputs present when the test fails, and the optional inputs
+                # that stand in for the one the test found absent (`if ids is not None: ... else: h = embeds`)
+                head = arms[0][0]
+                sources |= _presence_tests(head)[1]
+                if _absence_test(head, negated=False):
+                    sources |= optional
+            elif i == 0 and _absence_test(test, negated=True):
+                sources |= optional       # `if ids is None: h = embeds else: h = self.embed(ids)`
+            if not sources:
+                continue
+            carried = _derived_from(fn, set(sources)) if fn is not None else set(sources)
+            got_from_input = {t for t, value in _assigned(body) if _free_names(value) & carried}
+            others = set().union(*(a for j, a in enumerate(assigned) if j != i))
+            if got_from_input & others:
                 return True
         return False
 
@@ -503,6 +528,28 @@ def _presence_tests(test: cst.BaseExpression) -> tuple[set[str], set[str]]:
     when_true = {n for c in comparisons(test, cst.And) if (n := presence(c, cst.IsNot) or bare(c, False))}
     when_false = {n for c in comparisons(test, cst.Or) if (n := presence(c, cst.Is) or bare(c, True))}
     return when_true, when_false
+
+
+def _chain_arms(stmt: cst.If) -> list[tuple[Optional[cst.BaseExpression], cst.BaseSuite]]:
+    """(test, body) of each arm of an `if`/`elif` chain, the final `else` with test None."""
+    arms: list = []
+    node = stmt
+    while isinstance(node, cst.If):
+        arms.append((node.test, node.body))
+        node = node.orelse
+    if isinstance(node, cst.Else):
+        arms.append((None, node.body))
+    return arms
+
+
+def _absence_test(test: Optional[cst.BaseExpression], negated: bool) -> bool:
+    """Is `test` one presence comparison of a name (`v is not None`, `v`) -- or, `negated`, one absence
+    comparison (`v is None`, `not v`)?"""
+    if test is None:
+        return False
+    present, absent = _presence_tests(test)
+    single = isinstance(test, (cst.Comparison, cst.Name, cst.UnaryOperation))
+    return single and (bool(absent) if negated else bool(present))
 
 
 def _assigned(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]]:
