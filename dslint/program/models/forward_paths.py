@@ -402,12 +402,22 @@ class ForwardPaths:
             return False
         comp = test.comparisons[0]
         if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
-                and comp.comparator.value == "None" and isinstance(test.left, cst.Name)):
+                and comp.comparator.value == "None"):
             return False
         if stmt.orelse is not None and self._scan(stmt.orelse).attrs:
             return False
         params = self._params[-1] if self._params else set()
-        return any((t in params) and not (_free_names(value) & {t}) for t, value in _assigned(stmt.body))
+        if isinstance(test.left, cst.Name):
+            return any((t in params) and not (_free_names(value) & {t}) for t, value in _assigned(stmt.body))
+        entry = _entry_of(test.left)
+        if entry is None or isinstance(comp.operator, cst.IsNot):
+            return False
+        # `if outputs.get("image") is None: outputs["image"] = self.encode(pixels)`: an entry of an input dict the
+        # caller may have filled (precomputed encoder outputs), computed here when it did not
+        owner, key = entry
+        carried = _derived_from(self._fns[-1], params) if self._fns else params
+        return owner in carried and any(
+            _entry_of(target) == entry and _entry_of(value) != entry for target, value in _entry_assigns(stmt.body))
 
     def _ifexp(self, small, value: cst.IfExp, paths: list[Path], dd: set[str], method: str) -> list[Path]:
         rest = small.with_changes(value=cst.Name("None"))
@@ -550,6 +560,30 @@ def _absence_test(test: Optional[cst.BaseExpression], negated: bool) -> bool:
     present, absent = _presence_tests(test)
     single = isinstance(test, (cst.Comparison, cst.Name, cst.UnaryOperation))
     return single and (bool(absent) if negated else bool(present))
+
+
+def _entry_of(node: cst.BaseExpression) -> Optional[tuple[str, str]]:
+    """(dict name, key code) of `d.get(K)` / `d.get(K, None)` / `d[K]` with a constant key; None otherwise."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and \
+            isinstance(node.func.value, cst.Name) and 1 <= len(node.args) <= 2 and \
+            isinstance(node.args[0].value, cst.SimpleString):
+        return node.func.value.value, node.args[0].value.value
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1 and \
+            isinstance(node.slice[0].slice, cst.Index) and isinstance(node.slice[0].slice.value, cst.SimpleString):
+        return node.value.value, node.slice[0].slice.value.value
+    return None
+
+
+def _entry_assigns(block: cst.BaseSuite) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(target, value) of the block's own top-level assignments to subscripts (`d["k"] = v`, `d["k"]: T = v`)."""
+    out = []
+    for line in block.body if isinstance(block, cst.IndentedBlock) else []:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign):
+                out.extend((t.target, small.value) for t in small.targets)
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                out.append((small.target, small.value))
+    return out
 
 
 def _assigned(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]]:
