@@ -337,6 +337,15 @@ class Program:
         from dslint.program.models.modules import model_facts
         return model_facts(self.view)
 
+    def never_trained(self, cls: ModuleClass) -> bool:
+        """Every construction of the model class found (itself or a class holding it) is in a file that trains
+        nothing, itself or through a function it calls (memoised per class)."""
+        from dslint.program.models.modules import never_trained
+        cache = self.memo("never-trained", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = never_trained(self.view, self.models(), cls)
+        return cache[id(cls)]
+
     def attribute_read_count(self, name: str) -> int:
         from dslint.program.models.modules import attribute_read_count
         return attribute_read_count(self.view, name)

@@ -276,7 +276,10 @@ class UnusedTrainableParam(Rule):
     nothing hangs — but it occupies optimizer state, is saved in checkpoints, and is a sign that a branch
     meant to use it is missing (when some ranks do use it, see DSL303). Only classes whose whole forward chain
     is in the checked files are considered (bases `nn.Module` or other checked classes, no `getattr(self, name)`
-    or `self.children()` style access).
+    or `self.children()` style access). A model that nothing trains is left alone: when every construction the
+    run shows -- of the class or of a class holding it -- is in a file that neither trains (`backward()`,
+    `step()`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate) nor calls a function of another file that
+    does (a unit test building a model to inspect its parameter groups).
     """
 
     code = "DSL302"
@@ -324,9 +327,10 @@ class UnusedTrainableParam(Rule):
             candidates = [a for a in cls.attrs.values() if a.method == "__init__" and facts.trainable(a)]
             if not candidates or any(Program.reaches_attributes_dynamically(c) for c in mro):
                 continue
-            for attr in candidates:
-                if ctx.program.attribute_read_count(attr.name):
-                    continue
+            unread = [a for a in candidates if not ctx.program.attribute_read_count(a.name)]
+            if not unread or ctx.program.never_trained(cls):
+                continue        # a model built only to be inspected (its parameter groups, its structure)
+            for attr in unread:
                 yield Diagnostic(
                     f"`self.{attr.name}` ({attr.kind}) is trainable but nothing in the checked files reads it: it never "
                     f"gets a gradient and is never updated. Every rank skips it alike, so this alone does not hang; "
