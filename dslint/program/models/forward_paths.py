@@ -332,7 +332,8 @@ class ForwardPaths:
 
     def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str):
         paths = self._expr(stmt.test, paths, dd, method)
-        is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt)
+        is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt) \
+            and not self._presence_by_config(stmt.test)
         cid, neg = self._decide(stmt.test, method, is_dd, dd)
         yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no_paths = [p.take(cid, neg, is_dd) for p in paths]
@@ -345,6 +346,46 @@ class ForwardPaths:
         for k, v in sub.items():
             ended[k] += v
         return self._check(yes + no), ended
+
+    def _presence_by_config(self, test: cst.BaseExpression) -> bool:
+        """A test of one batch field's presence (`depth is not None` of an input, `"depth" in batch`,
+        `batch.get("depth") is None`, a local read from `batch.get("depth")`) where every write of that key in
+        the run is unconditional or decided by run-fixed settings (`batch_keys`): the collator always or never
+        sets it for a given configuration, so every rank's batch takes the same arm."""
+        if self.project is None:
+            return False
+        key = self._presence_key(test)
+        if key is None:
+            return False
+        from dslint.program.models.batch_keys import presence_fixed_by_config
+        return presence_fixed_by_config(self.project, key)
+
+    def _presence_key(self, test: cst.BaseExpression) -> Optional[str]:
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test = test.expression
+        subject = test
+        if isinstance(test, cst.Comparison):
+            if len(test.comparisons) != 1:
+                return None
+            comp = test.comparisons[0]
+            if isinstance(comp.operator, (cst.In, cst.NotIn)):
+                return test.left.evaluated_value if isinstance(test.left, cst.SimpleString) else None
+            if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
+                    and comp.comparator.value == "None"):
+                return None
+            subject = test.left
+        entry = _entry_of(subject)
+        if entry is not None:
+            return _evaluated(entry[1])
+        if not isinstance(subject, cst.Name):
+            return None
+        name = subject.value
+        if name in (self._params[-1] if self._params else ()):
+            return name             # an input: the batch field of that name (`model(**batch)`)
+        values = [v for t, v in _assignments(self._fns[-1]) if t == name] if self._fns else []
+        if len(values) == 1 and _entry_of(values[0]) is not None:
+            return _evaluated(_entry_of(values[0])[1])
+        return None
 
     def _handed_over(self, stmt: cst.If) -> bool:
         """`if v is None: out = self.encoder(x) else: out = v.to(x.dtype)`, `if cache is not None and ...:
@@ -583,6 +624,31 @@ def _entry_assigns(block: cst.BaseSuite) -> list[tuple[cst.BaseExpression, cst.B
                 out.extend((t.target, small.value) for t in small.targets)
             elif isinstance(small, cst.AnnAssign) and small.value is not None:
                 out.append((small.target, small.value))
+    return out
+
+
+def _evaluated(code: str) -> Optional[str]:
+    try:
+        value = cst.parse_expression(code)
+    except Exception:
+        return None
+    return value.evaluated_value if isinstance(value, cst.SimpleString) else None
+
+
+def _assignments(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) of every plain `name = value` in the function (nested functions excluded)."""
+    out: list = []
+
+    class Assigns(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    out.append((t.target.value, node.value))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    cst_visit(fn, Assigns())
     return out
 
 
