@@ -104,6 +104,7 @@ class ForwardPaths:
         self._no_grad = 0                       # inside `torch.no_grad()`: uses there produce no gradient
         self._fns: list[cst.FunctionDef] = []
         self._optional: list[set[str]] = []     # per method walked: inputs a batch may lack or bring empty
+        self._following: list = []              # the statements after the one being walked, in its block
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -255,9 +256,11 @@ class ForwardPaths:
     def _block(self, stmts, paths: list[Path], dd: set[str], method: str):
         ended: dict[str, list[Path]] = {"return": [], "raise": [], "continue": [], "break": []}
         live = paths
-        for stmt in stmts:
+        stmts = list(stmts)
+        for i, stmt in enumerate(stmts):
             if not live:
                 break
+            self._following = stmts[i + 1:]
             live, sub = self._stmt(stmt, live, dd, method)
             for k, v in sub.items():
                 ended[k].extend(v)
@@ -330,15 +333,17 @@ class ForwardPaths:
             return paths, ended
         return self._expr(stmt, paths, dd, method), ended
 
-    def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str):
+    def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str, following: Optional[list] = None):
+        following = list(self._following) if following is None else following     # before any inlining
         paths = self._expr(stmt.test, paths, dd, method)
         is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt) \
+            and not self._fills_after_return(stmt, following) \
             and not self._presence_by_config(stmt.test)
         cid, neg = self._decide(stmt.test, method, is_dd, dd)
         yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no_paths = [p.take(cid, neg, is_dd) for p in paths]
         if isinstance(stmt.orelse, cst.If):
-            no, sub = self._if(stmt.orelse, no_paths, dd, method)
+            no, sub = self._if(stmt.orelse, no_paths, dd, method, following=[])
         elif stmt.orelse is not None:
             no, sub = self._block(stmt.orelse.body.body, no_paths, dd, method)
         else:
@@ -346,6 +351,27 @@ class ForwardPaths:
         for k, v in sub.items():
             ended[k] += v
         return self._check(yes + no), ended
+
+    def _fills_after_return(self, stmt: cst.If, following: list) -> bool:
+        """`if memory is not None: return self.decode(memory, tgt)` followed by `memory = self.encode(src)` and
+        the same decoding: a default fill written with an early return. When the caller handed the value over
+        (having computed it), the arm returns with it; otherwise the rest of the block computes it first. Only
+        when the early arm uses no attribute and calls no method that the rest of the block does not use too
+        (an arm with a projection of its own is no fill)."""
+        if stmt.orelse is not None or not following or not self._params:
+            return False
+        present, _ = _presence_tests(stmt.test)
+        if len(present) != 1 or not isinstance(stmt.test, (cst.Comparison, cst.Name)):
+            return False
+        name = next(iter(present))
+        if name not in self._params[-1] or not _ends_in_return(stmt.body):
+            return False
+        rest = cst.IndentedBlock(body=list(following))
+        refills = any(t == name and name not in _free_names(value) for t, value in _assigned(rest))
+        if not refills:
+            return False
+        early, late = self._scan(stmt.body), self._scan(rest)
+        return early.attrs <= late.attrs and _self_calls(early.calls) <= _self_calls(late.calls)
 
     def _presence_by_config(self, test: cst.BaseExpression) -> bool:
         """A test of one batch field's presence (`depth is not None` of an input, `"depth" in batch`,
@@ -650,6 +676,19 @@ def _assignments(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
 
     cst_visit(fn, Assigns())
     return out
+
+
+def _ends_in_return(block: cst.BaseSuite) -> bool:
+    body = block.body if isinstance(block, cst.IndentedBlock) else []
+    if not body or not isinstance(body[-1], cst.SimpleStatementLine):
+        return False
+    return any(isinstance(small, cst.Return) for small in body[-1].body)
+
+
+def _self_calls(calls: list) -> set[str]:
+    """Names of the `self.<name>(...)` calls among `calls`."""
+    return {c.func.attr.value for c in calls if isinstance(c.func, cst.Attribute) and
+            isinstance(c.func.value, cst.Name) and c.func.value.value == "self"}
 
 
 def _assigned(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]]:
