@@ -192,6 +192,14 @@ class Program:
         hazards.hf_zero3_auto_sync
         hazards.taint._rank_capable_units()
 
+    def reads_rank(self, src: "PythonSource", scope: str) -> bool:
+        """Does `scope` of `src` (or its module) bind a name to a rank id or a value computed from one
+        (`local_rank = int(os.environ["LOCAL_RANK"])`, `rank = dist.get_rank()`)? The script then knows it runs
+        as one of several ranks: evidence, beside its launch lines, that more than one process runs it."""
+        from dslint.program.rank.taint import ProjectTaint
+        env = ProjectTaint.of(self.view).scope_env(src, scope)
+        return any(origin is not None and origin.kind in ("rank", "derived") for origin in env.values())
+
     def rank_hazards(self, src: "PythonSource") -> list[Hazard]:
         """Collective sites of `src` that rank-dependent control reaches on some ranks only (DSL101-105)."""
         from dslint.program.rank.hazards import rank_hazards

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import libcst as cst
+
 from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
@@ -170,6 +172,90 @@ def _before_any_group(h: Hazard, ctx: RuleContext) -> bool:
     return at < site and group_created_between(ctx.source, h.scope, at, site) is not None
 
 
+def _fixed_step_count(h: Hazard) -> bool:
+    """`generate(..., max_new_tokens=1)`, or `min_new_tokens` and `max_new_tokens` given the same value: every rank
+    runs the same number of generation steps (EOS cannot end one earlier), so none waits in a forward collective
+    the others have left -- the DSL104 hazard is the per-rank step count. (How many `generate` calls each rank
+    makes is a loop's trip count, DSL102's question.)"""
+    call = h.at
+    if h.code != "DSL104" or not isinstance(call, cst.Call):
+        return False
+    kwargs = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    if any(a.star == "**" for a in call.args):
+        return False
+    most, least = kwargs.get("max_new_tokens"), kwargs.get("min_new_tokens")
+    if isinstance(most, cst.Integer) and most.evaluated_value == 1:
+        return True
+    return most is not None and least is not None and code_of(most, 200) == code_of(least, 200)
+
+
+def _prompts_from_terminal(h: Hazard, ctx: RuleContext) -> bool:
+    """The generating loop reads its prompts with the builtin `input()` (an interactive chat on the terminal) and
+    nothing says that more than one process runs the file: no launcher line runs it, no `--world-size` is given,
+    the script reads no rank id (issue 30, evidence before a finding: a hazard needs evidence that more than one
+    rank runs it). An interactive tool with none of these is a one-process program; with any of them (a
+    `deepspeed --num_gpus 2 chat.py` line, `LOCAL_RANK` read) each rank reads its own line and the finding
+    stands."""
+    if h.code != "DSL104" or h.at is None:
+        return False
+    src = ctx.source
+    if "input" in (src.outline.imports if src.outline is not None else {}):
+        return False            # `input` is something imported, not the builtin
+    if ctx.program.launches_for(src) or getattr(ctx.program.view, "world_size_override", None) or \
+            ctx.program.reads_rank(src, h.scope):
+        return False            # a launcher line, --world-size, or the script reading its rank: several ranks
+    loops = _enclosing_loops(src.module, h.at)
+    return any(_calls_builtin_input(loop) for loop in loops)
+
+
+def _enclosing_loops(module: cst.Module, target: cst.CSTNode) -> list:
+    """The `for`/`while` statements that hold `target`, innermost last (not beyond the enclosing function)."""
+    found: list = []
+
+    class Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.stack: list = []
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if found:
+                return False
+            if node is target:
+                found.append(list(self.stack))
+                return False
+            if isinstance(node, (cst.For, cst.While)):
+                self.stack.append(node)
+            elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
+                self.stack.append(None)
+            return True
+
+        def on_leave(self, node: cst.CSTNode) -> None:
+            if self.stack and isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.Lambda)):
+                self.stack.pop()
+
+    module.visit(Find())
+    if not found:
+        return []
+    chain = found[0]
+    out = []
+    for node in reversed(chain):
+        if node is None:
+            break
+        out.append(node)
+    return out
+
+
+def _calls_builtin_input(loop: cst.CSTNode) -> bool:
+    hit: list = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "input":
+                hit.append(node)
+
+    loop.visit(Calls())
+    return bool(hit)
+
+
 # `**name` splats that may already carry generate()'s keywords: adding synced_gpus= next to them could pass it
 # twice (TypeError), so the fix is unsafe there
 _GEN_KWARGS = ("kwarg", "gen", "config", "param", "arg", "opt", "setting", "sampling")
@@ -252,7 +338,8 @@ class _CollectiveRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for h in ctx.program.rank_hazards(ctx.source):
-            if h.code == self.code and not _before_any_group(h, ctx):
+            if h.code == self.code and not _before_any_group(h, ctx) and not _fixed_step_count(h) \
+                    and not _prompts_from_terminal(h, ctx):
                 yield diagnose(h, ctx)
 
 
