@@ -15,6 +15,7 @@ caller builds the batch outside the checked files) leaves it data-dependent.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -38,8 +39,15 @@ def presence_fixed_by_config(project: "ProjectView", key: str) -> bool:
 
 def _decide(project: "ProjectView", key: str) -> bool:
     words = (f'"{key}"', f"'{key}'", f"{key}=")
+    quoted = f"[\"']{re.escape(key)}[\"']"
+    # a file is parsed only when its text may hold a write of the key: `["key"] =` (or `]: T =`), `"key":`,
+    # `setdefault("key"`, `dict(... key=`
+    may_write = re.compile(rf"{quoted}\s*\]\s*(?:=[^=]|:)|{quoted}\s*:|setdefault\(\s*{quoted}|"
+                           rf"\bdict\((?:[^()]|\([^()]*\))*\b{re.escape(key)}\s*=[^=]")
     found = False
     for src in project.mentioning(*words):
+        if not may_write.search(src.text):
+            continue
         writes = _writes(src, key)
         if writes is None:
             return False        # the file could not be read: a write there is not known to be config-decided
