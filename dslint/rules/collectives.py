@@ -181,11 +181,11 @@ def _fixed_step_count(h: Hazard) -> bool:
     if h.code != "DSL104" or not isinstance(call, cst.Call):
         return False
     kwargs = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-    if any(a.star == "**" for a in call.args):
-        return False
     most, least = kwargs.get("max_new_tokens"), kwargs.get("min_new_tokens")
     if isinstance(most, cst.Integer) and most.evaluated_value == 1:
-        return True
+        return True             # a `**inputs` beside it cannot pass max_new_tokens again, and one step always runs
+    if any(a.star == "**" for a in call.args):
+        return False            # it may pass a stopping criterion that ends one rank's generation early
     return most is not None and least is not None and code_of(most, 200) == code_of(least, 200)
 
 
