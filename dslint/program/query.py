@@ -192,6 +192,36 @@ class Program:
         hazards.hf_zero3_auto_sync
         hazards.taint._rank_capable_units()
 
+    def same_on_every_rank(self, src: "PythonSource", expr: Any, scope: str, depth: int = 0) -> bool:
+        """Is `expr` (evaluated in function `scope` of `src`) proven the same on every rank: the rank-uniformity
+        lattice says Uniform, and every parameter of `scope` it reads is one the checked files call the function
+        with (a function nobody calls visibly -- a `collate_fn`, a Dataset's `__getitem__` -- gets its values
+        from code not seen, so nothing is proven), the callers' functions in turn up to three levels."""
+        from dslint.program.facts import MODULE_SCOPE
+        from dslint.program.rank.lattice import Uniform, uniformity
+        from dslint.program.rank.taint import ProjectTaint
+        if not isinstance(uniformity(self.view, src, expr, scope), Uniform):
+            return False
+        if scope in (None, MODULE_SCOPE):
+            return True
+        info = src.facts.functions.get(scope)
+        if info is None or depth > 2:
+            return False
+        import libcst as cst
+
+        from dslint.sources.cstwalk import walk
+        names = {n.value for n in walk(expr) if isinstance(n, cst.Name)}
+        if not names & set(info.params):
+            return True
+        analysis = ProjectTaint.of(self.view)
+        callers = [(other, call) for other in analysis._files_calling_function(src, info)
+                   for call in other.facts.calls if call.attr == info.name]
+        if not callers:
+            return False
+        return all(call.scope != scope and all(self.same_on_every_rank(other, arg.value, call.scope, depth + 1)
+                                               for arg in call.node.args)
+                   for other, call in callers)
+
     def reads_rank(self, src: "PythonSource", scope: str) -> bool:
         """Does `scope` of `src` (or its module) bind a name to a rank id or a value computed from one
         (`local_rank = int(os.environ["LOCAL_RANK"])`, `rank = dist.get_rank()`)? The script then knows it runs
