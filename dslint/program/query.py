@@ -71,6 +71,13 @@ class Program:
         """The launcher lines (deepspeed/torchrun/accelerate ...) that run `src`."""
         return list(self.view._launches_for(src))
 
+    def unit_launch_configs(self) -> list[str]:
+        """The DeepSpeed config references (`--deepspeed zero2.json`) on the launcher lines of this view's launch
+        units, as written -- resolved or not (a line after `cd ~/repo`). Empty when the view belongs to no unit."""
+        if self.view.unit_launches is None:
+            return []
+        return [ref for _, launch in self.view.unit_launches for ref in launch.config_paths]
+
     def world_size_for(self, src: "PythonSource") -> Optional[int]:
         return self.view.world_size_for(src)
 

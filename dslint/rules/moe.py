@@ -60,8 +60,9 @@ class MoEGroupsNotInitialised(Rule):
     kernel-injected MoE inference modules and never calls `set_deepspeed_parallelism()` on native `MoE` layers.
 
     Not flagged: a single-process script (no launcher line, no process-group setup), a script that passes the
-    model to `deepspeed.initialize` or to an HF `Trainer` with a DeepSpeed config, and `ep_size=1` on
-    DeepSpeed ≥ 0.19.1.
+    model to `deepspeed.initialize` or to an HF `Trainer` (a subclass another file defines included) with a
+    DeepSpeed config -- in its `TrainingArguments` or on the command line of the launch lines that start its
+    program (`deepspeed train_mem.py --deepspeed zero2.json`) --, and `ep_size=1` on DeepSpeed ≥ 0.19.1.
     """
 
     code = "DSL201"
@@ -141,6 +142,10 @@ class MoEGroupsNotInitialised(Rule):
             return
         if any(c.kind == "trainer" and program.configs_for_call(src, c.call) for c in calls):
             return
+        if any(c.kind == "trainer" for c in calls) and program.unit_launch_configs():
+            return      # the launch lines of its program hand it a DeepSpeed config on the command line (`deepspeed
+                        # train_mem.py --deepspeed zero2.json` after a `cd` dslint cannot follow), which the
+                        # Trainer's parsed arguments carry to deepspeed.initialize
         builder_fns = facts.builder_functions
         consumers = []
         for call in src.facts.calls:
