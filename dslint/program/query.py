@@ -71,6 +71,11 @@ class Program:
         """The launcher lines (deepspeed/torchrun/accelerate ...) that run `src`."""
         return list(self.view._launches_for(src))
 
+    def unit_launch_lines(self) -> list:
+        """The launcher lines of this view's launch units (empty when the view belongs to no unit): what starts
+        the program the checked file belongs to, whichever of its files the line names."""
+        return list(self.view.unit_launches or ())
+
     def unit_launch_configs(self) -> list[str]:
         """The DeepSpeed config references (`--deepspeed zero2.json`) on the launcher lines of this view's launch
         units, as written -- resolved or not (a line after `cd ~/repo`). Empty when the view belongs to no unit."""

@@ -12,7 +12,7 @@ import libcst as cst
 
 from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
-from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+from dslint.rules.base import Clue, Diagnostic, Example, Rule, RuleContext, Trace
 from dslint.rules.evidence import dedupe, group_clues, group_created_between, launch_clues, site_clues
 
 _Z3_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
@@ -189,23 +189,25 @@ def _fixed_step_count(h: Hazard) -> bool:
     return most is not None and least is not None and code_of(most, 200) == code_of(least, 200)
 
 
+def _several_ranks(h: Hazard, ctx: RuleContext) -> bool:
+    """Is there evidence that more than one process runs the generating code (issue 30 item 6: a hazard needs
+    evidence in the launch unit that more than one rank runs it)? A launcher line of the program the file belongs
+    to (`ProjectView` unit launches: a line with one process already keeps the rule from running), `--world-size`,
+    or the script reading its rank where it generates (`LOCAL_RANK`, `dist.get_rank()`: it knows it is one of
+    several). Asked of a generating loop fed by the terminal, which is a one-process tool unless one of these
+    says otherwise: the finding is then unproven, hidden unless --show-unproven."""
+    program = ctx.program
+    if program.unit_launch_lines() or getattr(program.view, "world_size_override", None):
+        return True
+    return program.reads_rank(ctx.source, h.scope)
+
+
 def _prompts_from_terminal(h: Hazard, ctx: RuleContext) -> bool:
-    """The generating loop reads its prompts with the builtin `input()` (an interactive chat on the terminal) and
-    nothing says that more than one process runs the file: no launcher line runs it, no `--world-size` is given,
-    the script reads no rank id (issue 30, evidence before a finding: a hazard needs evidence that more than one
-    rank runs it). An interactive tool with none of these is a one-process program; with any of them (a
-    `deepspeed --num_gpus 2 chat.py` line, `LOCAL_RANK` read) each rank reads its own line and the finding
-    stands."""
-    if h.code != "DSL104" or h.at is None:
+    """The generating loop reads its prompts with the builtin `input()`: an interactive chat (said in the unproven
+    finding's evidence)."""
+    if h.at is None or "input" in (ctx.source.outline.imports if ctx.source.outline is not None else {}):
         return False
-    src = ctx.source
-    if "input" in (src.outline.imports if src.outline is not None else {}):
-        return False            # `input` is something imported, not the builtin
-    if ctx.program.launches_for(src) or getattr(ctx.program.view, "world_size_override", None) or \
-            ctx.program.reads_rank(src, h.scope):
-        return False            # a launcher line, --world-size, or the script reading its rank: several ranks
-    loops = _enclosing_loops(src.module, h.at)
-    return any(_calls_builtin_input(loop) for loop in loops)
+    return any(_calls_builtin_input(loop) for loop in _enclosing_loops(ctx.source.module, h.at))
 
 
 def _enclosing_loops(module: cst.Module, target: cst.CSTNode) -> list:
@@ -338,9 +340,15 @@ class _CollectiveRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for h in ctx.program.rank_hazards(ctx.source):
-            if h.code == self.code and not _before_any_group(h, ctx) and not _fixed_step_count(h) \
-                    and not _prompts_from_terminal(h, ctx):
-                yield diagnose(h, ctx)
+            if h.code == self.code and not _before_any_group(h, ctx) and not _fixed_step_count(h):
+                diag = diagnose(h, ctx)
+                if h.code == "DSL104" and _prompts_from_terminal(h, ctx) and not _several_ranks(h, ctx):
+                    diag.proven = False
+                    diag.evidence.append(Clue(
+                        "ranks", "its prompts are typed on the terminal (`input()`) and nothing shows that more than "
+                        "one process runs it -- no launcher line of its program, no --world-size, no rank id read "
+                        "where it generates: an interactive one-process tool", found=False))
+                yield diag
 
 
 class RankGuardedCollective(_CollectiveRule):
