@@ -599,6 +599,11 @@ class GenerateNotSynced(_CollectiveRule):
     class it was handed to (`self.actor_model.module.generate`), a helper's parameter (`def evaluate(loader,
     model)` called with the engine) or a helper's return; its own DeepSpeed config decides, and the finding's
     trace shows the hand-offs ("engine created by deepspeed.initialize at a.py:12 → stored on self.actor …").
+
+    Not flagged: a `generate` that runs a fixed number of steps on every rank (`max_new_tokens=1`, or
+    `min_new_tokens` equal to `max_new_tokens`). Unproven (hidden unless `--show-unproven`): a generating loop
+    fed by the terminal (`input()`) with nothing showing a second process -- no launcher line of its program, no
+    `--world-size`, no rank id read where it generates.
     """
 
     code = "DSL104"

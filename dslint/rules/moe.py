@@ -602,7 +602,9 @@ class MoETokenCountVaries(Rule):
     (DeepSpeed #5794 "Expert parallel hangs at the last MoE layer"); gloo aborts.
 
     Safe, not flagged: fixed-length padding (`padding="max_length"`), a pad length all-reduced to the max in the
-    padding function, `ep_size=1`, and top-k ≥ 2 with `drop_tokens=False` (capacity all-reduced, no clamp).
+    padding function, `ep_size=1`, top-k ≥ 2 with `drop_tokens=False` (capacity all-reduced, no clamp), and texts
+    proven the same on every rank (the rank-uniformity lattice says so and every caller of the padding function
+    is seen: an evaluation where every rank scores the same prompt file, no rank split).
     """
 
     code = "DSL204"

@@ -379,7 +379,16 @@ class ConditionallyUsedParam(Rule):
     n.startswith("vision.")])`: DeepSpeed reduces only its optimizer's parameters),
     uses under `torch.no_grad()`, attributes holding no parameters (a transformers tokenizer or processor),
     tests that only say where a value comes from (`if inputs_embeds is None: inputs_embeds =
-    self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it), tests on uniform values only.
+    self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it; ids or embeddings handed over
+    as alternatives, `elif inputs_embeds is not None: h = inputs_embeds`; an input dict's entry filled when
+    absent, `if outputs.get("image") is None: outputs["image"] = self.vision(pixels)`; a fill written with an
+    early return, `if memory is not None: return self.decode(memory)` before `memory = self.encode(src)`),
+    tests on uniform values only. A batch field whose presence the configuration decides is uniform: when every
+    write of its key in the run (`batch["depth"] = ...`, `{"depth": ...}`) is unconditional or under tests of
+    run-fixed values (a collator's `self.use_depth`), the collator sets it for every batch or for none; a write
+    under a test of the items (`if all("depth" in x for x in items)`) keeps it data-dependent. A test on the
+    rank is one whose value the rank-uniformity lattice finds rank-varying (`self.me = dist.get_rank()`), not
+    one whose code spells a rank word.
     """
 
     code = "DSL303"
