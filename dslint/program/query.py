@@ -222,9 +222,11 @@ class Program:
         import libcst as cst
 
         from dslint.sources.cstwalk import walk
+        from dslint.program.models.forward_paths import derived_names
         names = {n.value for n in walk(expr) if isinstance(n, cst.Name)}
-        if not names & set(info.params):
-            return True
+        params = set(info.params)
+        if not names & (params | derived_names(info.node, params)):
+            return True         # reads no parameter, nor a local computed from one
         analysis = ProjectTaint.of(self.view)
         callers = [(other, call) for other in analysis._files_calling_function(src, info)
                    for call in other.facts.calls if call.attr == info.name]

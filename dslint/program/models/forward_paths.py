@@ -526,6 +526,11 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
     return out - set(dd)
 
 
+def derived_names(fn: cst.FunctionDef, seeds: set[str]) -> set[str]:
+    """The locals of `fn` assigned (or looped over) from values computed from `seeds` (flow-insensitive)."""
+    return _derived(fn, set(seeds))
+
+
 def _is_no_grad(expr: cst.BaseExpression) -> bool:
     """`torch.no_grad()` / `torch.inference_mode()` (as a decorator, with or without the call, or a `with`
     item): torch records no gradient for the parameters used under it."""
