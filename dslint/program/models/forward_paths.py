@@ -527,8 +527,53 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
 
 
 def derived_names(fn: cst.FunctionDef, seeds: set[str]) -> set[str]:
-    """The locals of `fn` assigned (or looped over) from values computed from `seeds` (flow-insensitive)."""
-    return _derived(fn, set(seeds))
+    """The locals of `fn` computed from `seeds` (flow-insensitive): assigned or looped over from them, and also
+    filled with them in place -- `xs.append(v)`, `xs.extend(v)`, `xs[k] = v`, `xs += v` (a list of prompts built
+    from the sources one by one)."""
+    pairs: list[tuple[set[str], set[str]]] = []
+
+    class Fills(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            targets: set[str] = set()
+            for t in node.targets:
+                targets |= _target_names(t.target) | _root_name(t.target)
+            pairs.append((targets, _names(node.value)))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            pairs.append((_target_names(node.target) | _root_name(node.target), _names(node.value)))
+
+        def visit_For(self, node: cst.For) -> None:
+            pairs.append((_target_names(node.target), _names(node.iter)))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
+                    func.attr.value in ("append", "extend", "insert", "add", "update", "setdefault"):
+                sources: set[str] = set()
+                for a in node.args:
+                    sources |= _names(a.value)
+                pairs.append(({func.value.value}, sources))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    cst_visit(fn, Fills())
+    out = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for targets, sources in pairs:
+            if sources & out and not targets <= out:
+                out |= targets
+                changed = True
+    return out - set(seeds)
+
+
+def _root_name(target: cst.BaseExpression) -> set[str]:
+    """`xs` of `xs[k]` / `xs.attr` as an assignment target (the container filled in place)."""
+    while isinstance(target, (cst.Subscript, cst.Attribute)):
+        target = target.value
+    return {target.value} if isinstance(target, cst.Name) and target.value != "self" else set()
 
 
 def _is_no_grad(expr: cst.BaseExpression) -> bool:
