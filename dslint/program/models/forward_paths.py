@@ -528,8 +528,8 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
 
 def derived_names(fn: cst.FunctionDef, seeds: set[str]) -> set[str]:
     """The locals of `fn` computed from `seeds` (flow-insensitive): assigned or looped over from them, and also
-    filled with them in place -- `xs.append(v)`, `xs.extend(v)`, `xs[k] = v`, `xs += v` (a list of prompts built
-    from the sources one by one)."""
+    filled with them in place -- `xs.append(v)`, `conv.append_message(role, v)` (any method of a local given
+    them), `xs[k] = v`, `xs += v` (a list of prompts built from the sources one by one)."""
     pairs: list[tuple[set[str], set[str]]] = []
 
     class Fills(cst.CSTVisitor):
@@ -547,8 +547,9 @@ def derived_names(fn: cst.FunctionDef, seeds: set[str]) -> set[str]:
 
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
-            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
-                    func.attr.value in ("append", "extend", "insert", "add", "update", "setdefault"):
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
+                # a method of a local fed with the values (`xs.append(v)`, `conv.append_message(role, text)`): the
+                # object may hold them afterwards
                 sources: set[str] = set()
                 for a in node.args:
                     sources |= _names(a.value)
