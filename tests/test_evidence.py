@@ -189,3 +189,15 @@ def test_engine_known_by_its_use_through_a_function_parameter():
     # the same without `backward(loss)` on it: a plain module, and `save_checkpoint` of an unknown object
     plain = text.replace("model.backward(loss)", "loss.backward()").replace("model.save_checkpoint", "model.save")
     assert _run({"loop.py": plain}, show_unproven=True).findings == []
+
+
+def test_terminal_chat_without_a_second_rank_is_unproven():
+    """A generating loop fed by `input()` under init_inference, with no launcher line, --world-size or rank read:
+    a one-process tool, its DSL104 hidden unless asked for; the same chat reading LOCAL_RANK is proven."""
+    report = _run(_fixture("generate_terminal_chat_one_process.py"))
+    assert report.findings == [] and report.hidden == 1
+    [f] = _run(_fixture("generate_terminal_chat_one_process.py"), show_unproven=True).findings
+    assert f.code == "DSL104" and f.proven is False
+    assert "ranks" in [e.kind for e in f.evidence if not e.found]
+    [g] = _run(_fixture("generate_input_loop_init_inference.py")).findings
+    assert g.code == "DSL104" and g.proven and "ranks" not in {e.kind for e in g.evidence}

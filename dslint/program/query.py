@@ -71,6 +71,18 @@ class Program:
         """The launcher lines (deepspeed/torchrun/accelerate ...) that run `src`."""
         return list(self.view._launches_for(src))
 
+    def unit_launch_lines(self) -> list:
+        """The launcher lines of this view's launch units (empty when the view belongs to no unit): what starts
+        the program the checked file belongs to, whichever of its files the line names."""
+        return list(self.view.unit_launches or ())
+
+    def unit_launch_configs(self) -> list[str]:
+        """The DeepSpeed config references (`--deepspeed zero2.json`) on the launcher lines of this view's launch
+        units, as written -- resolved or not (a line after `cd ~/repo`). Empty when the view belongs to no unit."""
+        if self.view.unit_launches is None:
+            return []
+        return [ref for _, launch in self.view.unit_launches for ref in launch.config_paths]
+
     def world_size_for(self, src: "PythonSource") -> Optional[int]:
         return self.view.world_size_for(src)
 
@@ -191,6 +203,46 @@ class Program:
         hazards.sites.moe_classes
         hazards.hf_zero3_auto_sync
         hazards.taint._rank_capable_units()
+
+    def same_on_every_rank(self, src: "PythonSource", expr: Any, scope: str, depth: int = 0) -> bool:
+        """Is `expr` (evaluated in function `scope` of `src`) proven the same on every rank: the rank-uniformity
+        lattice says Uniform, and every parameter of `scope` it reads is one the checked files call the function
+        with (a function nobody calls visibly -- a `collate_fn`, a Dataset's `__getitem__` -- gets its values
+        from code not seen, so nothing is proven), the callers' functions in turn up to three levels."""
+        from dslint.program.facts import MODULE_SCOPE
+        from dslint.program.rank.lattice import Uniform, uniformity
+        from dslint.program.rank.taint import ProjectTaint
+        if not isinstance(uniformity(self.view, src, expr, scope), Uniform):
+            return False
+        if scope in (None, MODULE_SCOPE):
+            return True
+        info = src.facts.functions.get(scope)
+        if info is None or depth > 2:
+            return False
+        import libcst as cst
+
+        from dslint.sources.cstwalk import walk
+        from dslint.program.models.forward_paths import derived_names
+        names = {n.value for n in walk(expr) if isinstance(n, cst.Name)}
+        params = set(info.params)
+        if not names & (params | derived_names(info.node, params)):
+            return True         # reads no parameter, nor a local computed from one
+        analysis = ProjectTaint.of(self.view)
+        callers = [(other, call) for other in analysis._files_calling_function(src, info)
+                   for call in other.facts.calls if call.attr == info.name]
+        if not callers:
+            return False
+        return all(call.scope != scope and all(self.same_on_every_rank(other, arg.value, call.scope, depth + 1)
+                                               for arg in call.node.args)
+                   for other, call in callers)
+
+    def reads_rank(self, src: "PythonSource", scope: str) -> bool:
+        """Does `scope` of `src` (or its module) bind a name to a rank id or a value computed from one
+        (`local_rank = int(os.environ["LOCAL_RANK"])`, `rank = dist.get_rank()`)? The script then knows it runs
+        as one of several ranks: evidence, beside its launch lines, that more than one process runs it."""
+        from dslint.program.rank.taint import ProjectTaint
+        env = ProjectTaint.of(self.view).scope_env(src, scope)
+        return any(origin is not None and origin.kind in ("rank", "derived") for origin in env.values())
 
     def rank_hazards(self, src: "PythonSource") -> list[Hazard]:
         """Collective sites of `src` that rank-dependent control reaches on some ranks only (DSL101-105)."""
@@ -336,6 +388,15 @@ class Program:
         """The run's `nn.Module` classes, the parameters/submodules they create, and what the scripts freeze."""
         from dslint.program.models.modules import model_facts
         return model_facts(self.view)
+
+    def never_trained(self, cls: ModuleClass) -> bool:
+        """Every construction of the model class found (itself or a class holding it) is in a file that trains
+        nothing, itself or through a function it calls (memoised per class)."""
+        from dslint.program.models.modules import never_trained
+        cache = self.memo("never-trained", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = never_trained(self.view, self.models(), cls)
+        return cache[id(cls)]
 
     def attribute_read_count(self, name: str) -> int:
         from dslint.program.models.modules import attribute_read_count

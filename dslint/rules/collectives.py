@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import libcst as cst
+
 from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
-from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
+from dslint.rules.base import Clue, Diagnostic, Example, Rule, RuleContext, Trace
 from dslint.rules.evidence import dedupe, group_clues, group_created_between, launch_clues, site_clues
 
 _Z3_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
@@ -172,6 +174,92 @@ def _before_any_group(h: Hazard, ctx: RuleContext) -> bool:
     return at < site and group_created_between(ctx.source, h.scope, at, site) is not None
 
 
+def _fixed_step_count(h: Hazard) -> bool:
+    """`generate(..., max_new_tokens=1)`, or `min_new_tokens` and `max_new_tokens` given the same value: every rank
+    runs the same number of generation steps (EOS cannot end one earlier), so none waits in a forward collective
+    the others have left -- the DSL104 hazard is the per-rank step count. (How many `generate` calls each rank
+    makes is a loop's trip count, DSL102's question.)"""
+    call = h.at
+    if h.code != "DSL104" or not isinstance(call, cst.Call):
+        return False
+    kwargs = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    most, least = kwargs.get("max_new_tokens"), kwargs.get("min_new_tokens")
+    if isinstance(most, cst.Integer) and most.evaluated_value == 1:
+        return True             # a `**inputs` beside it cannot pass max_new_tokens again, and one step always runs
+    if any(a.star == "**" for a in call.args):
+        return False            # it may pass a stopping criterion that ends one rank's generation early
+    return most is not None and least is not None and code_of(most, 200) == code_of(least, 200)
+
+
+def _several_ranks(h: Hazard, ctx: RuleContext) -> bool:
+    """Is there evidence that more than one process runs the generating code (issue 30 item 6: a hazard needs
+    evidence in the launch unit that more than one rank runs it)? A launcher line of the program the file belongs
+    to (`ProjectView` unit launches: a line with one process already keeps the rule from running), `--world-size`,
+    or the script reading its rank where it generates (`LOCAL_RANK`, `dist.get_rank()`: it knows it is one of
+    several). Asked of a generating loop fed by the terminal, which is a one-process tool unless one of these
+    says otherwise: the finding is then unproven, hidden unless --show-unproven."""
+    program = ctx.program
+    if program.unit_launch_lines() or getattr(program.view, "world_size_override", None):
+        return True
+    return program.reads_rank(ctx.source, h.scope)
+
+
+def _prompts_from_terminal(h: Hazard, ctx: RuleContext) -> bool:
+    """The generating loop reads its prompts with the builtin `input()`: an interactive chat (said in the unproven
+    finding's evidence)."""
+    if h.at is None or "input" in (ctx.source.outline.imports if ctx.source.outline is not None else {}):
+        return False
+    return any(_calls_builtin_input(loop) for loop in _enclosing_loops(ctx.source.module, h.at))
+
+
+def _enclosing_loops(module: cst.Module, target: cst.CSTNode) -> list:
+    """The `for`/`while` statements that hold `target`, innermost last (not beyond the enclosing function)."""
+    found: list = []
+
+    class Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.stack: list = []
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if found:
+                return False
+            if node is target:
+                found.append(list(self.stack))
+                return False
+            if isinstance(node, (cst.For, cst.While)):
+                self.stack.append(node)
+            elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
+                self.stack.append(None)
+            return True
+
+        def on_leave(self, node: cst.CSTNode) -> None:
+            if self.stack and isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.Lambda)):
+                self.stack.pop()
+
+    module.visit(Find())
+    if not found:
+        return []
+    chain = found[0]
+    out = []
+    for node in reversed(chain):
+        if node is None:
+            break
+        out.append(node)
+    return out
+
+
+def _calls_builtin_input(loop: cst.CSTNode) -> bool:
+    hit: list = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "input":
+                hit.append(node)
+
+    loop.visit(Calls())
+    return bool(hit)
+
+
 # `**name` splats that may already carry generate()'s keywords: adding synced_gpus= next to them could pass it
 # twice (TypeError), so the fix is unsafe there
 _GEN_KWARGS = ("kwarg", "gen", "config", "param", "arg", "opt", "setting", "sampling")
@@ -254,8 +342,15 @@ class _CollectiveRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for h in ctx.program.rank_hazards(ctx.source):
-            if h.code == self.code and not _before_any_group(h, ctx):
-                yield diagnose(h, ctx)
+            if h.code == self.code and not _before_any_group(h, ctx) and not _fixed_step_count(h):
+                diag = diagnose(h, ctx)
+                if h.code == "DSL104" and _prompts_from_terminal(h, ctx) and not _several_ranks(h, ctx):
+                    diag.proven = False
+                    diag.evidence.append(Clue(
+                        "ranks", "its prompts are typed on the terminal (`input()`) and nothing shows that more than "
+                        "one process runs it -- no launcher line of its program, no --world-size, no rank id read "
+                        "where it generates: an interactive one-process tool", found=False))
+                yield diag
 
 
 class RankGuardedCollective(_CollectiveRule):
@@ -508,6 +603,11 @@ class GenerateNotSynced(_CollectiveRule):
     class it was handed to (`self.actor_model.module.generate`), a helper's parameter (`def evaluate(loader,
     model)` called with the engine) or a helper's return; its own DeepSpeed config decides, and the finding's
     trace shows the hand-offs ("engine created by deepspeed.initialize at a.py:12 → stored on self.actor …").
+
+    Not flagged: a `generate` that runs a fixed number of steps on every rank (`max_new_tokens=1`, or
+    `min_new_tokens` equal to `max_new_tokens`). Unproven (hidden unless `--show-unproven`): a generating loop
+    fed by the terminal (`input()`) with nothing showing a second process -- no launcher line of its program, no
+    `--world-size`, no rank id read where it generates.
     """
 
     code = "DSL104"

@@ -60,8 +60,9 @@ class MoEGroupsNotInitialised(Rule):
     kernel-injected MoE inference modules and never calls `set_deepspeed_parallelism()` on native `MoE` layers.
 
     Not flagged: a single-process script (no launcher line, no process-group setup), a script that passes the
-    model to `deepspeed.initialize` or to an HF `Trainer` with a DeepSpeed config, and `ep_size=1` on
-    DeepSpeed ≥ 0.19.1.
+    model to `deepspeed.initialize` or to an HF `Trainer` (a subclass another file defines included) with a
+    DeepSpeed config -- in its `TrainingArguments` or on the command line of the launch lines that start its
+    program (`deepspeed train_mem.py --deepspeed zero2.json`) --, and `ep_size=1` on DeepSpeed ≥ 0.19.1.
     """
 
     code = "DSL201"
@@ -141,6 +142,10 @@ class MoEGroupsNotInitialised(Rule):
             return
         if any(c.kind == "trainer" and program.configs_for_call(src, c.call) for c in calls):
             return
+        if any(c.kind == "trainer" for c in calls) and program.unit_launch_configs():
+            return      # the launch lines of its program hand it a DeepSpeed config on the command line (`deepspeed
+                        # train_mem.py --deepspeed zero2.json` after a `cd` dslint cannot follow), which the
+                        # Trainer's parsed arguments carry to deepspeed.initialize
         builder_fns = facts.builder_functions
         consumers = []
         for call in src.facts.calls:
@@ -182,6 +187,24 @@ class MoEGroupsNotInitialised(Rule):
             f"`deepspeed.initialize`.", call.node, severity=severity,
             trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)],
             fix=_initialize_fix(src, call.node))
+
+
+def _same_texts_everywhere(ctx: RuleContext, pad) -> bool:
+    """The padding call tokenizes texts that are proven the same on every rank (`Program.same_on_every_rank`: an
+    evaluation script where every rank reads the same prompt files, no rank split, every caller seen): then the
+    padded length is the same everywhere too (issue 30: evidence before a finding)."""
+    import libcst as cst
+    node = pad.node
+    if not isinstance(node, cst.Call) or pad.src is not ctx.source:
+        return False
+    texts = next((a.value for a in node.args if a.keyword is None and not a.star), None)
+    if texts is None:
+        texts = next((a.value for a in node.args if a.keyword is not None and a.keyword.value in ("text", "texts")),
+                     None)
+    call = next((c for c in ctx.source.facts.calls if c.node is node), None)
+    if texts is None or call is None or (call.attr or "")[:1].isupper():
+        return False        # a collator built here (`DataCollatorWithPadding(tok, ...)`) pads the batches it gets later
+    return ctx.program.same_on_every_rank(ctx.source, texts, call.scope)
 
 
 def _initialize_fix(src, node) -> Optional[Fix]:
@@ -579,7 +602,9 @@ class MoETokenCountVaries(Rule):
     (DeepSpeed #5794 "Expert parallel hangs at the last MoE layer"); gloo aborts.
 
     Safe, not flagged: fixed-length padding (`padding="max_length"`), a pad length all-reduced to the max in the
-    padding function, `ep_size=1`, and top-k ≥ 2 with `drop_tokens=False` (capacity all-reduced, no clamp).
+    padding function, `ep_size=1`, top-k ≥ 2 with `drop_tokens=False` (capacity all-reduced, no clamp), and texts
+    proven the same on every rank (the rank-uniformity lattice says so and every caller of the padding function
+    is seen: an evaluation where every rank scores the same prompt file, no rank split).
     """
 
     code = "DSL204"
@@ -660,6 +685,8 @@ class MoETokenCountVaries(Rule):
         ep = site.get("ep_size")
         ep_text = f"ep_size={ep.value}" if ep.known else "ep_size (unknown statically; flagged in case it is > 1)"
         for pad in ctx.program.dynamic_padding_sites(ctx.source):
+            if _same_texts_everywhere(ctx, pad):
+                continue
             yield Diagnostic(
                 f"{pad.what}, so the number of tokens S differs across ranks; the MoE layers run with {ep_text} and "
                 f"{why}. The un-split `all_to_all_single` then disagrees in size across the expert-parallel group: "

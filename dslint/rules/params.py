@@ -117,7 +117,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     interesting = interesting - _library_reachable(root, interesting)
                     if not interesting:
                         continue
-                walker = ForwardPaths(root, names - shadowed)
+                walker = ForwardPaths(root, names - shadowed, program.view)
                 try:
                     paths = walker.root(found[1].node, program.uniform_inputs(root))
                 except (TooManyPaths, RecursionError):
@@ -276,7 +276,10 @@ class UnusedTrainableParam(Rule):
     nothing hangs — but it occupies optimizer state, is saved in checkpoints, and is a sign that a branch
     meant to use it is missing (when some ranks do use it, see DSL303). Only classes whose whole forward chain
     is in the checked files are considered (bases `nn.Module` or other checked classes, no `getattr(self, name)`
-    or `self.children()` style access).
+    or `self.children()` style access). A model that nothing trains is left alone: when every construction the
+    run shows -- of the class or of a class holding it -- is in a file that neither trains (`backward()`,
+    `step()`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate) nor calls a function of another file that
+    does (a unit test building a model to inspect its parameter groups).
     """
 
     code = "DSL302"
@@ -324,9 +327,10 @@ class UnusedTrainableParam(Rule):
             candidates = [a for a in cls.attrs.values() if a.method == "__init__" and facts.trainable(a)]
             if not candidates or any(Program.reaches_attributes_dynamically(c) for c in mro):
                 continue
-            for attr in candidates:
-                if ctx.program.attribute_read_count(attr.name):
-                    continue
+            unread = [a for a in candidates if not ctx.program.attribute_read_count(a.name)]
+            if not unread or ctx.program.never_trained(cls):
+                continue        # a model built only to be inspected (its parameter groups, its structure)
+            for attr in unread:
                 yield Diagnostic(
                     f"`self.{attr.name}` ({attr.kind}) is trainable but nothing in the checked files reads it: it never "
                     f"gets a gradient and is never updated. Every rank skips it alike, so this alone does not hang; "
@@ -375,7 +379,16 @@ class ConditionallyUsedParam(Rule):
     n.startswith("vision.")])`: DeepSpeed reduces only its optimizer's parameters),
     uses under `torch.no_grad()`, attributes holding no parameters (a transformers tokenizer or processor),
     tests that only say where a value comes from (`if inputs_embeds is None: inputs_embeds =
-    self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it), tests on uniform values only.
+    self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it; ids or embeddings handed over
+    as alternatives, `elif inputs_embeds is not None: h = inputs_embeds`; an input dict's entry filled when
+    absent, `if outputs.get("image") is None: outputs["image"] = self.vision(pixels)`; a fill written with an
+    early return, `if memory is not None: return self.decode(memory)` before `memory = self.encode(src)`),
+    tests on uniform values only. A batch field whose presence the configuration decides is uniform: when every
+    write of its key in the run (`batch["depth"] = ...`, `{"depth": ...}`) is unconditional or under tests of
+    run-fixed values (a collator's `self.use_depth`), the collator sets it for every batch or for none; a write
+    under a test of the items (`if all("depth" in x for x in items)`) keeps it data-dependent. A test on the
+    rank is one whose value the rank-uniformity lattice finds rank-varying (`self.me = dist.get_rank()`), not
+    one whose code spells a rank word.
     """
 
     code = "DSL303"

@@ -33,7 +33,6 @@ MAX_PATHS = 512
 MAX_DEPTH = 5
 # annotations of option parameters (a switch or a size, not a batch tensor)
 OPTION_TYPES = frozenset({"bool", "int", "float", "str"})
-RANK_HINTS = ("get_rank", "local_rank", "global_rank", "is_main_process", "process_index", "LOCAL_RANK")
 
 
 class TooManyPaths(Exception):
@@ -89,9 +88,12 @@ class _Names(cst.CSTVisitor):
 class ForwardPaths:
     """Enumerates the paths of one root method of `cls`, inlining `self.<method>()` helpers."""
 
-    def __init__(self, cls: ModuleClass, interesting: frozenset) -> None:
+    def __init__(self, cls: ModuleClass, interesting: frozenset, project=None) -> None:
         self.cls = cls
         self.interesting = interesting
+        self.project = project                  # the ProjectView: rank-varying tests from the lattice
+        self._scopes: dict[int, dict[int, str]] = {}    # id(src) -> id(def node) -> qualified name
+        self._rank_memo: dict[int, bool] = {}
         self.conditions: list[Condition] = []
         self.uses_at: dict[str, list[tuple[cst.CSTNode, str, object]]] = {}
         self._stack: list[str] = []
@@ -102,6 +104,7 @@ class ForwardPaths:
         self._no_grad = 0                       # inside `torch.no_grad()`: uses there produce no gradient
         self._fns: list[cst.FunctionDef] = []
         self._optional: list[set[str]] = []     # per method walked: inputs a batch may lack or bring empty
+        self._following: list = []              # the statements after the one being walked, in its block
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -116,10 +119,35 @@ class ForwardPaths:
         names = _free_names(node)
         if names & self._loop_vars:
             return False
-        text = cst.Module([]).code_for_node(node)
-        if any(h in text for h in RANK_HINTS):
-            return True
-        return bool(names & dd)
+        return bool(names & dd) or self._reads_rank(node)
+
+    def _reads_rank(self, node: cst.CSTNode) -> bool:
+        """Does the value differ across ranks for a rank's own reason -- a rank id, a rank-0 test, a value
+        computed from one (`self.rank` set from `dist.get_rank()`, `os.environ["LOCAL_RANK"]`)? Asked of the
+        rank-uniformity lattice where the expression is evaluated (its function, the class family's attributes),
+        not read off the names it spells. The batch's own variation is `dd`'s."""
+        if self.project is None or not isinstance(node, cst.BaseExpression):
+            return False
+        if id(node) not in self._rank_memo:
+            from dslint.program.rank.lattice import Uniform, uniformity
+            src = self._srcs[-1]
+            scope = self._scope_of(src, self._fns[-1]) if self._fns else None
+            try:
+                u = uniformity(self.project, src, node, scope)
+            except RecursionError:
+                u = None
+            self._rank_memo[id(node)] = u is not None and not isinstance(u, Uniform) and \
+                u.origin.kind in ("rank", "derived")
+        return self._rank_memo[id(node)]
+
+    def _scope_of(self, src, fn: cst.FunctionDef) -> Optional[str]:
+        """The qualified name `src`'s facts give the function `fn` (a method walked or inlined)."""
+        table = self._scopes.get(id(src))
+        if table is None:
+            facts = getattr(src, "facts", None)
+            table = {id(info.node): name for name, info in facts.functions.items()} if facts is not None else {}
+            self._scopes[id(src)] = table
+        return table.get(id(fn))
 
     def _expr(self, node: cst.CSTNode, paths: list[Path], dd: set[str], method: str, record: bool = True
               ) -> list[Path]:
@@ -228,9 +256,11 @@ class ForwardPaths:
     def _block(self, stmts, paths: list[Path], dd: set[str], method: str):
         ended: dict[str, list[Path]] = {"return": [], "raise": [], "continue": [], "break": []}
         live = paths
-        for stmt in stmts:
+        stmts = list(stmts)
+        for i, stmt in enumerate(stmts):
             if not live:
                 break
+            self._following = stmts[i + 1:]
             live, sub = self._stmt(stmt, live, dd, method)
             for k, v in sub.items():
                 ended[k].extend(v)
@@ -303,14 +333,17 @@ class ForwardPaths:
             return paths, ended
         return self._expr(stmt, paths, dd, method), ended
 
-    def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str):
+    def _if(self, stmt: cst.If, paths: list[Path], dd: set[str], method: str, following: Optional[list] = None):
+        following = list(self._following) if following is None else following     # before any inlining
         paths = self._expr(stmt.test, paths, dd, method)
-        is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt)
+        is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt) \
+            and not self._fills_after_return(stmt, following) \
+            and not self._presence_by_config(stmt.test)
         cid, neg = self._decide(stmt.test, method, is_dd, dd)
         yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no_paths = [p.take(cid, neg, is_dd) for p in paths]
         if isinstance(stmt.orelse, cst.If):
-            no, sub = self._if(stmt.orelse, no_paths, dd, method)
+            no, sub = self._if(stmt.orelse, no_paths, dd, method, following=[])
         elif stmt.orelse is not None:
             no, sub = self._block(stmt.orelse.body.body, no_paths, dd, method)
         else:
@@ -319,22 +352,108 @@ class ForwardPaths:
             ended[k] += v
         return self._check(yes + no), ended
 
+    def _fills_after_return(self, stmt: cst.If, following: list) -> bool:
+        """`if memory is not None: return self.decode(memory, tgt)` followed by `memory = self.encode(src)` and
+        the same decoding: a default fill written with an early return. When the caller handed the value over
+        (having computed it), the arm returns with it; otherwise the rest of the block computes it first. Only
+        when the early arm uses no attribute and calls no method that the rest of the block does not use too
+        (an arm with a projection of its own is no fill)."""
+        if stmt.orelse is not None or not following or not self._params:
+            return False
+        present, _ = _presence_tests(stmt.test)
+        if len(present) != 1 or not isinstance(stmt.test, (cst.Comparison, cst.Name)):
+            return False
+        name = next(iter(present))
+        if name not in self._params[-1] or not _ends_in_return(stmt.body):
+            return False
+        rest = cst.IndentedBlock(body=list(following))
+        refills = any(t == name and name not in _free_names(value) for t, value in _assigned(rest))
+        if not refills:
+            return False
+        early, late = self._scan(stmt.body), self._scan(rest)
+        return early.attrs <= late.attrs and _self_calls(early.calls) <= _self_calls(late.calls)
+
+    def _presence_by_config(self, test: cst.BaseExpression) -> bool:
+        """A test of one batch field's presence (`depth is not None` of an input, `"depth" in batch`,
+        `batch.get("depth") is None`, a local read from `batch.get("depth")`) where every write of that key in
+        the run is unconditional or decided by run-fixed settings (`batch_keys`): the collator always or never
+        sets it for a given configuration, so every rank's batch takes the same arm."""
+        if self.project is None:
+            return False
+        key = self._presence_key(test)
+        if key is None:
+            return False
+        from dslint.program.models.batch_keys import presence_fixed_by_config
+        return presence_fixed_by_config(self.project, key)
+
+    def _presence_key(self, test: cst.BaseExpression) -> Optional[str]:
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test = test.expression
+        subject = test
+        if isinstance(test, cst.Comparison):
+            if len(test.comparisons) != 1:
+                return None
+            comp = test.comparisons[0]
+            if isinstance(comp.operator, (cst.In, cst.NotIn)):
+                return test.left.evaluated_value if isinstance(test.left, cst.SimpleString) else None
+            if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
+                    and comp.comparator.value == "None"):
+                return None
+            subject = test.left
+        entry = _entry_of(subject)
+        if entry is not None:
+            return _evaluated(entry[1])
+        if not isinstance(subject, cst.Name):
+            return None
+        name = subject.value
+        if name in (self._params[-1] if self._params else ()):
+            return name             # an input: the batch field of that name (`model(**batch)`)
+        values = [v for t, v in _assignments(self._fns[-1]) if t == name] if self._fns else []
+        if len(values) == 1 and _entry_of(values[0]) is not None:
+            return _evaluated(_entry_of(values[0])[1])
+        return None
+
     def _handed_over(self, stmt: cst.If) -> bool:
         """`if v is None: out = self.encoder(x) else: out = v.to(x.dtype)`, `if cache is not None and ...:
         k = cache.keys else: k = self.k_proj(h)`: when the input `v` is there, one arm takes the result from it
         (or a value derived from it) without any of the attributes -- the caller computed it (precomputed
         encoder states, a cache); the test says where the result comes from, not which parameters the step
-        trains. An arm that uses attributes of its own on the input (`h = self.proj(images)`) is no hand-over."""
-        if not isinstance(stmt.orelse, cst.Else):
+        trains. An arm that uses attributes of its own on the input (`h = self.proj(images)`) is no hand-over.
+
+        Alternatives count alike, through an `elif` chain: `if input_ids is not None: h = self.embed(input_ids)
+        elif inputs_embeds is not None: h = inputs_embeds`, and `if input_ids is not None: ... else: h =
+        query_embeds` where the arm without the tested input takes the result from another optional input: the
+        caller hands over one of two inputs of the same role (ids or embeddings it computed itself); which one is
+        its calling convention, not the batch's content."""
+        arms = _chain_arms(stmt)
+        if len(arms) < 2:
             return False
-        present_in_body, present_in_else = _presence_tests(stmt.test)
-        for names, present, other in ((present_in_body, stmt.body, stmt.orelse.body),
-                                      (present_in_else, stmt.orelse.body, stmt.body)):
-            if not names or self._scan(present).attrs:
+        fn = self._fns[-1] if self._fns else None
+        # the inputs a caller may leave out (a default), whether this run's callers pass them or not
+        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+                    if p.default is not None} if fn is not None else set()
+        assigned = [{t for t, _ in _assigned(body)} for _, body in arms]
+        for i, (test, body) in enumerate(arms):
+            if self._scan(body).attrs:
                 continue
-            carried = _derived_from(self._fns[-1], set(names)) if self._fns else set(names)
-            got_from_input = {t for t, value in _assigned(present) if _free_names(value) & carried}
-            if got_from_input & {t for t, _ in _assigned(other)}:
+            sources: set[str] = set()
+            if test is not None:
+                sources |= _presence_tests(test)[0]
+            if i + 1 == len(arms) and i == 1 and test is None:
+                # the `else` of a single test: the inputs present when the test fails, and the optional inputs
+                # that stand in for the one the test found absent (`if ids is not None: ... else: h = embeds`)
+                head = arms[0][0]
+                sources |= _presence_tests(head)[1]
+                if _absence_test(head, negated=False):
+                    sources |= optional
+            elif i == 0 and _absence_test(test, negated=True):
+                sources |= optional       # `if ids is None: h = embeds else: h = self.embed(ids)`
+            if not sources:
+                continue
+            carried = _derived_from(fn, set(sources)) if fn is not None else set(sources)
+            got_from_input = {t for t, value in _assigned(body) if _free_names(value) & carried}
+            others = set().union(*(a for j, a in enumerate(assigned) if j != i))
+            if got_from_input & others:
                 return True
         return False
 
@@ -350,17 +469,27 @@ class ForwardPaths:
             return False
         comp = test.comparisons[0]
         if not (isinstance(comp.operator, (cst.Is, cst.IsNot)) and isinstance(comp.comparator, cst.Name)
-                and comp.comparator.value == "None" and isinstance(test.left, cst.Name)):
+                and comp.comparator.value == "None"):
             return False
         if stmt.orelse is not None and self._scan(stmt.orelse).attrs:
             return False
         params = self._params[-1] if self._params else set()
-        tested = test.left.value
-        # the input replaced is the tested one, or is computed from it (its alternative); a body that only
-        # resets another input (`attention_mask = None` beside the image features) replaces nothing the test
-        # is about
-        return any(t in params and not (_free_names(value) & {t}) and (t == tested or tested in _free_names(value))
-                   for t, value in _assigned(stmt.body))
+        if isinstance(test.left, cst.Name):
+            tested = test.left.value
+            # the input replaced is the tested one, or is computed from it (its alternative); a body that only
+            # resets another input (`attention_mask = None` beside the image features) replaces nothing the
+            # test is about
+            return any(t in params and not (_free_names(value) & {t}) and (t == tested or tested in _free_names(value))
+                       for t, value in _assigned(stmt.body))
+        entry = _entry_of(test.left)
+        if entry is None or isinstance(comp.operator, cst.IsNot):
+            return False
+        # `if outputs.get("image") is None: outputs["image"] = self.encode(pixels)`: an entry of an input dict the
+        # caller may have filled (precomputed encoder outputs), computed here when it did not
+        owner, key = entry
+        carried = _derived_from(self._fns[-1], params) if self._fns else params
+        return owner in carried and any(
+            _entry_of(target) == entry and _entry_of(value) != entry for target, value in _entry_assigns(stmt.body))
 
     def _ifexp(self, small, value: cst.IfExp, paths: list[Path], dd: set[str], method: str) -> list[Path]:
         rest = small.with_changes(value=cst.Name("None"))
@@ -400,6 +529,57 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
                 out |= targets
                 changed = True
     return out - set(dd)
+
+
+def derived_names(fn: cst.FunctionDef, seeds: set[str]) -> set[str]:
+    """The locals of `fn` computed from `seeds` (flow-insensitive): assigned or looped over from them, and also
+    filled with them in place -- `xs.append(v)`, `conv.append_message(role, v)` (any method of a local given
+    them), `xs[k] = v`, `xs += v` (a list of prompts built from the sources one by one)."""
+    pairs: list[tuple[set[str], set[str]]] = []
+
+    class Fills(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            targets: set[str] = set()
+            for t in node.targets:
+                targets |= _target_names(t.target) | _root_name(t.target)
+            pairs.append((targets, _names(node.value)))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            pairs.append((_target_names(node.target) | _root_name(node.target), _names(node.value)))
+
+        def visit_For(self, node: cst.For) -> None:
+            pairs.append((_target_names(node.target), _names(node.iter)))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
+                # a method of a local fed with the values (`xs.append(v)`, `conv.append_message(role, text)`): the
+                # object may hold them afterwards
+                sources: set[str] = set()
+                for a in node.args:
+                    sources |= _names(a.value)
+                pairs.append(({func.value.value}, sources))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    cst_visit(fn, Fills())
+    out = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for targets, sources in pairs:
+            if sources & out and not targets <= out:
+                out |= targets
+                changed = True
+    return out - set(seeds)
+
+
+def _root_name(target: cst.BaseExpression) -> set[str]:
+    """`xs` of `xs[k]` / `xs.attr` as an assignment target (the container filled in place)."""
+    while isinstance(target, (cst.Subscript, cst.Attribute)):
+        target = target.value
+    return {target.value} if isinstance(target, cst.Name) and target.value != "self" else set()
 
 
 def _is_no_grad(expr: cst.BaseExpression) -> bool:
@@ -481,6 +661,90 @@ def _presence_tests(test: cst.BaseExpression) -> tuple[set[str], set[str]]:
     when_true = {n for c in comparisons(test, cst.And) if (n := presence(c, cst.IsNot) or bare(c, False))}
     when_false = {n for c in comparisons(test, cst.Or) if (n := presence(c, cst.Is) or bare(c, True))}
     return when_true, when_false
+
+
+def _chain_arms(stmt: cst.If) -> list[tuple[Optional[cst.BaseExpression], cst.BaseSuite]]:
+    """(test, body) of each arm of an `if`/`elif` chain, the final `else` with test None."""
+    arms: list = []
+    node = stmt
+    while isinstance(node, cst.If):
+        arms.append((node.test, node.body))
+        node = node.orelse
+    if isinstance(node, cst.Else):
+        arms.append((None, node.body))
+    return arms
+
+
+def _absence_test(test: Optional[cst.BaseExpression], negated: bool) -> bool:
+    """Is `test` one presence comparison of a name (`v is not None`, `v`) -- or, `negated`, one absence
+    comparison (`v is None`, `not v`)?"""
+    if test is None:
+        return False
+    present, absent = _presence_tests(test)
+    single = isinstance(test, (cst.Comparison, cst.Name, cst.UnaryOperation))
+    return single and (bool(absent) if negated else bool(present))
+
+
+def _entry_of(node: cst.BaseExpression) -> Optional[tuple[str, str]]:
+    """(dict name, key code) of `d.get(K)` / `d.get(K, None)` / `d[K]` with a constant key; None otherwise."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and \
+            isinstance(node.func.value, cst.Name) and 1 <= len(node.args) <= 2 and \
+            isinstance(node.args[0].value, cst.SimpleString):
+        return node.func.value.value, node.args[0].value.value
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1 and \
+            isinstance(node.slice[0].slice, cst.Index) and isinstance(node.slice[0].slice.value, cst.SimpleString):
+        return node.value.value, node.slice[0].slice.value.value
+    return None
+
+
+def _entry_assigns(block: cst.BaseSuite) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(target, value) of the block's own top-level assignments to subscripts (`d["k"] = v`, `d["k"]: T = v`)."""
+    out = []
+    for line in block.body if isinstance(block, cst.IndentedBlock) else []:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign):
+                out.extend((t.target, small.value) for t in small.targets)
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                out.append((small.target, small.value))
+    return out
+
+
+def _evaluated(code: str) -> Optional[str]:
+    try:
+        value = cst.parse_expression(code)
+    except Exception:
+        return None
+    return value.evaluated_value if isinstance(value, cst.SimpleString) else None
+
+
+def _assignments(fn: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) of every plain `name = value` in the function (nested functions excluded)."""
+    out: list = []
+
+    class Assigns(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    out.append((t.target.value, node.value))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    cst_visit(fn, Assigns())
+    return out
+
+
+def _ends_in_return(block: cst.BaseSuite) -> bool:
+    body = block.body if isinstance(block, cst.IndentedBlock) else []
+    if not body or not isinstance(body[-1], cst.SimpleStatementLine):
+        return False
+    return any(isinstance(small, cst.Return) for small in body[-1].body)
+
+
+def _self_calls(calls: list) -> set[str]:
+    """Names of the `self.<name>(...)` calls among `calls`."""
+    return {c.func.attr.value for c in calls if isinstance(c.func, cst.Attribute) and
+            isinstance(c.func.value, cst.Name) and c.func.value.value == "self"}
 
 
 def _assigned(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]]:

@@ -879,3 +879,83 @@ _WORD_AFTER_DOT_OR_QUOTE = re.compile(r"(?<=[.\"'])\w+")
 def reaches_attributes_dynamically(cls: ModuleClass) -> bool:
     """`getattr(self, name)`, `self.children()`, `self._modules`, … in the class body."""
     return cls.dynamic
+
+
+# calls that train a model (the last name of the resolved callee): a loss's `backward()`, an optimizer's or
+# engine's `step()`, DeepSpeed's `initialize`, DDP/FSDP, accelerate's `Accelerator`; a `...Trainer(...)`
+# construction is counted in `_trains`
+TRAINING_CALLS = frozenset({"backward", "step", "initialize", "DistributedDataParallel", "DDP",
+                            "FullyShardedDataParallel", "Accelerator"})
+
+
+def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -> bool:
+    """Is every construction of `cls` the run's files show -- of the class, a subclass, or a class that holds one
+    as an attribute (up to three levels) -- in a file that trains nothing, neither itself nor through a function
+    of another file it calls (`backward`, `step`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate)?
+    A unit test that builds a model only to inspect its parameter groups: its unused parameters are no
+    training's concern. False when no construction is found (a model built elsewhere, by a factory)."""
+    holders: dict[int, ModuleClass] = {}
+    frontier = [cls]
+    for _ in range(4):
+        nxt = []
+        for c in frontier:
+            for k in [c, *facts.subclasses(c)]:
+                if id(k) not in holders:
+                    holders[id(k)] = k
+                    nxt.extend(facts.containers(k))
+        frontier = nxt
+    keys = {(id(c.src), c.qualname) for c in holders.values()}
+    names = {c.name for c in holders.values()}
+    sites: list[PythonSource] = []
+    for src, callee, scope in _constructor_calls(project):
+        if callee.rsplit(".", 1)[-1] not in names:
+            continue
+        found = project.class_for_callee(src, callee)
+        if found is None or (id(found[0]), found[1]) not in keys:
+            continue
+        owner = _scope_class(project, src, scope)
+        if owner is not None and (id(src), owner) in keys:
+            continue            # a holder creating it as its attribute: counted through the holder
+        sites.append(src)
+    unique = list({id(src): src for src in sites}.values())
+    return bool(unique) and not any(_trains(project, src) for src in unique)
+
+
+def _constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
+    """(file, resolved callee, scope) of every call of the view whose callee's last name is capitalised."""
+    def build():
+        out = []
+        for src in project.python:
+            if src.outline is None:
+                continue
+            out.extend((src, callee, scope) for callee, scope in src.outline.calls
+                       if callee and callee.rsplit(".", 1)[-1][:1].isupper())
+        return out
+    return memo(project, "constructor-calls", build)
+
+
+def _scope_class(project: "ProjectView", src: PythonSource, scope: str) -> Optional[str]:
+    """The qualified name of the class whose method `scope` is (None: a function, the module)."""
+    tables = memo(project, "scope-classes", dict)
+    if id(src) not in tables:
+        tables[id(src)] = {d.qualname: d.class_name for d in src.outline.defs}
+    return tables[id(src)].get(scope)
+
+
+def _trains_itself(src: PythonSource) -> bool:
+    for callee, _ in src.outline.calls:
+        last = (callee or "").rsplit(".", 1)[-1]
+        if last in TRAINING_CALLS or last.endswith("Trainer"):
+            return True
+    return False
+
+
+def _trains(project: "ProjectView", src: PythonSource) -> bool:
+    """The file trains a model itself or calls a function of another checked file that does."""
+    if _trains_itself(src):
+        return True
+    for callee, _ in src.outline.calls:
+        found = project.function_for_callee(src, callee) if callee else None
+        if found is not None and found[0] is not src and found[0].outline is not None and _trains_itself(found[0]):
+            return True
+    return False

@@ -228,9 +228,10 @@ def engine_calls(project: "ProjectView", src: PythonSource) -> list[EngineCall]:
         # the callees below are written `….initialize(`, `…Trainer(` or reached through an imported alias
         if not src.may_call(_ENGINE_BUILDERS) and not src.may_call(TRAINER, suffix=True):
             return out
-        if src.outline is not None and not _may_hold_engine_calls(src.outline):
+        if src.outline is not None and not _may_hold_engine_calls(src.outline, project, src):
             return out          # decided on the outline's resolved calls: the file is not parsed
         trainer_classes = _trainer_classes((info.name, info.bases) for info in src.facts.classes.values())
+        trainer_classes |= _imported_trainer_classes(project, src)
         for call in src.facts.calls:
             kind = _engine_kind(call.callee or "", trainer_classes)
             if kind is not None:
@@ -256,8 +257,29 @@ def _trainer_classes(bases_by_class) -> set[str]:
     return {name for name, bases in bases_by_class if any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in bases if b)}
 
 
-def _may_hold_engine_calls(outline) -> bool:
+def _may_hold_engine_calls(outline, project=None, src=None) -> bool:
     """`engine_calls` finds something in the file: decided on the outline's calls and classes, which resolve
     callees and bases as `FileFacts` does."""
     trainers = _trainer_classes((c.name, c.bases) for c in outline.classes.values())
+    if project is not None and src is not None:
+        trainers |= _imported_trainer_classes(project, src)
     return any(_engine_kind(callee or "", trainers) is not None for callee, _ in outline.calls)
+
+
+def _imported_trainer_classes(project: "ProjectView", src: PythonSource) -> set[str]:
+    """Names of the `…Trainer` classes `src` constructs that another checked file defines on a `…Trainer` base
+    (`from llava_trainer import LLaVATrainer`, `class LLaVATrainer(Trainer)`)."""
+    out: set[str] = set()
+    if src.outline is None:
+        return out
+    for callee, _ in src.outline.calls:
+        last = (callee or "").rsplit(".", 1)[-1]
+        if not last.endswith("Trainer") or callee.startswith(("transformers.", "trl.")):
+            continue
+        found = project.class_for_callee(src, callee)
+        if found is None or found[0] is src or found[0].outline is None:
+            continue
+        cls = found[0].outline.classes.get(found[1])
+        if cls is not None and any(b and b.rsplit(".", 1)[-1].endswith("Trainer") for b in cls.bases):
+            out.add(last)
+    return out

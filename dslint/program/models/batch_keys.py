@@ -1,0 +1,238 @@
+"""Whether a batch field's presence is decided by the configuration: the writes of a dict key across the run.
+
+DSL303 asks it of a presence test in forward (`if depth is not None`, `"depth" in batch`, `batch.get("depth")`):
+the field `depth` is there or not according to whoever builds the batch. Every write of the key the run's files
+show -- `d["depth"] = v`, `{"depth": v}`, `dict(depth=v)`, `d.setdefault("depth", v)` -- is found with the tests
+that decide whether it runs (the enclosing `if`/`while` tests, the iterables of enclosing loops and
+comprehensions, a conditional expression's test). A test that reads only values fixed for the run -- `self.`
+attributes (a collator's or dataset's settings, a model's configured sensors), module-level names, literals --
+decides alike for every batch: the collator always or never sets the key for a given configuration. A test that
+reads a local value or a parameter of its function (the items being collated, a sample's index, an argument the
+caller passes per sample) may decide differently from batch to batch. The field's presence is uniform when at
+least one write is found and every write is unconditional or decided by such settings; no write found (the
+caller builds the batch outside the checked files) leaves it data-dependent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from dslint.program.hyperparams import memo
+from dslint.sources.cstwalk import visit as cst_visit
+
+if TYPE_CHECKING:
+    from dslint.program.project import ProjectView
+    from dslint.sources import PythonSource
+
+
+def presence_fixed_by_config(project: "ProjectView", key: str) -> bool:
+    """Is every write of dict key `key` in the run's files unconditional or decided by run-fixed settings (and
+    is there one)? Memoised per view and key."""
+    cache = memo(project, "batch-key-presence", dict)
+    if key not in cache:
+        cache[key] = _decide(project, key)
+    return cache[key]
+
+
+def _decide(project: "ProjectView", key: str) -> bool:
+    words = (f'"{key}"', f"'{key}'", f"{key}=")
+    quoted = f"[\"']{re.escape(key)}[\"']"
+    # a file is parsed only when its text may hold a write of the key: `["key"] =` (or `]: T =`), `"key":`,
+    # `setdefault("key"`, `dict(... key=`
+    may_write = re.compile(rf"{quoted}\s*\]\s*(?:=[^=]|:)|{quoted}\s*:|setdefault\(\s*{quoted}|"
+                           rf"\bdict\((?:[^()]|\([^()]*\))*\b{re.escape(key)}\s*=[^=]")
+    found = False
+    for src in project.mentioning(*words):
+        if not may_write.search(src.text):
+            continue
+        writes = _writes(src, key)
+        if writes is None:
+            return False        # the file could not be read: a write there is not known to be config-decided
+        for fixed in writes:
+            if not fixed:
+                return False
+            found = True
+    return found
+
+
+def _writes(src: "PythonSource", key: str):
+    try:
+        module = src.module
+    except Exception:
+        return None
+    if module is None:
+        return None
+    finder = _KeyWrites(key)
+    cst_visit(module, finder)
+    return finder.writes
+
+
+def _bound_names(fn: cst.FunctionDef) -> set[str]:
+    """The function's parameters and every name it binds (assignments, loop targets, `with ... as`, walrus,
+    comprehension targets), nested functions excluded."""
+    names = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+    for star in (fn.params.star_arg, fn.params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+
+    class Binds(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            pass
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            names.update(_targets(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            names.update(_targets(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(_targets(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(_targets(node.target))
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            names.update(_targets(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            names.update(_targets(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            names.update(_targets(node.target))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    cst_visit(fn, Binds())
+    return names
+
+
+def _targets(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.Name):
+        return {node.value}
+    if isinstance(node, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for e in node.elements:
+            out |= _targets(e.value)
+        return out
+    if isinstance(node, cst.StarredElement):
+        return _targets(node.value)
+    return set()
+
+
+def _reads(node: cst.CSTNode) -> set[str]:
+    """Variables an expression reads (not attribute names, not keyword names)."""
+    out: set[str] = set()
+
+    class Reads(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            cst_visit(n.value, self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            cst_visit(n.value, self)
+            return False
+
+    cst_visit(node, Reads())
+    return out
+
+
+def _string_is(node: cst.CSTNode, key: str) -> bool:
+    return isinstance(node, cst.SimpleString) and node.evaluated_value == key
+
+
+class _KeyWrites(cst.CSTVisitor):
+    """Each write of the key, as whether the tests deciding it read only run-fixed values."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.writes: list[bool] = []
+        self.tests: list[cst.CSTNode] = []          # the expressions deciding whether the current node runs
+        self.locals: list[set[str]] = []            # the names each enclosing function binds
+
+    # --- scopes and the tests that decide what runs -------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.locals.append(_bound_names(node))
+        self.tests.append(None)     # a function's body runs when it is called: the caller's tests are not seen
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.locals.pop()
+        self.tests.pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_If(self, node: cst.If) -> None:
+        self.tests.append(node.test)
+
+    def leave_If(self, node: cst.If) -> None:
+        self.tests.pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self.tests.append(node.test)
+
+    def leave_While(self, node: cst.While) -> None:
+        self.tests.pop()
+
+    def visit_For(self, node: cst.For) -> None:
+        self.tests.append(node.iter)
+
+    def leave_For(self, node: cst.For) -> None:
+        self.tests.pop()
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self.tests.append(node.test)
+
+    def leave_IfExp(self, node: cst.IfExp) -> None:
+        self.tests.pop()
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self.tests.append(node.iter)
+        self.tests.extend(i.test for i in node.ifs)
+
+    def leave_CompFor(self, node: cst.CompFor) -> None:
+        for _ in range(1 + len(node.ifs)):
+            self.tests.pop()
+
+    # --- the writes -----------------------------------------------------------------------------------
+    def _subscript_key(self, target: cst.CSTNode) -> bool:
+        return isinstance(target, cst.Subscript) and len(target.slice) == 1 and \
+            isinstance(target.slice[0].slice, cst.Index) and _string_is(target.slice[0].slice.value, self.key)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if self._subscript_key(node.target):
+            self._record()
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and self._subscript_key(node.target):
+            self._record()
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        if _string_is(node.key, self.key):
+            self._record()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value == "dict":
+            if any(a.keyword is not None and a.keyword.value == self.key for a in node.args):
+                self._record()
+        elif isinstance(func, cst.Attribute) and func.attr.value == "setdefault" and node.args and \
+                _string_is(node.args[0].value, self.key):
+            self._record()
+
+    def _record(self) -> None:
+        local = self.locals[-1] if self.locals else set()
+        fixed = True
+        for test in reversed(self.tests):
+            if test is None:
+                break               # the enclosing function's own body starts here
+            if (_reads(test) - {"self", "cls"}) & local:
+                fixed = False
+                break
+        self.writes.append(fixed)
