@@ -1,6 +1,6 @@
 """What a `--fix` round re-checks, and that re-checking less changes nothing (issue 22's `--fix` timing target).
 
-A round's re-check starts from the previous check's sources (`engine._carry_over`): unchanged files keep their
+A round's re-check starts from the previous check's sources (`dslint.pipeline.gather.carry_over`): unchanged files keep their
 parses, a changed Python file gets its libcst tree by re-parsing only the top-level statements the change
 touches (`sources.spliced_module`), and a file's CPython parse -- which says whether a fix broke it -- is the
 one the re-check makes anyway (`fixes.session.parsed_in`). Each is exact:
