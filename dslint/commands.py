@@ -103,7 +103,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs,
                       file_timeout=_file_timeout(), ends_process=PROCESS_ENDS_AFTER_RUN)
     if fix or fix_only or diff:
-        from dslint.fixes.session import diffs, fix_run
+        from dslint.fix_command import diffs, fix_run
         with _interruptible():
             outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)
         report = outcome.report

@@ -135,3 +135,19 @@ def test_the_program_model_is_one_package_of_concepts():
         assert (ROOT / "program" / f"{concept}.py").is_file(), concept
     for package in ("rank", "models"):
         assert (ROOT / "program" / package / "__init__.py").is_file(), package
+
+
+def test_lower_layers_never_call_up_into_the_check_run():
+    """The check run (`dslint.engine` and its stages, `dslint.pipeline`) and what drives it (`dslint.fix_command`,
+    `dslint.commands`) sit above the rules, the program model, the sources and the fix data model: none of
+    those imports them, lazily or not (issue 34: the fix loop used to live in `dslint.fixes`)."""
+    files = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    upper = ("dslint.engine", "dslint.pipeline", "dslint.fix_command", "dslint.commands")
+    lower = ("dslint.sources", "dslint.program", "dslint.rules", "dslint.fixes", "dslint.dsconfig", "dslint.findings")
+    offenders = {}
+    for name, path in files.items():
+        if any(name == p or name.startswith(p + ".") for p in lower):
+            used = sorted(m for m in _imports(path, name, set(files)) if any(m == u or m.startswith(u + ".") for u in upper))
+            if used:
+                offenders[name] = used
+    assert offenders == {}
