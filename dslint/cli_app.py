@@ -123,6 +123,15 @@ def explain(code: str = typer.Argument(..., help="A rule code, e.g. DSL101, or i
     sys.stdout.write(ruledocs.explain(rule))
 
 
+@app.command()
+def server(no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache "
+                                                                   "nor the compiled-code cache.")) -> None:
+    """Run the language server on stdin/stdout (LSP; needs the `server` extra: pip install 'dslint[server]').
+    Editor set-ups: docs/editors.md."""
+    from dslint.server import serve
+    raise typer.Exit(serve(no_cache))
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
              add_help_option=False)
 def preflight(ctx: typer.Context) -> None:

@@ -15,10 +15,10 @@ from typing import Optional
 
 from dslint.config import Settings
 from dslint.findings import Finding, Report, Severity
-from dslint.pipeline.gather import read_inputs
+from dslint.pipeline.gather import carry_over, read_inputs
 from dslint.pipeline.launch_units import build_program, views_for
 from dslint.pipeline.results import family_errors, finish, undecodable_findings
-from dslint.pipeline.rule_runs import FILE_TIMEOUT, RuleRun
+from dslint.pipeline.rule_runs import FILE_TIMEOUT, Cancelled, RuleRun, stop_if_stale  # noqa: F401  (Cancelled: dslint.server)
 from dslint.pipeline.rule_set import Triage, parse_rule_added, select_rules
 from dslint.pipeline.run_cache import RunCache
 from dslint.pipeline.workers import analyse, job_count
@@ -41,6 +41,12 @@ class Checker:
     sources: list = field(default_factory=list, repr=False)     # the sources of the last check_paths
     file_timeout: float = FILE_TIMEOUT     # seconds of analysis per file; 0: no budget
     ends_process: bool = False             # the process ends after the run: its state is never freed (_keep)
+    # the language server (dslint.server): the shown paths whose findings a run reports (None: every file; the
+    # program model and the views are still the whole run's, so a file's findings are those `check` gives it),
+    # and a callable asked between phases, files and rules whether a newer run has made this one stale (then
+    # `Cancelled` is raised at a point where no source is half-built)
+    analyse_only: Optional[frozenset] = None
+    interrupt: Optional[object] = None
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -68,6 +74,16 @@ class Checker:
         report.findings.sort(key=Finding.sort_key)
         return report
 
+    def recheck(self, overrides: dict[str, str]) -> Report:
+        """The last run's inputs checked again with `overrides` (shown path -> text) in place of their texts,
+        without reading the files again: the language server's re-check of an edited buffer. Unchanged files are
+        the previous run's sources, a changed Python file builds its tree from the previous one (`carry_over`)."""
+        sources = carry_over(self.sources, self.sources, overrides)
+        self.sources = sources
+        report = self.check_sources(sources)
+        report.findings.sort(key=Finding.sort_key)
+        return report
+
     def check_sources(self, sources: list[AnySource]) -> Report:
         # A run holds every parsed tree until it ends: millions of acyclic libcst nodes that Python's cyclic
         # collector would traverse again and again (a third of the run time on large trees). Nothing of a
@@ -87,19 +103,27 @@ class Checker:
         report = Report(files_checked=len(sources), errors=family_errors())
         with span("triage"):
             relevant = [s for s in sources if self.triage.relevant(s)]
+        stop_if_stale(self.interrupt)
         project = ProjectView(relevant, world_size_override=self.settings.world_size,
                               deepspeed_version_override=self.settings.deepspeed_version, root=self.settings.root)
         cache = self._last_cache = RunCache.open(self.cache_dir, self.settings, self.rules, relevant)
         jobs = job_count(self.jobs)
+        only = self.analyse_only
         # an unchanged tree is answered from the run's entry without building the program model
         keys: Optional[list] = cache.known_keys(len(relevant)) if cache else None
         if keys is None:
             build_program(sources, project, cache, jobs, self.rules)
-            keys = [cache.item_key(relevant, i, project) for i in range(len(relevant))] if cache else []
-            if cache:
+            if cache and only is None:
+                keys = [cache.item_key(relevant, i, project) for i in range(len(relevant))]
                 cache.put_keys(keys)
+            elif cache:
+                # the language server's run: the keys of the files it reports only (no run entry: it needs all)
+                keys = [cache.item_key(relevant, i, project) if s.path in only else None
+                        for i, s in enumerate(relevant)]
         todo: list[int] = []
-        for i in range(len(relevant)):
+        for i, source in enumerate(relevant):
+            if only is not None and source.path not in only:
+                continue
             hit = cache.results(keys[i]) if cache else None
             if hit is None:
                 todo.append(i)
@@ -107,12 +131,14 @@ class Checker:
                 report.findings += hit[0]
                 report.errors += hit[1]
         views: dict[int, ProjectView] = {}
+        stop_if_stale(self.interrupt)
         if todo:
             if project.program is None:
                 build_program(sources, project, cache, jobs, self.rules)
+                stop_if_stale(self.interrupt)
             with span("views"):
                 views = views_for(relevant, todo, project)
-        run = RuleRun(self.settings, self.rules, self.file_timeout)
+        run = RuleRun(self.settings, self.rules, self.file_timeout, self.interrupt)
         for i, findings, errors in analyse(run, relevant, views, todo, jobs):
             report.findings += findings
             report.errors += errors

@@ -111,8 +111,51 @@ def test_legacy_rows_reconciled_with_results(tmp_path, capsys):
     assert _row(out, "old", "Per repository") == ["old", "1", "1", "0", "0", "100 %"]
     assert _row(out, "all", "Per repository") == ["all", "2", "2", "0", "0", "100 %"]
     assert "- old q.py:7 DSL102" in out.split("### Untriaged findings", 1)[1]
-    assert "legacy rows no longer reported in results/ (or duplicates): 1" in out
+    history = out.split("### Triaged rows no longer reported (history, not counted)", 1)[1].split("###", 1)[0]
+    assert "FP gone: 1" in history and "- old p.py:9 DSL101 (M6)" in history
     assert "(none) | 0" in out  # the dropped FP's mechanism is not counted
+
+
+def test_every_row_matched_against_the_committed_results(tmp_path, capsys):
+    """Rows of the triage folder are matched like the legacy ones: a row whose finding results/ no longer reports
+    is history (listed, not counted); a second row for one finding is a parse problem."""
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | uniform-after-broadcast | broadcast first |",
+        "| a.py:10 | DSL101 | e | FP | twice | the same finding again |",
+    ])
+    _triage(triage, "beta", ["| b.py:1 | DSL103 | e | FP | cosmetic-kwarg-taint | no results file |"])
+    results = tmp_path / "results"
+    _results(results, "alpha", [("a.py", 10, "DSL101"), ("n.py", 3, "DSL104")])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results))
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]
+    assert _row(out, "beta", "Per repository") == ["beta", "1", "0", "1", "0", "0 %"]  # unchecked, counted
+    history = out.split("### Triaged rows no longer reported (history, not counted)", 1)[1].split("###", 1)[0]
+    assert "- alpha a.py:20 DSL101 (uniform-after-broadcast)" in history
+    assert "- alpha n.py:3 DSL104" in out.split("### Untriaged findings", 1)[1]
+    assert "a second row for alpha a.py:10 DSL101" in out.split("### Parse problems", 1)[1]
+    assert "beta: no results/beta.json, its 1 row(s) counted unchecked" in out
+    # a run that timed out reports nothing: its rows stay unchecked, not gone
+    (results / "beta.json").write_text(json.dumps({"repo": "o/beta", "timed_out": True, "report": None}))
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results))
+    assert _row(out, "beta", "Per repository") == ["beta", "1", "0", "1", "0", "0 %"]
+    assert "beta: timed out or crashed in results/beta.json, its 1 row(s) counted unchecked" in out
+    (results / "beta.json").unlink()
+    # --after: gone is measured from results/, history rows stay out of it, a history row reported again counts
+    after = tmp_path / "after"
+    _results(after, "alpha", [("a.py", 20, "DSL101")])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results), "--after", str(after))
+    gone = out.split("### Triaged findings no longer reported (--after)", 1)[1].split("###", 1)[0]
+    assert "TP gone: 1" in gone and "alpha a.py:10 DSL101 (TP)" in gone and "a.py:20" not in gone
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "0", "1", "0", "0 %"]
+    assert "1 reported there but not in results/" in out
+    # a repository the --after run timed out on is counted as results/ has it, not as all reported or all gone
+    (after / "alpha.json").write_text(json.dumps({"repo": "o/alpha", "timed_out": True, "report": None}))
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results), "--after", str(after))
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]
+    assert "alpha: timed out or crashed in after/alpha.json, counted as in results/" in out
+    assert "Triaged findings no longer reported (--after)" not in out
 
 
 def test_exclude_leaves_out_a_vendored_subtree(tmp_path, capsys):
@@ -149,3 +192,25 @@ def test_after_counts_rows_still_reported_and_lists_gone_and_untriaged(tmp_path,
     _results(after, "alpha", [])
     out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
     assert "TP gone: 1" in out and "alpha a.py:10 DSL101 (TP)" in out
+
+
+def test_stamp_writes_each_files_reconcile_line(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | uniform-after-broadcast | broadcast first |",
+    ])
+    results = tmp_path / "results"
+    _results(results, "alpha", [("a.py", 10, "DSL101"), ("n.py", 3, "DSL104")])
+    for _ in range(2):  # written once, replaced on the next stamp
+        out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results), "--stamp", "abc1234")
+    assert "--stamp abc1234: reconcile line written in 1 triage file(s)" in out
+    lines = (triage / "alpha.md").read_text().splitlines()
+    stamped = [l for l in lines if l.startswith("- rows reconciled with ")]
+    assert stamped == ["- rows reconciled with `bench/realworld/results/alpha.json` at: dslint `abc1234` -- "
+                       "2 finding(s) reported, 1 triaged row(s) reported, 1 UNTRIAGED, 1 row(s) kept for history "
+                       "(no longer reported); None files, None s"]
+    assert lines.index(stamped[0]) == lines.index("- commit: `abc`") + 1
+    # the table is untouched: the rows still parse
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--results", str(results))
+    assert _row(out, "alpha", "Per repository") == ["alpha", "1", "1", "0", "0", "100 %"]

@@ -1,29 +1,36 @@
 """Per-rule precision of dslint over the triaged development corpus, as markdown.
 
-Reads every ``bench/realworld/triage/<name>.md`` (one repository each: a ``# owner/name`` title and one table
-with exactly the columns ``| path:line | code | sev | verdict | mech | reason |``, one row per finding) and,
-unless ``--no-legacy``, the rows of the first eight repositories in ``bench/realworld/triage.md`` (its tables
-with the columns ``| repo | path:line | code | sev | verdict | mech | reason |``).
+Reads every ``bench/realworld/triage/<name>.md`` (one repository each: a ``# owner/name`` title and one or more
+tables with exactly the columns ``| path:line | code | sev | verdict | mech | reason |``, one row per finding) and,
+unless ``--no-legacy``, the rows of ``bench/realworld/triage.md`` (tables with the columns ``| repo | path:line |
+code | sev | verdict | mech | reason |``) for the repositories that have no file of their own in the triage folder.
+Verdicts: ``TP``, ``FP``, ``uncertain`` (anything else is reported as a parse problem); an FP names its mechanism.
+Precision is TP / (TP + FP); uncertain rows count as findings but in neither term.
 
-triage.md's tables were written at dslint ``34b3de6``; later sections of that file amend them in prose (findings
-gone, one added), which this script cannot read. So legacy rows are matched against the committed
-``bench/realworld/results/<repo>.json`` (``--results``): a row whose (path, line, code) is no longer a finding
-there is dropped (counted under "legacy rows no longer reported"), and a finding of those results that no row
-triages is listed as untriaged. Verdicts: ``TP``, ``FP``, ``uncertain`` (anything else is reported as a parse
-problem). Precision is TP / (TP + FP); uncertain rows count as findings but in neither term.
+What is counted is what dslint reports now: every row is matched, as (path, line, code), against the committed
+run ``bench/realworld/results/<repo>.json`` (``--results``). A row whose finding is reported there is counted; a
+row whose finding is no longer reported is kept in its file for history and listed under "Triaged rows no longer
+reported" by verdict, not counted; a finding of the results that no row triages is listed as untriaged (to
+triage). A repository without a results file, or whose run timed out or crashed (no report), keeps its rows
+unchecked (counted as reported, with a note). Each triage file's header says at which dslint commit its rows were
+last reconciled with results/.
 
     python bench/realworld/precision.py [--triage-dir D] [--legacy triage.md | --no-legacy] [--results R]
-                                        [--exclude REPO:PATH_PREFIX ...]
+                                        [--exclude REPO:PATH_PREFIX ...] [--after DIR] [--stamp COMMIT]
 
 ``--exclude`` leaves out the rows of one repository under a path prefix (e.g. a vendored library:
 ``--exclude DynMoE:DeepSpeed-0.9.5/``), counted in the notes.
 
 ``--after DIR`` measures another run (``run.py --results DIR``, e.g. dslint after a change) against the verdicts:
-every triaged row still reported in ``DIR/<repo>.json`` keeps its verdict and is counted; the rows no longer
-reported are listed by verdict (a TP gone is a lost true positive, an FP gone a false positive removed), and the
-run's findings that no row triages are listed as untriaged (to triage before the figures are final).
+the rows whose finding DIR reports are counted; the rows reported in results/ but not in DIR are listed by verdict
+(a TP gone is a lost true positive, an FP gone a false positive removed), and DIR's findings that no row triages
+are listed as untriaged (to triage before the figures are final). A repository DIR has no report for (missing,
+timed out, crashed) is counted as results/ has it, with a note.
 
     python bench/realworld/precision.py --after /tmp/rw-after
+
+``--stamp COMMIT`` writes each triage file's header line saying that its rows were reconciled with results/ at
+dslint COMMIT (with the counts then): run it when results/ is replaced by a new run whose findings are triaged.
 """
 
 from __future__ import annotations
@@ -133,35 +140,55 @@ def _findings(results: Path, repo: str) -> set[tuple[str, int, str]] | None:
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    report = record.get("report") or {}
+    report = record.get("report")
+    if not isinstance(report, dict):  # a timeout or a crash: this run says nothing about the findings
+        return None
     return {(f.get("path", ""), f.get("line"), f.get("code", "")) for f in report.get("findings", [])}
 
 
-def reconcile_legacy(rows: list[Row], results: Path, repos: list[str],
-                     notes: list[str]) -> tuple[list[Row], list[tuple[str, str, int, str]]]:
-    """Keep the legacy rows still reported in results/; return them and the untriaged current findings."""
-    kept: list[Row] = []
-    untriaged: list[tuple[str, str, int, str]] = []
-    dropped = 0
+@dataclass
+class Matched:
+    """Rows matched against one run: the rows it reports, the rows it no longer reports, its untriaged
+    findings, and the repositories it has no results file for (their rows count as reported, unchecked)."""
+    reported: list[Row]
+    gone: list[Row]
+    untriaged: list[tuple[str, str, int, str]]
+    unchecked: list[str]
+    duplicates: list[Row]
+
+
+def match(rows: list[Row], results: Path, repos: list[str]) -> Matched:
+    """Match every row, as (path, line, code), against ``results/<repo>.json``."""
+    out = Matched([], [], [], [], [])
     for repo in repos:
         current = _findings(results, repo)
         mine = [r for r in rows if r.repo == repo]
         if current is None:
-            notes.append(f"{repo}: no results/{repo}.json, its {len(mine)} legacy row(s) kept unchecked")
-            kept.extend(mine)
+            if mine:
+                out.unchecked.append(repo)
+            out.reported.extend(mine)
             continue
-        seen = set()
+        seen: set[tuple[str, int | None, str]] = set()
         for r in mine:
             key = (r.path, r.line, r.code)
-            if key in current and key not in seen:
-                kept.append(r)
+            if key in seen:
+                out.duplicates.append(r)
+            elif key in current:
+                out.reported.append(r)
                 seen.add(key)
             else:
-                dropped += 1
-        untriaged.extend((repo, p, l, c) for p, l, c in sorted(current - seen, key=str))
-    if dropped:
-        notes.append(f"legacy rows no longer reported in results/ (or duplicates): {dropped}")
-    return kept, untriaged
+                out.gone.append(r)
+        out.untriaged.extend((repo, p, l, c) for p, l, c in sorted(current - seen, key=str))
+    return out
+
+
+def _unchecked_note(matched: Matched, results: Path, rows: list[Row]) -> list[str]:
+    notes = []
+    for repo in matched.unchecked:
+        why = "timed out or crashed in" if (results / f"{repo}.json").is_file() else "no"
+        notes.append(f"{repo}: {why} {results.name}/{repo}.json, its {sum(r.repo == repo for r in rows)} row(s) "
+                     f"counted unchecked")
+    return notes
 
 
 def _pct(tp: int, fp: int) -> str:
@@ -181,8 +208,19 @@ def _table(title: str, key_name: str, groups: dict[str, Counter]) -> list[str]:
     return out + [""]
 
 
+def _by_verdict(rows: list[Row]) -> list[str]:
+    out: list[str] = []
+    for verdict in VERDICTS:
+        items = [r for r in rows if r.verdict == verdict]
+        if items:
+            out += [f"{verdict} gone: {len(items)}", ""]
+            out += [f"- {r.repo} {r.path}:{r.line} {r.code} ({r.mech or r.verdict})" for r in items] + [""]
+    return out
+
+
 def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, int, str]],
-           notes: list[str], problems: list[str], gone: list[Row] = ()) -> str:
+           notes: list[str], problems: list[str], gone: list[Row] = (), history: list[Row] = (),
+           where: str = "results/") -> str:
     by_rule: dict[str, Counter] = defaultdict(Counter)
     by_family: dict[str, Counter] = defaultdict(Counter)
     by_repo: dict[str, Counter] = {repo: Counter() for repo in repos}
@@ -209,20 +247,67 @@ def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, in
         out.append("| (none) | 0 | – | – |")
     out.append("")
     if gone:
-        out += ["### Triaged findings no longer reported (--after)", ""]
-        for verdict in VERDICTS:
-            items = [r for r in gone if r.verdict == verdict]
-            if items:
-                out += [f"{verdict} gone: {len(items)}", ""]
-                out += [f"- {r.repo} {r.path}:{r.line} {r.code} ({r.mech or r.verdict})" for r in items] + [""]
+        out += ["### Triaged findings no longer reported (--after)", "",
+                "Rows reported in results/ that the --after run no longer reports.", ""]
+        out += _by_verdict(gone)
+    if history:
+        out += ["### Triaged rows no longer reported (history, not counted)", "",
+                "Rows kept in the triage files for history whose finding the measured run no longer reports.", ""]
+        out += _by_verdict(history)
     if untriaged:
-        out += ["### Untriaged findings (in results/, no triage row)", ""]
+        out += [f"### Untriaged findings (in {where}, no triage row)", ""]
         out += [f"- {repo} {path}:{line} {code}" for repo, path, line, code in untriaged] + [""]
     if notes:
         out += ["### Notes", ""] + [f"- {n}" for n in notes] + [""]
     if problems:
         out += ["### Parse problems", ""] + [f"- {p}" for p in problems] + [""]
     return "\n".join(out)
+
+
+RECONCILE_PREFIX = "- rows reconciled with "
+
+
+def stamp_headers(folder: Path, results: Path, commit: str, matched: Matched, repos: list[str]) -> int:
+    """Write each triage file's reconcile line (after its `- commit:` line): the dslint commit of results/ and the
+    counts then. Returns the number of files written."""
+    written = 0
+    for repo in repos:
+        md = folder / f"{repo}.md"
+        rec_path = results / f"{repo}.json"
+        if not md.is_file() or not rec_path.is_file():
+            continue
+        record = json.loads(rec_path.read_text())
+        report = record.get("report")
+        if not isinstance(report, dict):
+            continue
+        reported = sum(r.repo == repo for r in matched.reported)
+        gone = sum(r.repo == repo for r in matched.gone)
+        untriaged = sum(u[0] == repo for u in matched.untriaged)
+        hidden = report.get("hidden") or 0
+        line = (f"{RECONCILE_PREFIX}`bench/realworld/{results.name}/{repo}.json` at: dslint `{commit}` -- "
+                f"{len(report.get('findings', []))} finding(s) reported, {reported} triaged row(s) reported"
+                + (f", {untriaged} UNTRIAGED" if untriaged else "")
+                + (f", {gone} row(s) kept for history (no longer reported)" if gone else "")
+                + (f"; {hidden} finding(s) hidden by default (evidence incomplete, `--show-unproven`)" if hidden else "")
+                + f"; {report.get('files_checked')} files, {record.get('seconds')} s")
+        lines = [l for l in md.read_text().splitlines() if not l.startswith(RECONCILE_PREFIX)]
+        at = next((i for i, l in enumerate(lines) if l.startswith("- commit:")), None)
+        if at is None:
+            continue
+        at += 1
+        while at < len(lines) and lines[at].startswith("- triaged at"):
+            at += 1
+        lines.insert(at, line)
+        md.write_text("\n".join(lines) + "\n")
+        written += 1
+    return written
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(HERE.parent.parent))
+    except ValueError:
+        return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,12 +317,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="triage.md of the first eight repositories (its repo-column tables)")
     ap.add_argument("--no-legacy", action="store_true", help="read only --triage-dir")
     ap.add_argument("--results", type=Path, default=HERE / "results",
-                    help="results/<repo>.json, to reconcile the legacy rows with the current findings")
+                    help="the committed run, results/<repo>.json: a row counts when its finding is reported there")
     ap.add_argument("--after", type=Path, default=None, metavar="DIR",
                     help="a later run's results (run.py --results DIR): count the rows it still reports, list the "
                          "rows gone and its untriaged findings")
     ap.add_argument("--exclude", action="append", default=[], metavar="REPO:PATH_PREFIX",
                     help="leave out the rows of REPO whose path starts with PATH_PREFIX (repeatable)")
+    ap.add_argument("--stamp", metavar="COMMIT", default=None,
+                    help="write each triage file's reconcile line: results/ is dslint COMMIT's run (after triaging "
+                         "its new findings)")
     args = ap.parse_args(argv)
     excludes = []
     for spec in args.exclude:
@@ -248,41 +336,63 @@ def main(argv: list[str] | None = None) -> int:
     problems: list[str] = []
     notes: list[str] = []
     rows, repos = read_triage_dir(args.triage_dir, problems) if args.triage_dir.is_dir() else ([], [])
-    untriaged: list[tuple[str, str, int, str]] = []
     if not args.no_legacy and args.legacy.is_file():
         legacy = parse_tables(args.legacy.read_text(), LEGACY_COLUMNS, args.legacy.name, None, problems)
         legacy_repos = [r for r in dict.fromkeys(row.repo for row in legacy) if r not in repos]
-        manifest = HERE / "manifest"
-        if args.legacy.resolve() == (HERE / "triage.md").resolve() and manifest.is_file():
-            # the repositories triage.md covers, zero-finding ones included: the manifest's lines before wave 2
-            for line in manifest.read_text().splitlines():
-                if line.startswith("# wave 2"):
-                    break
-                body = line.split("#", 1)[0].split()
-                if body and (name := body[0].split("/", 1)[-1]) not in repos and name not in legacy_repos:
-                    legacy_repos.append(name)
         legacy = [row for row in legacy if row.repo in legacy_repos]
-        kept, untriaged = reconcile_legacy(legacy, args.results, legacy_repos, notes)
-        notes.insert(0, f"{args.legacy.name}: {len(legacy)} legacy row(s) of {len(legacy_repos)} "
-                        f"repositories, {len(kept)} still reported")
-        rows += kept
+        if legacy:
+            notes.append(f"{args.legacy.name}: {len(legacy)} row(s) of {len(legacy_repos)} repositories "
+                         f"without a triage file")
+        rows += legacy
         repos += legacy_repos
+    base = match(rows, args.results, repos)
+    notes += _unchecked_note(base, args.results, rows)
+    if args.stamp:
+        n = stamp_headers(args.triage_dir, args.results, args.stamp, base, repos)
+        notes.append(f"--stamp {args.stamp}: reconcile line written in {n} triage file(s)")
     gone: list[Row] = []
-    if args.after is not None:
-        kept, untriaged = reconcile_legacy(rows, args.after, repos, notes)
-        kept_ids = {id(r) for r in kept}
-        gone = [r for r in rows if id(r) not in kept_ids]
-        rows = kept
-        notes.insert(0, f"--after {args.after}: {len(kept)} triaged row(s) still reported, {len(gone)} gone, "
-                        f"{len(untriaged)} untriaged finding(s)")
+    where = f"{args.results.name}/"
+    if args.after is None:
+        counted, history, untriaged = base.reported, base.gone, base.untriaged
+        notes.insert(0, f"{_show(args.results)}: {len(counted)} triaged row(s) reported, {len(history)} no longer "
+                        f"reported (history), {len(untriaged)} untriaged finding(s)")
+        duplicates = base.duplicates
+    else:
+        after = match(rows, args.after, repos)
+        # a repository the --after run has no report for (missing, timed out, crashed) keeps results/'s matching
+        fall = set(after.unchecked) - set(base.unchecked)
+        if fall:
+            after.reported = [r for r in after.reported if r.repo not in fall] + \
+                [r for r in base.reported if r.repo in fall]
+            after.gone = [r for r in after.gone if r.repo not in fall] + [r for r in base.gone if r.repo in fall]
+            after.untriaged += [u for u in base.untriaged if u[0] in fall]
+            for repo in sorted(fall):
+                why = "timed out or crashed in" if (args.after / f"{repo}.json").is_file() else "no"
+                notes.append(f"{repo}: {why} {args.after.name}/{repo}.json, counted as in {args.results.name}/")
+        after.unchecked = [repo for repo in after.unchecked if repo not in fall]
+        notes += _unchecked_note(after, args.after, rows)
+        counted, untriaged, duplicates = after.reported, after.untriaged, after.duplicates
+        in_base = {id(r) for r in base.reported}
+        in_after = {id(r) for r in after.reported}
+        gone = [r for r in base.reported if id(r) not in in_after]
+        back = [r for r in after.reported if id(r) not in in_base]
+        history = [r for r in after.gone if id(r) not in in_base]
+        where = f"{args.after}"
+        notes.insert(0, f"--after {args.after}: {len(counted)} triaged row(s) still reported, {len(gone)} gone "
+                        f"since {args.results.name}/, {len(back)} reported there but not in {args.results.name}/ "
+                        f"(rows triaged ahead, or findings back), {len(untriaged)} untriaged finding(s)")
+    for r in duplicates:
+        problems.append(f"{r.source}: a second row for {r.repo} {r.path}:{r.line} {r.code} (not counted)")
+    rows = counted
     for repo, prefix in excludes:
         keep = lambda r: not (r.repo == repo and r.path.startswith(prefix))  # noqa: E731
         left = [r for r in rows if keep(r)]
         notes.append(f"excluded {len(rows) - len(left)} row(s) of {repo} under {prefix!r}")
         rows = left
         gone = [r for r in gone if keep(r)]
+        history = [r for r in history if keep(r)]
         untriaged = [u for u in untriaged if not (u[0] == repo and u[1].startswith(prefix))]
-    print(render(rows, repos, untriaged, notes, problems, gone))
+    print(render(rows, repos, untriaged, notes, problems, gone, history, where))
     return 0
 
 

@@ -19,6 +19,8 @@ from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, ShellSource
 from dslint.timeline import span
 
+FACTS_MEMO = "_dslint_program_facts"     # a Python source's `FileFacts` (None: it does not compile), kept on it
+
 
 def build_program(sources: list[AnySource], project: ProjectView, cache: Optional[RunCache], jobs: int,
                   rules: list[Rule]) -> None:
@@ -29,12 +31,20 @@ def build_program(sources: list[AnySource], project: ProjectView, cache: Optiona
     facts: dict[int, FileFacts] = {}
     missing: list[tuple[PythonSource, str]] = []
     for src in python:
+        if FACTS_MEMO in src.__dict__:
+            # a source carried over from the previous run (`gather.carry_over`): its facts are its text's, as the
+            # cache's entries keyed by content are
+            if src.__dict__[FACTS_MEMO] is not None:
+                facts[id(src)] = src.__dict__[FACTS_MEMO]
+            continue
         key = cache.facts_key(src) if cache else ""
         hit = cache.facts(key) if cache else None
         if hit is None:
             missing.append((src, key))
-        elif hit[0]:
-            facts[id(src)] = hit[1]
+        else:
+            src.__dict__[FACTS_MEMO] = hit[1]
+            if hit[0]:
+                facts[id(src)] = hit[1]
     if jobs > 1 and hasattr(os, "fork"):
         with span("outlines (forked)"):
             build_outlines([s for s, _ in missing] + [s for s in sources if isinstance(s, ShellSource)], jobs,
@@ -61,6 +71,7 @@ def config_references(missing: list[tuple[PythonSource, str]], project: ProjectV
                 # the file's facts could not be built: its rules report it (internal error), the run goes on
                 pass
         found = FileFacts.of(src, refs, *project.argument_files(src)) if src.compiles else None
+        src.__dict__[FACTS_MEMO] = found
         if found is not None:
             facts[id(src)] = found
         if cache:

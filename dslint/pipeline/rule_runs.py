@@ -30,6 +30,17 @@ CRASH_SIGNALS = {int(getattr(signal, n)) for n in ("SIGSEGV", "SIGBUS", "SIGILL"
                  if hasattr(signal, n)}
 
 
+class Cancelled(Exception):
+    """A run `Checker.interrupt` stopped (a newer edit made it stale: the language server, dslint.server)."""
+
+
+def stop_if_stale(interrupt) -> None:
+    """Raise Cancelled where `interrupt` (a callable, or None) says a newer run has made this one stale: asked
+    between phases, files and rules, points where no source is half-built."""
+    if interrupt is not None and interrupt():
+        raise Cancelled()
+
+
 class AnalysisTimeout(BaseException):
     """Raised (by SIGALRM) in the analysis of one file that runs past its budget. A BaseException, so that the
     per-rule `except Exception` of `RuleRun.check_one` does not take it for a rule's failure."""
@@ -68,6 +79,7 @@ class RuleRun:
     settings: Settings
     rules: list[Rule]
     file_timeout: float = FILE_TIMEOUT     # seconds of analysis per file; 0: no budget
+    interrupt: Optional[object] = None     # `Checker.interrupt`: asked between files and rules
 
     @property
     def _judging(self) -> bool:
@@ -107,6 +119,7 @@ class RuleRun:
         for rule in self.rules:
             if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
                 continue
+            stop_if_stale(self.interrupt)       # between rules too: what a rule computed is whole when it returns
             if rule.needs_ranks:
                 if one_process is None:
                     one_process = project.runs_one_process(source)

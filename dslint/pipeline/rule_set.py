@@ -61,6 +61,16 @@ class Triage:
         if not isinstance(source, PythonSource):
             return True
         pattern = self.pattern
+        # a function of the text and the rules' trigger words: kept on a source carried into the next run
+        key = (pattern.pattern if pattern is not None else None, self._no_python_rules)
+        memo = source.__dict__.get("_dslint_relevant")
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        relevant = self._relevant_text(source, pattern)
+        source.__dict__["_dslint_relevant"] = (key, relevant)
+        return relevant
+
+    def _relevant_text(self, source: PythonSource, pattern: Optional[re.Pattern]) -> bool:
         if pattern is None and not self._no_python_rules:
             return True
         if pattern is not None and pattern.search(source.text):

@@ -35,7 +35,7 @@ class RunCache:
         """The run's view of the cache in `cache_dir` (None: no cache), for these settings and rules."""
         if cache_dir is None:
             return None
-        hashes = {id(s): content_hash(s.text) for s in relevant}
+        hashes = {id(s): _content_hash(s) for s in relevant}
         fingerprint = content_hash("\n".join(sorted(f"{s.path}:{hashes[id(s)]}" for s in relevant)))
         settings_json = settings.model_dump_json(exclude={"root"})
         return cls(ResultCache(cache_dir, run_key(settings_json, [r.code for r in rules], "")), hashes,
@@ -109,6 +109,14 @@ class RunCache:
                 f.code == "DSL001" and f.message.startswith(TRANSIENT) for f in findings):
             self.store.put(key, {"findings": [f.model_dump(mode="json") for f in findings],
                                  "errors": [e.model_dump(mode="json") for e in errors]})
+
+
+def _content_hash(source: AnySource) -> str:
+    """`cache.content_hash` of the source's text, kept on the source (carried into the next run with it)."""
+    found = source.__dict__.get("_dslint_hash")
+    if found is None:
+        found = source.__dict__["_dslint_hash"] = content_hash(source.text)
+    return found
 
 
 def _strings(value) -> bool:

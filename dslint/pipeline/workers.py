@@ -18,7 +18,7 @@ import signal
 import sys
 from typing import Iterator
 
-from dslint.pipeline.rule_runs import CRASH_SIGNALS, RuleRun
+from dslint.pipeline.rule_runs import CRASH_SIGNALS, RuleRun, stop_if_stale
 from dslint.program.project import ProjectView
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, ShellSource
@@ -124,6 +124,7 @@ def analyse(run: RuleRun, sources: list[AnySource], views: dict[int, ProjectView
     (`views[index]`) by `run`, in forked workers when the run is big enough."""
     if jobs <= 1 or len(todo) < PARALLEL_MIN_FILES or not hasattr(os, "fork"):
         for i in todo:
+            stop_if_stale(run.interrupt)
             with span(f"  {sources[i].path}"):
                 result = run.results_for(sources[i], views[i])
             yield (i, *result)

@@ -146,7 +146,7 @@ def splice(old, text: str):
         return None
     head = common_prefix(before, text)
     if head == len(before) == len(text):
-        return module, [], []
+        return module, [], [], old.__dict__.get("_dslint_fix_pieces")
     tail = common_suffix(before, text, min(len(before), len(text)) - head)
     second = before.find("\n", before.find("\n") + 1)
     pieces = statement_offsets(old)
@@ -184,7 +184,18 @@ def splice(old, text: str):
         indent_known = not any(_indented(s) for _, _, s in pieces[i:j + 1])
     if not indent_known or sub.default_indent != module.default_indent:
         return None
-    return module.with_changes(body=[*module.body[:i], *new, *module.body[j + 1:]]), module.body[i:j + 1], new
+    # the new text's statement offsets (`statement_offsets`), for a next splice of it (the language server's
+    # re-check after every edit): the kept statements' are the old ones, shifted after the region
+    delta = len(text) - len(before)
+    offsets = list(pieces[:i])
+    at = start
+    for stmt in new:
+        size = len(sub.code_for_node(stmt))
+        offsets.append((at, at + size, stmt))
+        at += size
+    offsets += [(a + delta, b + delta, stmt) for a, b, stmt in pieces[j + 1:]]
+    return (module.with_changes(body=[*module.body[:i], *new, *module.body[j + 1:]]), module.body[i:j + 1], new,
+            offsets if at == end else None)
 
 
 @dataclass
@@ -269,6 +280,8 @@ class PythonSource(Source):
             if done is not None:
                 # what the old tree's walks found in the statements kept is carried over (`_parents`, `facts`)
                 self.__dict__["_spliced"] = (base.__dict__.get("_parents"), done[1], done[2])
+                if done[3] is not None:
+                    self.__dict__["_dslint_fix_pieces"] = done[3]
                 if base.__dict__.get("_statement_nodes") is not None:
                     self.__dict__["_previous_nodes"] = base.__dict__["_statement_nodes"]
                 return done[0]
