@@ -23,10 +23,14 @@ from dslint.commands import (_FAIL_LEVELS, _OUTPUT_FORMATS, EXIT_FINDINGS, EXIT_
 _CHECK_VALUES = {"--format": "output_format", "-f": "output_format", "--select": "select", "--ignore": "ignore",
                  "--world-size": "world_size", "--fail-level": "fail_level", "--config": "config",
                  "--deepspeed-version": "deepspeed_version", "--output": "output", "-o": "output",
-                 "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size"}
+                 "--jobs": "jobs", "-j": "jobs", "--max-file-size": "max_file_size",
+                 "--context": "context"}
 _CHECK_FLAGS = {"--exit-zero": "exit_zero", "--no-cache": "no_cache", "--sniff-json": "sniff_json",
                 "--fix": "fix", "--unsafe-fixes": "unsafe_fixes", "--diff": "diff", "--fix-only": "fix_only",
                 "--show-unproven": "show_unproven"}
+# every error line: `dslint: error: …` when it concerns the run, `path[:line:col]: error: …` when it concerns a
+# file (commands._error_line) -- one format, as compilers print them
+_ERROR_PREFIX = "dslint: error: "
 _MAIN_FLAGS = {"--debug"}      # taken out of every command line by `main` before either parser sees it
 
 
@@ -73,7 +77,7 @@ def _parse_check(args: list[str]) -> Optional[dict]:
             if not (value.isascii() and value.isdigit()) or key == "world_size" and int(value) < 1:
                 return None
             out[key] = int(value)
-        elif key in ("config", "output"):
+        elif key in ("config", "output", "context"):
             if not value:
                 return None
             out[key] = Path(value)
@@ -175,7 +179,7 @@ def _main_guarded(rest: list[str], debug: bool) -> int:
             traceback.print_exc()
         else:
             message = " ".join(str(exc).split())
-            sys.stderr.write(f"dslint: internal error: {type(exc).__name__}: {message[:500]} "
+            sys.stderr.write(f"{_ERROR_PREFIX}internal error: {type(exc).__name__}: {message[:500]} "
                              "(run again with --debug for the traceback)\n")
         sys.stderr.flush()
         return EXIT_INTERNAL
@@ -188,11 +192,31 @@ def _main(rest: list[str]) -> int:
             return _run_check_directly(parsed)
     from dslint.cli_app import app
     try:
-        app(args=rest, prog_name="dslint", standalone_mode=True)
+        code = app(args=rest, prog_name="dslint", standalone_mode=False)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
-    return EXIT_OK
+    except Exception as exc:
+        # click's exceptions, by class name: typer vendors click from 0.26 on (`typer._click`), before it uses it
+        kinds = {c.__name__ for c in type(exc).__mro__}
+        if "NoArgsIsHelpError" in kinds:             # `dslint` alone: the help (click 8.2+)
+            exc.show()
+            return EXIT_USAGE
+        if "Abort" in kinds:
+            sys.stderr.write("\ndslint: interrupted\n")
+            return 130
+        if "ClickException" not in kinds:
+            raise
+        # a usage error: click's usage line and hint, then the error in the one format of dslint's errors
+        # (`dslint: error: …`; a file's: `path:line:col: error: …`), not click's "Error: …"
+        ctx = getattr(exc, "ctx", None)
+        if ctx is not None:
+            hint = f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.\n" \
+                if ctx.command.get_help_option(ctx) is not None else ""
+            sys.stderr.write(f"{ctx.get_usage()}\n{hint}")
+        sys.stderr.write(f"{_ERROR_PREFIX}{exc.format_message()}\n")
+        return exc.exit_code if isinstance(getattr(exc, "exit_code", None), int) else EXIT_USAGE
+    return code if isinstance(code, int) else EXIT_OK
 
 
 def __getattr__(name: str):

@@ -72,11 +72,17 @@ def check(
                                                                 "`git ls-files`)."),
     max_file_size: Optional[str] = typer.Option(None, "--max-file-size",
                                                 help="Skip (with a message) files larger than this, e.g. 20M "
-                                                     "(default: 10M for Python, 2M for shell, 1M for JSON)."),
+                                                     "(MiB; default: 2M for Python and shell, 1M for JSON); a "
+                                                     "Python file within it is analysed whatever its size."),
     show_unproven: bool = typer.Option(False, "--show-unproven",
                                        help="Also report findings whose evidence is incomplete (no DeepSpeed engine, "
                                             "ZeRO-3/MoE config, DDP or MoE layer seen for them), marked "
                                             "[unproven]."),
+    context: Optional[Path] = typer.Option(None, "--context",
+                                           help="Check PATHS in the context of this folder's files (those git "
+                                                "tracks in a repository) and report the findings in PATHS and "
+                                                "those PATHS take part in elsewhere (the pre-commit hook: "
+                                                "`--context .`)."),
     debug: bool = typer.Option(False, "--debug", help="Print the traceback of an internal error (read by "
                                                       "`dslint.cli.main` before this parser runs)."),
     fix: bool = typer.Option(False, "--fix", help="Apply the safe fixes, then report what remains."),
@@ -93,7 +99,7 @@ def check(
         fail_level=fail_level.value if fail_level else None, config=config, deepspeed_version=deepspeed_version,
         output=output, exit_zero=exit_zero, no_cache=no_cache, jobs=jobs, sniff_json=sniff_json,
         max_file_size=max_file_size, fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, fix_only=fix_only,
-        show_unproven=show_unproven))
+        show_unproven=show_unproven, context=context))
 
 
 @app.command()

@@ -35,6 +35,13 @@ def _error(message: str) -> None:
     sys.stderr.flush()
 
 
+def _error_line(e) -> str:
+    """An input error as one line: `path:line:col: error: message` (`path: skipped: reason` for a skipped file),
+    the format of every error dslint prints (`dslint: error: …` for those of the run itself)."""
+    where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
+    return f"{where}: {e.message}" if e.message.startswith("skipped: ") else f"{where}: error: {e.message}"
+
+
 def unknown_codes(codes: List[str]) -> List[str]:
     """The codes or prefixes that name no rule (imports every rule family)."""
     from dslint.rules import all_rules
@@ -47,22 +54,32 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
               config: Optional[Path] = None, deepspeed_version: Optional[str] = None, output: Optional[Path] = None,
               exit_zero: bool = False, no_cache: bool = False, jobs: int = 0, sniff_json: bool = False,
               max_file_size: Optional[str] = None, fix: bool = False, unsafe_fixes: bool = False,
-              diff: bool = False, fix_only: bool = False, show_unproven: bool = False) -> int:
-    """`dslint check`: returns the exit code. `fix`/`fix_only`/`diff`: dslint.fixes (issue 22)."""
+              diff: bool = False, fix_only: bool = False, show_unproven: bool = False,
+              context: Optional[Path] = None) -> int:
+    """`dslint check`: returns the exit code. `fix`/`fix_only`/`diff`: dslint.fixes (issue 22). `context`: the
+    paths are checked in the context of that folder's files and the report keeps what concerns them
+    (dslint.changed: the pre-commit hook)."""
     if output is not None and output.is_dir():
         _error(f"dslint: error: -o/--output {output}: is a folder; give a file to write the report to")
         return EXIT_USAGE
     if config is not None and config.is_dir():
         _error(f"dslint: error: --config {config}: is a folder; give a pyproject.toml or a TOML file")
         return EXIT_USAGE
+    if context is not None:
+        if not context.is_dir():
+            _error(f"dslint: error: --context {context}: not a folder; give the repository's root (`.`)")
+            return EXIT_USAGE
+        if fix or fix_only or diff:
+            _error("dslint: error: --context reports findings; it does not combine with --fix, --diff or "
+                   "--fix-only")
+            return EXIT_USAGE
     from dslint.cache import default_dir
     from dslint.codecache import install
     cache_dir = None if no_cache else default_dir()
     install(cache_dir)      # before libcst's ~200 dataclasses are built (dslint.codecache)
     from dslint.config import ConfigFileError, load_settings, parse_size
-    from dslint.engine import Checker, fails
+    from dslint.engine import Checker
     from dslint.findings import Severity
-    from dslint.formats import render
 
     try:
         settings = load_settings(config, list(paths))
@@ -102,29 +119,58 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
 
     checker = Checker(settings, sniff_json=sniff_json, cache_dir=cache_dir, jobs=jobs,
                       file_timeout=_file_timeout(), ends_process=PROCESS_ENDS_AFTER_RUN)
+    from dslint import progress
+    progress.begin(output_format)      # on a terminal, text format: the phase and files done after ~1 s
+    try:
+        return _run(checker, settings, paths, output_format, output, exit_zero, sniff_json, fix, unsafe_fixes,
+                    diff, fix_only, context)
+    finally:
+        progress.end()
+
+
+def _run(checker, settings, paths, output_format, output, exit_zero, sniff_json, fix, unsafe_fixes, diff,
+         fix_only, context) -> int:
+    from dslint import progress
+    from dslint.engine import fails
+    from dslint.formats import render
     if fix or fix_only or diff:
-        from dslint.fix_command import diffs, fix_run
+        from dslint.fix_command import diffs, fix_run, held_back
+        from dslint.formats.text import held_back_text
         with _interruptible():
             outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)
+        progress.end()                  # erased before anything is written
         report = outcome.report
+        held = held_back(report, unsafe_fixes)
         if diff or fix_only:
             if diff:
                 sys.stdout.write(diffs(outcome))
                 n = outcome.fixed
-                _error(f"Would fix {n} finding{'s' if n != 1 else ''}." if n else "No fixes available.")
+                line = f"Would fix {n} finding{'s' if n != 1 else ''}." if n else \
+                    ("No safe fixes available." if held else "No fixes available.")
+                _error(line + (" " + held_back_text(held, diff=True) if held else ""))
             else:
                 from dslint.formats.text import fix_summary
                 _error(fix_summary(report.fixes))
             for e in report.errors:
-                _error(f"{e.path}: error: {e.message}")
+                _error(_error_line(e))
             if any(e.kind == "internal-error" for e in report.errors):
                 return EXIT_INTERNAL
-            if diff:
-                return EXIT_FINDINGS if outcome.texts else EXIT_OK
+            if diff:       # 1: a diff to apply, or unsafe fixes held back (the diff shows only part of the fixes)
+                return EXIT_FINDINGS if outcome.texts or held else EXIT_OK
             return EXIT_FINDINGS if report.fixes["not_written"] else EXIT_OK
+    elif context is not None:
+        from dslint.changed import keep_attributed, named_files, tracked_files
+        named = named_files(paths)
+        tracked = tracked_files(context)
+        walked = None if tracked is None else (lambda p: os.path.realpath(p) in tracked
+                                               or os.path.realpath(p) in named)
+        with _interruptible():
+            # the folder first: a named file inside it is read as a run on the folder reads it
+            report = keep_attributed(checker.check_paths([context, *paths], walked=walked), named)
     else:
         with _interruptible():
             report = checker.check_paths(list(paths))
+    progress.end()
     used = [type(r) for r in checker.rules]
     rendered = render(output_format, report, used)
     if output:
@@ -140,8 +186,7 @@ def run_check(paths: List[Path], output_format: str = "text", select: Optional[L
             encoding = sys.stdout.encoding or "utf-8"
             sys.stdout.write(rendered.encode(encoding, "backslashreplace").decode(encoding))
     for e in report.errors:
-        where = e.path + (f":{e.line}:{e.column or 1}" if e.line else "")
-        _error(f"{where}: {e.message}" if e.message.startswith("skipped: ") else f"{where}: error: {e.message}")
+        _error(_error_line(e))
     if any(e.kind == "internal-error" for e in report.errors):
         return EXIT_INTERNAL
     if any(e.kind in ("missing-path", "config") for e in report.errors):

@@ -293,10 +293,10 @@ def find_pyproject(paths: list[Path]) -> Optional[Path]:
                 continue
             if "dslint" not in text:        # no [tool.dslint]: not worth importing the TOML parser (~15 ms)
                 continue
-            import tomllib
+            from dslint import toml
             try:
-                data = tomllib.loads(text)
-            except tomllib.TOMLDecodeError:
+                data = toml.loads(text)
+            except toml.TOMLDecodeError:
                 if re.search(r"^\s*\[\s*tool\s*\.\s*dslint\b|^\s*\[\s*tool\s*\]|dslint\s*=", text, re.M):
                     return candidate
                 continue
@@ -310,9 +310,9 @@ def load_settings(config_file: Optional[Path], paths: list[Path]) -> Settings:
     path = config_file or find_pyproject(paths)
     if path is None:
         return Settings()
-    import tomllib
+    from dslint import toml
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = toml.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigFileError(f"{path}: config file not found") from None
     except IsADirectoryError:
@@ -321,7 +321,7 @@ def load_settings(config_file: Optional[Path], paths: list[Path]) -> Settings:
         raise ConfigFileError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigFileError(f"{path}: invalid TOML: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
+    except toml.TOMLDecodeError as exc:
         raise ConfigFileError(f"{path}: invalid TOML: {exc}") from None
     tool = data.get("tool", {})
     table = tool.get("dslint", {}) if isinstance(tool, dict) else {}

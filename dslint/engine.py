@@ -11,8 +11,9 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
+from dslint import progress
 from dslint.config import Settings
 from dslint.findings import Finding, Report, Severity
 from dslint.pipeline.gather import carry_over, read_inputs
@@ -25,7 +26,8 @@ from dslint.pipeline.workers import analyse, job_count
 from dslint.program.project import ProjectView
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, kind_of, make_source  # noqa: F401  (kind_of, make_source: for tests)
-from dslint.sources.inputs import collect, read_sources  # noqa: F401  (for tests and tools)
+from dslint.sources import guard
+from dslint.sources.inputs import collect, limits_for, read_sources  # noqa: F401  (collect, read_sources: for tests and tools)
 from dslint.timeline import span
 
 _KEPT: list = []               # the state of runs whose process ends after them (`Checker.ends_process`)
@@ -60,10 +62,13 @@ class Checker:
             self._triage = Triage(self.rules)
         return self._triage
 
-    def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None) -> Report:
+    def check_paths(self, paths: list[Path], overrides: Optional[dict[str, str]] = None,
+                    walked: Optional[Callable[[Path], bool]] = None) -> Report:
         """`overrides`: shown path -> text to check instead of the file's (a fix round's texts). Such a
-        re-check starts from the previous run's sources (`gather.carry_over`)."""
-        inputs, sources, undecodable = read_inputs(paths, self.settings, self.sniff_json, self.sources, overrides)
+        re-check starts from the previous run's sources (`gather.carry_over`). `walked`: which files found by
+        walking a folder are read (dslint.changed: the files git tracks); every one when None."""
+        inputs, sources, undecodable = read_inputs(paths, self.settings, self.sniff_json, self.sources, overrides,
+                                                   walked)
         self.sources = sources
         report = self.check_sources(sources)
         if undecodable and not self._explicit_rules:
@@ -97,6 +102,7 @@ class Checker:
                 gc.enable()
 
     def _check_sources(self, sources: list[AnySource]) -> Report:
+        guard.set_source_limit(limits_for(self.settings.max_file_size)["python"])    # the one size limit
         if not self._explicit_rules:
             with span("rules (imports)"):
                 self.rules = select_rules(self.settings, sources)
@@ -112,6 +118,7 @@ class Checker:
         # an unchanged tree is answered from the run's entry without building the program model
         keys: Optional[list] = cache.known_keys(len(relevant)) if cache else None
         if keys is None:
+            progress.current.phase(f"launch units of {len(relevant)} files")
             build_program(sources, project, cache, jobs, self.rules)
             if cache and only is None:
                 keys = [cache.item_key(relevant, i, project) for i in range(len(relevant))]
@@ -134,12 +141,16 @@ class Checker:
         stop_if_stale(self.interrupt)
         if todo:
             if project.program is None:
+                progress.current.phase(f"launch units of {len(relevant)} files")
                 build_program(sources, project, cache, jobs, self.rules)
                 stop_if_stale(self.interrupt)
             with span("views"):
                 views = views_for(relevant, todo, project)
         run = RuleRun(self.settings, self.rules, self.file_timeout, self.interrupt)
+        progress.current.phase("analysing", total=len(relevant))
+        progress.current.advance(len(relevant) - len(todo))           # answered by the cache
         for i, findings, errors in analyse(run, relevant, views, todo, jobs):
+            progress.current.advance()
             report.findings += findings
             report.errors += errors
             if cache:

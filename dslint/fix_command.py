@@ -45,7 +45,8 @@ class FixOutcome:
 def _parses(path: str, text: str, kind: str) -> bool:
     if kind == "python":
         try:
-            compile(text, path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
+            from dslint.sources.astsplice import compile_ast
+            compile_ast(text, path)
         except (SyntaxError, ValueError, RecursionError):
             return False
         return True
@@ -219,8 +220,16 @@ def fix_run(checker: Checker, paths: list[Path], unsafe: bool, write: bool) -> t
     if write:
         outcome.report.fixes = {"applied": outcome.fixed, "remaining": len(outcome.report.findings),
                                 "files": sorted(result.written),
-                                "not_written": [f"{p} ({why})" for p, why in result.refused]}
+                                "not_written": [f"{p} ({why})" for p, why in result.refused],
+                                "unsafe_held_back": held_back(outcome.report, unsafe)}
     return outcome, result
+
+
+def held_back(report: Report, unsafe: bool) -> int:
+    """The findings left whose fix is `unsafe` and was not applied because `--unsafe-fixes` was not given."""
+    if unsafe:
+        return 0
+    return sum(1 for f in report.findings if f.fix is not None and f.fix.applicability == "unsafe" and f.fix.edits)
 
 
 def diffs(outcome: FixOutcome) -> str:

@@ -60,7 +60,8 @@ def _comments(text: str, kind: str):
             return
         except (tokenize.TokenError, IndentationError, SyntaxError):
             pass
-    for number, line in enumerate(text.splitlines(), 1):
+    from dslint.sources.astsplice import physical_lines
+    for number, line in enumerate(physical_lines(text), 1):
         pos = line.find("#")
         if pos >= 0 and "dslint:" in line[pos:]:
             yield number, pos, line[pos:], line[:pos].strip() == ""

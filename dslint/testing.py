@@ -8,6 +8,7 @@ from typing import Optional
 from dslint.config import Settings
 from dslint.engine import check_texts
 from dslint.findings import Report
+from dslint.sources.astsplice import physical_lines
 from dslint.rules.base import Example, Rule
 
 EXPECT = re.compile(r"#\s*expect:\s*([A-Z]{3}\d{3}(?:\s*,\s*[A-Z]{3}\d{3})*)")
@@ -16,7 +17,7 @@ EXPECT = re.compile(r"#\s*expect:\s*([A-Z]{3}\d{3}(?:\s*,\s*[A-Z]{3}\d{3})*)")
 def expected(text: str) -> set[tuple[int, str]]:
     """(line, code) pairs announced by `# expect: DSL101[, DSL102]` comments."""
     out = set()
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(physical_lines(text), 1):
         m = EXPECT.search(line)
         if m:
             out.update((number, c.strip()) for c in m.group(1).split(","))

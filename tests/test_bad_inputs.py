@@ -126,7 +126,7 @@ def test_a_1gib_checkpoint_is_never_read_in_full(tmp_path):
     assert [s.path.rsplit("/", 1)[-1] for s in sources] == ["train.py"]
     messages = {Path(e.path).name: e.message for e in inputs.errors}
     assert messages["weights.json"].startswith("skipped: 1024.0 MiB is over the 1.0 MiB limit for JSON configs")
-    assert messages["state.py"].startswith("skipped: 1024.0 MiB is over the 10.0 MiB limit for Python sources")
+    assert messages["state.py"].startswith("skipped: 1024.0 MiB is over the 2.0 MiB limit for Python sources")
     assert messages["model.pt"].startswith("skipped: binary content")
 
     start = time.monotonic()
@@ -134,6 +134,38 @@ def test_a_1gib_checkpoint_is_never_read_in_full(tmp_path):
     assert time.monotonic() - start < 30
     _clean_stderr(result)
     _reports_hazard(result)
+
+
+def test_one_size_limit_a_large_file_is_skipped_or_analysed_never_an_error(tmp_path):
+    """Issue 32: `--max-file-size 20M` turned a skipped 13 MB file into a DSL001 *error* (the analysis had a fixed
+    2 MB cap of its own, its message in MB beside the skip message's MiB). One limit now: over it, the file is
+    skipped with a line in MiB (exit 0); within it -- the option raised -- the file is analysed."""
+    folder = _with_hazard(tmp_path / "proj")
+    line = "# " + "generated table row " * 50 + "\n"                    # ~1 kB of comment per line
+    (folder / "table.py").write_text("ROWS = 1\n" + line * (int(2.5 * (1 << 20)) // len(line)))
+    default = run_dslint("check", "--format", "json", str(folder / "table.py"), timeout=300)
+    assert default.returncode == 2, default.stderr                      # the only path named: nothing checked
+    assert "table.py: skipped: 2.5 MiB is over the 2.0 MiB limit for Python sources (--max-file-size)" \
+        in default.stderr, default.stderr
+    walked = run_dslint("check", "--format", "json", str(folder), timeout=300)
+    report = json.loads(walked.stdout)
+    assert not [f for f in report["findings"] if f["path"].endswith("table.py")]
+    assert [e["message"] for e in report["errors"] if e["path"].endswith("table.py")] == [
+        "skipped: 2.5 MiB is over the 2.0 MiB limit for Python sources (--max-file-size)"]
+    raised = run_dslint("check", "--format", "json", "--max-file-size", "3M", str(folder), timeout=300)
+    report = json.loads(raised.stdout)
+    assert not [f for f in report["findings"] if f["path"].endswith("table.py")], report["findings"]
+    assert not [e for e in report["errors"] if e["path"].endswith("table.py")]
+    assert "MB " not in raised.stderr and "MB " not in walked.stderr
+    assert raised.returncode == 1 and [f["code"] for f in report["findings"]] == ["DSL101"]
+    # a text over the limit that reaches the analysis without a file (the library's check_texts) is DSL001,
+    # in the same unit
+    from dslint.engine import check_texts
+    from dslint.config import Settings
+    big = check_texts({"gen.py": "x = 1\n" + "#" * 3000 + "\n"}, Settings(max_file_size=2048))
+    assert [f.code for f in big.findings] == ["DSL001"], big.findings
+    assert big.findings[0].message == ("could not be analysed: 2.9 KiB of Python source, over the 2.0 KiB limit for "
+                                       "Python sources (--max-file-size)")
 
 
 def test_max_file_size_option_and_setting(tmp_path):
@@ -225,11 +257,24 @@ def test_unreadable_folder_is_skipped_and_the_run_goes_on(tmp_path):
             p.chmod(0o755)
         (folder / "train.py").chmod(0o644)
         prefix: list[str] = []
+        env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO), "HOME": str(base)}
         if os.geteuid() == 0:
             setpriv = shutil.which("setpriv")
             assert setpriv, "running as root needs setpriv to drop the permission"
             prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
-        env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO), "HOME": str(base)}
+            # the checkout may sit where `nobody` cannot read (a fresh clone in root's 0700 home): this copy of
+            # dslint can be read by anyone; the interpreter and its packages are tried as they are
+            code = base / "code"
+            shutil.copytree(REPO / "dslint", code / "dslint", ignore=shutil.ignore_patterns("__pycache__"))
+            for p in (code, *code.rglob("*")):
+                p.chmod(0o755 if p.is_dir() else 0o644)
+            env["PYTHONPATH"] = str(code)
+            probe = subprocess.run([*prefix, sys.executable, "-c", "import dslint.cli, libcst"], capture_output=True,
+                                   text=True, timeout=60, env=env, cwd=str(base))
+            if probe.returncode != 0:
+                reason = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+                pytest.skip(f"as root, the test drops to uid 65534 (nobody), who cannot run this interpreter "
+                            f"({sys.executable}) with its packages -- e.g. a virtualenv in a 0700 folder: {reason}")
         result = subprocess.run([*prefix, sys.executable, "-m", "dslint", "check", "--no-cache", str(folder)],
                                 capture_output=True, text=True, timeout=60, env=env, cwd=str(base))
         _clean_stderr(result)
@@ -441,7 +486,7 @@ def test_an_unexpected_exception_is_one_line_and_exit_3_and_debug_shows_it(monke
     monkeypatch.delenv("DSLINT_DEBUG", raising=False)
     assert cli.main(["check", "x.py"]) == 3
     err = capsys.readouterr().err
-    assert err == ("dslint: internal error: RuntimeError: boom second line "
+    assert err == ("dslint: error: internal error: RuntimeError: boom second line "
                    "(run again with --debug for the traceback)\n")
     assert cli.main(["check", "--debug", "x.py"]) == 3
     err = capsys.readouterr().err

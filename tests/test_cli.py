@@ -94,3 +94,36 @@ def test_an_explicit_folder_is_checked_even_when_excluded(tmp_path, dslint_cli):
     assert json.loads(dslint_cli("check", "-f", "json", ".", cwd=tmp_path).stdout)["findings"] == []
     named = json.loads(dslint_cli("check", "-f", "json", "examples", cwd=tmp_path).stdout)
     assert [f["path"] for f in named["findings"]] == ["examples/broken.py"]
+
+
+def test_every_error_line_has_one_format(tmp_path, dslint_cli):
+    """Issue 32: three prefixes (`dslint: error:`, `path: error:`, click's `Error:`) became one format, as
+    compilers print errors: `dslint: error: …` for the run, `path[:line:col]: error: …` for a file."""
+    import re
+    (tmp_path / "good.py").write_text(GOOD_PY)
+    runs = {
+        "unknown option (typer)": dslint_cli("check", "--bogus", "good.py", cwd=tmp_path),
+        "bad choice (typer)": dslint_cli("check", "--format", "xml", "good.py", cwd=tmp_path),
+        "bad number (typer)": dslint_cli("check", "--world-size", "0", "good.py", cwd=tmp_path),
+        "rules format (typer)": dslint_cli("rules", "--format", "zz", cwd=tmp_path),
+        "unknown rule code": dslint_cli("check", "--select", "XYZ1", "good.py", cwd=tmp_path),
+        "unknown rule": dslint_cli("explain", "DSL999", cwd=tmp_path),
+        "missing path": dslint_cli("check", "nope.py", cwd=tmp_path),
+        "bad size": dslint_cli("check", "--max-file-size", "lots", "good.py", cwd=tmp_path),
+    }
+    line = re.compile(r"^(dslint|[^\s:]+(:\d+:\d+)?): error: \S")
+    for what, out in runs.items():
+        assert out.returncode == 2, (what, out.stderr)
+        errors = [x for x in out.stderr.splitlines() if x and not x.startswith(("Usage: ", "Try '"))]
+        assert errors and all(line.match(x) for x in errors), (what, out.stderr)
+        assert "Error: " not in out.stderr, (what, out.stderr)
+    assert runs["unknown option (typer)"].stderr.startswith("Usage: dslint check ")      # click's usage line kept
+    assert "dslint: error: No such option: --bogus" in runs["unknown option (typer)"].stderr
+    assert "nope.py: error: no such file or directory" in runs["missing path"].stderr
+    # the pre-flight's own parser (argparse) says `dslint preflight: error: …`, its range check too
+    for args in (("--timeout", "0", "x.py"), ("--bogus",)):
+        pre = dslint_cli("preflight", *args, cwd=tmp_path)
+        assert pre.returncode == 2 and pre.stderr.splitlines()[-1].startswith("dslint preflight: error: "), pre.stderr
+    assert dslint_cli(cwd=tmp_path).returncode == 2                                      # `dslint` alone: help
+    assert dslint_cli("check", "--help", cwd=tmp_path).returncode == 0
+    assert dslint_cli("--version", cwd=tmp_path).returncode == 0

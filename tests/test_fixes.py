@@ -225,6 +225,38 @@ def test_diff_exits_0_without_fixes(tmp_path):
     assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr
 
 
+UNSAFE_ONLY = '{\n  "train_batch_size": 32,\n  "train_micro_batch_size_per_gpu": 8,\n  "gradient_accumulation_steps": 1\n}\n'
+
+
+def test_held_back_unsafe_fixes_are_counted_with_how_to_apply_them(tmp_path):
+    """Issue 32: `--diff` with only unsafe fixes said "No fixes available." and exited 0; it now says how many
+    unsafe fixes were held back and how to see and apply them, and exits 1 (there is something to fix). `--fix`
+    and `--fix-only` say the same after their count; JSON's `fixes` summary carries `unsafe_held_back`."""
+    (tmp_path / "run.sh").write_text("deepspeed --num_gpus 8 train.py --deepspeed ds.json\n")
+    (tmp_path / "train.py").write_text("import deepspeed\nengine, *_ = deepspeed.initialize(model=None)\n")
+    (tmp_path / "ds.json").write_text(UNSAFE_ONLY)
+    before = _hashes(tmp_path)
+    diff = _dslint(tmp_path, "--diff", ".")
+    assert diff.stdout == "" and "No fixes available" not in diff.stderr, diff.stderr
+    assert "No safe fixes available. 1 unsafe fix held back (it may change what the job does): see it with " \
+           "--diff --unsafe-fixes, apply it with --fix --unsafe-fixes." in diff.stderr, diff.stderr
+    assert diff.returncode == 1
+    shown = _dslint(tmp_path, "--diff", "--unsafe-fixes", ".")
+    assert '+  "train_batch_size": 64,' in shown.stdout and "held back" not in shown.stderr
+    assert shown.returncode == 1
+    fix = _dslint(tmp_path, "--fix", ".")
+    assert "Fixed 0 findings (1 remaining). 1 unsafe fix held back (it may change what the job does): apply it " \
+           "with --fix --unsafe-fixes." in fix.stdout, fix.stdout
+    only = _dslint(tmp_path, "--fix-only", ".")
+    assert "1 unsafe fix held back" in only.stderr and only.returncode == 0
+    report = json.loads(_dslint(tmp_path, "--fix", "--format", "json", ".").stdout)
+    assert report["fixes"]["unsafe_held_back"] == 1 and report["fixes"]["applied"] == 0
+    assert _hashes(tmp_path) == before
+    applied = json.loads(_dslint(tmp_path, "--fix", "--unsafe-fixes", "--format", "json", ".").stdout)
+    assert applied["fixes"]["applied"] == 1 and applied["fixes"]["unsafe_held_back"] == 0
+    assert '"train_batch_size": 64' in (tmp_path / "ds.json").read_text()
+
+
 def test_fix_writes_only_fixed_files_and_reports_the_rest(tmp_path):
     root = _project(tmp_path)
     untouched = (root / "notes.py").stat()

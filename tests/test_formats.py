@@ -97,3 +97,24 @@ def test_json_settings_name_the_deepspeed_version_and_where_it_came_from(tmp_pat
     assert report.settings == {"deepspeed_version": "0.18.0", "deepspeed_version_from": "option"}
     data = json.loads(render("json", report, all_rules()))
     assert data["settings"]["deepspeed_version_from"] == "option"
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\f", "\v", "\x85"])
+def test_text_frame_is_right_with_line_separators_in_comments_and_strings(tmp_path, dslint_cli, separator):
+    """Issue 32: a U+2028 in a comment shifted the code frame one line (the caret under the line above the
+    finding): str.splitlines() splits at it, CPython and libcst do not. The frame numbers lines as findings do,
+    and shows the character as one visible character, so the caret stays under its column."""
+    (tmp_path / "train.py").write_text(
+        f"import torch.distributed as dist\n# a comment{separator}with a separator\n"
+        f"NOTE = 'a string{separator}with one too'\n\n\ndef sync():\n"
+        f"    if dist.get_rank() == 0:  # {separator}\n        dist.barrier()\n", encoding="utf-8")
+    out = dslint_cli("check", "train.py", cwd=tmp_path)
+    assert "train.py:8:9: DSL101" in out.stdout, out.stdout
+    frame = out.stdout.splitlines()
+    at = frame.index("  8 |         dist.barrier()")
+    assert frame[at + 1] == "    |         " + "^" * len("dist.barrier()"), out.stdout
+    assert frame[at - 1].startswith("  7 |     if dist.get_rank() == 0:  # ")
+    assert separator not in out.stdout                        # shown as one visible character
+    from dslint.sources.astsplice import physical_lines
+    text = (tmp_path / "train.py").read_text(encoding="utf-8")
+    assert len(physical_lines(text)) == 8 and physical_lines("a\r\nb\rc\n") == ["a", "b", "c"]

@@ -7,10 +7,18 @@ from functools import lru_cache
 from pathlib import Path
 
 
+# characters that end a line for str.splitlines() but not for Python or a shell (they may stand in a comment or a
+# string): each shown as one character, so the frame's caret stays under its column
+_SHOWN = str.maketrans({"\f": "␌", "\v": "␋", "\x1c": "␜", "\x1d": "␝", "\x1e": "␞", "\x85": "␤",
+                        "\u2028": "␤", "\u2029": "¶"})
+
+
 @lru_cache(maxsize=64)
 def _lines(path: str) -> list[str]:
+    """The file's lines as findings number them (`physical_lines`: `\n`, `\r\n`, `\r` only)."""
+    from dslint.sources.astsplice import physical_lines
     try:
-        return Path(path).read_text(errors="replace").splitlines()
+        return [line.translate(_SHOWN) for line in physical_lines(Path(path).read_text(errors="replace"))]
     except OSError:
         return []
 
@@ -104,4 +112,16 @@ def fix_summary(fixes: dict) -> str:
     line = f"Fixed {n} finding{'s' if n != 1 else ''} ({left} remaining)."
     if fixes.get("not_written"):
         line += f" Not written: {', '.join(fixes['not_written'])}."
+    held = fixes.get("unsafe_held_back", 0)
+    if held:
+        line += " " + held_back_text(held)
     return line
+
+
+def held_back_text(held: int, diff: bool = False) -> str:
+    """`3 unsafe fixes held back (they may change what the job does): apply them with --fix --unsafe-fixes.`"""
+    them = "them" if held != 1 else "it"
+    how = f"see {them} with --diff --unsafe-fixes, apply {them} with --fix --unsafe-fixes" if diff else \
+        f"apply {them} with --fix --unsafe-fixes"
+    return (f"{held} unsafe fix{'es' if held != 1 else ''} held back ({'they' if held != 1 else 'it'} may change what "
+            f"the job does): {how}.")

@@ -6,7 +6,9 @@ decoded), and a re-check of fixed texts (`dslint check --fix`) starts from the p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
+
+from dslint import progress
 
 from dslint.config import Settings
 from dslint.sources import AnySource, PythonSource
@@ -15,12 +17,17 @@ from dslint.timeline import span
 
 
 def read_inputs(paths: list[Path], settings: Settings, sniff_json: bool, previous: Optional[list] = None,
-                overrides: Optional[dict[str, str]] = None) -> tuple[Inputs, list[AnySource], list]:
+                overrides: Optional[dict[str, str]] = None, walked: Optional[Callable[[Path], bool]] = None
+                ) -> tuple[Inputs, list[AnySource], list]:
     """(what was collected, the sources, the files that could not be decoded: (shown path, kind, problem)).
     `overrides`: shown path -> text to check instead of the file's, starting from `previous` (the sources of
-    the check before)."""
+    the check before). `walked`: which files found by walking a folder are read (dslint.changed: the files git
+    tracks); every one when None."""
+    progress.current.phase("reading files")
     with span("collect and read inputs"):
         inputs = collect(paths, settings)
+        if walked is not None:
+            inputs.files = [(p, explicit) for p, explicit in inputs.files if explicit or walked(p)]
         sources, undecodable = read_sources(inputs, sniff_json, settings.max_file_size)
     if overrides is not None:
         sources = carry_over(previous or [], sources, overrides)

@@ -12,6 +12,7 @@ from dslint.pipeline.rule_runs import judging
 from dslint.rules import all_rules
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource
+from dslint.sources.astsplice import compile_ast
 from dslint.sources.wordsearch import alternation
 
 
@@ -80,7 +81,7 @@ class Triage:
         if source.too_complex is not None:
             return True
         try:
-            compile(source.text, source.path, "exec", dont_inherit=True, flags=0x400)   # PyCF_ONLY_AST
+            compile_ast(source.text, source.path)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return True
         return False

@@ -15,6 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
+from dslint.sources.astsplice import compile_ast
+
 _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")     # libcst's field order (`try`: handlers first)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 MODULE_SCOPE = "<module>"          # as dslint.program.facts (not imported: it imports libcst)
@@ -404,6 +406,6 @@ def builds_engine(outline: Outline) -> bool:
 def parse_tree(text: str, filename: str) -> Optional[ast.Module]:
     """CPython's tree of the file, or None when CPython rejects the source."""
     try:
-        return compile(text, filename, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+        return compile_ast(text, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None

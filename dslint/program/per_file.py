@@ -18,7 +18,8 @@ from dslint.program.models.modules import file_model_facts
 from dslint.program.outline import MODULE_SCOPE, Outline, build_outline, builds_engine, parse_tree
 from dslint.sources.astsplice import spliced_ast
 from dslint.sources.cstwalk import statement_nodes
-from dslint.sources.guard import MAX_SOURCE_CHARS, check
+import dslint.sources.guard as guard
+from dslint.sources.guard import check
 
 if TYPE_CHECKING:
     import ast
@@ -31,7 +32,7 @@ def outline_of(src: "PythonSource") -> Optional[Outline]:
     rejects the file, or when no parser may read it (`src.too_complex`)."""
     tree = None
     base = src.__dict__.get("_derived_from")       # dslint.fixes: the source this text was fixed from
-    if base is not None and "too_complex" not in src.__dict__ and len(src.text) <= MAX_SOURCE_CHARS \
+    if base is not None and "too_complex" not in src.__dict__ and len(src.text) <= guard.MAX_SOURCE_CHARS \
             and base.__dict__.get("too_complex", False) is None:
         # its CPython tree, where the previous check still holds it (the role scopes of a file the role
         # analysis read): only the statements the change touches are parsed again (`astsplice`), after

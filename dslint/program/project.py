@@ -837,9 +837,9 @@ def _pyproject_pin(text: str, name: str = "deepspeed") -> Optional[str]:
     """A pin among `[project] dependencies`, `[project.optional-dependencies]` and Poetry's dependency tables."""
     pin_re = _pin_patterns(name)[0]
     try:
-        import tomllib
-        data = tomllib.loads(text)
-    except Exception:                      # an unreadable file (or Python < 3.11): read its lines
+        from dslint import toml
+        data = toml.loads(text)
+    except Exception:                      # an unreadable file: read its lines
         found = pin_re.search("\n".join(line.split("#", 1)[0] for line in text.splitlines()))
         return found.group(1) if found else None
     project = data.get("project") if isinstance(data.get("project"), dict) else {}

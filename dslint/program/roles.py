@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
 from dslint.program.outline import MODULE_SCOPE, builds_engine, dotted_name, engine_builder
+from dslint.sources.astsplice import compile_ast
 
 if TYPE_CHECKING:
     from dslint.program.project import ProjectView
@@ -393,7 +394,7 @@ class RoleAnalysis:
             tree = src.__dict__.pop("_ast_tree", None)
             try:
                 if tree is None and src.too_complex is None:
-                    tree = compile(src.text, src.path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+                    tree = compile_ast(src.text, src.path)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 pass
             col = None

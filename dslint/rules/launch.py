@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from dslint.findings import Severity
-from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
+from dslint.rules.base import Clue, Diagnostic, Example, Rule, RuleContext
 
 DEFAULT_PORT = "29500"      # deepspeed, torchrun and accelerate all default to 29500
 PORT_OPTIONS = ("--master_port", "--master-port", "--main_process_port", "--main-process-port", "--rdzv-endpoint",
@@ -79,9 +79,15 @@ class LauncherBatchMismatch(Rule):
                         continue    # the config's only world size: DSL406 reports it on the config itself
                     msg = self._mismatch(data, world)
                     if msg:
+                        batch = next(((k,) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                                          "gradient_accumulation_steps") if k in data), None)
+                        # the launcher line and the config whose arithmetic it breaks: a change to either takes
+                        # part in the finding (dslint.changed: the pre-commit hook reports it for a staged config)
                         yield Diagnostic(f"this launch runs {world} ranks but {cfg.path} {msg}: `deepspeed.initialize` "
                                          f"fails its batch-size check on every rank.",
-                                         (launch.line, launch.column))
+                                         (launch.line, launch.column),
+                                         evidence=[Clue("launcher", "launcher line", (launch.line, launch.column)),
+                                                   Clue("config", "the config it launches with", batch, cfg)])
 
     @staticmethod
     def _mismatch(data: dict, world: int) -> str:
@@ -157,7 +163,7 @@ class ConcurrentLaunchPortClash(Rule):
 
     def check(self, ctx: RuleContext):
         sh = ctx.source
-        lines = sh.text.splitlines()
+        lines = sh.lines
         by_line = {launch.line: launch for launch in sh.launches}
         active: dict[str, int] = {}
         active_launch: dict[str, object] = {}

@@ -43,8 +43,8 @@ def main(argv: list[str], local_rank: int | None) -> int:
         return 0 if exc.code == 0 else int(ExitCode.USAGE)
     if args.timeout <= 0 or (args.steps is not None and args.steps < 1) or args.max_steps < 1 \
             or args.max_time <= 0 or args.audit_budget < 0:
-        print("dslint preflight: --timeout, --max-time must be > 0, --steps, --max-steps >= 1, --audit-budget >= 0",
-              file=sys.stderr)
+        print("dslint preflight: error: --timeout, --max-time must be > 0, --steps, --max-steps >= 1, "
+              "--audit-budget >= 0", file=sys.stderr)
         return int(ExitCode.USAGE)
     script_args = list(args.script_args)
     if script_args[:1] == ["--"]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+import warnings
 from typing import Any
 
 CODES = {"branch": "DSL101", "loop": "DSL102", "exit": "DSL103", "generate": "DSL104"}
@@ -38,7 +39,9 @@ def source_text(frame: list[Any] | None) -> str:
 def _tree(path: str) -> ast.Module | None:
     try:
         with open(path, encoding="utf-8") as f:
-            return ast.parse(f.read())
+            with warnings.catch_warnings():         # the user's invalid escapes (SyntaxWarning, 3.12+)
+                warnings.simplefilter("ignore")
+                return ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
         return None
 

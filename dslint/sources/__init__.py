@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
-from dslint.sources.astsplice import common_prefix, common_suffix
+from dslint.sources.astsplice import common_prefix, common_suffix, compile_ast, physical_lines
 from dslint.sources.guard import check as guard_check
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 from dslint.sources.wordsearch import alternation
@@ -69,7 +69,7 @@ class Source:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return physical_lines(self.text)      # as findings number them (not str.splitlines: U+2028, \f ...)
 
 
 MAX_SECOND_OPINION = 300_000      # characters: a file CPython rejects is parsed by libcst only below this size
@@ -483,7 +483,7 @@ class PythonSource(Source):
         except cst.ParserSyntaxError as exc:
             # CPython's own parser places syntax errors more precisely than libcst's; ask it on failure only
             try:
-                compile(self.text, self.path, "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
+                compile_ast(self.text, self.path)
             except SyntaxError as syn:
                 return ParseProblem(f"Python syntax error: {syn.msg}", syn.lineno or 1, syn.offset or 1)
             except (ValueError, RecursionError, MemoryError):

@@ -17,8 +17,34 @@ it) does not parse on its own, so the whole text is parsed. Text with a carriage
 from __future__ import annotations
 
 import ast
+import re
+import warnings
 from itertools import accumulate
 from typing import Callable, Optional
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def physical_lines(text: str) -> list[str]:
+    """The lines as CPython, libcst, tree-sitter and dslint's findings number them: split at `\n`, `\r\n` and
+    `\r` only. `str.splitlines()` also splits at form feeds, vertical tabs, `\x1c`-`\x1e`, `\x85`, U+2028 and
+    U+2029, which may stand in a comment or a string, and every such split shifts the lines after it by one.
+    Like `splitlines`, no empty last line after a final newline."""
+    lines = _NEWLINE.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def compile_ast(text: str, filename: str) -> ast.Module:
+    """CPython's tree of a user's source, without the warnings its parse emits: Python 3.12 and later print a
+    `SyntaxWarning` (3.11 a `DeprecationWarning`) for an invalid escape sequence such as `"\\d"` in a string
+    literal, about the user's code and on dslint's stderr. Raises what `compile` raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return compile(text, filename, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
 
 
 def _start(stmt: ast.stmt) -> int:
@@ -102,8 +128,7 @@ def spliced_ast(tree: Optional[ast.Module], before: str, text: str, filename: st
     if guard is not None and guard(region) is not None:
         return None
     try:
-        part = compile("\n" * (start_line - 1) + region, filename, "exec", dont_inherit=True,
-                       flags=ast.PyCF_ONLY_AST)
+        part = compile_ast("\n" * (start_line - 1) + region, filename)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if part.type_ignores:

@@ -14,7 +14,9 @@ such trees recursively. `scan` reads the token stream once (CPython's tokenizer,
   is one level of the syntax tree.
 - `elifs`: the longest `if`/`elif` chain (each `elif` nests the rest of the chain one level down in the tree).
 
-and, before any of them, the size: a Python file over `MAX_SOURCE_CHARS` is not analysed either.
+and, before any of them, the size: a Python text over the run's limit for Python sources (`MAX_SOURCE_CHARS`,
+`--max-file-size`, default 2 MiB) is not analysed either -- a file that large is skipped when it is read
+(dslint.sources.inputs), so this is met only by texts that do not come from a file (`check_texts`).
 
 The limits sit above real code (the 5,948 files of the installed torch, transformers and deepspeed packages
 reach depth 26, chain 127 -- 127 implicitly concatenated bytes literals --, 79 elifs; docs/performance.md) and
@@ -31,8 +33,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 # (measure, limit, what it is called in the message)
-MAX_SOURCE_CHARS = 2_000_000   # a bigger file is generated data, not a training script: libcst's tree of a 5 MB
-                           # file takes ~3 GB and a minute (docs/performance.md). Real code: 1.4 MB at most
+MIB = 1 << 20
+# The size: the limit for Python sources (`--max-file-size` / `max-file-size`, default 2 MiB:
+# dslint.sources.inputs.DEFAULT_LIMITS), which is also what a file read from disk was held to -- one limit, which
+# the user controls. A bigger file is generated data, not a training script: libcst's tree of a 5 MB file takes
+# ~3 GB and a minute (docs/performance.md). Real code: 1.4 MB at most. Set per run (`set_source_limit`).
+MAX_SOURCE_CHARS = 2 * MIB
 MAX_DEPTH = 200            # CPython's tokenizer: MAXLEVEL
 MAX_CHAIN = 200            # the rules' walks pass 250 of each kind (300 untested); libcst: 0.2 s at 500 trailers,
                            # 2.5 s at 1,000, 13 s at 2,000, a segfault near 10,000. Real code: 127 at most
@@ -68,13 +74,24 @@ class Measures:
     tokens: int = 0
 
 
+def _size(n: int) -> str:
+    """As the skip messages say it (dslint.sources.inputs): MiB, KiB or bytes."""
+    return f"{n / MIB:.1f} MiB" if n >= MIB else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} bytes"
+
+
+def set_source_limit(limit: int) -> None:
+    """The run's limit for Python sources, in bytes (`Checker`: from `--max-file-size`)."""
+    global MAX_SOURCE_CHARS
+    MAX_SOURCE_CHARS = limit
+
+
 def check(text: str, limits: Optional[tuple[int, int, int]] = None) -> Optional[TooComplex]:
     """None when the file is within every limit; else why not and where. A cheap over-estimate first (one
     regular expression over brackets, operators, keywords and strings); the tokenizer's exact measures
     (`scan`, ~1.5 MB/s) only for a file the estimate puts over a limit."""
-    if len(text) > MAX_SOURCE_CHARS:
-        return TooComplex(f"{len(text) / 1e6:.1f} MB of Python source, over the {MAX_SOURCE_CHARS / 1e6:g} MB "
-                          f"that dslint analyses per file", 1, 1)
+    if len(text) > MAX_SOURCE_CHARS:       # characters: never more than the UTF-8 bytes the file limit counts
+        return TooComplex(f"{_size(len(text))} of Python source, over the {_size(MAX_SOURCE_CHARS)} limit for "
+                          f"Python sources (--max-file-size)", 1, 1)
     max_depth, max_chain, max_elifs = limits or (MAX_DEPTH, MAX_CHAIN, MAX_ELIFS)
     if text.count("elif") <= max_elifs:
         if within_bound(text, max_depth, max_chain):

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Optional
 
+from dslint.sources.astsplice import physical_lines
+
 
 class LauncherParseError(ValueError):
     def __init__(self, message: str, line: int, column: int = 1):
@@ -114,7 +116,7 @@ _VALUED = {
 def _logical_lines(text: str):
     """Join backslash continuations; yield (first physical line number, column of first char, text)."""
     buf, start = "", 0
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(physical_lines(text), 1):
         if not buf:
             start = number
         stripped = raw.rstrip()
@@ -323,7 +325,7 @@ def _line_launches(text: str, first_line: int, env: dict[str, str]) -> list[Laun
     """The per-line reading, for a region the grammar could not parse: backslash continuations joined,
     `shlex` words; a line that does not split is skipped (the grammar's gap is not the user's error)."""
     launches: list[Launch] = []
-    lines = text.splitlines()
+    lines = physical_lines(text)
     for line_no, logical in _logical_lines(text):
         stripped = logical.strip()
         if not stripped or stripped.startswith("#"):

@@ -355,7 +355,12 @@ class ForwardPaths:
         if stmt.orelse is not None and self._scan(stmt.orelse).attrs:
             return False
         params = self._params[-1] if self._params else set()
-        return any((t in params) and not (_free_names(value) & {t}) for t, value in _assigned(stmt.body))
+        tested = test.left.value
+        # the input replaced is the tested one, or is computed from it (its alternative); a body that only
+        # resets another input (`attention_mask = None` beside the image features) replaces nothing the test
+        # is about
+        return any(t in params and not (_free_names(value) & {t}) and (t == tested or tested in _free_names(value))
+                   for t, value in _assigned(stmt.body))
 
     def _ifexp(self, small, value: cst.IfExp, paths: list[Path], dd: set[str], method: str) -> list[Path]:
         rest = small.with_changes(value=cst.Name("None"))
