@@ -14,7 +14,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a DeepSpeed/torch.distributed script in dry steps on every rank under a collective "
                     "tracer, after auditing its data loaders; compare the ranks through the rendezvous store; turn "
                     "hangs into a diagnosis.",
-        epilog="exit codes: 0 pass, 1 divergence/finding, 2 usage error, 3 hang, 4 script error, 5 internal error",
+        epilog="exit codes: 0 pass, 1 divergence/finding, 2 usage error, 3 hang, 4 script error, 5 internal error, "
+               "6 not fully covered (the dry run stopped before the script's end: a bound, or a loop it cannot end)",
     )
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds a collective (or a peer) may be pending before it counts as a hang (120)")
@@ -29,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--audit-budget", type=float, default=120.0,
                         help="seconds each rank may spend walking its data loaders' epochs (collate only) "
                              "before the dry steps (120; 0 turns the loader audit off)")
+    parser.add_argument("--keep-range-loops", dest="end_range_loops", action="store_false",
+                        help="do not end a `for ... in range(...)` loop of the script around the optimizer step with "
+                             "the dry steps (by default it ends there as a DataLoader epoch does, so the code after "
+                             "it runs under the check)")
     parser.add_argument("--continue", dest="keep_going", action="store_true",
                         help="after a pass, go on into real training with the watchdog on")
     parser.add_argument("script", help="the training/inference script")
@@ -53,7 +58,8 @@ def main(argv: list[str], local_rank: int | None) -> int:
     from dslint.runtime_checks.launch import run
 
     options = Options(timeout=args.timeout, steps=args.steps, keep_going=args.keep_going, report_path=args.report,
-                      max_steps=args.max_steps, max_time=args.max_time, audit_budget=args.audit_budget)
+                      max_steps=args.max_steps, max_time=args.max_time, audit_budget=args.audit_budget,
+                      end_range_loops=args.end_range_loops)
     try:
         return run(options, args.script, script_args, local_rank)
     except Exception:  # the pre-flight itself broke: say so with its own code

@@ -17,7 +17,9 @@ import traceback
 from datetime import timedelta
 from typing import Any
 
-from dslint.runtime_checks import compare, fast_path, loader_audit, monitor, report, store_tree, waitfor
+from dslint.runtime_checks import (
+    compare, fast_path, loader_audit, monitor, report, static_link, store_tree, waitfor,
+)
 from dslint.runtime_checks.execution_context import ExecutionContext
 from dslint.runtime_checks.exit_codes import ExitCode
 from dslint.runtime_checks.fingerprint import (
@@ -50,9 +52,10 @@ class Options:
 
     def __init__(self, timeout: float = 120.0, steps: int | None = 1, keep_going: bool = False,
                  report_path: str | None = None, max_steps: int = 50, max_time: float = 600.0,
-                 audit_budget: float = 120.0) -> None:
+                 audit_budget: float = 120.0, end_range_loops: bool = True) -> None:
         self.timeout, self.steps, self.keep_going, self.report_path = timeout, steps, keep_going, report_path
         self.max_steps, self.max_time, self.audit_budget = max_steps, max_time, audit_budget
+        self.end_range_loops = end_range_loops  # a `for ... in range(...)` around the step ends with the dry steps
 
 
 class DrySession:
@@ -98,6 +101,18 @@ class DrySession:
         self._tree: store_tree.StoreTree | None | bool = None  # the tree of stores, False: the flat check
         self.fast = fast_path.FastPath()  # the agreed pattern of the previous step (``fast_path``)
         self._votes_pending: int | None = None  # --steps: the boundary whose peers' patterns are still unread
+        # epoch truncation (default mode): once the votes end the dry steps, the loaders end their epochs so that
+        # the script's own code after its loops runs under the check (``begin_truncation``)
+        self.truncated_at: int | None = None  # the optimizer step at which the loaders' epochs were ended
+        self.truncated_by: str | None = None  # "coverage", "max-steps" or "max-time"
+        self.truncated_detail: str = ""
+        self.post_epochs: dict[Any, int] = {}  # loader or loop key -> epochs begun after the truncation that drew
+        self.step_loop: dict[str, Any] | None = None  # the script's loop around the optimizer step at the truncation
+        self.iterators: list[Any] = []  # the watched iterators begun after the truncation (bounded)
+        self.ended_loaders: list[dict[str, Any]] = []  # where an epoch was ended early, per loader (first time)
+        self.unended_loop: dict[str, Any] | None = None  # a loop the truncation could not end (not covered)
+        self.end: dict[str, Any] = {}  # what ended the dry run (``end_info``)
+        self.static_check: static_link.StaticCheck | None = None  # rank 0: dslint check on the launched script
 
     # ---- scratch folder and other leftovers ----------------------------------------------------------
     @property
@@ -113,6 +128,8 @@ class DrySession:
         """Remove the scratch folder (the redirected saves) and this process's DeepSpeed shm buffers."""
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
+        if self.static_check is not None:
+            self.static_check.stop()
         remove_own_shm_files(self.rank)
 
     # ---- peers --------------------------------------------------------------------------------------
@@ -390,7 +407,8 @@ class DrySession:
                     self.conclude(verdict)
                 now = time.monotonic()
                 unstarted = [r for r in range(self.world_size) if not peers.has(f"audit-start/{key}/{r}")]
-                if now > last or unstarted and (now > unstarted_until or self._held_by_me(peers, unstarted)):
+                if now > last or unstarted and (now > unstarted_until or self._held_by_me(peers, unstarted)
+                                                or all(peers.has(f"fin/{r}") for r in unstarted)):
                     return index  # iterated on some ranks only (so far): compared with the summaries
         finally:
             self.waiting_for = None
@@ -446,11 +464,14 @@ class DrySession:
         multi = peers is not None and self.world_size > 1
         if self.options.steps is not None:
             if n >= self.options.steps:
-                self.finish(f"optimizer step {n}")
+                self.finish(f"optimizer step {n}", kind="steps")
             elif multi and self.fast.enabled:  # no wait here: the votes are read at the next step's collectives
                 assert peers is not None
                 peers.put(f"cov/{n}/{self.rank}", {"vote": None, "pattern": self._end_step()})
                 self._votes_pending = n
+            return
+        if self.truncated_at is not None:
+            self._boundary_after_truncation(n)
             return
         if n >= self.options.max_steps or time.monotonic() - self.started > self.options.max_time:
             vote = "bound"
@@ -466,10 +487,93 @@ class DrySession:
                 return  # a peer is inside a collective this rank never issued: its next collective tells
             votes = {r: v["vote"] for r, v in exchanged.items()}
         if "bound" in votes.values():
-            self.finish(f"optimizer step {n} (--max-steps {self.options.max_steps} / --max-time "
-                        f"{self.options.max_time:g} s reached)")
+            by = "max-steps" if n >= self.options.max_steps else "max-time"
+            detail = (f"--max-steps {self.options.max_steps}" if by == "max-steps"
+                      else f"--max-time {self.options.max_time:g} s")
+            if self.options.keep_going:
+                self.finish(f"optimizer step {n} (--max-steps {self.options.max_steps} / --max-time "
+                            f"{self.options.max_time:g} s reached)", kind=by)
+            else:
+                self.begin_truncation(n, by, f"{detail} reached")
         elif all(v == "covered" for v in votes.values()):
-            self.finish(f"optimizer step {n} (coverage: first epoch end of every audited loader)")
+            if self.options.keep_going:
+                self.finish(f"optimizer step {n} (coverage: first epoch end of every audited loader)",
+                            kind="coverage")
+            else:
+                self.begin_truncation(n, "coverage", "coverage: first epoch end of every audited loader")
+
+    # ---- epoch truncation --------------------------------------------------------------------------
+    def begin_truncation(self, n: int, by: str, detail: str) -> None:
+        """The ranks agreed (same votes, same boundary) to end the dry steps of the loop: from here on every
+        DataLoader epoch in progress ends at its next batch (its iterator raises StopIteration), and an epoch
+        begun later runs to its first optimizer-step boundary and ends there (at most ``POST_EPOCHS`` such
+        epochs per loader; later ones end before their first batch). The script's own code after its loops
+        (evaluation, the next epochs' first steps, saves, inference, teardown) then runs under the check, and
+        the dry run ends at the script's end. The loader audit has already compared every audited epoch across
+        the ranks, so ending an epoch early hides no difference in batch counts it found."""
+        self.truncated_at, self.truncated_by, self.truncated_detail = n, by, detail
+        self.step_loop = _enclosing_loop(self.context.user_frames(2, 6))
+        # the fast path's pattern was the loop's step: the code after it is checked the waiting way
+        self.fast.arm(None, {name: tuple(info.ranks) for name, info in self.tracer.groups.items()})
+
+    def ends_epoch(self, it: Any) -> bool:
+        """Should the watched iterator ``it`` end its epoch now (raise StopIteration at this ``__next__``)?"""
+        if self.truncated_at is None or self.status != "running":
+            return False
+        if it.site is not None and not self.is_step_loop(it.site):
+            return False  # a range loop other than the one around the optimizer step: never ended
+        if it.ended:
+            return True
+        if not _driven_by_loop():
+            return False  # `next(it)` in the script's own code: it may not expect StopIteration there
+        if not it.fresh:  # the epoch in progress when the ranks decided: it ends at its next batch
+            return self._note_ended(it, "the epoch in progress")
+        if self.steps_done > it.started_step:  # a later epoch: its first optimizer step has run
+            return self._note_ended(it, "a later epoch, after its first optimizer step")
+        if not it.drew:
+            begun = self.post_epochs.get(it.key, 0)
+            if begun >= POST_EPOCHS:
+                return self._note_ended(it, f"a later epoch, before its first batch ({POST_EPOCHS} later epochs "
+                                            "already ran a step)")
+            self.post_epochs[it.key] = begun + 1
+        return False
+
+    def truncates(self) -> bool:
+        """May this dry run end the script's loops early (the default mode: no --steps, no --continue, the range
+        loops not left alone)?"""
+        options = self.options
+        return self.status == "running" and options.steps is None and not options.keep_going \
+            and options.end_range_loops
+
+    def is_step_loop(self, site: tuple[str, int]) -> bool:
+        """Is ``site`` (file, line of a ``range(...)`` call) the header of the loop around the optimizer step?"""
+        loop = self.step_loop
+        return loop is not None and site[0] == loop["path"] and loop["line"] <= site[1] < loop["body_line"]
+
+    def _note_ended(self, it: Any, what: str) -> bool:
+        it.ended = True
+        key = it.key
+        if all(e["id"] != key for e in self.ended_loaders) and len(self.ended_loaders) < 16:
+            frames = self.context.user_frames(3, 1)
+            self.ended_loaders.append({"id": key, "loader": it.kind_name, "step": self.steps_done,
+                                       "what": what, "audit": it.index,
+                                       "at": list(frames[0][:3]) if frames else None})
+        return True
+
+    def _boundary_after_truncation(self, n: int) -> None:
+        """An optimizer-step boundary after the truncation: the first step of a later epoch (expected), or a
+        loop the truncation did not end (its steps are not driven by a DataLoader epoch it can end): the dry
+        run ends here, not fully covered, and names that loop."""
+        first_of_epoch = any(it.fresh and not it.ended and not it.exhausted and it.started_step == n - 1
+                             for it in self.iterators)
+        if first_of_epoch and n - self.truncated_at <= POST_STEPS:
+            return
+        frames = self.context.user_frames(3, 6)
+        self.unended_loop = _enclosing_loop(frames) or {
+            "path": frames[0][0] if frames else None, "line": frames[0][1] if frames else None,
+            "header": waitfor.source_text(list(frames[0][:2])) if frames else "", "stack": [list(f[:3]) for f in frames]}
+        self.finish(f"optimizer step {n} (a loop the pre-flight could not end, after the loaders' epochs were ended "
+                    f"at optimizer step {self.truncated_at})", kind="unended-loop")
 
     def _end_step(self) -> dict[str, str]:
         self._votes_pending = None
@@ -578,12 +682,29 @@ class DrySession:
         return {"state": "py"}
 
     # ---- end of the dry step ------------------------------------------------------------------------
-    def finish(self, ended_by: str) -> None:
+    def end_info(self, kind: str) -> dict[str, Any]:
+        """What ended the dry run, for the report: ``kind`` ("script-end", "steps", "coverage", "max-steps",
+        "max-time" -- the last two with ``--continue`` --, "unended-loop"), whether the loaders' epochs were ended
+        early (at which step, why, where), and ``covered``: False when code of the script was not run because
+        the dry run stopped before the script's end at a bound or at a loop it could not end."""
+        info: dict[str, Any] = {"kind": kind, "steps": self.steps_done}
+        if self.truncated_at is not None:
+            info["truncated"] = {"step": self.truncated_at, "by": self.truncated_by, "detail": self.truncated_detail,
+                                 "loaders": [{k: v for k, v in e.items() if k != "id"} for e in self.ended_loaders]}
+        if self.unended_loop is not None:
+            info["unended_loop"] = self.unended_loop
+        if kind == "steps":
+            info["steps_option"] = self.options.steps
+        info["covered"] = kind in ("script-end", "coverage")
+        return info
+
+    def finish(self, ended_by: str, kind: str = "script-end") -> None:
         """The rank reached its step boundary (or its script ended): exchange summaries and decide."""
         if self.status != "running":
             return
         self._drain()
         self.status = "done"
+        self.end = self.end_info(kind)
         peers = self.peers()
         summary = self.summary(ended_by)
         if peers is None:  # never initialised torch.distributed: nothing to compare
@@ -612,7 +733,8 @@ class DrySession:
         findings = compare.compare(summaries, self.world_size) + audit_findings(summaries)
         failed = any(f["severity"] == "error" for f in findings)
         built = report.build_pass(self, summaries, findings)
-        code = ExitCode.DIVERGENCE if failed else ExitCode.PASS
+        code = ExitCode.DIVERGENCE if failed else ExitCode.NOT_COVERED if built["verdict"] == "not_covered" \
+            else ExitCode.PASS
         self._leave(built, code, final=failed or not self.options.keep_going)
         self.status = "passed"  # from here on saves go where the script says: the scratch copies can go
         if self._scratch is not None:
@@ -771,6 +893,8 @@ class DrySession:
             "moe_layers": self.moe_layers(), "error": self.error,
             "redirected_saves": self.redirected_saves, "redirected_to": self.redirected_to,
             "audits": self.audits, "coverage": self.coverage(), "check": self.check_protocol(),
+            "lines": static_link.lines_of(tracer.records),
+            "end": self.end or self.end_info(ended_by if ended_by in ("abort", "error") else "script-end"),
         }
 
     def check_protocol(self) -> dict[str, Any]:
@@ -845,6 +969,57 @@ class DrySession:
         if dist.is_initialized():
             labels.setdefault(dist.group.WORLD.group_name, "WORLD")
         return labels
+
+
+POST_EPOCHS = 2  # after the truncation, epochs of one loader that run their first optimizer step
+POST_STEPS = 16  # after the truncation, optimizer-step boundaries (later epochs' first steps) before the dry run
+# takes the loop for one it cannot end
+
+_FOR_ITER = None
+
+
+def _driven_by_loop() -> bool:
+    """Is the watched iterator's ``__next__`` (two frames up) called by a ``for`` loop (a FOR_ITER instruction,
+    also through ``enumerate``/``zip``/a generator), or by a library (accelerate's ``DataLoaderShard``,
+    DeepSpeed's ``DeepSpeedDataLoader``, the HF Trainer), all of which take StopIteration as the epoch's end?
+    A ``next(it)`` call in the script's own code is not: its loop is not ended by the truncation."""
+    global _FOR_ITER
+    import dis
+
+    if _FOR_ITER is None:
+        _FOR_ITER = dis.opmap["FOR_ITER"]
+    frame = sys._getframe(3)
+    code = frame.f_code
+    try:
+        if code.co_code[frame.f_lasti] == _FOR_ITER:
+            return True
+    except IndexError:
+        return False
+    from dslint.runtime_checks.execution_context import is_library_code
+
+    return is_library_code(code)
+
+
+def _enclosing_loop(frames: list[Any]) -> dict[str, Any] | None:
+    """The innermost ``for``/``while`` of the script's own code around the step boundary (user frames, innermost
+    first): the loop the truncation could not end."""
+    import ast
+
+    for frame in frames:
+        path, line = frame[0], frame[1]
+        tree = waitfor._tree(path)
+        if tree is None:
+            continue
+        best = None
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) \
+                    and node.lineno <= line <= (node.end_lineno or node.lineno):
+                if best is None or node.lineno > best.lineno:
+                    best = node
+        if best is not None:
+            return {"path": path, "line": best.lineno, "header": waitfor._header(best),
+                    "body_line": best.body[0].lineno if best.body else best.lineno + 1, "step_call": [path, line]}
+    return None
 
 
 def _position_of(peers: PeerExchange, rank: int) -> dict[str, Any]:

@@ -7,6 +7,8 @@ but nothing may land in the user's output directories.
 
 from __future__ import annotations
 
+import builtins
+import dis
 import functools
 import os
 import sys
@@ -79,23 +81,38 @@ def _install_autograd(session: DrySession) -> None:
 
 
 class _WatchedIterator:
-    """The script's iterator over an audited DataLoader: notes each batch's shape class and the epoch end."""
+    """The script's iterator over a DataLoader in the dry run: notes each batch's shape class and the epoch end
+    of an audited loader (``index``), and ends the epoch early once the ranks have agreed to (epoch truncation,
+    ``DrySession.ends_epoch``): ``__next__`` then raises StopIteration, as at a natural epoch end."""
 
-    def __init__(self, iterator: Any, session: DrySession, index: int) -> None:
+    def __init__(self, iterator: Any, session: DrySession, index: int | None, loader: Any) -> None:
         self._iterator, self._session, self._index = iterator, session, index
+        self.loader, self.index = loader, index
+        self.key: Any = id(loader)  # epochs begun after the truncation are counted per loader
+        self.kind_name, self.site = type(loader).__name__, None
+        self.started_step = session.steps_done
+        self.fresh = session.truncated_at is not None  # begun after the truncation: a later epoch
+        self.ended = self.exhausted = self.drew = False
+        if self.fresh and len(session.iterators) < 64:
+            session.iterators.append(self)
 
     def __iter__(self) -> "_WatchedIterator":
         return self
 
     def __next__(self) -> Any:
+        session = self._session
+        if session.ends_epoch(self):
+            raise StopIteration
         try:
             batch = next(self._iterator)
         except StopIteration:
-            if self._session.status == "running":
-                self._session.epoch_end(self._index)
+            self.exhausted = True
+            if session.status == "running" and self._index is not None:
+                session.epoch_end(self._index)
             raise
-        if self._session.status == "running":
-            self._session.batch_seen(self._index, batch)
+        self.drew = True
+        if session.status == "running" and self._index is not None:
+            session.batch_seen(self._index, batch)
         return batch
 
     def __len__(self) -> int:
@@ -105,8 +122,114 @@ class _WatchedIterator:
         return getattr(self._iterator, name)
 
 
+class _RangeIterator:
+    """The iterator of a ``for ... in range(...)`` statement of the launched script in the dry run (``LoopRange``):
+    yields the range's values, and ends the loop early as a watched DataLoader iterator ends its epoch
+    (``DrySession.ends_epoch``) when this loop is the one around the optimizer step at the truncation."""
+
+    def __init__(self, iterator: Any, session: DrySession, site: tuple[str, int]) -> None:
+        self._iterator, self._session, self.site = iterator, session, site
+        self.key: Any = ("range", *site)
+        self.loader, self.index, self.kind_name = None, None, "range"
+        self.started_step = session.steps_done
+        self.fresh = session.truncated_at is not None
+        self.ended = self.exhausted = self.drew = False
+        if self.fresh and session.is_step_loop(site) and len(session.iterators) < 64:
+            session.iterators.append(self)
+
+    def __iter__(self) -> "_RangeIterator":
+        return self
+
+    def __next__(self) -> Any:
+        if self._session.ends_epoch(self):
+            raise StopIteration
+        try:
+            value = next(self._iterator)
+        except StopIteration:
+            self.exhausted = True
+            raise
+        self.drew = True
+        return value
+
+    def __length_hint__(self) -> int:
+        return self._iterator.__length_hint__()
+
+
+class _LoopRange:
+    """What ``range(...)`` gives as the iterable of a ``for`` statement of the launched script: the range itself
+    to anything that reads it, an ended-early iterator (``_RangeIterator``) in a dry run that can be truncated."""
+
+    __slots__ = ("_range", "_site")
+
+    def __init__(self, values: range, site: tuple[str, int]) -> None:
+        self._range, self._site = values, site
+
+    def __iter__(self) -> Any:
+        session = _session()
+        if session is None or not session.truncates():
+            return iter(self._range)
+        return _RangeIterator(iter(self._range), session, self._site)
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._range, name)
+
+
+_ITERATED: dict[tuple[Any, int], bool] = {}  # (code, offset of a call) -> is its result handed to GET_ITER?
+
+
+def _iterated_by_for(frame: Any) -> bool:
+    """Is the call at ``frame``'s current instruction the iterable of a ``for`` statement (its result goes straight
+    to GET_ITER, so no code ever sees the object, only its iterator)?"""
+    key = (frame.f_code, frame.f_lasti)
+    found = _ITERATED.get(key)
+    if found is None:
+        found = False
+        instructions = list(dis.get_instructions(frame.f_code))
+        for i, ins in enumerate(instructions[:-1]):
+            if ins.offset == frame.f_lasti:
+                found = instructions[i + 1].opname == "GET_ITER"
+                break
+        if len(_ITERATED) < 4096:
+            _ITERATED[key] = found
+    return found
+
+
+class _RangeType(type):
+    """``isinstance(x, range)`` and ``issubclass`` in the script answer as for the builtin."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, builtins.range)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, builtins.range)
+
+    def __repr__(cls) -> str:
+        return repr(builtins.range)
+
+
+class ScriptRange(metaclass=_RangeType):
+    """The launched script's ``range`` in the dry run (its module globals, ``launch.run``): the builtin
+    ``range(...)`` everywhere, except as the iterable of a ``for`` statement while a dry run may be truncated,
+    where it is a ``_LoopRange`` -- so that a training loop written ``for step in range(args.steps)`` ends with
+    the dry steps as a DataLoader epoch does, and the code after it runs under the check."""
+
+    def __new__(cls, *args: Any) -> Any:  # type: ignore[misc]
+        values = builtins.range(*args)
+        session = _session()
+        if session is None or not session.truncates():
+            return values
+        frame = sys._getframe(1)
+        if not _iterated_by_for(frame):
+            return values
+        return _LoopRange(values, (frame.f_code.co_filename, frame.f_lineno))
+
+
 def _install_dataloader() -> None:
-    """Audit each DataLoader when the script first iterates it in the dry step (before its first batch)."""
+    """Audit each DataLoader when the script first iterates it in the dry step (before its first batch), and
+    watch its iterators (coverage, epoch truncation)."""
     from torch.utils.data import DataLoader
 
     def make(original: Any) -> Any:
@@ -116,9 +239,11 @@ def _install_dataloader() -> None:
                 return original(self)
             index = session.audit_loader(self)  # before the script's iterator draws from the random state
             iterator = original(self)
-            if index is None or session.status != "running":
+            if session.status != "running":
                 return iterator
-            return _WatchedIterator(iterator, session, index)
+            if index is None and (session.options.steps is not None or session.options.keep_going):
+                return iterator  # neither audited nor ever truncated
+            return _WatchedIterator(iterator, session, index, self)
         return __iter__
 
     _patch(DataLoader, "__iter__", make)

@@ -24,6 +24,62 @@ _LIBRARY_ROOTS = tuple(
 )
 
 
+_USER_ROOTS: list[str] = []  # the launched script's folder and the working folder (``set_user_roots``)
+_DIST_PACKAGES: set[str] | None = None  # top-level package names that installed distributions provide
+_DIR_IS_LIBRARY: dict[str, bool] = {}
+
+
+def set_user_roots(*folders: str) -> None:
+    """Code under these folders is the user's even where an installed distribution provides its package (a
+    project installed in editable mode and launched from its checkout)."""
+    _USER_ROOTS[:] = [os.path.realpath(f) + os.sep for f in folders if f]
+    _DIR_IS_LIBRARY.clear()
+
+
+def _dist_packages() -> set[str]:
+    global _DIST_PACKAGES
+    if _DIST_PACKAGES is None:
+        try:
+            from importlib.metadata import packages_distributions
+
+            _DIST_PACKAGES = set(packages_distributions())
+        except Exception:  # noqa: BLE001 - a broken metadata folder: only the path rule applies
+            _DIST_PACKAGES = set()
+    return _DIST_PACKAGES
+
+
+def _in_installed_package(path: str) -> bool:
+    """Is ``path`` (a real path) inside a package that an installed distribution provides, outside the user's
+    folders? Such code is a library wherever it lies: a ``pip install --target`` folder on PYTHONPATH, an
+    editable install of DeepSpeed from its checkout, a cluster's shared software folder. The package's top
+    folder is the outermost one holding ``__init__.py``; its name is looked up in the installed distributions'
+    top-level packages (``importlib.metadata``), read once."""
+    folder = os.path.dirname(path)
+    known = _DIR_IS_LIBRARY.get(folder)
+    if known is not None:
+        return known
+    top, current = None, folder
+    while os.path.isfile(os.path.join(current, "__init__.py")):
+        top, parent = current, os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    found = top is not None and not (top + os.sep).startswith(tuple(_USER_ROOTS)) \
+        and os.path.basename(top) in _dist_packages()
+    if len(_DIR_IS_LIBRARY) < 8192:
+        _DIR_IS_LIBRARY[folder] = found
+    return found
+
+
+def is_library_file(filename: str) -> bool:
+    """Is the source file ``filename`` a library's (the stdlib, site-packages, dslint, an installed package
+    elsewhere) rather than the user's own code?"""
+    if filename.startswith("<"):
+        return True
+    path = os.path.realpath(filename)
+    return path.startswith(_LIBRARY_ROOTS) or _in_installed_package(path)
+
+
 class ExecutionContext:
     """Per-process tracking of the module stack, the phase and the most recent gradient."""
 
@@ -156,8 +212,7 @@ class ExecutionContext:
             code = frame.f_code
             is_user = known.get(code)
             if is_user is None:
-                path = os.path.realpath(code.co_filename)
-                is_user = not (path.startswith(_LIBRARY_ROOTS) or code.co_filename.startswith("<"))
+                is_user = not is_library_file(code.co_filename)
                 known[code] = is_user
             if is_user:
                 callee = ""
@@ -171,6 +226,11 @@ class ExecutionContext:
                 run.append(code)
             frame = frame.f_back
         return found
+
+
+def is_library_code(code: Any) -> bool:
+    """Is ``code`` (a code object) outside the user's own code: the stdlib, site-packages or dslint?"""
+    return is_library_file(code.co_filename)
 
 
 _DSLINT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

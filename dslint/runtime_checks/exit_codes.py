@@ -13,6 +13,8 @@ class ExitCode(enum.IntEnum):
     HANG = 3  # a collective would never complete (peer finished, or --timeout passed)
     SCRIPT_ERROR = 4  # the user's script raised (or exited non-zero) before its dry step ended
     INTERNAL = 5  # the pre-flight itself failed
+    NOT_COVERED = 6  # every rank agreed on what ran, but the dry run ended (at a bound, or at a loop it could not
+    # end) before the script's end: code after that point, e.g. a rank-0-only evaluation, was never checked
 
     @classmethod
     def for_verdict(cls, verdict: dict[str, Any]) -> "ExitCode":

@@ -8,7 +8,7 @@ import sys
 import traceback
 from typing import Any
 
-from dslint.runtime_checks import engine_hooks
+from dslint.runtime_checks import engine_hooks, execution_context
 from dslint.runtime_checks.dry_step import DrySession, Options
 from dslint.runtime_checks.exit_codes import ExitCode
 from dslint.runtime_checks.watchdog import Watchdog
@@ -30,7 +30,7 @@ def classify(exc: BaseException) -> dict[str, Any] | None:
 
 def _error_record(exc: BaseException) -> dict[str, Any]:
     frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if "site-packages" not in f.filename and "/dslint/" not in f.filename]
+    user = [f for f in frames if not execution_context.is_library_file(f.filename)]
     last = (user or frames or [None])[-1]
     return {
         "exception": type(exc).__name__, "message": str(exc)[:2000],
@@ -56,6 +56,9 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
         script_text = f.read()
 
     session = DrySession(options)
+    from dslint.runtime_checks import static_link
+
+    session.static_check = static_link.start(script, int(os.environ.get("RANK", "0")))
     session.context.install()
     session.tracer.install()
     engine_hooks.install(session, script_text)
@@ -67,10 +70,12 @@ def run(options: Options, script: str, script_args: list[str], local_rank: int |
     # hand --local_rank on where the deepspeed launcher puts it for a plain script
     sys.argv = [script] + ([f"--local_rank={local_rank}"] if local_rank is not None else []) + list(script_args)
     sys.path.insert(0, os.path.dirname(script))
+    execution_context.set_user_roots(os.path.dirname(os.path.abspath(script)), os.getcwd())
     failure: BaseException | None = None
     exit_code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        # the script's own `for ... in range(...)` loops can end with the dry steps (engine_hooks.ScriptRange)
+        runpy.run_path(script, run_name="__main__", init_globals={"range": engine_hooks.ScriptRange})
     except SystemExit as exc:
         if exc.code not in (0, None):
             failure = exc

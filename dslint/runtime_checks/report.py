@@ -8,10 +8,11 @@ import os
 import sys
 from typing import Any
 
-from dslint.runtime_checks import compare, diagnosis, loader_audit
+from dslint.runtime_checks import compare, diagnosis, loader_audit, static_link
 
 VERDICT_TITLES = {
     "pass": "PASS: all ranks agree",
+    "not_covered": "NOT FULLY COVERED: the ranks agreed on what ran, but part of the script never ran",
     "divergence": "DIVERGENCE: the ranks disagree",
     "hang": "HANG: a collective would never complete",
     "error": "ERROR: the script failed before its dry step ended",
@@ -45,11 +46,84 @@ def _frame(frame: list[Any]) -> dict[str, Any]:
     return {"path": frame[0], "line": frame[1], "function": frame[2], "text": diagnosis.source_text(frame)}
 
 
+def dry_run_end(ends: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """What ended the dry run, from the ranks' ``end`` records (``DrySession.end_info``): the lowest rank's, with
+    ``covered`` False when any rank's run stopped before the script's end."""
+    if not ends:
+        return {}
+    first = dict(ends[min(ends)])
+    first["covered"] = all(e.get("covered") for e in ends.values())
+    loop = next((e["unended_loop"] for e in ends.values() if e.get("unended_loop")), None)
+    if loop:
+        first["unended_loop"] = loop
+    return first
+
+
+def describe_end(end: dict[str, Any]) -> str:
+    """One line: what ended the dry run (printed before the verdict)."""
+    kind = end.get("kind")
+    trunc = end.get("truncated")
+    cut = ""
+    if trunc:
+        ended = trunc.get("loaders") or []
+        what = "the loaders' epochs were" if any(e.get("loader") != "range" for e in ended) or not ended \
+            else "the script's range loop was"
+        cut = (f"{what} ended at optimizer step {trunc['step']} ({trunc['detail']}), "
+               "then the script's code after its loops ran; ")
+    if kind == "script-end":
+        if not trunc:
+            return f"dry run: ran the script to its end ({end.get('steps', 0)} optimizer steps)"
+        return f"dry run: {cut}ended at the script's end ({end.get('steps', 0)} optimizer steps in all)"
+    if kind == "steps":
+        return (f"dry run: ended by --steps {end.get('steps_option')} at optimizer step {end.get('steps')}; the rest "
+                "of the loop and the code after it were not run")
+    if kind == "coverage":
+        return (f"dry run: ended at optimizer step {end.get('steps')} by coverage (first epoch end of every audited "
+                "loader; --continue: real training goes on from here)")
+    if kind in ("max-steps", "max-time"):
+        return (f"dry run: ended at optimizer step {end.get('steps')} by the --{kind} bound, before coverage "
+                "(--continue: real training goes on from here)")
+    if kind == "unended-loop":
+        loop = end.get("unended_loop") or {}
+        return (f"dry run: {cut}ended at optimizer step {end.get('steps')}: the loop at "
+                f"{loop.get('path')}:{loop.get('line')} `{loop.get('header')}` went on stepping and the pre-flight "
+                "cannot end it")
+    if kind in ("abort", "error"):
+        return f"dry run: {cut}ended by the verdict below at optimizer step {end.get('steps', 0)}" if trunc else \
+            f"dry run: ended by the verdict below at optimizer step {end.get('steps', 0)}"
+    return f"dry run: ended by {kind}"
+
+
+def not_run_lines(end: dict[str, Any]) -> list[str]:
+    """What the dry run did not run (a run that is not fully covered)."""
+    if end.get("covered", True) or end.get("kind") in ("abort", "error"):
+        return []
+    kind = end.get("kind")
+    if kind == "unended-loop":
+        loop = end.get("unended_loop") or {}
+        return [f"not run: the remaining iterations of `{loop.get('header')}` ({loop.get('path')}:{loop.get('line')}) "
+                "and all code after it (evaluation, saves, inference, teardown). Its steps are not driven by a "
+                "DataLoader epoch or a `for ... in range(...)` of the launched script that the pre-flight can end "
+                "(a while loop, next() in the script, a range loop in another module, --keep-range-loops); run the "
+                "pre-flight with the script's own arguments set to a short loop (e.g. fewer steps) to check that code"]
+    if kind == "steps":
+        return [f"not run: everything after optimizer step {end.get('steps')} (--steps); leave --steps out to run "
+                "the code after the loop"]
+    return [f"not run: everything after optimizer step {end.get('steps')} (the --{kind} bound; --continue goes on "
+            "with real training under the watchdog)"]
+
+
 def build_pass(session: Any, summaries: dict[int, dict[str, Any]], findings: list[dict[str, Any]]) -> dict[str, Any]:
     failed = any(f["severity"] == "error" for f in findings)
+    end = dry_run_end({r: s["end"] for r, s in summaries.items() if s.get("end")})
+    verdict = "divergence" if failed else "pass" if end.get("covered", True) or end.get("kind") == "steps" \
+        else "not_covered"
     return {
-        "tool": "dslint preflight", "verdict": "divergence" if failed else "pass",
+        "tool": "dslint preflight", "verdict": verdict,
         "world_size": session.world_size, "timeout_s": session.options.timeout,
+        "dry_run": end, "not_run": not_run_lines(end),
+        "static": static_link.link(getattr(session, "static_check", None) if session.rank == 0 else None,
+                                   {r: s.get("lines") or [] for r, s in summaries.items()}, set()),
         "ended_by": {str(r): s.get("ended_by") for r, s in summaries.items()},
         "counts": _count_table(summaries), "findings": [f for f in findings if f["severity"] != "hint"],
         "hints": [f for f in findings if f["severity"] == "hint"],
@@ -128,6 +202,10 @@ def build_abort(session: Any, verdict: dict[str, Any], states: dict[int, dict[st
     return {
         "tool": "dslint preflight", "verdict": verdict.get("kind", "error"), "world_size": session.world_size,
         "timeout_s": session.options.timeout, "abort": verdict, "diagnosis": cause,
+        "dry_run": session.end_info("error" if verdict.get("kind") == "error" else "abort"),
+        "static": static_link.link(getattr(session, "static_check", None),
+                                   {r: s.get("lines") or [] for r, s in states.items()},
+                                   static_link.verdict_lines(verdict, states)),
         "findings": [{"code": cause["code"], "severity": "error", "message": cause["cause"], "fix": cause["fix"]}]
         + ([dict(cause["related"], severity="error")] if cause.get("related") else []),
         "ranks": ranks, "ranks_without_state": missing, "counts": _count_table(states),
@@ -166,8 +244,15 @@ def render_text(built: dict[str, Any]) -> str:
     console = Console(file=buffer, width=120, color_system=None, force_terminal=False, soft_wrap=True,
                       markup=False, highlight=False)
     verdict = built["verdict"]
-    console.print(f"dslint preflight: {VERDICT_TITLES.get(verdict, verdict)} "
-                  f"(exit {built.get('exit_code')}, {built['world_size']} ranks)")
+    end = built.get("dry_run") or {}
+    if end:
+        console.print(f"dslint preflight: {describe_end(end)}")
+    title = VERDICT_TITLES.get(verdict, verdict)
+    if verdict == "pass" and end.get("kind") == "steps":
+        title = f"PASS for the first {end.get('steps')} optimizer steps (--steps): all ranks agree on what ran"
+    console.print(f"dslint preflight: {title} (exit {built.get('exit_code')}, {built['world_size']} ranks)")
+    for line in built.get("not_run") or []:
+        console.print(f"  {line}")
     abort = built.get("abort")
     if abort:
         console.print(f"  what happened: {abort.get('detail') or abort.get('message') or abort.get('exception')}")
@@ -245,6 +330,12 @@ def render_text(built: dict[str, Any]) -> str:
     if fast and fast.get("enabled"):
         console.print("  pre-issue check: " + ", ".join(
             f"rank {r}: {fast['fast'].get(r, 0)} of {n} on the fast path" for r, n in fast["checked"].items()))
+    static = built.get("static") or {}
+    for row in static.get("findings") or []:
+        console.print(f"  static {row['code']} at {row['path']}:{row['line']}: "
+                      f"{static_link.STATUS_TEXT.get(row['status'], row['status'])}"
+                      + (f" (ranks {', '.join(map(str, row['ranks']))})" if row["ranks"] else "")
+                      + f" -- {row['message'][:160]}")
     for hint in built.get("hints", []):
         console.print(f"  hint {hint['code']} (static, not observed in this run; does not fail it): {hint['message']}")
     for rank, moves in sorted((built.get("redirected_to") or {}).items(), key=lambda item: int(item[0])):

@@ -35,12 +35,16 @@ def test_fixed_padding_twin_runs_to_the_epoch_end_and_passes(preflight):
     assert run.returncode == 0, run.output[-3000:]
     report = run.report
     assert report["verdict"] == "pass"
-    assert report["ended_by"]["0"].startswith("optimizer step 5 (coverage")
+    # coverage at step 5 (the first step after the first epoch end): the loader's second epoch ends there and
+    # the script runs to its end (ISSUE 31's epoch truncation)
+    assert report["ended_by"]["0"] == "script exit"
+    assert report["dry_run"]["kind"] == "script-end" and report["dry_run"]["covered"] is True
+    assert report["dry_run"]["truncated"]["step"] == 5 and report["dry_run"]["truncated"]["by"] == "coverage"
     [loader] = report["coverage"]["0"]["loaders"]
     assert loader["key"].endswith("padding_grows.py:65#0")
     assert {k: v for k, v in loader.items() if k != "key"} == {"index": 0, "epoch_ends": 1, "classes": 1,
                                                               "classes_seen": 1, "batches": 4}
-    assert "rank 0 finished 2 epochs" not in run.output
+    assert "rank 0 finished 2 epochs" in run.output
 
 
 def test_loader_without_distributed_sampler_gives_uneven_batch_counts(preflight):
@@ -113,4 +117,5 @@ def test_loader_iterated_on_rank_0_only_is_no_hazard(preflight):
     assert {r: v["batches"] for r, v in train["per_rank"].items()} == {"0": 2, "1": 2}
     held_out = next(row for row in report["loader_audit"] if row["key"].endswith(":35#0"))
     assert list(held_out["per_rank"]) == ["0"]
-    assert report["ended_by"]["0"].startswith("optimizer step 3 (coverage")
+    assert report["ended_by"]["0"] == "script exit" and report["dry_run"]["truncated"]["step"] == 3
+    assert report["dry_run"]["truncated"]["by"] == "coverage"
