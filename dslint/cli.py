@@ -169,7 +169,7 @@ def _end_process(code: int) -> None:
 
 def _main_guarded(rest: list[str], debug: bool) -> int:
     if debug:
-        os.environ["DSLINT_DEBUG"] = "1"     # rules' internal errors print their traceback too (engine.py)
+        os.environ["DSLINT_DEBUG"] = "1"     # rules' internal errors print their traceback too (dslint/pipeline/rule_runs.py)
     try:
         return _main(rest)
     except Exception as exc:

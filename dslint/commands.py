@@ -134,7 +134,7 @@ def _run(checker, settings, paths, output_format, output, exit_zero, sniff_json,
     from dslint.engine import fails
     from dslint.formats import render
     if fix or fix_only or diff:
-        from dslint.fixes.session import diffs, fix_run, held_back
+        from dslint.fix_command import diffs, fix_run, held_back
         from dslint.formats.text import held_back_text
         with _interruptible():
             outcome, _written = fix_run(checker, list(paths), unsafe_fixes, write=not diff)

@@ -200,7 +200,7 @@ class Settings:
         return out
 
     def model_dump_json(self, *, exclude: Optional[set[str]] = None) -> str:
-        """Compact JSON by field name, `root` never included: the result cache keys on it (engine.py)."""
+        """Compact JSON by field name, `root` never included: the result cache keys on it (dslint/pipeline/run_cache.py)."""
         return dump_json(self.model_dump(mode="json", exclude=exclude))
 
     def __eq__(self, other: object) -> bool:

@@ -44,10 +44,10 @@ def example_expectations(rule: type[Rule], example: Example) -> set[tuple[str, i
 
 
 def fix_files(files: dict[str, str], settings: Optional[Settings] = None, unsafe: bool = True):
-    """Check in-memory files and apply their fixes to a fixed point (dslint.fixes.session.fix_loop): the
+    """Check in-memory files and apply their fixes to a fixed point (dslint.fix_command.fix_loop): the
     FixOutcome (`texts`: the fixed files; `report`: what is left)."""
     from dslint.engine import kind_of
-    from dslint.fixes.session import fix_loop
+    from dslint.fix_command import fix_loop
     from pathlib import Path
 
     def check(texts: dict) -> Report:

@@ -55,18 +55,19 @@ def test_triage_skips_files_without_trigger_words_but_keeps_their_syntax_errors(
     report = checker.check_paths([tmp_path])
     assert {(f.path, f.code) for f in report.findings} == {("broken_util.py", "DSL001"), ("train.py", "DSL101")}
     plot = next(s for s in _sources(tmp_path) if s.path == "plot.py")
-    assert not checker._relevant(plot)
+    assert not checker.triage.relevant(plot)
 
 
 def test_triaged_out_files_would_produce_no_findings():
     """Every fixture the triage would skip produces nothing when checked with triage disabled."""
     checker = Checker(Settings())
     from dslint.rules import all_rules
-    checker._rules_for([])
+    from dslint.pipeline.rule_set import select_rules
+    checker.rules = select_rules(checker.settings, [])
     for path in sorted(FIXTURES.rglob("*.py")):
         from dslint.sources import PythonSource
         src = PythonSource(path.name, path.read_text())
-        if checker._relevant(src):
+        if checker.triage.relevant(src):
             continue
         report = Checker(Settings(), [cls() for cls in all_rules() if cls.code != "DSL001"]).check_sources([src])
         assert report.findings == [], path
@@ -83,10 +84,10 @@ _PARENT = None
 def _dying_chunk(indices):
     import os
 
-    from dslint import engine
+    from dslint.pipeline import workers
     if os.getpid() != _PARENT and 0 in indices:
         os._exit(9)
-    return engine._real_analyse_chunk(indices)
+    return workers._real_analyse_chunk(indices)
 
 
 def test_a_dead_worker_loses_no_finding(tmp_path, monkeypatch):
@@ -94,14 +95,14 @@ def test_a_dead_worker_loses_no_finding(tmp_path, monkeypatch):
     process and the report is the serial one."""
     import os
 
-    from dslint import engine
+    from dslint.pipeline import workers
     global _PARENT
     _PARENT = os.getpid()
     root = _corpus(tmp_path)
     monkeypatch.chdir(root)
     serial, _ = _run(root, jobs=1)
-    monkeypatch.setattr(engine, "_real_analyse_chunk", engine._analyse_chunk, raising=False)
-    monkeypatch.setattr(engine, "_analyse_chunk", _dying_chunk)
-    monkeypatch.setattr(engine, "PARALLEL_MIN_FILES", 2)
+    monkeypatch.setattr(workers, "_real_analyse_chunk", workers._analyse_chunk, raising=False)
+    monkeypatch.setattr(workers, "_analyse_chunk", _dying_chunk)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_FILES", 2)
     parallel, _ = _run(root, jobs=2)
     assert serial and parallel == serial

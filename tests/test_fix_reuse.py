@@ -34,7 +34,7 @@ def _old(text: str) -> PythonSource:
 
 def _derived(old: PythonSource, text: str) -> PythonSource:
     new = PythonSource("t.py", text)
-    new.__dict__["_derived_from"] = old          # as engine._carry_over hands it over
+    new.__dict__["_derived_from"] = old          # as pipeline.gather.carry_over hands it over
     return new
 
 

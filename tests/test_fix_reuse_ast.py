@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from dslint.sources.astsplice import spliced_ast
+from dslint.program.per_file import cpython_tree
 from dslint.sources import PythonSource
 from tests.conftest import REPO
 from tests.test_fix_rounds import random_edits
@@ -245,10 +246,10 @@ def test_a_re_check_with_kept_nodes_sees_what_a_fresh_check_sees(tmp_path, monke
     before = _findings(checker.check_paths([Path(".")]))
     assert [f["code"] for f in before] == ["DSL104"]
     source = next(s for s in checker.sources if s.path == "train.py")
-    kept = {id(f) for f in source.cpython_tree().body if isinstance(f, ast.FunctionDef) and f.name in kept}
+    kept = {id(f) for f in cpython_tree(source).body if isinstance(f, ast.FunctionDef) and f.name in kept}
     again = _findings(checker.check_paths([Path(".")], overrides={"train.py": new}))
     derived = next(s for s in checker.sources if s.path == "train.py")
-    assert {id(f) for f in derived.cpython_tree().body} >= kept          # the functions' nodes were kept ...
+    assert {id(f) for f in cpython_tree(derived).body} >= kept          # the functions' nodes were kept ...
     scopes = derived.__dict__.get("_role_scopes")       # (read when the new text still builds an engine)
     assert scopes is None or {id(node) for node, *_ in scopes.bodies.values()} >= kept
     assert [f["code"] for f in again] != [f["code"] for f in before]      # ... and what they mean changed
@@ -284,7 +285,7 @@ def test_a_fixed_text_is_guarded_as_a_fresh_one(new):
     assert (derived.outline is None) == (fresh.outline is None)
     assert derived.too_complex == fresh.too_complex
     if fresh.too_complex is None:
-        assert _dump(derived.__dict__.get("_ast_tree") or derived.cpython_tree() or _tree(new)) == _dump(_tree(new))
+        assert _dump(derived.__dict__.get("_ast_tree") or cpython_tree(derived) or _tree(new)) == _dump(_tree(new))
         assert "_previous_scopes" in derived.__dict__                 # spliced
     else:
         assert "_previous_scopes" not in derived.__dict__

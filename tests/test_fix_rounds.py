@@ -1,9 +1,9 @@
 """What a `--fix` round re-checks, and that re-checking less changes nothing (issue 22's `--fix` timing target).
 
-A round's re-check starts from the previous check's sources (`engine._carry_over`): unchanged files keep their
+A round's re-check starts from the previous check's sources (`dslint.pipeline.gather.carry_over`): unchanged files keep their
 parses, a changed Python file gets its libcst tree by re-parsing only the top-level statements the change
 touches (`sources.spliced_module`), and a file's CPython parse -- which says whether a fix broke it -- is the
-one the re-check makes anyway (`fixes.session.parsed_in`). Each is exact:
+one the re-check makes anyway (`fix_command.parsed_in`). Each is exact:
 - the spliced tree equals a whole parse of the new text (`deep_equals`, code, the module's defaults) on
   crafted edge cases (header and footer comments, tabs, a first indented block inside the change, CRLF, a
   coding line, no final newline, comments after a block) and on edits of real files, or is not used;
@@ -179,7 +179,7 @@ def _findings(report) -> list:
 
 def test_re_check_parses_only_the_changed_statement_and_reports_as_a_fresh_check(tmp_path, monkeypatch):
     from dslint import sources
-    from dslint.fixes.session import run_fixes
+    from dslint.fix_command import run_fixes
     (tmp_path / "train.py").write_text(SCRIPT)
     (tmp_path / "notes.py").write_text("import deepspeed\nprint('untouched')\n")
     monkeypatch.chdir(tmp_path)
@@ -251,7 +251,7 @@ def test_a_fix_that_creates_a_fixable_finding_is_fixed_in_the_next_round():
 
 
 def test_a_round_that_breaks_a_file_is_undone_for_it_and_the_others_stand(tmp_path, monkeypatch):
-    from dslint.fixes.session import fix_loop, parsed_in
+    from dslint.fix_command import fix_loop, parsed_in
     (tmp_path / "train.py").write_text(SCRIPT)
     (tmp_path / "ds.json").write_text('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bfloat16": {"enabled": true}\n}\n')
     monkeypatch.chdir(tmp_path)
@@ -281,7 +281,7 @@ def test_parse_status_comes_from_the_check_or_its_cache_without_parsing_again(tm
     compile, which `fix_loop` then compiles itself. A cached `--fix` run gives the uncached one's result."""
     from dslint.config import Settings
     from dslint.engine import Checker
-    from dslint.fixes.session import run_fixes
+    from dslint.fix_command import run_fixes
     (tmp_path / "train.py").write_text(SCRIPT)
     (tmp_path / "broken.py").write_text("import deepspeed\ndef f(:\n")
     monkeypatch.chdir(tmp_path)

@@ -324,7 +324,7 @@ def test_symlink_outside_the_tree_is_not_written(tmp_path):
 
 
 def test_file_changed_during_the_run_is_refused(tmp_path):
-    from dslint.fixes.session import FixOutcome, write_fixed
+    from dslint.fix_command import FixOutcome, write_fixed
     from dslint.findings import Report
     path = tmp_path / "a.py"
     path.write_text("x = 1\n")
@@ -357,7 +357,7 @@ from tests.test_fixtures import CASES as FIXTURE_CASES, ROOT as FIXTURE_ROOT, _f
 def _fixture_run(case: Path, monkeypatch):
     from dslint.config import Settings
     from dslint.engine import Checker
-    from dslint.fixes.session import fix_loop, run_fixes
+    from dslint.fix_command import fix_loop, run_fixes
     files = _fixture_files(case)
     base = case if case.is_dir() else case.parent
     monkeypatch.chdir(base)

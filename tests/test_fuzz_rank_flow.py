@@ -26,7 +26,7 @@ pytest.importorskip("hypothesis", reason="the test extra installs it (constraint
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dslint import engine  # noqa: E402
+from dslint.pipeline import workers  # noqa: E402
 from dslint.config import Settings  # noqa: E402
 from dslint.engine import Checker  # noqa: E402
 from dslint.sources import make_source  # noqa: E402
@@ -144,13 +144,13 @@ _SESSION: dict = {}
 def _session():
     """The folder every generated program of the module is written to (for the command-line run), and workers
     forked from two files on (the CLI's threshold is 24: a batch is smaller)."""
-    saved = engine.PARALLEL_MIN_FILES
-    engine.PARALLEL_MIN_FILES = 2
+    saved = workers.PARALLEL_MIN_FILES
+    workers.PARALLEL_MIN_FILES = 2
     with tempfile.TemporaryDirectory(prefix="dslint-fuzz-") as scratch:
         (Path(scratch) / "programs").mkdir()
         _SESSION.update(dir=Path(scratch) / "programs", expected=set(), count=0)
         yield
-    engine.PARALLEL_MIN_FILES = saved
+    workers.PARALLEL_MIN_FILES = saved
     _SESSION.clear()
 
 

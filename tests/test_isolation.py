@@ -41,7 +41,8 @@ def _sources(files: dict[str, str]):
 def test_a_worker_dying_on_one_file_costs_that_file_only(monkeypatch):
     files = {f"m{i:02d}.py": HAZARD for i in range(30)}
     files["m07.py"] = "x = 1  # the file whose worker dies\n" + HAZARD
-    original = Checker._check_one
+    from dslint.pipeline.rule_runs import RuleRun
+    original = RuleRun.check_one
     parent = os.getpid()
 
     def dies_on_m07(self, source, project, report):
@@ -53,7 +54,7 @@ def test_a_worker_dying_on_one_file_costs_that_file_only(monkeypatch):
             os.kill(os.getpid(), signal.SIGSEGV)    # a native crash (libcst's parser overflowing its stack)
         return original(self, source, project, report)
 
-    monkeypatch.setattr(Checker, "_check_one", dies_on_m07)
+    monkeypatch.setattr(RuleRun, "check_one", dies_on_m07)
     report = Checker(Settings(), jobs=2).check_sources(_sources(files))
     by_path = {}
     for f in report.findings:

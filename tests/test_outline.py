@@ -160,7 +160,8 @@ def test_a_pairing_failure_is_that_files_internal_error(tmp_path, monkeypatch):
             out.shapes.reverse()
         return out
 
-    monkeypatch.setattr(outline_module, "build_outline", broken)
+    import dslint.program.per_file as per_file        # where a source's outline is built
+    monkeypatch.setattr(per_file, "build_outline", broken)
     body = ("import deepspeed\nimport torch.distributed as dist\n\n"
             "engine, *_ = deepspeed.initialize(model=m, config='ds.json')\n"
             "if dist.get_rank() == 0:\n    engine.save_checkpoint('ckpt')\n")

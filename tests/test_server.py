@@ -605,7 +605,7 @@ def test_a_cancelled_run_leaves_a_usable_state(workspace: Path):
 def test_result_cache_answers_documents_whose_context_did_not_change(workspace: Path, tmp_path, monkeypatch):
     """With `check`'s result cache, a new server's first run answers from what an earlier one cached, and an
     edit re-analyses only the open documents whose launch-unit context holds the edited file."""
-    from dslint import engine
+    from dslint.pipeline.rule_runs import RuleRun
     from dslint.server.workspace import Workspace
     _infer_workspace(workspace)
     (workspace / "save.py").write_text(SAVE)
@@ -614,8 +614,8 @@ def test_result_cache_answers_documents_whose_context_did_not_change(workspace: 
     cache = tmp_path / "cache"
     first = Workspace([workspace], cache_dir=cache).folder_of(infer).run({infer: INFER, save: SAVE})
     analysed: list[str] = []
-    original = engine.Checker._results_for
-    monkeypatch.setattr(engine.Checker, "_results_for",
+    original = RuleRun.results_for
+    monkeypatch.setattr(RuleRun, "results_for",
                         lambda self, source, view: analysed.append(Path(source.path).name) or original(self, source,
                                                                                                      view))
     folder = Workspace([workspace], cache_dir=cache).folder_of(infer)

@@ -1,5 +1,5 @@
 """DSLINT_TIMELINE: where a whole-repository run spends its wall time (docs/performance.md), and the facts
-the outline workers hand to the analysis workers (`engine._text_facts`)."""
+the outline workers hand to the analysis workers (`dslint.pipeline.workers.text_facts`)."""
 
 import os
 import subprocess
@@ -10,7 +10,8 @@ import pytest
 
 import dslint
 from dslint.config import Settings
-from dslint.engine import PARALLEL_MIN_FILES, Checker
+from dslint.engine import Checker
+from dslint.pipeline.workers import PARALLEL_MIN_FILES
 from dslint.sources.guard import check
 from dslint.program.project import _IDENTIFIER
 from dslint.sources import PythonSource
@@ -100,14 +101,14 @@ def test_files_that_may_hand_a_config_are_parsed_while_the_outline_workers_run(t
 
 
 def test_the_main_process_parses_as_outlines_come_back_and_never_builds_one():
-    from dslint.engine import _WhileOutlining
+    from dslint.pipeline.workers import WhileOutlining
     from dslint.program.outline import build_outline, parse_tree
     from dslint.program.project import ProjectView
     texts = [SCRIPT.format(n=0), "import os\n", SCRIPT.format(n=1), SCRIPT.format(n=2)]
     python = [PythonSource(f"s{i}.py", t) for i, t in enumerate(texts)]
     for src in python[:3]:      # as the outline workers hand them back: the first three so far
         src.__dict__["outline"] = build_outline(parse_tree(src.text, src.path), "")
-    step = _WhileOutlining(["json"], python, ProjectView(python))
+    step = WhileOutlining(["json"], python, ProjectView(python))
     assert step() is True                                   # the import
     assert step() is True and "module" in python[0].__dict__
     assert step() is True and "module" not in python[1].__dict__ and "module" in python[2].__dict__

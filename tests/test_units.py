@@ -149,7 +149,7 @@ def test_findings_do_not_depend_on_what_else_is_checked():
 
 
 def test_editing_one_script_reanalyses_only_the_files_of_its_units(tmp_path, monkeypatch):
-    import dslint.engine as engine
+    from dslint.pipeline.rule_runs import RuleRun
 
     for name in ("a", "b", "c"):
         (tmp_path / f"{name}.py").write_text(f"import torch.distributed as dist\nfrom {name}_lib import f\n"
@@ -159,13 +159,13 @@ def test_editing_one_script_reanalyses_only_the_files_of_its_units(tmp_path, mon
                                                  "    return dist.get_rank()\n")
     monkeypatch.chdir(tmp_path)
     analysed: list[str] = []
-    real = engine.Checker._results_for
+    real = RuleRun.results_for
 
     def spy(self, source, view):
         analysed.append(source.path)
         return real(self, source, view)
 
-    monkeypatch.setattr(engine.Checker, "_results_for", spy)
+    monkeypatch.setattr(RuleRun, "results_for", spy)
     settings = Settings(root=tmp_path)
     Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
     assert sorted(analysed) == ["a.py", "a_lib.py", "b.py", "b_lib.py", "c.py", "c_lib.py"]

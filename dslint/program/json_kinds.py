@@ -33,11 +33,12 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.units import Program
     from dslint.sources import JsonSource, PythonSource, ShellSource
+    from dslint.sources.launcher import Launch
 
 DEEPSPEED = "deepspeed"
 ARGUMENTS = "hf-arguments"
@@ -157,7 +158,20 @@ def accelerate_deepspeed_file(text: str) -> Optional[str]:
     return value if value and value not in ("null", "none", "None", "~") else None
 
 
-def _read_beside(view: "ProjectView", ref: str, base: Path) -> Optional[tuple[str, str]]:
+class RunView(Protocol):
+    """What the classification reads of the run's view (`dslint.program.project.ProjectView`, which asks this
+    module once per run): declared here, so that this module does not import the one that uses it."""
+    root: Path
+    json_sources: list["JsonSource"]
+    run_program: "Program"
+    launches: list[tuple["ShellSource", "Launch"]]
+
+    def launch_json_files(self, sh: "ShellSource", launch: "Launch", ref: str) -> list["JsonSource"]: ...
+
+    def _json_by_reference(self, ref: str, base: Path) -> list["JsonSource"]: ...
+
+
+def _read_beside(view: RunView, ref: str, base: Path) -> Optional[tuple[str, str]]:
     """(path, text) of a file a launcher line names: beside the script, under the root, or as written."""
     for candidate in (base / ref, view.root / ref, Path(ref)):
         try:
@@ -168,7 +182,7 @@ def _read_beside(view: "ProjectView", ref: str, base: Path) -> Optional[tuple[st
     return None
 
 
-def classify(view: "ProjectView") -> dict[int, JsonUse]:
+def classify(view: RunView) -> dict[int, JsonUse]:
     """id(JsonSource) → JsonUse for every JSON file of the view (the run's view: every reference is in it)."""
     jsons = view.json_sources
     if not jsons:

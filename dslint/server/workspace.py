@@ -5,7 +5,7 @@ documents' texts in place of the files.
 A folder is checked as `dslint check <folder>` checks it (the same `Checker`: launch units, configs and launcher
 lines of the whole folder, `[tool.dslint]` of the folder's pyproject.toml), but a run reports only the open
 documents (`Checker.analyse_only`). The first run of a folder reads its files; a re-check after an edit starts
-from the previous run's sources (`Checker.recheck` → `engine._carry_over`: unchanged files keep their parses and
+from the previous run's sources (`Checker.recheck` → `pipeline.gather.carry_over`: unchanged files keep their parses and
 outlines, the edited Python file re-parses only the top-level statements its edit touches). The files are read
 again when the disk may have changed (a save, a watched-file event, a closed document whose buffer differed).
 With a result cache (`cache_dir`: the server's default is `check`'s, $DSLINT_CACHE_DIR or ~/.cache/dslint), a

@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from dslint.sources.astsplice import common_prefix, common_suffix, compile_ast, physical_lines
+from dslint.sources.guard import check as guard_check
 from dslint.sources.jsonpos import JsonPositionError, PositionedJson, Span, load_positioned
 from dslint.sources.wordsearch import alternation
 
@@ -40,6 +41,24 @@ class ParseProblem:
 # What a config template puts where a JSON value belongs: `CONFIG_BATCH_SIZE`, `<Specify path>`, `${BS}`, `$BS`,
 # `{{ bs }}`, `@BS@`, `__BS__`. `True`/`None` (Python spellings) are no placeholders: those stay DSL001.
 _PLACEHOLDER = re.compile(r"[A-Z_]*[A-Z][A-Z0-9_]*\b(?![a-z])|<[^<>\n]{1,80}>|\$\{?[A-Za-z_]\w*\}?|\{\{|@\w+@|__\w+__")
+
+
+# What a Python file means to the program model (its outline, its facts) is built by `dslint.program`, which
+# installs the builders here when it is imported: a source reads itself (text, trees, the complexity guard),
+# it never imports the program model. `PythonSource.outline`/`.facts` are the memos of those readers.
+_READERS: dict[str, Callable[["PythonSource"], Any]] = {}
+
+
+def install_reader(name: str, reader: Callable[["PythonSource"], Any]) -> None:
+    """`reader(src)` builds `src.<name>` (`outline`, `facts`) on first use; called by `dslint.program`."""
+    _READERS[name] = reader
+
+
+def _read(name: str, src: "PythonSource"):
+    reader = _READERS.get(name)
+    if reader is None:
+        raise RuntimeError(f"PythonSource.{name} is built by the program model: import dslint.program first")
+    return reader(src)
 
 
 @dataclass
@@ -186,62 +205,14 @@ class PythonSource(Source):
 
     @cached_property
     def outline(self):
-        """Functions, classes and imports from CPython's parser (about 10x cheaper than libcst); None when
-        CPython rejects the file."""
-        from dslint.program.models.modules import file_model_facts
-        from dslint.sources.astsplice import spliced_ast
-        from dslint.sources import guard
-        from dslint.sources.guard import check
-        from dslint.program.outline import build_outline, builds_engine, parse_tree
-        tree = None
-        base = self.__dict__.get("_derived_from")       # dslint.fixes: the source this text was fixed from
-        if base is not None and "too_complex" not in self.__dict__ and len(self.text) <= guard.MAX_SOURCE_CHARS \
-                and base.__dict__.get("too_complex", False) is None:
-            # its CPython tree, where the previous check still holds it (the role scopes of a file the role
-            # analysis read): only the statements the change touches are parsed again (`astsplice`), after
-            # the complexity guard passed them; the guard's measures restart at every top-level statement, and
-            # those kept were within its limits (the previous text passed it whole), so this text passes too
-            tree = spliced_ast(base.cpython_tree(), base.text, self.text, self.path, guard=check)
-            if tree is not None:
-                self.__dict__["too_complex"] = None
-        if self.too_complex is not None:
-            return None
-        if tree is not None and base.__dict__.get("_role_scopes") is not None:
-            # the role scopes of the functions this tree keeps are those the previous text's walk found
-            # (`roles._Collector`)
-            self.__dict__["_previous_scopes"] = base.__dict__["_role_scopes"]
-        if tree is None:
-            tree = parse_tree(self.text, self.path)
-        if tree is None:
-            return None
-        out = build_outline(tree, self.package)
-        # the model facts' per-file part reads this same tree: CPython parses each file once per run (and the
-        # outline workers of a big run build it in parallel)
-        out.model_classes, out.freezing = file_model_facts(tree, self.text, self.path, out)
-        if builds_engine(out) or "_previous_scopes" in self.__dict__:
-            # the role analysis reads every file that builds an engine (`RoleAnalysis._load`): it takes this
-            # tree instead of parsing the text again (kept only for those files, and only until then); and a
-            # fixed text of a file it read (its previous scopes are reused for the nodes this tree kept)
-            self.__dict__["_ast_tree"] = tree
-        return out
-
-    def cpython_tree(self):
-        """CPython's tree of this text where this source still holds it (kept for the role analysis, or held by
-        its role scopes), else None. Read-only: it may be shared with the trees of fixed texts."""
-        from dslint.program.outline import MODULE_SCOPE
-        tree = self.__dict__.get("_ast_tree")
-        if tree is None:
-            scopes = self.__dict__.get("_role_scopes")
-            module = scopes.scopes.get(MODULE_SCOPE) if scopes is not None else None
-            tree = module.node if module is not None else None
-        return tree
+        """The file's outline: what the program model reads from CPython's tree (`dslint.program.per_file`)."""
+        return _read("outline", self)
 
     @cached_property
     def too_complex(self):
         """Why no parser may read this file (`dslint.sources.guard`: brackets nested too deep, an operator chain or
         elif chain too long for libcst's native parser, which would take the process down), or None."""
-        from dslint.sources.guard import check
-        return check(self.text)
+        return guard_check(self.text)
 
     @property
     def compiles(self) -> bool:
@@ -325,22 +296,8 @@ class PythonSource(Source):
 
     @cached_property
     def facts(self):
-        """The outline's names, scopes and calls paired with the libcst nodes (`dslint.program.facts.file_facts`).
-        Empty where no tree was read (the module is the empty stand-in: DSL001 reports why), and where CPython rejects
-        what libcst reads (syntax newer than the running Python): without an outline there is no model of the
-        file's names, as for the whole-project indexes."""
-        from dslint.sources.cstwalk import statement_nodes
-        from dslint.program.facts import KINDS, FileFacts, file_facts
-        module = self.module
-        outline = self.outline
-        if outline is None or self.too_complex is not None or \
-                {"_libcst_error", "_cpython_rejects"} & self.__dict__.keys():
-            return FileFacts()
-        # the node walk per top-level statement, kept for a fixed text's tree (`splice`), which takes again what
-        # it found under the statements kept
-        found, self.__dict__["_statement_nodes"] = statement_nodes(module, KINDS,
-                                                                   self.__dict__.pop("_previous_nodes", None))
-        return file_facts(module, outline, found)
+        """The outline's entries paired with libcst's nodes (`dslint.program.per_file.facts_of`)."""
+        return _read("facts", self)
 
     @cached_property
     def _positions(self):

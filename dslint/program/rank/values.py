@@ -23,7 +23,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import cached_property
 import re
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 
 import libcst as cst
 
@@ -35,7 +35,6 @@ from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
 if TYPE_CHECKING:
-    from dslint.program.rank.taint import ProjectTaint
     from dslint.program.project import ProjectView
     from dslint.sources import PythonSource
 
@@ -329,10 +328,36 @@ TRIP_COUNT_KINDS = ("rank", "shard")     # iterating over these runs a rank-depe
 # helpers use the rank for caching, logging or device placement), so it does not make a loop's trip count vary
 
 
+class ProjectLevel(Protocol):
+    """What the expression level asks of the project level (`dslint.program.rank.taint.ProjectTaint`, which
+    builds a `RankTaint` per source): declared here, so that this module does not import the one above it."""
+    project: "ProjectView"
+
+    def self_attrs(self, src: "PythonSource", cls: Optional[str] = None) -> "Env": ...
+
+    def plain_field_of(self, src: "PythonSource", receiver: cst.BaseExpression, attr: str, cls: Optional[str]
+                       ) -> tuple[bool, Optional["Origin"]]: ...
+
+    def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]: ...
+
+    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True,
+                    scope: Optional[str] = None) -> Optional[tuple["PythonSource", str]]: ...
+
+    def returns_of_source(self, source: tuple["PythonSource", str]) -> Optional["Origin"]: ...
+
+    def function_info(self, source: Optional[tuple["PythonSource", str]]) -> Optional[tuple["PythonSource", Any]]: ...
+
+    def returns_for_args(self, call: cst.Call, target: tuple["PythonSource", Any],
+                         origins: list[Optional["Origin"]]) -> Optional["Origin"]: ...
+
+    def returned_elements(self, src: "PythonSource", call: cst.Call, env: "Env", cls: Optional[str]
+                          ) -> Optional[list[Optional["Origin"]]]: ...
+
+
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
 
-    def __init__(self, analysis: "ProjectTaint", src: "PythonSource") -> None:
+    def __init__(self, analysis: "ProjectLevel", src: "PythonSource") -> None:
         self.analysis = analysis
         self.src = src
         self.facts = src.facts

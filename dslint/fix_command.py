@@ -1,9 +1,11 @@
 """`dslint check --fix / --diff`: check, apply the applicable fixes in memory, re-check, repeat to a fixed
-point; then write the changed files (or print their diff).
+point; then write the changed files (or print their diff). The fix loop drives the engine, so it lives beside
+the commands that use it (`dslint.commands`), above the engine; what a fix is and how edits apply (the data
+model rules produce) is below it, in `dslint.findings` (`Edit`, `Fix`) and `dslint.fixes`.
 
 - Every round re-checks the whole run with the changed texts in place of the files (nothing is written
   until the end), so each fix is computed on the text it applies to and a fix that a previous round made
-  moot is not applied. The re-check starts from the previous check's sources (`engine._carry_over`:
+  moot is not applied. The re-check starts from the previous check's sources (`pipeline.gather.carry_over`:
   unchanged files keep their parses; a changed Python file re-parses only the top-level statements its
   edits touch, `sources.spliced_module`).
 - A round whose result no longer parses (Python: CPython's parser, as the re-check's outline found it; JSON:
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from dslint.engine import Checker
 from dslint.findings import Report
 from dslint.fixes.apply import MAX_ROUNDS, fix_round
 
@@ -56,7 +59,7 @@ def _parses(path: str, text: str, kind: str) -> bool:
     return True
 
 
-def parsed_in(checker) -> Callable[[str, str], Optional[bool]]:
+def parsed_in(checker: Checker) -> Callable[[str, str], Optional[bool]]:
     """Whether a text parsed, as `checker`'s last check learnt it (`Checker.parsed`: the outline that check
     built, or the result cache's facts of that text); None when it did not (then `_parses` compiles it)."""
     def parsed(path: str, text: str) -> Optional[bool]:
@@ -67,9 +70,9 @@ def parsed_in(checker) -> Callable[[str, str], Optional[bool]]:
     return parsed
 
 
-def run_fixes(checker, paths: list[Path], unsafe: bool) -> FixOutcome:
-    """Check `paths` with `checker` (an engine Checker), then fix to a fixed point. Each re-check starts from
-    the previous check's sources (`engine._carry_over`: unchanged files keep their parses, a changed Python
+def run_fixes(checker: Checker, paths: list[Path], unsafe: bool) -> FixOutcome:
+    """Check `paths` with `checker`, then fix to a fixed point. Each re-check starts from
+    the previous check's sources (`pipeline.gather.carry_over`: unchanged files keep their parses, a changed Python
     file re-parses only the statements its edits touch)."""
     report = checker.check_paths(paths)
     sources = list(checker.sources)
@@ -196,7 +199,7 @@ def _write_one(path: Path, original: str, text: str, roots: list[Path]) -> Optio
     return None
 
 
-def fix_run(checker, paths: list[Path], unsafe: bool, write: bool) -> tuple[FixOutcome, WriteResult]:
+def fix_run(checker: Checker, paths: list[Path], unsafe: bool, write: bool) -> tuple[FixOutcome, WriteResult]:
     """The `--fix`/`--fix-only` (write=True) and `--diff` (write=False) run. When a file could not be written,
     the report is that of the files as they are on disk. The cyclic garbage collector is off for the run, as
     in `Checker.check_sources` (the parsed trees are kept until the end, and a parse between two checks would
