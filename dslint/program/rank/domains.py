@@ -17,7 +17,7 @@ and its bases, `ProjectTaint._class_family`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol, Sequence
 
 import libcst as cst
 
@@ -26,8 +26,23 @@ from dslint.program.statements import code_of, iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
-    from dslint.program.rank.taint import ProjectTaint
     from dslint.sources import PythonSource
+
+
+class CallGraph(Protocol):
+    """What the domains ask of the project level (`dslint.program.rank.taint.ProjectTaint`): declared here, so
+    that this module, which the statement walk below the project level uses, does not import it."""
+
+    def _class_family(self, src: "PythonSource", cls: str) -> Iterable[tuple["PythonSource", str]]: ...
+
+    def count_calls_named(self, name: str) -> int: ...
+
+    def _files_calling_function(self, src: "PythonSource", info: FunctionInfo) -> Iterable["PythonSource"]: ...
+
+    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True,
+                    scope: Optional[str] = None) -> Optional[tuple["PythonSource", str]]: ...
+
+    def function_info(self, source: Optional[tuple["PythonSource", str]]) -> Optional[tuple["PythonSource", Any]]: ...
 
 Domain = frozenset
 
@@ -135,7 +150,7 @@ def validated(fn: cst.FunctionDef, spelled: set[str]) -> Optional[Domain]:
     return None
 
 
-def attr_domain(analysis: "ProjectTaint", src: "PythonSource", cls: str, attr: str) -> Optional[Domain]:
+def attr_domain(analysis: CallGraph, src: "PythonSource", cls: str, attr: str) -> Optional[Domain]:
     """The values `self.<attr>` may hold in an instance of `cls`: the union over every assignment to it in the
     methods of the class family, each a literal or validated in its function (None: unknown). Memoised."""
     memo = analysis.__dict__.setdefault("_attr_domains", {})
@@ -217,7 +232,7 @@ def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
     return False
 
 
-def entry_domain(analysis: "ProjectTaint", src: "PythonSource", info: FunctionInfo, attr: str
+def entry_domain(analysis: CallGraph, src: "PythonSource", info: FunctionInfo, attr: str
                  ) -> Optional[Domain]:
     """The values `self.<attr>` may hold when the method `info` runs: its class's domain narrowed, at each call
     `self.<method>(...)` in the class family, by the branch of the caller's `if` chains the call sits in (other
@@ -293,7 +308,7 @@ class Constants:
         return UNKNOWN
 
 
-def param_domain(analysis: "ProjectTaint", src: "PythonSource", info: FunctionInfo, param: str
+def param_domain(analysis: CallGraph, src: "PythonSource", info: FunctionInfo, param: str
                  ) -> Optional[Domain]:
     """The values a parameter holds in the body: at every call of the function found in the checked files, the
     constant passed or the default left in place (a default no caller leaves counts for nothing); rebound only
@@ -397,7 +412,7 @@ def name_subjects(test: cst.BaseExpression, const=literal_value) -> set[str]:
     return out
 
 
-def _call_sites(analysis: "ProjectTaint", src: "PythonSource", info: FunctionInfo) -> list:
+def _call_sites(analysis: CallGraph, src: "PythonSource", info: FunctionInfo) -> list:
     """(file, CallSite) of every call found that runs the function (memoised per function)."""
     memo = analysis.__dict__.setdefault("_domain_call_sites", {})
     key = (id(src), info.qualname)
