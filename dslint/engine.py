@@ -95,9 +95,11 @@ class Checker:
         # run forms reference cycles worth collecting before it ends.
         enabled = gc.isenabled()
         gc.disable()
+        limit = guard.MAX_SOURCE_CHARS      # the run sets its own (`--max-file-size`); the process's is restored
         try:
             return self._check_sources(sources)
         finally:
+            guard.set_source_limit(limit)
             if enabled:
                 gc.enable()
 

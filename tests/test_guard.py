@@ -140,3 +140,19 @@ def test_the_quick_bound_never_undercounts_generated_token_soups(tokens, limit):
     if within_bound(text, limit, limit):
         measures, _ = scan(text, (10**9, 10**9, 10**9))
         assert measures.depth <= limit and measures.chain <= limit
+
+
+def test_a_runs_size_limit_is_its_own_and_does_not_outlive_it():
+    """`--max-file-size` sets the Python analysis cap for its run only: a later check in the same process (the
+    language server, the test suite) starts from the process's own limit again."""
+    from dslint import config
+    from dslint.sources import guard
+
+    before = guard.MAX_SOURCE_CHARS
+    settings = config.Settings()
+    settings.max_file_size = 2048
+    text = "import torch.distributed as dist\n" + "x = 1\n" * 1000  # 6 KiB: over this run's limit
+    report = check_texts({"big.py": text}, settings)
+    assert [f.code for f in report.findings] == ["DSL001"] and "2.0 KiB limit" in report.findings[0].message
+    assert guard.MAX_SOURCE_CHARS == before
+    assert check("x = 1\n" * 1000) is None
