@@ -641,10 +641,8 @@ class RankTaint:
             varying.append((arg.keyword.value if arg.keyword is not None else i, hit))
         if not varying:
             return None
-        callee = self.facts.resolve_expr(e.func)
-        found = self.analysis.project.class_for_callee(self.src, callee)
-        if found is None and callee and self.src.outline is not None and callee in self.src.outline.classes:
-            found = (self.src, callee)          # a class of this file whatever its name (`_PendingPlan`)
+        # a checked class, a class of this file whatever its name (`_PendingPlan`), or an installed package's
+        found = self.analysis.class_of(self.src, self.facts.resolve_expr(e.func))
         if found is None:
             return None
         stored, order = self.analysis.stored_fields(*found)
