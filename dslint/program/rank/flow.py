@@ -123,7 +123,9 @@ class FlowWalk:
         merged: Env = {}
         for env in envs:
             for k, v in env.items():
-                merged.setdefault(k, v)
+                seen = merged.setdefault(k, v)
+                if seen is not v and (seen.keys is not None or v.keys is not None):
+                    merged[k] = join(seen, v)       # a mapping varying at some keys: at the keys of every path
         self.env = merged
 
     def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:
