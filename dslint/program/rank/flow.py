@@ -118,10 +118,21 @@ class FlowWalk:
         """Walk statements in order; returns the rank-dependent exits that escape this block."""
         pending: list[Guard] = []
         for stmt in stmts:
-            pending.extend(self.stmt(stmt, guards + tuple(pending)))
+            more = self.stmt(stmt, guards + tuple(pending))
+            if pending and self._leaves_here(stmt):
+                # every rank still on this path leaves the function here too (`if bad: raise` then `return`),
+                # after what this statement calls: those that left earlier skip nothing the others reach later;
+                # their loop exits still escape
+                pending = [g for g in pending if g.exit_kind not in _LEAVING]
+            pending.extend(more)
             if pending and _forms_world(stmt):
                 pending = []        # the ranks that left are no members of the world formed here
         return pending
+
+    def _leaves_here(self, stmt: cst.CSTNode) -> bool:
+        """A `return` (or an uncaught `raise`) of the block itself, whatever the rank."""
+        return isinstance(stmt, cst.SimpleStatementLine) and any(
+            isinstance(s, cst.Return) or isinstance(s, cst.Raise) and not self._caught for s in stmt.body)
 
     def _branch(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> tuple[Env, list[Guard]]:
         saved = self.env
@@ -134,7 +145,9 @@ class FlowWalk:
         merged: Env = {}
         for env in envs:
             for k, v in env.items():
-                merged.setdefault(k, v)
+                seen = merged.setdefault(k, v)
+                if seen is not v and (seen.keys is not None or v.keys is not None):
+                    merged[k] = join(seen, v)       # a mapping varying at some keys: at the keys of every path
         self.env = merged
 
     def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:
@@ -726,6 +739,9 @@ def _retries(node: cst.CSTNode) -> bool:
     last = body[-1]
     smalls = last.body if isinstance(last, cst.SimpleStatementLine) else (last,)
     return bool(smalls) and isinstance(smalls[-1], (cst.Break, cst.Return, cst.Raise))
+
+
+_LEAVING = ("return", "raise", "exit")     # exits that leave the function (not a loop)
 
 
 def _exits_together(g: Guard, pending: list[Guard], more: list[Guard], body, orelse) -> bool:

@@ -147,6 +147,23 @@ class ProjectTaint:
         memo[key] = ({k: tuple(v) for k, v in stored.items() if v}, tuple(order))
         return memo[key]
 
+    def class_of(self, src: "PythonSource", callee: Optional[str]) -> Optional[tuple["PythonSource", str]]:
+        """The class a constructor call names: a checked class (`ProjectView.class_for_callee`), a class of this
+        file whatever its name, else a class an installed package defines at the module the call resolves to
+        (`installed_class`: `from transformers.trainer_callback import TrainerState` in a vendored Trainer): what
+        its objects store is read from its source, never imported."""
+        if not callee:
+            return None
+        found = self.project.class_for_callee(src, callee)
+        if found is None and src.outline is not None and callee in src.outline.classes:
+            found = (src, callee)
+        if found is None and "." in callee:
+            memo = self.__dict__.setdefault("_installed_classes", {})
+            if callee not in memo:
+                memo[callee] = installed_class(callee)
+            found = memo[callee]
+        return found
+
     def plain_field_of(self, src: "PythonSource", receiver: cst.BaseExpression, attr: str, cls: Optional[str]
                        ) -> tuple[bool, Optional[Origin]]:
         """Is `receiver.attr` a plain data field of the object -- `receiver` a `self.` field (or a local name) that
@@ -161,9 +178,7 @@ class ProjectTaint:
             for where, owner in self._class_family(src, cls):
                 ctors.extend((where, c) for c in where.outline.fields.get(f"{owner}.{name[5:]}", ()))
         for where, ctor in ctors:
-            found = self.project.class_for_callee(where, ctor)
-            if found is None and ctor in where.outline.classes:
-                found = (where, ctor)
+            found = self.class_of(where, ctor)
             if found is not None and attr in self.declared_fields(*found):
                 # the field's value: what the class's own methods assign to it (`self.local_rank = args.local_rank`)
                 return True, self.self_attrs(*found).get(f"self.{attr}")
@@ -391,7 +406,9 @@ class ProjectTaint:
                                 put = replace(put, kind="item", batch=True)
                             origin = join(origin, put)
                         if origin is not None:
-                            written[param] = origin
+                            # which keys the helper wrote is not followed (`into[prefix + k] = v`): the caller's
+                            # container varies as a whole, whatever literal keys the values came with
+                            written[param] = replace(origin, keys=None)
                     self.__dict__.setdefault("_written_for", {})[key] = written
             finally:
                 self._in_progress.discard(key)
@@ -730,3 +747,43 @@ def _filled_params(info: FunctionInfo) -> dict[str, list]:
     memo = {p: v for p, v in filled.items() if p not in rebound}
     info.__dict__["_filled"] = memo
     return memo
+
+
+_INSTALLED_SOURCES: dict[str, Optional["PythonSource"]] = {}
+
+
+def installed_class(qualified: str) -> Optional[tuple["PythonSource", str]]:
+    """A class of an installed package by its fully qualified name (`transformers.trainer_callback.TrainerState`):
+    the module's file found in the interpreter's site-packages (not imported) and parsed, when it defines the
+    class at module level. None when the module is not installed there or the name is not a class of it (a
+    re-export through a package's lazy `__init__` is not followed). Sources are kept for the process."""
+    module, _, name = qualified.rpartition(".")
+    if not module or not name[:1].isalpha():
+        return None
+    if module not in _INSTALLED_SOURCES:
+        _INSTALLED_SOURCES[module] = _read_installed(module)
+    src = _INSTALLED_SOURCES[module]
+    if src is None or src.outline is None or name not in src.outline.classes:
+        return None
+    return src, name
+
+
+def _read_installed(module: str) -> Optional["PythonSource"]:
+    import site
+    from pathlib import Path
+
+    from dslint.sources import PythonSource
+    from dslint.sources.guard import MAX_SOURCE_CHARS
+    parts = module.split(".")
+    roots = [*site.getsitepackages(), site.getusersitepackages()]
+    for root in roots:
+        base = Path(root, *parts)
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            try:
+                if not path.is_file() or path.stat().st_size > MAX_SOURCE_CHARS:
+                    continue
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError, ValueError):
+                continue
+            return PythonSource(str(path), text, module_name=module)
+    return None

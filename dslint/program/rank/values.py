@@ -204,6 +204,9 @@ class Origin:
     # a collated batch as a whole and the fields read from it (the HF Trainer's `inputs`): its keys, its fields'
     # presence (None or not) and their types are the collator's, the same on every rank; only the values vary
     batch: bool = False
+    # a mapping whose items vary only at these literal keys (`info["loss"] = loss` beside `info["engine"] =
+    # args.engine`, `{"loss": loss, **configs}`): reading another literal key is uniform; None: any item may vary
+    keys: Optional[frozenset] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -230,7 +233,12 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
     two membership predicates (`is_pipeline_first_stage() or is_pipeline_last_stage()`) keeps both names."""
     if a is None:
         return b
-    if b is None or a.axes is None:
+    if b is None:
+        return a
+    if a.keys is not None or b.keys is not None:
+        # two mappings varying at some keys vary at the keys of both; with any other varying value, anywhere
+        a = replace(a, keys=a.keys | b.keys if a.keys is not None and b.keys is not None else None)
+    if a.axes is None:
         return a
     if b.axes is None:
         return b
@@ -378,7 +386,7 @@ class RankTaint:
             return self._comparison(e, env, cls)
         if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
             left = self.eval(e.left, env, cls)
-            if left is not None and not partial(left):
+            if left is not None and not partial(left) and left.keys is None:
                 return left
             return join(left, self.eval(e.right, env, cls), isinstance(e, cst.BooleanOperation)
                         and isinstance(e.operator, cst.Or))
@@ -395,6 +403,9 @@ class RankTaint:
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
             return self._any([el.value for el in e.elements], env, cls)
         if isinstance(e, cst.Dict):
+            keyed = self._keyed_dict(e, env, cls)
+            if keyed is not False:
+                return keyed
             return self._any([x for el in e.elements for x in
                               ((el.key, el.value) if isinstance(el, cst.DictElement) else (el.value,))], env, cls)
         if isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
@@ -439,6 +450,43 @@ class RankTaint:
             if out is not None and not partial(out):
                 return out
         return out
+
+    def _keyed_dict(self, e: cst.Dict, env: Env, cls: Optional[str]):
+        """A dict display whose every key is a literal string (`**other` spreads of uniform or keyed mappings
+        allowed): the mapping varying at the keys of its varying values only (`Origin.keys`), None when none
+        varies; False when some key is not such a literal (then the display is judged as a whole)."""
+        out: Optional[Origin] = None
+        keys: set = set()
+        for el in e.elements:
+            if isinstance(el, cst.DictElement):
+                key = literal_value(el.key)
+                if not isinstance(key, str):
+                    return False
+                hit = self.eval(el.value, env, cls)
+                if hit is not None:
+                    keys.add(key)
+                    out = out if out is not None else hit
+                else:
+                    keys.discard(key)      # a later literal entry replaces an earlier one
+            else:
+                hit = self.eval(el.value, env, cls)
+                if hit is not None:
+                    if hit.keys is None:
+                        return False
+                    keys |= hit.keys
+                    out = out if out is not None else hit
+        if out is None:
+            return None
+        return replace(out, keys=frozenset(keys), batch=True, elements=None, rows=False)
+
+    @staticmethod
+    def keyed_item(container: Optional[Origin], key) -> tuple[bool, Optional[Origin]]:
+        """`d["k"]` / `d.get("k")` of a mapping varying only at some literal keys: (decided, the item's origin)."""
+        if container is None or container.keys is None or not isinstance(key, str):
+            return False, None
+        if key not in container.keys:
+            return True, None
+        return True, replace(container, keys=None, batch=False)
 
     def _attribute(self, e: cst.Attribute, env: Env, cls: Optional[str]) -> Optional[Origin]:
         name = dotted_name(e)
@@ -503,6 +551,10 @@ class RankTaint:
                 out = Origin("shard" if shard else "item", e, self.src, axes=index.axes)
                 return join(out, self.eval(e.value, env, cls)) if partial(out) else out
         name = dotted_name(e.value)
+        if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+            decided, item = self.keyed_item(self.eval(e.value, env, cls), literal_value(e.slice[0].slice.value))
+            if decided:                 # `info["engine"]` beside a varying `info["loss"]`
+                return env.get(name + "[]", item) if item is not None and name is not None else item
         if name is not None and name + "[]" in env:
             return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
         base_origin = self.eval(e.value, env, cls)
@@ -556,6 +608,13 @@ class RankTaint:
                 last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and \
                 accelerate_typing(self.analysis, self.src).is_state(e.func.value, cls):
             return None     # `accelerator.gather(x)` of an accelerate state object typed by use
+        if last in ("get", "pop") and isinstance(e.func, cst.Attribute) and e.args and e.args[0].keyword is None:
+            decided, item = self.keyed_item(self.eval(e.func.value, env, cls), literal_value(e.args[0].value))
+            if decided:                 # `info.get("save_interval", default)` of a mapping varying elsewhere
+                held = dotted_name(e.func.value)
+                if item is not None and held is not None:
+                    item = env.get(held + "[]", item)
+                return join(item, self._any([a.value for a in e.args[1:]], env, cls))
         if last in _DEVICE_MOVES and isinstance(e.func, cst.Attribute):
             # `batch["input_ids"].to(device)`: the same data on another device (a rank-id receiver: placement)
             hit = self.eval(e.func.value, env, cls)
@@ -685,10 +744,8 @@ class RankTaint:
             varying.append((arg.keyword.value if arg.keyword is not None else i, hit))
         if not varying:
             return None
-        callee = self.facts.resolve_expr(e.func)
-        found = self.analysis.project.class_for_callee(self.src, callee)
-        if found is None and callee and self.src.outline is not None and callee in self.src.outline.classes:
-            found = (self.src, callee)          # a class of this file whatever its name (`_PendingPlan`)
+        # a checked class, a class of this file whatever its name (`_PendingPlan`), or an installed package's
+        found = self.analysis.class_of(self.src, self.facts.resolve_expr(e.func))
         if found is None:
             return None
         stored, order = self.analysis.stored_fields(*found)
@@ -786,10 +843,27 @@ class RankTaint:
             self.bind(target.value, None, origin, env, cls)
             return
         if isinstance(target, cst.Subscript):      # d["k"] = tainted: the container now holds it
-            if origin is None:
-                return
             name = dotted_name(target.value)
             keys = [el.slice.value if isinstance(el.slice, cst.Index) else el.slice for el in target.slice]
+            key = literal_value(keys[0]) if len(keys) == 1 and not isinstance(keys[0], cst.Slice) else None
+            held = env.get(name) if name is not None else None
+            if isinstance(key, str) and name is not None and (held is None or held.keys is not None):
+                # a literal key: the mapping varies at its varying keys only (`Origin.keys`); storing a uniform
+                # value there takes the key out
+                rest = held.keys - {key} if held is not None else frozenset()
+                if origin is not None:
+                    base = held if held is not None else \
+                        replace(origin, kind="item" if origin.kind in TRIP_COUNT_KINDS else origin.kind)
+                    env[name] = replace(base, batch=True, keys=rest | {key})
+                    env[name + "[]"] = join(env.get(name + "[]"), origin)     # what the varying keys hold
+                elif held is not None:
+                    if rest:
+                        env[name] = replace(held, keys=rest)
+                    else:
+                        del env[name]
+                return
+            if origin is None:
+                return
             if name is not None and not any(isinstance(k, cst.Slice) or self.eval(k, env, cls) for k in keys):
                 # stored at a uniform key: the container's keys and length stay the same on every rank (a loop
                 # over `data` after `data[k] = chunk[cp_rank]` runs alike); its items are what was stored
