@@ -37,12 +37,22 @@ def default_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def implementation_fingerprint() -> str:
-    """Changes whenever any of dslint's own modules changes (not only on a version bump)."""
+    """Changes whenever any of dslint's own modules changes (not only on a version bump), and whenever a package
+    is installed, upgraded or removed in the interpreter's site-packages: the analysis reads installed packages'
+    classes (`program.rank.taint.installed_class`), and installing one renames its `*.dist-info` folder, which
+    changes the folder's modification time."""
     h = hashlib.sha256(dslint.__version__.encode())
     root = Path(dslint.__file__).parent
     for path in sorted(root.rglob("*.py")):
         st = path.stat()
         h.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    import site
+
+    for folder in sorted({*site.getsitepackages(), site.getusersitepackages()}):
+        try:
+            h.update(f"{folder}:{os.stat(folder).st_mtime_ns}".encode())
+        except OSError:
+            pass
     return h.hexdigest()[:16]
 
 

@@ -106,3 +106,27 @@ def test_get_checks_the_envelope_and_the_callers_shape(tmp_path):
     assert cache.get("k", lambda e: len(e["keys"]) == 3) is None
     assert cache.get("k", lambda e: e["missing"]) is None            # an exception in the check is a miss
     assert cache.get("other") is None
+
+
+def test_installing_a_package_changes_the_cache_key(tmp_path, monkeypatch):
+    """The analysis reads installed packages' classes (a vendored Trainer's TrainerState): a package installed,
+    upgraded or removed in site-packages must not leave results cached under the old one."""
+    import site
+
+    from dslint import cache
+
+    site_dir = tmp_path / "site-packages"
+    site_dir.mkdir()
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(site_dir)])
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(tmp_path / "user-site"))
+    cache.implementation_fingerprint.cache_clear()
+    try:
+        before = cache.implementation_fingerprint()
+        os.utime(site_dir, ns=(1, 1))
+        cache.implementation_fingerprint.cache_clear()
+        older = cache.implementation_fingerprint()
+        (site_dir / "looplib-2.0.dist-info").mkdir()  # pip's upgrade: a new dist-info folder
+        cache.implementation_fingerprint.cache_clear()
+        assert cache.implementation_fingerprint() != older != before
+    finally:
+        cache.implementation_fingerprint.cache_clear()
