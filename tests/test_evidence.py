@@ -201,3 +201,29 @@ def test_terminal_chat_without_a_second_rank_is_unproven():
     assert "ranks" in [e.kind for e in f.evidence if not e.found]
     [g] = _run(_fixture("generate_input_loop_init_inference.py")).findings
     assert g.code == "DSL104" and g.proven and "ranks" not in {e.kind for e in g.evidence}
+
+
+def _case(folder: Path, monkeypatch, **settings):
+    """A fixture folder checked as one run from its own root (as tests/test_fixtures.py does)."""
+    from dslint.engine import Checker
+    monkeypatch.chdir(folder)
+    files = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.suffix in (".py", ".json", ".sh", ".md"))
+    return Checker(Settings(root=folder, deepspeed_version="0.19.8", **settings)).check_paths(files)
+
+
+MOE = Path(__file__).parent / "fixtures" / "static" / "moe"
+
+
+def test_dsl204_needs_the_moe_layer_in_the_model_the_padded_batches_feed(monkeypatch):
+    # the twin of padding_moe_model_imported: the MoE layer is only defined in the package (issue 30,
+    # moe-in-package-not-in-model); hidden by default, shown marked with --show-unproven
+    report = _case(MOE / "padding_moe_in_package_only", monkeypatch)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _case(MOE / "padding_moe_in_package_only", monkeypatch, show_unproven=True).findings
+    assert f.code == "DSL204" and not f.proven
+    [moe] = [e for e in f.evidence if e.kind == "moe-layer"]
+    assert not moe.found and "tagger/experts.py" in moe.note
+    [f] = _case(MOE / "padding_moe_model_imported", monkeypatch).findings
+    assert f.code == "DSL204" and f.proven
+    [moe] = [e for e in f.evidence if e.kind == "moe-layer"]
+    assert moe.found and moe.path == "tagger/experts.py" and moe.line == 10

@@ -669,7 +669,9 @@ class MoETokenCountVaries(Rule):
             return
         version = _ds_version(ctx)
         chosen = None
-        for site in facts.sites:
+        from dslint.rules.evidence import moe_sites_reaching
+        # the layers of the program this file runs in first (issue 30: the evidence says whether one reaches it)
+        for site in moe_sites_reaching(ctx.program, ctx.source, facts.sites) or facts.sites:
             ep = site.get("ep_size")
             if ep.known and isinstance(ep.value, int) and ep.value <= 1:
                 continue
