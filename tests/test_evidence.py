@@ -227,3 +227,43 @@ def test_dsl204_needs_the_moe_layer_in_the_model_the_padded_batches_feed(monkeyp
     assert f.code == "DSL204" and f.proven
     [moe] = [e for e in f.evidence if e.kind == "moe-layer"]
     assert moe.found and moe.path == "tagger/experts.py" and moe.line == 10
+
+
+COLLECTIVES = Path(__file__).parent / "fixtures" / "static" / "collectives"
+
+
+def test_program_started_only_by_plain_python_commands_is_unproven(monkeypatch, tmp_path):
+    # twin of rank_exit_launched: run.sh runs the script only as `python sweep.py` (issue 30,
+    # launcher-single-gpu-include): hidden by default, shown marked, with the command as its evidence
+    report = _case(COLLECTIVES / "rank_exit_python_run_only", monkeypatch)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _case(COLLECTIVES / "rank_exit_python_run_only", monkeypatch, show_unproven=True).findings
+    assert f.code == "DSL103" and not f.proven
+    [run] = [e for e in f.evidence if e.kind == "launcher"]
+    assert run.found and run.path == "run.sh" and run.line == 3 and "python sweep.py" in run.note
+    assert [e.kind for e in f.evidence if not e.found] == ["world-size"]
+    # the same command, but the program spawns its ranks itself: the finding is shown
+    import shutil
+    case = tmp_path / "spawned"
+    shutil.copytree(COLLECTIVES / "rank_exit_python_run_only", case)
+    text = (case / "sweep.py").read_text().replace(
+        "if __name__ == \"__main__\":\n    main()",
+        "if __name__ == \"__main__\":\n    import torch.multiprocessing as mp\n    mp.spawn(main, nprocs=4)")
+    (case / "sweep.py").write_text(text)
+    [f] = _case(case, monkeypatch).findings
+    assert f.code == "DSL103" and f.proven
+    # one rank of several started by hand (`RANK=$i python ... &`) is no one-process run either
+    (case / "sweep.py").write_text((COLLECTIVES / "rank_exit_python_run_only" / "sweep.py").read_text())
+    (case / "run.sh").write_text("#!/bin/bash\nfor i in 0 1; do\n  RANK=$i WORLD_SIZE=2 python sweep.py &\ndone\nwait\n")
+    [f] = _case(case, monkeypatch).findings
+    assert f.code == "DSL103" and f.proven
+
+
+def test_plain_python_commands_read_from_a_shell_script():
+    from dslint.sources.launcher import read_python_runs
+    text = ("#!/bin/bash\nlayers=\"10 11\"\npython search.py --lr 1 --moe_layers $layers;\n"
+            "for i in 0 1; do RANK=$i python train.py & done\npython train2.py --local_rank 0\nsrun python x.py\n"
+            "CUDA_VISIBLE_DEVICES=0 python3 -u run.py --a b &\ncd sub && python -m pkg.tool --x\n"
+            "python -c 'print(1)'\necho python z.py\n")
+    runs = [(r.line, r.script, r.module, r.world_size) for r in read_python_runs(text)]
+    assert runs == [(3, "search.py", None, 1), (8, None, "pkg.tool", 1)]

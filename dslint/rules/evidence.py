@@ -61,6 +61,25 @@ def launch_clues(program: "Program", src: "AnySource") -> list[Clue]:
     return out
 
 
+def one_process_clues(program: "Program", src: "AnySource") -> list[Clue]:
+    """Where the checked scripts start `src`'s program only with plain `python x.py` commands (no launcher
+    line, no replicating wrapper, no process spawning in the program: `ProjectView.python_runs_only`), the
+    clues that say so -- a rank hazard there has no other rank to wait on, as far as the checked files tell:
+    its evidence is incomplete (issue 30, launcher-single-gpu-include). Empty otherwise."""
+    try:
+        runs = program.python_runs_only(src)
+    except Exception:
+        return []
+    if not runs:
+        return []
+    sh, run = runs[0]
+    what = f"python {run.script}" if run.script else f"python -m {run.module}"
+    more = f" (and {len(runs) - 1} more such command(s))" if len(runs) > 1 else ""
+    return [Clue("launcher", f"started only as `{what}`: one process{more}", run.line, sh),
+            unseen("world-size", "no launcher line (deepspeed, torchrun, accelerate, srun/mpirun) or process "
+                                 "spawning starts several processes of this program")]
+
+
 def group_creations(src: "PythonSource", scope: Optional[str] = None) -> list:
     """The calls of `src` (of one scope) that create the default process group, in order."""
     return [c for c in src.facts.calls if (scope is None or c.scope == scope) and _creates_group(c.callee)]
