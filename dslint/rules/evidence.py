@@ -163,6 +163,10 @@ def moe_sites_reaching(program: "Program", src: "AnySource", sites: list) -> lis
         run = program.run_program
     except Exception:
         return list(sites)
+    return program.memo(f"moe-reaching:{id(src)}:{len(sites)}", lambda: _reaching(run, src, sites))
+
+
+def _reaching(run, src: "AnySource", sites: list) -> list:
     closure = {id(f) for f in run.closure(src)} | {id(src)}
     inside = [s for s in sites if id(s.src) in closure]
     if inside:

@@ -667,6 +667,9 @@ class MoETokenCountVaries(Rule):
         facts = ctx.program.moe()
         if not facts.sites:
             return
+        pads = ctx.program.dynamic_padding_sites(ctx.source)
+        if not pads:
+            return
         version = _ds_version(ctx)
         chosen = None
         from dslint.rules.evidence import moe_sites_reaching
@@ -686,7 +689,7 @@ class MoETokenCountVaries(Rule):
         certain, site, why = chosen
         ep = site.get("ep_size")
         ep_text = f"ep_size={ep.value}" if ep.known else "ep_size (unknown statically; flagged in case it is > 1)"
-        for pad in ctx.program.dynamic_padding_sites(ctx.source):
+        for pad in pads:
             if _same_texts_everywhere(ctx, pad):
                 continue
             yield Diagnostic(
