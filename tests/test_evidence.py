@@ -267,3 +267,16 @@ def test_plain_python_commands_read_from_a_shell_script():
             "python -c 'print(1)'\necho python z.py\n")
     runs = [(r.line, r.script, r.module, r.world_size) for r in read_python_runs(text)]
     assert runs == [(3, "search.py", None, 1), (8, None, "pkg.tool", 1)]
+
+
+def test_rules_page_has_the_evidence_table_of_every_rule():
+    from dslint.ruledocs import markdown
+    rules = all_rules()
+    page = markdown(rules)
+    table = page.split("## Evidence: which findings are shown by default", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| DSL")}
+    assert set(rows) == {r.code for r in rules}
+    for code in ("DSL101", "DSL103", "DSL104", "DSL204", "DSL303"):
+        assert "`python x.py`" in rows[code]            # the one-process run condition
+    assert "elsewhere in the package" in rows["DSL204"] and "by its name only" in rows["DSL104"]
+    assert rows["DSL401"].rstrip().endswith("| never |")
