@@ -44,10 +44,35 @@ def severity_label(rule: type[Rule]) -> str:
     return rule.severity.value + (f", {unsure.value} when unsure" if unsure and unsure != rule.severity else "")
 
 
+EVIDENCE_HEADER = """
+## Evidence: which findings are shown by default
+
+Every finding lists the facts it rests on (`evidence`: the collective, the engine, the config with its ZeRO
+stage, the MoE layer, the launcher line) and the facts the hazard needs that dslint did not see. A finding whose
+evidence is incomplete is *unproven*: left out of the report by default (the text report counts it), shown with
+`--show-unproven` (or `show-unproven = true`), marked `unproven` (`"proven": false` in JSON), never failing the
+run unless shown. A rule that needs two ranks or more is not run at all on a file every launch unit of which
+starts one process (`--include localhost:0`, `--num_gpus 1`, `--nproc_per_node 1`, `--num_processes 1`, or
+`--world-size 1`).
+
+| code | complete evidence (shown by default) | unproven (hidden by default) when |
+|---|---|---|
+"""
+
+
+def _evidence_table(rules: tuple[type[Rule], ...]) -> str:
+    rows = []
+    for r in rules:
+        hidden = "; ".join(r.unproven_conditions()) or "never"
+        rows.append(f"| {r.code} | {r.complete_when()} | {hidden} |\n")
+    return EVIDENCE_HEADER + "".join(rows)
+
+
 def markdown(rules: tuple[type[Rule], ...]) -> str:
     parts = [HEADER]
     for r in rules:
         parts.append(f"| [{r.code}](#{r.code.lower()}-{r.name}) | {r.name} | {severity_label(r)} | {r.summary} |\n")
+    parts.append(_evidence_table(rules))
     for r in rules:
         parts.append(f"\n## {r.code} {r.name}\n\n{r.documentation()}\n")
         if r.versions:

@@ -32,9 +32,12 @@ def _triage(folder: Path, name: str, rows: list[str], text: str = "") -> None:
                                        + HEADER + "".join(r + "\n" for r in rows) + "\nMisses: none.\n")
 
 
-def _results(folder: Path, name: str, findings: list[tuple[str, int, str]]) -> None:
+def _results(folder: Path, name: str, findings: list[tuple], ) -> None:
+    """`findings`: (path, line, code) or (path, line, code, proven) -- proven False as a --show-unproven run
+    reports a finding hidden by default."""
     folder.mkdir(parents=True, exist_ok=True)
-    report = {"findings": [{"path": p, "line": l, "code": c} for p, l, c in findings]}
+    report = {"findings": [{"path": f[0], "line": f[1], "code": f[2], "proven": f[3] if len(f) > 3 else True}
+                           for f in findings]}
     (folder / f"{name}.json").write_text(json.dumps({"repo": f"o/{name}", "report": report}))
 
 
@@ -192,6 +195,32 @@ def test_after_counts_rows_still_reported_and_lists_gone_and_untriaged(tmp_path,
     _results(after, "alpha", [])
     out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
     assert "TP gone: 1" in out and "alpha a.py:10 DSL101 (TP)" in out
+
+
+def test_unproven_findings_of_a_show_unproven_run_are_counted_apart(tmp_path, capsys):
+    triage = tmp_path / "triage"
+    _triage(triage, "alpha", [
+        "| a.py:10 | DSL101 | e | TP | — | rank 0 skips the gather |",
+        "| a.py:20 | DSL101 | w | FP | launcher-single-gpu-include | one process |",
+        "| a.py:30 | DSL103 | e | uncertain | — | run option |",
+    ])
+    after = tmp_path / "after"
+    # a --show-unproven run: the FP and the uncertain row are reported unproven (hidden by default), plus an
+    # untriaged unproven finding
+    _results(after, "alpha", [("a.py", 10, "DSL101"), ("a.py", 20, "DSL101", False), ("a.py", 30, "DSL103", False),
+                              ("d.py", 5, "DSL104", False)])
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after))
+    # the default view: only the TP is shown
+    assert _row(out, "DSL101", "Per rule") == ["DSL101", "1", "1", "0", "0", "100 %"]
+    hidden = out.split("### Hidden by default", 1)[1].split("### ", 1)[0]
+    assert _row(out, "DSL101", "Hidden by default") == ["DSL101", "1", "0", "1", "0", "0 %"]
+    assert "FP hidden: 1" in hidden and "uncertain hidden: 1" in hidden and "TP hidden" not in hidden
+    assert "- alpha d.py:5 DSL104" in hidden and "Untriaged findings" not in out
+    assert "Triaged findings no longer reported" not in out      # hidden is not gone
+    # --count-unproven: the --show-unproven view counts them like the shown ones
+    out = _run(capsys, "--triage-dir", str(triage), "--no-legacy", "--after", str(after), "--count-unproven")
+    assert _row(out, "DSL101", "Per rule") == ["DSL101", "2", "1", "1", "0", "50 %"]
+    assert "### Hidden by default" not in out and "- alpha d.py:5 DSL104" in out.split("### Untriaged", 1)[1]
 
 
 def test_stamp_writes_each_files_reconcile_line(tmp_path, capsys):

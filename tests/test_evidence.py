@@ -201,3 +201,82 @@ def test_terminal_chat_without_a_second_rank_is_unproven():
     assert "ranks" in [e.kind for e in f.evidence if not e.found]
     [g] = _run(_fixture("generate_input_loop_init_inference.py")).findings
     assert g.code == "DSL104" and g.proven and "ranks" not in {e.kind for e in g.evidence}
+
+
+def _case(folder: Path, monkeypatch, **settings):
+    """A fixture folder checked as one run from its own root (as tests/test_fixtures.py does)."""
+    from dslint.engine import Checker
+    monkeypatch.chdir(folder)
+    files = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.suffix in (".py", ".json", ".sh", ".md"))
+    return Checker(Settings(root=folder, deepspeed_version="0.19.8", **settings)).check_paths(files)
+
+
+MOE = Path(__file__).parent / "fixtures" / "static" / "moe"
+
+
+def test_dsl204_needs_the_moe_layer_in_the_model_the_padded_batches_feed(monkeypatch):
+    # the twin of padding_moe_model_imported: the MoE layer is only defined in the package (issue 30,
+    # moe-in-package-not-in-model); hidden by default, shown marked with --show-unproven
+    report = _case(MOE / "padding_moe_in_package_only", monkeypatch)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _case(MOE / "padding_moe_in_package_only", monkeypatch, show_unproven=True).findings
+    assert f.code == "DSL204" and not f.proven
+    [moe] = [e for e in f.evidence if e.kind == "moe-layer"]
+    assert not moe.found and "tagger/experts.py" in moe.note
+    [f] = _case(MOE / "padding_moe_model_imported", monkeypatch).findings
+    assert f.code == "DSL204" and f.proven
+    [moe] = [e for e in f.evidence if e.kind == "moe-layer"]
+    assert moe.found and moe.path == "tagger/experts.py" and moe.line == 10
+
+
+COLLECTIVES = Path(__file__).parent / "fixtures" / "static" / "collectives"
+
+
+def test_program_started_only_by_plain_python_commands_is_unproven(monkeypatch, tmp_path):
+    # twin of rank_exit_launched: run.sh runs the script only as `python sweep.py` (issue 30,
+    # launcher-single-gpu-include): hidden by default, shown marked, with the command as its evidence
+    report = _case(COLLECTIVES / "rank_exit_python_run_only", monkeypatch)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _case(COLLECTIVES / "rank_exit_python_run_only", monkeypatch, show_unproven=True).findings
+    assert f.code == "DSL103" and not f.proven
+    [run] = [e for e in f.evidence if e.kind == "launcher"]
+    assert run.found and run.path == "run.sh" and run.line == 3 and "python sweep.py" in run.note
+    assert [e.kind for e in f.evidence if not e.found] == ["world-size"]
+    # the same command, but the program spawns its ranks itself: the finding is shown
+    import shutil
+    case = tmp_path / "spawned"
+    shutil.copytree(COLLECTIVES / "rank_exit_python_run_only", case)
+    text = (case / "sweep.py").read_text().replace(
+        "if __name__ == \"__main__\":\n    main()",
+        "if __name__ == \"__main__\":\n    import torch.multiprocessing as mp\n    mp.spawn(main, nprocs=4)")
+    (case / "sweep.py").write_text(text)
+    [f] = _case(case, monkeypatch).findings
+    assert f.code == "DSL103" and f.proven
+    # one rank of several started by hand (`RANK=$i python ... &`) is no one-process run either
+    (case / "sweep.py").write_text((COLLECTIVES / "rank_exit_python_run_only" / "sweep.py").read_text())
+    (case / "run.sh").write_text("#!/bin/bash\nfor i in 0 1; do\n  RANK=$i WORLD_SIZE=2 python sweep.py &\ndone\nwait\n")
+    [f] = _case(case, monkeypatch).findings
+    assert f.code == "DSL103" and f.proven
+
+
+def test_plain_python_commands_read_from_a_shell_script():
+    from dslint.sources.launcher import read_python_runs
+    text = ("#!/bin/bash\nlayers=\"10 11\"\npython search.py --lr 1 --moe_layers $layers;\n"
+            "for i in 0 1; do RANK=$i python train.py & done\npython train2.py --local_rank 0\nsrun python x.py\n"
+            "CUDA_VISIBLE_DEVICES=0 python3 -u run.py --a b &\ncd sub && python -m pkg.tool --x\n"
+            "python -c 'print(1)'\necho python z.py\n")
+    runs = [(r.line, r.script, r.module, r.world_size) for r in read_python_runs(text)]
+    assert runs == [(3, "search.py", None, 1), (8, None, "pkg.tool", 1)]
+
+
+def test_rules_page_has_the_evidence_table_of_every_rule():
+    from dslint.ruledocs import markdown
+    rules = all_rules()
+    page = markdown(rules)
+    table = page.split("## Evidence: which findings are shown by default", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| DSL")}
+    assert set(rows) == {r.code for r in rules}
+    for code in ("DSL101", "DSL103", "DSL104", "DSL204", "DSL303"):
+        assert "`python x.py`" in rows[code]            # the one-process run condition
+    assert "elsewhere in the package" in rows["DSL204"] and "by its name only" in rows["DSL104"]
+    assert rows["DSL401"].rstrip().endswith("| never |")

@@ -29,6 +29,14 @@ timed out, crashed) is counted as results/ has it, with a note.
 
     python bench/realworld/precision.py --after /tmp/rw-after
 
+Findings hidden by default: dslint leaves out a finding whose evidence is incomplete (``"proven": false``)
+unless ``--show-unproven``; a run made with it (``run.py --show-unproven``) reports them marked so. Their rows
+are not counted in the tables (the tables are the default view: what a user sees at the root with default
+options) but listed apart, per rule and by verdict, under "Hidden by default" (a TP there is a true hazard the
+default view hides: each must be justified). ``--count-unproven`` counts them as shown instead (the
+``--show-unproven`` view). A run made without the option has no unproven finding in it (the hidden ones are only
+counted, ``report.hidden``).
+
 ``--stamp COMMIT`` writes each triage file's header line saying that its rows were reconciled with results/ at
 dslint COMMIT (with the counts then): run it when results/ is replaced by a new run whose findings are triaged.
 """
@@ -40,7 +48,7 @@ import json
 import re
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -135,7 +143,9 @@ def read_triage_dir(folder: Path, problems: list[str]) -> tuple[list[Row], list[
     return rows, repos
 
 
-def _findings(results: Path, repo: str) -> set[tuple[str, int, str]] | None:
+def _findings(results: Path, repo: str) -> dict[tuple[str, int, str], bool] | None:
+    """(path, line, code) -> proven, of every finding the run reports (unproven ones only in a run made with
+    --show-unproven); None when the run has no report for `repo`."""
     path = results / f"{repo}.json"
     if not path.is_file():
         return None
@@ -143,22 +153,30 @@ def _findings(results: Path, repo: str) -> set[tuple[str, int, str]] | None:
     report = record.get("report")
     if not isinstance(report, dict):  # a timeout or a crash: this run says nothing about the findings
         return None
-    return {(f.get("path", ""), f.get("line"), f.get("code", "")) for f in report.get("findings", [])}
+    out: dict[tuple[str, int, str], bool] = {}
+    for f in report.get("findings", []):
+        key = (f.get("path", ""), f.get("line"), f.get("code", ""))
+        out[key] = out.get(key, False) or f.get("proven", True) is not False
+    return out
 
 
 @dataclass
 class Matched:
     """Rows matched against one run: the rows it reports, the rows it no longer reports, its untriaged
-    findings, and the repositories it has no results file for (their rows count as reported, unchecked)."""
+    findings, and the repositories it has no results file for (their rows count as reported, unchecked); with
+    `hidden_apart`, the rows (and untriaged findings) it reports as unproven -- hidden by default -- apart."""
     reported: list[Row]
     gone: list[Row]
     untriaged: list[tuple[str, str, int, str]]
     unchecked: list[str]
     duplicates: list[Row]
+    hidden: list[Row] = field(default_factory=list)
+    hidden_untriaged: list[tuple[str, str, int, str]] = field(default_factory=list)
 
 
-def match(rows: list[Row], results: Path, repos: list[str]) -> Matched:
-    """Match every row, as (path, line, code), against ``results/<repo>.json``."""
+def match(rows: list[Row], results: Path, repos: list[str], hidden_apart: bool = True) -> Matched:
+    """Match every row, as (path, line, code), against ``results/<repo>.json``. With `hidden_apart` a row whose
+    finding is reported unproven goes to `hidden`, not `reported`."""
     out = Matched([], [], [], [], [])
     for repo in repos:
         current = _findings(results, repo)
@@ -174,11 +192,12 @@ def match(rows: list[Row], results: Path, repos: list[str]) -> Matched:
             if key in seen:
                 out.duplicates.append(r)
             elif key in current:
-                out.reported.append(r)
+                (out.reported if current[key] or not hidden_apart else out.hidden).append(r)
                 seen.add(key)
             else:
                 out.gone.append(r)
-        out.untriaged.extend((repo, p, l, c) for p, l, c in sorted(current - seen, key=str))
+        for p, l, c in sorted(set(current) - seen, key=str):
+            (out.untriaged if current[(p, l, c)] or not hidden_apart else out.hidden_untriaged).append((repo, p, l, c))
     return out
 
 
@@ -220,7 +239,8 @@ def _by_verdict(rows: list[Row]) -> list[str]:
 
 def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, int, str]],
            notes: list[str], problems: list[str], gone: list[Row] = (), history: list[Row] = (),
-           where: str = "results/") -> str:
+           where: str = "results/", hidden: list[Row] = (),
+           hidden_untriaged: list[tuple[str, str, int, str]] = ()) -> str:
     by_rule: dict[str, Counter] = defaultdict(Counter)
     by_family: dict[str, Counter] = defaultdict(Counter)
     by_repo: dict[str, Counter] = {repo: Counter() for repo in repos}
@@ -246,6 +266,22 @@ def render(rows: list[Row], repos: list[str], untriaged: list[tuple[str, str, in
     if not mechs:
         out.append("| (none) | 0 | – | – |")
     out.append("")
+    if hidden or hidden_untriaged:
+        per_rule: dict[str, Counter] = defaultdict(Counter)
+        for r in hidden:
+            per_rule[r.code]["n"] += 1
+            per_rule[r.code][r.verdict] += 1
+        out += ["### Hidden by default (unproven: evidence incomplete, shown with --show-unproven)", "",
+                "Rows the run reports as unproven: not counted above (the default view leaves them out).", ""]
+        out += _table("Hidden by default, per rule", "rule", per_rule)[2:]
+        for verdict in VERDICTS:
+            items = [r for r in hidden if r.verdict == verdict]
+            if items:
+                out += [f"{verdict} hidden: {len(items)}", ""]
+                out += [f"- {r.repo} {r.path}:{r.line} {r.code} ({r.mech or r.verdict})" for r in items] + [""]
+        if hidden_untriaged:
+            out += [f"untriaged hidden: {len(hidden_untriaged)}", ""]
+            out += [f"- {repo} {path}:{line} {code}" for repo, path, line, code in hidden_untriaged] + [""]
     if gone:
         out += ["### Triaged findings no longer reported (--after)", "",
                 "Rows reported in results/ that the --after run no longer reports.", ""]
@@ -326,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stamp", metavar="COMMIT", default=None,
                     help="write each triage file's reconcile line: results/ is dslint COMMIT's run (after triaging "
                          "its new findings)")
+    ap.add_argument("--count-unproven", action="store_true",
+                    help="count the findings a --show-unproven run reports as unproven like the shown ones (the "
+                         "--show-unproven view); default: list them apart as hidden by default")
     args = ap.parse_args(argv)
+    apart = not args.count_unproven
     excludes = []
     for spec in args.exclude:
         repo, sep, prefix = spec.partition(":")
@@ -345,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"without a triage file")
         rows += legacy
         repos += legacy_repos
-    base = match(rows, args.results, repos)
+    base = match(rows, args.results, repos, apart)
     notes += _unchecked_note(base, args.results, rows)
     if args.stamp:
         n = stamp_headers(args.triage_dir, args.results, args.stamp, base, repos)
@@ -354,11 +394,12 @@ def main(argv: list[str] | None = None) -> int:
     where = f"{args.results.name}/"
     if args.after is None:
         counted, history, untriaged = base.reported, base.gone, base.untriaged
+        hidden, hidden_untriaged = base.hidden, base.hidden_untriaged
         notes.insert(0, f"{_show(args.results)}: {len(counted)} triaged row(s) reported, {len(history)} no longer "
                         f"reported (history), {len(untriaged)} untriaged finding(s)")
         duplicates = base.duplicates
     else:
-        after = match(rows, args.after, repos)
+        after = match(rows, args.after, repos, apart)
         # a repository the --after run has no report for (missing, timed out, crashed) keeps results/'s matching
         fall = set(after.unchecked) - set(base.unchecked)
         if fall:
@@ -366,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                 [r for r in base.reported if r.repo in fall]
             after.gone = [r for r in after.gone if r.repo not in fall] + [r for r in base.gone if r.repo in fall]
             after.untriaged += [u for u in base.untriaged if u[0] in fall]
+            after.hidden = [r for r in after.hidden if r.repo not in fall] + [r for r in base.hidden if r.repo in fall]
             for repo in sorted(fall):
                 why = "timed out or crashed in" if (args.after / f"{repo}.json").is_file() else "no"
                 notes.append(f"{repo}: {why} {args.after.name}/{repo}.json, counted as in {args.results.name}/")
@@ -373,14 +415,18 @@ def main(argv: list[str] | None = None) -> int:
         notes += _unchecked_note(after, args.after, rows)
         counted, untriaged, duplicates = after.reported, after.untriaged, after.duplicates
         in_base = {id(r) for r in base.reported}
-        in_after = {id(r) for r in after.reported}
+        in_after = {id(r) for r in after.reported} | {id(r) for r in after.hidden}
         gone = [r for r in base.reported if id(r) not in in_after]
+        hidden, hidden_untriaged = after.hidden, after.hidden_untriaged
         back = [r for r in after.reported if id(r) not in in_base]
         history = [r for r in after.gone if id(r) not in in_base]
         where = f"{args.after}"
         notes.insert(0, f"--after {args.after}: {len(counted)} triaged row(s) still reported, {len(gone)} gone "
                         f"since {args.results.name}/, {len(back)} reported there but not in {args.results.name}/ "
-                        f"(rows triaged ahead, or findings back), {len(untriaged)} untriaged finding(s)")
+                        f"(rows triaged ahead, or findings back), {len(untriaged)} untriaged finding(s)"
+                        + (f"; {len(hidden)} triaged row(s) and {len(hidden_untriaged)} untriaged finding(s) "
+                           f"reported unproven (hidden by default, listed apart)" if hidden or hidden_untriaged
+                           else ""))
     for r in duplicates:
         problems.append(f"{r.source}: a second row for {r.repo} {r.path}:{r.line} {r.code} (not counted)")
     rows = counted
@@ -391,8 +437,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = left
         gone = [r for r in gone if keep(r)]
         history = [r for r in history if keep(r)]
+        hidden = [r for r in hidden if keep(r)]
+        hidden_untriaged = [u for u in hidden_untriaged if not (u[0] == repo and u[1].startswith(prefix))]
         untriaged = [u for u in untriaged if not (u[0] == repo and u[1].startswith(prefix))]
-    print(render(rows, repos, untriaged, notes, problems, gone, history, where))
+    print(render(rows, repos, untriaged, notes, problems, gone, history, where, hidden, hidden_untriaged))
     return 0
 
 

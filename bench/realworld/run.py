@@ -11,7 +11,10 @@ with this checkout's dslint first on PYTHONPATH, under a per-repository time lim
 crash, with ``stderr_tail``), and prints one row per repository with the findings per code family
 (DSL0xx ... DSL4xx).
 
-    python bench/realworld/run.py [--dest /tmp/realworld] [--timeout 300] [--jobs N] [names...]
+    python bench/realworld/run.py [--dest /tmp/realworld] [--timeout 300] [--jobs N] [--show-unproven] [names...]
+
+``--show-unproven`` passes dslint's option of that name: the findings whose evidence is incomplete, hidden by
+default, are reported too, marked ``"proven": false`` (``precision.py`` counts them apart from the default view).
 """
 
 from __future__ import annotations
@@ -64,8 +67,9 @@ def dslint_json(folder: Path, args: list[str], timeout: float, record: dict) -> 
     return record
 
 
-def run_one(repo: str, commit: str, folder: Path, timeout: float, jobs: int | None) -> dict:
-    args = ["--jobs", str(jobs), "."] if jobs is not None else ["."]
+def run_one(repo: str, commit: str, folder: Path, timeout: float, jobs: int | None,
+            show_unproven: bool = False) -> dict:
+    args = (["--jobs", str(jobs)] if jobs is not None else []) + (["--show-unproven"] if show_unproven else []) + ["."]
     command = ["python", "-m", "dslint", "check", "--no-cache", "--exit-zero", "--format", "json", *args]
     return dslint_json(folder, args, timeout, {"repo": repo, "commit": commit, "command": " ".join(command),
                                                "timeout_s": timeout})
@@ -78,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=HERE / "results")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per repository (default 300)")
     ap.add_argument("--jobs", type=int, default=None, help="pass --jobs N to dslint (default: dslint's)")
+    ap.add_argument("--show-unproven", action="store_true",
+                    help="report the findings hidden by default too, marked unproven (precision.py counts them apart)")
     ap.add_argument("names", nargs="*", help="only these repositories (name or owner/name)")
     args = ap.parse_args(argv)
     args.results.mkdir(parents=True, exist_ok=True)
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if not folder.is_dir():
             print(f"{repo}: {folder} missing -- run bench/realworld/materialise.py first", file=sys.stderr)
             continue
-        record = run_one(repo, commit, folder, args.timeout, args.jobs)
+        record = run_one(repo, commit, folder, args.timeout, args.jobs, args.show_unproven)
         (args.results / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
         rows.append((name, record))
         print(f"{name}: {record['seconds']} s" + (" TIMEOUT" if record["timed_out"] else ""), file=sys.stderr)

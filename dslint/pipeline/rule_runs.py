@@ -116,6 +116,7 @@ class RuleRun:
         broken = source.parse_problem() is not None
         ctx = RuleContext(source, project)
         one_process = None
+        one_run = None          # the clues of a program started only by plain `python x.py` commands
         for rule in self.rules:
             if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
                 continue
@@ -132,6 +133,13 @@ class RuleRun:
                 for diag in diagnostics:
                     if not diag.evidence:
                         _family_evidence(rule, ctx, diag)
+                    if diag.proven and (rule.needs_ranks or (diag.code or rule.code) == "DSL303"):
+                        if one_run is None:
+                            from dslint.rules.evidence import one_process_clues
+                            one_run = one_process_clues(ctx.program, source)
+                        if one_run:
+                            diag.proven = False
+                            diag.evidence = list(diag.evidence) + one_run
             except Exception as exc:  # a broken rule must not lose the other rules' findings
                 report.errors.append(_internal_error(rule, source.path, exc))
                 continue

@@ -705,6 +705,25 @@ class ProjectView:
         reaching = [u for u in self.units if any(f is src for f in u.files)]
         return bool(reaching) and all(u.world_size == 1 for u in reaching)
 
+    def python_runs_only(self, src: AnySource) -> list:
+        """The plain `python x.py` commands that start `src`'s program, when they are ALL that starts it: every
+        launch unit reaching `src` is run by such commands of the checked scripts (one process each, see
+        `launcher.python_run`), by no launcher line, and starts no processes itself (`mp.spawn`, a launcher API,
+        a subprocess, Lightning). Then no other rank exists for a collective to wait on, as far as the checked
+        files tell: rank hazards there are unproven (issue 30). Empty where a unit reaching it is launched, run
+        by nothing seen, or spawns; with `--world-size` given; or for a file no unit reaches."""
+        if self.world_size_override or not isinstance(src, PythonSource) or not self.units:
+            return []
+        reaching = [u for u in self.units if any(f is src for f in u.files)]
+        if not reaching or any(u.launches or not u.python_runs for u in reaching):
+            return []
+        for unit in reaching:
+            for f in unit.files:
+                outline = getattr(f, "outline", None)
+                if outline is None or any(_starts_processes(callee) for callee, _ in outline.calls):
+                    return []
+        return [pair for u in reaching for pair in u.python_runs]
+
     def _project_folders(self) -> list[Path]:
         """Folders where a version pin may live: those of the checked files and their parents up to the root."""
         seen: dict[Path, None] = {}
@@ -1033,6 +1052,23 @@ def _tree_version(folder: str) -> Optional[str]:
         return None
     found = _VERSION_TEXT.fullmatch(text)
     return found.group(1) if found else None
+
+
+# APIs that start processes of the program from inside it (a plain `python x.py` run of such a program is not one
+# process): torch/multiprocessing spawn, torch's and DeepSpeed's launchers, accelerate's notebook launcher,
+# subprocesses, Lightning/Ray/submitit/MPI runners
+_PROCESS_STARTERS = ("torch.multiprocessing", "multiprocessing", "torch.distributed.run", "torch.distributed.launch",
+                     "torch.distributed.elastic", "deepspeed.launcher", "accelerate.notebook_launcher",
+                     "accelerate.launchers", "accelerate.debug_launcher", "subprocess", "os.system", "os.fork",
+                     "pytorch_lightning", "lightning", "ray", "submitit", "mpi4py", "horovod",
+                     "torch.distributed.launcher")
+
+
+def _starts_processes(callee: Optional[str]) -> bool:
+    if not callee:
+        return False
+    return any(callee == p or callee.startswith(p + ".") for p in _PROCESS_STARTERS) or \
+        callee.startswith(("os.spawn", "os.exec", "os.popen")) or callee.rsplit(".", 1)[-1] in ("spawn", "start_processes")
 
 
 def _ancestors(path: Path, stop: Path, limit: int = 6):

@@ -83,6 +83,11 @@ class Program:
             return []
         return [ref for _, launch in self.view.unit_launches for ref in launch.config_paths]
 
+    def python_runs_only(self, src: "PythonSource") -> list:
+        """(shell, run) of the plain `python x.py` commands that alone start `src`'s program (one process);
+        empty where anything else may start it (`ProjectView.python_runs_only`)."""
+        return self.view.python_runs_only(src)
+
     def world_size_for(self, src: "PythonSource") -> Optional[int]:
         return self.view.world_size_for(src)
 

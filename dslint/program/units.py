@@ -60,6 +60,8 @@ class LaunchUnit:
     entry: PythonSource
     files: list[PythonSource]                             # the entry first, then what it imports
     launches: list[tuple[ShellSource, object]] = field(default_factory=list)   # (shell, launcher.Launch)
+    # the plain `python x.py` commands of the checked shell scripts that run the entry (one process each)
+    python_runs: list[tuple[ShellSource, object]] = field(default_factory=list)
 
     @property
     def world_size(self) -> Optional[int]:
@@ -121,11 +123,16 @@ class Program:
         self._lookups: dict[tuple[str, str], list[PythonSource]] = {}
         self._closures: dict[int, list[PythonSource]] = {}
         self.launch_targets: list[tuple[ShellSource, object, PythonSource]] = []
+        self.python_targets: list[tuple[ShellSource, object, PythonSource]] = []
         for sh in shell:
             for launch in sh.launches:
                 target = self._launch_target(sh, launch)
                 if target is not None:
                     self.launch_targets.append((sh, launch, target))
+            for run in getattr(sh, "python_runs", ()):
+                target = self._launch_target(sh, run)
+                if target is not None:
+                    self.python_targets.append((sh, run, target))
         self.units = self._build_units()
         self._contexts = self._build_contexts()
 
@@ -237,10 +244,13 @@ class Program:
         launched: dict[int, list] = {}
         for sh, launch, target in self.launch_targets:
             launched.setdefault(id(target), []).append((sh, launch))
+        by_python: dict[int, list] = {}
+        for sh, run, target in self.python_targets:
+            by_python.setdefault(id(target), []).append((sh, run))
         units = []
         for src in self.python:
             if id(src) in launched or self.runs_by_itself(src):
-                units.append(LaunchUnit(src, self.closure(src), launched.get(id(src), [])))
+                units.append(LaunchUnit(src, self.closure(src), launched.get(id(src), []), by_python.get(id(src), [])))
         return units
 
     # --- contexts -------------------------------------------------------------------------------

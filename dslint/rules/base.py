@@ -114,6 +114,11 @@ class Rule:
     # what the rule's findings rest on, and when that evidence is complete (issue 30: findings whose evidence is
     # incomplete are hidden unless --show-unproven); "" takes the family's text (`dslint.rules.evidence`)
     evidence_needed: ClassVar[str] = ""
+    # the evidence table of docs/rules.md (issue 30): when a finding's evidence is complete (shown by default; ""
+    # takes the family's, FAMILY_COMPLETE), and each condition under which the rule reports it unproven -- hidden
+    # unless --show-unproven (the rules with `needs_ranks`, and DSL303, add ONE_PROCESS_RUN)
+    evidence_complete: ClassVar[str] = ""
+    unproven_when: ClassVar[tuple[str, ...]] = ()
     kinds: ClassVar[frozenset[str]] = frozenset({"python"})
     # Words one of which a Python file's text must contain for this rule to flag it or to need its facts
     # (the engine's triage skips parsing files that match no enabled rule). Empty: every file matters.
@@ -145,11 +150,36 @@ class Rule:
         return FAMILY_EVIDENCE.get(cls.code[:4], "")
 
     @classmethod
+    def complete_when(cls) -> str:
+        return cls.evidence_complete or FAMILY_COMPLETE.get(cls.code[:4], "")
+
+    @classmethod
+    def unproven_conditions(cls) -> tuple[str, ...]:
+        """The conditions under which the rule's findings are unproven (hidden by default)."""
+        return cls.unproven_when + ((ONE_PROCESS_RUN,) if cls.needs_ranks or cls.code == "DSL303" else ())
+
+    @classmethod
     def examples(cls, kind: str) -> list[Example]:
         raw = cls.VALID if kind == "valid" else cls.INVALID
         out = [e if isinstance(e, Example) else Example(textwrap.dedent(e).lstrip("\n")) for e in raw]
         return [replace(e, fixed=textwrap.dedent(e.fixed).lstrip("\n")) if e.fixed else e for e in out]
 
+
+# when a family's findings have complete evidence (shown by default; a rule's `evidence_complete` overrides)
+FAMILY_COMPLETE = {
+    "DSL0": "always (the file itself)",
+    "DSL1": "the collective call; for a model's forward or `generate`, what makes it collective in the launch unit: "
+            "an engine or `init_inference` running the model (or an object used as an engine), a ZeRO-3 config, "
+            "an MoE layer, `GatheredParameters`",
+    "DSL2": "the DeepSpeed MoE layer the rule starts from",
+    "DSL3": "the parameter analysis itself",
+    "DSL4": "always (the config; what hands it to DeepSpeed is cited where seen)",
+    "DSL5": "always (the launcher line)",
+}
+# the launch fact that leaves any rank hazard unproven (`evidence.one_process_clues`, issue 30)
+ONE_PROCESS_RUN = ("the checked scripts start the program only with plain `python x.py` commands -- no launcher "
+                   "line, no srun/mpirun, no rank variable or option, not in the background -- and nothing in it "
+                   "spawns processes: one process")
 
 # what each family's findings rest on (a rule's `evidence_needed` overrides): rendered in docs/rules.md
 FAMILY_EVIDENCE = {

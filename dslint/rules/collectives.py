@@ -324,12 +324,19 @@ _EVIDENCE = (
     "launcher line with its world size where the unit has one. Complete when one of these is seen: a forward of a "
     "model that is an engine by its name only (`ds_engine`, a parameter), with no config or MoE layer, is "
     "unproven (hidden unless `--show-unproven`). A ZeRO stage not seen is listed as such (the finding is then a "
-    "warning).")
+    "warning). How the program is started counts too: a launcher line with its world size is cited; a program "
+    "the checked scripts start only with plain `python x.py` commands (one process, nothing spawning) leaves "
+    "the finding unproven, with the command as evidence.")
+
+_NAME_ONLY_ENGINE = ("a model's forward or `generate` is collective only if the model is a DeepSpeed engine, and "
+                     "it is one by its name only (`ds_engine`, a parameter): no engine, `init_inference`, ZeRO-3 "
+                     "config or MoE layer seen")
 
 
 class _CollectiveRule(Rule):
     severity_when_unsure = Severity.WARNING
     evidence_needed = _EVIDENCE
+    unproven_when = (_NAME_ONLY_ENGINE,)
     needs_ranks = True
     # files that can hold a rank source, a collective site, or a helper reaching one
     triggers = ("rank", "RANK", "main_process", "process_index", "process_zero", "is_master", "is_main",
@@ -618,6 +625,11 @@ class GenerateNotSynced(_CollectiveRule):
         "launch unit. `generate` on a plain model (a single-process `input()` loop, no engine) is no site at all; "
         "on a model that is an engine by its name only it is unproven (hidden unless `--show-unproven`). With an "
         "engine but no config the ZeRO stage is listed as not seen and the finding is a warning.")
+    evidence_complete = ("an engine or `init_inference` that runs the generating model (or an object used as an "
+                         "engine), a ZeRO-3 config or a DeepSpeed MoE layer, in the launch unit")
+    unproven_when = (_NAME_ONLY_ENGINE, "the generating loop reads its prompts with `input()` and nothing shows "
+                     "more than one process (no launcher line of its program, no --world-size, no rank id read "
+                     "where it generates): an interactive one-process tool")
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."

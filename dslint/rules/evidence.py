@@ -61,6 +61,25 @@ def launch_clues(program: "Program", src: "AnySource") -> list[Clue]:
     return out
 
 
+def one_process_clues(program: "Program", src: "AnySource") -> list[Clue]:
+    """Where the checked scripts start `src`'s program only with plain `python x.py` commands (no launcher
+    line, no replicating wrapper, no process spawning in the program: `ProjectView.python_runs_only`), the
+    clues that say so -- a rank hazard there has no other rank to wait on, as far as the checked files tell:
+    its evidence is incomplete (issue 30, launcher-single-gpu-include). Empty otherwise."""
+    try:
+        runs = program.python_runs_only(src)
+    except Exception:
+        return []
+    if not runs:
+        return []
+    sh, run = runs[0]
+    what = f"python {run.script}" if run.script else f"python -m {run.module}"
+    more = f" (and {len(runs) - 1} more such command(s))" if len(runs) > 1 else ""
+    return [Clue("launcher", f"started only as `{what}`: one process{more}", run.line, sh),
+            unseen("world-size", "no launcher line (deepspeed, torchrun, accelerate, srun/mpirun) or process "
+                                 "spawning starts several processes of this program")]
+
+
 def group_creations(src: "PythonSource", scope: Optional[str] = None) -> list:
     """The calls of `src` (of one scope) that create the default process group, in order."""
     return [c for c in src.facts.calls if (scope is None or c.scope == scope) and _creates_group(c.callee)]
@@ -114,6 +133,9 @@ def family_evidence(code: str, ctx, diag) -> tuple[list[Clue], Optional[bool]]:
             stage = [c for c in stage if c.found]       # the MoE rules say themselves where a stage matters
         clues += engine_clues(program, src) + stage + launch_clues(program, src)
         proven = None
+        if code == "DSL204":
+            # issue 30: the token count matters only where the MoE layer is in the model this code feeds
+            proven = any(c.kind == "moe-layer" and c.found for c in clues)
         if code == "DSL303":
             # issue 30: a gradient reduction that can differ needs ZeRO 1-3 or several ranks training the model
             proven = any(c.found and c.kind in ("engine", "init_inference", "trainer", "ddp", "accelerate")
@@ -129,14 +151,57 @@ def family_evidence(code: str, ctx, diag) -> tuple[list[Clue], Optional[bool]]:
     return [], None
 
 
+def moe_sites_reaching(program: "Program", src: "AnySource", sites: list) -> list:
+    """The MoE constructions (`models.moe.MoESite`) that are in the program `src` runs in: built in `src`, in a
+    file `src` imports (transitively), in a file of a launch unit that reaches `src`, or in a file imported by
+    one that also imports `src` (the model file and the data file of one trainer). A layer merely defined in the
+    same package -- a test helper's model beside a test that builds a dense HF model (issue 30: MoE in the
+    package, not in the model the engine holds) -- is not."""
+    if not sites or not hasattr(src, "facts"):
+        return []
+    try:
+        run = program.run_program
+    except Exception:
+        return list(sites)
+    return program.memo(f"moe-reaching:{id(src)}:{len(sites)}", lambda: _reaching(run, src, sites))
+
+
+def _reaching(run, src: "AnySource", sites: list) -> list:
+    closure = {id(f) for f in run.closure(src)} | {id(src)}
+    inside = [s for s in sites if id(s.src) in closure]
+    if inside:
+        return inside
+    ctx = run.context_of(src)
+    units = ctx.units if ctx is not None else []
+    reached = [s for s in sites if any(any(f is s.src for f in u.files) for u in units if any(f is src for f in u.files))]
+    if reached:
+        return reached
+    # a file that imports both (within the files analysed with `src`; bounded: a package checked as a whole)
+    files = [f for f in (ctx.files if ctx is not None else []) if f is not src][:400]
+    wanted = {id(s.src): s for s in sites}
+    out: dict[int, object] = {}
+    for f in files:
+        deps = {id(d) for d in run.closure(f)}
+        if id(src) in deps:
+            for key, site in wanted.items():
+                if key in deps:
+                    out.setdefault(id(site), site)
+    return [s for s in sites if id(s) in out]
+
+
 def moe_clues(program: "Program", src: "AnySource") -> list[Clue]:
     try:
         sites = program.moe().sites
     except Exception:
         return []
-    site = next((s for s in sites if s.src is src), sites[0] if sites else None)
-    if site is None:
+    if not sites:
         return []
+    reaching = moe_sites_reaching(program, src, sites)
+    site = next((s for s in reaching if s.src is src), reaching[0] if reaching else None)
+    if site is None:
+        other = sites[0]
+        return [Clue("moe-layer", f"no DeepSpeed MoE layer in the program this file runs in (one is built in "
+                                  f"{other.src.path}, which nothing that imports this file imports)", found=False)]
     return [Clue("moe-layer", "DeepSpeed MoE layer", site.call.node, site.src)]
 
 

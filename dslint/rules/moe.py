@@ -610,6 +610,16 @@ class MoETokenCountVaries(Rule):
     code = "DSL204"
     needs_ranks = True
     name = "moe-token-count-varies"
+    evidence_needed = ("the DeepSpeed MoE layer of the model the padded batches feed -- built in the padding "
+                       "file, in a file it imports, in a file of a launch unit that reaches it, or in a file that "
+                       "imports both (the model file and the data file of one trainer) -- with its ep_size and "
+                       "gating settings, the engine and the launcher line. An MoE layer only defined elsewhere in "
+                       "the package (a test helper's model beside a test that trains a dense HF model) is not "
+                       "evidence: the finding is then unproven, hidden unless `--show-unproven`.")
+    evidence_complete = ("a DeepSpeed MoE layer in the program the padded batches feed (built in the file, in what "
+                         "it imports, in a launch unit reaching it, or in a file importing both)")
+    unproven_when = ("the only MoE layers seen are outside that program (defined elsewhere in the package, not in "
+                     "the model the engine holds)",)
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "expert parallelism with per-rank token counts that differ (dynamic padding) and local capacity"
@@ -667,9 +677,14 @@ class MoETokenCountVaries(Rule):
         facts = ctx.program.moe()
         if not facts.sites:
             return
+        pads = ctx.program.dynamic_padding_sites(ctx.source)
+        if not pads:
+            return
         version = _ds_version(ctx)
         chosen = None
-        for site in facts.sites:
+        from dslint.rules.evidence import moe_sites_reaching
+        # the layers of the program this file runs in first (issue 30: the evidence says whether one reaches it)
+        for site in moe_sites_reaching(ctx.program, ctx.source, facts.sites) or facts.sites:
             ep = site.get("ep_size")
             if ep.known and isinstance(ep.value, int) and ep.value <= 1:
                 continue
@@ -684,7 +699,7 @@ class MoETokenCountVaries(Rule):
         certain, site, why = chosen
         ep = site.get("ep_size")
         ep_text = f"ep_size={ep.value}" if ep.known else "ep_size (unknown statically; flagged in case it is > 1)"
-        for pad in ctx.program.dynamic_padding_sites(ctx.source):
+        for pad in pads:
             if _same_texts_everywhere(ctx, pad):
                 continue
             yield Diagnostic(

@@ -398,6 +398,9 @@ class ConditionallyUsedParam(Rule):
                        "unit: without either (a model file with nothing that trains it) the finding is unproven "
                        "and hidden unless `--show-unproven`. The data-dependent branch and the use on one path only "
                        "are in the trace.")
+    evidence_complete = ("a config with a ZeRO stage, or a call that trains the model on several ranks "
+                         "(`deepspeed.initialize`, an HF/TRL Trainer, DDP/FSDP, an `Accelerator`), in the launch unit")
+    unproven_when = ("neither is in the launch unit (a model file with nothing that trains it)",)
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"

@@ -560,6 +560,12 @@ class ShellSource(Source):
         from dslint.sources.launcher import parse_launches
         return parse_launches(self.text)
 
+    @cached_property
+    def python_runs(self):
+        """Its plain `python x.py` commands (`launcher.python_run`): each starts the script as one process."""
+        from dslint.sources.launcher import read_python_runs
+        return read_python_runs(self.text)
+
     def parse_problem(self) -> Optional[ParseProblem]:
         from dslint.sources.launcher import LauncherParseError
         try:
@@ -577,6 +583,10 @@ class MarkdownSource(ShellSource):
     DSL001 for a fragment, no DSL502 for two commands shown side by side)."""
 
     kind: Kind = "markdown"
+
+    @property
+    def python_runs(self):
+        return []       # a README's `python x.py` is an example, not how the project runs it
 
     @cached_property
     def launches(self):

@@ -205,6 +205,57 @@ def _launcher_of(words: list[str]) -> tuple[Optional[str], int]:
     return None, 0
 
 
+# environment variables and script options by which processes started one by one find each other (torch's env://
+# rendezvous, the `--local_rank` a launcher passes): a plain `python x.py` that sets one is one rank of several
+_RANK_ENV = frozenset({"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"})
+_RANK_ARGS = ("--local_rank", "--local-rank", "--rank", "--node_rank", "--node-rank", "--world_size", "--world-size",
+              "--nproc_per_node", "--nproc-per-node", "--dist-url", "--dist_url", "--init_method", "--init-method")
+_PYTHON_OPTS_VALUED = frozenset({"-W", "-X", "-Q"})
+
+
+def python_run(words: list[str], background: bool = False) -> Optional[Launch]:
+    """A plain `python [opts] x.py args` / `python -m pkg.x args` command: ONE process (no launcher, no wrapper
+    that replicates it -- srun/mpirun -- and nothing on the line that makes it one rank of several: a rank
+    variable in its environment, a rank option, `&` starting it in the background beside others). Returned as a
+    `Launch` of launcher "python" with world size 1, or None. Whether the program spawns processes itself
+    (`mp.spawn`) is the program model's to say."""
+    i = 0
+    while i < len(words) and (_ASSIGN_WORD.match(words[i]) or words[i] in _PLAIN_WRAPPERS):
+        name = words[i].partition("=")[0].rstrip("+")
+        if name in _RANK_ENV:
+            return None
+        i += 1
+    if background or i >= len(words) or not re.match(r"python[0-9.]*$", words[i].rsplit("/", 1)[-1]):
+        return None
+    launch = Launch("python", 0, 1, 1)
+    j = i + 1
+    while j < len(words):
+        w = words[j]
+        if w == "-m" and j + 1 < len(words):
+            launch.module = words[j + 1]
+            j += 2
+            break
+        if w == "-c" or w == "-":
+            return None
+        if w.startswith("-"):
+            j += 2 if w in _PYTHON_OPTS_VALUED else 1
+            continue
+        if not w.endswith(".py"):
+            return None
+        launch.script = w
+        j += 1
+        break
+    if launch.script is None and launch.module is None:
+        return None
+    if launch.module and launch.module.startswith(("torch.distributed", "deepspeed", "accelerate")):
+        return None
+    launch.script_args = words[j:]
+    if any(a.partition("=")[0] in _RANK_ARGS for a in launch.script_args):
+        return None
+    launch.procs_per_node, launch.nodes = 1, 1
+    return launch
+
+
 def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
                    env: Optional[dict[str, str]] = None) -> None:
     valued = _VALUED[launcher]
@@ -436,6 +487,7 @@ class _Reader:
         self.split_env: dict[str, list[str]] = {}     # literal values of several words
         self.cwd: Optional[tuple[str, str]] = None     # see Launch.cwd
         self.launches: list[Launch] = []
+        self.python_runs: list[Launch] = []      # plain `python x.py` commands (`python_run`): one process each
         self.seen: set[int] = set()     # command strings already read (by their first byte in the file)
         # variables the script changes by arithmetic (`((i++))`, `let i+=1`, `: $((i=i+1))`): no one literal value
         self.counters = {m.group(1) or m.group(2) or m.group(3) for m in _ARITHMETIC_WRITE.finditer(text)}
@@ -565,6 +617,12 @@ class _Reader:
             _parse_command(launcher, words, start, launch, self.env)
             self.launches.append(launch)
             return
+        run = python_run(words, _in_background(node))
+        if run is not None:
+            row, col = self.place(node.start_point, at)
+            run.line, run.column, run.end_column, run.cwd = row + 1, self.column(row, col), self.column(row, col), self.cwd
+            self.python_runs.append(run)
+            return
         # a command string run by this command: eval "…", bash -c "…", sbatch --wrap "…"
         head = words[0].rsplit("/", 1)[-1]
         for k, kid in enumerate(args):
@@ -663,6 +721,29 @@ def _blank_comment_substitutions(data: bytes) -> bytes:
     if b"`" not in data:
         return data
     return _COMMENT_SUBSTITUTION.sub(lambda m: b" " * len(m.group(0)), data)
+
+
+def _in_background(node) -> bool:
+    """Is this command started with `&` (in the background, beside others: each one rank of a job)?"""
+    while node is not None and node.type not in ("program", "compound_statement", "do_group", "subshell"):
+        sibling = node.next_sibling
+        if sibling is not None and sibling.type == "&":
+            return True
+        node = node.parent
+    return False
+
+
+def read_python_runs(text: str) -> list[Launch]:
+    """The plain `python x.py` commands of a shell script (`python_run`), at their lines: they start the script
+    as one process. Empty where the script does not parse."""
+    if "python" not in text:
+        return []
+    reader = _Reader(text)
+    try:
+        reader.read(_blank_comment_substitutions(reader.data), (0, 0, 0))
+    except Exception:
+        return []
+    return sorted(reader.python_runs, key=lambda l: (l.line, l.column))
 
 
 def read_script(text: str) -> tuple[list[Launch], Optional[LauncherParseError]]:
