@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 
 import libcst as cst
 
-from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
+from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORLD, group_argument,
+                                          resolve_group)
 from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.rank.libtypes import DatasetTyping, accelerate_typing, display_only
@@ -893,8 +894,12 @@ class RankTaint:
             env[name] = origin
 
     def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None) -> Optional[str]:
-        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now (its
-        name returned)."""
+        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is written in place by
+        the collective, so it is uniform now (its name returned) -- as a whole and in its items (`buf[0].item()`,
+        unpacking it), whatever was stored into it before (`buf[0] = best` on the source rank). Uniform over the
+        collective's group: one over a group of known grid axes (`group=mpu.get_model_parallel_group()`) leaves
+        the value varying in the other axes (`process_groups.uniform_over`); over WORLD, a group dslint cannot
+        name or one the code is handed, the same on every rank."""
         callee = self.facts.resolve_expr(call.func) or ""
         last = _last(callee, call.func)
         if last in UNIFORMIZING and call.args and (
@@ -902,12 +907,20 @@ class RankTaint:
                 and accelerate_typing(self.analysis, self.src).is_state(call.func.value, cls)):
             name = dotted_name(call.args[0].value)
             if name:
-                env.pop(name, None)
+                names = [name]
                 if name.endswith(".data"):
                     # `all_reduce(t.data)`: a tensor's `.data` shares its storage, so `t` itself holds the result
-                    name = name[: -len(".data")]
-                    env.pop(name, None)
-                return name
+                    names.append(name[: -len(".data")])
+                group = resolve_group(self.src, group_argument(call, last), None, at=call) \
+                    if callee.startswith(_COLLECTIVE_MODULES[:2]) else WORLD
+                for n in names:
+                    held = join(env.pop(n, None), env.pop(n + "[]", None))
+                    if held is not None and group.axes is not None:
+                        # uniform over the group's members only: it still varies in the coordinates they share
+                        rest = (held.axes if held.axes is not None else ALL_AXES) - group.axes
+                        if rest:
+                            env[n] = replace(held, axes=frozenset(rest), keys=None)
+                return names[-1] if len(names) > 1 else name
         return None
 
 
