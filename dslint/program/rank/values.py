@@ -208,6 +208,10 @@ class Origin:
     # a mapping whose items vary only at these literal keys (`info["loss"] = loss` beside `info["engine"] =
     # args.engine`, `{"loss": loss, **configs}`): reading another literal key is uniform; None: any item may vary
     keys: Optional[frozenset] = None
+    # bound from `None if <uniform test> else <value that is never None>` (`seq_q = None if seq_k is None else
+    # seq_k[:, lo:hi]` with per-rank bounds): whether it is None is the test's, the same on every rank; kept only
+    # by a name bound to that expression or copied from such a name (`bind`)
+    present: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -315,6 +319,21 @@ def filters(e: cst.BaseExpression) -> bool:
     return False
 
 
+def _none_or_value(e: cst.IfExp) -> bool:
+    """`None if test else v` / `v if test else None` where `v` is never None: a slice (`x[:, lo:hi]`), a literal
+    container or string, an f-string, arithmetic."""
+    sides = (e.body, e.orelse)
+    nones = [isinstance(side, cst.Name) and side.value == "None" for side in sides]
+    if nones.count(True) != 1:
+        return False
+    value = sides[nones.index(False)]
+    if isinstance(value, cst.Subscript):
+        return any(isinstance(el.slice, cst.Slice) for el in value.slice)
+    return isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp,
+                              cst.FormattedString, cst.SimpleString, cst.ConcatenatedString, cst.Integer,
+                              cst.Float, cst.BinaryOperation))
+
+
 def _env_read(e: cst.BaseExpression) -> bool:
     """`os.getenv(K)`, `os.environ.get(K)`, `os.environ[K]`: a string whose presence is the launcher's choice."""
     if isinstance(e, cst.Call):
@@ -398,7 +417,10 @@ class RankTaint:
                 return None     # `not batch["images"]`: a field's presence or emptiness, the collator's
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
-            return self._any([e.test, e.body, e.orelse], env, cls)
+            hit = self._any([e.test, e.body, e.orelse], env, cls)
+            if hit is not None and _none_or_value(e) and self.eval(e.test, env, cls) is None:
+                return replace(hit, present=True)
+            return hit
         if isinstance(e, cst.FormattedString):
             return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
@@ -586,6 +608,8 @@ class RankTaint:
                 return None             # `logits is not None` after `forward_fn(data=shard)`: not the data's doing
             if hit.batch:
                 return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
+            if hit.present and isinstance(e.left, cst.Name):
+                return None             # `seq_q is not None` for `seq_q = None if seq_k is None else seq_k[:, lo:hi]`
         if hit.batch:
             hit = replace(hit, batch=False)     # a comparison of values: the contents, which vary
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
@@ -883,6 +907,8 @@ class RankTaint:
         if origin is not None and isinstance(value, (cst.Tuple, cst.List)) and not any(
                 isinstance(el, cst.StarredElement) for el in value.elements):
             origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
+        if origin is not None and origin.present and not isinstance(value, (cst.IfExp, cst.Name)):
+            origin = replace(origin, present=False)     # computed from such a value: None or not, its own affair
         if origin is None:
             env.pop(name, None)
             fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
