@@ -945,7 +945,7 @@ class RankTaint:
                         # uniform over the group's members only: it still varies in the coordinates they share
                         rest = (held.axes if held.axes is not None else ALL_AXES) - group.axes
                         if rest:
-                            env[n] = replace(held, axes=frozenset(rest), keys=None)
+                            env[n] = replace(held, axes=frozenset(rest), keys=None, elements=None, present=False)
                 return names[-1] if len(names) > 1 else name
         return None
 
