@@ -404,6 +404,12 @@ class FlowWalk:
             if final or not self._falls_through_never(links):
                 envs.append(self.env)
                 freshes.append(self._fresh)
+            if not chain and len(links) == 1 and len(envs) == 2:
+                # `if world_size > 1: broadcast_object_list(query, 0)`: the side a run of one process takes holds
+                # no value another rank could differ in, so only the distributed side's values count
+                side = _distributed_truth(self, links[0].test)
+                if side is not None:
+                    envs, freshes = [envs[0 if side else 1]], [freshes[0 if side else 1]]
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
             if chain:
@@ -750,6 +756,65 @@ def _exits_together(g: Guard, pending: list[Guard], more: list[Guard], body, ore
         return False
     mine, other = (pending, more) if g in pending else (more, pending)
     return any(o.exit_kind == g.exit_kind for o in other) and bool(orelse)
+
+
+def _distributed_truth(walk: "FlowWalk", test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
+    """The value, in a run of more than one process, of a test that asks whether the run is distributed:
+    `dist.is_initialized()`, `get_world_size() > 1`, or the launcher's `WORLD_SIZE` environment variable compared
+    so (`world_size = int(os.environ.get("WORLD_SIZE", 1))`, then `if world_size > 1:`); None for any other."""
+    if depth > 3:
+        return None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _distributed_truth(walk, test.expression, depth)
+        return None if inner is None else not inner
+    if isinstance(test, cst.Call):
+        callee = walk.taint.facts.resolve_expr(test.func) or ""
+        if callee.rsplit(".", 1)[-1] == "is_initialized" and callee.startswith(("torch.distributed", "deepspeed.comm")):
+            return True
+        return None
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    op = type(test.comparisons[0].operator)
+    right = literal_value(test.comparisons[0].comparator)
+    if not isinstance(right, int) or isinstance(right, bool) or op not in _COMPARE or \
+            not _world_size_value(walk, test.left, depth):
+        return None
+    many, one = _COMPARE[op](2, right), _COMPARE[op](1, right)    # a distributed run: 2 or more processes
+    return many if many == _COMPARE[op](1 << 20, right) and many != one else None
+
+
+_COMPARE = {cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambda a, b: a >= b,
+            cst.LessThan: lambda a, b: a < b, cst.LessThanEqual: lambda a, b: a <= b,
+            cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b}
+
+
+def _world_size_value(walk: "FlowWalk", e: cst.BaseExpression, depth: int) -> bool:
+    """Is `e` the number of processes of the run: `get_world_size()` of torch.distributed/deepspeed.comm (no
+    group: the whole world), the launcher's `WORLD_SIZE` read from the environment (through `int(...)`), or a
+    name whose one assignment reaching here is one of those?"""
+    if isinstance(e, cst.Call):
+        callee = walk.taint.facts.resolve_expr(e.func) or ""
+        if callee.rsplit(".", 1)[-1] == "get_world_size" and callee.startswith(("torch.distributed", "deepspeed.comm")):
+            return not e.args
+        if callee in ("int", "builtins.int") or isinstance(e.func, cst.Name) and e.func.value == "int":
+            return len(e.args) == 1 and _world_size_value(walk, e.args[0].value, depth)
+        if e.args and (callee.endswith("environ.get") or callee in ("os.getenv", "getenv")):
+            return literal_value(e.args[0].value) == "WORLD_SIZE"
+        return False
+    if isinstance(e, cst.Subscript) and (dotted_name(e.value) or "").endswith("environ") and len(e.slice) == 1 \
+            and isinstance(e.slice[0].slice, cst.Index):
+        return literal_value(e.slice[0].slice.value) == "WORLD_SIZE"
+    if isinstance(e, cst.Name) and depth < 3:
+        from dslint.program.process_groups import reaching_value
+        info = walk.taint.src.facts.functions.get(walk.scope)
+        if info is not None:
+            value = reaching_value(info.node, e, e.value)
+        else:                   # module-level code: the file's one assignment of the name
+            values = [a.value for a in iter_assigns(walk.taint.src.module)
+                      if any(dotted_name(t.target) == e.value for t in a.targets)]
+            value = values[0] if len(values) == 1 else None
+        return value is not None and _world_size_value(walk, value, depth + 1)
+    return False
 
 
 def _members(origin: Optional[Origin]) -> frozenset:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 
 import libcst as cst
 
-from dslint.program.process_groups import MEMBERSHIP, RANK_AXES
+from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORLD, group_argument,
+                                          resolve_group)
 from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.rank.libtypes import DatasetTyping, accelerate_typing, display_only
@@ -207,6 +208,10 @@ class Origin:
     # a mapping whose items vary only at these literal keys (`info["loss"] = loss` beside `info["engine"] =
     # args.engine`, `{"loss": loss, **configs}`): reading another literal key is uniform; None: any item may vary
     keys: Optional[frozenset] = None
+    # bound from `None if <uniform test> else <value that is never None>` (`seq_q = None if seq_k is None else
+    # seq_k[:, lo:hi]` with per-rank bounds): whether it is None is the test's, the same on every rank; kept only
+    # by a name bound to that expression or copied from such a name (`bind`)
+    present: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -314,6 +319,21 @@ def filters(e: cst.BaseExpression) -> bool:
     return False
 
 
+def _none_or_value(e: cst.IfExp) -> bool:
+    """`None if test else v` / `v if test else None` where `v` is never None: a slice (`x[:, lo:hi]`), a literal
+    container or string, an f-string, arithmetic."""
+    sides = (e.body, e.orelse)
+    nones = [isinstance(side, cst.Name) and side.value == "None" for side in sides]
+    if nones.count(True) != 1:
+        return False
+    value = sides[nones.index(False)]
+    if isinstance(value, cst.Subscript):
+        return any(isinstance(el.slice, cst.Slice) for el in value.slice)
+    return isinstance(value, (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp,
+                              cst.FormattedString, cst.SimpleString, cst.ConcatenatedString, cst.Integer,
+                              cst.Float, cst.BinaryOperation))
+
+
 def _env_read(e: cst.BaseExpression) -> bool:
     """`os.getenv(K)`, `os.environ.get(K)`, `os.environ[K]`: a string whose presence is the launcher's choice."""
     if isinstance(e, cst.Call):
@@ -397,7 +417,10 @@ class RankTaint:
                 return None     # `not batch["images"]`: a field's presence or emptiness, the collator's
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
-            return self._any([e.test, e.body, e.orelse], env, cls)
+            hit = self._any([e.test, e.body, e.orelse], env, cls)
+            if hit is not None and _none_or_value(e) and self.eval(e.test, env, cls) is None:
+                return replace(hit, present=True)
+            return hit
         if isinstance(e, cst.FormattedString):
             return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
@@ -585,6 +608,8 @@ class RankTaint:
                 return None             # `logits is not None` after `forward_fn(data=shard)`: not the data's doing
             if hit.batch:
                 return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
+            if hit.present and isinstance(e.left, cst.Name):
+                return None             # `seq_q is not None` for `seq_q = None if seq_k is None else seq_k[:, lo:hi]`
         if hit.batch:
             hit = replace(hit, batch=False)     # a comparison of values: the contents, which vary
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
@@ -882,6 +907,8 @@ class RankTaint:
         if origin is not None and isinstance(value, (cst.Tuple, cst.List)) and not any(
                 isinstance(el, cst.StarredElement) for el in value.elements):
             origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
+        if origin is not None and origin.present and not isinstance(value, (cst.IfExp, cst.Name)):
+            origin = replace(origin, present=False)     # computed from such a value: None or not, its own affair
         if origin is None:
             env.pop(name, None)
             fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
@@ -893,8 +920,12 @@ class RankTaint:
             env[name] = origin
 
     def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None) -> Optional[str]:
-        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is uniform now (its
-        name returned)."""
+        """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is written in place by
+        the collective, so it is uniform now (its name returned) -- as a whole and in its items (`buf[0].item()`,
+        unpacking it), whatever was stored into it before (`buf[0] = best` on the source rank). Uniform over the
+        collective's group: one over a group of known grid axes (`group=mpu.get_model_parallel_group()`) leaves
+        the value varying in the other axes (`process_groups.uniform_over`); over WORLD, a group dslint cannot
+        name or one the code is handed, the same on every rank."""
         callee = self.facts.resolve_expr(call.func) or ""
         last = _last(callee, call.func)
         if last in UNIFORMIZING and call.args and (
@@ -902,12 +933,20 @@ class RankTaint:
                 and accelerate_typing(self.analysis, self.src).is_state(call.func.value, cls)):
             name = dotted_name(call.args[0].value)
             if name:
-                env.pop(name, None)
+                names = [name]
                 if name.endswith(".data"):
                     # `all_reduce(t.data)`: a tensor's `.data` shares its storage, so `t` itself holds the result
-                    name = name[: -len(".data")]
-                    env.pop(name, None)
-                return name
+                    names.append(name[: -len(".data")])
+                group = resolve_group(self.src, group_argument(call, last), None, at=call) \
+                    if callee.startswith(_COLLECTIVE_MODULES[:2]) else WORLD
+                for n in names:
+                    held = join(env.pop(n, None), env.pop(n + "[]", None))
+                    if held is not None and group.axes is not None:
+                        # uniform over the group's members only: it still varies in the coordinates they share
+                        rest = (held.axes if held.axes is not None else ALL_AXES) - group.axes
+                        if rest:
+                            env[n] = replace(held, axes=frozenset(rest), keys=None, elements=None, present=False)
+                return names[-1] if len(names) > 1 else name
         return None
 
 
