@@ -55,7 +55,9 @@ MAX_ITEMS = 400                  # a tree larger than this is unknown
 MAX_REPRESENTATIVES = 12
 
 # rank ids and rank-0 tests whose value is a function of the process's rank (the taint must agree: `walk.eval`)
-_RANK_ID_CALLS = {"get_rank", "get_local_rank", "rank", "get_ordinal"}
+# (`current_device()`: the accelerator's device index, which a launch sets from the local rank --
+# `set_device(local_rank)` -- and the taint takes for a rank id)
+_RANK_ID_CALLS = {"get_rank", "get_local_rank", "rank", "get_ordinal", "current_device"}
 _RANK_ZERO_CALLS = {"is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero",
                     "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main"}
 _RANK_ID_ATTRS = {"local_rank", "global_rank", "rank", "process_index", "local_process_index", "global_rank_id",
@@ -88,6 +90,9 @@ class Records:
 
     def seq_init(self) -> None:
         self.seq_tests: dict[int, tuple] = {}
+        # uniform tests that ask whether the run is distributed through a rank id's "not launched" value
+        # (`local_rank == -1`): id of the test → its value in a distributed run
+        self.seq_sentinels: dict[int, bool] = {}
         self.seq_bound: dict[str, object] = {}
         self.seq_consts: set[int] = set()
 
@@ -102,7 +107,24 @@ class Records:
             if formula is not None:
                 self.seq_consts |= consts
             self.seq_tests[id(e)] = (origin, formula)
+        elif origin is None and e is not None and id(e) not in self.seq_sentinels:
+            value = self._sentinel(e)
+            if value is not None:
+                self.seq_sentinels[id(e)] = value
         return origin
+
+    def _sentinel(self, e: cst.BaseExpression) -> Optional[bool]:
+        """`local_rank == -1` (`!= -1`) of a rank id: -1 is the value a rank id has when no distributed launch set
+        it (argparse's `--local_rank` default, `int(os.environ.get("LOCAL_RANK", -1))`), so in a distributed run
+        -- the only one where a collective can wait -- the test is false (true). None: not such a test."""
+        if not isinstance(e, cst.Comparison) or len(e.comparisons) != 1 or \
+                not isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) or \
+                literal_value(e.comparisons[0].comparator) != -1:
+            return None
+        hit = self.eval(e.left)
+        if hit is None or hit.kind != "rank" or hit.axes is not None:
+            return None
+        return isinstance(e.comparisons[0].operator, cst.NotEqual)
 
     def bind(self, target, value, origin) -> None:
         super().bind(target, value, origin)
@@ -307,6 +329,7 @@ class Scope:
     tests: dict[int, tuple]
     bound: dict[str, object]
     consts: set
+    sentinels: dict = field(default_factory=dict)   # `Records.seq_sentinels`
 
 
 class SequenceBuilder:
@@ -487,6 +510,8 @@ class SequenceBuilder:
         """(the test's value for this rank, or None; is it rank-varying?)"""
         rec = self.scope.tests.get(id(test))
         if rec is None:
+            if id(test) in self.scope.sentinels:
+                return self.scope.sentinels[id(test)], False
             return self.analysis.distributed_truth(self.scope, test), False
         value = decide(rec[1], self.r)
         return value, value is None
@@ -728,7 +753,8 @@ class SequenceAnalysis:
             env = {**self.taint.module_env(src), **self.taint.param_taint(src, info)}
             walk = _Recorder(self.taint.taint(src), info.qualname, env, info.class_name)
             walk.run(info.node.body.body)
-            self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts)
+            self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts,
+                                      walk.seq_sentinels)
         return self._scopes[key]
 
     def function_tree(self, src: "PythonSource", info: "FunctionInfo", r: int) -> Optional[tuple]:
@@ -886,7 +912,7 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     if not tested and not chains:
         return
     analysis = walk.analysis.sequences
-    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts))
+    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts), walk.seq_sentinels)
     try:
         trees = _trees_per_rank(analysis, scope, body)
     except RecursionError:
