@@ -33,6 +33,9 @@ EMPTY_RAISING = {"cat", "concat", "concatenate", "stack", "vstack", "hstack", "d
 # the modules those are read from (a bare `max`/`min` is the builtin)
 _EMPTY_MODULES = ("torch", "numpy", "np", "statistics", "random", "torch.nn.utils.rnn")
 _GROWING = {"append", "extend", "insert", "add", "update"}
+# reductions that raise on an empty sequence only in `statistics` (StatisticsError): numpy's and torch's return
+# nan with a warning (`np.mean([])`, `torch.median(torch.tensor([]))`), the rank goes on
+_NAN_ON_EMPTY = {"mean", "median"}
 # a helper whose calls include none of these cannot raise DSL105's way (decided on the outline)
 HELPER_GATE = EMPTY_RAISING | {"len", "next", "append", "extend", "filter"}
 
@@ -367,7 +370,9 @@ class ExceptionTracking:
             if last in EMPTY_RAISING and module_ok and first is not None and first.keyword is None and first.star == "" \
                     and not any(a.keyword is not None and a.keyword.value == "default" for a in e.args) \
                     and not (last in ("max", "min") and len([a for a in e.args if a.keyword is None]) > 1):
-                hit = self._maybe_of(first.value)
+                kinds = ("none",) if last in _NAN_ON_EMPTY and not callee.startswith("statistics") else \
+                    ("empty", "none")
+                hit = self._maybe_of(first.value, kinds)
                 if hit is not None:
                     what = "an empty list" if hit.kind == "empty" else "None"
                     self._raise(e, hit, f"`{_code(e)}` raises on {what}")
