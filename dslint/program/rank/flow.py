@@ -76,6 +76,11 @@ class FlowWalk:
     def enter_if(self, node: cst.If) -> None:
         """Before the test of each `if`/`elif` of a chain (the chain's links are left in reverse order)."""
 
+    def chain_covers_ranks(self, links: list[cst.If]) -> bool:
+        """Does some link of this `if`/`elif` chain hold on every rank the run starts (its final `else` is then
+        dead: `if rank == 0: … elif rank == 1: … else: raise` with two processes)? (sequences.Records)"""
+        return False
+
     def leave_if(self, node: cst.If) -> None:
         pass
 
@@ -396,13 +401,14 @@ class FlowWalk:
             self.negated = negated | false_before
             self._ifs.append(links[-1])
             self._holds.append(False)
+            dead = bool(final) and bool(chain) and self.chain_covers_ranks(links)
             try:
-                more = self.block(final, else_guards)
+                more = [] if dead else self.block(final, else_guards)
             finally:
                 self._ifs.pop()
                 self._holds.pop()
                 self.negated = negated
-            if final or not self._falls_through_never(links):
+            if final and not dead or not final and not self._falls_through_never(links):
                 envs.append(self.env)
                 freshes.append(self._fresh)
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
