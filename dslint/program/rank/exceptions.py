@@ -427,7 +427,7 @@ def path_implies(walk, use: tuple, assigned: tuple) -> bool:
     `local_rank == -1`) takes its distributed side (a single process has no rank to wait); any other leaf is a
     free boolean, the same leaf wherever it is written alike (`a is not None` is `not (a is None)`). Names are
     read through their one binding in the walk. False when unknown (too many leaves)."""
-    from dslint.program.rank.sequences import decide, representatives
+    from dslint.program.rank.sequences import representatives
     own = {id(t) for t, _ in use}
     need = [(t, h) for t, h in assigned if id(t) not in own or (t, h) not in use]
     if not need:
@@ -444,25 +444,8 @@ def path_implies(walk, use: tuple, assigned: tuple) -> bool:
     for bits in range(1 << len(names)):
         values = {n: bool(bits >> i & 1) for i, n in enumerate(names)}
         for r in reps:
-            def truth(e, depth=0):
-                leaf = leaves.get(id(e))
-                if isinstance(leaf, tuple) and leaf[0] == "atom":
-                    return values[leaf[1]] != leaf[2]
-                if isinstance(leaf, tuple) and leaf[0] == "const":
-                    return leaf[1]
-                if isinstance(leaf, tuple) and leaf[0] == "rank":
-                    return decide(leaf[1], r)
-                if isinstance(leaf, tuple) and leaf[0] == "name":
-                    return truth(leaf[1], depth + 1)
-                if isinstance(e, cst.UnaryOperation):
-                    inner = truth(e.expression, depth + 1)
-                    return None if inner is None else not inner
-                if isinstance(e, cst.BooleanOperation):
-                    left, right = truth(e.left, depth + 1), truth(e.right, depth + 1)
-                    if left is None or right is None:
-                        return None
-                    return left and right if isinstance(e.operator, cst.And) else left or right
-                return None
+            def truth(e):
+                return _truth(leaves, values, r, e)
             taken = [truth(t) for t, _ in use]
             if any(v is None for v in taken):
                 return False
@@ -471,6 +454,52 @@ def path_implies(walk, use: tuple, assigned: tuple) -> bool:
                 if any(v is None or v != h for v, (_, h) in zip(got, need)):
                     return False
     return True
+
+
+def ranks_taking(walk, path: tuple) -> Optional[set]:
+    """The representative ranks for which some value of the other leaves takes every (test, side) of `path`
+    (see `path_implies`), with the constants its rank leaves compare with; None when too many leaves."""
+    from dslint.program.rank.sequences import representatives
+    consts: set = set()
+    atoms: dict[str, None] = {}
+    leaves: dict[int, object] = {}
+    for test, _ in path:
+        _leaves(walk, test, consts, atoms, leaves, 0)
+    if len(atoms) > MAX_ATOMS:
+        return None
+    names = list(atoms)
+    out: set = set()
+    for r in representatives(consts):
+        for bits in range(1 << len(names)):
+            values = {n: bool(bits >> i & 1) for i, n in enumerate(names)}
+            if all(_truth(leaves, values, r, t) == h for t, h in path):
+                out.add(r)
+                break
+    return out
+
+
+def _truth(leaves: dict, values: dict, r: int, e, depth: int = 0):
+    from dslint.program.rank.sequences import decide
+    if depth > 12:
+        return None
+    leaf = leaves.get(id(e))
+    if isinstance(leaf, tuple) and leaf[0] == "atom":
+        return values[leaf[1]] != leaf[2]
+    if isinstance(leaf, tuple) and leaf[0] == "const":
+        return leaf[1]
+    if isinstance(leaf, tuple) and leaf[0] == "rank":
+        return decide(leaf[1], r)
+    if isinstance(leaf, tuple) and leaf[0] == "name":
+        return _truth(leaves, values, r, leaf[1], depth + 1)
+    if isinstance(e, cst.UnaryOperation):
+        inner = _truth(leaves, values, r, e.expression, depth + 1)
+        return None if inner is None else not inner
+    if isinstance(e, cst.BooleanOperation):
+        left, right = _truth(leaves, values, r, e.left, depth + 1), _truth(leaves, values, r, e.right, depth + 1)
+        if left is None or right is None:
+            return None
+        return left and right if isinstance(e.operator, cst.And) else left or right
+    return None
 
 
 _NEGATED = {cst.IsNot: "is", cst.NotEqual: "==", cst.NotIn: "in"}
