@@ -93,8 +93,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         prev = self._seq_prev
         self._seq_heads[id(node.test)] = self._seq_heads.get(id(prev.test), prev) \
             if prev is not None and prev.orelse is node else node
-        if prev is not None and prev.orelse is node:
-            self._exc_pred[id(node)] = prev
+        if isinstance(node.orelse, cst.If):
+            self._exc_pred[id(node.orelse)] = node      # its `elif` (entered after this link's body is walked)
         self._seq_prev = node
         self.exc_checked(node.test)
         both: set[str] = set()
