@@ -449,7 +449,7 @@ class FlowWalk:
         if hit is None or hit.kind != "rank" or hit.axes is not None or \
                 any(n.value == var for n in _names_of(other)):
             return False
-        if not self._world_count(loop.iter):
+        if not self._world_count(loop.iter, other):
             return False
         todo: list = list(_body(loop.body))
         while todo:
@@ -461,8 +461,10 @@ class FlowWalk:
             todo.extend(n.children)
         return not any(n.value == var for stmt in _body(node.body) for n in _names_of(stmt))
 
-    def _world_count(self, it: cst.BaseExpression) -> bool:
-        """`range(dist.get_world_size())` / `range(<accelerate state>.num_processes)`: one pass per process."""
+    def _world_count(self, it: cst.BaseExpression, rank: Optional[cst.BaseExpression] = None) -> bool:
+        """`range(dist.get_world_size())` / `range(<accelerate state>.num_processes)`: one pass per process. The
+        state is typed by use (`AccelerateTyping`), or it is the object whose attribute the turn test reads as the
+        rank id (`range(state.num_processes)` with `pi == state.local_process_index`)."""
         if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
                 and len(it.args) == 1 and it.args[0].keyword is None):
             return False
@@ -474,6 +476,8 @@ class FlowWalk:
         if isinstance(count, cst.Attribute) and count.attr.value == "num_processes":
             typing = accelerate_typing(self.taint.analysis, self.taint.src)
             base = count.value
+            if isinstance(rank, cst.Attribute) and code_of(rank.value, 400) == code_of(base, 400):
+                return True
             return typing.is_state(base, self.cls) or isinstance(base, cst.Attribute) and \
                 base.attr.value == "state" and typing.is_state(base.value, self.cls)
         return False
