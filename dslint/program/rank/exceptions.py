@@ -33,6 +33,9 @@ EMPTY_RAISING = {"cat", "concat", "concatenate", "stack", "vstack", "hstack", "d
 # the modules those are read from (a bare `max`/`min` is the builtin)
 _EMPTY_MODULES = ("torch", "numpy", "np", "statistics", "random", "torch.nn.utils.rnn")
 _GROWING = {"append", "extend", "insert", "add", "update"}
+# reductions that raise on an empty sequence only in `statistics` (StatisticsError): numpy's and torch's return
+# nan with a warning (`np.mean([])`, `torch.median(torch.tensor([]))`), the rank goes on
+_NAN_ON_EMPTY = {"mean", "median"}
 # a helper whose calls include none of these cannot raise DSL105's way (decided on the outline)
 HELPER_GATE = EMPTY_RAISING | {"len", "next", "append", "extend", "filter"}
 
@@ -46,6 +49,9 @@ class MaybeEmpty:
     how: str = "filter"         # filter | grown (appended under a test) | assigned (rebound under a test) | next
     test: str = ""              # grown/assigned: the test's code; a use under the same test is correlated
     source: object = None       # the PythonSource of `node` (another file's, for a helper's raise)
+    # grown/assigned: the tests on the path of the assignment, each with the side taken ((test, holds), …); a use
+    # whose own path implies them all sees the value set (`path_implies`); None: unknown
+    path: Optional[tuple] = None
 
 
 @dataclass
@@ -221,6 +227,7 @@ class ExceptionTracking:
         # grown/assigned values take effect past the `if`/loop they were set in (inside it they are set):
         # one dict per enclosing statement, promoted when it ends
         self._deferred: list[dict[str, MaybeEmpty]] = []
+        self._exc_pred: dict[int, cst.If] = {}      # an `elif` link → the link it is the `orelse` of
 
     def exc_enter(self) -> None:
         self._deferred.append({})
@@ -245,12 +252,14 @@ class ExceptionTracking:
             for sub in _names_in(target) if isinstance(target, (cst.Tuple, cst.List)) else ():
                 self._forget(sub)
             return
+        self._unpath(name)
         conds = [g for g in guards if g.kind in ("cond", "cond-balanced", "exit")]
         if name in self.none_init and len(conds) > self.none_init[name] and \
                 not any(name in both for both in self._both_assigned):
             g = conds[-1]
             test = g.test if g.kind == "exit" else g.node
-            self._defer(MaybeEmpty(name, "none", test, g.origin, "assigned", _code(test), self.src))
+            self._defer(MaybeEmpty(name, "none", test, g.origin, "assigned", _code(test), self.src,
+                                   self._path_now()))
             return              # still None on the ranks that skip this branch
         self._forget(name)
         inner = _unwrap(value)
@@ -310,7 +319,7 @@ class ExceptionTracking:
         if len(conds) > self.empty_init[name]:
             g = conds[-1]
             test = g.test if g.kind == "exit" else g.node
-            self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test), self.src))
+            self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test), self.src, self._path_now()))
         del self.empty_init[name]       # grown on every rank otherwise (or already maybe-empty)
 
     # --- raising operations ------------------------------------------------------------------------
@@ -324,7 +333,29 @@ class ExceptionTracking:
         if hit.test and any(g.kind in ("cond", "cond-balanced") and _code(g.node) == hit.test
                             for g in getattr(self, "_guards_now", ())):
             return None         # under the same test that set it (`if is_main: x = ...` … `if is_main: x.y`)
+        if hit.path and path_implies(self, self._path_now(), hit.path):
+            return None         # every path to this use sets it (`if is_main and a is None: x = …` … `if a is
+                                # None: … if is_main: x.y`)
         return hit
+
+    # --- path correlation ------------------------------------------------------------------------------
+    def _path_now(self) -> tuple:
+        """The tests of the enclosing `if`s with the side taken, the earlier links of an `elif` chain as false."""
+        out: list = []
+        for link, holds in zip(getattr(self, "_ifs", ()), getattr(self, "_holds", ())):
+            out.append((link.test, holds))
+            prev = self._exc_pred.get(id(link))
+            while prev is not None:
+                out.append((prev.test, False))
+                prev = self._exc_pred.get(id(prev))
+        return tuple(out)
+
+    def _unpath(self, name: str) -> None:
+        """`name` is rebound: the tests that read it no longer say what they said at an assignment."""
+        for table in (self.maybe, *self._deferred):
+            for value in table.values():
+                if value.path and any(name in _names_in(test) for test, _ in value.path):
+                    value.path = None
 
     def exc_expr(self, e: cst.CSTNode, guards=()) -> None:
         if not self.maybe or self._try_depth:
@@ -339,7 +370,9 @@ class ExceptionTracking:
             if last in EMPTY_RAISING and module_ok and first is not None and first.keyword is None and first.star == "" \
                     and not any(a.keyword is not None and a.keyword.value == "default" for a in e.args) \
                     and not (last in ("max", "min") and len([a for a in e.args if a.keyword is None]) > 1):
-                hit = self._maybe_of(first.value)
+                kinds = ("none",) if last in _NAN_ON_EMPTY and not callee.startswith("statistics") else \
+                    ("empty", "none")
+                hit = self._maybe_of(first.value, kinds)
                 if hit is not None:
                     what = "an empty list" if hit.kind == "empty" else "None"
                     self._raise(e, hit, f"`{_code(e)}` raises on {what}")
@@ -383,6 +416,145 @@ class ExceptionTracking:
         self.maybe.pop(hit.name, None)      # one report per value: past the first raise it is known non-empty
 
 
-def _code(node: cst.CSTNode) -> str:
+MAX_ATOMS = 8
+
+
+def path_implies(walk, use: tuple, assigned: tuple) -> bool:
+    """Does every rank and every value of the other tests that takes the `use` path also take the `assigned`
+    one? Tests are split into `and`/`or`/`not` of leaves: a leaf that is a function of the rank
+    (`sequences.rank_formula`: `is_main`, `get_rank() == 0`, a name bound once to one) is decided per
+    representative rank; a leaf that asks whether the run is distributed (`dist.is_initialized()`,
+    `local_rank == -1`) takes its distributed side (a single process has no rank to wait); any other leaf is a
+    free boolean, the same leaf wherever it is written alike (`a is not None` is `not (a is None)`). Names are
+    read through their one binding in the walk. False when unknown (too many leaves)."""
+    from dslint.program.rank.sequences import representatives
+    own = {id(t) for t, _ in use}
+    need = [(t, h) for t, h in assigned if id(t) not in own or (t, h) not in use]
+    if not need:
+        return True
+    consts: set = set()
+    atoms: dict[str, None] = {}
+    leaves: dict[int, object] = {}
+    for test, _ in (*use, *need):
+        _leaves(walk, test, consts, atoms, leaves, 0)
+    if len(atoms) > MAX_ATOMS:
+        return False
+    names = list(atoms)
+    reps = representatives(consts)
+    for bits in range(1 << len(names)):
+        values = {n: bool(bits >> i & 1) for i, n in enumerate(names)}
+        for r in reps:
+            def truth(e):
+                return _truth(leaves, values, r, e)
+            taken = [truth(t) for t, _ in use]
+            if any(v is None for v in taken):
+                return False
+            if all(v == h for v, (_, h) in zip(taken, use)):
+                got = [truth(t) for t, _ in need]
+                if any(v is None or v != h for v, (_, h) in zip(got, need)):
+                    return False
+    return True
+
+
+def ranks_taking(walk, path: tuple) -> Optional[set]:
+    """The representative ranks for which some value of the other leaves takes every (test, side) of `path`
+    (see `path_implies`), with the constants its rank leaves compare with; None when too many leaves."""
+    from dslint.program.rank.sequences import representatives
+    consts: set = set()
+    atoms: dict[str, None] = {}
+    leaves: dict[int, object] = {}
+    for test, _ in path:
+        _leaves(walk, test, consts, atoms, leaves, 0)
+    if len(atoms) > MAX_ATOMS:
+        return None
+    names = list(atoms)
+    out: set = set()
+    for r in representatives(consts):
+        for bits in range(1 << len(names)):
+            values = {n: bool(bits >> i & 1) for i, n in enumerate(names)}
+            if all(_truth(leaves, values, r, t) == h for t, h in path):
+                out.add(r)
+                break
+    return out
+
+
+def _truth(leaves: dict, values: dict, r: int, e, depth: int = 0):
+    from dslint.program.rank.sequences import decide
+    if depth > 12:
+        return None
+    leaf = leaves.get(id(e))
+    if isinstance(leaf, tuple) and leaf[0] == "atom":
+        return values[leaf[1]] != leaf[2]
+    if isinstance(leaf, tuple) and leaf[0] == "const":
+        return leaf[1]
+    if isinstance(leaf, tuple) and leaf[0] == "rank":
+        return decide(leaf[1], r)
+    if isinstance(leaf, tuple) and leaf[0] == "name":
+        return _truth(leaves, values, r, leaf[1], depth + 1)
+    if isinstance(e, cst.UnaryOperation):
+        inner = _truth(leaves, values, r, e.expression, depth + 1)
+        return None if inner is None else not inner
+    if isinstance(e, cst.BooleanOperation):
+        left, right = _truth(leaves, values, r, e.left, depth + 1), _truth(leaves, values, r, e.right, depth + 1)
+        if left is None or right is None:
+            return None
+        return left and right if isinstance(e.operator, cst.And) else left or right
+    return None
+
+
+_NEGATED = {cst.IsNot: "is", cst.NotEqual: "==", cst.NotIn: "in"}
+_PLAIN = {cst.Is: "is", cst.Equal: "==", cst.In: "in"}
+
+
+def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict, depth: int) -> None:
+    """Classify the leaves of test `e` (see `path_implies`) into `leaves` (id of the node → what it is)."""
+    from dslint.program.rank.sequences import _MULTI, _FROM_ENV, Scope, rank_formula
+    if depth > 6 or id(e) in leaves:
+        return
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        _leaves(walk, e.expression, consts, atoms, leaves, depth + 1)
+        return
+    if isinstance(e, cst.BooleanOperation):
+        _leaves(walk, e.left, consts, atoms, leaves, depth + 1)
+        _leaves(walk, e.right, consts, atoms, leaves, depth + 1)
+        return
+    bound = getattr(walk, "seq_bound", {})
+    if isinstance(e, cst.Name) and e.value not in ("True", "False", "None"):
+        value = bound.get(e.value)
+        if value is not _MULTI and value is not _FROM_ENV and isinstance(value, tuple) and len(value) == 1 \
+                and isinstance(value[0], (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.Call,
+                                          cst.Attribute, cst.Name)):
+            leaves[id(e)] = ("name", value[0])
+            _leaves(walk, value[0], consts, atoms, leaves, depth + 1)
+            return
+    mine: set = set()
+    formula = rank_formula(e, walk, mine)
+    if formula is not None:
+        consts |= mine
+        leaves[id(e)] = ("rank", formula)
+        return
+    if id(e) in getattr(walk, "seq_sentinels", {}):
+        leaves[id(e)] = ("const", walk.seq_sentinels[id(e)])
+        return
+    analysis = getattr(getattr(walk, "analysis", None), "sequences", None)
+    if analysis is not None:
+        scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(), walk.seq_sentinels)
+        value = analysis.distributed_truth(scope, e)
+        if value is not None:
+            leaves[id(e)] = ("const", value)
+            return
+    negated = False
+    key = _code(e, 10000)
+    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1:
+        op = type(e.comparisons[0].operator)
+        if op in _NEGATED or op in _PLAIN:
+            negated = op in _NEGATED
+            word = _NEGATED.get(op) or _PLAIN[op]
+            key = f"{_code(e.left, 10000)} {word} {_code(e.comparisons[0].comparator, 10000)}"
+    atoms[key] = None
+    leaves[id(e)] = ("atom", key, negated)
+
+
+def _code(node: cst.CSTNode, limit: int = 48) -> str:
     from dslint.program.statements import code_of
-    return code_of(node, 48)
+    return code_of(node, limit)

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from dslint.program.rank import domains
+from dslint.program.rank.libtypes import accelerate_typing
 from dslint.program.rank.values import _DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
 from dslint.program.facts import dotted_name
 from dslint.sources.literals import literal_value
@@ -74,6 +75,11 @@ class FlowWalk:
 
     def enter_if(self, node: cst.If) -> None:
         """Before the test of each `if`/`elif` of a chain (the chain's links are left in reverse order)."""
+
+    def chain_covers_ranks(self, links: list[cst.If]) -> bool:
+        """Does some link of this `if`/`elif` chain hold on every rank the run starts (its final `else` is then
+        dead: `if rank == 0: … elif rank == 1: … else: raise` with two processes)? (sequences.Records)"""
+        return False
 
     def leave_if(self, node: cst.If) -> None:
         pass
@@ -395,13 +401,14 @@ class FlowWalk:
             self.negated = negated | false_before
             self._ifs.append(links[-1])
             self._holds.append(False)
+            dead = bool(final) and bool(chain) and self.chain_covers_ranks(links)
             try:
-                more = self.block(final, else_guards)
+                more = [] if dead else self.block(final, else_guards)
             finally:
                 self._ifs.pop()
                 self._holds.pop()
                 self.negated = negated
-            if final or not self._falls_through_never(links):
+            if final and not dead or not final and not self._falls_through_never(links):
                 envs.append(self.env)
                 freshes.append(self._fresh)
             if not chain and len(links) == 1 and len(envs) == 2:
@@ -412,7 +419,7 @@ class FlowWalk:
                     envs, freshes = [envs[0 if side else 1]], [freshes[0 if side else 1]]
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
-            if chain:
+            if chain and not (len(links) == 1 and not final and self._rank_turn(node)):
                 self._join_after(chain[0][1], [*bodies[first_varying:], final])
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
@@ -422,6 +429,64 @@ class FlowWalk:
         finally:
             for link in reversed(links[:entered]):
                 self.leave_if(link)
+
+    def _rank_turn(self, node: cst.If) -> bool:
+        """`for pi in range(<world size>): if pi == <rank id>: …; wait_for_everyone()`: each rank takes its own
+        turn, exactly once, and binds the names of the body there from what it reads (a staggered load: one
+        process at a time reads the checkpoint). Such a name is not rank-varying for the turn test; what the body
+        computes from a rank-varying value stays so. The `if` (without `else`) is a statement of the innermost
+        loop's body, which no `break`/`continue`/`return` leaves early; the loop counts the processes of the
+        world (`range(dist.get_world_size())`, `range(<accelerate state>.num_processes)`); the body does not read
+        the loop variable (`load(paths[pi])` differs per rank)."""
+        if node.orelse is not None or not self._loops:
+            return False
+        loop = self._loops[-1]
+        if not isinstance(loop, cst.For) or loop.orelse is not None or not isinstance(loop.target, cst.Name) \
+                or not any(stmt is node for stmt in _body(loop.body)):
+            return False
+        var = loop.target.value
+        test = node.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or \
+                not isinstance(test.comparisons[0].operator, cst.Equal):
+            return False
+        sides = (test.left, test.comparisons[0].comparator)
+        other = next((b for a, b in (sides, sides[::-1]) if isinstance(a, cst.Name) and a.value == var), None)
+        hit = self.eval(other) if other is not None else None
+        if hit is None or hit.kind != "rank" or hit.axes is not None or \
+                any(n.value == var for n in _names_of(other)):
+            return False
+        if not self._world_count(loop.iter, other):
+            return False
+        todo: list = list(_body(loop.body))
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (cst.Break, cst.Continue, cst.Return)):
+                return False
+            if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            todo.extend(n.children)
+        return not any(n.value == var for stmt in _body(node.body) for n in _names_of(stmt))
+
+    def _world_count(self, it: cst.BaseExpression, rank: Optional[cst.BaseExpression] = None) -> bool:
+        """`range(dist.get_world_size())` / `range(<accelerate state>.num_processes)`: one pass per process. The
+        state is typed by use (`AccelerateTyping`), or it is the object whose attribute the turn test reads as the
+        rank id (`range(state.num_processes)` with `pi == state.local_process_index`)."""
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+                and len(it.args) == 1 and it.args[0].keyword is None):
+            return False
+        count = it.args[0].value
+        if isinstance(count, cst.Call):
+            callee = self.taint.facts.resolve_expr(count.func) or ""
+            return not count.args and callee.startswith(("torch.distributed.", "deepspeed.comm.", "deepspeed.")) \
+                and callee.endswith(".get_world_size")
+        if isinstance(count, cst.Attribute) and count.attr.value == "num_processes":
+            typing = accelerate_typing(self.taint.analysis, self.taint.src)
+            base = count.value
+            if isinstance(rank, cst.Attribute) and code_of(rank.value, 400) == code_of(base, 400):
+                return True
+            return typing.is_state(base, self.cls) or isinstance(base, cst.Attribute) and \
+                base.attr.value == "state" and typing.is_state(base.value, self.cls)
+        return False
 
     def _sent_from_source(self, call: cst.Call) -> None:
         """`broadcast_object_list([text, stop])` in the branch of the source rank (`if get_rank() == 0:`, the
@@ -827,3 +892,12 @@ def _negated_members(walk: "FlowWalk", test: cst.BaseExpression) -> frozenset:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _members(walk.eval(test.expression))
     return frozenset()
+
+
+def _names_of(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            yield n
+        stack.extend(n.children)

@@ -93,6 +93,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         prev = self._seq_prev
         self._seq_heads[id(node.test)] = self._seq_heads.get(id(prev.test), prev) \
             if prev is not None and prev.orelse is node else node
+        if isinstance(node.orelse, cst.If):
+            self._exc_pred[id(node.orelse)] = node      # its `elif` (entered after this link's body is walked)
         self._seq_prev = node
         self.exc_checked(node.test)
         both: set[str] = set()
@@ -260,8 +262,57 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         around a collective on the data-parallel group, or the group's own membership test, is taken alike by
         every member (dslint/program/process_groups.py)."""
         group = self.sites.group_of(site)
-        return tuple(g for g in guards if not uniform_over(
+        kept = tuple(g for g in guards if not uniform_over(
             g.origin, group, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None, self.negated))
+        if any(g.kind == "cond" for g in kept):
+            members = self._group_creators(site)
+            if members is not None:
+                kept = tuple(g for g in kept if not (g.kind == "cond" and self._selects(g.node, members)))
+        return kept
+
+    def _group_creators(self, site: Site) -> Optional[set]:
+        """The (representative) ranks that hold the group an explicit collective runs on, when it is an attribute
+        of `self` that the methods of the class store only under rank tests (`if engines is not None and
+        get_rank() == 0: self._update_group = init_process_group(..., rank=0)`: a group of rank 0 and processes
+        outside this program, created by rank 0 alone). None otherwise (a store outside such a test, or of None:
+        the group argument would then be the default group there)."""
+        from dslint.program.process_groups import group_argument
+        from dslint.program.rank.exceptions import ranks_taking
+        if site.kind != "explicit" or site.source is not self.src or not self.cls:
+            return None
+        func = site.call.func
+        op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        arg = group_argument(site.call, op)
+        if not (isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self"):
+            return None
+        memo = self.analysis.__dict__.setdefault("_group_creators", {})
+        key = (id(self.src), self.cls, arg.attr.value)
+        if key not in memo:
+            memo[key] = None
+            stores = [(value, path) for info in self.src.facts.functions.values() if info.class_name == self.cls
+                      for value, path in _attribute_stores(info.node.body, arg.attr.value, ())]
+            if stores and all(path and isinstance(value, cst.Call) for value, path in stores):
+                members: set = set()
+                for _, path in stores:
+                    taking = ranks_taking(None, path)
+                    if taking is None:
+                        members = None
+                        break
+                    members |= taking
+                memo[key] = members
+        return memo[key]
+
+    def _selects(self, test: cst.BaseExpression, members: set) -> bool:
+        """Does the rank test hold on every member of the group and on no other rank?"""
+        from dslint.program.rank.sequences import decide, rank_formula, representatives
+        consts = {r for r in members}
+        formula = rank_formula(test, self, consts)
+        if formula is None or not members:
+            return False
+        for r in representatives(consts):
+            if decide(formula, r) is not (r in members):
+                return False
+        return True
 
     def _generate(self, call: cst.Call, site: Site, guards: tuple[Guard, ...]) -> None:
         synced = next((a for a in call.args if a.keyword is not None and a.keyword.value == "synced_gpus"), None)
@@ -651,3 +702,35 @@ def _padded_to(e: cst.BinaryOperation, uniform) -> bool:
             and len(length.args) == 1 and code_of(length.args[0].value, 400) == code_of(base, 400)):
         return False
     return bool(uniform(count.left))
+
+
+def _attribute_stores(block, attr: str, path: tuple):
+    """(value, path) of each `self.<attr> = value` in a body (not in nested functions or classes), the path the
+    enclosing `if` tests with the side taken (an `elif`'s earlier links false)."""
+    stmts = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    for t in targets:
+                        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and \
+                                t.value.value == "self" and t.attr.value == attr:
+                            yield small.value, path
+        elif isinstance(stmt, cst.If):
+            before: tuple = ()
+            link = stmt
+            while isinstance(link, cst.If):
+                yield from _attribute_stores(link.body, attr, path + before + ((link.test, True),))
+                before = before + ((link.test, False),)
+                link = link.orelse
+            if isinstance(link, cst.Else):
+                yield from _attribute_stores(link.body, attr, path + before)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:                   # loops, `with`, `try` (and their `else`/handlers/`finally`): the same path
+            for child in stmt.children:
+                if isinstance(child, cst.BaseSuite):
+                    yield from _attribute_stores(child, attr, path)
+                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally)):
+                    yield from _attribute_stores(child.body, attr, path)

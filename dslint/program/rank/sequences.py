@@ -43,6 +43,7 @@ from dslint.program.collective_sites import CollectiveSites, Site
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.rank.values import RANK_ENV_KEYS
+from dslint.program.facts import dotted_name
 from dslint.program.statements import code_of, iter_calls, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
@@ -55,7 +56,9 @@ MAX_ITEMS = 400                  # a tree larger than this is unknown
 MAX_REPRESENTATIVES = 12
 
 # rank ids and rank-0 tests whose value is a function of the process's rank (the taint must agree: `walk.eval`)
-_RANK_ID_CALLS = {"get_rank", "get_local_rank", "rank", "get_ordinal"}
+# (`current_device()`: the accelerator's device index, which a launch sets from the local rank --
+# `set_device(local_rank)` -- and the taint takes for a rank id)
+_RANK_ID_CALLS = {"get_rank", "get_local_rank", "rank", "get_ordinal", "current_device"}
 _RANK_ZERO_CALLS = {"is_main_process", "is_local_main_process", "is_world_process_zero", "is_local_process_zero",
                     "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main"}
 _RANK_ID_ATTRS = {"local_rank", "global_rank", "rank", "process_index", "local_process_index", "global_rank_id",
@@ -88,6 +91,9 @@ class Records:
 
     def seq_init(self) -> None:
         self.seq_tests: dict[int, tuple] = {}
+        # uniform tests that ask whether the run is distributed through a rank id's "not launched" value
+        # (`local_rank == -1`): id of the test → its value in a distributed run
+        self.seq_sentinels: dict[int, bool] = {}
         self.seq_bound: dict[str, object] = {}
         self.seq_consts: set[int] = set()
 
@@ -102,7 +108,43 @@ class Records:
             if formula is not None:
                 self.seq_consts |= consts
             self.seq_tests[id(e)] = (origin, formula)
+        elif origin is None and e is not None and id(e) not in self.seq_sentinels:
+            value = self._sentinel(e)
+            if value is not None:
+                self.seq_sentinels[id(e)] = value
         return origin
+
+    def chain_covers_ranks(self, links: list) -> bool:
+        """Some link's test holds on each rank 0 … W-1 of a run of W processes (`known_world_size`), every
+        earlier link decided for it: the chain's `else` is never taken (`if rank == 0: … elif rank == 1: …
+        else: raise RuntimeError("test has world size of two")`)."""
+        world = known_world_size(self.taint.analysis, self.taint.src, self.cls, self.scope)
+        if world is None:
+            return False
+        formulas = [rank_formula(link.test, self, set()) for link in links]
+        for r in range(world):
+            for formula in formulas:
+                value = decide(formula, r)
+                if value is None:
+                    return False
+                if value:
+                    break
+            else:
+                return False
+        return True
+
+    def _sentinel(self, e: cst.BaseExpression) -> Optional[bool]:
+        """`local_rank == -1` (`!= -1`) of a rank id: -1 is the value a rank id has when no distributed launch set
+        it (argparse's `--local_rank` default, `int(os.environ.get("LOCAL_RANK", -1))`), so in a distributed run
+        -- the only one where a collective can wait -- the test is false (true). None: not such a test."""
+        if not isinstance(e, cst.Comparison) or len(e.comparisons) != 1 or \
+                not isinstance(e.comparisons[0].operator, (cst.Equal, cst.NotEqual)) or \
+                literal_value(e.comparisons[0].comparator) != -1:
+            return None
+        hit = self.eval(e.left)
+        if hit is None or hit.kind != "rank" or hit.axes is not None:
+            return None
+        return isinstance(e.comparisons[0].operator, cst.NotEqual)
 
     def bind(self, target, value, origin) -> None:
         super().bind(target, value, origin)
@@ -131,6 +173,84 @@ class _Recorder(Records, FlowWalk):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.seq_init()
+
+
+# --- how many processes a run starts ------------------------------------------------------------------------
+MAX_WORLD = 64
+# DeepSpeed's unit-test harness (tests/unit/common.py): a test class deriving from one of these launches
+# `world_size` processes (its class attribute, "the number of processes to launch"; a list runs once per
+# size), or the size of the method's `@pytest.mark.world_size(n)`
+_HARNESS_BASES = {"DistributedTest", "DistributedFixture", "DistributedExec"}
+
+
+def known_world_size(analysis, src: "PythonSource", cls: Optional[str], scope: str) -> Optional[int]:
+    """The largest number of processes a run of this function starts, when known: every launch unit that reaches
+    the file has a known size (`LaunchUnit.world_size`), or the function is a test method of DeepSpeed's
+    unit-test harness. None otherwise (or beyond `MAX_WORLD`)."""
+    memo = analysis.__dict__.setdefault("_known_world_size", {})
+    key = (id(src), cls, scope)
+    if key not in memo:
+        memo[key] = _world_size(analysis, src, cls, scope)
+    return memo[key]
+
+
+def _world_size(analysis, src, cls, scope) -> Optional[int]:
+    size = _harness_world_size(analysis, src, cls, scope) if cls else None
+    if size is None:
+        project = getattr(analysis, "project", None)
+        units = [u for u in (getattr(project, "units", None) or ()) if any(f is src for f in u.files)]
+        sizes = [u.world_size for u in units]
+        if sizes and all(isinstance(n, int) for n in sizes):
+            size = max(sizes)
+    return size if size is not None and 0 < size <= MAX_WORLD else None
+
+
+def _harness_world_size(analysis, src, cls: str, scope: str) -> Optional[int]:
+    info = src.facts.functions.get(scope)
+    if info is not None:
+        for d in info.node.decorators:
+            dec = d.decorator
+            if isinstance(dec, cst.Call) and (dotted_name(dec.func) or "").endswith("mark.world_size") \
+                    and dec.args:
+                value = literal_value(dec.args[0].value)
+                return _largest(value)
+    project = getattr(analysis, "project", None)
+    size: object = None
+    harness = False
+    todo: list = [(src, cls)]
+    seen: set = set()
+    while todo:
+        where, name = todo.pop(0)
+        if (id(where), name) in seen or len(seen) > 16:
+            continue
+        seen.add((id(where), name))
+        info = where.facts.classes.get(name)
+        if info is None:
+            continue
+        if name.rsplit(".", 1)[-1] in _HARNESS_BASES:
+            harness = True
+        if size is None:
+            for stmt in _class_body(info.node):
+                for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                            isinstance(small.targets[0].target, cst.Name) and \
+                            small.targets[0].target.value == "world_size":
+                        size = literal_value(small.value)
+        for base in info.bases:
+            found = project.class_for_callee(where, base) if project is not None else None
+            if found is not None:
+                todo.append(found)
+    return _largest(size) if harness else None
+
+
+def _largest(value) -> Optional[int]:
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
+        value = max(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _class_body(node: cst.ClassDef) -> Sequence[cst.CSTNode]:
+    return node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
 
 
 # --- a test as a function of the rank ------------------------------------------------------------------------
@@ -307,6 +427,7 @@ class Scope:
     tests: dict[int, tuple]
     bound: dict[str, object]
     consts: set
+    sentinels: dict = field(default_factory=dict)   # `Records.seq_sentinels`
 
 
 class SequenceBuilder:
@@ -487,6 +608,8 @@ class SequenceBuilder:
         """(the test's value for this rank, or None; is it rank-varying?)"""
         rec = self.scope.tests.get(id(test))
         if rec is None:
+            if id(test) in self.scope.sentinels:
+                return self.scope.sentinels[id(test)], False
             return self.analysis.distributed_truth(self.scope, test), False
         value = decide(rec[1], self.r)
         return value, value is None
@@ -728,7 +851,8 @@ class SequenceAnalysis:
             env = {**self.taint.module_env(src), **self.taint.param_taint(src, info)}
             walk = _Recorder(self.taint.taint(src), info.qualname, env, info.class_name)
             walk.run(info.node.body.body)
-            self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts)
+            self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts,
+                                      walk.seq_sentinels)
         return self._scopes[key]
 
     def function_tree(self, src: "PythonSource", info: "FunctionInfo", r: int) -> Optional[tuple]:
@@ -886,7 +1010,7 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     if not tested and not chains:
         return
     analysis = walk.analysis.sequences
-    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts))
+    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts), walk.seq_sentinels)
     try:
         trees = _trees_per_rank(analysis, scope, body)
     except RecursionError:
