@@ -184,6 +184,23 @@ class ProjectView:
             hit = memo[name] = sorted((s for s in index.get(name, ()) if id(s) in order), key=lambda s: order[id(s)])
         return hit
 
+    @cached_property
+    def _units_reaching(self) -> dict[int, list]:
+        """id(file) -> the view's units whose files hold it, in the order of `units` (indexed once per view: a
+        view of many units asked for each of its files was units x files x files)."""
+        out: dict[int, list] = {}
+        for unit in self.units:
+            for f in unit.files:
+                found = out.setdefault(id(f), [])
+                if not found or found[-1] is not unit:
+                    found.append(unit)
+        return out
+
+    @cached_property
+    def _unit_files(self) -> dict[int, PythonSource]:
+        """id(file) -> file, for every file of the view's units (`_units_reaching`'s keys)."""
+        return {id(f): f for unit in self.units for f in unit.files}
+
     def mentioning(self, *words: str) -> list[PythonSource]:
         """Python sources whose text contains one of `words`: a scan over the whole project filters with this
         first, so that files which cannot matter to it are never parsed."""
@@ -735,23 +752,6 @@ class ProjectView:
             return False
         reaching = self._units_reaching.get(id(src), [])
         return bool(reaching) and all(u.world_size == 1 for u in reaching)
-
-    @cached_property
-    def _units_reaching(self) -> dict[int, list]:
-        """id(file) -> the view's units whose files hold it, in the order of `units` (indexed once per view: a
-        view of many units asked for each of its files was units x files x files)."""
-        out: dict[int, list] = {}
-        for unit in self.units:
-            for f in unit.files:
-                found = out.setdefault(id(f), [])
-                if not found or found[-1] is not unit:
-                    found.append(unit)
-        return out
-
-    @cached_property
-    def _unit_files(self) -> dict[int, PythonSource]:
-        """id(file) -> file, for every file of the view's units (`_units_reaching`'s keys)."""
-        return {id(f): f for unit in self.units for f in unit.files}
 
     def _project_folders(self) -> list[Path]:
         """Folders where a version pin may live: those of the checked files and their parents up to the root."""
