@@ -73,3 +73,52 @@ def test_while_running_steps_in_the_parent_between_the_childrens_results():
     # the first three steps ran at once, in this process, while both first children were alive; then one
     # call per pipe event (a child's data, its end), not a busy loop through the 0.3 s the children sleep
     assert steps[:3] == [2, 2, 2] and 3 <= len(steps) <= 3 + 2 * 5
+
+
+def test_stealing_workers_serve_every_item_once_and_the_idle_one_takes_the_others_lane():
+    """Two lanes of very unequal cost: the worker of the cheap lane, once done, takes items from the back of
+    the other lane, so both end about together; each worker keeps its state between items (one process per
+    lane, not per item)."""
+    import time
+
+    from dslint.forkpool import run_stealing
+
+    def work(n):
+        time.sleep(0.05 if n < 10 else 0.0)
+        return n * n, os.getpid()
+
+    lanes = [list(range(10)), list(range(10, 12))]      # the second lane is cheap
+    busy: list = []
+    out = dict(run_stealing(work, lanes, {n: 1.0 for n in range(12)}, lane_times=busy))
+    assert sorted(out) == list(range(12)) and all(out[n][0] == n * n for n in out)
+    pids = {n: out[n][1] for n in out}
+    assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    stolen = [n for n in range(10) if pids[n] == pids[10]]
+    assert stolen and stolen == list(range(10 - len(stolen), 10))    # from the back of the busy lane
+    assert len(busy) == 2 and max(busy) / (sum(busy) / 2) < 1.5
+    assert _children() == set() or not (_children() & set(pids.values()))
+
+
+def test_a_stealing_worker_that_dies_reports_its_item_and_a_fresh_one_goes_on():
+    from dslint.forkpool import run_stealing
+
+    def work(n):
+        if n == 3:
+            os._exit(9)
+        if n == 5:
+            raise ValueError("boom")
+        return n, os.getpid()
+
+    statuses: dict = {}
+    out = dict(run_stealing(work, [list(range(8))], {}, statuses=statuses))
+    assert out[3] is FAILED and out[5] is FAILED and statuses[3] == 9
+    assert all(out[n][0] == n for n in (0, 1, 2, 4, 6, 7))
+    assert len({out[n][1] for n in (0, 1, 2, 4, 6, 7)}) == 3       # replaced after each death
+
+
+def test_a_stealing_worker_past_its_budget_is_replaced():
+    from dslint.forkpool import run_stealing
+
+    out = dict(run_stealing(lambda n: os.getpid(), [list(range(6))], {}, budget=2.0,
+                            sizes={n: 1.0 for n in range(6)}))
+    assert sorted(out) == list(range(6)) and len(set(out.values())) == 3      # two items per process

@@ -64,6 +64,8 @@ def test_the_timeline_records_every_process_phase_and_file(tmp_path):
     main = next(pid for pid, names in by_pid.items() if "check process (from its start)" in names)
     assert {"collect and read inputs", "outlines (forked)", "config references (serial)",
             "analysis (forked)"} <= by_pid[main]
+    # the analysis workers' imbalance: the busiest one's wall time over the mean (issue 33)
+    assert any(n.startswith("analysis workers: max/mean busy ") and n.endswith("(2 workers)") for n in by_pid[main])
     workers = [names for pid, names in by_pid.items() if pid != main]
     assert any(any(n.startswith("outline worker") for n in names) for names in workers)
     assert sum(any(n.startswith("analysis worker") for n in names) for names in workers) == 2

@@ -187,3 +187,33 @@ def test_the_runs_only_config_reaches_scripts_beside_or_below_it_only():
     assert all(f.severity.value == "error" for f in beside.findings if f.code == "DSL104")
     apart = check_texts({"exp/ds.json": z3, "other/gen.py": gen})
     assert all(f.severity.value == "warning" for f in apart.findings if f.code in ("DSL102", "DSL104"))
+
+
+def test_views_of_many_units_share_the_runs_indexes_and_answer_as_their_own():
+    """Issue 33: a launch unit's view reads the run's identifier index (built once, on the program model) in its
+    own order of its files, and indexes the units reaching each file once; both answer exactly what the
+    view's own scans answered (same files, same order, same units)."""
+    from dslint.program.project import ProjectView
+    files = {"pkg/__init__.py": "", "pkg/comm.py": "import torch.distributed as dist\ndef sync(t):\n    dist.all_reduce(t)\n",
+             "pkg/loop.py": "from pkg import comm\ndef train(engine, t):\n    comm.sync(t)\n",
+             "helper.py": "def unused_words(): return 1\n",
+             "run.sh": "deepspeed --num_gpus 1 a.py\ndeepspeed --num_gpus 2 b.py\n"}
+    for name in ("a", "b", "c"):
+        files[f"{name}.py"] = (f"import deepspeed\nfrom pkg import loop\nfrom pkg.comm import sync\n"
+                               f"def main_{name}(model, t):\n    engine, *_ = deepspeed.initialize(model=model)\n"
+                               f"    loop.train(engine, t)\n\nif __name__ == '__main__':\n    main_{name}(None, None)\n")
+    program, sources = _program(files)
+    run = ProjectView(list(sources.values()), program=program)
+    views = [run.context_view(ctx) for ctx in program.contexts()]
+    assert len(views) >= 4 and any(len(v.units) == 3 for v in views)
+    for view in views:
+        assert view._shared_identifiers is not None
+        for word in ("dist", "sync", "loop", "engine", "main_a", "main_b", "unused_words", "absent"):
+            assert view.using_identifier(word) == view._identifier_index.get(word, []), word
+        for src in view.python:
+            reaching = [u for u in view.units if any(f is src for f in u.files)]
+            assert view._units_reaching.get(id(src), []) == reaching
+            assert view.runs_one_process(src) == (bool(reaching) and all(u.world_size == 1 for u in reaching))
+    # a view the program model does not hold every file of (built by hand) keeps its own index
+    alone = ProjectView([make_source(Path("x.py"), "x.py", "python", "dist = 1\n")], program=program, run_view=run)
+    assert alone._shared_identifiers is None and [s.path for s in alone.using_identifier("dist")] == ["x.py"]

@@ -5,9 +5,12 @@ fed contiguous runs of files (`contiguous_chunks`: a file's analysis reads its n
   script's launch lines, built in parallel before the launch units are; the main process meanwhile imports
   what every analysis worker would and parses the files that may hand DeepSpeed a config (`WhileOutlining`);
 - analysis workers (`analyse`): the rules on each file to analyse (`dslint.pipeline.rule_runs.RuleRun`), after
-  the whole-project analyses of a view holding most files were run once here (`prepare`) and inherited. A
-  worker that dies costs its run of files a second pass, one file per worker; a file whose worker crashes
-  again is its DSL001.
+  the whole-project analyses of a view holding most files were run once here (`prepare`) and inherited. Each
+  worker starts on a lane of contiguous files of about equal estimated cost (`estimated_costs`) and is served
+  one file at a time, keeping what it parsed; a worker whose lane is empty takes files from the back of the
+  lane with the most cost left (`forkpool.run_stealing`: one worker ran 7.1 s and the other 2.0 s on a
+  repository of examples over one package, issue 33). The file a dying worker was on is checked again in a
+  worker of its own; one whose worker crashes again is its DSL001.
 
 Small runs (fewer than `PARALLEL_MIN_FILES` files), one job, or no `fork`: everything runs in this process."""
 
@@ -22,15 +25,15 @@ from dslint.pipeline.rule_runs import CRASH_SIGNALS, RuleRun, stop_if_stale
 from dslint.program.project import ProjectView
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, ShellSource
-from dslint.timeline import span, span_iter
+from dslint.timeline import record, record_process, span, span_iter
 
 PARALLEL_MIN_FILES = 24        # below this, forking workers costs more than it saves
 OUTLINE_CHUNKS_PER_JOB = 3      # runs of files per outline worker
-CHUNKS_PER_JOB = 1             # contiguous runs of files per worker at least (see contiguous_chunks): a
-                               # worker exits after its run, so a second run would re-parse what the first
-                               # had parsed and recompute its memos (+15% on the deepspeed package)
-CHUNK_BYTES = 3_000_000        # at most this much source per run on big trees: the libcst trees a worker
-                               # parses (~60 bytes per byte of source) are freed when it exits
+CHUNK_BYTES = 3_000_000        # at most this much source analysed per worker process on big trees: the libcst
+                               # trees a worker parses (~60 bytes per byte of source) are freed when it exits,
+                               # and a fresh worker goes on with its lane
+VIEW_COST = 0.006              # a Python file's estimated cost (`estimated_costs`): this share of its view's
+                               # Python bytes, divided among the view's files analysed
 MAX_AUTO_JOBS = 4              # files' cross-references are re-read in every worker: more rarely pays
 _WORK = None                   # (rule run, sources, views), inherited by forked analysis workers
 _OUTLINE_WORK = None           # the sources whose outlines forked workers build
@@ -43,12 +46,48 @@ def job_count(jobs: int) -> int:
 
 def _analyse_chunk(indices: list[int]):
     run, sources, views = _WORK
-    with span(f"analysis worker ({len(indices)} files)"):
-        out = []
-        for i in indices:
-            with span(f"  {sources[i].path}"):
-                out.append((i, *run.results_for(sources[i], views[i])))
-        return out
+    out = []
+    for i in indices:
+        with span(f"  {sources[i].path}"):
+            out.append((i, *run.results_for(sources[i], views[i])))
+    return out
+
+
+def _analyse_item(i: int):
+    """One file's (index, findings, errors), in a stealing analysis worker (`forkpool.run_stealing`)."""
+    return _analyse_chunk([i])
+
+
+def _worker_exits(served: int) -> None:
+    record_process(f"analysis worker ({served} files)")
+
+
+def estimated_costs(sources: list[AnySource], views: dict[int, ProjectView], todo: list[int]) -> dict[int, float]:
+    """Each file's estimated analysis cost, in bytes of source: its own size, plus for a Python file a share of
+    the whole-project analyses of its view (call graph, roles, the identifier index over the view's files),
+    which every view computes once for the files analysed in it: a launch script alone in its view pays
+    them all (on the synthetic bench, `bench/bench_scaling.py`, a 1 KB script costs 1.5x a 4 KB package module
+    analysed with 200 others). The estimate orders the lanes; work stealing corrects what it gets wrong."""
+    per_view: dict[int, list] = {}
+    for i in todo:
+        if isinstance(sources[i], PythonSource):
+            entry = per_view.setdefault(id(views[i]), [views[i], 0])
+            entry[1] += 1
+    share: dict[int, float] = {}
+    for key, (view, count) in per_view.items():
+        share[key] = VIEW_COST * sum(len(s.text) for s in view.python) / count
+    return {i: len(sources[i].text) + (share[id(views[i])] if isinstance(sources[i], PythonSource) else 0.0)
+            for i in todo}
+
+
+def balance(busy: list[float]) -> None:
+    """Record the analysis workers' imbalance (DSLINT_TIMELINE): the busiest lane's wall time over the mean."""
+    if busy and sum(busy) > 0:
+        mean = sum(busy) / len(busy)
+        import time
+        now = time.time()
+        record(f"analysis workers: max/mean busy {max(busy):.2f}/{mean:.2f} s = {max(busy) / mean:.2f} "
+               f"({len(busy)} workers)", now, now, 0.0)
 
 
 def _outline_chunk(indices: list[int]):
@@ -129,7 +168,7 @@ def analyse(run: RuleRun, sources: list[AnySource], views: dict[int, ProjectView
                 result = run.results_for(sources[i], views[i])
             yield (i, *result)
         return
-    from dslint.forkpool import FAILED, run_forked
+    from dslint.forkpool import FAILED, run_forked, run_stealing
     global _WORK
     _WORK = (run, sources, views)
     try:
@@ -145,34 +184,42 @@ def analyse(run: RuleRun, sources: list[AnySource], views: dict[int, ProjectView
             if count >= max(PARALLEL_MIN_FILES, len(python) // 2):
                 with span("prepare (serial)"):
                     prepare(run.rules, view)
-        sizes = [len(sources[i].text) for i in todo]
-        count = max(jobs * CHUNKS_PER_JOB, -(-sum(sizes) // CHUNK_BYTES))
-        chunks = [c for c in contiguous_chunks(todo, sizes, count) if c]
+        costs = estimated_costs(sources, views, todo)
+        sizes = {i: float(len(sources[i].text)) for i in todo}
+        lanes = [c for c in contiguous_chunks(todo, [costs[i] for i in todo], jobs) if c]
         lost = False
-        for k, part in span_iter("analysis (forked)", run_forked(_analyse_chunk, chunks, jobs)):
-            if part is FAILED:
-                # a worker died (killed for memory, or a native crash on one file): its files are checked
-                # again, each in a worker of its own. A file whose worker crashes again (SIGSEGV, SIGBUS,
-                # SIGABRT, ...) is reported as its DSL001; one whose worker was killed or failed otherwise
-                # is checked here, as before (a file alone rarely needs the memory of a run of files)
-                if not lost:
-                    print("dslint: a worker process died; checking its files one by one",
-                          file=sys.stderr)
-                    lost = True
-                singles = [[i] for i in chunks[k]]
-                statuses: dict[int, int] = {}
-                part = []
-                for j, single in run_forked(_analyse_chunk, singles, jobs, statuses):
-                    i = singles[j][0]
+        busy: list[float] = []
+        statuses: dict[int, int] = {}
+        done: dict[int, tuple] = {}
+        at = 0
+        with span("analysis (forked)"):
+            for i, part in run_stealing(_analyse_item, lanes, costs, CHUNK_BYTES, sizes, statuses,
+                                        _worker_exits, busy):
+                if part is FAILED:
+                    # a worker died (killed for memory, or a native crash on this file): the file is checked
+                    # again in a worker of its own. A file whose worker crashes again (SIGSEGV, SIGBUS, SIGABRT,
+                    # ...) is reported as its DSL001; one whose worker was killed or failed otherwise is checked
+                    # here (a file alone rarely needs the memory of a run of files)
+                    if not lost:
+                        print("dslint: a worker process died; checking its files one by one",
+                              file=sys.stderr)
+                        lost = True
+                    again: dict[int, int] = {}
+                    single = next(iter(run_forked(_analyse_chunk, [[i]], 1, again)))[1]
                     if single is not FAILED:
-                        part += single
-                    elif -statuses.get(j, 0) in CRASH_SIGNALS:
-                        name = signal.Signals(-statuses[j]).name
-                        part.append((i, [run.not_analysed(
-                            sources[i], f"the process analysing it crashed ({name})")], []))
+                        part = single[0][1:]
+                    elif -again.get(0, 0) in CRASH_SIGNALS:
+                        name = signal.Signals(-again[0]).name
+                        part = ([run.not_analysed(sources[i], f"the process analysing it crashed ({name})")], [])
                     else:
-                        part.append((i, *run.results_for(sources[i], views[i])))
-            yield from part
+                        part = run.results_for(sources[i], views[i])
+                else:
+                    part = part[0][1:]
+                done[i] = part
+                while at < len(todo) and todo[at] in done:       # in the order of `todo`, as a serial run
+                    yield (todo[at], *done.pop(todo[at]))
+                    at += 1
+        balance(busy)
     finally:
         _WORK = None
 

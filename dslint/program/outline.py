@@ -399,8 +399,12 @@ def engine_builder(callee: Optional[str]) -> Optional[str]:
 
 
 def builds_engine(outline: Outline) -> bool:
-    """The file calls `deepspeed.initialize`/`init_inference`: the role analysis reads it first."""
-    return any(engine_builder(c) for c, _ in outline.calls)
+    """The file calls `deepspeed.initialize`/`init_inference`: the role analysis reads it first. Kept on the
+    outline: every launch unit's view asks it of every file it holds (issue 33)."""
+    found = outline.__dict__.get("_builds_engine")
+    if found is None:
+        found = outline.__dict__["_builds_engine"] = any(engine_builder(c) for c, _ in outline.calls)
+    return found
 
 
 def parse_tree(text: str, filename: str) -> Optional[ast.Module]:

@@ -148,10 +148,58 @@ class ProjectView:
                 index.setdefault(word, []).append(src)
         return index
 
+    @cached_property
+    def _shared_identifiers(self) -> Optional[tuple[dict[str, list[PythonSource]], dict[int, int]]]:
+        """For a view of one launch-unit context: the run's identifier index (every Python file of the
+        program model, built once per run and kept on it) and this view's order of its Python files. A
+        view per launch unit over one package used to index the whole package's words again (issue 33).
+        None where the view holds a file the program model does not (a view built by hand)."""
+        program = self.program
+        if program is None or self.run_view is None:
+            return None
+        shared = program.__dict__.get("_identifier_index")
+        if shared is None:
+            shared = {}
+            for src in program.python:
+                if src.compiles:
+                    for word in identifiers(src):
+                        shared.setdefault(word, []).append(src)
+            program.__dict__["_identifier_index"] = shared
+            program.__dict__["_identifier_ids"] = {id(s) for s in program.python}
+        known = program.__dict__["_identifier_ids"]
+        if not all(id(s) in known for s in self.python):
+            return None
+        return shared, {id(s): k for k, s in enumerate(self.python)}
+
     def using_identifier(self, name: str) -> list[PythonSource]:
         """Python sources in which `name` occurs as a whole identifier (an index lookup: scans that run once
-        per function name must not read every file each time)."""
-        return self._identifier_index.get(name, [])
+        per function name must not read every file each time), in the view's order of its files."""
+        shared = self._shared_identifiers
+        if shared is None:
+            return self._identifier_index.get(name, [])
+        memo = self.__dict__.setdefault("_using_identifier", {})
+        hit = memo.get(name)
+        if hit is None:
+            index, order = shared
+            hit = memo[name] = sorted((s for s in index.get(name, ()) if id(s) in order), key=lambda s: order[id(s)])
+        return hit
+
+    @cached_property
+    def _units_reaching(self) -> dict[int, list]:
+        """id(file) -> the view's units whose files hold it, in the order of `units` (indexed once per view: a
+        view of many units asked for each of its files was units x files x files)."""
+        out: dict[int, list] = {}
+        for unit in self.units:
+            for f in unit.files:
+                found = out.setdefault(id(f), [])
+                if not found or found[-1] is not unit:
+                    found.append(unit)
+        return out
+
+    @cached_property
+    def _unit_files(self) -> dict[int, PythonSource]:
+        """id(file) -> file, for every file of the view's units (`_units_reaching`'s keys)."""
+        return {id(f): f for unit in self.units for f in unit.files}
 
     def mentioning(self, *words: str) -> list[PythonSource]:
         """Python sources whose text contains one of `words`: a scan over the whole project filters with this
@@ -702,7 +750,7 @@ class ProjectView:
             return self.world_size_override == 1
         if not isinstance(src, PythonSource) or not self.units:
             return False
-        reaching = [u for u in self.units if any(f is src for f in u.files)]
+        reaching = self._units_reaching.get(id(src), [])
         return bool(reaching) and all(u.world_size == 1 for u in reaching)
 
     def python_runs_only(self, src: AnySource) -> list:
@@ -995,7 +1043,9 @@ def _beside(config: JsonSource, src: PythonSource) -> bool:
     return folder in ("", ".") or here == folder or here.startswith(folder.rstrip("/") + "/")
 
 
+@lru_cache(maxsize=1 << 16)
 def _norm(path: str) -> str:
+    """(Memoised: every launch unit's view asks it of the paths of every file it holds.)"""
     from dslint.program.units import norm_path      # one normalisation for the program model and the view
     return norm_path(path)
 

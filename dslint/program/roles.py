@@ -314,7 +314,7 @@ class RoleAnalysis:
         it: passed into one of its functions or classes, or exported (returned, kept on a field, a module
         global) to a file that calls, constructs or imports it (`_importers`)."""
         return [s for s in self.project.python if s.outline is not None and (
-            builds_engine(s.outline) or may_use_engine(s.text))]
+            builds_engine(s.outline) or _may_use_engine(s))]
 
     def _solve(self, seeds: list["PythonSource"]) -> None:
         batch = list(seeds)
@@ -888,6 +888,15 @@ ENGINE_MEMBERS = frozenset({"module", "save_checkpoint", "load_checkpoint", "zer
 _BACKWARD_WITH_ARG = re.compile(r"\.backward\(\s*[^)\s]")
 _STEP_WITHOUT_ARG = re.compile(r"\.step\(\s*\)")
 _ENGINE_MEMBER = re.compile(r"\.(?:" + "|".join(sorted(ENGINE_MEMBERS)) + r")\b")
+
+
+def _may_use_engine(src: "PythonSource") -> bool:
+    """`may_use_engine` of the source's text, kept on the source: every launch unit's view asks it of every
+    file it holds (issue 33)."""
+    found = src.__dict__.get("_may_use_engine")
+    if found is None:
+        found = src.__dict__["_may_use_engine"] = may_use_engine(src.text)
+    return found
 
 
 def may_use_engine(text: str) -> bool:

@@ -188,8 +188,12 @@ def may_construct_optimizer(src: PythonSource) -> bool:
     outline = src.outline
     if outline is None:
         return True
-    return any(callee and (callee.rsplit(".", 1)[-1] in OPTIMIZER_CLASSES or callee.startswith(OPTIMIZER_MODULES))
-               for callee, _ in outline.calls)
+    found = outline.__dict__.get("_constructs_optimizer")     # a fact of the text: asked by every unit's view
+    if found is None:
+        found = outline.__dict__["_constructs_optimizer"] = any(
+            callee and (callee.rsplit(".", 1)[-1] in OPTIMIZER_CLASSES or callee.startswith(OPTIMIZER_MODULES))
+            for callee, _ in outline.calls)
+    return found
 
 
 def optimizer_constructions(src: PythonSource):
