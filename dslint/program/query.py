@@ -367,6 +367,15 @@ class Program:
             cache[id(cls)] = uniform_inputs(self.models(), cls)
         return cache[id(cls)]
 
+    def caller_keys(self, cls: ModuleClass) -> dict:
+        """Forward parameters of `cls` that every caller in the run fills from one batch field by its literal key
+        (`sensors.get("depth")`): parameter -> key (memoised per class)."""
+        from dslint.program.models.forward_paths import caller_keys
+        cache = self.memo("caller-keys", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = caller_keys(self.models(), cls)
+        return cache[id(cls)]
+
     def optimizer_excluded(self) -> frozenset:
         """ids of the run's module attributes that every optimizer of the run leaves out."""
         from dslint.program.models.param_groups import optimizer_excluded

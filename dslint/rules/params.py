@@ -119,7 +119,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                         continue
                 walker = ForwardPaths(root, names - shadowed, program.view)
                 try:
-                    paths = walker.root(found[1].node, program.uniform_inputs(root))
+                    paths = walker.root(found[1].node, program.uniform_inputs(root), program.caller_keys(root))
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
