@@ -893,7 +893,8 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
     as an attribute (up to three levels) -- in a file that trains nothing, neither itself nor through a function
     of another file it calls (`backward`, `step`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate)?
     A unit test that builds a model only to inspect its parameter groups: its unused parameters are no
-    training's concern. False when no construction is found (a model built elsewhere, by a factory)."""
+    training's concern. When no construction is found (a model built elsewhere, by a factory): True only for a
+    class the run names nowhere else, defined in a file that trains nothing (`_unreferenced`)."""
     holders: dict[int, ModuleClass] = {}
     frontier = [cls]
     for _ in range(4):
@@ -918,7 +919,29 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
             continue            # a holder creating it as its attribute: counted through the holder
         sites.append(src)
     unique = list({id(src): src for src in sites}.values())
-    return bool(unique) and not any(_trains(project, src) for src in unique)
+    if not unique:
+        # no construction found: a model built elsewhere (a factory, a registry, a user of the package) -- unless
+        # nothing in the run names the class at all (no construction, subclass, import, registry entry or config
+        # string) and its own file trains nothing: a class nothing can reach (a unit test's stand-in)
+        return _unreferenced(project, cls) and not _trains(project, cls.src)
+    return not any(_trains(project, src) for src in unique)
+
+
+def _unreferenced(project: "ProjectView", cls: ModuleClass) -> bool:
+    """Is `cls`'s name spelled nowhere in the run's Python files but in its own `class` line, and is the class
+    undecorated (a decorator may register it)?"""
+    try:
+        if cls.info.node.decorators:
+            return False
+    except Exception:
+        return False
+    word = re.compile(r"\b%s\b" % re.escape(cls.name))
+    count = 0
+    for src in project.mentioning(cls.name):
+        count += len(word.findall(src.text))
+        if count > 1:
+            return False
+    return count == 1
 
 
 def _constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
