@@ -364,7 +364,7 @@ class Program:
         from dslint.program.models.forward_paths import uniform_inputs
         cache = self.memo("uniform-inputs", dict)
         if id(cls) not in cache:
-            cache[id(cls)] = uniform_inputs(self.models(), cls)
+            cache[id(cls)] = uniform_inputs(self.models(), cls, project=self.view)
         return cache[id(cls)]
 
     def caller_keys(self, cls: ModuleClass) -> dict:
@@ -397,6 +397,15 @@ class Program:
         """The run's `nn.Module` classes, the parameters/submodules they create, and what the scripts freeze."""
         from dslint.program.models.modules import model_facts
         return model_facts(self.view)
+
+    def built_only_where_untrained(self, cls: ModuleClass) -> bool:
+        """The class is built only through a flag-chosen class value (`Inf if for_inference else Train`) whose
+        every choosing call sits in a file that trains nothing (memoised per class)."""
+        from dslint.program.models.modules import built_only_where_untrained
+        cache = self.memo("built-only-where-untrained", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = built_only_where_untrained(self.view, self.models(), cls)
+        return cache[id(cls)]
 
     def never_trained(self, cls: ModuleClass) -> bool:
         """Every construction of the model class found (itself or a class holding it) is in a file that trains

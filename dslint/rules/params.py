@@ -31,9 +31,13 @@ def _code(node: cst.CSTNode) -> str:
     return " ".join(cst.Module([]).code_for_node(node).split())
 
 
-def _roots(facts: ModelFacts, cls: ModuleClass) -> list[tuple[ModuleClass, bool]]:
-    """(class whose forward may reach `cls`'s attributes, is it of cls's own family)."""
-    family = list(dict.fromkeys([*cls.mro(), *facts.subclasses(cls)]))
+def _roots(facts: ModelFacts, cls: ModuleClass, program: Optional[Program] = None) -> list[tuple[ModuleClass, bool]]:
+    """(class whose forward may reach `cls`'s attributes, is it of cls's own family). A subclass that the run
+    builds only where nothing trains (chosen by a flag that only generation scripts set) is not one: its
+    forward's paths produce no gradients to reduce."""
+    subs = [s for s in facts.subclasses(cls)
+            if program is None or s is cls or not program.built_only_where_untrained(s)]
+    family = list(dict.fromkeys([*cls.mro(), *subs]))
     out = [(c, True) for c in family]
     seen = set(id(c) for c in family)
     # containers of objects that may be a `cls`: creators of cls or of a subclass (`containers` takes both).
@@ -101,7 +105,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                 continue
             names = frozenset(a.name for a in attrs)
             reported: set[str] = set()
-            for root, own in _roots(facts, cls):
+            for root, own in _roots(facts, cls, program):
                 if not root.has_method("forward"):
                     continue
                 shadowed = set() if own else {n for c in root.mro() for n in c.attrs}

@@ -867,7 +867,7 @@ def deciding_condition(walker: ForwardPaths, pair: tuple[Path, Path]) -> Optiona
 MAX_CALLER_DEPTH = 3
 
 
-def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
+def uniform_inputs(facts, cls, depth: int = 0, project=None) -> frozenset:
     """Forward parameters of `cls` that every caller in the run passes uniformly: the run's classes that
     create `cls` as an attribute (`self.embeddings = Embeddings(cfg)`) and call it (`self.embeddings(ids,
     mode="text")`) leave the parameter out, or pass a value that reads none of their method's inputs, or
@@ -889,6 +889,8 @@ def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
     uniform = set(names) | set(kwonly)
     for container in containers:
         holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
+        if not holders and project is not None and _creates_another(project, container, cls, facts):
+            continue                # it builds another class of the same name (another package's TransformerEncoder)
         if not holders:
             return frozenset()      # created some other way (a ModuleList, a local): its calls are not found
         calls = []
@@ -929,10 +931,29 @@ def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
                     uniform.discard(name)
                     continue
                 if outer is None:
-                    outer = uniform_inputs(facts, container, depth + 1)
+                    outer = uniform_inputs(facts, container, depth + 1, project)
                 if not read <= outer:
                     uniform.discard(name)
     return frozenset(uniform)
+
+
+def _creates_another(project, container, cls, facts) -> bool:
+    """Do all of `container`'s constructions of a class named like `cls` (or a subclass) resolve, through its
+    file's imports, to classes other than those? `containers` matches creators by short name."""
+    outline = container.src.outline
+    if outline is None:
+        return False
+    ours = {(id(c.src), c.qualname) for c in [cls, *facts.subclasses(cls)]}
+    names = {c.name for c in [cls, *facts.subclasses(cls)]}
+    seen = False
+    for callee, scope in outline.calls:
+        if not callee or callee.rsplit(".", 1)[-1] not in names or not (scope or "").startswith(container.qualname + "."):
+            continue
+        found = project.class_for_callee(container.src, callee)
+        if found is None or (id(found[0]), found[1]) in ours:
+            return False
+        seen = True
+    return seen
 
 
 class _HolderCalls(cst.CSTVisitor):
