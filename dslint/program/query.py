@@ -407,6 +407,15 @@ class Program:
             cache[id(cls)] = built_only_where_untrained(self.view, self.models(), cls)
         return cache[id(cls)]
 
+    def never_created(self, attr) -> bool:
+        """The attribute is created only under a constructor flag that every construction of its class in the run
+        settles the other way (memoised per attribute)."""
+        from dslint.program.models.modules import never_created
+        cache = self.memo("never-created", dict)
+        if id(attr) not in cache:
+            cache[id(attr)] = never_created(self.view, self.models(), attr)
+        return cache[id(attr)]
+
     def never_trained(self, cls: ModuleClass) -> bool:
         """Every construction of the model class found (itself or a class holding it) is in a file that trains
         nothing, itself or through a function it calls (memoised per class)."""

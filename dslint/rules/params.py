@@ -133,8 +133,8 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     if pair is None:
                         continue
                     cond = deciding_condition(walker, pair)
-                    if cond is None:
-                        continue
+                    if cond is None or program.never_created(attr):
+                        continue            # (a Parameter only under a constructor flag the run never sets)
                     use = next(iter(walker.uses_at.get(attr.name, [])), None)
                     reported.add(attr.name)
                     out.append((attr, root, found[0], cond, use))

@@ -1119,10 +1119,17 @@ def _dotted(node: ast.AST) -> Optional[str]:
     return None
 
 
-def _argument(fn: ast.FunctionDef, param: str, call: ast.Call):
-    """The literal value `call` gives `fn`'s parameter `param` (its default when not passed); UNKNOWN otherwise."""
+def _argument(fn: ast.FunctionDef, param: str, call: ast.Call, skip_self: bool = False):
+    """The literal value `call` gives `fn`'s parameter `param` (its default when not passed); UNKNOWN otherwise.
+    `skip_self`: `fn` is a constructor's `__init__`, whose `self` the call does not pass."""
     args = fn.args
     positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    if skip_self:
+        defaults_of = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        positional = positional[1:]
+        args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=a) for a in positional], vararg=args.vararg,
+                             kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults, kwarg=args.kwarg,
+                             defaults=[defaults_of[a] for a in positional if a in defaults_of])
     for kw in call.keywords:
         if kw.arg == param:
             return _literal(kw.value)
@@ -1177,3 +1184,87 @@ def _trains_strictly(project: "ProjectView", src: PythonSource) -> bool:
                 if last in TRAINING_CALLS or last.endswith("Trainer"):
                     return True
     return False
+
+
+def never_created(project: "ProjectView", facts: ModelFacts, attr: ModuleAttr) -> bool:
+    """Is `attr` created only under a test of a constructor flag (`if learnable: self.inv_freq =
+    nn.Parameter(...)`, a parameter of `__init__`) that every construction of its class in the run settles the
+    other way (`RotaryEmbedding(dim, learnable=False)`, or leaving a false default)? Then no instance has it
+    (a buffer of the same name stands in). False when the class has subclasses or no construction is found."""
+    cls = attr.owner
+    if attr.method != "__init__" or facts.subclasses(cls):
+        return False
+    try:
+        tree = ast.parse(cls.src.text)
+    except (SyntaxError, ValueError):
+        return False
+    init = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls.name:
+            init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            if init is not None and init.lineno <= attr.line <= (init.end_lineno or init.lineno):
+                break
+            init = None
+    if init is None:
+        return False
+    flags = _enclosing_flags(init.body, attr.line, {a.arg for a in (*init.args.posonlyargs, *init.args.args,
+                                                                      *init.args.kwonlyargs)})
+    if not flags:
+        return False
+    sites = [call for src, call in _constructions_of(project, cls)]
+    if not sites:
+        return False
+    for param, when in flags:
+        if all(_argument(init, param, call, skip_self=True) is not UNKNOWN and
+               bool(_argument(init, param, call, skip_self=True)) != when for call in sites):
+            return True
+    return False
+
+
+def _enclosing_flags(body: list, line: int, params: set) -> list:
+    """(parameter, truth that runs the line) of the `if p:` / `if not p:` tests enclosing `line`."""
+    for stmt in body:
+        if not (stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)):
+            continue
+        if isinstance(stmt, ast.If):
+            test, when = stmt.test, True
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, when = test.operand, False
+            in_body = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in stmt.body)
+            inner = _enclosing_flags(stmt.body if in_body else stmt.orelse, line, params)
+            if isinstance(test, ast.Name) and test.id in params:
+                return [(test.id, when if in_body else not when), *inner]
+            return inner
+        for field_name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field_name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                found = _enclosing_flags(inner, line, params)
+                if found:
+                    return found
+        return []
+    return []
+
+
+def _constructions_of(project: "ProjectView", cls: ModuleClass) -> list:
+    """(file, ast.Call) of every call in the run that resolves to `cls`'s constructor."""
+    out = []
+    for src in project.mentioning(cls.name):
+        if src.outline is None:
+            continue
+        try:
+            tree = ast.parse(src.text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = _dotted(node.func)
+            if not callee or callee.rsplit(".", 1)[-1] != cls.name:
+                continue
+            root = callee.split(".", 1)[0]
+            if root in src.outline.imports:
+                callee = src.outline.imports[root] + callee[len(root):]
+            found = project.class_for_callee(src, callee)
+            if found is not None and found[0] is cls.src and found[1] == cls.qualname:
+                out.append((src, node))
+    return out
