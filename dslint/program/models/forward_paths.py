@@ -126,7 +126,9 @@ class ForwardPaths:
         """Does the value differ across ranks for a rank's own reason -- a rank id, a rank-0 test, a value
         computed from one (`self.rank` set from `dist.get_rank()`, `os.environ["LOCAL_RANK"]`)? Asked of the
         rank-uniformity lattice where the expression is evaluated (its function, the class family's attributes),
-        not read off the names it spells. The batch's own variation is `dd`'s."""
+        not read off the names it spells -- and not along the axes the gradient reduction does not span (a
+        model-parallel rank: `process_groups.uniform_over` the data-parallel group). The batch's own variation
+        is `dd`'s."""
         if self.project is None or not isinstance(node, cst.BaseExpression):
             return False
         if id(node) not in self._rank_memo:
@@ -137,8 +139,14 @@ class ForwardPaths:
                 u = uniformity(self.project, src, node, scope)
             except RecursionError:
                 u = None
-            self._rank_memo[id(node)] = u is not None and not isinstance(u, Uniform) and \
-                u.origin.kind in ("rank", "derived")
+            varying = u is not None and not isinstance(u, Uniform) and u.origin.kind in ("rank", "derived")
+            if varying:
+                # gradients are reduced over the data-parallel group (with the context-parallel ranks under
+                # sequence parallelism): a test along the other axes of the rank grid (a tensor/model-parallel
+                # rank) is taken alike by every rank of one reduction
+                from dslint.program.process_groups import CP, DP, Group, uniform_over
+                varying = not uniform_over(u.origin, Group(DP | {CP}))
+            self._rank_memo[id(node)] = varying
         return self._rank_memo[id(node)]
 
     def _scope_of(self, src, fn: cst.FunctionDef) -> Optional[str]:
