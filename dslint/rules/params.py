@@ -283,7 +283,9 @@ class UnusedTrainableParam(Rule):
     or `self.children()` style access). A model that nothing trains is left alone: when every construction the
     run shows -- of the class or of a class holding it -- is in a file that neither trains (`backward()`,
     `step()`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate) nor calls a function of another file that
-    does (a unit test building a model to inspect its parameter groups).
+    does (a unit test building a model to inspect its parameter groups), or when nothing in the run constructs or
+    names the class at all and its file builds other models of the run and trains nothing (a test's leftover
+    stand-in).
     """
 
     code = "DSL302"
@@ -392,7 +394,15 @@ class ConditionallyUsedParam(Rule):
     run-fixed values (a collator's `self.use_depth`), the collator sets it for every batch or for none; a write
     under a test of the items (`if all("depth" in x for x in items)`) keeps it data-dependent. A test on the
     rank is one whose value the rank-uniformity lattice finds rank-varying (`self.me = dist.get_rank()`), not
-    one whose code spells a rank word.
+    one whose code spells a rank word; a test that varies only along an axis the gradient reduction does not span
+    (a model-parallel rank, `if mp_rank == 0:` before a broadcast to the model-parallel group) is taken alike by
+    every rank of one data-parallel reduction. A field the run never writes under its own literal key (a
+    preprocessor copying each sample's keys, `for k in sample: if k == "depth":`) is a configured input when the
+    model builds its sub-module only under a test of that key in its configuration (`if "depth" in
+    cfg.input_sensors:`), also when it arrives through a parameter every caller fills from `sensors.get("depth")`.
+    Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
+    else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
+    only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`).
     """
 
     code = "DSL303"
