@@ -369,7 +369,16 @@ class Program:
         from dslint.program.models.forward_paths import uniform_inputs
         cache = self.memo("uniform-inputs", dict)
         if id(cls) not in cache:
-            cache[id(cls)] = uniform_inputs(self.models(), cls)
+            cache[id(cls)] = uniform_inputs(self.models(), cls, project=self.view)
+        return cache[id(cls)]
+
+    def caller_keys(self, cls: ModuleClass) -> dict:
+        """Forward parameters of `cls` that every caller in the run fills from one batch field by its literal key
+        (`sensors.get("depth")`): parameter -> key (memoised per class)."""
+        from dslint.program.models.forward_paths import caller_keys
+        cache = self.memo("caller-keys", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = caller_keys(self.models(), cls)
         return cache[id(cls)]
 
     def optimizer_excluded(self) -> frozenset:
@@ -393,6 +402,24 @@ class Program:
         """The run's `nn.Module` classes, the parameters/submodules they create, and what the scripts freeze."""
         from dslint.program.models.modules import model_facts
         return model_facts(self.view)
+
+    def built_only_where_untrained(self, cls: ModuleClass) -> bool:
+        """The class is built only through a flag-chosen class value (`Inf if for_inference else Train`) whose
+        every choosing call sits in a file that trains nothing (memoised per class)."""
+        from dslint.program.models.modules import built_only_where_untrained
+        cache = self.memo("built-only-where-untrained", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = built_only_where_untrained(self.view, self.models(), cls)
+        return cache[id(cls)]
+
+    def never_created(self, attr) -> bool:
+        """The attribute is created only under a constructor flag that every construction of its class in the run
+        settles the other way (memoised per attribute)."""
+        from dslint.program.models.modules import never_created
+        cache = self.memo("never-created", dict)
+        if id(attr) not in cache:
+            cache[id(attr)] = never_created(self.view, self.models(), attr)
+        return cache[id(attr)]
 
     def never_trained(self, cls: ModuleClass) -> bool:
         """Every construction of the model class found (itself or a class holding it) is in a file that trains

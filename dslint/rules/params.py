@@ -31,9 +31,13 @@ def _code(node: cst.CSTNode) -> str:
     return " ".join(cst.Module([]).code_for_node(node).split())
 
 
-def _roots(facts: ModelFacts, cls: ModuleClass) -> list[tuple[ModuleClass, bool]]:
-    """(class whose forward may reach `cls`'s attributes, is it of cls's own family)."""
-    family = list(dict.fromkeys([*cls.mro(), *facts.subclasses(cls)]))
+def _roots(facts: ModelFacts, cls: ModuleClass, program: Optional[Program] = None) -> list[tuple[ModuleClass, bool]]:
+    """(class whose forward may reach `cls`'s attributes, is it of cls's own family). A subclass that the run
+    builds only where nothing trains (chosen by a flag that only generation scripts set) is not one: its
+    forward's paths produce no gradients to reduce."""
+    subs = [s for s in facts.subclasses(cls)
+            if program is None or s is cls or not program.built_only_where_untrained(s)]
+    family = list(dict.fromkeys([*cls.mro(), *subs]))
     out = [(c, True) for c in family]
     seen = set(id(c) for c in family)
     # containers of objects that may be a `cls`: creators of cls or of a subclass (`containers` takes both).
@@ -101,7 +105,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                 continue
             names = frozenset(a.name for a in attrs)
             reported: set[str] = set()
-            for root, own in _roots(facts, cls):
+            for root, own in _roots(facts, cls, program):
                 if not root.has_method("forward"):
                     continue
                 shadowed = set() if own else {n for c in root.mro() for n in c.attrs}
@@ -119,7 +123,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                         continue
                 walker = ForwardPaths(root, names - shadowed, program.view)
                 try:
-                    paths = walker.root(found[1].node, program.uniform_inputs(root))
+                    paths = walker.root(found[1].node, program.uniform_inputs(root), program.caller_keys(root))
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
@@ -129,8 +133,8 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     if pair is None:
                         continue
                     cond = deciding_condition(walker, pair)
-                    if cond is None:
-                        continue
+                    if cond is None or program.never_created(attr):
+                        continue            # (a Parameter only under a constructor flag the run never sets)
                     use = next(iter(walker.uses_at.get(attr.name, [])), None)
                     reported.add(attr.name)
                     out.append((attr, root, found[0], cond, use))
@@ -279,7 +283,9 @@ class UnusedTrainableParam(Rule):
     or `self.children()` style access). A model that nothing trains is left alone: when every construction the
     run shows -- of the class or of a class holding it -- is in a file that neither trains (`backward()`,
     `step()`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate) nor calls a function of another file that
-    does (a unit test building a model to inspect its parameter groups).
+    does (a unit test building a model to inspect its parameter groups), or when nothing in the run constructs or
+    names the class at all and its file builds other models of the run and trains nothing (a test's leftover
+    stand-in).
     """
 
     code = "DSL302"
@@ -388,7 +394,15 @@ class ConditionallyUsedParam(Rule):
     run-fixed values (a collator's `self.use_depth`), the collator sets it for every batch or for none; a write
     under a test of the items (`if all("depth" in x for x in items)`) keeps it data-dependent. A test on the
     rank is one whose value the rank-uniformity lattice finds rank-varying (`self.me = dist.get_rank()`), not
-    one whose code spells a rank word.
+    one whose code spells a rank word; a test that varies only along an axis the gradient reduction does not span
+    (a model-parallel rank, `if mp_rank == 0:` before a broadcast to the model-parallel group) is taken alike by
+    every rank of one data-parallel reduction. A field the run never writes under its own literal key (a
+    preprocessor copying each sample's keys, `for k in sample: if k == "depth":`) is a configured input when the
+    model builds its sub-module only under a test of that key in its configuration (`if "depth" in
+    cfg.input_sensors:`), also when it arrives through a parameter every caller fills from `sensors.get("depth")`.
+    Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
+    else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
+    only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`).
     """
 
     code = "DSL303"

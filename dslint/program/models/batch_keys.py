@@ -10,13 +10,15 @@ decides alike for every batch: the collator always or never sets the key for a g
 reads a local value or a parameter of its function (the items being collated, a sample's index, an argument the
 caller passes per sample) may decide differently from batch to batch. The field's presence is uniform when at
 least one write is found and every write is unconditional or decided by such settings; no write found (the
-caller builds the batch outside the checked files) leaves it data-dependent.
+caller builds the batch outside the checked files, or from a configured list of keys) leaves it to the model's own
+construction (`key_presence`: DSL303 then asks whether the model builds the sub-module for that key only when the
+key is one of its configured inputs).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -28,16 +30,26 @@ if TYPE_CHECKING:
     from dslint.sources import PythonSource
 
 
+FIXED, VARIES, UNSEEN = "fixed", "varies", "unseen"
+
+
 def presence_fixed_by_config(project: "ProjectView", key: str) -> bool:
     """Is every write of dict key `key` in the run's files unconditional or decided by run-fixed settings (and
-    is there one)? Memoised per view and key."""
+    is there one)?"""
+    return key_presence(project, key) == FIXED
+
+
+def key_presence(project: "ProjectView", key: str) -> str:
+    """FIXED: every write of dict key `key` in the run's files is unconditional or decided by run-fixed settings
+    (and there is one); VARIES: a write is decided per batch (or sits in a file that cannot be read); UNSEEN: the
+    run's files write the key nowhere with a literal key. Memoised per view and key."""
     cache = memo(project, "batch-key-presence", dict)
     if key not in cache:
         cache[key] = _decide(project, key)
     return cache[key]
 
 
-def _decide(project: "ProjectView", key: str) -> bool:
+def _decide(project: "ProjectView", key: str) -> str:
     words = (f'"{key}"', f"'{key}'", f"{key}=")
     quoted = f"[\"']{re.escape(key)}[\"']"
     # a file is parsed only when its text may hold a write of the key: `["key"] =` (or `]: T =`), `"key":`,
@@ -50,12 +62,14 @@ def _decide(project: "ProjectView", key: str) -> bool:
             continue
         writes = _writes(src, key)
         if writes is None:
-            return False        # the file could not be read: a write there is not known to be config-decided
+            return VARIES       # the file could not be read: a write there is not known to be config-decided
         for fixed in writes:
+            if fixed is None:
+                continue        # a copy of the key from another mapping: its presence is that mapping's
             if not fixed:
-                return False
+                return VARIES
             found = True
-    return found
+    return FIXED if found else UNSEEN
 
 
 def _writes(src: "PythonSource", key: str):
@@ -148,13 +162,15 @@ def _string_is(node: cst.CSTNode, key: str) -> bool:
 
 
 class _KeyWrites(cst.CSTVisitor):
-    """Each write of the key, as whether the tests deciding it read only run-fixed values."""
+    """Each write of the key, as whether the tests deciding it read only run-fixed values (None: a copy of the key
+    from the mapping an enclosing loop walks, `_dispatch`)."""
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.writes: list[bool] = []
+        self.writes: list[Optional[bool]] = []
         self.tests: list[cst.CSTNode] = []          # the expressions deciding whether the current node runs
         self.locals: list[set[str]] = []            # the names each enclosing function binds
+        self.loop_vars: list[set[str]] = []         # the targets of the enclosing `for` loops
 
     # --- scopes and the tests that decide what runs -------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -182,9 +198,23 @@ class _KeyWrites(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self.tests.append(node.iter)
+        self.loop_vars.append(_targets(node.target))
 
     def leave_For(self, node: cst.For) -> None:
         self.tests.pop()
+        self.loop_vars.pop()
+
+    def _dispatch(self, test: cst.CSTNode) -> bool:
+        """`sensor == "K"` on the variable of an enclosing loop over keys (`for sensor in sample.keys(): if sensor
+        == "K": out["K"] = ...`): the write copies the key from the mapping the loop walks -- present exactly when
+        it is there, which this write does not decide."""
+        loop = set().union(*self.loop_vars) if self.loop_vars else set()
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, cst.Equal)):
+            return False
+        sides = (test.left, test.comparisons[0].comparator)
+        return any(isinstance(a, cst.Name) and a.value in loop and _string_is(b, self.key)
+                   for a, b in (sides, sides[::-1]))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self.tests.append(node.test)
@@ -228,6 +258,9 @@ class _KeyWrites(cst.CSTVisitor):
 
     def _record(self) -> None:
         local = self.locals[-1] if self.locals else set()
+        if any(self._dispatch(test) for test in self.tests if test is not None):
+            self.writes.append(None)
+            return
         fixed = True
         for test in reversed(self.tests):
             if test is None:

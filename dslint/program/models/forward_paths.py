@@ -105,6 +105,7 @@ class ForwardPaths:
         self._fns: list[cst.FunctionDef] = []
         self._optional: list[set[str]] = []     # per method walked: inputs a batch may lack or bring empty
         self._following: list = []              # the statements after the one being walked, in its block
+        self._caller_keys: dict[str, str] = {}  # root input -> the batch field every caller passes in it
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
@@ -125,7 +126,9 @@ class ForwardPaths:
         """Does the value differ across ranks for a rank's own reason -- a rank id, a rank-0 test, a value
         computed from one (`self.rank` set from `dist.get_rank()`, `os.environ["LOCAL_RANK"]`)? Asked of the
         rank-uniformity lattice where the expression is evaluated (its function, the class family's attributes),
-        not read off the names it spells. The batch's own variation is `dd`'s."""
+        not read off the names it spells -- and not along the axes the gradient reduction does not span (a
+        model-parallel rank: `process_groups.uniform_over` the data-parallel group). The batch's own variation
+        is `dd`'s."""
         if self.project is None or not isinstance(node, cst.BaseExpression):
             return False
         if id(node) not in self._rank_memo:
@@ -136,8 +139,14 @@ class ForwardPaths:
                 u = uniformity(self.project, src, node, scope)
             except RecursionError:
                 u = None
-            self._rank_memo[id(node)] = u is not None and not isinstance(u, Uniform) and \
-                u.origin.kind in ("rank", "derived")
+            varying = u is not None and not isinstance(u, Uniform) and u.origin.kind in ("rank", "derived")
+            if varying:
+                # gradients are reduced over the data-parallel group (with the context-parallel ranks under
+                # sequence parallelism): a test along the other axes of the rank grid (a tensor/model-parallel
+                # rank) is taken alike by every rank of one reduction
+                from dslint.program.process_groups import CP, DP, Group, uniform_over
+                varying = not uniform_over(u.origin, Group(DP | {CP}))
+            self._rank_memo[id(node)] = varying
         return self._rank_memo[id(node)]
 
     def _scope_of(self, src, fn: cst.FunctionDef) -> Optional[str]:
@@ -214,10 +223,13 @@ class ForwardPaths:
             self._optional.pop()
             self._no_grad -= no_grad
 
-    def root(self, fn: cst.FunctionDef, uniform: frozenset = frozenset()) -> list[Path]:
+    def root(self, fn: cst.FunctionDef, uniform: frozenset = frozenset(), keys: Optional[dict] = None
+             ) -> list[Path]:
         """Every input of forward is the batch's (a tensor, a batch field, `**kwargs`), whatever its name;
         only its option parameters (`option_params`), `self` and the inputs its callers in the run pass
-        uniformly (`uniform`, from `uniform_inputs`) are fixed for the run."""
+        uniformly (`uniform`, from `uniform_inputs`) are fixed for the run. `keys`: the batch field each input
+        receives at every call (`caller_keys`)."""
+        self._caller_keys = dict(keys or {})
         params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)]
         if isinstance(fn.params.star_kwarg, cst.Param):
             params.append(fn.params.star_kwarg.name.value)
@@ -375,16 +387,22 @@ class ForwardPaths:
 
     def _presence_by_config(self, test: cst.BaseExpression) -> bool:
         """A test of one batch field's presence (`depth is not None` of an input, `"depth" in batch`,
-        `batch.get("depth") is None`, a local read from `batch.get("depth")`) where every write of that key in
-        the run is unconditional or decided by run-fixed settings (`batch_keys`): the collator always or never
-        sets it for a given configuration, so every rank's batch takes the same arm."""
+        `batch.get("depth") is None`, a local read from `batch.get("depth")`, an input every caller fills from
+        `sensors.get("depth")`) where every write of that key in the run is unconditional or decided by run-fixed
+        settings (`batch_keys`): the collator always or never sets it for a given configuration, so every rank's
+        batch takes the same arm. Where the run writes the key nowhere (a preprocessor fills the batch from a
+        configured list of sensors), the model's own construction decides: a class whose `__init__` builds its
+        sub-modules under a test of the same key's membership in its configuration (`if "depth" in
+        cfg.input_sensors:`) declares the field a configured input, there on every batch or on none
+        (`configured_key`)."""
         if self.project is None:
             return False
         key = self._presence_key(test)
         if key is None:
             return False
-        from dslint.program.models.batch_keys import presence_fixed_by_config
-        return presence_fixed_by_config(self.project, key)
+        from dslint.program.models.batch_keys import FIXED, UNSEEN, key_presence
+        state = key_presence(self.project, key)
+        return state == FIXED or (state == UNSEEN and configured_key(self.cls, key))
 
     def _presence_key(self, test: cst.BaseExpression) -> Optional[str]:
         while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -407,6 +425,8 @@ class ForwardPaths:
             return None
         name = subject.value
         if name in (self._params[-1] if self._params else ()):
+            if len(self._stack) == 1 and name in self._caller_keys:
+                return self._caller_keys[name]      # every caller passes `sensors.get("k")`: the field "k"
             return name             # an input: the batch field of that name (`model(**batch)`)
         values = [v for t, v in _assignments(self._fns[-1]) if t == name] if self._fns else []
         if len(values) == 1 and _entry_of(values[0]) is not None:
@@ -855,7 +875,7 @@ def deciding_condition(walker: ForwardPaths, pair: tuple[Path, Path]) -> Optiona
 MAX_CALLER_DEPTH = 3
 
 
-def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
+def uniform_inputs(facts, cls, depth: int = 0, project=None) -> frozenset:
     """Forward parameters of `cls` that every caller in the run passes uniformly: the run's classes that
     create `cls` as an attribute (`self.embeddings = Embeddings(cfg)`) and call it (`self.embeddings(ids,
     mode="text")`) leave the parameter out, or pass a value that reads none of their method's inputs, or
@@ -877,6 +897,8 @@ def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
     uniform = set(names) | set(kwonly)
     for container in containers:
         holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
+        if not holders and project is not None and _creates_another(project, container, cls, facts):
+            continue                # it builds another class of the same name (another package's TransformerEncoder)
         if not holders:
             return frozenset()      # created some other way (a ModuleList, a local): its calls are not found
         calls = []
@@ -917,10 +939,29 @@ def uniform_inputs(facts, cls, depth: int = 0) -> frozenset:
                     uniform.discard(name)
                     continue
                 if outer is None:
-                    outer = uniform_inputs(facts, container, depth + 1)
+                    outer = uniform_inputs(facts, container, depth + 1, project)
                 if not read <= outer:
                     uniform.discard(name)
     return frozenset(uniform)
+
+
+def _creates_another(project, container, cls, facts) -> bool:
+    """Do all of `container`'s constructions of a class named like `cls` (or a subclass) resolve, through its
+    file's imports, to classes other than those? `containers` matches creators by short name."""
+    outline = container.src.outline
+    if outline is None:
+        return False
+    ours = {(id(c.src), c.qualname) for c in [cls, *facts.subclasses(cls)]}
+    names = {c.name for c in [cls, *facts.subclasses(cls)]}
+    seen = False
+    for callee, scope in outline.calls:
+        if not callee or callee.rsplit(".", 1)[-1] not in names or not (scope or "").startswith(container.qualname + "."):
+            continue
+        found = project.class_for_callee(container.src, callee)
+        if found is None or (id(found[0]), found[1]) in ours:
+            return False
+        seen = True
+    return seen
 
 
 class _HolderCalls(cst.CSTVisitor):
@@ -947,3 +988,98 @@ class _HolderCalls(cst.CSTVisitor):
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
         return False        # `self.embeddings = Embeddings(cfg)`: the creation, not a use
+
+
+def configured_key(cls: ModuleClass, key: str) -> bool:
+    """Does an `__init__` of `cls`'s classes build something under a test of `key`'s membership in its
+    configuration (`if "depth" in cfg.input_sensors:`, `if "depth" not in self.sensors:`)? Its constructor's
+    values are the run's settings: the model declares the field one of its configured inputs."""
+    for c in cls.mro():
+        if "__init__" not in c.methods:
+            continue
+        finder = _KeyMembershipTests(key)
+        cst_visit(c.info.methods["__init__"].node, finder)
+        if finder.found:
+            return True
+    return False
+
+
+class _KeyMembershipTests(cst.CSTVisitor):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.found = False
+
+    def visit_If(self, node: cst.If) -> None:
+        class Membership(cst.CSTVisitor):
+            def __init__(inner) -> None:
+                inner.hit = False
+
+            def visit_Comparison(inner, c: cst.Comparison) -> None:
+                if len(c.comparisons) == 1 and isinstance(c.comparisons[0].operator, (cst.In, cst.NotIn)) and \
+                        isinstance(c.left, cst.SimpleString) and c.left.evaluated_value == self.key:
+                    inner.hit = True
+
+        m = Membership()
+        cst_visit(node.test, m)
+        self.found = self.found or (m.hit and _builds_below(node.body))
+
+
+def _builds_below(block: cst.BaseSuite) -> bool:
+    """Does the block assign an attribute anywhere (`self.proj = ...` under a nested `if`)?"""
+    class Builds(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.hit = False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Attribute):
+                self.hit = True
+
+    b = Builds()
+    cst_visit(block, b)
+    return b.hit
+
+
+def caller_keys(facts, cls) -> dict:
+    """Forward parameters of `cls` to which every caller in the run (the run's classes that create `cls` as an
+    attribute and call it, as `uniform_inputs` finds them) passes one batch field by its literal key:
+    `sensors.get("depth")`, `sensors["depth"]`, or a local assigned once from one. {} when a caller is not
+    found."""
+    found = cls.find_method("forward")
+    if found is None:
+        return {}
+    fn = found[1].node
+    names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
+    instances = {c.name for c in [cls, *facts.subclasses(cls)]}
+    containers = facts.containers(cls)
+    keys: dict[str, Optional[str]] = {}
+    calls = 0
+    for container in containers:
+        holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
+        for owner, mname in [(c, m) for c in container.mro() for m in sorted(c.methods)]:
+            method = owner.info.methods[mname].node
+            finder = _HolderCalls(holders)
+            cst_visit(method, finder)
+            for call in finder.calls:
+                if any(a.star for a in call.args):
+                    return {}
+                calls += 1
+                bound: dict[str, cst.BaseExpression] = {}
+                for name, arg in zip(names, [a for a in call.args if a.keyword is None]):
+                    bound[name] = arg.value
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        bound[arg.keyword.value] = arg.value
+                for name in set(names) | set(bound):
+                    key = _field_key(method, bound.get(name))
+                    keys[name] = key if keys.get(name, key) == key else None
+    if not calls:
+        return {}
+    return {name: key for name, key in keys.items() if key is not None}
+
+
+def _field_key(method: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(value, cst.Name):
+        values = [v for t, v in _assignments(method) if t == value.value]
+        value = values[0] if len(values) == 1 else None
+    entry = _entry_of(value) if value is not None else None
+    return _evaluated(entry[1]) if entry is not None else None

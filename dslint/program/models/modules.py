@@ -893,7 +893,9 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
     as an attribute (up to three levels) -- in a file that trains nothing, neither itself nor through a function
     of another file it calls (`backward`, `step`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate)?
     A unit test that builds a model only to inspect its parameter groups: its unused parameters are no
-    training's concern. False when no construction is found (a model built elsewhere, by a factory)."""
+    training's concern. When no construction is found (a model built elsewhere, by a factory): True only for a
+    class the run names nowhere else (`_unreferenced`), defined in a file that builds other models of the run and
+    trains nothing."""
     holders: dict[int, ModuleClass] = {}
     frontier = [cls]
     for _ in range(4):
@@ -918,7 +920,42 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
             continue            # a holder creating it as its attribute: counted through the holder
         sites.append(src)
     unique = list({id(src): src for src in sites}.values())
-    return bool(unique) and not any(_trains(project, src) for src in unique)
+    if not unique:
+        # no construction found: a model built elsewhere (a factory, a registry, a user of the package) -- unless
+        # nothing in the run names the class at all (no construction, subclass, import, registry entry or config
+        # string) and its own file is a user of models, not a model library: it builds other models of the run and
+        # trains nothing (a unit test's stand-in left unused beside the models it inspects)
+        return _unreferenced(project, cls) and _builds_models(project, facts, cls.src) and \
+            not _trains(project, cls.src)
+    return not any(_trains(project, src) for src in unique)
+
+
+def _builds_models(project: "ProjectView", facts: ModelFacts, src: PythonSource) -> bool:
+    """Does the file construct one of the run's module classes itself?"""
+    for callee, _ in src.outline.calls if src.outline is not None else ():
+        if callee and callee.rsplit(".", 1)[-1] in facts.by_name:
+            found = project.class_for_callee(src, callee)
+            if found is not None and any(c.src is found[0] and c.qualname == found[1]
+                                         for c in facts.by_name[callee.rsplit(".", 1)[-1]]):
+                return True
+    return False
+
+
+def _unreferenced(project: "ProjectView", cls: ModuleClass) -> bool:
+    """Is `cls`'s name spelled nowhere in the run's Python files but in its own `class` line, and is the class
+    undecorated (a decorator may register it)?"""
+    try:
+        if cls.info.node.decorators:
+            return False
+    except Exception:
+        return False
+    word = re.compile(r"\b%s\b" % re.escape(cls.name))
+    count = 0
+    for src in project.mentioning(cls.name):
+        count += len(word.findall(src.text))
+        if count > 1:
+            return False
+    return count == 1
 
 
 def _constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
@@ -959,3 +996,275 @@ def _trains(project: "ProjectView", src: PythonSource) -> bool:
         if found is not None and found[0] is not src and found[0].outline is not None and _trains_itself(found[0]):
             return True
     return False
+
+
+def built_only_where_untrained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -> bool:
+    """Is `cls` built only through a class value chosen by a flag (`module_class = InfModule if for_inference
+    else Module`, a parameter of the enclosing function), and does every call of that function in the run that
+    may choose it (the flag passed true, a value not known, or a default that chooses it) sit in a file that
+    trains nothing (`_trains_strictly`)? A subclass for no-grad generation, never the one a training script builds.
+    False when any other mention of the class is found (a construction, a subclass, a registry, a value handed on)
+    or no call of the choosing function is."""
+    if facts.subclasses(cls):
+        return False
+    sites = _flag_selections(project, cls)
+    if not sites:
+        return False
+    calls = 0
+    for fn_src, fn, param, when in sites:
+        for src, call in _calls_of(project, fn_src, fn):
+            calls += 1
+            value = _argument(fn, param, call)
+            if value is not UNKNOWN and bool(value) != when:
+                continue            # this call chooses the other class
+            if _trains_strictly(project, src):
+                return False
+    return calls > 0
+
+
+def _flag_selections(project: "ProjectView", cls: ModuleClass) -> Optional[list]:
+    """(file, function node, flag parameter, flag value that chooses `cls`) of each mention of `cls` as a class
+    value; None when a mention is anything else (type annotations and imports aside)."""
+    out = []
+    for src in project.mentioning(cls.name):
+        if src is not cls.src:
+            found = project.class_for_callee(src, cls.name)
+            if found is None or found[0] is not cls.src or found[1] != cls.qualname:
+                continue            # the name is bound to another class there (or to none)
+        try:
+            tree = ast.parse(src.text)
+        except (SyntaxError, ValueError):
+            return None
+        skip: set[int] = set()
+        for node in ast.walk(tree):
+            for ann in _annotations(node):
+                skip.update(id(n) for n in ast.walk(ann))
+        parents: dict[int, ast.AST] = {}
+        functions: dict[int, ast.AST] = {}
+
+        def walk(node, fn):
+            for child in ast.iter_child_nodes(node):
+                parents[id(child)] = node
+                functions[id(child)] = fn
+                walk(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn)
+        walk(tree, None)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Name) and node.id == cls.name) or id(node) in skip:
+                continue
+            parent, fn = parents.get(id(node)), functions.get(id(node))
+            if not (isinstance(parent, ast.IfExp) and node is not parent.test and isinstance(parent.test, ast.Name)
+                    and isinstance(fn, ast.FunctionDef)):
+                return None
+            args = fn.args
+            if parent.test.id not in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+                return None
+            out.append((src, fn, parent.test.id, node is parent.body))
+    return out
+
+
+def _annotations(node: ast.AST) -> list:
+    if isinstance(node, ast.AnnAssign):
+        return [node.annotation]
+    if isinstance(node, ast.arg) and node.annotation is not None:
+        return [node.annotation]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+        return [node.returns]
+    return []
+
+
+def _calls_of(project: "ProjectView", fn_src: PythonSource, fn: ast.FunctionDef) -> list:
+    """(file, ast.Call) of every call in the run whose callee is `fn` or may be (a module chosen at run time:
+    `importlib.import_module(name).f(...)`); calls that resolve to another function are not counted."""
+    out = []
+    for src in project.mentioning(fn.name):
+        if src.outline is None:
+            continue
+        if not any(callee and callee.rsplit(".", 1)[-1] == fn.name for callee, _ in src.outline.calls):
+            continue
+        try:
+            tree = ast.parse(src.text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if last != fn.name:
+                continue
+            callee = _dotted(func)
+            if callee is None:
+                continue
+            root = callee.split(".", 1)[0]
+            if "." not in callee or root in src.outline.imports:
+                # a name or an imported module's function: counted when it resolves to `fn`
+                if root in src.outline.imports:
+                    callee = src.outline.imports[root] + callee[len(root):]
+                found = project.function_for_callee(src, callee)
+                if found is None or found[0] is not fn_src or found[1].rsplit(".", 1)[-1] != fn.name:
+                    continue
+            # else a module object chosen at run time (`importlib.import_module(args.network_module)`): may be fn's
+            out.append((src, node))
+    return out
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _argument(fn: ast.FunctionDef, param: str, call: ast.Call, skip_self: bool = False):
+    """The literal value `call` gives `fn`'s parameter `param` (its default when not passed); UNKNOWN otherwise.
+    `skip_self`: `fn` is a constructor's `__init__`, whose `self` the call does not pass."""
+    args = fn.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    if skip_self:
+        defaults_of = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        positional = positional[1:]
+        args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=a) for a in positional], vararg=args.vararg,
+                             kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults, kwarg=args.kwarg,
+                             defaults=[defaults_of[a] for a in positional if a in defaults_of])
+    for kw in call.keywords:
+        if kw.arg == param:
+            return _literal(kw.value)
+    if param in positional:
+        i = positional.index(param)
+        if any(isinstance(a, ast.Starred) for a in call.args[:i + 1]):
+            return UNKNOWN
+        if i < len(call.args):
+            return _literal(call.args[i])
+    if any(kw.arg is None for kw in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+        return UNKNOWN          # `**kwargs` may carry it
+    defaults = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    return _literal(defaults[param]) if param in defaults else UNKNOWN
+
+
+def _literal(node: ast.AST):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return UNKNOWN
+
+
+def _trains_strictly(project: "ProjectView", src: PythonSource) -> bool:
+    """`_trains`, read closer: the file's own calls, where a `.step(a, b, ...)` with two or more positional
+    arguments is a sampler's or a noise scheduler's step (torch's `Optimizer.step(closure=None)`, DeepSpeed's
+    `engine.step(lr_kwargs=None)` and `LRScheduler.step(epoch=None)` take at most one), and of the functions
+    of other files it calls, only those functions' own calls (not their whole file's)."""
+    try:
+        tree = ast.parse(src.text)
+    except (SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            last = _dotted(node.func)
+            last = last.rsplit(".", 1)[-1] if last else (node.func.attr if isinstance(node.func, ast.Attribute)
+                                                        else None)
+            if last is None:
+                continue
+            if last == "step" and len(node.args) >= 2:
+                continue
+            if last in TRAINING_CALLS or last.endswith("Trainer"):
+                return True
+    for callee, _ in src.outline.calls:
+        found = project.function_for_callee(src, callee) if callee else None
+        if found is None or found[0] is src or found[0].outline is None:
+            continue
+        qual = found[1]
+        for inner, scope in found[0].outline.calls:
+            if (scope == qual or (scope or "").startswith(qual + ".")) and inner:
+                last = inner.rsplit(".", 1)[-1]
+                if last in TRAINING_CALLS or last.endswith("Trainer"):
+                    return True
+    return False
+
+
+def never_created(project: "ProjectView", facts: ModelFacts, attr: ModuleAttr) -> bool:
+    """Is `attr` created only under a test of a constructor flag (`if learnable: self.inv_freq =
+    nn.Parameter(...)`, a parameter of `__init__`) that every construction of its class in the run settles the
+    other way (`RotaryEmbedding(dim, learnable=False)`, or leaving a false default)? Then no instance has it
+    (a buffer of the same name stands in). False when the class has subclasses or no construction is found."""
+    cls = attr.owner
+    if attr.method != "__init__" or facts.subclasses(cls):
+        return False
+    try:
+        tree = ast.parse(cls.src.text)
+    except (SyntaxError, ValueError):
+        return False
+    init = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls.name:
+            init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            if init is not None and init.lineno <= attr.line <= (init.end_lineno or init.lineno):
+                break
+            init = None
+    if init is None:
+        return False
+    flags = _enclosing_flags(init.body, attr.line, {a.arg for a in (*init.args.posonlyargs, *init.args.args,
+                                                                      *init.args.kwonlyargs)})
+    if not flags:
+        return False
+    sites = [call for src, call in _constructions_of(project, cls)]
+    if not sites:
+        return False
+    for param, when in flags:
+        if all(_argument(init, param, call, skip_self=True) is not UNKNOWN and
+               bool(_argument(init, param, call, skip_self=True)) != when for call in sites):
+            return True
+    return False
+
+
+def _enclosing_flags(body: list, line: int, params: set) -> list:
+    """(parameter, truth that runs the line) of the `if p:` / `if not p:` tests enclosing `line`."""
+    for stmt in body:
+        if not (stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)):
+            continue
+        if isinstance(stmt, ast.If):
+            test, when = stmt.test, True
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, when = test.operand, False
+            in_body = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in stmt.body)
+            inner = _enclosing_flags(stmt.body if in_body else stmt.orelse, line, params)
+            if isinstance(test, ast.Name) and test.id in params:
+                return [(test.id, when if in_body else not when), *inner]
+            return inner
+        for field_name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field_name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                found = _enclosing_flags(inner, line, params)
+                if found:
+                    return found
+        return []
+    return []
+
+
+def _constructions_of(project: "ProjectView", cls: ModuleClass) -> list:
+    """(file, ast.Call) of every call in the run that resolves to `cls`'s constructor."""
+    out = []
+    for src in project.mentioning(cls.name):
+        if src.outline is None:
+            continue
+        try:
+            tree = ast.parse(src.text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = _dotted(node.func)
+            if not callee or callee.rsplit(".", 1)[-1] != cls.name:
+                continue
+            root = callee.split(".", 1)[0]
+            if root in src.outline.imports:
+                callee = src.outline.imports[root] + callee[len(root):]
+            found = project.class_for_callee(src, callee)
+            if found is not None and found[0] is cls.src and found[1] == cls.qualname:
+                out.append((src, node))
+    return out
