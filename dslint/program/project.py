@@ -363,7 +363,14 @@ class ProjectView:
                 return src, callee
             if callee not in outline.imports:
                 nested = outline.nested_named(callee)
-                return (src, nested[0]) if len(nested) == 1 else None
+                if len(nested) == 1:
+                    return src, nested[0]
+                # `from utils import *`: a function of a star-imported module of the checked files
+                for module in _STAR_IMPORT.findall(src.text) if "import *" in src.text else ():
+                    hit = self.find_function_source(f"{module}.{callee}", near=src)
+                    if hit is not None and hit[1] == callee:
+                        return hit
+                return None
         return self.find_function_source(callee, near=src)
 
     # --- configs ---------------------------------------------------------------------------------
@@ -974,6 +981,9 @@ def _beside(config: JsonSource, src: PythonSource) -> bool:
     folder = posixpath.dirname(_norm(config.path))
     here = posixpath.dirname(_norm(src.path))
     return folder in ("", ".") or here == folder or here.startswith(folder.rstrip("/") + "/")
+
+
+_STAR_IMPORT = re.compile(r"^from\s+([\w.]+)\s+import\s+\*", re.M)
 
 
 def _norm(path: str) -> str:

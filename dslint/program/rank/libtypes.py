@@ -250,7 +250,7 @@ class AccelerateTyping:
         return [first]
 
     def _typed(self, kind: str, e: cst.BaseExpression, cls: Optional[str], depth: int) -> bool:
-        if depth > 6:
+        if depth > 10:
             return False
         if isinstance(e, cst.Call):
             callee = self.src.facts.resolve_expr(e.func) or ""
@@ -273,7 +273,12 @@ class AccelerateTyping:
                 typing = self if where is not None else accelerate_typing(self.analysis, hit[0])
                 info = hit[0].facts.functions.get(hit[1])
                 returns = [r.value for r in iter_returns(info.node.body) if r.value is not None] if info else []
-                return bool(returns) and all(typing._typed(kind, v, info.class_name, depth + 1) for v in returns)
+                # a returned name that is not a parameter of the function is a local or global of it: its
+                # bindings say what it is, not the parameters other functions of the file give the same name
+                return bool(returns) and all(
+                    typing._name(kind, v.value, depth + 1, params=False)
+                    if isinstance(v, cst.Name) and v.value not in info.params and v.value != "self"
+                    else typing._typed(kind, v, info.class_name, depth + 1) for v in returns)
             return False
         if isinstance(e, cst.Name):
             if e.value == "self":
@@ -301,8 +306,8 @@ class AccelerateTyping:
                 return self._memo[key]
         return False
 
-    def _name(self, kind: str, name: str, depth: int) -> bool:
-        key = (kind, name)
+    def _name(self, kind: str, name: str, depth: int, params: bool = True) -> bool:
+        key = (kind, name) if params else (kind, name, "bound")
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = True          # assumed while its bindings are looked at (a cycle adds nothing)
@@ -313,7 +318,7 @@ class AccelerateTyping:
             self._memo[key] = True
             return True
         ok = all(self._typed(kind, v, None, depth + 1) for v in values)
-        params = [info for info in self.src.facts.functions.values() if name in info.params]
+        params = [info for info in self.src.facts.functions.values() if name in info.params] if params else []
         for info in params:
             if not ok:
                 break

@@ -10,7 +10,7 @@ import libcst as cst
 
 from dslint.program.rank.flow import FlowWalk
 from dslint.program.rank.values import *  # noqa: F401,F403  (the expression level, re-exported)
-from dslint.program.rank.values import (_TAINT_WORDS, Origin, RankTaint, _assignments, _enclosing, _unit,
+from dslint.program.rank.values import (_TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.sources.literals import UNKNOWN, literal_value
@@ -38,10 +38,26 @@ class ProjectTaint:
         self._in_progress: set[tuple[int, str]] = set()
         self._params: dict[tuple[int, str], Env] = {}
         self._scope_env: dict[tuple[int, str], tuple[Env, dict[int, Env]]] = {}
+        self._building = False              # while `rank_fields` is being built
+        self._missed: set[str] = set()      # attributes looked up meanwhile and not (yet) in the table
 
     @classmethod
     def of(cls, project: "ProjectView") -> "ProjectTaint":
-        return project.memo(cls, lambda: cls(project))
+        return project.memo(cls, lambda: cls._with_rank_fields(project))
+
+    @classmethod
+    def _with_rank_fields(cls, project: "ProjectView") -> "ProjectTaint":
+        """A new analysis whose table of rank fields (`rank_fields`) is complete before anything else is asked
+        of it: the table is built by the analysis itself (its lookups meanwhile see the table found so far);
+        when one of them missed a field the table later got, what it memoised may lack that field's rank, so a
+        fresh analysis takes the finished table and starts over."""
+        first = cls(project)
+        table = first.rank_fields()
+        if not first._missed & table.keys():
+            return first
+        fresh = cls(project)
+        fresh.__dict__["_rank_fields"] = table
+        return fresh
 
     def taint(self, src: "PythonSource") -> RankTaint:
         key = id(src)
@@ -125,19 +141,19 @@ class ProjectTaint:
         dist.get_rank()`, `self.local_rank = local_rank` of a parameter its callers pass one), a dataclass field or
         an argparse option whose default is one, a property returning one; (c) the option the DeepSpeed and torch
         launchers pass every process (`--local_rank`, `--local-rank`: an argparse option of that name, or the
-        TrainingArguments field an `HfArgumentParser` turns into it). Built by a scratch analysis (its own
-        memos, discarded), so that the memos of this one never see a partial table. Memoised."""
+        TrainingArguments field an `HfArgumentParser` turns into it). Built by this analysis before anything
+        else (its lookups meanwhile see the partial table; see `_with_rank_fields` for the memos computed meanwhile). Memoised."""
         memo = self.__dict__.get("_rank_fields")
         if memo is not None:
             return memo
-        if self.__dict__.get("_scratch") is not None:
-            return self.__dict__["_scratch"]        # inside the scratch analysis: the table found so far
         table: dict[str, list] = {}
-        self.__dict__["_rank_fields"] = table       # a re-entrant ask while it is built: nothing yet
-        scratch = ProjectTaint(self.project)
-        scratch.__dict__["_scratch"] = table
-        _launcher_options(self.project, table)
-        scratch._collect_rank_fields(table)
+        self.__dict__["_rank_fields"] = table       # a re-entrant ask while it is built: the table so far
+        self.__dict__["_building"] = True
+        try:
+            _launcher_options(self.project, table)
+            self._collect_rank_fields(table)
+        finally:
+            self.__dict__["_building"] = False
         return table
 
     def _collect_rank_fields(self, table: dict[str, list]) -> None:
@@ -153,8 +169,11 @@ class ProjectTaint:
             for info in src.facts.functions.values():
                 if seeded is not None and info.qualname.split(".", 1)[0] not in seeded:
                     continue
+                # stores whose value spells a rank source's word, or hands on a parameter as it came
                 targets = [(t.target, node.value) for node in _assignments(info.node.body) for t in node.targets
-                           if isinstance(t.target, cst.Attribute) and literal_value(node.value) is UNKNOWN]
+                           if isinstance(t.target, cst.Attribute) and literal_value(node.value) is UNKNOWN
+                           and (isinstance(node.value, cst.Name) and node.value.value in info.params
+                                or _TAINT_WORDS.search(code_of(node.value, 10 ** 6)))]
                 if _is_property(info) and info.class_name:
                     hit = self.returns(src, info)
                     if hit is not None and hit.kind == "rank":
@@ -208,11 +227,15 @@ class ProjectTaint:
         what that class family (or code outside any class) stores there."""
         entries = self.rank_fields().get(e.attr.value)
         if not entries:
+            if self._building:
+                self._missed.add(e.attr.value)
             return None
         if dotted_name(e.value) == "self" and cls is not None and src.outline is not None:
             family = {(id(w), o) for w, o in self._class_family(src, cls)}
             entries = [x for x in entries if x[0] is None or x[0] in family]
             if not entries:
+                if self._building:
+                    self._missed.add(e.attr.value)
                 return None
         origin = entries[0][1]
         where = f"{origin.source.path}:{origin.source.span(origin.node).line}"
