@@ -255,7 +255,39 @@ class ProjectView:
             hit = index.get(".".join(tail[-n - 1:]))
             if hit:
                 return hit
-        return None
+        return self._by_suffix(index, qualified, module)
+
+    def _by_suffix(self, index: dict, qualified: str, module: str) -> Optional[tuple[PythonSource, str]]:
+        """`from cosyvoice.utils.train_utils import f` in a script run with `examples/s2s/utils` on `sys.path`:
+        the definition whose fully qualified name ends with the imported one (module and name at least); among
+        several copies (`InternVideo1/.../dataset` beside `InternVideo2/multi_modality/dataset`), the one whose
+        package path shares the most leading parts with the caller's module; None while that leaves a tie."""
+        if "." not in qualified:
+            return None
+        memo = self.__dict__.setdefault("_suffix_indexes", {})
+        suffixes = memo.get(id(index))
+        if suffixes is None:
+            suffixes = memo[id(index)] = {}
+            for key in index:
+                parts = key.split(".")
+                for n in range(1, len(parts) - 1):
+                    suffixes.setdefault(".".join(parts[n:]), []).append(key)
+        keys = suffixes.get(qualified)
+        if not keys:
+            return None
+        if len(keys) == 1:
+            return index[keys[0]]
+        mine = module.split(".")
+
+        def shared(key: str) -> int:
+            n = 0
+            for a, b in zip(key.split("."), mine):
+                if a != b:
+                    break
+                n += 1
+            return n
+        ranked = sorted(keys, key=shared, reverse=True)
+        return index[ranked[0]] if shared(ranked[0]) > shared(ranked[1]) else None
 
     def may_name_json(self, src: PythonSource) -> bool:
         """Can a config expression of `src` evaluate to a path ending in ".json"? Only if ".json" is written in

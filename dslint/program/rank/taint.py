@@ -534,9 +534,12 @@ class ProjectTaint:
                                 put = replace(put, kind="item", batch=True)
                             origin = join(origin, put)
                         if origin is not None:
-                            # which keys the helper wrote is not followed (`into[prefix + k] = v`): the caller's
-                            # container varies as a whole, whatever literal keys the values came with
-                            written[param] = replace(origin, keys=None)
+                            # a mapping the helper only stores into at literal keys (`info["loss"] = model(batch)`)
+                            # varies at those keys, as the walk kept them (`Origin.keys`); which keys other stores
+                            # write is not followed (`into[prefix + k] = v`, `into.update(...)`): the caller's
+                            # container then varies as a whole
+                            written[param] = origin if origin.keys is not None and not values else \
+                                replace(origin, keys=None)
                     self.__dict__.setdefault("_written_for", {})[key] = written
             finally:
                 self._in_progress.discard(key)
