@@ -872,10 +872,12 @@ class RankTaint:
                 if name not in env:
                     # the container as a whole: its keys (`"k" in data`), None-ness and truth are uniform, like a
                     # collated batch's (`Origin.batch`)
+                    # (stored at a key that is no literal: which keys vary is not known, `keys=None`)
                     env[name] = replace(origin, kind="item" if origin.kind in TRIP_COUNT_KINDS else origin.kind,
-                                        batch=True)
+                                        batch=True, keys=None)
                 return
-            self.bind(target.value, None, origin, env, cls)
+            # stored at a varying key: the container varies as a whole (whatever keys the value itself came with)
+            self.bind(target.value, None, replace(origin, keys=None) if origin.keys is not None else origin, env, cls)
             return
         name = dotted_name(target)
         if name is None:
