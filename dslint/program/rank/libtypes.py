@@ -282,6 +282,9 @@ class AccelerateTyping:
             return False
         if isinstance(e, cst.Name):
             if e.value == "self":
+                if kind == "state":
+                    # accelerate's own state classes, checked as a folder: `self` of its `Accelerator`
+                    return (self.src.module_name or "").startswith("accelerate.") and cls in _ACCELERATE_STATES
                 return kind == "trainer" and self.analysis.is_hf_trainer_class(self.src, cls)
             return self._name(kind, e.value, depth)
         if isinstance(e, cst.Attribute):
