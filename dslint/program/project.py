@@ -303,7 +303,39 @@ class ProjectView:
             hit = index.get(".".join(tail[-n - 1:]))
             if hit:
                 return hit
-        return None
+        return self._by_suffix(index, qualified, module)
+
+    def _by_suffix(self, index: dict, qualified: str, module: str) -> Optional[tuple[PythonSource, str]]:
+        """`from cosyvoice.utils.train_utils import f` in a script run with `examples/s2s/utils` on `sys.path`:
+        the definition whose fully qualified name ends with the imported one (module and name at least); among
+        several copies (`InternVideo1/.../dataset` beside `InternVideo2/multi_modality/dataset`), the one whose
+        package path shares the most leading parts with the caller's module; None while that leaves a tie."""
+        if "." not in qualified:
+            return None
+        memo = self.__dict__.setdefault("_suffix_indexes", {})
+        suffixes = memo.get(id(index))
+        if suffixes is None:
+            suffixes = memo[id(index)] = {}
+            for key in index:
+                parts = key.split(".")
+                for n in range(1, len(parts) - 1):
+                    suffixes.setdefault(".".join(parts[n:]), []).append(key)
+        keys = suffixes.get(qualified)
+        if not keys:
+            return None
+        if len(keys) == 1:
+            return index[keys[0]]
+        mine = module.split(".")
+
+        def shared(key: str) -> int:
+            n = 0
+            for a, b in zip(key.split("."), mine):
+                if a != b:
+                    break
+                n += 1
+            return n
+        ranked = sorted(keys, key=shared, reverse=True)
+        return index[ranked[0]] if shared(ranked[0]) > shared(ranked[1]) else None
 
     def may_name_json(self, src: PythonSource) -> bool:
         """Can a config expression of `src` evaluate to a path ending in ".json"? Only if ".json" is written in
@@ -411,7 +443,14 @@ class ProjectView:
                 return src, callee
             if callee not in outline.imports:
                 nested = outline.nested_named(callee)
-                return (src, nested[0]) if len(nested) == 1 else None
+                if len(nested) == 1:
+                    return src, nested[0]
+                # `from utils import *`: a function of a star-imported module of the checked files
+                for module in _STAR_IMPORT.findall(src.text) if "import *" in src.text else ():
+                    hit = self.find_function_source(f"{module}.{callee}", near=src)
+                    if hit is not None and hit[1] == callee:
+                        return hit
+                return None
         return self.find_function_source(callee, near=src)
 
     # --- configs ---------------------------------------------------------------------------------
@@ -1041,6 +1080,9 @@ def _beside(config: JsonSource, src: PythonSource) -> bool:
     folder = posixpath.dirname(_norm(config.path))
     here = posixpath.dirname(_norm(src.path))
     return folder in ("", ".") or here == folder or here.startswith(folder.rstrip("/") + "/")
+
+
+_STAR_IMPORT = re.compile(r"^from\s+([\w.]+)\s+import\s+\*", re.M)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -748,10 +748,17 @@ def _target_names_of(target: cst.BaseExpression) -> list[str]:
     return [name] if name and (name.count(".") == 0 or name.startswith("self.") and name.count(".") == 1) else []
 
 
+# `nn.Module.to_empty(device=...)`: the same module (it returns self) with its parameters and buffers allocated on
+# the device, uninitialised -- the structure of the module `.to(device)` moves on the other ranks, before a load
+# or broadcast fills it (torch's meta-device initialisation)
+_MODULE_ALLOCATIONS = frozenset({"to_empty"})
+
+
 def _placement(value: cst.BaseExpression) -> bool:
-    """`x.to(device)`, `x.cuda()`, `x.cpu()`: a value moved to a device, its structure and contents kept."""
+    """`x.to(device)`, `x.cuda()`, `x.cpu()`: a value moved to a device, its structure and contents kept;
+    `module.to_empty(device=...)`: the same module, its storage allocated there."""
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
-        value.func.attr.value in _DEVICE_MOVES
+        (value.func.attr.value in _DEVICE_MOVES or value.func.attr.value in _MODULE_ALLOCATIONS)
 
 
 def _irrefutable(case: cst.MatchCase) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from dslint.program.facts import dotted_name
 from dslint.program.statements import iter_assigns, iter_returns
 
 if TYPE_CHECKING:
@@ -111,6 +112,24 @@ def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) 
 # `gather_for_metrics`, `reduce`, `pad_across_processes` are collectives whose result every process shares)
 _ACCELERATE_STATES = {"Accelerator", "PartialState", "AcceleratorState"}
 
+# The documented rank properties of typed library objects, keyed by the class (API meaning, not a guess from an
+# attribute's spelling): what `RankTaint._attribute` reads as a rank id when the receiver is typed so.
+#   accelerate `PartialState` / `AcceleratorState` / `Accelerator` (accelerate/state.py, accelerator.py)
+ACCELERATE_RANK_PROPERTIES = frozenset({"process_index", "local_process_index", "is_main_process",
+                                        "is_local_main_process", "is_last_process"})
+#   transformers `TrainingArguments` (training_args.py: `local_rank` is the field the launcher's `--local_rank`
+#   fills; `process_index`, `local_process_index`, `should_save`, `should_log` are properties of the process)
+TRAINING_ARGS_RANK_PROPERTIES = frozenset({"local_rank", "process_index", "local_process_index", "should_save",
+                                           "should_log"})
+#   a DeepSpeed engine (`DeepSpeedEngine.__init__` sets `self.global_rank = dist.get_rank()` and `local_rank`)
+ENGINE_RANK_PROPERTIES = frozenset({"global_rank", "local_rank"})
+_ENGINE_BUILDERS = ("deepspeed.initialize", "deepspeed.init_inference")
+# the HF classes of training arguments (a subclass among the checked files is typed through its bases)
+_TRAINING_ARGS = ("TrainingArguments",)
+_TRAINING_ARGS_MODULES = ("transformers.", "trl.", "optimum.")
+# `HfArgumentParser` methods returning one instance per dataclass it was built with, in that order
+_PARSE_METHODS = {"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict"}
+
 
 class AccelerateTyping:
     """Which expressions of one file are accelerate process-state objects, typed by use: built by accelerate's
@@ -131,8 +150,107 @@ class AccelerateTyping:
             return False        # prefilter: a file that never spells accelerate/Accelerator/accelerator
         return self._typed("state", e, cls, depth)
 
+    def is_training_args(self, e: cst.BaseExpression, cls: Optional[str] = None) -> bool:
+        """An HF `TrainingArguments` object (or of a subclass): built by its constructor, one of the dataclasses
+        an `HfArgumentParser` built with it parses, a parameter annotated so, or an HF Trainer's `.args`."""
+        if "rain" not in self.src.text and "rgument" not in self.src.text:
+            return False        # prefilter: neither Trainer nor TrainingArguments/HfArgumentParser is spelled
+        return self._typed("args", e, cls, 0)
+
+    def rank_property(self, e: cst.Attribute, cls: Optional[str] = None) -> Optional[str]:
+        """`e` (`receiver.attr`) read as a documented rank property of a typed library object: the class it is
+        of, or None."""
+        attr = e.attr.value
+        if attr in ACCELERATE_RANK_PROPERTIES and self.is_state(e.value, cls):
+            return "accelerate"
+        if attr in TRAINING_ARGS_RANK_PROPERTIES and self.is_training_args(e.value, cls):
+            return "TrainingArguments"
+        if attr in ENGINE_RANK_PROPERTIES and "deepspeed" in self.src.text and self._typed("engine", e.value, cls, 0):
+            return "the DeepSpeed engine"
+        if attr == "local_rank" and "deepspeed" in self.src.text and self._deepspeed_args(e.value):
+            return "the arguments handed to deepspeed.initialize(args=...)"
+        return None
+
+    def _deepspeed_args(self, e: cst.BaseExpression) -> bool:
+        """The object this file hands to `deepspeed.initialize(args=...)`: DeepSpeed's documented contract for it
+        is an argparse namespace holding `local_rank` (the launcher's `--local_rank`) and the config path."""
+        name = dotted_name(e)
+        if name is None:
+            return False
+        if "_ds_args" not in self.__dict__:
+            self.__dict__["_ds_args"] = {dotted_name(c.keyword("args").value) for c in self.src.facts.calls
+                                         if c.callee == "deepspeed.initialize" and c.keyword("args") is not None}
+        return name in self.__dict__["_ds_args"]
+
+    def _engine_unpacked(self, name: str) -> bool:
+        """`engine, optimizer, _, _ = deepspeed.initialize(...)`: the name unpacked first from the builder."""
+        for node in self._assigns:
+            v = node.value
+            if not (isinstance(v, cst.Call) and (self.src.facts.resolve_expr(v.func) or "") in _ENGINE_BUILDERS):
+                continue
+            for t in node.targets:
+                if isinstance(t.target, (cst.Tuple, cst.List)) and t.target.elements and \
+                        isinstance(t.target.elements[0].value, cst.Name) and t.target.elements[0].value.value == name:
+                    return True
+        return False
+
+    def _args_class(self, e: cst.BaseExpression, depth: int = 0) -> bool:
+        """Does this class expression name HF's TrainingArguments or a subclass (through checked bases)?"""
+        callee = self.src.facts.resolve_expr(e) or ""
+        last = callee.rsplit(".", 1)[-1]
+        if callee.startswith(_TRAINING_ARGS_MODULES) and last.endswith(_TRAINING_ARGS):
+            return True
+        found = self.project.class_for_callee(self.src, callee) if callee else None
+        if found is None or found[0].outline is None or depth > 4:
+            return False
+        info = found[0].outline.classes.get(found[1])
+        return info is not None and any(
+            b.startswith(_TRAINING_ARGS_MODULES) and b.rsplit(".", 1)[-1].endswith(_TRAINING_ARGS) or
+            accelerate_typing(self.analysis, found[0])._base_args(b, depth + 1) for b in info.bases)
+
+    def _base_args(self, base: str, depth: int) -> bool:
+        try:
+            return self._args_class(cst.parse_expression(base), depth)
+        except cst.ParserSyntaxError:
+            return False
+
+    def _parsed_args(self, name: str) -> bool:
+        """`a, b, training_args = parser.parse_args_into_dataclasses()` with `parser = HfArgumentParser((A, B,
+        TrainingArguments))`: the name unpacked at the position of a TrainingArguments class."""
+        for node in self._assigns:
+            v = node.value
+            if not (isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value in
+                    _PARSE_METHODS):
+                continue
+            for t in node.targets:
+                if not isinstance(t.target, (cst.Tuple, cst.List)):
+                    continue
+                at = next((i for i, el in enumerate(t.target.elements)
+                           if isinstance(el.value, cst.Name) and el.value.value == name), None)
+                if at is None:
+                    continue
+                classes = self._parser_classes(v.func.value)
+                if classes is not None and at < len(classes) and self._args_class(classes[at]):
+                    return True
+        return False
+
+    def _parser_classes(self, e: cst.BaseExpression) -> Optional[list]:
+        """The dataclasses an `HfArgumentParser(...)` expression (or a name bound to one) was built with."""
+        if isinstance(e, cst.Name):
+            values = [node.value for node in self._assigns for t in node.targets
+                      if isinstance(t.target, cst.Name) and t.target.value == e.value]
+            e = values[0] if len(values) == 1 else e
+        if not isinstance(e, cst.Call) or not e.args:
+            return None
+        if not (self.src.facts.resolve_expr(e.func) or "").endswith("HfArgumentParser"):
+            return None
+        first = e.args[0].value
+        if isinstance(first, (cst.Tuple, cst.List)):
+            return [el.value for el in first.elements]
+        return [first]
+
     def _typed(self, kind: str, e: cst.BaseExpression, cls: Optional[str], depth: int) -> bool:
-        if depth > 6:
+        if depth > 10:
             return False
         if isinstance(e, cst.Call):
             callee = self.src.facts.resolve_expr(e.func) or ""
@@ -144,19 +262,38 @@ class AccelerateTyping:
                 if found is not None:
                     return self.analysis.is_hf_trainer_class(*found)
                 return callee.startswith(("transformers.", "trl.")) and callee.endswith("Trainer")
+            if kind == "args" and self._args_class(e.func):
+                return True
+            if kind == "engine" and callee in _ENGINE_BUILDERS:
+                return callee.endswith("init_inference")
             hit = self.project.function_for_callee(self.src, callee) if callee else None
-            if hit is not None and hit[0] is self.src:
-                info = self.src.facts.functions.get(hit[1])
+            if hit is not None and hit[0].outline is not None:
+                # a checked function (of this file or another) whose every return is such an object
+                where = hit[0] if hit[0] is self.src else None
+                typing = self if where is not None else accelerate_typing(self.analysis, hit[0])
+                info = hit[0].facts.functions.get(hit[1])
                 returns = [r.value for r in iter_returns(info.node.body) if r.value is not None] if info else []
-                return bool(returns) and all(self._typed(kind, v, cls, depth + 1) for v in returns)
+                # a returned name that is not a parameter of the function is a local or global of it: its
+                # bindings say what it is, not the parameters other functions of the file give the same name
+                return bool(returns) and all(
+                    typing._name(kind, v.value, depth + 1, params=False)
+                    if isinstance(v, cst.Name) and v.value not in info.params and v.value != "self"
+                    else typing._typed(kind, v, info.class_name, depth + 1) for v in returns)
             return False
         if isinstance(e, cst.Name):
             if e.value == "self":
+                if kind == "state":
+                    # accelerate's own state classes, checked as a folder: `self` of its `Accelerator`
+                    return (self.src.module_name or "").startswith("accelerate.") and cls in _ACCELERATE_STATES
                 return kind == "trainer" and self.analysis.is_hf_trainer_class(self.src, cls)
             return self._name(kind, e.value, depth)
         if isinstance(e, cst.Attribute):
             if kind == "state" and e.attr.value == "accelerator" and self._typed("trainer", e.value, cls, depth + 1):
                 return True         # the Trainer's own `self.accelerator`
+            if kind == "state" and e.attr.value == "state" and self._typed("state", e.value, cls, depth + 1):
+                return True         # `accelerator.state`: its `AcceleratorState`
+            if kind == "args" and e.attr.value == "args" and self._typed("trainer", e.value, cls, depth + 1):
+                return True         # the Trainer's `self.args` / `trainer.args`: its TrainingArguments
             if isinstance(e.value, cst.Name) and e.value.value == "self":
                 key = (kind, "self." + e.attr.value)
                 if key not in self._memo:
@@ -172,16 +309,19 @@ class AccelerateTyping:
                 return self._memo[key]
         return False
 
-    def _name(self, kind: str, name: str, depth: int) -> bool:
-        key = (kind, name)
+    def _name(self, kind: str, name: str, depth: int, params: bool = True) -> bool:
+        key = (kind, name) if params else (kind, name, "bound")
         if key in self._memo:
             return self._memo[key]
         self._memo[key] = True          # assumed while its bindings are looked at (a cycle adds nothing)
         values = [node.value for node in self._assigns for t in node.targets
                   if isinstance(t.target, cst.Name) and t.target.value == name]
         values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+        if kind == "args" and self._parsed_args(name) or kind == "engine" and self._engine_unpacked(name):
+            self._memo[key] = True
+            return True
         ok = all(self._typed(kind, v, None, depth + 1) for v in values)
-        params = [info for info in self.src.facts.functions.values() if name in info.params]
+        params = [info for info in self.src.facts.functions.values() if name in info.params] if params else []
         for info in params:
             if not ok:
                 break
@@ -198,6 +338,8 @@ class AccelerateTyping:
         if node is not None and node.annotation is not None and kind == "state":
             ann = self.src.facts.resolve_expr(node.annotation.annotation) or ""
             return ann.rsplit(".", 1)[-1] in _ACCELERATE_STATES
+        if node is not None and node.annotation is not None and kind == "args":
+            return self._args_class(node.annotation.annotation)
         params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
         at = params.index(name) if name in params else None
         callers = 0

@@ -10,9 +10,10 @@ import libcst as cst
 
 from dslint.program.rank.flow import FlowWalk
 from dslint.program.rank.values import *  # noqa: F401,F403  (the expression level, re-exported)
-from dslint.program.rank.values import (Origin, RankTaint, _assignments, _enclosing, _unit, scope_classes, seeded_tops)
+from dslint.program.rank.values import (_TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
+                                        scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
-from dslint.sources.literals import literal_value
+from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
     from dslint.program.project import ProjectView
@@ -37,10 +38,26 @@ class ProjectTaint:
         self._in_progress: set[tuple[int, str]] = set()
         self._params: dict[tuple[int, str], Env] = {}
         self._scope_env: dict[tuple[int, str], tuple[Env, dict[int, Env]]] = {}
+        self._building = False              # while `rank_fields` is being built
+        self._missed: set[str] = set()      # attributes looked up meanwhile and not (yet) in the table
 
     @classmethod
     def of(cls, project: "ProjectView") -> "ProjectTaint":
-        return project.memo(cls, lambda: cls(project))
+        return project.memo(cls, lambda: cls._with_rank_fields(project))
+
+    @classmethod
+    def _with_rank_fields(cls, project: "ProjectView") -> "ProjectTaint":
+        """A new analysis whose table of rank fields (`rank_fields`) is complete before anything else is asked
+        of it: the table is built by the analysis itself (its lookups meanwhile see the table found so far);
+        when one of them missed a field the table later got, what it memoised may lack that field's rank, so a
+        fresh analysis takes the finished table and starts over."""
+        first = cls(project)
+        table = first.rank_fields()
+        if not first._missed & table.keys():
+            return first
+        fresh = cls(project)
+        fresh.__dict__["_rank_fields"] = table
+        return fresh
 
     def taint(self, src: "PythonSource") -> RankTaint:
         key = id(src)
@@ -114,6 +131,117 @@ class ProjectTaint:
                                 out.setdefault(f"{name}.{k}", o)
         memo[key] = out
         return out
+
+    # --- fields that hold a rank id, by provenance --------------------------------------------------------
+    def rank_fields(self) -> dict[str, list[tuple[Optional[tuple[int, str]], Origin]]]:
+        """Attributes that hold a rank id because something stores one there (never because of how they are
+        spelled): attribute name → (the class whose `self.` it was stored on, or None for another receiver; the
+        origin of the stored value). Found (a) at every assignment of the checked files whose target is an
+        attribute and whose value is a rank id (`self.local_rank = int(os.environ["LOCAL_RANK"])`, `args.rank =
+        dist.get_rank()`, `self.local_rank = local_rank` of a parameter its callers pass one), a dataclass field or
+        an argparse option whose default is one, a property returning one; (c) the option the DeepSpeed and torch
+        launchers pass every process (`--local_rank`, `--local-rank`: an argparse option of that name, or the
+        TrainingArguments field an `HfArgumentParser` turns into it). Built by this analysis before anything
+        else (its lookups meanwhile see the partial table; see `_with_rank_fields` for the memos computed meanwhile). Memoised."""
+        memo = self.__dict__.get("_rank_fields")
+        if memo is not None:
+            return memo
+        table: dict[str, list] = {}
+        self.__dict__["_rank_fields"] = table       # a re-entrant ask while it is built: the table so far
+        self.__dict__["_building"] = True
+        try:
+            _launcher_options(self.project, table)
+            self._collect_rank_fields(table)
+        finally:
+            self.__dict__["_building"] = False
+        return table
+
+    def _collect_rank_fields(self, table: dict[str, list]) -> None:
+        for src in self.project.mentioning(*_FIELD_SOURCE_WORDS):
+            if src.outline is None or not _TAINT_WORDS.search(src.text):
+                continue
+            seeded = seeded_tops(src)
+            taint = self.taint(src)
+            module = self.module_env(src)
+            for key, origin in module.items():
+                if "." in key and origin.kind == "rank" and not key.startswith("self."):
+                    _add_field(table, key.rsplit(".", 1)[-1], None, origin)
+            for info in src.facts.functions.values():
+                if seeded is not None and info.qualname.split(".", 1)[0] not in seeded:
+                    continue
+                # stores whose value spells a rank source's word, or hands on a parameter as it came
+                targets = [(t.target, node.value) for node in _assignments(info.node.body) for t in node.targets
+                           if isinstance(t.target, cst.Attribute) and literal_value(node.value) is UNKNOWN
+                           and (isinstance(node.value, cst.Name) and node.value.value in info.params
+                                or _TAINT_WORDS.search(code_of(node.value, 10 ** 6)))]
+                if _is_property(info) and info.class_name:
+                    hit = self.returns(src, info)
+                    if hit is not None and hit.kind == "rank":
+                        _add_field(table, info.name, (id(src), info.class_name), hit)
+                if not targets:
+                    continue
+                ever = self.scope_env(src, info.qualname)
+                for target, value in targets:
+                    name = dotted_name(target)
+                    origin = ever.get(name) if name else None
+                    if origin is None or origin.kind != "rank":
+                        continue
+                    owner = (id(src), info.class_name) if name.startswith("self.") and name.count(".") == 1 \
+                        and info.class_name else None
+                    _add_field(table, target.attr.value, owner, origin)
+            for cls in src.facts.classes.values():
+                self._class_defaults(src, taint, module, cls, table)
+            if "add_argument" in src.text:
+                for call in src.facts.calls:
+                    if call.attr != "add_argument":
+                        continue
+                    default = call.keyword("default")
+                    dest = _option_dest(call.node)
+                    if default is None or dest is None:
+                        continue
+                    caller = src.facts.functions.get(call.scope)
+                    env = self.scope_env(src, call.scope) if caller is not None else module
+                    hit = taint.eval(default.value, env, caller.class_name if caller else None)
+                    if hit is not None and hit.kind == "rank":
+                        _add_field(table, dest, None, hit)
+
+    def _class_defaults(self, src, taint, module, cls, table) -> None:
+        """Class-level fields (a dataclass's) whose default is a rank id: `local_rank: int =
+        field(default=int(os.environ.get("LOCAL_RANK", -1)))`."""
+        body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else ()
+        for stmt in body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+                    value = small.value
+                    if isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == "field":
+                        value = next((a.value for a in value.args if a.keyword is not None
+                                      and a.keyword.value == "default"), None)
+                    hit = taint.eval(value, module, None) if value is not None else None
+                    if hit is not None and hit.kind == "rank":
+                        _add_field(table, small.target.value, None, hit)
+
+    def rank_field(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[Origin]:
+        """`receiver.attr` where `attr` holds a rank id by provenance (`rank_fields`): on `self` of a class, only
+        what that class family (or code outside any class) stores there."""
+        entries = self.rank_fields().get(e.attr.value)
+        if not entries:
+            if self._building:
+                self._missed.add(e.attr.value)
+            return None
+        if dotted_name(e.value) == "self" and cls is not None and src.outline is not None:
+            family = {(id(w), o) for w, o in self._class_family(src, cls)}
+            entries = [x for x in entries if x[0] is None or x[0] in family]
+            if not entries:
+                if self._building:
+                    self._missed.add(e.attr.value)
+                return None
+        origin = entries[0][1]
+        where = f"{origin.source.path}:{origin.source.span(origin.node).line}"
+        return Origin(origin.kind, e, src, axes=origin.axes,
+                      via=origin.via if origin.via and origin.via.startswith("the launcher") else
+                      f"set from `{origin.text(40)}` at {where}")
 
     def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
         """How a checked class keeps its constructor's arguments: parameter → the fields it is stored in unchanged
@@ -406,9 +534,12 @@ class ProjectTaint:
                                 put = replace(put, kind="item", batch=True)
                             origin = join(origin, put)
                         if origin is not None:
-                            # which keys the helper wrote is not followed (`into[prefix + k] = v`): the caller's
-                            # container varies as a whole, whatever literal keys the values came with
-                            written[param] = replace(origin, keys=None)
+                            # a mapping the helper only stores into at literal keys (`info["loss"] = model(batch)`)
+                            # varies at those keys, as the walk kept them (`Origin.keys`); which keys other stores
+                            # write is not followed (`into[prefix + k] = v`, `into.update(...)`): the caller's
+                            # container then varies as a whole
+                            written[param] = origin if origin.keys is not None and not values else \
+                                replace(origin, keys=None)
                     self.__dict__.setdefault("_written_for", {})[key] = written
             finally:
                 self._in_progress.discard(key)
@@ -787,3 +918,54 @@ def _read_installed(module: str) -> Optional["PythonSource"]:
                 continue
             return PythonSource(str(path), text, module_name=module)
     return None
+
+
+# words a file must spell to store a rank id in an attribute (a prefilter of `ProjectTaint.rank_fields`)
+_FIELD_SOURCE_WORDS = ("rank", "RANK", "process_index", "main_process", "PROCID", "LOCALID", "spawn",
+                       "start_processes", "get_ordinal")
+# the option every process gets from the DeepSpeed launcher (`deepspeed/launcher/launch.py`) and from
+# `torch.distributed.launch` (`--local-rank`, formerly `--local_rank`): a launcher contract
+_LAUNCHER_OPTIONS = ("--local_rank", "--local-rank")
+
+
+def _add_field(table: dict, attr: str, owner, origin: Origin) -> None:
+    entries = table.setdefault(attr, [])
+    if not any(o == owner for o, _ in entries):
+        entries.append((owner, origin))
+
+
+def _is_property(info: FunctionInfo) -> bool:
+    return any((dotted_name(d.decorator) or "").rsplit(".", 1)[-1] in ("property", "cached_property")
+               for d in info.node.decorators)
+
+
+def _option_dest(call: cst.Call) -> Optional[str]:
+    """The attribute an argparse `add_argument(...)` call fills: `dest=`, else its first long option."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "dest":
+            dest = literal_value(a.value)
+            return dest if isinstance(dest, str) else None
+    opts = [literal_value(a.value) for a in call.args if a.keyword is None]
+    long = next((o for o in opts if isinstance(o, str) and o.startswith("--")), None)
+    return long[2:].replace("-", "_") if long else None
+
+
+def _launcher_options(project: "ProjectView", table: dict) -> None:
+    """(c) of `ProjectTaint.rank_fields`: `parser.add_argument("--local_rank", ...)` anywhere in the checked
+    files, or an `HfArgumentParser` (which turns TrainingArguments' `local_rank` field into that option): the
+    launcher passes each process its local rank there."""
+    for src in project.mentioning(*_LAUNCHER_OPTIONS, "HfArgumentParser"):
+        if src.outline is None:
+            continue
+        for call in src.facts.calls:
+            if call.attr == "add_argument" and any(literal_value(a.value) in _LAUNCHER_OPTIONS
+                                                   for a in call.node.args if a.keyword is None):
+                what = "the launcher's `--local_rank` option"
+            elif (call.callee or "").endswith("HfArgumentParser") and \
+                    (call.callee or "").startswith("transformers"):
+                what = "the launcher's `--local_rank` option (TrainingArguments' field)"
+            else:
+                continue
+            _add_field(table, "local_rank", None, Origin("rank", call.node, src,
+                                                          via=f"{what}, {src.path}:{src.span(call.node).line}"))
+            return

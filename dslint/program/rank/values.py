@@ -41,12 +41,11 @@ if TYPE_CHECKING:
 
 RANK_ENV_KEYS = {"RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                  "SLURM_PROCID", "SLURM_LOCALID", "PMI_RANK", "MV2_COMM_WORLD_RANK", "CROSS_RANK"}
-# attributes that hold a rank id or a "this is rank 0" flag (argparse, engine, accelerate, HF TrainingArguments)
-RANK_ATTRS = {"local_rank", "global_rank", "node_rank", "world_rank", "process_index", "local_process_index",
-              "is_main_process", "is_local_main_process", "is_last_process", "should_save", "should_log",
-              "dp_rank", "data_parallel_rank", "global_rank_id", "local_rank_id"}
-# `.rank` is a rank id on args/engine/self/state objects, but a matrix rank on LoRA/PEFT configs
-_NOT_PROCESS_RANK = ("lora", "peft", "config", "cfg", "adapter", "svd", "lowrank", "low_rank")
+# how attributes holding a rank id are often spelled: words of the prefilter (`_TAINT_WORDS`) only -- whether an
+# attribute holds one is decided by provenance (`RankTaint._attribute`, `ProjectTaint.rank_fields`)
+RANK_ATTR_WORDS = {"local_rank", "global_rank", "node_rank", "world_rank", "process_index", "local_process_index",
+                   "is_main_process", "is_local_main_process", "is_last_process", "should_save", "should_log",
+                   "dp_rank", "data_parallel_rank", "global_rank_id", "local_rank_id"}
 # functions/methods whose result is a rank id or a rank-0 test
 # (not get_global_rank(group, i): it maps a group rank to a global one, the same answer everywhere)
 RANK_CALLS = {"get_rank", "get_local_rank", "get_node_rank", "get_data_parallel_rank",
@@ -125,7 +124,7 @@ TRAINER_BATCH_HOOKS = {"training_step": "inputs", "compute_loss": "inputs", "pre
 # every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
 # generation, accelerate's split): a file without any of them holds no rank source of its own
 _TAINT_WORDS = re.compile(alternation(
-    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTRS, *RANK_CALLS, *RANK_ENV_KEYS, *TRAINER_BATCH_HOOKS}))
+    {*_RANKISH_NAMES, "split_between_processes", *RANK_ATTR_WORDS, *RANK_CALLS, *RANK_ENV_KEYS, *TRAINER_BATCH_HOOKS}))
 
 
 def _unit(src: "PythonSource", qual: str) -> tuple[int, str]:
@@ -366,6 +365,8 @@ class ProjectLevel(Protocol):
     def plain_field_of(self, src: "PythonSource", receiver: cst.BaseExpression, attr: str, cls: Optional[str]
                        ) -> tuple[bool, Optional["Origin"]]: ...
 
+    def rank_field(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional["Origin"]: ...
+
     def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]: ...
 
     def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True,
@@ -526,19 +527,19 @@ class RankTaint:
             return _typed(self.eval(e.value, env, cls))
         if attr in SIZE_ATTRS:
             return _sized(self.eval(e.value, env, cls))
-        if attr in RANK_AXES and not attr.startswith(("get_", "is_")):
-            return Origin("rank", e, self.src, axes=RANK_AXES[attr])
-        if attr in RANK_ATTRS or attr == "rank":
+        # a rank id by provenance, never by the attribute's spelling: a documented rank property of a library
+        # object whose type is known (accelerate's `accelerator.is_main_process`, TrainingArguments'
+        # `local_rank`), or a field something stores a rank id in (`ProjectTaint.rank_fields`: an assignment
+        # from a rank source, the launchers' `--local_rank` option). `cfg.local_rank` of an object nothing stores
+        # a rank in is whatever `cfg` is.
+        library = accelerate_typing(self.analysis, self.src).rank_property(e, cls)
+        held = Origin("rank", e, self.src, via=f"a rank property of {library}") if library is not None else \
+            self.analysis.rank_field(self.src, e, cls)
+        if held is not None:
             declared, field = self.analysis.plain_field_of(self.src, e.value, attr, cls)
-            if declared:
-                # `self.control.should_save` of a `TrainerControl()`: a field its class declares and the code
-                # sets (varying only if the class's methods set it from a rank value), not the rank flag of HF
-                # TrainingArguments that the name also spells
-                return field
-        if attr in RANK_ATTRS:
-            return Origin("rank", e, self.src)
-        if attr == "rank" and not any(w in (name or "").lower() for w in _NOT_PROCESS_RANK):
-            return Origin("rank", e, self.src)
+            # `self.control.should_save` of a `TrainerControl()`: a field its class declares and the code sets
+            # (varying only if the class's methods set it from a rank value)
+            return field if declared else held
         return self.eval(e.value, env, cls)
 
     def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
@@ -896,10 +897,12 @@ class RankTaint:
                 if name not in env:
                     # the container as a whole: its keys (`"k" in data`), None-ness and truth are uniform, like a
                     # collated batch's (`Origin.batch`)
+                    # (stored at a key that is no literal: which keys vary is not known, `keys=None`)
                     env[name] = replace(origin, kind="item" if origin.kind in TRIP_COUNT_KINDS else origin.kind,
-                                        batch=True)
+                                        batch=True, keys=None)
                 return
-            self.bind(target.value, None, origin, env, cls)
+            # stored at a varying key: the container varies as a whole (whatever keys the value itself came with)
+            self.bind(target.value, None, replace(origin, keys=None) if origin.keys is not None else origin, env, cls)
             return
         name = dotted_name(target)
         if name is None:
