@@ -28,7 +28,7 @@ import libcst as cst
 from dslint.program.rank.flow import iter_assigns, iter_calls
 from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
 from dslint.program import switches
-from dslint.program.statements import iter_returns, settled_flags
+from dslint.program.statements import iter_returns, once_initialized_calls, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.taint import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -736,9 +736,15 @@ class CollectiveSites:
             return None
         self._busy.add(key)
         best: Optional[Site] = None
+        # a value made once per process and kept (`if _WORLD_GROUP is None: _WORLD_GROUP = dist.new_group(...)`):
+        # its collective runs at the first call only, where the program sets itself up; a later call under a
+        # rank test skips it on every rank (a first call under a rank test is a limit: not seen)
+        once = once_initialized_calls(info.node) if isinstance(info.node, cst.FunctionDef) else set()
         try:
             for call in info.calls:
                 if assumed and any((flag, not truth) in assumed for flag, truth in self.settled(src, call.node)):
+                    continue
+                if id(call.node) in once:
                     continue
                 site = self.classify(src, call.node, info.class_name, assumed)
                 if site is not None and (best is None or site.certain and not best.certain or
