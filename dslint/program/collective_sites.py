@@ -28,7 +28,7 @@ import libcst as cst
 from dslint.program.rank.flow import iter_assigns, iter_calls
 from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
 from dslint.program import switches
-from dslint.program.statements import iter_returns, settled_flags
+from dslint.program.statements import iter_returns, once_initialized_calls, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.taint import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -110,6 +110,9 @@ class Site:
     # layer of the unit is seen to make collective)
     evidence: list[Fact] = field(default_factory=list)
     proven: bool = True
+    # a function of the checked files handed to a call outside them (`study.optimize(objective, n_trials=n)`):
+    # that call runs it, zero or more times (`SequenceBuilder.call`: a loop of its tree)
+    callback: bool = False
 
     @property
     def label(self) -> str:
@@ -563,7 +566,9 @@ class CollectiveSites:
         if last in ("generate", "forward") and owner is not None and self._is_model(owner):
             return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
         target = self.taint.call_source(src, callee, cls)
-        if target is None or not self.able((id(target[0]), target[1])):
+        if target is None:
+            return self._callback_site(src, call, cls)
+        if not self.able((id(target[0]), target[1])):
             return None             # decided on the outlines: the callee's file is not parsed for it
         hit = self.taint.function_info(target)
         if hit is not None:
@@ -576,6 +581,41 @@ class CollectiveSites:
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
                             handoff=inner.handoff, forward=inner.forward, function=hit,
                             evidence=inner.evidence, proven=inner.proven)
+        return None
+
+    def _callback_site(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> Optional[Site]:
+        """A call outside the checked files handed a function of them by name (`study.optimize(objective, ...)`,
+        `executor.submit(step)`): the outside code runs it, so the call reaches what the function reaches --
+        zero or more times, as a loop does. (Not followed on the outlines: a function whose only collective is a
+        callback's is not among `site_units`.)"""
+        for arg in call.args:
+            if not isinstance(arg.value, cst.Name) or arg.star:
+                continue
+            target = self._local_function(src, call, arg.value.value) or \
+                self.taint.call_source(src, src.facts.resolve_expr(arg.value), cls)
+            if target is None or not self.able((id(target[0]), target[1])):
+                continue
+            hit = self.taint.function_info(target)
+            if hit is None:
+                continue
+            inner = self.reaches(*hit)
+            if inner is not None:
+                hop = Hop(f"{code_of(call.func, 40)}(...) runs {hit[1].name}() → {inner.label}", inner.call,
+                          inner.source)
+                return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
+                            handoff=inner.handoff, forward=inner.forward, function=hit,
+                            evidence=inner.evidence, proven=inner.proven, callback=True)
+        return None
+
+    def _local_function(self, src: "PythonSource", call: cst.Call, name: str) -> Optional[tuple["PythonSource", str]]:
+        """A function nested in the call's scope or an enclosing one, by that name (the file may nest others of
+        the same name elsewhere: each `run_hp_search_*` its own `_objective`)."""
+        functions = src.outline.functions if src.outline is not None else {}
+        scope = self._scope_of(src, call)
+        while scope and scope != MODULE_SCOPE:
+            if f"{scope}.{name}" in functions:
+                return src, f"{scope}.{name}"
+            scope = scope.rpartition(".")[0]
         return None
 
     def _defined_callable(self, src: "PythonSource", func: cst.BaseExpression, callee: Optional[str],
@@ -736,9 +776,15 @@ class CollectiveSites:
             return None
         self._busy.add(key)
         best: Optional[Site] = None
+        # a value made once per process and kept (`if _WORLD_GROUP is None: _WORLD_GROUP = dist.new_group(...)`):
+        # its collective runs at the first call only, where the program sets itself up; a later call under a
+        # rank test skips it on every rank (a first call under a rank test is a limit: not seen)
+        once = once_initialized_calls(info.node) if isinstance(info.node, cst.FunctionDef) else set()
         try:
             for call in info.calls:
                 if assumed and any((flag, not truth) in assumed for flag, truth in self.settled(src, call.node)):
+                    continue
+                if id(call.node) in once:
                     continue
                 site = self.classify(src, call.node, info.class_name, assumed)
                 if site is not None and (best is None or site.certain and not best.certain or

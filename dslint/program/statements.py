@@ -181,3 +181,69 @@ def iter_returns(body: cst.CSTNode):
         kids = list(children(node))
         kids.reverse()
         stack.extend(kids)
+
+
+def _unset_test(test: cst.BaseExpression):
+    """The holder a test asks "not made yet?" of (`_WORLD_GROUP is None`, `not self._group`), as code."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+        return _holder(test)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+            isinstance(test.comparisons[0].operator, (cst.Is, cst.Equal)) and \
+            isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+        return _holder(test.left)
+    return None
+
+
+def _holder(expr: cst.BaseExpression):
+    """A module global or a `self.` attribute (what lives longer than one call), as code."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    parts = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if isinstance(expr, cst.Name) and expr.value == "self" and parts:
+        return "self." + ".".join(reversed(parts))
+    return None
+
+
+def once_initialized_calls(func: cst.FunctionDef) -> set[int]:
+    """Calls (by node id) that make a value kept for every later call, once per process: the value of an
+    assignment to a module global the function declares `global` or to a `self.` attribute, in the body of an
+    `if` that asks whether that same holder is still unset (`if _WORLD_GROUP is None: _WORLD_GROUP =
+    dist.new_group(...)`). Later calls find it set and skip them."""
+    declared = {n.value for stmt in iter_global_stmts(func) for n in (x.name for x in stmt.names)
+                if isinstance(n, cst.Name)}
+    out: set[int] = set()
+    stack = list(sub_statements(func.body))
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.If):
+            holder = _unset_test(stmt.test)
+            if holder is not None and (holder.startswith("self.") or holder in declared):
+                for line in sub_statements(stmt.body):
+                    for small in getattr(line, "body", ()) if isinstance(line, cst.SimpleStatementLine) else ():
+                        if isinstance(small, (cst.Assign, cst.AnnAssign)):
+                            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) \
+                                else [small.target]
+                            if small.value is not None and any(_holder(t) == holder for t in targets):
+                                out.update(id(c) for c in iter_calls(small.value))
+        if not isinstance(stmt, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
+            stack.extend(sub_statements(stmt))
+    return out
+
+
+def iter_global_stmts(func: cst.FunctionDef):
+    """The `global` statements of a function body (not those of nested scopes)."""
+    stack = list(sub_statements(func.body))
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from (s for s in stmt.body if isinstance(s, cst.Global))
+        elif not isinstance(stmt, cst.BaseSmallStatement):
+            stack.extend(sub_statements(stmt))

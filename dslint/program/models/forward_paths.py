@@ -61,15 +61,28 @@ class Condition:
 
 
 class _Names(cst.CSTVisitor):
-    def __init__(self, interesting: frozenset) -> None:
+    def __init__(self, interesting: frozenset, holders: frozenset = frozenset()) -> None:
         self.interesting = interesting
+        self.holders = holders
         self.attrs: set[str] = set()
         self.names: set[str] = set()
         self.calls: list[cst.Call] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value in self.interesting:
+        if node.attr.value in self.interesting and not self._through_other_value(node.value):
             self.attrs.add(node.attr.value)
+
+    def _through_other_value(self, receiver: cst.BaseExpression) -> bool:
+        """Is `receiver` a chain from `self` whose first step is an attribute that no class of the root holds as
+        a module or a parameter (`self.config.decoder` reads a configuration's field, not the sub-module
+        `decoder`)? Only the first step is judged: past a held module (`self.target.lm.output_layer`) the chain
+        walks that module's own sub-modules, which the root's classes do not list."""
+        first = None
+        while isinstance(receiver, cst.Attribute):
+            first = receiver.attr.value
+            receiver = receiver.value
+        return first is not None and isinstance(receiver, cst.Name) and receiver.value == "self" and \
+            first not in self.holders and first not in self.interesting
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
@@ -106,10 +119,13 @@ class ForwardPaths:
         self._optional: list[set[str]] = []     # per method walked: inputs a batch may lack or bring empty
         self._following: list = []              # the statements after the one being walked, in its block
         self._caller_keys: dict[str, str] = {}  # root input -> the batch field every caller passes in it
+        # the modules and parameters the root's classes hold: a chain from `self` through anything else reads
+        # another object's field, whatever it is called (`_Names._through_other_value`)
+        self._holders = frozenset(n for c in cls.mro() for n in c.attrs)
 
     # --- expressions ------------------------------------------------------------------------------
     def _scan(self, node: cst.CSTNode) -> _Names:
-        names = _Names(self.interesting)
+        names = _Names(self.interesting, self._holders)
         cst_visit(node, names)
         return names
 

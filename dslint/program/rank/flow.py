@@ -16,7 +16,8 @@ import libcst as cst
 
 from dslint.program.rank import domains
 from dslint.program.rank.libtypes import accelerate_typing
-from dslint.program.rank.values import _DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join
+from dslint.program.rank.values import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
+                                       world_size_group)
 from dslint.program.facts import dotted_name
 from dslint.sources.literals import literal_value
 from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
@@ -64,6 +65,9 @@ class FlowWalk:
         # names whose value here came out of a collective (all-reduced, sent by the source rank, unpacked from a
         # received buffer): the same on every rank even when each branch of a rank test binds them (`_join_after`)
         self._fresh: set[str] = set()
+        # names bound to the size of a process group (`tp_world_size = dist.get_world_size(tp_group)`): name → the
+        # group as code ("" for the world), for the tests that say the group holds one rank (`_single_rank`)
+        self._sizes: dict[str, str] = {}
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -113,6 +117,11 @@ class FlowWalk:
     def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin]) -> None:
         self.taint.bind(target, value, origin, self.env, self.cls)
         names = _target_names_of(target)
+        for name in names:
+            self._sizes.pop(name, None)
+        group = world_size_group(value)
+        if isinstance(target, cst.Name) and group is not None:
+            self._sizes[target.value] = group
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
         else:
@@ -374,7 +383,7 @@ class FlowWalk:
                     else:
                         words = f"{_none_of(tests[:-1])} and `{tests[-1]}` holds"
                     body_guards = inner[:at] + (replace(top, condition=words),) + inner[at + 1:]
-                self.env = dict(saved)
+                self.env = self._single_rank(dict(saved), link.test, True)
                 self._fresh = set(saved_fresh)
                 negated = self.negated
                 self.negated = negated | false_before | _negated_members(self, link.test)
@@ -395,7 +404,7 @@ class FlowWalk:
             if chain and chain[-1][1].kind == "cond" and final:
                 at, top = chain[-1]
                 else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
-            self.env = dict(saved)
+            self.env = self._single_rank(dict(saved), links[0].test, False) if len(links) == 1 else dict(saved)
             self._fresh = set(saved_fresh)
             negated = self.negated
             self.negated = negated | false_before
@@ -487,6 +496,41 @@ class FlowWalk:
             return typing.is_state(base, self.cls) or isinstance(base, cst.Attribute) and \
                 base.attr.value == "state" and typing.is_state(base.value, self.cls)
         return False
+
+    def _single_rank(self, env: Env, test: cst.BaseExpression, holds: bool) -> Env:
+        """The environment of a branch where `test` (`holds`: its true side, else its false side) says a process
+        group holds one rank (`if tp_world_size == 1:`, the `else` of `if dist.get_world_size(g) > 1:`): there
+        the rank within that group is 0, on every rank, so the values computed from it are uniform (a shard's
+        bounds `tp_rank * n` are `0 * n`). Only the group's own rank ids are cleared, not other ranks'."""
+        group = self._one_rank_group(test, holds)
+        if group is None:
+            return env
+        return {k: o for k, o in env.items() if not (o.kind == "rank" and o.group == group)}
+
+    def _one_rank_group(self, test: cst.BaseExpression, holds: bool) -> Optional[str]:
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._one_rank_group(test.expression, not holds)
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return None
+        left, (comp,) = test.left, test.comparisons
+        right, op = comp.comparator, comp.operator
+        size = self._size_group(left)
+        bound = literal_value(right)
+        if size is None:        # `1 == world_size`, `1 < world_size`: the mirrored comparison
+            size, bound = self._size_group(right), literal_value(left)
+            op = {cst.LessThan: cst.GreaterThan(), cst.GreaterThan: cst.LessThan(),
+                  cst.LessThanEqual: cst.GreaterThanEqual(), cst.GreaterThanEqual: cst.LessThanEqual()
+                  }.get(type(op), op)
+        if size is None or type(bound) is not int:
+            return None
+        one = {cst.Equal: bound == 1, cst.LessThanEqual: bound == 1, cst.LessThan: bound == 2} if holds else \
+            {cst.NotEqual: bound == 1, cst.GreaterThan: bound == 1, cst.GreaterThanEqual: bound == 2}
+        return size if one.get(type(op), False) else None
+
+    def _size_group(self, e: cst.BaseExpression) -> Optional[str]:
+        if isinstance(e, cst.Name):
+            return self._sizes.get(e.value)
+        return world_size_group(e)
 
     def _sent_from_source(self, call: cst.Call) -> None:
         """`broadcast_object_list([text, stop])` in the branch of the source rank (`if get_rank() == 0:`, the

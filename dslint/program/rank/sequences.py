@@ -737,6 +737,8 @@ class SequenceBuilder:
                 raise _Unknown()
             tree = _strip_yields(tree)      # calling a generator runs none of it here
             self._grow(len(tree))
+            if site.callback:               # run by the outside call, zero or more times
+                return (("loop", "", _attach(tree, call)),) if tree else ()
             return _attach(tree, call)
         self._grow()
         return (Token(*self.analysis.token(site), call),)

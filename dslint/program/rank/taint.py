@@ -421,7 +421,7 @@ class ProjectTaint:
         origin = self.returns(*hit)
         if origin is None:
             return None
-        return replace(origin, via=f"{hit[1].name}()", via_call=None)
+        return replace(origin, via=f"{hit[1].name}()", via_call=None, group=_group_out(origin))
 
     def returns(self, src: "PythonSource", info: FunctionInfo) -> Optional[Origin]:
         """Does the function return a rank-varying value whatever its arguments (`def is_main(): …`)?"""
@@ -481,7 +481,7 @@ class ProjectTaint:
                                                                       else None)
             if name is None or name not in info.params:
                 return origin
-            bound.setdefault(name, origin)
+            bound.setdefault(name, _group_renamed(origin, call, params))
         return bound
 
     def _args_key(self, call: cst.Call, target: tuple["PythonSource", FunctionInfo],
@@ -490,7 +490,8 @@ class ProjectTaint:
         if not isinstance(bound, dict) or not bound:
             return None
         return (id(target[0]), target[1].qualname,
-                tuple(sorted(((n, o.kind, o.axes, o.member) for n, o in bound.items()), key=lambda t: t[0])))
+                tuple(sorted(((n, o.kind, o.axes, o.member, o.group) for n, o in bound.items()),
+                             key=lambda t: t[0])))
 
 
     def returns_for_args(self, call: cst.Call, target: tuple["PythonSource", FunctionInfo],
@@ -546,7 +547,7 @@ class ProjectTaint:
             memo[key] = hit
         if hit is None:
             return None
-        return replace(hit, via=f"{info.name}()", via_call=None)
+        return replace(hit, via=f"{info.name}()", via_call=None, group=_group_out(hit))
 
     # --- which helpers can return a rank-varying value: decided on the outlines, before any parse ----------
     def written_args(self, src: "PythonSource", call: cst.Call, env: Env, cls: Optional[str]
@@ -849,6 +850,24 @@ class _CallSiteWalk(FlowWalk):
 # methods that put a value into the container they are called on (those of `_ONE_ITEM` one element per call)
 _FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault", "appendleft"})
 _ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
+
+
+def _group_renamed(origin: Origin, call: cst.Call, params: list[str]) -> Origin:
+    """A group's rank handed to a helper: its group as the helper names it (the parameter that receives the same
+    group expression), or out of reach (None); the world stays the world."""
+    if not origin.group:
+        return origin
+    for i, arg in enumerate(call.args):
+        if not arg.star and dotted_name(arg.value) == origin.group:
+            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+            return replace(origin, group=name)
+    return replace(origin, group=None)
+
+
+def _group_out(origin: Origin) -> Optional[str]:
+    """A group's rank returned to a caller: the callee's name of the group means nothing there (the world still
+    does)."""
+    return "" if origin.group == "" else None
 
 
 def _filled_params(info: FunctionInfo) -> dict[str, list]:

@@ -211,6 +211,11 @@ class Origin:
     # seq_k[:, lo:hi]` with per-rank bounds): whether it is None is the test's, the same on every rank; kept only
     # by a name bound to that expression or copied from such a name (`bind`)
     present: bool = False
+    # a rank within a process group (`dist.get_rank(tp_group)`): the group as the scope holding the value names
+    # it ("" for the world: `dist.get_rank()`), renamed to the parameter it is handed to across a call, None once
+    # out of reach; where that group holds one rank (`if dist.get_world_size(tp_group) == 1:`) the rank is 0 on
+    # every rank (`FlowWalk._single_rank`)
+    group: Optional[str] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -248,6 +253,29 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
         return b
     member = a.member | b.member if either and a.member and b.member else None
     return replace(a, axes=a.axes | b.axes, member=member)
+
+
+def group_argument(call: cst.Call) -> Optional[str]:
+    """The process group a `get_rank(...)`/`get_world_size(...)` call asks about, as code: "" for the world (no
+    argument, `None`), None when it is not a plain name or attribute (`groups["tp"]`, a call)."""
+    arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "group"), None)
+    if arg is None or isinstance(arg, cst.Name) and arg.value == "None":
+        return ""
+    return dotted_name(arg)
+
+
+def world_size_group(e: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The group whose size this expression is: `dist.get_world_size(g)`, `dist.get_world_size(g) if g is not None
+    else 1` (a missing group: one process); None otherwise."""
+    if isinstance(e, cst.IfExp):
+        for this, other in ((e.body, e.orelse), (e.orelse, e.body)):
+            if literal_value(other) == 1:
+                return world_size_group(this)
+        return None
+    if isinstance(e, cst.Call) and isinstance(e.func, (cst.Name, cst.Attribute)) and \
+            _last(None, e.func) == "get_world_size":
+        return group_argument(e)
+    return None
 
 
 def partial(origin: Optional[Origin]) -> bool:
@@ -626,7 +654,8 @@ class RankTaint:
         last = _last(callee, e.func)
         if last in RANK_CALLS:
             return Origin("rank", e, self.src, axes=RANK_AXES.get(last),
-                          member=frozenset({last}) if last in _MEMBER_CALLS else None)
+                          member=frozenset({last}) if last in _MEMBER_CALLS else None,
+                          group=group_argument(e) if last == "get_rank" else None)
         if last in ("getenv", "get") and e.args and (last == "getenv" or (callee or "").endswith("environ.get")):
             if literal_value(e.args[0].value) in RANK_ENV_KEYS:
                 return Origin("rank", e, self.src)
