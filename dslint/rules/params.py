@@ -17,6 +17,7 @@ from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program
                                   divergent)
 from dslint.sources.cstwalk import visit as cst_visit
 from dslint.findings import Fix, Severity
+from dslint.rules.params_patched import patched_forward_diagnostics
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
 PARAM_TRIGGERS = ("Module", "Parameter", "PreTrained", "ForCausalLM", "requires_grad", "named_parameters",
@@ -606,6 +607,8 @@ class ConditionallyUsedParam(Rule):
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
                 fix=_freeze_or_touch_fix(ctx, attr, cond))
+        # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
+        yield from patched_forward_diagnostics(ctx, severity, stage_text, _trained_across_ranks(ctx.program))
 
 
 def _freeze_or_touch_fix(ctx: RuleContext, attr, cond) -> Optional[Fix]:
