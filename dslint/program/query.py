@@ -404,6 +404,11 @@ class Program:
         from dslint.program.models.patched_forwards import uneven_uses
         return self.memo(("uneven-submodule-uses", id(src)), lambda: uneven_uses(self.view, src))
 
+    def constant_losses(self, src: "PythonSource") -> list:
+        """Losses that are a constant on a data-dependent path (`dslint.program.models.constant_losses`)."""
+        from dslint.program.models.constant_losses import constant_losses
+        return constant_losses(self.view, src)
+
     def attribute_read_count(self, name: str) -> int:
         from dslint.program.models.modules import attribute_read_count
         return attribute_read_count(self.view, name)

@@ -17,7 +17,7 @@ from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program
                                   divergent)
 from dslint.sources.cstwalk import visit as cst_visit
 from dslint.findings import Fix, Severity
-from dslint.rules.params_patched import patched_forward_diagnostics
+from dslint.rules.params_patched import constant_loss_diagnostics, patched_forward_diagnostics
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
 PARAM_TRIGGERS = ("Module", "Parameter", "PreTrained", "ForCausalLM", "requires_grad", "named_parameters",
@@ -608,7 +608,9 @@ class ConditionallyUsedParam(Rule):
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
                 fix=_freeze_or_touch_fix(ctx, attr, cond))
         # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
-        yield from patched_forward_diagnostics(ctx, severity, stage_text, _trained_across_ranks(ctx.program))
+        trained = _trained_across_ranks(ctx.program)
+        yield from patched_forward_diagnostics(ctx, severity, stage_text, trained)
+        yield from constant_loss_diagnostics(ctx, severity, stage_text, trained)
 
 
 def _freeze_or_touch_fix(ctx: RuleContext, attr, cond) -> Optional[Fix]:

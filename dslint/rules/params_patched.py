@@ -53,3 +53,24 @@ def patched_forward_diagnostics(ctx: "RuleContext", severity, stage_text: str, t
             f"gradient reductions or gathers differ across ranks and hang. Reach {target}'s outputs on every path "
             f"(a dummy input whose every output is added to the result times 0).",
             (use.line, use.col + 1), severity=severity, trace=trace, evidence=evidence, proven=trained)
+
+
+def constant_loss_diagnostics(ctx: "RuleContext", severity, stage_text: str, trained: bool):
+    """A loss that is a constant on a data-dependent path (`Program.constant_losses`): on the ranks whose batch
+    takes it, the backward reaches no parameter while the other ranks' backward runs the gradient hooks."""
+    for hit in ctx.program.constant_losses(ctx.source):
+        evidence = [Clue("loss", f"the value {hit.function}() returns is a loss: {hit.root}"),
+                    Clue("branch", f"data-dependent test `{hit.test_code}`", at=hit.test_line)]
+        if trained:
+            evidence.append(Clue("ddp", "the run trains on several ranks (DDP/FSDP/DeepSpeed/accelerate/Trainer)"))
+        else:
+            evidence.append(Clue("engine", "no training on several ranks seen in this run", found=False))
+        yield Diagnostic(
+            f"{hit.function}() gives a constant loss when `{hit.test_code}` goes this way: the test reads this "
+            f"rank's data, so on a rank whose batch takes this path the backward reaches no parameter (a constant "
+            f"has no graph; a plain `torch.tensor` even makes the backward raise) while the other ranks' backward "
+            f"runs the gradient hooks, so under {stage_text} the gradient reductions differ across ranks and hang. "
+            f"Keep the forward's output in the loss on every path (e.g. `outputs.logits.sum() * 0.0`).",
+            (hit.line, hit.col + 1), severity=severity,
+            trace=[Trace(f"data-dependent test: `{hit.test_code}`", (hit.test_line, 1), ctx.source)],
+            evidence=evidence, proven=trained)

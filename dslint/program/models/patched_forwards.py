@@ -417,7 +417,7 @@ class _Atoms:
         return env[key] != neg
 
 
-def _data_names(fn: ast.FunctionDef, module_param: str) -> set[str]:
+def data_names(fn: ast.FunctionDef, module_param: Optional[str]) -> set[str]:
     """The function's data: its parameters other than the module and option parameters, and the locals
     assigned from them (a fixed point over the assignments)."""
     a = fn.args
@@ -445,6 +445,12 @@ def _data_names(fn: ast.FunctionDef, module_param: str) -> set[str]:
             assigns.append((names, _reads(node.value)))
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             assigns.append(({n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}, _reads(node.iter)))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
+                isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name):
+            # `weights.append(chunk_weight)`: the container now holds what the call was given
+            call = node.value
+            assigns.append(({call.func.value.id}, set().union(*(_reads(a) for a in call.args),
+                                                              *(_reads(k.value) for k in call.keywords))))
     changed = True
     while changed:
         changed = False
@@ -570,7 +576,7 @@ def uneven_uses(project: "ProjectView", src: "PythonSource") -> list[UnevenUse]:
 
 
 def _function_uneven(fn: ast.FunctionDef, mp: ModuleParam) -> list[UnevenUse]:
-    atoms = _Atoms(_data_names(fn, mp.param))
+    atoms = _Atoms(data_names(fn, mp.param))
     for node in ast.walk(fn):
         if isinstance(node, ast.If):
             atoms.collect(node.test)
@@ -661,3 +667,8 @@ def _where(walker: _Walker, attr: str, uses: list[_Use], skipped: list, env, uni
     with_uniform = [c for c in candidates if _test_keys(walker.atoms, c[0]) & set(uniform)]
     stmt, _ = (with_uniform or candidates)[-1]
     return stmt.lineno, stmt.col_offset, stmt
+
+
+# shared with constant_losses.py
+tree_of = _tree
+reads_of = _reads
