@@ -27,9 +27,9 @@ def patched_forward_diagnostics(ctx: "RuleContext", severity, stage_text: str, t
         mp = use.param
         cls = mp.cls.qualified.rsplit(".", 1)[-1]
         field_line = mp.cls.fields.get(use.submodule)
-        evidence = [Clue("module", f"`{mp.param}` of {use.function}() holds a `{cls}` ({mp.how})",
+        evidence = [Clue("model", f"`{mp.param}` of {use.function}() holds a `{cls}` ({mp.how})",
                          at=mp.where[1] if mp.where else None, path=mp.where[0] if mp.where else None),
-                    Clue("submodule", f"`{cls}.__init__` builds `self.{use.submodule}`", at=field_line,
+                    Clue("model", f"`{cls}.__init__` builds `self.{use.submodule}`", at=field_line,
                          path=mp.cls.path)]
         if trained:
             evidence.append(Clue("ddp", "the run trains on several ranks (DDP/FSDP/DeepSpeed/accelerate/Trainer)"))
@@ -59,8 +59,8 @@ def constant_loss_diagnostics(ctx: "RuleContext", severity, stage_text: str, tra
     """A loss that is a constant on a data-dependent path (`Program.constant_losses`): on the ranks whose batch
     takes it, the backward reaches no parameter while the other ranks' backward runs the gradient hooks."""
     for hit in ctx.program.constant_losses(ctx.source):
-        evidence = [Clue("loss", f"the value {hit.function}() returns is a loss: {hit.root}"),
-                    Clue("branch", f"data-dependent test `{hit.test_code}`", at=hit.test_line)]
+        kind = "trainer" if hit.by_trainer else "collective"      # what back-propagates it
+        evidence = [Clue(kind, f"the value {hit.function}() returns is a loss: {hit.root}")]
         if trained:
             evidence.append(Clue("ddp", "the run trains on several ranks (DDP/FSDP/DeepSpeed/accelerate/Trainer)"))
         else:

@@ -36,6 +36,7 @@ _FACTORIES = {"tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full", "
               "full_like", "empty"}
 _STRUCTURE_CALLS = {"isinstance", "hasattr", "callable", "type"}
 MAX_HOPS = 3
+_TRAINER_WHY = "what a Trainer's `compute_loss(model, inputs)` returns is back-propagated"
 
 
 @dataclass
@@ -46,6 +47,7 @@ class ConstantLoss:
     test_line: int
     test_code: str
     root: str                  # how the value is known to be a loss
+    by_trainer: bool = False   # a Trainer back-propagates it (else a backward call of the checked files)
 
 
 def _imports_torch(tree: ast.Module) -> dict[str, str]:
@@ -131,7 +133,7 @@ def _roots(funcs: dict) -> dict[str, str]:
     for name, (fn, cls) in funcs.items():
         args = [a.arg for a in fn.args.posonlyargs + fn.args.args]
         if cls and fn.name == "compute_loss" and args[1:3] == ["model", "inputs"]:
-            roots[name] = "what a Trainer's `compute_loss(model, inputs)` returns is back-propagated"
+            roots[name] = _TRAINER_WHY
         # values handed to a backward in this function, bound from a call of a function of the file
         bound: dict[str, str] = {}
         for node in ast.walk(fn):
@@ -176,7 +178,7 @@ def constant_losses(project: "ProjectView", src: "PythonSource") -> list[Constan
         out = []
         for name, why in _roots(funcs).items():
             fn, cls = funcs[name]
-            out.extend(_in_function(fn, cls, why, imports))
+            out.extend(_in_function(fn, cls, why, imports, why.endswith(_TRAINER_WHY)))
         return out
     return project.memo(("constant_losses", id(src)), build)
 
@@ -199,7 +201,8 @@ def _returns(fn: ast.FunctionDef) -> list[ast.Return]:
     return out
 
 
-def _in_function(fn: ast.FunctionDef, cls: Optional[str], why: str, imports: dict) -> list[ConstantLoss]:
+def _in_function(fn: ast.FunctionDef, cls: Optional[str], why: str, imports: dict, by_trainer: bool = False
+                 ) -> list[ConstantLoss]:
     args = fn.args.posonlyargs + fn.args.args
     data = data_names(fn, args[0].arg if cls and args else None)
     returns = _returns(fn)
@@ -227,5 +230,5 @@ def _in_function(fn: ast.FunctionDef, cls: Optional[str], why: str, imports: dic
                     const = stmt
                 if const is not None:
                     out.append(ConstantLoss(fn.name, const.lineno, const.col_offset, node.lineno,
-                                            ast.unparse(node.test), why))
+                                            ast.unparse(node.test), why, by_trainer))
     return out
