@@ -390,6 +390,15 @@ class ConditionallyUsedParam(Rule):
     under a test of the items (`if all("depth" in x for x in items)`) keeps it data-dependent. A test on the
     rank is one whose value the rank-uniformity lattice finds rank-varying (`self.me = dist.get_rank()`), not
     one whose code spells a rank word.
+
+    Also reported: a function installed as a library class's forward (`Qwen2VLModel.forward = my_forward`), or a
+    helper it hands the model to, that reaches a sub-module's output on some data paths only -- a text-only
+    dummy `model.visual(...)` switched off by `model.training` (evaluation then skips the tower's FSDP/ZeRO-3
+    gathers on text-only ranks), or a dummy call that drops an output the image path uses (`embeds, _ =
+    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters. And a loss
+    (a Trainer's `compute_loss` result, a value handed to a backward) that is a torch constant on a branch whose
+    test reads the batch's values or sizes (`else: loss = torch.tensor(0.0)` on a rank with no kept rows): that
+    rank's backward reaches no parameter.
     """
 
     code = "DSL303"
