@@ -154,3 +154,19 @@ def test_constant_loss_on_structure_test_is_silent():
             return torch.tensor(0.0)
         return out.loss
         """) == []
+
+
+def test_default_fill_is_no_data_test():
+    # ids or embeddings handed over as alternatives (FlagAI's patched Llama forward): where the embeddings come
+    # from, not what the batch holds
+    assert _run("""\
+        def forward(self, ids=None, embeds=None):
+            if embeds is None:
+                embeds = self.visual(ids)[0]
+            return self.lm(embeds)
+
+
+        def apply():
+            from pkg.vlm import VLM
+            VLM.forward = forward
+        """) == []

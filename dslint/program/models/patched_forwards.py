@@ -580,6 +580,17 @@ def _function_uneven(fn: ast.FunctionDef, mp: ModuleParam) -> list[UnevenUse]:
     for node in ast.walk(fn):
         if isinstance(node, ast.If):
             atoms.collect(node.test)
+    # a default fill (`if inputs_embeds is None: inputs_embeds = model.embed(ids)`, ids or embeddings handed over
+    # as alternatives) says where a value comes from, not what the batch holds: its test is no data test
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 and \
+                isinstance(node.test.ops[0], ast.Is) and isinstance(node.test.left, ast.Name):
+            name = node.test.left.id
+            if any(isinstance(t, ast.Name) and t.id == name for s in node.body for n in ast.walk(s)
+                   if isinstance(n, (ast.Assign, ast.AnnAssign)) for t in (n.targets if isinstance(n, ast.Assign)
+                                                                            else [n.target])):
+                key, _ = atoms.atom(node.test)
+                atoms.data[key] = False
     if not atoms.index or len(atoms.index) > MAX_ATOMS:
         return []
     reads_at: dict[str, list[int]] = {}
