@@ -430,6 +430,17 @@ class Program:
             cache[id(cls)] = never_trained(self.view, self.models(), cls)
         return cache[id(cls)]
 
+    def uneven_submodule_uses(self, src: "PythonSource") -> list:
+        """Sub-module outputs that a patched-in forward (or a helper it hands the model to) uses on some data
+        paths only (`dslint.program.models.patched_forwards`)."""
+        from dslint.program.models.patched_forwards import uneven_uses
+        return self.memo(("uneven-submodule-uses", id(src)), lambda: uneven_uses(self.view, src))
+
+    def constant_losses(self, src: "PythonSource") -> list:
+        """Losses that are a constant on a data-dependent path (`dslint.program.models.constant_losses`)."""
+        from dslint.program.models.constant_losses import constant_losses
+        return constant_losses(self.view, src)
+
     def attribute_read_count(self, name: str) -> int:
         from dslint.program.models.modules import attribute_read_count
         return attribute_read_count(self.view, name)

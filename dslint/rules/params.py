@@ -17,6 +17,7 @@ from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program
                                   divergent)
 from dslint.sources.cstwalk import visit as cst_visit
 from dslint.findings import Fix, Severity
+from dslint.rules.params_patched import constant_loss_diagnostics, patched_forward_diagnostics
 from dslint.rules.base import Diagnostic, Example, Rule, RuleContext, Trace
 
 PARAM_TRIGGERS = ("Module", "Parameter", "PreTrained", "ForCausalLM", "requires_grad", "named_parameters",
@@ -403,6 +404,15 @@ class ConditionallyUsedParam(Rule):
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
     only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`).
+
+    Also reported: a function installed as a library class's forward (`Qwen2VLModel.forward = my_forward`), or a
+    helper it hands the model to, that reaches a sub-module's output on some data paths only -- a text-only
+    dummy `model.visual(...)` switched off by `model.training` (evaluation then skips the tower's FSDP/ZeRO-3
+    gathers on text-only ranks), or a dummy call that drops an output the image path uses (`embeds, _ =
+    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters. And a loss
+    (a Trainer's `compute_loss` result, a value handed to a backward) that is a torch constant on a branch whose
+    test reads the batch's values or sizes (`else: loss = torch.tensor(0.0)` on a rank with no kept rows): that
+    rank's backward reaches no parameter.
     """
 
     code = "DSL303"
@@ -623,6 +633,10 @@ class ConditionallyUsedParam(Rule):
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
                 fix=_freeze_or_touch_fix(ctx, attr, cond))
+        # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
+        trained = _trained_across_ranks(ctx.program)
+        yield from patched_forward_diagnostics(ctx, severity, stage_text, trained)
+        yield from constant_loss_diagnostics(ctx, severity, stage_text, trained)
 
 
 def _freeze_or_touch_fix(ctx: RuleContext, attr, cond) -> Optional[Fix]:
