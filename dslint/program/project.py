@@ -81,8 +81,9 @@ class ProjectView:
 
     @property
     def run_program(self):
-        """The launch units of this run: set by the engine (`Checker._program`, with per-file facts from the
-        cache), else built here on first use from the outlines, the config paths and the launcher lines."""
+        """The launch units of this run: set by the pipeline (`dslint.pipeline.launch_units.build_program`, with
+        per-file facts from the cache), else built here on first use from the outlines, the config paths and the
+        launcher lines."""
         if self.program is None:
             from dslint.program.units import FileFacts, Program
             facts = {}
@@ -1058,7 +1059,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def identifiers(src: PythonSource) -> frozenset[str]:
     """The identifier-like words of `src`'s text: a fact of the text, kept on the source for every view that
-    indexes it (and built by the outline workers of a big run, `dslint.engine._text_facts`)."""
+    indexes it (and built by the outline workers of a big run, `dslint.pipeline.workers.text_facts`)."""
     words = src.__dict__.get("_identifiers")
     if words is None:
         words = src.__dict__["_identifiers"] = frozenset(_IDENTIFIER.findall(src.text))

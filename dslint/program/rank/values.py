@@ -158,7 +158,7 @@ def _seeded_tops(text: str, outline) -> Optional[set[str]]:
 
 def seeded_tops(src: "PythonSource") -> Optional[set[str]]:
     """`_seeded_tops` of a file with an outline: a fact of the file alone, kept on the source for every view (the
-    outline workers of a big run compute it and hand it back, `dslint.engine._text_facts`)."""
+    outline workers of a big run compute it and hand it back, `dslint.pipeline.workers.text_facts`)."""
     facts = src.__dict__
     if "_seeded_tops" not in facts:
         facts["_seeded_tops"] = _seeded_tops(src.text, src.outline)
