@@ -39,7 +39,7 @@ def default_dir() -> Path:
 def implementation_fingerprint() -> str:
     """Changes whenever any of dslint's own modules changes (not only on a version bump), and whenever a package
     is installed, upgraded or removed in the interpreter's site-packages: the analysis reads installed packages'
-    classes (`program.rank.taint.installed_class`), and installing one renames its `*.dist-info` folder, which
+    classes (`program.rank.function_summaries.installed_class`), and installing one renames its `*.dist-info` folder, which
     changes the folder's modification time."""
     h = hashlib.sha256(dslint.__version__.encode())
     root = Path(dslint.__file__).parent

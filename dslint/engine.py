@@ -23,7 +23,7 @@ from dslint.pipeline.rule_runs import FILE_TIMEOUT, Cancelled, RuleRun, stop_if_
 from dslint.pipeline.rule_set import Triage, parse_rule_added, select_rules
 from dslint.pipeline.run_cache import RunCache
 from dslint.pipeline.workers import analyse, job_count
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, kind_of, make_source  # noqa: F401  (kind_of, make_source: for tests)
 from dslint.sources import guard

@@ -107,7 +107,7 @@ def test_same_sequence_through_a_helper_is_balanced():
 
 def test_rank_formula_and_representatives():
     import libcst as cst
-    from dslint.program.rank.sequences import decide, rank_formula, representatives
+    from dslint.program.rank.collective_sequences import decide, rank_formula, representatives
     consts: set = set()
     formula = rank_formula(cst.parse_expression('int(os.environ["LOCAL_RANK"]) not in [-1, 0]'), None, consts)
     assert [decide(formula, r) for r in (0, 1, 5)] == [False, True, True]

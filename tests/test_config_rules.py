@@ -200,7 +200,7 @@ def test_a_deepspeed_source_tree_is_its_own_release(tmp_path, monkeypatch):
     """Issue 30 (DynMoE's vendored DeepSpeed-0.9.5): a file inside a DeepSpeed source tree is judged at the tree's
     version file, not at the project's DeepSpeed; a tree older than the table is judged at its oldest release
     and every such finding says so, as a warning. Folder names decide nothing."""
-    from dslint.program.project import deepspeed_tree_of
+    from dslint.program.project_view import deepspeed_tree_of
     new, old, named = tmp_path / "a", tmp_path / "b", tmp_path / "DeepSpeed-0.14.0"
     _deepspeed_tree(new, "version.txt", "0.14.0\n")
     _deepspeed_tree(old, "deepspeed/git_version_info_installed.py", "version='0.9.5+abc'\ngit_hash='abc'\n")

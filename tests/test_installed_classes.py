@@ -1,4 +1,4 @@
-"""Objects of classes an installed package defines (dslint/program/rank/taint.py `installed_class`): a vendored
+"""Objects of classes an installed package defines (dslint/program/rank/function_summaries.py `installed_class`): a vendored
 HF Trainer builds `TrainerState(is_local_process_zero=...)` from transformers. The class's source is read from
 site-packages (never imported), so only the field built from a rank id varies, not the whole object. The
 stand-in package `looplib` (tests/fixtures/installed/site) plays the installed library."""
@@ -10,7 +10,7 @@ import pytest
 
 from dslint.config import Settings
 from dslint.engine import Checker
-from dslint.program.rank import taint
+from dslint.program.rank import function_summaries as taint
 from dslint.testing import expected
 
 HERE = Path(__file__).parent / "fixtures" / "installed"

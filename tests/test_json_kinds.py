@@ -13,7 +13,7 @@ import pytest
 from dslint.engine import check_texts
 from dslint.program.json_kinds import (ARGUMENTS, DEEPSPEED, accelerate_deepspeed_file, filled_from_arguments,
                                        hf_arguments_table, positional_json, training_argument_keys)
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.sources import JsonSource, PythonSource, ShellSource
 from dslint.sources.launcher import parse_launches
 

@@ -3,7 +3,7 @@ facts the DSL1xx rules and DSL303 rely on, each with a varying counterpart."""
 
 import libcst as cst
 
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.program.rank.lattice import UNIFORM, Unknown, Varying, batch_origin, classify, join, uniformity
 from dslint.sources import PythonSource
 

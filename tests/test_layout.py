@@ -2,7 +2,7 @@
 imports it back. Every import statement counts, wherever it is: at module level, inside a function (a deferred
 import is still a dependency, only a hidden one), and under `if TYPE_CHECKING:` (it never runs, but it says
 that the module's meaning depends on the other's: a circle through annotations is a circle of the design; a
-module that needs a type of a higher one declares the protocol it uses instead, `program.rank.values.
+module that needs a type of a higher one declares the protocol it uses instead, `program.rank.value_uniformity.
 ProjectLevel`). What is counted is the module an import names: `from dslint.sources import X` depends on
 `dslint.sources`, `import dslint.sources.guard` on `dslint.sources.guard` alone, not on the package's
 `__init__` that Python runs first (a package's `__init__` may gather its own modules). Imports by name at
@@ -131,8 +131,11 @@ def test_rules_query_the_program_model_through_one_interface():
 def test_the_program_model_is_one_package_of_concepts():
     """The program model's concept modules live under dslint/program/; no analysis package beside it."""
     assert not (ROOT / "analysis").exists()
-    for concept in ("units", "roles", "configs", "process_groups", "collective_sites", "query", "outline", "facts"):
+    for concept in ("units", "roles", "config_handoffs", "process_groups", "collective_sites", "query", "outline", "facts"):
         assert (ROOT / "program" / f"{concept}.py").is_file(), concept
+    for concept in ("lattice", "value_uniformity", "function_summaries", "reaching_ranks",
+                    "collective_hazards", "collective_sequences", "raising_ranks"):
+        assert (ROOT / "program" / "rank" / f"{concept}.py").is_file(), concept
     for package in ("rank", "models"):
         assert (ROOT / "program" / package / "__init__.py").is_file(), package
 

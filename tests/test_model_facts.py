@@ -13,7 +13,7 @@ import pytest
 from dslint.program.models import modules as mf
 from dslint.program.facts import dotted_name
 from dslint.sources.literals import literal_value
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.sources import PythonSource, module_name_for
 
 ROOT = Path(__file__).parent.parent

@@ -204,10 +204,10 @@ def no_prefilters(monkeypatch):
     from dslint.program.models import modules as model_facts
     monkeypatch.setattr(PythonSource, "may_call", lambda self, names: True)
     monkeypatch.setattr(model_facts, "_FREEZE_TEXT", re.compile(""))
-    import dslint.program.project as project
+    import dslint.program.project_view as project
     monkeypatch.setattr(project, "_CONFIG_FLAG", re.compile(""))
     monkeypatch.setattr(project, "_CONFIG_KEYWORD_TEXT", re.compile(""))
-    from dslint.program.rank.taint import ProjectTaint
+    from dslint.program.rank.function_summaries import ProjectTaint
     monkeypatch.setattr(ProjectTaint, "may_return_rank", lambda self, src, qual: True)
     monkeypatch.setattr(ProjectTaint, "_files_calling", lambda self, name: list(self.project.python))
     monkeypatch.setattr(ProjectTaint, "_files_calling_function", lambda self, src, info: list(self.project.python))
@@ -249,7 +249,7 @@ def test_engine_calls_prefilter_keeps_aliased_and_subclassed_trainers():
     """A trainer called through an alias (`SFTTrainer as T`, no `Trainer(` in the text) or as a local subclass
     (`class MoETrainer(Trainer)`) is still found; a file without such a call is not parsed."""
     from dslint.program.models.moe import engine_calls
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     aliased = PythonSource("a.py", "from trl import SFTTrainer as T\nt = T(model=model)\nt.train()\n")
     local = PythonSource("b.py", "from transformers import Trainer\n\nclass MoETrainer(Trainer):\n    pass\n\n"
                                  "runner = MoETrainer(model=model)\n")
@@ -272,9 +272,9 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
     (tmp_path / "e.py").write_text("def unrelated():\n    return 3\n")
     (tmp_path / "b.py").write_text((tmp_path / "b.py").read_text() + "from e import unrelated\n")
     from dslint.engine import collect, read_sources
-    from dslint.program.project import ProjectView
-    from dslint.program.rank.taint import ProjectTaint
-    from dslint.program.rank.hazards import rank_hazards
+    from dslint.program.project_view import ProjectView
+    from dslint.program.rank.function_summaries import ProjectTaint
+    from dslint.program.rank.collective_hazards import rank_hazards
     sources = read_sources(collect([tmp_path], Settings(root=tmp_path)))[0]
     project = ProjectView(sources, root=tmp_path)
     by_name = {Path(s.path).name: s for s in sources}
@@ -289,7 +289,7 @@ def test_rank_helpers_found_through_files_without_rank_words(tmp_path):
 def test_taint_words_seed_only_the_functions_that_spell_them():
     """A rank word inside a module-scope function or class (its decorators included) seeds it and what is
     nested in it; one in module-level code seeds every function of the file."""
-    from dslint.program.rank.values import _seeded_tops
+    from dslint.program.rank.value_uniformity import _seeded_tops
     text = ("import torch.distributed as dist\n\n\ndef who():\n    return dist.get_rank()\n\n\n"
             "def plain():\n    return 3\n\n\nclass Box:\n    def size(self):\n        return 1\n")
     assert _seeded_tops(text, PythonSource("t.py", text).outline) == {"who"}

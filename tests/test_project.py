@@ -1,7 +1,7 @@
 """The project view: which config applies to a script, world size, DeepSpeed version."""
 
 from dslint.engine import check_texts
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.sources import JsonSource, PythonSource, ShellSource
 
 LOCAL_DICT = '''
@@ -45,7 +45,7 @@ def main(model, prompts, rank, world):
 def test_installed_version_reads_the_same_metadata_as_importlib():
     from importlib.metadata import version
 
-    from dslint.program.project import installed_version
+    from dslint.program.project_view import installed_version
 
     for name in ("deepspeed", "libcst", "pydantic", "typer", "pytest"):
         assert installed_version(name) == version(name), name
@@ -92,7 +92,7 @@ def test_configs_reach_each_engine_call_separately():
 def _pin(tmp_path, files, script="train.py"):
     from pathlib import Path
     from dslint.engine import make_source
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)

@@ -6,7 +6,7 @@ import textwrap
 from dslint.config import Settings
 from dslint.engine import check_texts, make_source
 from dslint.sources.literals import UNKNOWN
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.program.pyconfig import PartialDict, python_configs, reading_known
 
 
@@ -167,5 +167,5 @@ def test_zero_stage_of_a_built_config_reaches_config_views():
     assert view.zero_stage == 3
     open_dict = PartialDict()
     open_dict.open = True
-    from dslint.program.project import ConfigView
+    from dslint.program.project_view import ConfigView
     assert ConfigView(open_dict, "x").zero_stage is None

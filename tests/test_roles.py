@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from dslint.program.roles import RoleAnalysis
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.sources import PythonSource
 
 

@@ -11,8 +11,8 @@ examples and the installed deepspeed package (a corpus dense in collectives and 
 import pytest
 
 from dslint.program.collective_sites import CollectiveSites
-from dslint.program.rank.taint import ProjectTaint
-from dslint.program.project import ProjectView
+from dslint.program.rank.function_summaries import ProjectTaint
+from dslint.program.project_view import ProjectView
 from dslint.sources import PythonSource, module_name_for
 from tests.test_model_facts import _corpus
 from tests.test_outline import no_prefilters  # noqa: F401  (the fixture)

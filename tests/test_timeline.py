@@ -13,7 +13,7 @@ from dslint.config import Settings
 from dslint.engine import Checker
 from dslint.pipeline.workers import PARALLEL_MIN_FILES
 from dslint.sources.guard import check
-from dslint.program.project import _IDENTIFIER
+from dslint.program.project_view import _IDENTIFIER
 from dslint.sources import PythonSource
 from dslint.timeline import summary
 
@@ -105,7 +105,7 @@ def test_files_that_may_hand_a_config_are_parsed_while_the_outline_workers_run(t
 def test_the_main_process_parses_as_outlines_come_back_and_never_builds_one():
     from dslint.pipeline.workers import WhileOutlining
     from dslint.program.outline import build_outline, parse_tree
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     texts = [SCRIPT.format(n=0), "import os\n", SCRIPT.format(n=1), SCRIPT.format(n=2)]
     python = [PythonSource(f"s{i}.py", t) for i, t in enumerate(texts)]
     for src in python[:3]:      # as the outline workers hand them back: the first three so far

@@ -193,7 +193,7 @@ def test_views_of_many_units_share_the_runs_indexes_and_answer_as_their_own():
     """Issue 33: a launch unit's view reads the run's identifier index (built once, on the program model) in its
     own order of its files, and indexes the units reaching each file once; both answer exactly what the
     view's own scans answered (same files, same order, same units)."""
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     files = {"pkg/__init__.py": "", "pkg/comm.py": "import torch.distributed as dist\ndef sync(t):\n    dist.all_reduce(t)\n",
              "pkg/loop.py": "from pkg import comm\ndef train(engine, t):\n    comm.sync(t)\n",
              "helper.py": "def unused_words(): return 1\n",

@@ -4,7 +4,7 @@ nothing is imported or run."""
 
 from __future__ import annotations
 
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.sources import JsonSource, PythonSource
 
 # the HF integration: Trainer/TrainingArguments (transformers.integrations.deepspeed), HfDeepSpeedConfig,

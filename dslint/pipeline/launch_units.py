@@ -13,7 +13,7 @@ from typing import Optional
 
 from dslint.pipeline.run_cache import RunCache
 from dslint.pipeline.workers import WhileOutlining, build_outlines, worker_imports
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.program.units import FileFacts, Program
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, ShellSource

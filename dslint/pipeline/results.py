@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dslint.config import Settings
 from dslint.findings import Finding, InputError, Report
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.rules.base import Rule
 
 

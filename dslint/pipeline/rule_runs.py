@@ -18,7 +18,7 @@ from typing import Optional
 
 from dslint.config import Settings
 from dslint.findings import Evidence, Finding, Fix, InputError, Report, TraceStep
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.rules.base import Diagnostic, Rule, RuleContext, span_of
 from dslint.sources import AnySource, PythonSource
 from dslint.suppressions import parse_suppressions

@@ -17,7 +17,7 @@ from dslint.cache import ResultCache, content_hash, run_key
 from dslint.config import Settings
 from dslint.findings import Finding, InputError
 from dslint.pipeline.rule_runs import TRANSIENT
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.program.units import FileFacts
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, ShellSource

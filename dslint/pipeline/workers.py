@@ -22,7 +22,7 @@ import sys
 from typing import Iterator
 
 from dslint.pipeline.rule_runs import CRASH_SIGNALS, RuleRun, stop_if_stale
-from dslint.program.project import ProjectView
+from dslint.program.project_view import ProjectView
 from dslint.rules.base import Rule
 from dslint.sources import AnySource, PythonSource, ShellSource
 from dslint.timeline import record, record_process, span, span_iter
@@ -149,8 +149,8 @@ def text_facts(src: PythonSource) -> dict:
     """A Python file's outline and the facts of its text alone that forked analysis workers read for every
     file of a view (the complexity guard's verdict, the identifier set of `ProjectView.using_identifier`,
     the rank-taint words' top-level scopes), as `src.__dict__` entries."""
-    from dslint.program.rank.values import seeded_tops
-    from dslint.program.project import identifiers
+    from dslint.program.rank.value_uniformity import seeded_tops
+    from dslint.program.project_view import identifiers
     facts = {"outline": src.outline, "too_complex": src.too_complex, "_identifiers": identifiers(src)}
     if src.outline is not None:
         facts["_seeded_tops"] = seeded_tops(src)

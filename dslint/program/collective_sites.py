@@ -25,20 +25,20 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.program.rank.flow import iter_assigns, iter_calls
+from dslint.program.rank.reaching_ranks import iter_assigns, iter_calls
 from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
-from dslint.program import switches
-from dslint.program.statements import iter_returns, once_initialized_calls, settled_flags
+from dslint.program import collective_switches as switches
+from dslint.program.statement_walks import iter_returns, once_initialized_calls, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
-from dslint.program.rank.taint import ProjectTaint, code_of
+from dslint.program.rank.function_summaries import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources.literals import literal_value
-from dslint.program.project import version_tuple
+from dslint.program.project_view import version_tuple
 
 if TYPE_CHECKING:
     from dslint.program.process_groups import Group
     from dslint.program.roles import RoleAnalysis
-    from dslint.program.project import ConfigView, ProjectView
+    from dslint.program.project_view import ConfigView, ProjectView
     from dslint.sources import PythonSource
 
 EXPLICIT = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor",
@@ -496,7 +496,7 @@ class CollectiveSites:
         return memo[key]
 
     def _switched(self, src: "PythonSource", call: cst.Call, hit, assumed: frozenset, on_self: bool) -> frozenset:
-        """The flags a call hands its callee (switches.py): its own `self.` flags and those decided around it for
+        """The flags a call hands its callee (collective_switches.py): its own `self.` flags and those decided around it for
         a method on `self`; module globals decided by the callers' branches or by a context manager around the
         call, through any call; the callee's parameters its literal arguments settle. The caller's parameters
         stay behind."""
@@ -964,7 +964,7 @@ class CollectiveSites:
         of a getter the helper returns keeps its axes. None when `arg` is not bound so (`resolve_group`
         decides)."""
         from dslint.program.process_groups import Group, resolve_group
-        from dslint.program.rank.flow import iter_assigns
+        from dslint.program.rank.reaching_ranks import iter_assigns
         if not isinstance(arg, cst.Name):
             return None
         binds = [(node, t.target) for node in iter_assigns(info.node) for t in node.targets

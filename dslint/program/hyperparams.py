@@ -18,7 +18,7 @@ from dslint.program.facts import FunctionInfo, dotted_name
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 

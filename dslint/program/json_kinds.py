@@ -159,7 +159,7 @@ def accelerate_deepspeed_file(text: str) -> Optional[str]:
 
 
 class RunView(Protocol):
-    """What the classification reads of the run's view (`dslint.program.project.ProjectView`, which asks this
+    """What the classification reads of the run's view (`dslint.program.project_view.ProjectView`, which asks this
     module once per run): declared here, so that this module does not import the one that uses it."""
     root: Path
     json_sources: list["JsonSource"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.program.statements import iter_assigns
+from dslint.program.statement_walks import iter_assigns
 
 if TYPE_CHECKING:
     from dslint.sources import PythonSource

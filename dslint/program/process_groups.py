@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.program.statements import code_of, iter_assigns
+from dslint.program.statement_walks import code_of, iter_assigns
 from dslint.program.facts import dotted_name
 
 if TYPE_CHECKING:

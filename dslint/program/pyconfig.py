@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from dslint.program.statements import iter_returns
+from dslint.program.statement_walks import iter_returns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 MAX_DEPTH = 6
@@ -663,7 +663,7 @@ def python_configs(project: Any) -> list[PyConfig]:
     """Every dict built in Python and handed to a DeepSpeed config call in the files of `project` (files
     filtered on their outlines before any parse)."""
     def build() -> list[PyConfig]:
-        from dslint.program.configs import _hands_config
+        from dslint.program.config_handoffs import _hands_config
         out: list[PyConfig] = []
         for src in project.python:
             takes = src.__dict__.get("_dslint_takes_config")
@@ -687,7 +687,7 @@ def python_configs(project: Any) -> list[PyConfig]:
 
 
 def _takes_config(callee: str) -> bool:
-    from dslint.program.configs import _CONFIG_CALLS, _CONFIG_SUFFIXES
+    from dslint.program.config_handoffs import _CONFIG_CALLS, _CONFIG_SUFFIXES
     return callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
 
 

@@ -23,13 +23,13 @@ from dslint.program.models.moe import INITIALIZE_POSITIONAL, EngineCall, MoEFact
 from dslint.program.models.moe_library import LibraryMoE
 from dslint.program.models.moe_usage import DEFAULT_LEAF_CLASSES, PaddingSite, SparseBlock
 from dslint.program.models.optimizers import PLAIN
-from dslint.program.project import ConfigView, version_tuple
-from dslint.program.rank.hazards import Hazard
-from dslint.program.statements import code_of
+from dslint.program.project_view import ConfigView, version_tuple
+from dslint.program.rank.collective_hazards import Hazard
+from dslint.program.statement_walks import code_of
 
 if TYPE_CHECKING:
     from dslint.program.facts import CallSite, FunctionInfo
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import JsonSource, PythonSource
 
 __all__ = [
@@ -201,7 +201,7 @@ class Program:
     def prepare_rank_hazards(self) -> None:
         """Compute the whole-view parts of the rank analysis now (roles, launch units, MoE holders, the HF ZeRO-3
         test, which functions can return a rank), so that forked workers inherit them."""
-        from dslint.program.rank.hazards import RankHazards
+        from dslint.program.rank.collective_hazards import RankHazards
         hazards = RankHazards.of(self.view)
         hazards.sites.roles
         hazards.sites.program
@@ -216,7 +216,7 @@ class Program:
         from code not seen, so nothing is proven), the callers' functions in turn up to three levels."""
         from dslint.program.facts import MODULE_SCOPE
         from dslint.program.rank.lattice import Uniform, uniformity
-        from dslint.program.rank.taint import ProjectTaint
+        from dslint.program.rank.function_summaries import ProjectTaint
         if not isinstance(uniformity(self.view, src, expr, scope), Uniform):
             return False
         if scope in (None, MODULE_SCOPE):
@@ -245,13 +245,13 @@ class Program:
         """Does `scope` of `src` (or its module) bind a name to a rank id or a value computed from one
         (`local_rank = int(os.environ["LOCAL_RANK"])`, `rank = dist.get_rank()`)? The script then knows it runs
         as one of several ranks: evidence, beside its launch lines, that more than one process runs it."""
-        from dslint.program.rank.taint import ProjectTaint
+        from dslint.program.rank.function_summaries import ProjectTaint
         env = ProjectTaint.of(self.view).scope_env(src, scope)
         return any(origin is not None and origin.kind in ("rank", "derived") for origin in env.values())
 
     def rank_hazards(self, src: "PythonSource") -> list[Hazard]:
         """Collective sites of `src` that rank-dependent control reaches on some ranks only (DSL101-105)."""
-        from dslint.program.rank.hazards import rank_hazards
+        from dslint.program.rank.collective_hazards import rank_hazards
         return rank_hazards(self.view, src)
 
     # ---- engines, ZeRO stages, MoE layers ------------------------------------------------------------------

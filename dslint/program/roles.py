@@ -37,7 +37,7 @@ from dslint.program.outline import MODULE_SCOPE, builds_engine, dotted_name, eng
 from dslint.sources.astsplice import compile_ast
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 ENGINE, MODEL, INSTANCE = "engine", "model", "instance"
@@ -457,7 +457,7 @@ class RoleAnalysis:
         exported_classes = {k for k in self.classes if self._family.get(k, k) in self._carrying}
         if not (exported_functions or exported_globals or exported_classes):
             return []
-        from dslint.program.rank.taint import ProjectTaint
+        from dslint.program.rank.function_summaries import ProjectTaint
         taint = ProjectTaint.of(self.project)
         # a call can only resolve to a function or class of that last name
         names = {q.rpartition(".")[2] for _, q in exported_functions} | {k[1].rpartition(".")[2] for k in exported_classes}
@@ -760,7 +760,7 @@ class RoleAnalysis:
             return hit
         out: list = []
         if callee and not callee.startswith("self."):
-            from dslint.program.rank.taint import ProjectTaint
+            from dslint.program.rank.function_summaries import ProjectTaint
             scope = sc.qual if sc.qual in sc.src.outline.functions else MODULE_SCOPE
             out.extend(ProjectTaint.of(self.project).call_targets(sc.src, callee, scope))
             cls = self._class_source(sc.src, callee)

@@ -16,7 +16,7 @@ from dslint.findings import Fix, Severity
 from dslint.sources.jsonpos import Span
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.program.query import Program
     from dslint.sources import AnySource
 

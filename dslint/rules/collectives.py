@@ -1,6 +1,6 @@
 """Collective hazards: a collective that one rank enters and another never reaches (DSL101–DSL105).
 
-All five rules read one memoised analysis per file (dslint/program/rank/hazards.py); `RankGuardedCollective`
+All five rules read one memoised analysis per file (dslint/program/rank/collective_hazards.py); `RankGuardedCollective`
 would be enough to run it, but each rule filters its own code so `--select DSL102` runs only what it needs.
 """
 
@@ -404,7 +404,7 @@ class RankGuardedCollective(_CollectiveRule):
     **Sequences**: both branches reaching collectives is not enough -- they must reach the same ones, in the same
     order, on the same group. `if rank == 0: dist.broadcast(t, 0) else: dist.all_reduce(t)`, two barriers on one
     side against one on the other, or the same all_reduce on different groups are flagged at the collectives
-    where the branches part (dslint/program/rank/sequences.py); so is an `if`/`elif` chain over the rank without
+    where the branches part (dslint/program/rank/collective_sequences.py); so is an `if`/`elif` chain over the rank without
     an `else` that leaves some ranks out of the barrier the others wait in.
     """
 

@@ -26,7 +26,7 @@ from dslint.program.hyperparams import memo
 from dslint.sources.cstwalk import visit as cst_visit
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Optional
 from dslint.program.models.patched_forwards import data_names, reads_of, tree_of
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 _FACTORIES = {"tensor", "as_tensor", "scalar_tensor", "zeros", "ones", "full", "zeros_like", "ones_like",

@@ -34,7 +34,7 @@ from dslint.sources.wordsearch import alternation
 from dslint.program.outline import ClassOutline, Outline, calls_under, dotted_name
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 # torch.nn classes without parameters: creating one is not creating a trainable submodule

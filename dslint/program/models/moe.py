@@ -20,7 +20,7 @@ from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
 
 MOE_POSITIONAL = ("hidden_size", "expert", "num_experts", "ep_size", "k", "capacity_factor", "eval_capacity_factor",
                   "min_capacity", "use_residual", "noisy_gate_policy", "drop_tokens", "use_rts", "use_tutel",
@@ -144,7 +144,7 @@ def moe_facts(project: "ProjectView") -> MoEFacts:
 
 def returns_value(node: cst.FunctionDef) -> bool:
     """The function hands something back (`return model`), so its callers hold what it built."""
-    from dslint.program.rank.flow import sub_statements
+    from dslint.program.rank.reaching_ranks import sub_statements
     stack: list = [node.body]
     while stack:
         n = stack.pop()

@@ -14,11 +14,11 @@ from dslint.program.hyperparams import memo
 from dslint.sources.cstwalk import visit as cst_visit
 from dslint.program.facts import CallSite, dotted_name
 from dslint.sources.literals import UNKNOWN, literal_value
-from dslint.program.project import ConfigView
+from dslint.program.project_view import ConfigView
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
 
 # DeepSpeed ≥ 0.18.0 (PR #7604): ZeRO-3 treats these as leaf modules unless the config lists other classes
 DEFAULT_LEAF_CLASSES = ("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "Qwen3MoeSparseMoeBlock")

@@ -21,7 +21,7 @@ from dslint.sources.literals import literal_value
 from dslint.sources import PythonSource
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
 
 OPTIMIZER_CLASSES = {"Adam", "AdamW", "SGD", "Adagrad", "RMSprop", "Lion", "Adafactor", "FusedAdam", "DeepSpeedCPUAdam",
                      "FusedLamb", "Lamb", "LAMB", "AdamW8bit", "PagedAdamW", "PagedAdamW8bit", "Adam8bit",

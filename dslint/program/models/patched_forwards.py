@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 # at most this many atoms in one function (2**n paths are walked)
@@ -130,7 +130,7 @@ def _qualify(expr_text: str, imports: dict[str, str]) -> str:
 def _installed_tree(project: "ProjectView", module: str) -> Optional[tuple[ast.Module, str, str]]:
     """An installed module's tree (read from site-packages, never imported), its path and module name."""
     def build():
-        from dslint.program.rank.taint import _read_installed
+        from dslint.program.rank.function_summaries import _read_installed
         src = _read_installed(module)
         if src is None:
             return None

@@ -14,7 +14,7 @@
 
 The join (a value computed from several) is the most varying of its parts (`Varying` > `Unknown` > `Uniform`;
 two varying parts keep the first part's report with the union of the grid axes, `values.join`). The expression
-evaluator is `dslint.program.rank.values.RankTaint` (None = uniform, an Origin otherwise); this module is the one
+evaluator is `dslint.program.rank.value_uniformity.RankTaint` (None = uniform, an Origin otherwise); this module is the one
 interface the rules and the other analyses (DSL303's forward paths) read it through.
 """
 
@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Optional, Union
 
 import libcst as cst
 
-from dslint.program.rank.values import Env, Origin
+from dslint.program.rank.value_uniformity import Env, Origin
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 
@@ -89,7 +89,7 @@ def uniformity(project: "ProjectView", src: "PythonSource", expr: cst.BaseExpres
     reads the attributes of the class family. `env` (name or dotted name → Origin) replaces it: an analysis
     that walks a body itself passes its own state (seed forward's arguments with `batch_origin`)."""
     from dslint.program.facts import MODULE_SCOPE
-    from dslint.program.rank.taint import ProjectTaint
+    from dslint.program.rank.function_summaries import ProjectTaint
     analysis = ProjectTaint.of(project)
     taint = analysis.taint(src)
     scope = scope or MODULE_SCOPE
@@ -122,7 +122,7 @@ def _env_at(analysis, src: "PythonSource", scope: str, info, expr: cst.BaseExpre
 
 
 def _statement_walk_class():
-    from dslint.program.rank.flow import FlowWalk
+    from dslint.program.rank.reaching_ranks import FlowWalk
 
     class StatementWalk(FlowWalk):
         """The base walk, keeping the environment before each statement (and whether it sits in a loop)."""

@@ -15,17 +15,17 @@ import re
 import libcst as cst
 
 from dslint.program.collective_sites import CollectiveSites, Hop, Site, assignments
-from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
+from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import uniform_over
-from dslint.program.rank.exceptions import ExceptionTracking, RaisingOp
-from dslint.program.rank.sequences import Records, SequenceAnalysis, apply as apply_sequences
-from dslint.program.rank.taint import Origin, ProjectTaint, code_of, mentions_rank
+from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
+from dslint.program.rank.collective_sequences import Records, SequenceAnalysis, apply as apply_sequences
+from dslint.program.rank.function_summaries import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.program.statements import iter_assigns
+from dslint.program.statement_walks import iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 RANK_ONLY_DECORATORS = {"rank_zero_only", "master_only", "main_process_only", "on_main_process",
@@ -62,11 +62,11 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         self._seq_prev: Optional[cst.If] = None
 
     def run_body(self, stmts) -> None:
-        """The walk, then the sequence decisions on the body (dslint/program/rank/sequences.py)."""
+        """The walk, then the sequence decisions on the body (dslint/program/rank/collective_sequences.py)."""
         self.run(stmts)
         apply_sequences(self, stmts, Hazard)
 
-    # --- DSL105: a rank-dependent exception before a collective (dslint/program/rank/exceptions.py) ------
+    # --- DSL105: a rank-dependent exception before a collective (dslint/program/rank/raising_ranks.py) ------
     def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
         if isinstance(node, cst.Assert):
             self.exc_checked(node.test)
@@ -112,7 +112,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         `else` of its chain): computed once per chain, from its end, without recursion."""
         memo = self.__dict__.setdefault("_both_memo", {})
         if id(node) not in memo:
-            from dslint.program.rank.exceptions import _assigned_names
+            from dslint.program.rank.raising_ranks import _assigned_names
             links = [node]
             while isinstance(links[-1].orelse, cst.If):
                 links.append(links[-1].orelse)
@@ -277,7 +277,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         outside this program, created by rank 0 alone). None otherwise (a store outside such a test, or of None:
         the group argument would then be the default group there)."""
         from dslint.program.process_groups import group_argument
-        from dslint.program.rank.exceptions import ranks_taking
+        from dslint.program.rank.raising_ranks import ranks_taking
         if site.kind != "explicit" or site.source is not self.src or not self.cls:
             return None
         func = site.call.func
@@ -304,7 +304,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
 
     def _selects(self, test: cst.BaseExpression, members: set) -> bool:
         """Does the rank test hold on every member of the group and on no other rank?"""
-        from dslint.program.rank.sequences import decide, rank_formula, representatives
+        from dslint.program.rank.collective_sequences import decide, rank_formula, representatives
         consts = {r for r in members}
         formula = rank_formula(test, self, consts)
         if formula is None or not members:
@@ -461,7 +461,7 @@ class RankHazards:
         None on some ranks where that raises (`rank_exceptions.may_raise_on_empty`), or calls a checked
         function that can (whose operations it passes on, through `raising_helper`'s own gates). Decided on
         the syntax alone, so most helpers are never walked."""
-        from dslint.program.rank.exceptions import may_raise_on_empty
+        from dslint.program.rank.raising_ranks import may_raise_on_empty
         memo = self.__dict__.setdefault("_may_raise_memo", {})
         key = (id(src), info.qualname)
         if key not in memo:
@@ -487,7 +487,7 @@ class RankHazards:
         return memo[key]
 
     def _walkable(self, other: "PythonSource", qual: str):
-        from dslint.program.rank.exceptions import HELPER_GATE
+        from dslint.program.rank.raising_ranks import HELPER_GATE
         if not any(scope == qual and c and c.rsplit(".", 1)[-1] in HELPER_GATE for c, scope in other.outline.calls):
             return None
         if not mentions_rank(other.text) and not self._calls_rank_helpers(other):

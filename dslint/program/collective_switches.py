@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import FunctionInfo
-from dslint.program.statements import iter_assigns, statement_expressions, sub_statements
-from dslint.program.rank.flow import iter_calls
+from dslint.program.statement_walks import iter_assigns, statement_expressions, sub_statements
+from dslint.program.rank.reaching_ranks import iter_calls
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from dslint.program.facts import FunctionInfo
 
 # keyword/positional places where a DeepSpeed config (a path or a dict) is handed over
-from dslint.program.configs import (_CONFIG_CALLS, _CONFIG_KEYWORD_TEXT, _CONFIG_KEYWORDS,  # noqa: F401
+from dslint.program.config_handoffs import (_CONFIG_CALLS, _CONFIG_KEYWORD_TEXT, _CONFIG_KEYWORDS,  # noqa: F401
                                     _CONFIG_SUFFIXES, _hands_config)
 
 _CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`

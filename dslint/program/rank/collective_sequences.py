@@ -41,15 +41,15 @@ import libcst as cst
 
 from dslint.program.collective_sites import CollectiveSites, Site
 from dslint.program.process_groups import uniform_over
-from dslint.program.rank.flow import EXIT_CALLS, FlowWalk, Guard
-from dslint.program.rank.values import RANK_ENV_KEYS
+from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
+from dslint.program.rank.value_uniformity import RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
-from dslint.program.statements import code_of, iter_calls, sub_expressions
+from dslint.program.statement_walks import code_of, iter_calls, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
     from dslint.program.facts import FunctionInfo
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 MAX_ITEMS = 400                  # a tree larger than this is unknown

@@ -29,14 +29,14 @@ import libcst as cst
 
 from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORLD, group_argument,
                                           resolve_group)
-from dslint.program.statements import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
+from dslint.program.statement_walks import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.program.rank.libtypes import DatasetTyping, accelerate_typing, display_only
+from dslint.program.rank.library_types import DatasetTyping, accelerate_typing, display_only
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 RANK_ENV_KEYS = {"RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -384,7 +384,7 @@ TRIP_COUNT_KINDS = ("rank", "shard")     # iterating over these runs a rank-depe
 
 
 class ProjectLevel(Protocol):
-    """What the expression level asks of the project level (`dslint.program.rank.taint.ProjectTaint`, which
+    """What the expression level asks of the project level (`dslint.program.rank.function_summaries.ProjectTaint`, which
     builds a `RankTaint` per source): declared here, so that this module does not import the one above it."""
     project: "ProjectView"
 

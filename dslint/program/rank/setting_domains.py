@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol, Sequence
 import libcst as cst
 
 from dslint.program.facts import FunctionInfo, dotted_name
-from dslint.program.statements import code_of, iter_assigns
+from dslint.program.statement_walks import code_of, iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class CallGraph(Protocol):
-    """What the domains ask of the project level (`dslint.program.rank.taint.ProjectTaint`): declared here, so
+    """What the domains ask of the project level (`dslint.program.rank.function_summaries.ProjectTaint`): declared here, so
     that this module, which the statement walk below the project level uses, does not import it."""
 
     def _class_family(self, src: "PythonSource", cls: str) -> Iterable[tuple["PythonSource", str]]: ...

@@ -1,6 +1,6 @@
 """Rank-varying values across the project: function summaries (what a helper returns, which parameters its
 callers taint), module environments and the call graph on the outlines (`ProjectTaint`). The expression level
--- sources, propagation, `Origin` -- is `dslint.program.rank.values`, re-exported here."""
+-- sources, propagation, `Origin` -- is `dslint.program.rank.value_uniformity`, re-exported here."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.program.rank.flow import FlowWalk
-from dslint.program.rank.values import *  # noqa: F401,F403  (the expression level, re-exported)
-from dslint.program.rank.values import (_TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
+from dslint.program.rank.reaching_ranks import FlowWalk
+from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
+from dslint.program.rank.value_uniformity import (_TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 

@@ -14,13 +14,13 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.program.rank import domains
-from dslint.program.rank.libtypes import accelerate_typing
-from dslint.program.rank.values import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
+from dslint.program.rank import setting_domains as domains
+from dslint.program.rank.library_types import accelerate_typing
+from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import dotted_name
 from dslint.sources.literals import literal_value
-from dslint.program.statements import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
+from dslint.program.statement_walks import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
@@ -583,7 +583,7 @@ class FlowWalk:
     def _falls_through_never(self, links: list[cst.If]) -> bool:
         """An `if`/`elif` chain without `else` whose tests cover every value a validated setting may hold here
         (`if self.env_type == "deepspeed+mpu": … elif self.env_type == "deepspeed": …` in a method its callers
-        run only in those configurations, `dslint.program.rank.domains`): no rank passes it untouched."""
+        run only in those configurations, `dslint.program.rank.setting_domains`): no rank passes it untouched."""
         info = self.taint.src.facts.functions.get(self.scope)
         if info is None or info.class_name is None:
             return False

@@ -23,7 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.program.rank.values import Origin, filters
+from dslint.program.rank.value_uniformity import Origin, filters
 from dslint.program.facts import dotted_name
 from dslint.sources.literals import literal_value
 
@@ -427,7 +427,7 @@ def path_implies(walk, use: tuple, assigned: tuple) -> bool:
     `local_rank == -1`) takes its distributed side (a single process has no rank to wait); any other leaf is a
     free boolean, the same leaf wherever it is written alike (`a is not None` is `not (a is None)`). Names are
     read through their one binding in the walk. False when unknown (too many leaves)."""
-    from dslint.program.rank.sequences import representatives
+    from dslint.program.rank.collective_sequences import representatives
     own = {id(t) for t, _ in use}
     need = [(t, h) for t, h in assigned if id(t) not in own or (t, h) not in use]
     if not need:
@@ -459,7 +459,7 @@ def path_implies(walk, use: tuple, assigned: tuple) -> bool:
 def ranks_taking(walk, path: tuple) -> Optional[set]:
     """The representative ranks for which some value of the other leaves takes every (test, side) of `path`
     (see `path_implies`), with the constants its rank leaves compare with; None when too many leaves."""
-    from dslint.program.rank.sequences import representatives
+    from dslint.program.rank.collective_sequences import representatives
     consts: set = set()
     atoms: dict[str, None] = {}
     leaves: dict[int, object] = {}
@@ -479,7 +479,7 @@ def ranks_taking(walk, path: tuple) -> Optional[set]:
 
 
 def _truth(leaves: dict, values: dict, r: int, e, depth: int = 0):
-    from dslint.program.rank.sequences import decide
+    from dslint.program.rank.collective_sequences import decide
     if depth > 12:
         return None
     leaf = leaves.get(id(e))
@@ -508,7 +508,7 @@ _PLAIN = {cst.Is: "is", cst.Equal: "==", cst.In: "in"}
 
 def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict, depth: int) -> None:
     """Classify the leaves of test `e` (see `path_implies`) into `leaves` (id of the node → what it is)."""
-    from dslint.program.rank.sequences import _MULTI, _FROM_ENV, Scope, rank_formula
+    from dslint.program.rank.collective_sequences import _MULTI, _FROM_ENV, Scope, rank_formula
     if depth > 6 or id(e) in leaves:
         return
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
@@ -556,5 +556,5 @@ def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict,
 
 
 def _code(node: cst.CSTNode, limit: int = 48) -> str:
-    from dslint.program.statements import code_of
+    from dslint.program.statement_walks import code_of
     return code_of(node, limit)

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import dotted_name
-from dslint.program.statements import iter_assigns, iter_returns
+from dslint.program.statement_walks import iter_assigns, iter_returns
 
 if TYPE_CHECKING:
-    from dslint.program.project import ProjectView
+    from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
 # the `datasets` API: methods of Dataset / DatasetDict / IterableDataset that return a dataset of the same kind
