@@ -1132,21 +1132,22 @@ def _argument(fn: ast.FunctionDef, param: str, call: ast.Call, skip_self: bool =
                              defaults=[defaults_of[a] for a in positional if a in defaults_of])
     for kw in call.keywords:
         if kw.arg == param:
-            return _literal(kw.value)
+            return _literal_eval(kw.value)
     if param in positional:
         i = positional.index(param)
         if any(isinstance(a, ast.Starred) for a in call.args[:i + 1]):
             return UNKNOWN
         if i < len(call.args):
-            return _literal(call.args[i])
+            return _literal_eval(call.args[i])
     if any(kw.arg is None for kw in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
         return UNKNOWN          # `**kwargs` may carry it
     defaults = dict(zip(positional[len(positional) - len(args.defaults):], args.defaults))
     defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
-    return _literal(defaults[param]) if param in defaults else UNKNOWN
+    return _literal_eval(defaults[param]) if param in defaults else UNKNOWN
 
 
-def _literal(node: ast.AST):
+def _literal_eval(node: ast.AST):
+    """`ast.literal_eval`, UNKNOWN where it cannot evaluate (containers of literals included)."""
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):

@@ -255,7 +255,7 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
     return replace(a, axes=a.axes | b.axes, member=member)
 
 
-def group_argument(call: cst.Call) -> Optional[str]:
+def group_named(call: cst.Call) -> Optional[str]:
     """The process group a `get_rank(...)`/`get_world_size(...)` call asks about, as code: "" for the world (no
     argument, `None`), None when it is not a plain name or attribute (`groups["tp"]`, a call)."""
     arg = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "group"), None)
@@ -274,7 +274,7 @@ def world_size_group(e: Optional[cst.BaseExpression]) -> Optional[str]:
         return None
     if isinstance(e, cst.Call) and isinstance(e.func, (cst.Name, cst.Attribute)) and \
             _last(None, e.func) == "get_world_size":
-        return group_argument(e)
+        return group_named(e)
     return None
 
 
@@ -655,7 +655,7 @@ class RankTaint:
         if last in RANK_CALLS:
             return Origin("rank", e, self.src, axes=RANK_AXES.get(last),
                           member=frozenset({last}) if last in _MEMBER_CALLS else None,
-                          group=group_argument(e) if last == "get_rank" else None)
+                          group=group_named(e) if last == "get_rank" else None)
         if last in ("getenv", "get") and e.args and (last == "getenv" or (callee or "").endswith("environ.get")):
             if literal_value(e.args[0].value) in RANK_ENV_KEYS:
                 return Origin("rank", e, self.src)
