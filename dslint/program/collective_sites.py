@@ -586,8 +586,8 @@ class CollectiveSites:
     def _callback_site(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> Optional[Site]:
         """A call outside the checked files handed a function of them by name (`study.optimize(objective, ...)`,
         `executor.submit(step)`): the outside code runs it, so the call reaches what the function reaches --
-        zero or more times, as a loop does. (Not followed on the outlines: a function whose only collective is a
-        callback's is not among `site_units`.)"""
+        zero or more times, as a loop does. The outline pre-filters follow the same hand-overs (`Outline.name_args`,
+        `_handed_targets`): a function whose only collective is a callback's is among `site_units`."""
         for arg in call.args:
             if not isinstance(arg.value, cst.Name) or arg.star:
                 continue
@@ -829,6 +829,23 @@ class CollectiveSites:
     def _call_targets(self, src: "PythonSource", callee: Optional[str], scope: str):
         return ((id(s), q) for s, q in self.taint.call_targets(src, callee, scope))
 
+    def _handed_targets(self, src: "PythonSource", scope: str) -> list[tuple[int, str]]:
+        """The functions `scope` hands to calls by bare name (`study.optimize(objective)`), on the outline: a
+        function nested in the scope or an enclosing one, or what a call of that name would resolve to -- those
+        `_callback_site` may follow, so the pre-filters count them as called."""
+        outline = src.outline
+        if outline is None:
+            return []
+        out = []
+        for name in outline.name_args.get(scope, ()):
+            enclosing = scope
+            while enclosing and enclosing != MODULE_SCOPE:
+                if f"{enclosing}.{name}" in outline.functions:
+                    out.append((id(src), f"{enclosing}.{name}"))
+                enclosing = enclosing.rpartition(".")[0]
+            out.extend(self._call_targets(src, outline.resolve(name), scope))
+        return out
+
     @cached_property
     def site_units(self) -> set[tuple[int, str]]:
         """(id of source, qualified name) of every function for which `reaches` may find a site: one of its
@@ -850,6 +867,10 @@ class CollectiveSites:
                 elif callee is not None:
                     for target in self._call_targets(src, callee, scope):
                         callers.setdefault(target, set()).add(unit)
+            for scope in outline.name_args:
+                if scope != MODULE_SCOPE:
+                    for target in self._handed_targets(src, scope):
+                        callers.setdefault(target, set()).add((id(src), scope))
         work = list(able)
         while work:
             for caller in callers.get(work.pop(), ()):
@@ -893,13 +914,20 @@ class CollectiveSites:
             src = self._source_by_id.get(current[0])
             if src is None:
                 continue
-            for callee, shape in self._unit_calls(current):
-                if self._direct_site(src, callee, shape):
+            # each step: the targets of one call of the function, or a function it hands to a call by name
+            steps = [(callee, shape, None) for callee, shape in self._unit_calls(current)]
+            steps += [(None, None, [target]) for target in self._handed_targets(src, current[1])]
+            for callee, shape, handed in steps:
+                if handed is not None:
+                    targets = handed
+                elif self._direct_site(src, callee, shape):
                     hit = current
                     break
-                if callee is None:
+                elif callee is None:
                     continue
-                for target in self._call_targets(src, callee, current[1]):
+                else:
+                    targets = self._call_targets(src, callee, current[1])
+                for target in targets:
                     if memo.get(target) is True:
                         parent.setdefault(target, current)
                         hit = target

@@ -63,6 +63,9 @@ class Outline:
     # callee, whether it is an attribute, `_tail` of its owner, `_tail` of the owner's owner) -- None where
     # libcst's helpers give None
     shapes: list[tuple[Optional[str], bool, Optional[str], Optional[str]]] = field(default_factory=list)
+    # per enclosing function, the bare names its calls pass as arguments (`study.optimize(objective)`): a function
+    # handed to a call may run there (`CollectiveSites._callback_site`; the outline pre-filters follow these)
+    name_args: dict[str, set] = field(default_factory=dict)
     # (name, first line with its decorators, last line) of each function and class of the module's scope
     tops: list[tuple[str, int, int]] = field(default_factory=list)
     # the per-file model facts (dslint.program.models.modules.file_model_facts), built from the same tree
@@ -368,6 +371,9 @@ def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list, keys: li
     for node in calls_under([expr]):
         func = node.func
         calls.append((out.resolve(dotted_name(func)), scope))
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if type(arg) is ast.Name:
+                out.name_args.setdefault(scope, set()).add(arg.id)
         keys.append((node.lineno, node.col_offset, -node.end_lineno, -node.end_col_offset))
         if type(func) is ast.Attribute:
             owner = func.value

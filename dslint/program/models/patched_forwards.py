@@ -82,7 +82,11 @@ class UnevenUse:
 
 def _tree(project: "ProjectView", src: "PythonSource") -> Optional[ast.Module]:
     def build():
+        from dslint.program.per_file import cpython_tree
         from dslint.sources.astsplice import compile_ast
+        kept = cpython_tree(src)        # the outline's tree, where the role analysis keeps it: no second parse
+        if kept is not None:
+            return kept
         try:
             return compile_ast(src.text, src.path)
         except (SyntaxError, ValueError, RecursionError):
