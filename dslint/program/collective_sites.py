@@ -916,7 +916,8 @@ class CollectiveSites:
                 continue
             # each step: the targets of one call of the function, or a function it hands to a call by name
             steps = [(callee, shape, None) for callee, shape in self._unit_calls(current)]
-            steps += [(None, None, [target]) for target in self._handed_targets(src, current[1])]
+            if current[1] != MODULE_SCOPE:     # as `site_units`: a module's top level is no unit
+                steps += [(None, None, [target]) for target in self._handed_targets(src, current[1])]
             for callee, shape, handed in steps:
                 if handed is not None:
                     targets = handed

@@ -586,7 +586,8 @@ class ProjectTaint:
     def may_return_rank(self, src: "PythonSource", qual: str) -> bool:
         """Can `returns()` of this function be other than None? Decided on the outlines, with an
         over-approximation: a function can return a rank-varying value only if its file holds a rank source
-        (any of the words the taint starts from), or it -- or, for a method, any method of its file (`self.`
+        (any of the words the taint starts from, or the name of an attribute something stores a rank id in,
+        `rank_fields`), or it -- or, for a method, any method of its file (`self.`
         attributes are file-wide), or its module's top level -- calls a function that can."""
         return _unit(src, qual) in self._rank_capable_units()
 
@@ -618,6 +619,12 @@ class ProjectTaint:
                     users = {units_of_scope[q] for q in _enclosing(scope) if q in units_of_scope}
                 for target in self.call_targets(src, callee, scope):
                     callers.setdefault(_unit(*target), set()).update(users)
+        # a file that reads an attribute something stores a rank id in (`rank_fields`, by provenance) may spell no
+        # rank word itself: every function of a file using such an attribute's name is a seed
+        for name in self.rank_fields():
+            for src in self.project.using_identifier(name):
+                if src.outline is not None:
+                    seeds.update(_unit(src, qual) for qual in src.outline.functions)
         able = set(seeds)
         work = list(seeds)
         while work:
@@ -626,7 +633,8 @@ class ProjectTaint:
                 if caller not in able:
                     able.add(caller)
                     work.append(caller)
-        self.__dict__["_capable"] = able
+        if not self.__dict__.get("_building"):
+            self.__dict__["_capable"] = able    # not while `rank_fields` is being built (its table is partial)
         return able
 
     def call_targets(self, src: "PythonSource", callee: Optional[str], scope: str) -> list[tuple["PythonSource", str]]:
