@@ -837,7 +837,10 @@ class CollectiveSites:
         if outline is None:
             return []
         out = []
+        defined = self._function_names(src)
         for name in outline.name_args.get(scope, ()):
+            if name not in defined and name not in outline.imports:
+                continue        # a local variable: no function of the checked files (most arguments)
             enclosing = scope
             while enclosing and enclosing != MODULE_SCOPE:
                 if f"{enclosing}.{name}" in outline.functions:
@@ -845,6 +848,15 @@ class CollectiveSites:
                 enclosing = enclosing.rpartition(".")[0]
             out.extend(self._call_targets(src, outline.resolve(name), scope))
         return out
+
+    def _function_names(self, src: "PythonSource") -> frozenset:
+        """The last names of the functions and classes a file defines (nested ones included), memoised per file."""
+        memo = self.__dict__.setdefault("_function_names_memo", {})
+        names = memo.get(id(src))
+        if names is None:
+            names = memo[id(src)] = frozenset(q.rsplit(".", 1)[-1] for q in (*src.outline.functions,
+                                                                              *src.outline.classes))
+        return names
 
     @cached_property
     def site_units(self) -> set[tuple[int, str]]:
