@@ -389,7 +389,9 @@ class ConditionallyUsedParam(Rule):
     self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it; ids or embeddings handed over
     as alternatives, `elif inputs_embeds is not None: h = inputs_embeds`; an input dict's entry filled when
     absent, `if outputs.get("image") is None: outputs["image"] = self.vision(pixels)`; a fill written with an
-    early return, `if memory is not None: return self.decode(memory)` before `memory = self.encode(src)`),
+    early return, `if memory is not None: return self.decode(memory)` before `memory = self.encode(src)`; an
+    input the chain requires when the tested one is absent and the arm computes from it, `if prompt_ids is not
+    None: cache = self.encoder(prompt_ids, cache=cache)` / `elif cache is None: raise`),
     tests on uniform values only. A batch field whose presence the configuration decides is uniform: when every
     write of its key in the run (`batch["depth"] = ...`, `{"depth": ...}`) is unconditional or under tests of
     run-fixed values (a collator's `self.use_depth`), the collator sets it for every batch or for none; a write

@@ -515,7 +515,16 @@ class ForwardPaths:
             # the input replaced is the tested one, or is computed from it (its alternative); a body that only
             # resets another input (`attention_mask = None` beside the image features) replaces nothing the
             # test is about
-            return any(t in params and not (_free_names(value) & {t}) and (t == tested or tested in _free_names(value))
+            if any(t in params and not (_free_names(value) & {t}) and (t == tested or tested in _free_names(value))
+                   for t, value in _assigned(stmt.body)):
+                return True
+            # `if prompt_ids is not None: out = self.encoder(prompt_ids, cache=cache); cache = out.cache` then `elif
+            # cache is None: raise`: without the tested input the caller must hand the replaced input over (the
+            # chain raises otherwise), so the arm only computes here what a caller may have computed before -- a
+            # cache the arm extends when handed one is still the caller's choice of where it comes from
+            required = _required_otherwise(stmt)
+            from_tested = _derived_from(stmt.body, {tested})
+            return any(t in params and t in required and _free_names(value) & from_tested
                        for t, value in _assigned(stmt.body))
         entry = _entry_of(test.left)
         if entry is None or isinstance(comp.operator, cst.IsNot):
@@ -709,6 +718,23 @@ def _chain_arms(stmt: cst.If) -> list[tuple[Optional[cst.BaseExpression], cst.Ba
     if isinstance(node, cst.Else):
         arms.append((None, node.body))
     return arms
+
+
+def _required_otherwise(stmt: cst.If) -> set[str]:
+    """The inputs a chain requires when its first test fails: `elif cache is None: raise ...` (an arm that tests a
+    name's absence and only raises; `or` of several absences requires each of them)."""
+    out: set[str] = set()
+    for test, body in _chain_arms(stmt)[1:]:
+        if test is None or not _only_raises(body):
+            continue
+        out |= _presence_tests(test)[1]     # present past the arm: `cache is None`, `a is None or b is None`
+    return out
+
+
+def _only_raises(block: cst.BaseSuite) -> bool:
+    body = block.body if isinstance(block, cst.IndentedBlock) else []
+    return len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and \
+        all(isinstance(small, cst.Raise) for small in body[0].body)
 
 
 def _absence_test(test: Optional[cst.BaseExpression], negated: bool) -> bool:
