@@ -539,7 +539,10 @@ class RankEarlyExit(_CollectiveRule):
     members of the world formed after them), nor a test uniform over the collective's process group (DSL101),
     nor a `raise` inside a `try` with handlers of the same function, in an `except` handler (it translates an
     outside failure), under a test of per-rank *data* (a fail-fast check of a malformed batch, not a decision
-    a rank takes by its id), or under a test of its own inside the rank test (rank 0 validating a setting).
+    a rank takes by its id), under a test of its own inside the rank test (rank 0 validating a setting), or
+    under a test of the rank id against an upper bound read from the run's settings (`if local_rank >=
+    cfg.tp_size: raise`: the launch checked against the configuration -- on a matching launch no rank raises;
+    a bound written as a literal or computed, `rank >= world // 2`, splits the ranks into roles and is flagged).
 
     A `raise` under a rank-id test is reported as a warning: under torchrun or the deepspeed launcher the
     uncaught exception ends the whole job (a crash, not a hang); the others hang where a caller catches it, or

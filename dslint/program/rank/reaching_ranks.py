@@ -320,7 +320,31 @@ class FlowWalk:
             return []
         if not self._ifs or self._ifs[-1].test is not cond.node:
             return []       # a check of its own under the rank test (`if is_main: if bad(cfg): raise`)
+        if self._out_of_range(cond.node):
+            return []
         return [Guard("exit", cond.origin, node, "raise", cond.node)]
+
+    def _out_of_range(self, test: cst.CSTNode) -> bool:
+        """`if local_rank >= cfg.tensor_parallel.tp_size: raise RuntimeError(...)`: the rank id checked against an
+        upper bound the run reads from its settings (a name or attribute chain the same on every rank). On a launch
+        that matches the configuration no rank raises; on one that does not, the launch itself is wrong -- a
+        fail-fast validation of the launch, not ranks leaving by their id. A bound written as a literal or computed
+        (`rank >= 1`, `rank >= world // 2`) splits the ranks into roles and stays an exit."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return False
+        comp = test.comparisons[0]
+        if isinstance(comp.operator, (cst.GreaterThanEqual, cst.GreaterThan)):
+            rank, bound = test.left, comp.comparator
+        elif isinstance(comp.operator, (cst.LessThanEqual, cst.LessThan)):
+            rank, bound = comp.comparator, test.left
+        else:
+            return False
+        chain = bound
+        while isinstance(chain, cst.Attribute):
+            chain = chain.value
+        if not isinstance(chain, cst.Name) or chain.value in ("True", "False", "None"):
+            return False
+        return self.eval(rank) is not None and self.eval(bound) is None
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
