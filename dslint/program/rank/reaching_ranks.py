@@ -328,8 +328,9 @@ class FlowWalk:
         """`if local_rank >= cfg.tensor_parallel.tp_size: raise RuntimeError(...)`: the rank id checked against an
         upper bound the run reads from its settings (a name or attribute chain the same on every rank). On a launch
         that matches the configuration no rank raises; on one that does not, the launch itself is wrong -- a
-        fail-fast validation of the launch, not ranks leaving by their id. A bound written as a literal or computed
-        (`rank >= 1`, `rank >= world // 2`) splits the ranks into roles and stays an exit."""
+        fail-fast validation of the launch, not ranks leaving by their id. A bound written in the test as a literal
+        or an expression (`rank >= 1`, `rank >= world // 2`) splits the ranks into roles and stays an exit (a name
+        bound earlier to such an expression is not told apart)."""
         if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
             return False
         comp = test.comparisons[0]
