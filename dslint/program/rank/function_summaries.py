@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.rank.reaching_ranks import FlowWalk
+from dslint.program.rank.setting_domains import _rebinding as domains_rebinding
+from dslint.program.statement_walks import sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.value_uniformity import (_TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
@@ -442,6 +444,77 @@ class ProjectTaint:
         self._returns[key] = result
         return result
 
+    def returns_at_constants(self, call: cst.Call, source: tuple["PythonSource", str], hit: Origin
+                             ) -> Optional[Origin]:
+        """What a call returns given the constants it fixes (`hit`: what the function returns whatever its
+        arguments). A parameter the call passes a literal, or leaves at a literal default, that an `if` test of
+        the body reads and the body never rebinds, decides that test: the walk for this call takes only the
+        branches left live (`from_pretrained(name, args)` leaves `overwrite_args={}`, so `if build_only or
+        "model_parallel_size" not in overwrite_args: return cls.load(...)` always returns there, and the
+        rank-0-only merge of its other branch is dead for this call). Memoised per function and constants."""
+        found = self.function_info(source)
+        if found is None:
+            return hit
+        other, info = found
+        fixed = self._call_constants(call, info)
+        if not fixed:
+            return hit
+        key = (id(other), info.qualname, tuple(sorted((k, repr(v)) for k, v in fixed.items())))
+        memo = self.__dict__.setdefault("_returns_at", {})
+        if key not in memo:
+            if key in self._in_progress:
+                return hit
+            self._in_progress.add(key)
+            try:
+                walk = FlowWalk(self.taint(other), scope=info.qualname, env=dict(self.module_env(other)),
+                                cls=info.class_name)
+                walk.fixed = fixed
+                walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+                memo[key] = (walk.returned, walk.returned_elements())
+            finally:
+                self._in_progress.discard(key)
+        origin, elems = memo[key]
+        self.__dict__.setdefault("_returns_at_elems", {})[id(call)] = elems
+        if origin is None:
+            return None
+        return replace(origin, via=f"{info.name}()", via_call=None, group=_group_out(origin))
+
+    def _call_constants(self, call: cst.Call, info: FunctionInfo) -> dict[str, object]:
+        """Parameter → the constant this call fixes it to, for the parameters an `if` test of the body reads and
+        the body never rebinds (empty when the call spreads `*args`/`**kwargs`)."""
+        tested = self.__dict__.setdefault("_tested_params", {})
+        names = tested.get(id(info))
+        if names is None:
+            names = set()
+            stack = [info.node.body]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+                    continue
+                if isinstance(n, cst.If):
+                    names |= {x for x in _test_names(n.test) if x in info.params}
+                stack.extend(sub_statements(n) if not isinstance(n, cst.If) else
+                             (n.body, *((n.orelse,) if n.orelse is not None else ())))
+            names = tested[id(info)] = {x for x in names if domains_rebinding(info.node, x) is None}
+        if not names or any(a.star for a in call.args):
+            return {}
+        spec = info.node.params
+        params = [p.name.value for p in (*spec.posonly_params, *spec.params)]
+        if info.class_name and params[:1] in (["self"], ["cls"]):
+            params = params[1:]
+        defaults = {p.name.value: p.default for p in [*spec.posonly_params, *spec.params, *spec.kwonly_params]
+                    if p.default is not None}
+        positional = [a.value for a in call.args if a.keyword is None]
+        out: dict[str, object] = {}
+        for name in names:
+            arg = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+            if arg is None and name in params and params.index(name) < len(positional):
+                arg = positional[params.index(name)]
+            value = literal_value(arg if arg is not None else defaults.get(name, cst.Name("_")))
+            if value is not UNKNOWN:
+                out[name] = value
+        return out
+
     def returned_elements(self, src: "PythonSource", call: cst.Call, env: Env, cls: Optional[str]
                           ) -> Optional[list[Optional[Origin]]]:
         """What each element of the tuple a checked function returns is, for this call (`rank, world_size =
@@ -458,6 +531,8 @@ class ProjectTaint:
                 return None             # uniform as a whole: nothing to split
             key = self._args_key(call, hit, origins)
             elems = self.__dict__.get("_returns_for_elems", {}).get(key) if key is not None else None
+        elif id(call) in self.__dict__.get("_returns_at_elems", {}):
+            elems = self.__dict__["_returns_at_elems"][id(call)]      # for the constants it fixes
         else:
             if not self.may_return_rank(*source):
                 return None
@@ -996,3 +1071,20 @@ def _launcher_options(project: "ProjectView", table: dict) -> None:
             _add_field(table, "local_rank", None, Origin("rank", call.node, src,
                                                           via=f"{what}, {src.path}:{src.span(call.node).line}"))
             return
+
+
+def _test_names(test: cst.BaseExpression) -> set[str]:
+    """The plain names a test reads (as `fixed_truth` may decide them)."""
+    out: set[str] = set()
+    stack = [test]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, cst.Name):
+            out.add(t.value)
+        elif isinstance(t, cst.UnaryOperation):
+            stack.append(t.expression)
+        elif isinstance(t, cst.BooleanOperation):
+            stack.extend((t.left, t.right))
+        elif isinstance(t, cst.Comparison) and len(t.comparisons) == 1:
+            stack.extend((t.left, t.comparisons[0].comparator))
+    return out

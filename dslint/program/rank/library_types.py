@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.program.facts import dotted_name
-from dslint.program.statement_walks import iter_assigns, iter_returns
+from dslint.program.facts import MODULE_SCOPE, dotted_name
+from dslint.program.statement_walks import iter_assigns, iter_returns, sub_statements
+from dslint.sources.cstwalk import children
 
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
@@ -111,6 +112,12 @@ def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) 
 # accelerate's process-state objects: `Accelerator`, `PartialState`, `AcceleratorState` (their `gather`,
 # `gather_for_metrics`, `reduce`, `pad_across_processes` are collectives whose result every process shares)
 _ACCELERATE_STATES = {"Accelerator", "PartialState", "AcceleratorState"}
+
+# methods of accelerate's `Accelerator` that no torch module, DeepSpeed engine or HF Trainer has (accelerator.py):
+# an object they are called on, of a field the checked files do not type, is an Accelerator (typed by use)
+_ACCELERATOR_METHODS = frozenset({"unwrap_model", "get_state_dict", "wait_for_everyone", "gather_for_metrics",
+                                  "main_process_first", "local_main_process_first", "split_between_processes",
+                                  "prepare_model", "prepare_data_loader", "register_for_checkpointing"})
 
 # The documented rank properties of typed library objects, keyed by the class (API meaning, not a guess from an
 # attribute's spelling): what `RankTaint._attribute` reads as a rank id when the receiver is typed so.
@@ -273,12 +280,8 @@ class AccelerateTyping:
                 typing = self if where is not None else accelerate_typing(self.analysis, hit[0])
                 info = hit[0].facts.functions.get(hit[1])
                 returns = [r.value for r in iter_returns(info.node.body) if r.value is not None] if info else []
-                # a returned name that is not a parameter of the function is a local or global of it: its
-                # bindings say what it is, not the parameters other functions of the file give the same name
-                return bool(returns) and all(
-                    typing._name(kind, v.value, depth + 1, params=False)
-                    if isinstance(v, cst.Name) and v.value not in info.params and v.value != "self"
-                    else typing._typed(kind, v, info.class_name, depth + 1) for v in returns)
+                # a returned name is what the bindings of the function's scope make it (`_scoped_name`)
+                return bool(returns) and all(typing._typed(kind, v, info.class_name, depth + 1) for v in returns)
             return False
         if isinstance(e, cst.Name):
             if e.value == "self":
@@ -286,7 +289,10 @@ class AccelerateTyping:
                     # accelerate's own state classes, checked as a folder: `self` of its `Accelerator`
                     return (self.src.module_name or "").startswith("accelerate.") and cls in _ACCELERATE_STATES
                 return kind == "trainer" and self.analysis.is_hf_trainer_class(self.src, cls)
-            return self._name(kind, e.value, depth)
+            scope = self._scopes.get(id(e), _UNPLACED)
+            if scope is _UNPLACED:
+                return self._name(kind, e.value, depth)     # a node of no tree of this file: every binding
+            return self._scoped_name(kind, e.value, scope, depth)
         if isinstance(e, cst.Attribute):
             if kind == "state" and e.attr.value == "accelerator" and self._typed("trainer", e.value, cls, depth + 1):
                 return True         # the Trainer's own `self.accelerator`
@@ -307,6 +313,82 @@ class AccelerateTyping:
                         self._param(kind, fn, v.value, depth + 1) if isinstance(v, cst.Name) and v.value in fn.params
                         else self._typed(kind, v, fn.class_name, depth + 1) for fn, v in stores)
                 return self._memo[key]
+        return False
+
+    @property
+    def _scopes(self) -> dict[int, Optional[str]]:
+        """id(node) → the qualified name of the innermost function whose body holds it (None: the module's top
+        level or a class body there), for the names and assignments of the file (built on first use)."""
+        memo = self.__dict__.get("_scope_index")
+        if memo is None:
+            memo = self.__dict__["_scope_index"] = {}
+            functions = {id(info.node): q for q, info in self.src.facts.functions.items()}
+            stack: list = [(self.src.module, None)]
+            while stack:
+                node, scope = stack.pop()
+                if isinstance(node, (cst.Name, cst.Assign)):
+                    memo[id(node)] = scope
+                if isinstance(node, cst.FunctionDef) and id(node) in functions:
+                    inner = functions[id(node)]
+                    stack.extend((kid, scope) for kid in (*node.decorators, node.name))
+                    stack.extend((kid, inner) for kid in (node.params, node.body))
+                    continue
+                stack.extend((kid, scope) for kid in children(node))
+        return memo
+
+    def _scoped_name(self, kind: str, name: str, scope: Optional[str], depth: int) -> bool:
+        """A name read in the function `scope` (None: at the top level) is what the bindings of the scope it
+        resolves to make it, Python's rule: that function's assignments of it and the parameter of that name
+        (what its callers pass), else the enclosing function's, else the module's top level -- not every binding
+        of the same spelling in other functions of the file (another method's `accelerator` parameter that no
+        found caller passes says nothing of a local built by accelerate)."""
+        key = (kind, name, scope or "")
+        if key in self._memo:
+            return self._memo[key]
+        self._memo[key] = True          # assumed while its bindings are looked at (a cycle adds nothing)
+        functions = self.src.facts.functions
+        found: Optional[tuple[list, Optional[object]]] = None
+        q = scope
+        while q:
+            info = functions.get(q)
+            if info is not None:
+                if name in _globals_declared(info):
+                    break
+                values = [node.value for node in self._assigns if self._scopes.get(id(node)) == q
+                          for t in node.targets if isinstance(t.target, cst.Name) and t.target.value == name]
+                if values or name in info.params:
+                    found = (values, info if name in info.params else None)
+                    break
+            q = q.rsplit(".", 1)[0] if "." in q else None
+        if found is None:
+            found = ([node.value for node in self._assigns if self._scopes.get(id(node)) is None
+                      for t in node.targets if isinstance(t.target, cst.Name) and t.target.value == name], None)
+        values, param_of = found
+        values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+        if kind == "args" and self._parsed_args(name) or kind == "engine" and self._engine_unpacked(name):
+            self._memo[key] = True
+            return True
+        ok = all(self._typed(kind, v, None, depth + 1) for v in values)
+        if ok and param_of is not None:
+            ok = self._param(kind, param_of, name, depth)
+        ok = ok and bool(values or param_of is not None)
+        if not ok and kind == "state" and values and param_of is None and \
+                all(isinstance(v, (cst.Attribute, cst.Subscript)) for v in values):
+            # read from a field of an object the checked files do not type (`accelerator = vllm_gen.accelerator`
+            # of a library's generation helper): an Accelerator when accelerate's own methods are called on it
+            ok = self._used_as_accelerator(name, scope)
+        self._memo[key] = ok
+        return ok
+
+    def _used_as_accelerator(self, name: str, scope: Optional[str]) -> bool:
+        """Is one of accelerate's Accelerator-only methods (`_ACCELERATOR_METHODS`) called on the name in that
+        scope (`accelerator.get_state_dict(model)`, `accelerator.unwrap_model(model)`)? Typing by the API used."""
+        where = scope or MODULE_SCOPE
+        for call in self.src.facts.calls:
+            f = call.node.func
+            if call.scope == where and isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
+                    f.value.value == name and f.attr.value in _ACCELERATOR_METHODS:
+                return True
         return False
 
     def _name(self, kind: str, name: str, depth: int, params: bool = True) -> bool:
@@ -385,6 +467,22 @@ class AccelerateTyping:
         if "_assign_list" not in self.__dict__:
             self.__dict__["_assign_list"] = list(iter_assigns(self.src.module))
         return self.__dict__["_assign_list"]
+
+
+_UNPLACED = object()     # `AccelerateTyping._scopes` of a node no tree of the file holds
+
+
+def _globals_declared(info) -> set[str]:
+    """The names a function declares `global` (its reads and stores of them are the module's)."""
+    out: set[str] = set()
+    stack = list(info.node.body.body) if isinstance(info.node.body, cst.IndentedBlock) else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleStatementLine):
+            out.update(g.name.value for small in n.body if isinstance(small, cst.Global) for g in small.names)
+        elif not isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            stack.extend(sub_statements(n))
+    return out
 
 
 def accelerate_typing(analysis, src: "PythonSource") -> AccelerateTyping:

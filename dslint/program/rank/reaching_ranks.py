@@ -68,6 +68,10 @@ class FlowWalk:
         # names bound to the size of a process group (`tp_world_size = dist.get_world_size(tp_group)`): name → the
         # group as code ("" for the world), for the tests that say the group holds one rank (`_single_rank`)
         self._sizes: dict[str, str] = {}
+        # parameters one call fixes to a constant (a literal argument, or the default it leaves in place): a walk
+        # of the body for that call (`ProjectTaint.returns_at_constants`) takes only the branches they leave live
+        self.fixed: dict[str, object] = {}
+        self._left_for_fixed = False
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -142,6 +146,9 @@ class FlowWalk:
             pending.extend(more)
             if pending and _forms_world(stmt):
                 pending = []        # the ranks that left are no members of the world formed here
+            if self._left_for_fixed:
+                self._left_for_fixed = False
+                break               # the one branch the fixed parameters take leaves the function: dead below
         return pending
 
     def _leaves_here(self, stmt: cst.CSTNode) -> bool:
@@ -366,6 +373,16 @@ class FlowWalk:
             links.append(links[-1].orelse)
         last = links[-1].orelse
         final: Sequence[cst.CSTNode] = _body(last.body) if isinstance(last, cst.Else) else ()
+        covered = leaves = False    # the parameters this walk fixes take exactly one link (`fixed`)
+        if self.fixed:
+            for i, link in enumerate(links):
+                holds = fixed_truth(link.test, self.fixed)
+                if holds is None:
+                    break
+                if holds:
+                    links, final, covered = links[:i + 1], (), True
+                    leaves = any(self._leaves_here(st) for st in _body(links[-1].body))
+                    break
         bodies = [_body(link.body) for link in links]
         # balanced[i]: body i and every later branch (a final `else` needed) reach a collective
         balanced = [False] * len(links)
@@ -442,7 +459,9 @@ class FlowWalk:
                 self._ifs.pop()
                 self._holds.pop()
                 self.negated = negated
-            if final and not dead or not final and not self._falls_through_never(links):
+            if covered and leaves:
+                self._left_for_fixed = True
+            if final and not dead or not final and not covered and not self._falls_through_never(links):
                 envs.append(self.env)
                 freshes.append(self._fresh)
             if not chain and len(links) == 1 and len(envs) == 2:
@@ -589,7 +608,10 @@ class FlowWalk:
 
     def _never_holds(self, test: cst.BaseExpression) -> bool:
         """A test false for every value its parameter takes at the calls found (`if norm_type == inf:` in a
-        function every caller leaves at `norm_type=2`, `domains.param_domain`): its branch is dead code."""
+        function every caller leaves at `norm_type=2`, `domains.param_domain`), or for the constants the call this
+        walk is for fixes (`fixed`): its branch is dead code."""
+        if self.fixed and fixed_truth(test, self.fixed) is False:
+            return True
         if not isinstance(test, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
             return False
         info = self.taint.src.facts.functions.get(self.scope)
@@ -977,3 +999,33 @@ def _names_of(node: cst.CSTNode):
         if isinstance(n, cst.Name):
             yield n
         stack.extend(n.children)
+
+
+def fixed_truth(test: cst.BaseExpression, fixed: dict) -> Optional[bool]:
+    """The truth of a test when the parameters in `fixed` hold those constants, the others unknown (None: it
+    depends on them): `build_only or "model_parallel_size" not in overwrite_args` with `overwrite_args={}` holds."""
+    if isinstance(test, cst.Name):
+        return bool(fixed[test.value]) if test.value in fixed else None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = fixed_truth(test.expression, fixed)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = fixed_truth(test.left, fixed), fixed_truth(test.right, fixed)
+        if isinstance(test.operator, cst.And):
+            return False if False in (left, right) else (True if left is True and right is True else None)
+        return True if True in (left, right) else (False if left is False and right is False else None)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        op = test.comparisons[0].operator
+        if isinstance(op, (cst.Is, cst.IsNot)) and literal_value(test.comparisons[0].comparator) is None:
+            name = dotted_name(test.left)
+            if name in fixed:
+                return (fixed[name] is None) == isinstance(op, cst.Is)
+            return None
+        for name in domains.name_subjects(test) & fixed.keys():
+            try:
+                hit = domains.truth(test, name, fixed[name])
+            except TypeError:
+                hit = None
+            if hit is not None:
+                return hit
+    return None

@@ -87,11 +87,17 @@ def truth(test: cst.BaseExpression, subject: str, value: object, const=literal_v
                 return None
             return (value in values) == isinstance(op, cst.In)
         return None
-    if dotted_name(other) == subject and isinstance(op, (cst.In, cst.NotIn)) and isinstance(value, str):
-        part = literal_value(test.left)     # `"deepspeed" in self.env_type`: a substring of the value
-        if not isinstance(part, str):
+    if dotted_name(other) == subject and isinstance(op, (cst.In, cst.NotIn)) and \
+            isinstance(value, (str, dict, list, tuple, set, frozenset)):
+        # `"deepspeed" in self.env_type`: a substring of the value; `"k" not in overrides`: a key or an item of a
+        # constant container
+        part = literal_value(test.left)
+        if part is UNKNOWN or isinstance(value, str) and not isinstance(part, str):
             return None
-        return (part in value) == isinstance(op, cst.In)
+        try:
+            return (part in value) == isinstance(op, cst.In)
+        except TypeError:
+            return None
     return None
 
 

@@ -689,6 +689,9 @@ class RankTaint:
         if source is not None:
             hit = self.analysis.returns_of_source(source)
             if hit is not None:
+                # the branches the call's constants leave live (`ProjectTaint.returns_at_constants`)
+                hit = self.analysis.returns_at_constants(e, source, hit)
+            if hit is not None:
                 return hit
             # a function of the checked files: what it returns for these arguments (context-sensitive), which
             # differs only when some argument is rank-varying
