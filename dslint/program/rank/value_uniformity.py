@@ -19,6 +19,7 @@ arguments varies in those fields only (`object_fields`). The rules read these an
 
 from __future__ import annotations
 
+import builtins
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -110,6 +111,7 @@ _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_m
 # a data loader: a name whose last part says so (`train_dataloader`, `self.loader`), or a call building one
 _LOADER_WORD = "loader"
 # builders of a sharded map-style loader whose batches number the same on every rank
+_BUILTIN_NAMES = frozenset(dir(builtins))
 _TORCH_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 _UNIFORM_LOADER_CALLS = {"deepspeed_io", "prepare", "prepare_data_loader", "get_train_dataloader",
                          "get_eval_dataloader", "get_test_dataloader"}
@@ -323,6 +325,8 @@ def element_of(origin: Optional[Origin]) -> Optional[Origin]:
     """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch."""
     if origin is not None and origin.rows:
         return replace(origin, rows=False)
+    if origin is not None and origin.stream:
+        return replace(origin, stream=False)    # a batch of a loader (`for batch in loader`)
     return origin
 
 
@@ -724,7 +728,7 @@ class RankTaint:
             hit = self.eval(first.value, env, cls) if first is not None else None
             if hit is not None and hit.stream:
                 if last == "enumerate":     # (step, batch): the step counts alike on every rank
-                    return replace(hit, elements=(None, hit))
+                    return replace(hit, elements=(None, replace(hit, stream=False)))
                 if last == "len":
                     return None             # the loader's batch count: see `FlowWalk.loop` (kind "shard" otherwise)
                 if last == "next":
@@ -754,6 +758,14 @@ class RankTaint:
             if hit is not None and hit.kind == "shard":
                 return hit
             return self._loader_stream(e, callee)
+        if last == "zip" and isinstance(e.func, cst.Name) and e.args:
+            # `zip(prompt_loader, unsup_loader)`: a stream of tuples, a batch of each loader (or what the other
+            # iterables hold) in each
+            parts = [self.eval(a.value, env, cls) if a.keyword is None else None for a in e.args]
+            first = next((p for p in parts if p is not None and p.stream), None)
+            if first is not None:
+                return replace(first, elements=tuple(replace(p, stream=False, elements=None) if p is not None
+                                                     and p.stream else element_of(p) for p in parts))
         stream = self._loader_stream(e, callee)
         if stream is not None:
             data = next((a for a in e.args if a.keyword is None or a.keyword.value == "dataset"), None)
@@ -778,9 +790,17 @@ class RankTaint:
             if display_only(self.datasets, e, arg):
                 continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
             hit = self.eval(arg.value, env, cls)
+            if hit is not None and hit.stream:
+                # a loader handed to a call: a function value the code was given (`hooks["forward_step"](it,
+                # model)`, a parameter) draws this rank's batches from it; a named library function
+                # (`has_length(loader)`, `accelerator.prepare(loader)`) returns what that function makes of the
+                # loader object, which is the same on every rank
+                if not self._handed_callable(e.func):
+                    continue
+                hit = replace(hit, stream=False)
             if hit is not None:
                 if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
-                    hit = replace(hit, opaque=True, stream=False)   # handed a loader: what it draws from it
+                    hit = replace(hit, opaque=True)
                 if hit.kind == "rank" and last not in KIND_KEEPING:
                     kind = "shard" if self._share_of(e, callee, last, arg) else "derived"
                     hit = replace(hit, kind=kind, member=None)
@@ -876,6 +896,18 @@ class RankTaint:
             return None
         return Origin("item", e, self.src, via=f"a batch of the data loader {what}: other samples on each rank",
                       batch=True)
+
+    def _handed_callable(self, func: cst.BaseExpression) -> bool:
+        """Is the called function a value the code was handed rather than a named function: an item of a mapping
+        (`hooks["forward_step"]`), or a bare name that is no import, no function or class of the file and no
+        builtin (a parameter, or a local bound from one)?"""
+        if isinstance(func, cst.Subscript):
+            return True
+        if not isinstance(func, cst.Name):
+            return False
+        name = func.value
+        return name not in self.facts.imports and name not in self.facts.functions and \
+            name not in self.facts.classes and name not in _BUILTIN_NAMES
 
     def _loader_stream(self, e: cst.Call, callee: Optional[str]) -> Optional[Origin]:
         """`DataLoader(dataset, ...)` (torch's class, resolved through the imports, whatever the name it is bound
