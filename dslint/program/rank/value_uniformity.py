@@ -706,7 +706,11 @@ class RankTaint:
             # a function of the checked files: what it returns for these arguments (context-sensitive), which
             # differs only when some argument is rank-varying (a helper building a loader returns a loader whatever
             # it is handed, unless it builds it over a rank's share of the data)
-            origins = [self.eval(a.value, env, cls) for a in e.args]
+            # a loader handed in is not followed back out through the return (`rank_0_tqdm(val_loader)`, a
+            # `train_step(it, engine)` returning a loss): what the callee draws from it taints the callee's own
+            # tests (its parameters, `call_env`), not what it hands back
+            origins = [None if o is not None and o.stream else o for o in
+                       (self.eval(a.value, env, cls) for a in e.args)]
             if not any(o is not None for o in origins):
                 return hit
             target = self.analysis.function_info(source)
