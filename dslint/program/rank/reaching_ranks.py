@@ -356,7 +356,7 @@ class FlowWalk:
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
-            name = self.taint.uniformize(value, self.env, self.cls)
+            name = self.taint.uniformize(value, self.env, self.cls, tuple(self._loops))
             if name:
                 self._fresh.add(name)
             self._sent_from_source(value)

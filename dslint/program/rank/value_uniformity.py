@@ -19,6 +19,7 @@ arguments varies in those fields only (`object_fields`). The rules read these an
 
 from __future__ import annotations
 
+import builtins
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -110,6 +111,8 @@ _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_m
 # a data loader: a name whose last part says so (`train_dataloader`, `self.loader`), or a call building one
 _LOADER_WORD = "loader"
 # builders of a sharded map-style loader whose batches number the same on every rank
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_TORCH_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 _UNIFORM_LOADER_CALLS = {"deepspeed_io", "prepare", "prepare_data_loader", "get_train_dataloader",
                          "get_eval_dataloader", "get_test_dataloader"}
 
@@ -216,13 +219,18 @@ class Origin:
     # out of reach; where that group holds one rank (`if dist.get_world_size(tp_group) == 1:`) the rank is 0 on
     # every rank (`FlowWalk._single_rank`)
     group: Optional[str] = None
+    # a data loader itself, or an iterator over one (`loader = DataLoader(ds, ...)`, `it = iter(loader)`, a helper
+    # returning one): the same object on every rank, whose batches are this rank's samples (`Origin.batch`); only
+    # what is drawn from it (`next(it)`, a loop's item, a function handed it) carries per-rank values
+    stream: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
 
     def describe(self) -> str:
         line = self.source.span(self.node).line
-        what = {"item": "this rank's batch" if self.batch else "this rank's item", "rank": "a rank id",
+        what = {"item": "a data loader, its batches other samples on each rank" if self.stream else
+                "this rank's batch" if self.batch else "this rank's item", "rank": "a rank id",
                 "shard": "this rank's share of the data",
                 "generation": "a per-rank generation output", "derived": "a value computed from a rank id"}
         if self.via_call is not None:
@@ -317,6 +325,8 @@ def element_of(origin: Optional[Origin]) -> Optional[Origin]:
     """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch."""
     if origin is not None and origin.rows:
         return replace(origin, rows=False)
+    if origin is not None and origin.stream:
+        return replace(origin, stream=False)    # a batch of a loader (`for batch in loader`)
     return origin
 
 
@@ -568,7 +578,10 @@ class RankTaint:
             # `self.control.should_save` of a `TrainerControl()`: a field its class declares and the code sets
             # (varying only if the class's methods set it from a rank value)
             return field if declared else held
-        return self.eval(e.value, env, cls)
+        hit = self.eval(e.value, env, cls)
+        if hit is not None and hit.stream:
+            return None     # `loader.batch_size`, `loader.dataset`: the loader's own settings, alike on every rank
+        return hit
 
     def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
         base = self.facts.resolve_expr(e.value)
@@ -691,16 +704,22 @@ class RankTaint:
             if hit is not None:
                 # the branches the call's constants leave live (`ProjectTaint.returns_at_constants`)
                 hit = self.analysis.returns_at_constants(e, source, hit)
-            if hit is not None:
+            if hit is not None and not hit.stream:
                 return hit
             # a function of the checked files: what it returns for these arguments (context-sensitive), which
-            # differs only when some argument is rank-varying
-            origins = [self.eval(a.value, env, cls) for a in e.args]
+            # differs only when some argument is rank-varying (a helper building a loader returns a loader whatever
+            # it is handed, unless it builds it over a rank's share of the data)
+            # a loader handed in is not followed back out through the return (`rank_0_tqdm(val_loader)`, a
+            # `train_step(it, engine)` returning a loss): what the callee draws from it taints the callee's own
+            # tests (its parameters, `call_env`), not what it hands back
+            origins = [None if o is not None and o.stream else o for o in
+                       (self.eval(a.value, env, cls) for a in e.args)]
             if not any(o is not None for o in origins):
-                return None
+                return hit
             target = self.analysis.function_info(source)
             if target is not None:
-                return self.analysis.returns_for_args(e, target, origins)
+                return self.analysis.returns_for_args(e, target, origins) or hit
+            return hit
         if last in _STRUCTURE_CALLS:
             first = e.func.value if last == "keys" and isinstance(e.func, cst.Attribute) else \
                 next((a.value for a in e.args if a.keyword is None), None)
@@ -714,6 +733,13 @@ class RankTaint:
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
+            if hit is not None and hit.stream:
+                if last == "enumerate":     # (step, batch): the step counts alike on every rank
+                    return replace(hit, elements=(None, replace(hit, stream=False)))
+                if last == "len":
+                    return None             # the loader's batch count: see `FlowWalk.loop` (kind "shard" otherwise)
+                if last == "next":
+                    return replace(hit, stream=False)   # a batch drawn from it
             if first is None and isinstance(e.func, cst.Attribute):
                 # a method without arguments (`mask.bool()`, `loss.float()`, `ids.tolist()`): its receiver's
                 # values converted -- what a collated batch's values are, which vary
@@ -736,8 +762,27 @@ class RankTaint:
             # only a dataset that is itself this rank's share makes its length vary
             data = next((a for a in e.args if a.keyword is None or a.keyword.value == "dataset"), None)
             hit = self.eval(data.value, env, cls) if data is not None else None
-            return hit if hit is not None and hit.kind == "shard" else None
+            if hit is not None and hit.kind == "shard":
+                return hit
+            return self._loader_stream(e, callee)
+        if last == "zip" and isinstance(e.func, cst.Name) and e.args:
+            # `zip(prompt_loader, unsup_loader)`: a stream of tuples, a batch of each loader (or what the other
+            # iterables hold) in each
+            parts = [self.eval(a.value, env, cls) if a.keyword is None else None for a in e.args]
+            first = next((p for p in parts if p is not None and p.stream), None)
+            if first is not None:
+                return replace(first, elements=tuple(replace(p, stream=False, elements=None) if p is not None
+                                                     and p.stream else element_of(p) for p in parts))
+        stream = self._loader_stream(e, callee)
+        if stream is not None:
+            data = next((a for a in e.args if a.keyword is None or a.keyword.value == "dataset"), None)
+            if data is None or self.eval(data.value, env, cls) is None:
+                return stream
+            # a loader over a per-rank value (`DataLoader(samples[rank::world])`): its batch count is the value's,
+            # below
         out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        if out is not None and out.stream:
+            out = replace(out, stream=False)    # `it.__next__()`: what is drawn from a loader is a batch
         if out is not None and out.batch and last in _VALUE_METHODS:
             out = replace(out, batch=False)     # `batch["mask"].sum()`, `.item()`, `.any()`: values, which vary
         if out is not None and out.opaque and out.kind in _DATA_KINDS and last in _MAPPING_VIEWS:
@@ -752,6 +797,14 @@ class RankTaint:
             if display_only(self.datasets, e, arg):
                 continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
             hit = self.eval(arg.value, env, cls)
+            if hit is not None and hit.stream:
+                # a loader handed to a call: a function value the code was given (`hooks["forward_step"](it,
+                # model)`, a parameter) draws this rank's batches from it; a named library function
+                # (`has_length(loader)`, `accelerator.prepare(loader)`) returns what that function makes of the
+                # loader object, which is the same on every rank
+                if not self._handed_callable(e.func):
+                    continue
+                hit = replace(hit, stream=False)
             if hit is not None:
                 if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
                     hit = replace(hit, opaque=True)
@@ -850,6 +903,29 @@ class RankTaint:
             return None
         return Origin("item", e, self.src, via=f"a batch of the data loader {what}: other samples on each rank",
                       batch=True)
+
+    def _handed_callable(self, func: cst.BaseExpression) -> bool:
+        """Is the called function a value the code was handed rather than a named function: an item of a mapping
+        (`hooks["forward_step"]`), or a bare name that is no import, no function or class of the file and no
+        builtin (a parameter, or a local bound from one)?"""
+        if isinstance(func, cst.Subscript):
+            return True
+        if not isinstance(func, cst.Name):
+            return False
+        name = func.value
+        return name not in self.facts.imports and name not in self.facts.functions and \
+            name not in self.facts.classes and name not in _BUILTIN_NAMES
+
+    def _loader_stream(self, e: cst.Call, callee: Optional[str]) -> Optional[Origin]:
+        """`DataLoader(dataset, ...)` (torch's class, resolved through the imports, whatever the name it is bound
+        to) or an engine's `deepspeed_io(dataset)`: a loader, the same object on every rank, whose batches hold
+        other samples on each rank (data parallelism). Its number of batches is the loader's business (kind "item":
+        no trip count); a loader over this rank's share keeps the share's origin (the sampler branch of `_call`)."""
+        if callee in _TORCH_LOADERS or callee is None and isinstance(e.func, cst.Attribute) and \
+                e.func.attr.value == "deepspeed_io":
+            return Origin("item", e, self.src, via="a data loader: other samples on each rank", batch=True,
+                          stream=True)
+        return None
 
     def distributed_sampler(self, e: cst.BaseExpression) -> bool:
         """A `DistributedSampler(...)` (or a name this file binds to one, on some path: the other paths are
@@ -954,7 +1030,8 @@ class RankTaint:
         else:
             env[name] = origin
 
-    def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None) -> Optional[str]:
+    def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None,
+                   loops: tuple = ()) -> Optional[str]:
         """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is written in place by
         the collective, so it is uniform now (its name returned) -- as a whole and in its items (`buf[0].item()`,
         unpacking it), whatever was stored into it before (`buf[0] = best` on the source rank). Uniform over the
@@ -967,6 +1044,12 @@ class RankTaint:
                 callee.startswith(_COLLECTIVE_MODULES) or isinstance(call.func, cst.Attribute)
                 and accelerate_typing(self.analysis, self.src).is_state(call.func.value, cls)):
             name = dotted_name(call.args[0].value)
+            if name is None:
+                keyed = _keyed_in_loop(call.args[0].value, loops)
+                if keyed is not None:
+                    # the key walked: every rank reduces the item at it in the same pass, so the keys are alike
+                    name, key = keyed
+                    env.pop(key, None)
             if name:
                 names = [name]
                 if name.endswith(".data"):
@@ -983,6 +1066,31 @@ class RankTaint:
                             env[n] = replace(held, axes=frozenset(rest), keys=None, elements=None, present=False)
                 return names[-1] if len(names) > 1 else name
         return None
+
+
+def _keyed_in_loop(arg: cst.BaseExpression, loops: tuple) -> Optional[tuple[str, str]]:
+    """`all_reduce(metrics[name].data)` inside `for name in metrics:` (or `metrics.keys()`): each pass reduces
+    the item of the key it is at, so once the loop is through every item of the container is the same on every
+    rank, and the item just reduced is already ((the container's name, the key's) returned: it is uniform from
+    here on).
+    Another subscript (a key the loop does not walk) says nothing about the other items: None."""
+    if isinstance(arg, cst.Attribute) and arg.attr.value == "data":
+        arg = arg.value
+    if not isinstance(arg, cst.Subscript) or len(arg.slice) != 1 or not isinstance(arg.slice[0].slice, cst.Index):
+        return None
+    container, key = dotted_name(arg.value), arg.slice[0].slice.value
+    if container is None or not isinstance(key, cst.Name):
+        return None
+    for loop in loops:
+        if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name) or loop.target.value != key.value:
+            continue
+        over = loop.iter
+        if isinstance(over, cst.Call) and isinstance(over.func, cst.Attribute) and over.func.attr.value == "keys" \
+                and not over.args:
+            over = over.func.value
+        if dotted_name(over) == container:
+            return container, key.value
+    return None
 
 
 def _assignments(block) -> Iterable[cst.Assign]:
