@@ -450,7 +450,7 @@ class RankHazards:
         memo[key] = []                  # recursion: in progress
         if not self._may_raise(other, info):
             return []
-        env = {**self.taint.module_env(other), **self.taint.param_taint(other, info)}
+        env = {**self.taint.globals_for(other, info), **self.taint.param_taint(other, info)}
         walk = HazardWalk(self, other, info.qualname, env, info.class_name, _decorator_guards(other, info.node))
         walk.run(info.node.body.body)
         memo[key] = [(other, op) for op in walk.raising]
@@ -524,7 +524,7 @@ class RankHazards:
                 continue
             guards = _decorator_guards(src, info.node)
             body = info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ()
-            env = dict(module_env)
+            env = dict(module_env if not info.params else self.taint.globals_for(src, info))
             if self.sites.reaches(src, info) is not None:
                 env.update(self.taint.param_taint(src, info))
             walk = HazardWalk(self, src, qual, env, info.class_name, guards)
