@@ -107,6 +107,13 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         self._both_assigned.pop()
         self.exc_leave()
 
+    def branch_path(self) -> Optional[tuple]:
+        return self._path_now()
+
+    def path_implies(self, use: tuple, assigned: tuple) -> bool:
+        from dslint.program.rank.raising_ranks import path_implies
+        return path_implies(self, use, assigned)
+
     def _chain_both(self, node: cst.If) -> set[str]:
         """Names assigned both in the branch of `node` and in what runs otherwise (the later `elif`s and the
         `else` of its chain): computed once per chain, from its end, without recursion."""

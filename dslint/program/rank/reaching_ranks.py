@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from dslint.program.rank import setting_domains as domains
-from dslint.program.rank.library_types import accelerate_typing
+from dslint.program.rank.library_types import accelerate_typing, fetch_only
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import dotted_name
@@ -68,6 +68,10 @@ class FlowWalk:
         # names bound to the size of a process group (`tp_world_size = dist.get_world_size(tp_group)`): name → the
         # group as code ("" for the world), for the tests that say the group holds one rank (`_single_rank`)
         self._sizes: dict[str, str] = {}
+        # names one branch of a rank-dependent chain alone binds (`if self.rank == 0: config = model.config`):
+        # name → (the branch's path, its value there, the varying value the join gave it); a later branch whose
+        # path implies that one (`if self.rank == 0:` again) is run only by ranks that bound it there
+        self._correlated: dict[str, tuple] = {}
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -87,6 +91,14 @@ class FlowWalk:
 
     def leave_if(self, node: cst.If) -> None:
         pass
+
+    def branch_path(self) -> Optional[tuple]:
+        """The tests around the statement being walked, each with the side taken (None: not tracked)."""
+        return None
+
+    def path_implies(self, use: tuple, assigned: tuple) -> bool:
+        """Does every rank taking the `use` path take the `assigned` one? (False: not known.)"""
+        return False
 
     # --- driver --------------------------------------------------------------------------------------
     def run(self, stmts: Sequence[cst.CSTNode]) -> None:
@@ -122,12 +134,38 @@ class FlowWalk:
         group = world_size_group(value)
         if isinstance(target, cst.Name) and group is not None:
             self._sizes[target.value] = group
+        if self._correlated:
+            self._uncorrelate(names)
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
         else:
             self._fresh.difference_update(names)
         for name, o in self.env.items():
             self.ever_bound.setdefault(name, o)
+
+    def _uncorrelate(self, names: list[str]) -> None:
+        """`names` are bound again: their records, and those whose path reads one of them, no longer hold."""
+        for name in list(self._correlated):
+            path = self._correlated[name][0]
+            if name in names or any(n.value in names for test, _ in path for n in _names_of(test)):
+                del self._correlated[name]
+
+    def _recorrelate(self) -> None:
+        """Entering a branch: a name bound by one branch of an earlier rank-dependent chain alone holds, for the
+        ranks taking this path when it implies that branch's, the value it had there (`if self.rank == 0:
+        model_config = …` … `if self.rank == 0: if "X" in model_config.architectures[0]: …`): inside that
+        branch it was the value of the ranks that run it, and these are the same ranks."""
+        if not self._correlated:
+            return
+        path = self.branch_path()
+        if not path:
+            return
+        for name, (assigned, inner, joined) in self._correlated.items():
+            if self.env.get(name) is joined and self.path_implies(path, assigned):
+                if inner is None:
+                    self.env.pop(name, None)
+                else:
+                    self.env[name] = inner
 
     def block(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> list[Guard]:
         """Walk statements in order; returns the rank-dependent exits that escape this block."""
@@ -358,6 +396,7 @@ class FlowWalk:
         tests: list[str] = []
         false_before: frozenset = frozenset()        # membership predicates of the earlier tests (false here)
         entered = 0
+        paths: list = []                             # per branch (the links', then the else's): its path
         first_varying: Optional[int] = None          # the first link whose test varies
         try:
             for i, link in enumerate(links):
@@ -389,6 +428,8 @@ class FlowWalk:
                 self.negated = negated | false_before | _negated_members(self, link.test)
                 self._ifs.append(link)
                 self._holds.append(True)
+                paths.append(self.branch_path())
+                self._recorrelate()
                 try:
                     pending = [] if self._never_holds(link.test) else self.block(bodies[i], body_guards)
                 finally:
@@ -410,6 +451,8 @@ class FlowWalk:
             self.negated = negated | false_before
             self._ifs.append(links[-1])
             self._holds.append(False)
+            paths.append(self.branch_path())
+            self._recorrelate()
             dead = bool(final) and bool(chain) and self.chain_covers_ranks(links)
             try:
                 more = [] if dead else self.block(final, else_guards)
@@ -417,6 +460,7 @@ class FlowWalk:
                 self._ifs.pop()
                 self._holds.pop()
                 self.negated = negated
+            else_env = self.env
             if final and not dead or not final and not self._falls_through_never(links):
                 envs.append(self.env)
                 freshes.append(self._fresh)
@@ -429,7 +473,9 @@ class FlowWalk:
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
             if chain and not (len(links) == 1 and not final and self._rank_turn(node)):
-                self._join_after(chain[0][1], [*bodies[first_varying:], final])
+                alike = self._bound_alike(bodies, final, envs[:len(links)] + [else_env]) if final else set()
+                self._join_after(chain[0][1], [*bodies[first_varying:], final], alike)
+                self._correlate(bodies, final, envs[:len(links)] + [else_env], paths, first_varying)
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
                 orelse = final if i == len(links) - 1 else links[i + 1:]
@@ -594,7 +640,59 @@ class FlowWalk:
                 return True
         return False
 
-    def _join_after(self, guard: Guard, bodies: list) -> None:
+    def _bound_alike(self, bodies: list, final, envs: list) -> set[str]:
+        """Names every branch of the chain (its `else` included) binds once, in a statement of its own body, to
+        the same expression of values the same on every rank -- the same call of the same arguments, apart from
+        those that only fetch files (`download=` of a torchvision dataset, `library_types.fetch_only`): rank 0
+        downloads the dataset and builds it, the others wait and build it from the files: one value everywhere
+        (`if local_rank == 0: ds = CIFAR10(root, train=True, download=True) … else: … ds = CIFAR10(root,
+        train=True, download=False)`). Names the expression reads must not be bound in any branch."""
+        branches = [*bodies, final]
+        bound = [_bound_names([body]) for body in branches]
+        every = set(bound[0]).intersection(*bound[1:])
+        if not every:
+            return set()
+        written = {n for names in bound for n in names}
+        out: set[str] = set()
+        for name in every:
+            forms = []
+            for body, names, env in zip(branches, bound, envs):
+                value = _top_binding(body, name) if names.count(name) == 1 else None
+                if value is None or env.get(name) is not None or \
+                        any(n.value in written for n in _names_of(value)):
+                    break
+                forms.append(self._canonical(value))
+            else:
+                if len(set(forms)) == 1 and forms[0] is not None:
+                    out.add(name)
+        return out
+
+    def _canonical(self, value: cst.BaseExpression) -> Optional[str]:
+        """The code of `value` without the arguments of its call that only fetch files (None: no call)."""
+        if not isinstance(value, cst.Call):
+            return code_of(value, 100000)
+        callee = self._class_attr_callee(value.func)
+        args = [code_of(a, 100000) for a in value.args
+                if a.keyword is None or not fetch_only(callee, a.keyword.value)]
+        return f"{code_of(value.func, 100000)}({', '.join(args)})"
+
+    def _class_attr_callee(self, func: cst.BaseExpression) -> Optional[str]:
+        """The callee resolved through the file's imports, or through a class attribute of the file bound once
+        to an imported name (`Net.DATASET_TARGET` for `class Net: DATASET_TARGET = datasets.CIFAR10`)."""
+        facts = self.taint.facts
+        name = dotted_name(func)
+        if name is None:
+            return None
+        head, _, attr = name.partition(".")
+        info = facts.classes.get(head)
+        if info is None or not attr or "." in attr:
+            return facts.resolve(name)
+        values = [small.value for stmt in _body(info.node.body) if isinstance(stmt, cst.SimpleStatementLine)
+                  for small in stmt.body if isinstance(small, cst.Assign) and len(small.targets) == 1
+                  and dotted_name(small.targets[0].target) == attr]
+        return facts.resolve(dotted_name(values[0])) if len(values) == 1 else None
+
+    def _join_after(self, guard: Guard, bodies: list, alike: frozenset | set = frozenset()) -> None:
         """After a rank-dependent `if` chain: a name its branches bind holds the value of the branch each rank took
         (`if rank == 0: stop = text == "exit"; payload = [text, stop]`): it varies, with the test's origin, until
         a collective makes it uniform (`broadcast_object_list(payload)`, `uniformize`) or it is bound again. Inside
@@ -602,9 +700,23 @@ class FlowWalk:
         move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
         origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
         for name in _bound_names(bodies):
-            if name not in self.env and name not in self._fresh:
+            if name not in self.env and name not in self._fresh and name not in alike:
                 self.env[name] = origin
                 self.ever_bound.setdefault(name, origin)
+
+    def _correlate(self, bodies: list, final, envs: list, paths: list, first: int) -> None:
+        """Record the names one branch of the chain alone binds, with that branch's path and value
+        (`_recorrelate`); a name another branch binds too holds one of several values on those ranks."""
+        if len(paths) != len(bodies) + 1 or not all(paths[first:]):
+            return
+        per_branch = [set(_bound_names([body])) for body in [*bodies, final]]
+        for i in range(first, len(per_branch)):
+            for name in per_branch[i]:
+                joined = self.env.get(name)
+                if joined is None or name in self._fresh or \
+                        any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
+                    continue
+                self._correlated[name] = (paths[i], envs[i].get(name), joined)
 
     def match_stmt(self, node: cst.Match, guards: tuple[Guard, ...]) -> list[Guard]:
         """`match subject: case p: …`: a case runs when the subject matches its pattern (and its guard holds) and
@@ -779,6 +891,16 @@ def _bound_names(bodies: list) -> list[str]:
         for handler in getattr(stmt, "handlers", ()) or ():
             todo.extend(_body(handler.body))
     return out
+
+
+def _top_binding(body, name: str) -> Optional[cst.BaseExpression]:
+    """The value of the assignment `name = value` among the statements of `body` itself (not nested blocks)."""
+    for stmt in body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else (stmt,):
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                    isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
+                return small.value
+    return None
 
 
 def _target_names_of(target: cst.BaseExpression) -> list[str]:
