@@ -473,7 +473,8 @@ class FlowWalk:
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
             if chain and not (len(links) == 1 and not final and self._rank_turn(node)):
-                alike = self._bound_alike(bodies, final, envs[:len(links)] + [else_env]) if final else set()
+                alike = (self._bound_alike(bodies, final, envs[:len(links)] + [else_env]) |
+                         self._same_effect(bodies, final, envs[:len(links)] + [else_env])) if final else set()
                 self._join_after(chain[0][1], [*bodies[first_varying:], final], alike)
                 self._correlate(bodies, final, envs[:len(links)] + [else_env], paths, first_varying)
             for i in range(len(links) - 1, -1, -1):
@@ -657,7 +658,8 @@ class FlowWalk:
         for name in every:
             forms = []
             for body, names, env in zip(branches, bound, envs):
-                value = _top_binding(body, name) if names.count(name) == 1 else None
+                value = _top_binding(body, name) if names.count(name) == 1 and \
+                    sum(n.value == name for stmt in body for n in _names_of(stmt)) == 1 else None
                 if value is None or env.get(name) is not None or \
                         any(n.value in written for n in _names_of(value)):
                     break
@@ -665,6 +667,28 @@ class FlowWalk:
             else:
                 if len(set(forms)) == 1 and forms[0] is not None:
                     out.add(name)
+        return out
+
+    def _same_effect(self, bodies: list, final, envs: list) -> set[str]:
+        """Names every branch of the chain (its `else` included) changes in the same way: the same updates under
+        the same tests of the name itself and of values the same on every rank, in loops that run the same number
+        of times (`_effect`) -- the last pipeline stage yields one item per row of its micro-batch (`assert
+        len(lengths) == args.micro_batch_size; for tokens, length in zip(rows, lengths): …; ctr += 1; if ctr >=
+        num_samples: break`), the other ranks yield None `range(args.micro_batch_size)` times with the same
+        updates: `ctr` is the same on every rank after the chain."""
+        branches = [*bodies, final]
+        bound = [_bound_names([body]) for body in branches]
+        every = set(bound[0]).intersection(*bound[1:])
+        if not every:
+            return set()
+        written = {n for names in bound for n in names}
+        out: set[str] = set()
+        for name in every:
+            if any(env.get(name) is not None for env in envs):
+                continue
+            effects = [_Effect(self, name, written - {name}).block(body) for body in branches]
+            if effects[0] is not None and all(e == effects[0] for e in effects[1:]):
+                out.add(name)
         return out
 
     def _canonical(self, value: cst.BaseExpression) -> Optional[str]:
@@ -891,6 +915,179 @@ def _bound_names(bodies: list) -> list[str]:
         for handler in getattr(stmt, "handlers", ()) or ():
             todo.extend(_body(handler.body))
     return out
+
+
+class _Effect:
+    """What a block does to one name, as a comparable value (`FlowWalk._same_effect`): its updates (the
+    statements' code), the tests around them and around the exits of the loops that update it (their code; a test
+    may read only the name and values the same on every rank that no branch binds), and those loops with their
+    trip counts: `range(n)`, or a `zip`/name whose length an `assert len(x) == n` of the block states (`zip` pairs
+    the rows of aligned sequences: as long as each), `n` the same on every rank. None when anything else touches
+    the name or the flow around it (a `while`, a `try`, a `return`/`raise`, a test of other values)."""
+
+    def __init__(self, walk: "FlowWalk", name: str, others: set[str]) -> None:
+        self.walk = walk
+        self.name = name
+        self.others = others            # names the branches bind: not the same on every rank here
+        self.lengths: dict[str, str] = {}
+
+    def uniform(self, e: cst.BaseExpression) -> bool:
+        for n in _names_of(e):
+            if n.value == self.name:
+                continue
+            if n.value in self.others or self.walk.env.get(n.value) is not None:
+                return False
+        return self.walk.eval(e) is None
+
+    def writes(self, node: cst.CSTNode) -> bool:
+        return self.name in _bound_names([[node]])
+
+    def block(self, stmts) -> Optional[tuple]:
+        out: list = []
+        for stmt in stmts:
+            item = self.stmt(stmt)
+            if item is None:
+                return None
+            out.extend(item)
+        return tuple(out)
+
+    def stmt(self, stmt: cst.CSTNode) -> Optional[list]:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            return [] if not self.writes(stmt) else None
+        if _mutates(stmt, self.name):
+            return None         # `xs.append(o)`, `d[k] = v`, `fill(xs)`: a change the updates do not show
+        smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else \
+            [stmt] if isinstance(stmt, cst.BaseSmallStatement) else None
+        if smalls is not None:
+            out: list = []
+            for small in smalls:
+                if isinstance(small, (cst.Return, cst.Raise)):
+                    return None
+                if isinstance(small, (cst.Break, cst.Continue)):
+                    out.append(type(small).__name__)
+                elif isinstance(small, cst.Assert):
+                    self._assert(small.test)
+                elif isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    names = [n for t in targets for n in _target_names_of(t)]
+                    if self.name in names:
+                        if len(names) != 1 or small.value is None or not self.uniform(small.value):
+                            return None
+                        out.append(code_of(small, 100000))
+            return out
+        if isinstance(stmt, cst.If):
+            if not self.writes(stmt) and not _leaves_loop(stmt):
+                return []
+            if not self.uniform(stmt.test):
+                return None
+            body = self.block(_body(stmt.body))
+            orelse = () if stmt.orelse is None else self.block(
+                [stmt.orelse] if isinstance(stmt.orelse, cst.If) else _body(stmt.orelse.body))
+            if body is None or orelse is None:
+                return None
+            return [("if", code_of(stmt.test, 100000), body, orelse)]
+        if isinstance(stmt, cst.For):
+            if not self.writes(stmt):
+                return [] if not _returns_in(stmt) else None
+            trip = self.trip(stmt.iter)
+            body = self.block(_body(stmt.body))
+            if trip is None or body is None or stmt.orelse is not None or \
+                    self.name in {n for n in _target_names_of(stmt.target)}:
+                return None
+            return [("for", trip, body)]
+        if isinstance(stmt, cst.With):
+            if any(self.name in {n.value for n in _names_of(item.item)} for item in stmt.items):
+                return None
+            return self.block(_body(stmt.body))
+        return [] if not self.writes(stmt) and not _returns_in(stmt) else None
+
+    def _assert(self, test: cst.BaseExpression) -> None:
+        """`assert len(x) == n` (either order) with `n` the same on every rank: x has n items."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or \
+                not isinstance(test.comparisons[0].operator, cst.Equal):
+            return
+        for side, other in ((test.left, test.comparisons[0].comparator), (test.comparisons[0].comparator, test.left)):
+            if isinstance(side, cst.Call) and _last_attr(side.func) == "len" and len(side.args) == 1 and \
+                    isinstance(side.args[0].value, cst.Name) and self.uniform(other) and \
+                    self.name not in {n.value for n in _names_of(other)}:
+                self.lengths[side.args[0].value.value] = code_of(other, 100000)
+
+    def trip(self, it: cst.BaseExpression) -> Optional[str]:
+        if isinstance(it, cst.Name):
+            return self.lengths.get(it.value)
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("range", "zip", "enumerate") \
+                and self.walk.taint.facts.resolve_expr(it.func) in (None, it.func.value, f"builtins.{it.func.value}"):
+            args = [a for a in it.args if a.keyword is None and not a.star]
+            if it.func.value == "range":
+                if len(args) == 1 and len(it.args) == 1 and self.uniform(args[0].value) and \
+                        self.name not in {n.value for n in _names_of(args[0].value)}:
+                    return code_of(args[0].value, 100000)
+                return None
+            if it.func.value == "enumerate":
+                return self.trip(args[0].value) if args else None
+            counts = {self.trip(a.value) for a in args} - {None}
+            return counts.pop() if len(counts) == 1 else None
+        return None
+
+
+def _mutates(node: cst.CSTNode, name: str) -> bool:
+    """Might `node` change the object `name` holds without binding the name: a method call on it, a store
+    into a subscript or attribute of it, `del`, or the bare name handed to a call."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, cst.Call):
+            func = n.func
+            while isinstance(func, (cst.Attribute, cst.Subscript)):
+                func = func.value
+            if isinstance(n.func, (cst.Attribute, cst.Subscript)) and isinstance(func, cst.Name) and \
+                    func.value == name:
+                return True
+            if any(isinstance(a.value, cst.Name) and a.value.value == name for a in n.args):
+                return True
+        elif isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
+            targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else [n.target]
+            for t in targets:
+                for el in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else (t,)):
+                    sub = getattr(el, "value", el)
+                    if isinstance(sub, (cst.Subscript, cst.Attribute)):
+                        base = sub
+                        while isinstance(base, (cst.Attribute, cst.Subscript)):
+                            base = base.value
+                        if isinstance(base, cst.Name) and base.value == name:
+                            return True
+        todo.extend(n.children)
+    return False
+
+
+def _leaves_loop(stmt: cst.CSTNode) -> bool:
+    """A `break`/`continue` of the enclosing loop, or a `return`/`raise`, inside `stmt` (nested loops' own
+    `break`s excluded)."""
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.Break, cst.Continue, cst.Return, cst.Raise)):
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, (cst.For, cst.While)):
+            if _returns_in(node):
+                return True
+            continue
+        todo.extend(node.children)
+    return False
+
+
+def _returns_in(stmt: cst.CSTNode) -> bool:
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.Return, cst.Raise)):
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        todo.extend(node.children)
+    return False
 
 
 def _top_binding(body, name: str) -> Optional[cst.BaseExpression]:
