@@ -68,9 +68,10 @@ class FlowWalk:
         # names bound to the size of a process group (`tp_world_size = dist.get_world_size(tp_group)`): name → the
         # group as code ("" for the world), for the tests that say the group holds one rank (`_single_rank`)
         self._sizes: dict[str, str] = {}
-        # names one branch of a rank-dependent chain alone binds (`if self.rank == 0: config = model.config`):
-        # name → (the branch's path, its value there, the varying value the join gave it); a later branch whose
-        # path implies that one (`if self.rank == 0:` again) is run only by ranks that bound it there
+        # names one branch of a rank-dependent chain alone binds (`if self.rank == 0: config = model.config`), or
+        # a conditional expression on a rank test binds (`buf = [None] * n if rank == 0 else None`): name →
+        # ([(the branch's path, its value there), ...], the varying value the join gave it); a later branch whose
+        # path implies one of those (`if self.rank == 0:` again) is run only by ranks that bound it there
         self._correlated: dict[str, tuple] = {}
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -146,8 +147,8 @@ class FlowWalk:
     def _uncorrelate(self, names: list[str]) -> None:
         """`names` are bound again: their records, and those whose path reads one of them, no longer hold."""
         for name in list(self._correlated):
-            path = self._correlated[name][0]
-            if name in names or any(n.value in names for test, _ in path for n in _names_of(test)):
+            paths = [path for path, _ in self._correlated[name][0]]
+            if name in names or any(n.value in names for path in paths for test, _ in path for n in _names_of(test)):
                 del self._correlated[name]
 
     def _recorrelate(self) -> None:
@@ -160,12 +161,16 @@ class FlowWalk:
         path = self.branch_path()
         if not path:
             return
-        for name, (assigned, inner, joined) in self._correlated.items():
-            if self.env.get(name) is joined and self.path_implies(path, assigned):
-                if inner is None:
-                    self.env.pop(name, None)
-                else:
-                    self.env[name] = inner
+        for name, (alternatives, joined) in self._correlated.items():
+            if self.env.get(name) is not joined:
+                continue
+            for assigned, inner in alternatives:
+                if self.path_implies(path, assigned):
+                    if inner is None:
+                        self.env.pop(name, None)
+                    else:
+                        self.env[name] = inner
+                    break
 
     def block(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> list[Guard]:
         """Walk statements in order; returns the rank-dependent exits that escape this block."""
@@ -259,6 +264,9 @@ class FlowWalk:
                 origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
+            if origin is not None and isinstance(node.value, cst.IfExp) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0].target, cst.Name):
+                self._correlate_choice(node.targets[0].target.value, node.value, origin)
             self._uniformize(node.value)
             return []
         if isinstance(node, cst.AnnAssign):
@@ -728,6 +736,18 @@ class FlowWalk:
                 self.env[name] = origin
                 self.ever_bound.setdefault(name, origin)
 
+    def _correlate_choice(self, name: str, value: cst.IfExp, origin: Origin) -> None:
+        """`buf = [None] * n if rank == 0 else None`: for the ranks taking a later path that implies one side of
+        the test, `buf` is that side's value (`if rank == 0: … for item in buf:` reads the list)."""
+        if self.eval_test(value.test) is None:
+            return
+        path = self.branch_path()
+        joined = self.env.get(name)
+        if path is None or joined is None:
+            return
+        self._correlated[name] = ([(path + ((value.test, True),), self.eval(value.body)),
+                                   (path + ((value.test, False),), self.eval(value.orelse))], joined)
+
     def _correlate(self, bodies: list, final, envs: list, paths: list, first: int) -> None:
         """Record the names one branch of the chain alone binds, with that branch's path and value
         (`_recorrelate`); a name another branch binds too holds one of several values on those ranks."""
@@ -740,7 +760,7 @@ class FlowWalk:
                 if joined is None or name in self._fresh or \
                         any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
                     continue
-                self._correlated[name] = (paths[i], envs[i].get(name), joined)
+                self._correlated[name] = ([(paths[i], envs[i].get(name))], joined)
 
     def match_stmt(self, node: cst.Match, guards: tuple[Guard, ...]) -> list[Guard]:
         """`match subject: case p: …`: a case runs when the subject matches its pattern (and its guard holds) and
