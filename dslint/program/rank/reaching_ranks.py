@@ -1068,8 +1068,7 @@ def _mutates(node: cst.CSTNode, name: str) -> bool:
         elif isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
             targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else [n.target]
             for t in targets:
-                for el in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else (t,)):
-                    sub = getattr(el, "value", el)
+                for sub in ([el.value for el in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]):
                     if isinstance(sub, (cst.Subscript, cst.Attribute)):
                         base = sub
                         while isinstance(base, (cst.Attribute, cst.Subscript)):
