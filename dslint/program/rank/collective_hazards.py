@@ -107,6 +107,13 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         self._both_assigned.pop()
         self.exc_leave()
 
+    def branch_path(self) -> Optional[tuple]:
+        return self._path_now()
+
+    def path_implies(self, use: tuple, assigned: tuple) -> bool:
+        from dslint.program.rank.raising_ranks import path_implies
+        return path_implies(self, use, assigned)
+
     def _chain_both(self, node: cst.If) -> set[str]:
         """Names assigned both in the branch of `node` and in what runs otherwise (the later `elif`s and the
         `else` of its chain): computed once per chain, from its end, without recursion."""
@@ -450,7 +457,7 @@ class RankHazards:
         memo[key] = []                  # recursion: in progress
         if not self._may_raise(other, info):
             return []
-        env = {**self.taint.module_env(other), **self.taint.param_taint(other, info)}
+        env = {**self.taint.globals_for(other, info), **self.taint.param_taint(other, info)}
         walk = HazardWalk(self, other, info.qualname, env, info.class_name, _decorator_guards(other, info.node))
         walk.run(info.node.body.body)
         memo[key] = [(other, op) for op in walk.raising]
@@ -524,7 +531,7 @@ class RankHazards:
                 continue
             guards = _decorator_guards(src, info.node)
             body = info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ()
-            env = dict(module_env)
+            env = dict(module_env if not info.params else self.taint.globals_for(src, info))
             if self.sites.reaches(src, info) is not None:
                 env.update(self.taint.param_taint(src, info))
             walk = HazardWalk(self, src, qual, env, info.class_name, guards)

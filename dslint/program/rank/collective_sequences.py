@@ -850,7 +850,7 @@ class SequenceAnalysis:
             self._scopes[key] = None
             if not isinstance(info.node.body, cst.IndentedBlock):
                 return None
-            env = {**self.taint.module_env(src), **self.taint.param_taint(src, info)}
+            env = {**self.taint.globals_for(src, info), **self.taint.param_taint(src, info)}
             walk = _Recorder(self.taint.taint(src), info.qualname, env, info.class_name)
             walk.run(info.node.body.body)
             self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts,

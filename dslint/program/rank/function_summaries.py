@@ -77,6 +77,15 @@ class ProjectTaint:
             self._module_env[key] = walk.ever_bound
         return self._module_env[key]
 
+    def globals_for(self, src: "PythonSource", info: FunctionInfo) -> Env:
+        """`module_env` as the body of `info` sees it: a parameter shadows the module global of its name
+        (`def prepare(table): ...` beside a module-level `table` bound under a rank test is the caller's value)."""
+        module = self.module_env(src)
+        params = [p for p in info.params if p in module]
+        if not params:
+            return module
+        return {k: v for k, v in module.items() if k not in params}
+
     def self_attrs(self, src: "PythonSource", cls: Optional[str] = None) -> Env:
         """`self.X` attributes assigned a rank-varying value in a method of the class `cls` or of one of its bases
         among the checked files (its class family as a method of it sees it: an attribute that only uniform values
@@ -434,7 +443,7 @@ class ProjectTaint:
             return None
         self._in_progress.add(key)
         try:
-            walk = FlowWalk(self.taint(src), scope=info.qualname, env=dict(self.module_env(src)),
+            walk = FlowWalk(self.taint(src), scope=info.qualname, env=dict(self.globals_for(src, info)),
                             cls=info.class_name)
             walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
             result = walk.returned
@@ -590,7 +599,7 @@ class ProjectTaint:
         else:
             self._in_progress.add(key)
             try:
-                walk = FlowWalk(self.taint(other), scope=info.qualname, env={**self.module_env(other), **bound},
+                walk = FlowWalk(self.taint(other), scope=info.qualname, env={**self.globals_for(other, info), **bound},
                                 cls=info.class_name)
                 walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
                 hit = walk.returned
@@ -896,10 +905,18 @@ class ProjectTaint:
             return self._scope_env[key]
         module = dict(self.module_env(src))
         self._scope_env[key] = (module, {})
+        if scope == MODULE_SCOPE:
+            # the module's own statements run once, in order: a call there sees what is bound before it, not every
+            # name the module ever binds (`if is_main: table = parse(args); prepare(table)` passes rank 0's own
+            # table, which the join after the branch makes varying only for what comes after it)
+            walk = _CallSiteWalk(self.taint(src), scope=MODULE_SCOPE, env={})
+            walk.run(src.module.body)
+            self._scope_env[key] = (module, walk.at_call)
+            return self._scope_env[key]
         info = src.facts.functions.get(scope)
         if info is None:
             return self._scope_env[key]
-        env = {**module, **self.param_taint(src, info)}
+        env = {**self.globals_for(src, info), **self.param_taint(src, info)}
         walk = _CallSiteWalk(self.taint(src), scope=scope, env=env, cls=info.class_name)
         walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
         self._scope_env[key] = (walk.ever_bound, walk.at_call)

@@ -109,7 +109,7 @@ def _env_at(analysis, src: "PythonSource", scope: str, info, expr: cst.BaseExpre
     key = (id(src), scope)
     if key not in memo:
         walk = _statement_walk_class()(analysis.taint(src), scope=scope,
-                              env={**analysis.module_env(src), **analysis.param_taint(src, info)}, cls=info.class_name)
+                              env={**analysis.globals_for(src, info), **analysis.param_taint(src, info)}, cls=info.class_name)
         walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
         memo[key] = walk
     walk = memo[key]

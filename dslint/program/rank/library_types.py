@@ -101,6 +101,18 @@ class DatasetTyping:
         return self._functions[key]
 
 
+# library constructors whose listed keyword arguments only fetch the files the result is read from, never change
+# it: the torchvision datasets' `download` ("If True, downloads the dataset from the internet and puts it in root
+# directory. If dataset is already downloaded, it is not downloaded again.")
+_FETCH_ONLY = (("torchvision.datasets.", frozenset({"download"})),)
+
+
+def fetch_only(callee: Optional[str], keyword: str) -> bool:
+    """Is `keyword` an argument of the library call `callee` (resolved) that only fetches files (`download=` of a
+    torchvision dataset): the object built is the same whatever it is?"""
+    return bool(callee) and any(callee.startswith(prefix) and keyword in words for prefix, words in _FETCH_ONLY)
+
+
 def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) -> bool:
     """Is `arg` a parameter of a known library call that only words its display (`desc=` of `Dataset.map`)?"""
     if typing is None or arg.keyword is None or not isinstance(call.func, cst.Attribute):

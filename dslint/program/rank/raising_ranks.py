@@ -112,6 +112,14 @@ def _walk_statements(node: cst.CSTNode):
             yield from _walk_statements(child)
 
 
+def _grows(stmt: cst.CSTNode, name: str) -> bool:
+    """`name.append(...)` (or another growing call on `name`) as a statement of its own."""
+    smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else (stmt,)
+    return any(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and
+               isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value in _GROWING and
+               dotted_name(small.value.func.value) == name for small in smalls)
+
+
 def _last(func: cst.BaseExpression) -> Optional[str]:
     if isinstance(func, cst.Attribute):
         return func.attr.value
@@ -317,10 +325,39 @@ class ExceptionTracking:
             return
         conds = [g for g in guards if g.kind in ("cond", "cond-balanced", "exit")]
         if len(conds) > self.empty_init[name]:
-            g = conds[-1]
-            test = g.test if g.kind == "exit" else g.node
-            self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test), self.src, self._path_now()))
+            # the tests of an `if` chain every branch of which grows the list (`if i == rank: xs.append(mine)
+            # else: xs.append(zeros)`) decide what is appended, not whether: it grows on every rank there
+            level = len(conds)
+            chain = self._growing_chain(name)
+            while level and chain and conds[level - 1].kind != "exit" and id(conds[level - 1].node) in chain:
+                level -= 1
+            if level > self.empty_init[name]:
+                g = conds[level - 1]
+                test = g.test if g.kind == "exit" else g.node
+                self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test), self.src,
+                                       self._path_now()))
         del self.empty_init[name]       # grown on every rank otherwise (or already maybe-empty)
+
+    def _growing_chain(self, name: str) -> set:
+        """The tests (ids) of the innermost `if` chain being walked when every one of its branches, a final `else`
+        included, grows `name` in a statement of its own body (`name.append(...)` outside any nested block);
+        empty otherwise."""
+        ifs = getattr(self, "_ifs", ())
+        if not ifs:
+            return set()
+        head = ifs[-1]
+        while id(head) in self._exc_pred:
+            head = self._exc_pred[id(head)]
+        links = [head]
+        while isinstance(links[-1].orelse, cst.If):
+            links.append(links[-1].orelse)
+        last = links[-1].orelse
+        if not isinstance(last, cst.Else):
+            return set()
+        for body in [link.body for link in links] + [last.body]:
+            if not any(_grows(stmt, name) for stmt in getattr(body, "body", ())):
+                return set()
+        return {id(link.test) for link in links}
 
     # --- raising operations ------------------------------------------------------------------------
     def _maybe_of(self, e: cst.BaseExpression, kinds=("empty", "none")) -> Optional[MaybeEmpty]:

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from dslint.program.rank import setting_domains as domains
-from dslint.program.rank.library_types import accelerate_typing
+from dslint.program.rank.library_types import accelerate_typing, fetch_only
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import dotted_name
@@ -72,6 +72,11 @@ class FlowWalk:
         # of the body for that call (`ProjectTaint.returns_at_constants`) takes only the branches they leave live
         self.fixed: dict[str, object] = {}
         self._left_for_fixed = False
+        # names one branch of a rank-dependent chain alone binds (`if self.rank == 0: config = model.config`), or
+        # a conditional expression on a rank test binds (`buf = [None] * n if rank == 0 else None`): name →
+        # ([(the branch's path, its value there), ...], the varying value the join gave it); a later branch whose
+        # path implies one of those (`if self.rank == 0:` again) is run only by ranks that bound it there
+        self._correlated: dict[str, tuple] = {}
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -91,6 +96,14 @@ class FlowWalk:
 
     def leave_if(self, node: cst.If) -> None:
         pass
+
+    def branch_path(self) -> Optional[tuple]:
+        """The tests around the statement being walked, each with the side taken (None: not tracked)."""
+        return None
+
+    def path_implies(self, use: tuple, assigned: tuple) -> bool:
+        """Does every rank taking the `use` path take the `assigned` one? (False: not known.)"""
+        return False
 
     # --- driver --------------------------------------------------------------------------------------
     def run(self, stmts: Sequence[cst.CSTNode]) -> None:
@@ -126,12 +139,42 @@ class FlowWalk:
         group = world_size_group(value)
         if isinstance(target, cst.Name) and group is not None:
             self._sizes[target.value] = group
+        if self._correlated:
+            self._uncorrelate(names)
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
         else:
             self._fresh.difference_update(names)
         for name, o in self.env.items():
             self.ever_bound.setdefault(name, o)
+
+    def _uncorrelate(self, names: list[str]) -> None:
+        """`names` are bound again: their records, and those whose path reads one of them, no longer hold."""
+        for name in list(self._correlated):
+            paths = [path for path, _ in self._correlated[name][0]]
+            if name in names or any(n.value in names for path in paths for test, _ in path for n in _names_of(test)):
+                del self._correlated[name]
+
+    def _recorrelate(self) -> None:
+        """Entering a branch: a name bound by one branch of an earlier rank-dependent chain alone holds, for the
+        ranks taking this path when it implies that branch's, the value it had there (`if self.rank == 0:
+        model_config = …` … `if self.rank == 0: if "X" in model_config.architectures[0]: …`): inside that
+        branch it was the value of the ranks that run it, and these are the same ranks."""
+        if not self._correlated:
+            return
+        path = self.branch_path()
+        if not path:
+            return
+        for name, (alternatives, joined) in self._correlated.items():
+            if self.env.get(name) is not joined:
+                continue
+            for assigned, inner in alternatives:
+                if self.path_implies(path, assigned):
+                    if inner is None:
+                        self.env.pop(name, None)
+                    else:
+                        self.env[name] = inner
+                    break
 
     def block(self, stmts: Sequence[cst.CSTNode], guards: tuple[Guard, ...]) -> list[Guard]:
         """Walk statements in order; returns the rank-dependent exits that escape this block."""
@@ -228,6 +271,9 @@ class FlowWalk:
                 origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
+            if origin is not None and isinstance(node.value, cst.IfExp) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0].target, cst.Name):
+                self._correlate_choice(node.targets[0].target.value, node.value, origin)
             self._uniformize(node.value)
             return []
         if isinstance(node, cst.AnnAssign):
@@ -400,6 +446,7 @@ class FlowWalk:
         tests: list[str] = []
         false_before: frozenset = frozenset()        # membership predicates of the earlier tests (false here)
         entered = 0
+        paths: list = []                             # per branch (the links', then the else's): its path
         first_varying: Optional[int] = None          # the first link whose test varies
         try:
             for i, link in enumerate(links):
@@ -431,6 +478,8 @@ class FlowWalk:
                 self.negated = negated | false_before | _negated_members(self, link.test)
                 self._ifs.append(link)
                 self._holds.append(True)
+                paths.append(self.branch_path())
+                self._recorrelate()
                 try:
                     pending = [] if self._never_holds(link.test) else self.block(bodies[i], body_guards)
                 finally:
@@ -452,6 +501,8 @@ class FlowWalk:
             self.negated = negated | false_before
             self._ifs.append(links[-1])
             self._holds.append(False)
+            paths.append(self.branch_path())
+            self._recorrelate()
             dead = bool(final) and bool(chain) and self.chain_covers_ranks(links)
             try:
                 more = [] if dead else self.block(final, else_guards)
@@ -459,6 +510,7 @@ class FlowWalk:
                 self._ifs.pop()
                 self._holds.pop()
                 self.negated = negated
+            else_env = self.env
             if covered and leaves:
                 self._left_for_fixed = True
             if final and not dead or not final and not covered and not self._falls_through_never(links):
@@ -473,7 +525,10 @@ class FlowWalk:
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
             if chain and not (len(links) == 1 and not final and self._rank_turn(node)):
-                self._join_after(chain[0][1], [*bodies[first_varying:], final])
+                alike = (self._bound_alike(bodies, final, envs[:len(links)] + [else_env]) |
+                         self._same_effect(bodies, final, envs[:len(links)] + [else_env])) if final else set()
+                self._join_after(chain[0][1], [*bodies[first_varying:], final], alike)
+                self._correlate(bodies, final, envs[:len(links)] + [else_env], paths, first_varying)
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
                 orelse = final if i == len(links) - 1 else links[i + 1:]
@@ -641,7 +696,82 @@ class FlowWalk:
                 return True
         return False
 
-    def _join_after(self, guard: Guard, bodies: list) -> None:
+    def _bound_alike(self, bodies: list, final, envs: list) -> set[str]:
+        """Names every branch of the chain (its `else` included) binds once, in a statement of its own body, to
+        the same expression of values the same on every rank -- the same call of the same arguments, apart from
+        those that only fetch files (`download=` of a torchvision dataset, `library_types.fetch_only`): rank 0
+        downloads the dataset and builds it, the others wait and build it from the files: one value everywhere
+        (`if local_rank == 0: ds = CIFAR10(root, train=True, download=True) … else: … ds = CIFAR10(root,
+        train=True, download=False)`). Names the expression reads must not be bound in any branch."""
+        branches = [*bodies, final]
+        bound = [_bound_names([body]) for body in branches]
+        every = set(bound[0]).intersection(*bound[1:])
+        if not every:
+            return set()
+        written = {n for names in bound for n in names}
+        out: set[str] = set()
+        for name in every:
+            forms = []
+            for body, names, env in zip(branches, bound, envs):
+                value = _top_binding(body, name) if names.count(name) == 1 and \
+                    sum(n.value == name for stmt in body for n in _names_of(stmt)) == 1 else None
+                if value is None or env.get(name) is not None or \
+                        any(n.value in written for n in _names_of(value)):
+                    break
+                forms.append(self._canonical(value))
+            else:
+                if len(set(forms)) == 1 and forms[0] is not None:
+                    out.add(name)
+        return out
+
+    def _same_effect(self, bodies: list, final, envs: list) -> set[str]:
+        """Names every branch of the chain (its `else` included) changes in the same way: the same updates under
+        the same tests of the name itself and of values the same on every rank, in loops that run the same number
+        of times (`_effect`) -- the last pipeline stage yields one item per row of its micro-batch (`assert
+        len(lengths) == args.micro_batch_size; for tokens, length in zip(rows, lengths): …; ctr += 1; if ctr >=
+        num_samples: break`), the other ranks yield None `range(args.micro_batch_size)` times with the same
+        updates: `ctr` is the same on every rank after the chain."""
+        branches = [*bodies, final]
+        bound = [_bound_names([body]) for body in branches]
+        every = set(bound[0]).intersection(*bound[1:])
+        if not every:
+            return set()
+        written = {n for names in bound for n in names}
+        out: set[str] = set()
+        for name in every:
+            if any(env.get(name) is not None for env in envs):
+                continue
+            effects = [_Effect(self, name, written - {name}).block(body) for body in branches]
+            if effects[0] is not None and all(e == effects[0] for e in effects[1:]):
+                out.add(name)
+        return out
+
+    def _canonical(self, value: cst.BaseExpression) -> Optional[str]:
+        """The code of `value` without the arguments of its call that only fetch files (None: no call)."""
+        if not isinstance(value, cst.Call):
+            return code_of(value, 100000)
+        callee = self._class_attr_callee(value.func)
+        args = [code_of(a, 100000) for a in value.args
+                if a.keyword is None or not fetch_only(callee, a.keyword.value)]
+        return f"{code_of(value.func, 100000)}({', '.join(args)})"
+
+    def _class_attr_callee(self, func: cst.BaseExpression) -> Optional[str]:
+        """The callee resolved through the file's imports, or through a class attribute of the file bound once
+        to an imported name (`Net.DATASET_TARGET` for `class Net: DATASET_TARGET = datasets.CIFAR10`)."""
+        facts = self.taint.facts
+        name = dotted_name(func)
+        if name is None:
+            return None
+        head, _, attr = name.partition(".")
+        info = facts.classes.get(head)
+        if info is None or not attr or "." in attr:
+            return facts.resolve(name)
+        values = [small.value for stmt in _body(info.node.body) if isinstance(stmt, cst.SimpleStatementLine)
+                  for small in stmt.body if isinstance(small, cst.Assign) and len(small.targets) == 1
+                  and dotted_name(small.targets[0].target) == attr]
+        return facts.resolve(dotted_name(values[0])) if len(values) == 1 else None
+
+    def _join_after(self, guard: Guard, bodies: list, alike: frozenset | set = frozenset()) -> None:
         """After a rank-dependent `if` chain: a name its branches bind holds the value of the branch each rank took
         (`if rank == 0: stop = text == "exit"; payload = [text, stop]`): it varies, with the test's origin, until
         a collective makes it uniform (`broadcast_object_list(payload)`, `uniformize`) or it is bound again. Inside
@@ -649,9 +779,35 @@ class FlowWalk:
         move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
         origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
         for name in _bound_names(bodies):
-            if name not in self.env and name not in self._fresh:
+            if name not in self.env and name not in self._fresh and name not in alike:
                 self.env[name] = origin
                 self.ever_bound.setdefault(name, origin)
+
+    def _correlate_choice(self, name: str, value: cst.IfExp, origin: Origin) -> None:
+        """`buf = [None] * n if rank == 0 else None`: for the ranks taking a later path that implies one side of
+        the test, `buf` is that side's value (`if rank == 0: … for item in buf:` reads the list)."""
+        if self.eval_test(value.test) is None:
+            return
+        path = self.branch_path()
+        joined = self.env.get(name)
+        if path is None or joined is None:
+            return
+        self._correlated[name] = ([(path + ((value.test, True),), self.eval(value.body)),
+                                   (path + ((value.test, False),), self.eval(value.orelse))], joined)
+
+    def _correlate(self, bodies: list, final, envs: list, paths: list, first: int) -> None:
+        """Record the names one branch of the chain alone binds, with that branch's path and value
+        (`_recorrelate`); a name another branch binds too holds one of several values on those ranks."""
+        if len(paths) != len(bodies) + 1 or not all(paths[first:]):
+            return
+        per_branch = [set(_bound_names([body])) for body in [*bodies, final]]
+        for i in range(first, len(per_branch)):
+            for name in per_branch[i]:
+                joined = self.env.get(name)
+                if joined is None or name in self._fresh or \
+                        any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
+                    continue
+                self._correlated[name] = ([(paths[i], envs[i].get(name))], joined)
 
     def match_stmt(self, node: cst.Match, guards: tuple[Guard, ...]) -> list[Guard]:
         """`match subject: case p: …`: a case runs when the subject matches its pattern (and its guard holds) and
@@ -826,6 +982,188 @@ def _bound_names(bodies: list) -> list[str]:
         for handler in getattr(stmt, "handlers", ()) or ():
             todo.extend(_body(handler.body))
     return out
+
+
+class _Effect:
+    """What a block does to one name, as a comparable value (`FlowWalk._same_effect`): its updates (the
+    statements' code), the tests around them and around the exits of the loops that update it (their code; a test
+    may read only the name and values the same on every rank that no branch binds), and those loops with their
+    trip counts: `range(n)`, or a `zip`/name whose length an `assert len(x) == n` of the block states (`zip` pairs
+    the rows of aligned sequences: as long as each), `n` the same on every rank. None when anything else touches
+    the name or the flow around it (a `while`, a `try`, a `return`/`raise`, a test of other values)."""
+
+    def __init__(self, walk: "FlowWalk", name: str, others: set[str]) -> None:
+        self.walk = walk
+        self.name = name
+        self.others = others            # names the branches bind: not the same on every rank here
+        self.lengths: dict[str, str] = {}
+
+    def uniform(self, e: cst.BaseExpression) -> bool:
+        for n in _names_of(e):
+            if n.value == self.name:
+                continue
+            if n.value in self.others or self.walk.env.get(n.value) is not None:
+                return False
+        return self.walk.eval(e) is None
+
+    def writes(self, node: cst.CSTNode) -> bool:
+        return self.name in _bound_names([[node]])
+
+    def block(self, stmts) -> Optional[tuple]:
+        out: list = []
+        for stmt in stmts:
+            item = self.stmt(stmt)
+            if item is None:
+                return None
+            out.extend(item)
+        return tuple(out)
+
+    def stmt(self, stmt: cst.CSTNode) -> Optional[list]:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            return [] if not self.writes(stmt) else None
+        if _mutates(stmt, self.name):
+            return None         # `xs.append(o)`, `d[k] = v`, `fill(xs)`: a change the updates do not show
+        smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else \
+            [stmt] if isinstance(stmt, cst.BaseSmallStatement) else None
+        if smalls is not None:
+            out: list = []
+            for small in smalls:
+                if isinstance(small, (cst.Return, cst.Raise)):
+                    return None
+                if isinstance(small, (cst.Break, cst.Continue)):
+                    out.append(type(small).__name__)
+                elif isinstance(small, cst.Assert):
+                    self._assert(small.test)
+                elif isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    names = [n for t in targets for n in _target_names_of(t)]
+                    if self.name in names:
+                        if len(names) != 1 or small.value is None or not self.uniform(small.value):
+                            return None
+                        out.append(code_of(small, 100000))
+            return out
+        if isinstance(stmt, cst.If):
+            if not self.writes(stmt) and not _leaves_loop(stmt):
+                return []
+            if not self.uniform(stmt.test):
+                return None
+            body = self.block(_body(stmt.body))
+            orelse = () if stmt.orelse is None else self.block(
+                [stmt.orelse] if isinstance(stmt.orelse, cst.If) else _body(stmt.orelse.body))
+            if body is None or orelse is None:
+                return None
+            return [("if", code_of(stmt.test, 100000), body, orelse)]
+        if isinstance(stmt, cst.For):
+            if not self.writes(stmt):
+                return [] if not _returns_in(stmt) else None
+            trip = self.trip(stmt.iter)
+            body = self.block(_body(stmt.body))
+            if trip is None or body is None or stmt.orelse is not None or \
+                    self.name in {n for n in _target_names_of(stmt.target)}:
+                return None
+            return [("for", trip, body)]
+        if isinstance(stmt, cst.With):
+            if any(self.name in {n.value for n in _names_of(item.item)} for item in stmt.items):
+                return None
+            return self.block(_body(stmt.body))
+        return [] if not self.writes(stmt) and not _returns_in(stmt) else None
+
+    def _assert(self, test: cst.BaseExpression) -> None:
+        """`assert len(x) == n` (either order) with `n` the same on every rank: x has n items."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or \
+                not isinstance(test.comparisons[0].operator, cst.Equal):
+            return
+        for side, other in ((test.left, test.comparisons[0].comparator), (test.comparisons[0].comparator, test.left)):
+            if isinstance(side, cst.Call) and _last_attr(side.func) == "len" and len(side.args) == 1 and \
+                    isinstance(side.args[0].value, cst.Name) and self.uniform(other) and \
+                    self.name not in {n.value for n in _names_of(other)}:
+                self.lengths[side.args[0].value.value] = code_of(other, 100000)
+
+    def trip(self, it: cst.BaseExpression) -> Optional[str]:
+        if isinstance(it, cst.Name):
+            return self.lengths.get(it.value)
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("range", "zip", "enumerate") \
+                and self.walk.taint.facts.resolve_expr(it.func) in (None, it.func.value, f"builtins.{it.func.value}"):
+            args = [a for a in it.args if a.keyword is None and not a.star]
+            if it.func.value == "range":
+                if len(args) == 1 and len(it.args) == 1 and self.uniform(args[0].value) and \
+                        self.name not in {n.value for n in _names_of(args[0].value)}:
+                    return code_of(args[0].value, 100000)
+                return None
+            if it.func.value == "enumerate":
+                return self.trip(args[0].value) if args else None
+            counts = {self.trip(a.value) for a in args} - {None}
+            return counts.pop() if len(counts) == 1 else None
+        return None
+
+
+def _mutates(node: cst.CSTNode, name: str) -> bool:
+    """Might `node` change the object `name` holds without binding the name: a method call on it, a store
+    into a subscript or attribute of it, `del`, or the bare name handed to a call."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, cst.Call):
+            func = n.func
+            while isinstance(func, (cst.Attribute, cst.Subscript)):
+                func = func.value
+            if isinstance(n.func, (cst.Attribute, cst.Subscript)) and isinstance(func, cst.Name) and \
+                    func.value == name:
+                return True
+            if any(isinstance(a.value, cst.Name) and a.value.value == name for a in n.args):
+                return True
+        elif isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
+            targets = [t.target for t in n.targets] if isinstance(n, cst.Assign) else [n.target]
+            for t in targets:
+                for sub in ([el.value for el in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]):
+                    if isinstance(sub, (cst.Subscript, cst.Attribute)):
+                        base = sub
+                        while isinstance(base, (cst.Attribute, cst.Subscript)):
+                            base = base.value
+                        if isinstance(base, cst.Name) and base.value == name:
+                            return True
+        todo.extend(n.children)
+    return False
+
+
+def _leaves_loop(stmt: cst.CSTNode) -> bool:
+    """A `break`/`continue` of the enclosing loop, or a `return`/`raise`, inside `stmt` (nested loops' own
+    `break`s excluded)."""
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.Break, cst.Continue, cst.Return, cst.Raise)):
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, (cst.For, cst.While)):
+            if _returns_in(node):
+                return True
+            continue
+        todo.extend(node.children)
+    return False
+
+
+def _returns_in(stmt: cst.CSTNode) -> bool:
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.Return, cst.Raise)):
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        todo.extend(node.children)
+    return False
+
+
+def _top_binding(body, name: str) -> Optional[cst.BaseExpression]:
+    """The value of the assignment `name = value` among the statements of `body` itself (not nested blocks)."""
+    for stmt in body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else (stmt,):
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                    isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
+                return small.value
+    return None
 
 
 def _target_names_of(target: cst.BaseExpression) -> list[str]:
