@@ -74,6 +74,13 @@ def test_a_program_of_the_library_decides_and_its_tests_and_examples_reach():
     assert [f.proven for f in report.findings] == [False]
 
 
+def test_a_file_no_program_imports_keeps_its_findings():
+    # the programs of the run decide only for the files they import: a module no unit reaches keeps its finding
+    app = "if __name__ == '__main__':\n    print('unrelated')\n"
+    [f] = _run({**LIBRARY, "bin/tool.py": app}).findings
+    assert f.proven
+
+
 def test_decorated_definition_counts_as_reached():
     lib = dict(LIBRARY)
     lib["lib/trainers.py"] = lib["lib/trainers.py"].replace("class RolloutTrainer:", "@register\nclass RolloutTrainer:")
@@ -95,7 +102,7 @@ def test_a_launch_that_sets_ep_size_above_one_is_flagged(monkeypatch, tmp_path):
     import shutil
     case = tmp_path / "ep2"
     shutil.copytree(STATIC / "moe" / "padding_eval_class_not_built", case)
-    (case / "run.sh").write_text("#!/bin/bash\ndeepspeed --num_gpus 4 mllm/train.py --ep_size 2\n")
+    (case / "run.sh").write_text("#!/bin/bash\ndeepspeed --num_gpus 4 mllm/train_moe_tagger.py --ep_size 2\n")
     [f] = _case(case, monkeypatch).findings
     assert f.code == "DSL204" and f.proven and "ep_size=2" in f.message
 

@@ -16,8 +16,8 @@ Reachability is decided on the run's Python files, by reference, never by folder
   collects it (a `test*` function or `Test*` class of a `test_*.py` / `*_test.py` file: how pytest starts code);
 * module-scope code (outside any function or class) runs when the module is imported: reached.
 
-Only runs that have programs (launch units) decide anything: a library checked alone, with no program, keeps
-its findings. The search is an over-approximation of reaching (a same-named reference elsewhere counts), so
+Only the programs that hold the file decide (the launch units whose imports reach it, and their files): a
+library checked alone, or a module no program imports, keeps its findings. The search is an over-approximation of reaching (a same-named reference elsewhere counts), so
 it only ever leaves a finding proven that a finer analysis would hide, never the reverse.
 """
 
@@ -32,12 +32,15 @@ from dslint.sources import PythonSource
 
 
 def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[str, int]]:
-    """(name, first line) of the module-scope function or class of `src` holding `line` when no program of
-    the run `run` (`dslint.program.units.Program`) reaches it (see the module's docstring); None when one does,
-    or when the run has no programs."""
+    """(name, first line) of the module-scope function or class of `src` holding `line` when none of the
+    programs whose files hold `src` -- the launch units reaching it, `run.context_of(src)` -- reaches it (see
+    the module's docstring); None when one does, or when no program holds `src` (a library checked alone, a file
+    no unit imports: nothing decides). Decided within those units' files only, as every fact of the program
+    model is, so a file's findings do not depend on what else is checked."""
     if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
         return None
-    if any(u.entry is src for u in run.units):
+    ctx = run.context_of(src)
+    if ctx is None or not ctx.units or any(u.entry is src for u in ctx.units):
         return None
     outline = getattr(src, "outline", None)
     if outline is None:
@@ -50,7 +53,7 @@ def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[st
     key = (id(src), name, first)
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = not _reached(run, src, name, first, last)
+        hit = memo[key] = not _reached(run, src, name, first, last, ctx.files, importers=True)
     return (name, first) if hit else None
 
 
@@ -75,7 +78,11 @@ def named_by(run, src: PythonSource, line: int, files: list) -> bool:
     return hit
 
 
-def _reached(run, src: PythonSource, name: str, first: int, last: int, files: Optional[list] = None) -> bool:
+def _reached(run, src: PythonSource, name: str, first: int, last: int, files: Optional[list] = None,
+             importers: bool = False) -> bool:
+    """Is the definition `name` (lines first-last of `src`) named in code by one of `files` (None: every file of
+    the run) -- or, with `importers`, by any file of the run whose imports reach `src` (a test pytest runs, an
+    example: programs of their own that no launch line names)?"""
     tree = _tree(src)
     if tree is None:
         return True
@@ -87,9 +94,12 @@ def _reached(run, src: PythonSource, name: str, first: int, last: int, files: Op
         return True
     from dslint.program.project_view import identifiers
     scope = files if files is not None else run.python
+    inside = {id(f) for f in scope}
     registered = False
-    for other in scope:
+    for other in (run.python if importers else scope):
         if name not in identifiers(other):
+            continue
+        if id(other) not in inside and not _imports_package_of(run, other, src):
             continue
         tree = _tree(other)
         if tree is None:
@@ -103,6 +113,16 @@ def _reached(run, src: PythonSource, name: str, first: int, last: int, files: Op
     # it where the program asks the factory for a model
     return registered and any(_auto_factory_call(callee) for f in scope
                               for callee, _ in (getattr(getattr(f, "outline", None), "calls", None) or ()))
+
+
+def _imports_package_of(run, other: PythonSource, src: PythonSource) -> bool:
+    """Do `other`'s imports reach `src`, or a module of the package `src` is in (`from trl import DDPOTrainer`
+    reaches trl/__init__.py, which a lazy package's `_import_structure` maps to the module defining it)?"""
+    root = run._package_root(src)
+    for f in run.closure(other):
+        if f is src or (root is not None and f is not other and run._package_root(f) == root):
+            return True
+    return False
 
 
 def _auto_factory_call(callee: Optional[str]) -> bool:
