@@ -53,7 +53,15 @@ evidence is incomplete is *unproven*: left out of the report by default (the tex
 `--show-unproven` (or `show-unproven = true`), marked `unproven` (`"proven": false` in JSON), never failing the
 run unless shown. A rule that needs two ranks or more is not run at all on a file every launch unit of which
 starts one process (`--include localhost:0`, `--num_gpus 1`, `--nproc_per_node 1`, `--num_processes 1`, or
-`--world-size 1`).
+`--world-size 1`). Launch lines are read from shell scripts, the fenced shell blocks of Markdown files, the
+`!cmd` lines and `%%bash` cells of Jupyter notebooks, and a Cog `cog.yaml` (its `predict:` file runs in one
+process).
+
+A finding of the code families DSL1-DSL3 is about code a program runs: where the run has programs (launched
+or self-running scripts) and none of them reaches the module-scope class or function holding the finding --
+no file of the run constructs, calls, subclasses or names it in code (imports, `__all__` and other strings do
+not count; a decorated definition or a test pytest collects does) -- the finding is unproven (a class of a
+library copied into an application that no program of it uses).
 
 | code | complete evidence (shown by default) | unproven (hidden by default) when |
 |---|---|---|

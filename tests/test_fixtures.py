@@ -16,7 +16,7 @@ from dslint.engine import Checker
 from dslint.testing import expected
 
 ROOT = Path(__file__).parent / "fixtures" / "static"
-SUFFIXES = {".py", ".json", ".sh", ".md"}
+SUFFIXES = {".py", ".json", ".sh", ".md", ".ipynb"}
 
 
 def _cases():
@@ -24,13 +24,14 @@ def _cases():
         for entry in sorted(family.iterdir()):
             if entry.is_dir() and not entry.name.startswith(("_", ".")):
                 yield entry
-            elif entry.suffix in SUFFIXES and entry.suffix != ".md":    # a README travels with its folder case
+            elif entry.suffix in SUFFIXES and entry.suffix not in (".md", ".ipynb"):    # a README or notebook travels with its folder case
                 yield entry
 
 
 def _files(case: Path) -> list[Path]:
     if case.is_dir():
-        return sorted(p for p in case.rglob("*") if p.suffix in SUFFIXES and "__pycache__" not in p.parts)
+        return sorted(p for p in case.rglob("*") if (p.suffix in SUFFIXES or p.name == "cog.yaml")
+                      and "__pycache__" not in p.parts)
     return [case]
 
 

@@ -140,6 +140,12 @@ class RuleRun:
                         if one_run:
                             diag.proven = False
                             diag.evidence = list(diag.evidence) + one_run
+                    if diag.proven and (diag.code or rule.code)[:4] in _REACHED_FAMILIES:
+                        from dslint.rules.evidence import unreached_clues
+                        unreached = unreached_clues(ctx.program, source, diag)
+                        if unreached:
+                            diag.proven = False
+                            diag.evidence = list(diag.evidence) + unreached
             except Exception as exc:  # a broken rule must not lose the other rules' findings
                 report.errors.append(_internal_error(rule, source.path, exc))
                 continue
@@ -235,6 +241,10 @@ def _family_rule(rule: Rule, code: str) -> Optional[type[Rule]]:
     module = sys.modules.get(type(rule).__module__)
     return next((obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, Rule)
                  and getattr(obj, "code", None) == code), None) if module else None
+
+
+# the families whose findings are about code a program runs: unproven where no program reaches that code
+_REACHED_FAMILIES = ("DSL1", "DSL2", "DSL3")
 
 
 def _finding(rule: Rule, diag: Diagnostic, source: AnySource) -> Finding:

@@ -88,6 +88,19 @@ class Program:
         empty where anything else may start it (`ProjectView.python_runs_only`)."""
         return self.view.python_runs_only(src)
 
+    def unreached(self, src: "PythonSource", line: int) -> Optional[tuple[str, int]]:
+        """(name, first line) of the module-scope function or class of `src` holding `line` when no program of
+        the run reaches it -- the run has programs, none constructs, calls, subclasses or names it
+        (`dslint.program.reach`) --; None when one does."""
+        from dslint.program.reach import unreached_definition
+        return unreached_definition(self.view.run_program, src, line)
+
+    def named_by(self, src: "PythonSource", line: int, files: list) -> bool:
+        """Is the module-scope function or class of `src` holding `line` named in code by one of `files` (the
+        files of one program): constructed, called, subclassed or handed on (`dslint.program.reach.named_by`)?"""
+        from dslint.program.reach import named_by
+        return named_by(self.view.run_program, src, line, files)
+
     def world_size_for(self, src: "PythonSource") -> Optional[int]:
         return self.view.world_size_for(src)
 

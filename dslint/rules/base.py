@@ -156,7 +156,8 @@ class Rule:
     @classmethod
     def unproven_conditions(cls) -> tuple[str, ...]:
         """The conditions under which the rule's findings are unproven (hidden by default)."""
-        return cls.unproven_when + ((ONE_PROCESS_RUN,) if cls.needs_ranks or cls.code == "DSL303" else ())
+        return cls.unproven_when + ((ONE_PROCESS_RUN,) if cls.needs_ranks or cls.code == "DSL303" else ()) + \
+            ((UNREACHED,) if cls.code[:4] in ("DSL1", "DSL2", "DSL3") else ())
 
     @classmethod
     def examples(cls, kind: str) -> list[Example]:
@@ -180,6 +181,10 @@ FAMILY_COMPLETE = {
 ONE_PROCESS_RUN = ("the checked scripts start the program only with plain `python x.py` commands -- no launcher "
                    "line, no srun/mpirun, no rank variable or option, not in the background -- and nothing in it "
                    "spawns processes: one process")
+
+# the reachability fact that leaves any finding about code unproven (`evidence.unreached_clues`, issue 30)
+UNREACHED = ("the run has programs and none reaches the class or function holding the finding (no file "
+             "constructs, calls, subclasses or names it): code no program runs, such as a vendored library's")
 
 # what each family's findings rest on (a rule's `evidence_needed` overrides): rendered in docs/rules.md
 FAMILY_EVIDENCE = {

@@ -80,6 +80,28 @@ def one_process_clues(program: "Program", src: "AnySource") -> list[Clue]:
                                  "spawning starts several processes of this program")]
 
 
+def unreached_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
+    """Where no program of the run reaches the function or class holding the finding (a vendored library's
+    class that no program of the repository constructs, calls or subclasses: `Program.unreached`), the clue that
+    says so -- the hazard is in code no program runs, as far as the checked files tell (issue 30,
+    vendored-library-unreached). Empty otherwise."""
+    from dslint.rules.base import span_of
+    where = diag.source or src
+    if getattr(where, "kind", "") != "python" or diag.at is None:
+        return []
+    try:
+        line = span_of(where, diag.at).line
+        found = program.unreached(where, line)
+    except Exception:
+        return []
+    if not found:
+        return []
+    name, first = found
+    return [unseen("program", f"no program of the run reaches `{name}` ({where.path}:{first}): no launched or "
+                              f"self-running script, nor any file it imports, constructs, calls, subclasses or "
+                              f"names it")]
+
+
 def group_creations(src: "PythonSource", scope: Optional[str] = None) -> list:
     """The calls of `src` (of one scope) that create the default process group, in order."""
     return [c for c in src.facts.calls if (scope is None or c.scope == scope) and _creates_group(c.callee)]
@@ -163,17 +185,19 @@ def moe_sites_reaching(program: "Program", src: "AnySource", sites: list) -> lis
         run = program.run_program
     except Exception:
         return list(sites)
-    return program.memo(f"moe-reaching:{id(src)}:{len(sites)}", lambda: _reaching(run, src, sites))
+    return program.memo(f"moe-reaching:{id(src)}:{len(sites)}", lambda: _reaching(program, run, src, sites))
 
 
-def _reaching(run, src: "AnySource", sites: list) -> list:
+def _reaching(program: "Program", run, src: "AnySource", sites: list) -> list:
+    ctx = run.context_of(src)
+    built = _built_in(program, ctx.files if ctx is not None and ctx.units else None)
     closure = {id(f) for f in run.closure(src)} | {id(src)}
-    inside = [s for s in sites if id(s.src) in closure]
+    inside = [s for s in sites if id(s.src) in closure and built(s)]
     if inside:
         return inside
-    ctx = run.context_of(src)
     units = ctx.units if ctx is not None else []
-    reached = [s for s in sites if any(any(f is s.src for f in u.files) for u in units if any(f is src for f in u.files))]
+    reached = [s for s in sites if built(s) and
+               any(any(f is s.src for f in u.files) for u in units if any(f is src for f in u.files))]
     if reached:
         return reached
     # a file that imports both (within the files analysed with `src`; bounded: a package checked as a whole)
@@ -187,6 +211,24 @@ def _reaching(run, src: "AnySource", sites: list) -> list:
                 if key in deps:
                     out.setdefault(id(site), site)
     return [s for s in sites if id(s) in out]
+
+
+def _built_in(program: "Program", files: Optional[list]):
+    """A test of MoE sites: is the class or function holding the site named by a file of the program (`files`:
+    the files of the launch units `src` runs in; None -- no unit reaches it -- admits every site)? A model class
+    of the package that no file of the program constructs, subclasses or names (an evaluation-only class whose
+    `ep_size` comes from a saved config, beside the training class the program builds) is not in the model the
+    program trains (`Program.named_by`)."""
+    if files is None:
+        return lambda site: True
+
+    def built(site) -> bool:
+        try:
+            line = site.src.span(site.call.node).line
+        except Exception:
+            return True
+        return program.named_by(site.src, line, files)
+    return built
 
 
 def moe_clues(program: "Program", src: "AnySource") -> list[Clue]:

@@ -614,8 +614,11 @@ class MoETokenCountVaries(Rule):
                        "file, in a file it imports, in a file of a launch unit that reaches it, or in a file that "
                        "imports both (the model file and the data file of one trainer) -- with its ep_size and "
                        "gating settings, the engine and the launcher line. An MoE layer only defined elsewhere in "
-                       "the package (a test helper's model beside a test that trains a dense HF model) is not "
-                       "evidence: the finding is then unproven, hidden unless `--show-unproven`.")
+                       "the package (a test helper's model beside a test that trains a dense HF model), or held by "
+                       "a class no file of the program constructs, subclasses or names (an evaluation class "
+                       "registered with an Auto factory the program never asks for a model), is not evidence: the "
+                       "finding is then unproven, hidden unless `--show-unproven`; the program's own layers with "
+                       "a known `ep_size` of 1 (`--ep_size` left at its default by every launch) are clean.")
     evidence_complete = ("a DeepSpeed MoE layer in the program the padded batches feed (built in the file, in what "
                          "it imports, in a launch unit reaching it, or in a file importing both)")
     unproven_when = ("the only MoE layers seen are outside that program (defined elsewhere in the package, not in "

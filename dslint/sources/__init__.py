@@ -27,7 +27,7 @@ def _word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 SHELL_SUFFIXES = {".sh", ".bash", ".zsh", ".slurm", ".sbatch"}
-MARKDOWN_SUFFIXES = {".md", ".markdown"}
+MARKDOWN_SUFFIXES = {".md", ".markdown", ".ipynb"}       # a notebook: its `!cmd` lines (launcher.notebook_shell)
 
 
 @dataclass
@@ -579,7 +579,9 @@ class ShellSource(Source):
 class MarkdownSource(ShellSource):
     """A Markdown file (a README) read for the launcher lines of its fenced shell blocks (```bash, ```sh,
     ```shell, ```console, or untagged): they tell how its scripts are run (`deepspeed --include localhost:0
-    serve/cli.py`) as a launcher script does. No rule checks the file itself: a snippet is no script (no
+    serve/cli.py`) as a launcher script does. A Jupyter notebook is read the same way, for the `!cmd` lines
+    and `%%bash` cells of its code cells (`!accelerate launch --num_processes=1 train.py`), and a Cog
+    configuration (`cog.yaml`) for the file it runs in one process (`predict: "predict.py:Predictor"`). No rule checks the file itself: a snippet is no script (no
     DSL001 for a fragment, no DSL502 for two commands shown side by side)."""
 
     kind: Kind = "markdown"
@@ -591,13 +593,25 @@ class MarkdownSource(ShellSource):
     @cached_property
     def launches(self):
         from dslint.sources.launcher import markdown_launches
-        return markdown_launches(self.text)
+        if is_cog_config(self.path):
+            from dslint.sources.launcher import cog_launches
+            return cog_launches(self.text)
+        return markdown_launches(self.text, notebook=is_notebook(self.path))
 
     def parse_problem(self) -> Optional[ParseProblem]:
         return None
 
 
 AnySource = Union[PythonSource, JsonSource, ShellSource]
+
+
+def is_notebook(path: str) -> bool:
+    return str(path).lower().endswith(".ipynb")
+
+
+def is_cog_config(path: str) -> bool:
+    """A Cog configuration (`cog.yaml`, the name Cog reads): read for the program it runs (one process)."""
+    return str(path).replace("\\", "/").rsplit("/", 1)[-1] == "cog.yaml"
 
 _DS_CONFIG_HINT = re.compile(         # a key, quoted as JSON or bare as Hjson allows
     r'(?:"|\'|^[ \t]*|[{,][ \t]*)(train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps|'
@@ -638,7 +652,7 @@ def kind_of(path: Path, explicit: bool, head: str = "") -> Optional[Kind]:
         return "json" if explicit or _DS_CONFIG_HINT.search(head) else None
     if suffix in SHELL_SUFFIXES:
         return "shell"
-    if suffix in MARKDOWN_SUFFIXES:
+    if suffix in MARKDOWN_SUFFIXES or path.name == "cog.yaml":
         return "markdown"
     if explicit and head.startswith("#!") and re.match(r"#!.*\b(ba|z|da)?sh\b", head):
         return "shell"

@@ -29,7 +29,7 @@ from typing import Iterable, Optional
 
 from dslint.config import Settings, real_dir, real_path, relative_to
 from dslint.findings import InputError
-from dslint.sources.launcher import markdown_mentions_launcher
+from dslint.sources.launcher import cog_launches, markdown_mentions_launcher
 from dslint.sources import MARKDOWN_SUFFIXES, SHELL_SUFFIXES, AnySource, ParseProblem, decode, kind_of, looks_like_deepspeed_config, make_source
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "node_modules",
@@ -45,7 +45,7 @@ SNIFF_BYTES = 8192
 CANDIDATE_SUFFIXES = frozenset({".py", ".pyi", ".json"}) | frozenset(SHELL_SUFFIXES) | frozenset(MARKDOWN_SUFFIXES)
 
 _KIND_NAMES = {"python": "Python sources", "json": "JSON configs", "shell": "shell scripts",
-               "markdown": "Markdown files"}
+               "markdown": "Markdown files (and notebooks, cog.yaml)"}
 
 
 @dataclass
@@ -157,7 +157,7 @@ def _walk(root: Path, settings: Settings, add, errors: list[InputError]) -> None
             kept.append(d)
         dirs[:] = kept              # links to folders are listed here and, as os.walk does, not followed
         for name in sorted(names):
-            if os.path.splitext(name)[1].lower() not in CANDIDATE_SUFFIXES:
+            if os.path.splitext(name)[1].lower() not in CANDIDATE_SUFFIXES and name != "cog.yaml":
                 continue            # never read: not even looked at
             child = Path(folder, name)
             if settings.excluded(child, patterns):
@@ -278,7 +278,9 @@ def read_sources(inputs: Inputs, sniff_json: bool = False, max_file_size: Option
         text, problem = decode(data, kind)
         if kind == "json" and problem is None and not taken_at_word and not looks_like_deepspeed_config(text):
             continue
-        if kind == "markdown" and not taken_at_word and (problem is not None or not markdown_mentions_launcher(text)):
+        if kind == "markdown" and not taken_at_word and (problem is not None or (
+                not cog_launches(text) if path.name == "cog.yaml" else
+                not markdown_mentions_launcher(text, notebook=path.suffix.lower() == ".ipynb"))):
             continue                # walked documentation without a launcher line: nothing to read
         if problem is not None:
             undecodable.append((printable(shown_path(path)), kind, problem))

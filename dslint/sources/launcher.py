@@ -796,17 +796,86 @@ def _shell_blocks(text: str) -> Optional[str]:
     return "\n".join(out) if found else None
 
 
-def markdown_mentions_launcher(text: str) -> bool:
-    """Does a fenced shell block of this Markdown text hold a launcher word (cheap: read before keeping it)?"""
+_CELL_MAGIC = re.compile(r"%%(bash|sh|script\s+(ba)?sh)\b")
+
+
+def notebook_shell(text: str) -> Optional[str]:
+    """The shell commands of a Jupyter notebook (`.ipynb`): the `!cmd` lines of its code cells (with their
+    backslash continuations) and the bodies of its `%%bash` / `%%sh` cells, each at the line of the notebook's
+    file its source string is written on, everything else blank (as `_shell_blocks` does for Markdown); None
+    when the notebook does not parse or no such command mentions a launcher."""
+    import json
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        return None
+    raw = text.split("\n")
+    out = [""] * len(raw)
+    at = 0                  # the raw line the search for the next source string starts from
+    found = False
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source")
+        parts = [source] if isinstance(source, str) else [p for p in source or [] if isinstance(p, str)]
+        lines: list[tuple[int, str]] = []     # (raw line, the source line)
+        for part in parts:
+            # nbformat writes each source string on a line of its own: "...",
+            quoted = {json.dumps(part, ensure_ascii=False), json.dumps(part)}
+            hit = next((i for i in range(at, len(raw)) if raw[i].strip().rstrip(",") in quoted), None)
+            if hit is not None:
+                at = hit + 1
+            for k, piece in enumerate(part.split("\n")):
+                if piece or k == 0:
+                    lines.append(((hit if hit is not None else at) + k, piece))
+        if not lines:
+            continue
+        whole_cell = bool(_CELL_MAGIC.match(lines[0][1].strip()))
+        going = False           # inside a `!` command continued by a backslash
+        for n, (i, line) in enumerate(lines):
+            body = None
+            if whole_cell:
+                body = line if n else None
+            elif going:
+                body = line
+            elif line.lstrip().startswith("!"):
+                body = line.lstrip()[1:]
+            going = body is not None and not whole_cell and body.rstrip().endswith("\\")
+            if body is not None and i < len(out):
+                out[i] = body
+                found = found or bool(_KEYWORD.search(body.encode("utf-8", "replace")))
+    return "\n".join(out) if found else None
+
+
+_COG_PREDICT = re.compile(r"""^(predict|train):[ \t]*["']?([^"'\s:#]+\.py):\w+""", re.MULTILINE)
+
+
+def cog_launches(text: str) -> list[Launch]:
+    """The programs a Cog configuration (`cog.yaml`) runs: its `predict: "predict.py:Predictor"` (and `train:`)
+    entry. Cog imports that file in ONE process and calls the class there: a launch of world size 1."""
+    out = []
+    for m in _COG_PREDICT.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        out.append(Launch("cog", line, 1, 1 + len(m.group(0)), script=m.group(2), nodes=1, procs_per_node=1))
+    return out
+
+
+def markdown_mentions_launcher(text: str, notebook: bool = False) -> bool:
+    """Does a fenced shell block of this Markdown text (a shell command of this notebook) hold a launcher word
+    (cheap: read before keeping it)?"""
     if not _KEYWORD.search(text.encode("utf-8", "replace")):
         return False
-    return _shell_blocks(text) is not None
+    return (notebook_shell(text) if notebook else _shell_blocks(text)) is not None
 
 
-def markdown_launches(text: str) -> list[Launch]:
-    """The launches in the fenced shell blocks of a Markdown file, at their lines. A block is a snippet, not a
-    script: a syntax error in it is nobody's (never DSL001), and the launches read around it are kept."""
-    blocks = _shell_blocks(text)
+def markdown_launches(text: str, notebook: bool = False) -> list[Launch]:
+    """The launches in the fenced shell blocks of a Markdown file (the shell commands of a notebook), at their
+    lines. A block is a snippet, not a script: a syntax error in it is nobody's (never DSL001), and the launches
+    read around it are kept."""
+    blocks = notebook_shell(text) if notebook else _shell_blocks(text)
     if blocks is None:
         return []
     return read_script(blocks)[0]

@@ -1,0 +1,189 @@
+"""Which code of the run a program reaches (issue 30: evidence before a finding, vendored-library-unreached).
+
+A hazard is real only where a program runs the code that holds it. An application repository often carries a
+copy of a library (a `trl/` package beside `llava/`) of which its programs use a few classes; a rank hazard in
+a class of that copy that no program of the repository constructs, calls, subclasses or hands anywhere is not
+a hazard of any program there: its evidence is incomplete (`unreached_definition`).
+
+Reachability is decided on the run's Python files, by reference, never by folder or package names:
+
+* a file that is the entry of a launch unit (launched, an `if __name__ == "__main__":` guard, work at module
+  scope) is a program: all of it counts as reached;
+* otherwise the module-scope function or class holding the finding is reached when a file of the run names
+  it in code -- a call, a base class, an argument, an assignment, an attribute (`trl.DDPOTrainer`): any
+  `Name` or `Attribute` outside import statements and string constants, and, in its own file, outside its own
+  body --, or a string names it as an entry point (`"pkg.mod:main"`), or a decorator registers it, or pytest
+  collects it (a `test*` function or `Test*` class of a `test_*.py` / `*_test.py` file: how pytest starts code);
+* module-scope code (outside any function or class) runs when the module is imported: reached.
+
+Only the programs that hold the file decide (the launch units whose imports reach it, and their files): a
+library checked alone, or a module no program imports, keeps its findings. The search is an over-approximation of reaching (a same-named reference elsewhere counts), so
+it only ever leaves a finding proven that a finer analysis would hide, never the reverse.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from typing import Optional
+
+from dslint.program.outline import parse_tree
+from dslint.sources import PythonSource
+
+
+def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[str, int]]:
+    """(name, first line) of the module-scope function or class of `src` holding `line` when none of the
+    programs whose files hold `src` -- the launch units reaching it, `run.context_of(src)` -- reaches it (see
+    the module's docstring); None when one does, or when no program holds `src` (a library checked alone, a file
+    no unit imports: nothing decides). Decided within those units' files only, as every fact of the program
+    model is, so a file's findings do not depend on what else is checked."""
+    if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
+        return None
+    ctx = run.context_of(src)
+    if ctx is None or not ctx.units or any(u.entry is src for u in ctx.units):
+        return None
+    outline = getattr(src, "outline", None)
+    if outline is None:
+        return None
+    top = next(((name, first, last) for name, first, last in outline.tops if first <= line <= last), None)
+    if top is None:
+        return None                       # module-scope code: runs when the module is imported
+    name, first, last = top
+    memo = run.__dict__.setdefault("_reach_memo", {})
+    key = (id(src), name, first)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = not _reached(run, src, name, first, last, ctx.files, importers=True)
+    return (name, first) if hit else None
+
+
+def named_by(run, src: PythonSource, line: int, files: list) -> bool:
+    """Is the module-scope function or class of `src` holding `line` named in code (as `unreached_definition`
+    asks of the whole run) by one of `files` -- the files of one program? True for module-scope code, a
+    decorated or pytest-collected definition, and where `src` itself is among `files` and names it outside its
+    body. Used to tell which MoE layers a program builds: a class of the package that the program's files
+    never construct, subclass or name (an evaluation-only model class beside the training one) is not in it."""
+    outline = getattr(src, "outline", None)
+    if outline is None:
+        return True
+    top = next(((name, first, last) for name, first, last in outline.tops if first <= line <= last), None)
+    if top is None:
+        return True
+    name, first, last = top
+    memo = run.__dict__.setdefault("_named_memo", {}) if run is not None else {}
+    key = (id(src), name, first, id(files), len(files))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _reached(run, src, name, first, last, files)
+    return hit
+
+
+def _reached(run, src: PythonSource, name: str, first: int, last: int, files: Optional[list] = None,
+             importers: bool = False) -> bool:
+    """Is the definition `name` (lines first-last of `src`) named in code by one of `files` (None: every file of
+    the run) -- or, with `importers`, by any file of the run whose imports reach `src` (a test pytest runs, an
+    example: programs of their own that no launch line names)?"""
+    tree = _tree(src)
+    if tree is None:
+        return True
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                 and n.name == name and _first_line(n) == first), None)
+    if node is None or node.decorator_list:
+        return True                       # a decorator may register it (a CLI command, a model registry)
+    if _pytest_collects(src, node):
+        return True
+    from dslint.program.project_view import identifiers
+    scope = files if files is not None else run.python
+    inside = {id(f) for f in scope}
+    registered = False
+    for other in (run.python if importers else scope):
+        if name not in identifiers(other):
+            continue
+        if id(other) not in inside and not _imports_package_of(run, other, src):
+            continue
+        tree = _tree(other)
+        if tree is None:
+            return True
+        skip = (first, last) if other is src else None
+        found = _names_in_code(tree, name, skip)
+        if found == "named":
+            return True
+        registered = registered or found == "registered"
+    # registered with an HF Auto factory (`AutoModelForCausalLM.register(Config, Model)`): the factory builds
+    # it where the program asks the factory for a model
+    return registered and any(_auto_factory_call(callee) for f in scope
+                              for callee, _ in (getattr(getattr(f, "outline", None), "calls", None) or ()))
+
+
+def _imports_package_of(run, other: PythonSource, src: PythonSource) -> bool:
+    """Do `other`'s imports reach `src`, or a module of the package `src` is in (`from trl import DDPOTrainer`
+    reaches trl/__init__.py, which a lazy package's `_import_structure` maps to the module defining it)?"""
+    root = run._package_root(src)
+    for f in run.closure(other):
+        if f is src or (root is not None and f is not other and run._package_root(f) == root):
+            return True
+    return False
+
+
+def _auto_factory_call(callee: Optional[str]) -> bool:
+    """`AutoModel*.from_pretrained` / `from_config`: transformers' model factories, which construct the model
+    class registered for the checkpoint's config."""
+    if not callee or "." not in callee:
+        return False
+    owner, _, method = callee.rpartition(".")
+    return method in ("from_pretrained", "from_config") and owner.rsplit(".", 1)[-1].startswith("AutoModel")
+
+
+def _registration(node: ast.AST) -> bool:
+    """`AutoModel*.register(config_class, model_class)`: hands the class to transformers' Auto factory."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register" \
+        and isinstance(node.func.value, (ast.Name, ast.Attribute)) \
+        and (node.func.value.id if isinstance(node.func.value, ast.Name) else node.func.value.attr).startswith("AutoModel")
+
+
+def _first_line(node: ast.AST) -> int:
+    decorators = getattr(node, "decorator_list", None) or []
+    return min([node.lineno] + [d.lineno for d in decorators])
+
+
+def _pytest_collects(src: PythonSource, node: ast.AST) -> bool:
+    base = posixpath.basename(src.path.replace("\\", "/"))
+    if not (base.startswith("test_") or base.endswith("_test.py")):
+        return False
+    if isinstance(node, ast.ClassDef):
+        return node.name.startswith("Test")
+    return node.name.startswith("test")
+
+
+def _tree(src: PythonSource) -> Optional[ast.Module]:
+    tree = src.__dict__.get("_reach_tree")
+    if tree is None:
+        tree = src.__dict__["_reach_tree"] = parse_tree(src.text, src.path) or False
+    return tree or None
+
+
+def _names_in_code(tree: ast.Module, name: str, skip: Optional[tuple[int, int]]) -> Optional[str]:
+    """"named" when `tree` names `name` outside import statements (and outside lines `skip`, the definition's
+    own), "registered" when it does so only as an argument of an Auto factory's `register`, else None."""
+    todo: list[ast.AST] = [tree]
+    registered = None
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if _registration(node):
+            if any(isinstance(a, ast.Name) and a.id == name for a in node.args):
+                registered = "registered"
+                continue
+        lineno = getattr(node, "lineno", None)
+        if skip is not None and lineno is not None and skip[0] <= lineno <= (getattr(node, "end_lineno", None)
+                                                                             or lineno) <= skip[1]:
+            continue
+        if isinstance(node, ast.Name) and node.id == name:
+            return "named"
+        if isinstance(node, ast.Attribute) and node.attr == name:
+            return "named"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(":" + name):
+            return "named"                # an entry point: "package.module:name"
+        todo.extend(ast.iter_child_nodes(node))
+    return registered
