@@ -92,8 +92,31 @@ def iter_calls(node: cst.CSTNode):
             stack.extend(sub_statements(n))
 
 
-def iter_assigns(node: cst.CSTNode):
-    """Assignments in a statement tree, nested functions and classes included."""
+# Memos of the two purely syntactic reads below that every launch unit's analyses repeat on the same trees (issue
+# 33): keyed by the node's identity and holding the node (libcst nodes take no weak references), so an id is
+# never reused while its entry lives; a node's answer never changes (the trees are immutable). Cleared whole
+# when they grow past `MEMO_LIMIT` entries, which bounds what a long-lived server keeps of trees it replaced.
+MEMO_LIMIT = 200_000
+_assigns_memo: dict[int, tuple[cst.CSTNode, tuple[cst.Assign, ...]]] = {}
+_code_memo: dict[int, tuple[cst.CSTNode, str]] = {}
+
+
+def _remember(memo: dict, node: cst.CSTNode, value):
+    if len(memo) >= MEMO_LIMIT:
+        memo.clear()
+    memo[id(node)] = (node, value)
+    return value
+
+
+def iter_assigns(node: cst.CSTNode) -> tuple[cst.Assign, ...]:
+    """Assignments in a statement tree, nested functions and classes included (memoised per node)."""
+    hit = _assigns_memo.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    return _remember(_assigns_memo, node, tuple(_walk_assigns(node)))
+
+
+def _walk_assigns(node: cst.CSTNode):
     stack = [node]
     while stack:
         n = stack.pop()
@@ -106,11 +129,17 @@ def iter_assigns(node: cst.CSTNode):
 
 
 def code_of(node: cst.CSTNode, limit: int = 60) -> str:
-    try:
-        text = cst.Module(body=[]).code_for_node(node)
-    except Exception:
-        return type(node).__name__
-    text = " ".join(text.split())
+    """The node's source text on one line (whitespace runs made one space), cut to `limit` characters; the
+    whole text is memoised per node."""
+    hit = _code_memo.get(id(node))
+    if hit is not None and hit[0] is node:
+        text = hit[1]
+    else:
+        try:
+            text = " ".join(cst.Module(body=[]).code_for_node(node).split())
+        except Exception:
+            return type(node).__name__
+        _remember(_code_memo, node, text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -94,8 +94,28 @@ def _tree(project: "ProjectView", src: "PythonSource") -> Optional[ast.Module]:
     return project.memo(("patched_forwards.tree", id(src)), build)
 
 
+# `_imports` of a tree, per (tree, module name): the same trees (a source's kept CPython tree, an installed
+# module's) are read by every launch unit's view and every server re-check (issue 33). The entry holds the tree,
+# so its id is not reused while the entry lives; cleared whole past `_IMPORTS_LIMIT` entries.
+_IMPORTS_MEMO: dict[tuple[int, str], tuple[ast.Module, dict[str, str]]] = {}
+_IMPORTS_LIMIT = 20_000
+
+
 def _imports(tree: ast.Module, module_name: str = "") -> dict[str, str]:
-    """Local name → qualified name, for every import of the file (function-local ones included)."""
+    """Local name → qualified name, for every import of the file (function-local ones included). Memoised per
+    tree; callers only read it."""
+    key = (id(tree), module_name)
+    hit = _IMPORTS_MEMO.get(key)
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    if len(_IMPORTS_MEMO) >= _IMPORTS_LIMIT:
+        _IMPORTS_MEMO.clear()
+    out = _walk_imports(tree, module_name)
+    _IMPORTS_MEMO[key] = (tree, out)
+    return out
+
+
+def _walk_imports(tree: ast.Module, module_name: str) -> dict[str, str]:
     out: dict[str, str] = {}
     package = module_name.rpartition(".")[0]
     for node in ast.walk(tree):

@@ -679,6 +679,42 @@ class ProjectTaint:
         memo = self.__dict__.get("_capable")
         if memo is not None:
             return memo
+        seeds, callers = self._capable_graph()
+        # a file that reads an attribute something stores a rank id in (`rank_fields`, by provenance) may spell no
+        # rank word itself: every function of a file using such an attribute's name is a seed
+        names = frozenset(self.rank_fields())
+        # while `rank_fields` is being built its table is partial, so the answer is not the final one; it
+        # depends on the table's names only, and is memoised per set of names (the table grows a few times, while
+        # `may_return_rank` asks once per call it evaluates)
+        partial = self.__dict__.setdefault("_capable_partial", {})
+        able = partial.get(names)
+        if able is None:
+            seeds = set(seeds)
+            for name in names:
+                for src in self.project.using_identifier(name):
+                    if src.outline is not None:
+                        seeds.update(_unit(src, qual) for qual in src.outline.functions)
+            able = set(seeds)
+            work = list(seeds)
+            while work:
+                unit = work.pop()
+                for caller in callers.get(unit, ()):
+                    if caller not in able:
+                        able.add(caller)
+                        work.append(caller)
+            partial[names] = able
+        if not self.__dict__.get("_building"):
+            self.__dict__["_capable"] = able    # not while `rank_fields` is being built (its table is partial)
+            self.__dict__.pop("_capable_partial", None)
+        return able
+
+    def _capable_graph(self) -> tuple[set[tuple[int, str]], dict[tuple[int, str], set[tuple[int, str]]]]:
+        """The part of `_rank_capable_units` that does not read `rank_fields`: the units seeded by a rank word of
+        their file, and callee unit → units whose calls reach it (from the outlines and `call_targets`, itself
+        memoised whatever the table). Memoised."""
+        memo = self.__dict__.get("_capable_graph_memo")
+        if memo is not None:
+            return memo
         seeds: set[tuple[int, str]] = set()
         callers: dict[tuple[int, str], set[tuple[int, str]]] = {}    # callee unit → units whose calls reach it
         for src in self.project.python:
@@ -703,23 +739,8 @@ class ProjectTaint:
                     users = {units_of_scope[q] for q in _enclosing(scope) if q in units_of_scope}
                 for target in self.call_targets(src, callee, scope):
                     callers.setdefault(_unit(*target), set()).update(users)
-        # a file that reads an attribute something stores a rank id in (`rank_fields`, by provenance) may spell no
-        # rank word itself: every function of a file using such an attribute's name is a seed
-        for name in self.rank_fields():
-            for src in self.project.using_identifier(name):
-                if src.outline is not None:
-                    seeds.update(_unit(src, qual) for qual in src.outline.functions)
-        able = set(seeds)
-        work = list(seeds)
-        while work:
-            unit = work.pop()
-            for caller in callers.get(unit, ()):
-                if caller not in able:
-                    able.add(caller)
-                    work.append(caller)
-        if not self.__dict__.get("_building"):
-            self.__dict__["_capable"] = able    # not while `rank_fields` is being built (its table is partial)
-        return able
+        memo = self.__dict__["_capable_graph_memo"] = (seeds, callers)
+        return memo
 
     def call_targets(self, src: "PythonSource", callee: Optional[str], scope: str) -> list[tuple["PythonSource", str]]:
         """Functions (source, qualified name) a call of this scope may run: `call_source` with each class the
