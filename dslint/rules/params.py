@@ -136,9 +136,17 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     cond = deciding_condition(walker, pair)
                     if cond is None or program.never_created(attr):
                         continue            # (a Parameter only under a constructor flag the run never sets)
+                    if program.never_trained(cls):
+                        # model-never-trained: every construction of the class (or of a class holding it) sits
+                        # in a file that trains nothing -- an annotation or evaluation pipeline run under
+                        # `torch.no_grad()`: no gradient of it is ever reduced
+                        break
                     use = next(iter(walker.uses_at.get(attr.name, [])), None)
                     reported.add(attr.name)
-                    out.append((attr, root, found[0], cond, use))
+                    # a subclass reached only through a flag-chosen class value of a function no call of the run
+                    # reaches: whether a training script builds it is undecidable
+                    proven = root is cls or not program.flag_choice_unseen(root)
+                    out.append((attr, root, found[0], cond, use, proven))
         return out
 
     return program.memo(f"conditional-uses:{id(src)}", build)
@@ -262,6 +270,11 @@ class ParamNotInOptimizer(Rule):
             if missing is None:
                 continue
             named = ctx.program.uncovered_parameter_names(src, scope, groups)
+            # uncovered-filter-combination-empty: the only combinations no group takes need a name that passes
+            # two or more name tests at once (a head key and a CLIP key); without the model's parameter names,
+            # whether any parameter has such a name is undecided
+            tests = None if named else ctx.program.uncovered_name_tests(groups)
+            proven = tests is None or tests < 2
             if named:
                 shown = ", ".join(f"`{n}`" + ("..." if n.endswith(".") else "") for n in named[:6])
                 more = f" and {len(named) - 6} more" if len(named) > 6 else ""
@@ -269,9 +282,12 @@ class ParamNotInOptimizer(Rule):
             else:
                 text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
                 subject = f"a trainable parameter of `{groups[0].receiver}` for which {text}"
+            undecided = "" if proven else (
+                " (unproven: such a name must pass several of the groups' name tests at once, and the model's "
+                "parameter names are not known here, so whether any parameter is left out is undecided)")
             yield Diagnostic(
-                f"no param group of {what} takes {subject}: such parameters get gradients but are never updated. "
-                f"Add a group for them (or freeze them explicitly).", node)
+                f"no param group of {what} takes {subject}: such parameters get gradients but are never updated"
+                f"{undecided}. Add a group for them (or freeze them explicitly).", node, proven=proven)
 
 
 class UnusedTrainableParam(Rule):
@@ -620,19 +636,22 @@ class ConditionallyUsedParam(Rule):
         if zero is None:
             return              # ZeRO-0 / DDP only
         severity, stage_text = zero
-        for attr, root, owner, cond, use in conditional_uses(ctx):
+        for attr, root, owner, cond, use, proven in conditional_uses(ctx):
             where = f"{root.name}.forward" if owner is root else f"{root.name}.forward (via {owner.name})"
             trace = [Trace(f"data-dependent branch in {cond.method}(): `{_code(cond.node)}`", cond.node, cond.src)]
             if use is not None:
                 trace.append(Trace(f"used only on that path, in {use[1]}()", use[0], use[2]))
             reads = (" (it reads the batch: " + ", ".join(f"`{n}`" for n in cond.inputs) + ")") if cond.inputs else ""
+            unseen = "" if proven else (
+                f" (unproven: `{root.name}` is built only through a class value a flag chooses in a function no "
+                f"call of the run reaches, so whether a training script builds it is unknown)")
             yield Diagnostic(
-                f"`self.{attr.name}` ({attr.kind}) is trainable but {where} uses it only when "
+                f"`self.{attr.name}` ({attr.kind}) is trainable but {where}{unseen} uses it only when "
                 f"`{_code(cond.node)}` goes one way{reads}: ranks whose batch takes the other path produce no gradient for "
                 f"it, so under {stage_text} the gradient reductions differ in size across ranks and hang or mix "
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
-                fix=_freeze_or_touch_fix(ctx, attr, cond))
+                fix=_freeze_or_touch_fix(ctx, attr, cond), proven=proven)
         # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
         trained = _trained_across_ranks(ctx.program)
         yield from patched_forward_diagnostics(ctx, severity, stage_text, trained)
