@@ -200,6 +200,12 @@ class ParamNotInOptimizer(Rule):
     When the model's class is one of the run's, the parameters no group takes are named (`norm.weight`).
     Not flagged when the run freezes the model wholesale (`model.requires_grad_(False)`, PEFT), since then the
     uncovered names may all be frozen.
+
+    **Unproven** (hidden unless `--show-unproven`, marked in the message): when the model's parameter names are
+    not known and every combination no group takes needs a name that passes two or more name tests at once
+    (six groups over decay x `any(h in n for h in head_names)` x `any(k in n for k in clip_keys)` leaving out
+    "head and CLIP key"). A filter on a name attests that some parameter passes that test, not that one passes
+    two tests of different groups: whether the combination holds any parameter is undecided.
     """
 
     code = "DSL301"
@@ -210,6 +216,8 @@ class ParamNotInOptimizer(Rule):
     references = ("DeepSpeed #4933",)
     versions = "All versions."
     suppress_when = "The uncovered parameters are frozen elsewhere (requires_grad=False)."
+    unproven_when = ("the model's parameter names are not known and every combination no group takes needs a name "
+                     "that passes two or more of the groups' name tests at once",)
     triggers = ("named_parameters",)
     VALID = (
         """\
@@ -419,13 +427,24 @@ class ConditionallyUsedParam(Rule):
     cfg.input_sensors:`), also when it arrives through a parameter every caller fills from `sensors.get("depth")`.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
-    only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`).
+    only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`);
+    not a class every construction of which -- itself or of a class holding it -- sits in a file that trains
+    nothing (an annotation pipeline loading weights and running the model under `torch.no_grad()`: no gradient of
+    it is ever reduced). The condition reported is the one that selects the use: of the path pairs that differ in
+    the use, the pair whose data decisions differ least (an early `return` for generation, `if
+    "past_key_values" in kwargs:`, is not the branch that skips the mask decoder on training batches).
 
     Also reported: a function installed as a library class's forward (`Qwen2VLModel.forward = my_forward`), or a
     helper it hands the model to, that reaches a sub-module's output on some data paths only -- a text-only
     dummy `model.visual(...)` switched off by `model.training` (evaluation then skips the tower's FSDP/ZeRO-3
     gathers on text-only ranks), or a dummy call that drops an output the image path uses (`embeds, _ =
-    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters. And a loss
+    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters. Such a
+    finding is proven only when the patch is chosen for the model the run trains (installed under a test of the
+    model object handed to the installing function, `if model.config.model_type == "qwen2_vl":
+    Qwen2VLModel.forward = ...`) or a file that trains builds the patched class (`Cls(...)`,
+    `Cls.from_pretrained(...)`); a blanket port of every layer class of a library (`adapt_transformers_to_gaudi()`)
+    says nothing about which classes are trained nor where a layer's `encoder_hidden_states` comes from:
+    unproven. And a loss
     (a Trainer's `compute_loss` result, a value handed to a backward) that is a torch constant on a branch whose
     test reads the batch's values or sizes (`else: loss = torch.tensor(0.0)` on a rank with no kept rows): that
     rank's backward reaches no parameter.
@@ -440,7 +459,12 @@ class ConditionallyUsedParam(Rule):
                        "are in the trace.")
     evidence_complete = ("a config with a ZeRO stage, or a call that trains the model on several ranks "
                          "(`deepspeed.initialize`, an HF/TRL Trainer, DDP/FSDP, an `Accelerator`), in the launch unit")
-    unproven_when = ("neither is in the launch unit (a model file with nothing that trains it)",)
+    unproven_when = ("neither is in the launch unit (a model file with nothing that trains it)",
+                     "the class is reached only as a subclass that a flag of a function chooses, and no call of that "
+                     "function is found (a module imported by a name the command line gives)",
+                     "a patched-in forward whose patch is applied to every class alike (not chosen by a test of the "
+                     "model handed in) and no file that trains builds the patched class: a layer's inputs are what "
+                     "the library's enclosing forward hands it (cross-attention states, caches), not the batch")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
