@@ -883,12 +883,14 @@ def divergent(paths: list[Path], attr: str) -> Optional[tuple[Path, Path]]:
             if any((c, not t) in uni_u for c, t, d in m.decisions if not d):
                 continue
             data_m = {(c, t) for c, t, d in m.decisions if d}
-            flipped = sum(1 for c, t in data_m if (c, not t) in data_u)
-            key = (flipped, -len(data_u & data_m))
+            # the data tests the two executions do not take alike: decided the other way, or by one of them only
+            # (the other left the function before reaching it)
+            differ = len({c for c, _ in data_u ^ data_m})
+            key = (differ, -len(data_u & data_m))
             if best_key is None or key < best_key:
                 best, best_key = (u, m), key
             tried += 1
-            if tried >= MAX_PAIRS or key == (1, -(len(data_u) - 1)):
+            if tried >= MAX_PAIRS or differ <= 1:
                 return best
     return best
 
