@@ -377,6 +377,11 @@ class Program:
         from dslint.program.models.param_groups import uncovered
         return uncovered(groups)
 
+    @staticmethod
+    def uncovered_name_tests(groups) -> Optional[int]:
+        from dslint.program.models.param_groups import uncovered_name_tests
+        return uncovered_name_tests(groups)
+
     def uniform_inputs(self, cls: ModuleClass) -> frozenset:
         """Forward parameters of `cls` that every caller in the run passes uniformly (memoised per class)."""
         from dslint.program.models.forward_paths import uniform_inputs
@@ -425,6 +430,15 @@ class Program:
             cache[id(cls)] = built_only_where_untrained(self.view, self.models(), cls)
         return cache[id(cls)]
 
+    def flag_choice_unseen(self, cls: ModuleClass) -> bool:
+        """The class is built only through a flag-chosen class value of a function no call of the run reaches
+        (memoised per class)."""
+        from dslint.program.models.modules import flag_choice_unseen
+        cache = self.memo("flag-choice-unseen", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = flag_choice_unseen(self.view, self.models(), cls)
+        return cache[id(cls)]
+
     def never_created(self, attr) -> bool:
         """The attribute is created only under a constructor flag that every construction of its class in the run
         settles the other way (memoised per attribute)."""
@@ -448,6 +462,12 @@ class Program:
         paths only (`dslint.program.models.patched_forwards`)."""
         from dslint.program.models.patched_forwards import uneven_uses
         return self.memo(("uneven-submodule-uses", id(src)), lambda: uneven_uses(self.view, src))
+
+    def patched_class_trained(self, cls) -> Optional[tuple]:
+        """(file, line) of a construction of a patched class in a file of the run that trains; None when none is
+        found (`dslint.program.models.patched_forwards.class_trained`)."""
+        from dslint.program.models.patched_forwards import class_trained
+        return class_trained(self.view, cls)
 
     def constant_losses(self, src: "PythonSource") -> list:
         """Losses that are a constant on a data-dependent path (`dslint.program.models.constant_losses`)."""

@@ -136,9 +136,17 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     cond = deciding_condition(walker, pair)
                     if cond is None or program.never_created(attr):
                         continue            # (a Parameter only under a constructor flag the run never sets)
+                    if program.never_trained(cls):
+                        # model-never-trained: every construction of the class (or of a class holding it) sits
+                        # in a file that trains nothing -- an annotation or evaluation pipeline run under
+                        # `torch.no_grad()`: no gradient of it is ever reduced
+                        break
                     use = next(iter(walker.uses_at.get(attr.name, [])), None)
                     reported.add(attr.name)
-                    out.append((attr, root, found[0], cond, use))
+                    # a subclass reached only through a flag-chosen class value of a function no call of the run
+                    # reaches: whether a training script builds it is undecidable
+                    proven = root is cls or not program.flag_choice_unseen(root)
+                    out.append((attr, root, found[0], cond, use, proven))
         return out
 
     return program.memo(f"conditional-uses:{id(src)}", build)
@@ -192,6 +200,12 @@ class ParamNotInOptimizer(Rule):
     When the model's class is one of the run's, the parameters no group takes are named (`norm.weight`).
     Not flagged when the run freezes the model wholesale (`model.requires_grad_(False)`, PEFT), since then the
     uncovered names may all be frozen.
+
+    **Unproven** (hidden unless `--show-unproven`, marked in the message): when the model's parameter names are
+    not known and every combination no group takes needs a name that passes two or more name tests at once
+    (six groups over decay x `any(h in n for h in head_names)` x `any(k in n for k in clip_keys)` leaving out
+    "head and CLIP key"). A filter on a name attests that some parameter passes that test, not that one passes
+    two tests of different groups: whether the combination holds any parameter is undecided.
     """
 
     code = "DSL301"
@@ -202,6 +216,8 @@ class ParamNotInOptimizer(Rule):
     references = ("DeepSpeed #4933",)
     versions = "All versions."
     suppress_when = "The uncovered parameters are frozen elsewhere (requires_grad=False)."
+    unproven_when = ("the model's parameter names are not known and every combination no group takes needs a name "
+                     "that passes two or more of the groups' name tests at once",)
     triggers = ("named_parameters",)
     VALID = (
         """\
@@ -262,6 +278,11 @@ class ParamNotInOptimizer(Rule):
             if missing is None:
                 continue
             named = ctx.program.uncovered_parameter_names(src, scope, groups)
+            # uncovered-filter-combination-empty: the only combinations no group takes need a name that passes
+            # two or more name tests at once (a head key and a CLIP key); without the model's parameter names,
+            # whether any parameter has such a name is undecided
+            tests = None if named else ctx.program.uncovered_name_tests(groups)
+            proven = tests is None or tests < 2
             if named:
                 shown = ", ".join(f"`{n}`" + ("..." if n.endswith(".") else "") for n in named[:6])
                 more = f" and {len(named) - 6} more" if len(named) > 6 else ""
@@ -269,9 +290,12 @@ class ParamNotInOptimizer(Rule):
             else:
                 text = " and ".join(atom if value else f"not ({atom})" for atom, value in missing)
                 subject = f"a trainable parameter of `{groups[0].receiver}` for which {text}"
+            undecided = "" if proven else (
+                " (unproven: such a name must pass several of the groups' name tests at once, and the model's "
+                "parameter names are not known here, so whether any parameter is left out is undecided)")
             yield Diagnostic(
-                f"no param group of {what} takes {subject}: such parameters get gradients but are never updated. "
-                f"Add a group for them (or freeze them explicitly).", node)
+                f"no param group of {what} takes {subject}: such parameters get gradients but are never updated"
+                f"{undecided}. Add a group for them (or freeze them explicitly).", node, proven=proven)
 
 
 class UnusedTrainableParam(Rule):
@@ -405,13 +429,24 @@ class ConditionallyUsedParam(Rule):
     cfg.input_sensors:`), also when it arrives through a parameter every caller fills from `sensors.get("depth")`.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
-    only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`).
+    only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`);
+    not a class every construction of which -- itself or of a class holding it -- sits in a file that trains
+    nothing (an annotation pipeline loading weights and running the model under `torch.no_grad()`: no gradient of
+    it is ever reduced). The condition reported is the one that selects the use: of the path pairs that differ in
+    the use, the pair whose data decisions differ least (an early `return` for generation, `if
+    "past_key_values" in kwargs:`, is not the branch that skips the mask decoder on training batches).
 
     Also reported: a function installed as a library class's forward (`Qwen2VLModel.forward = my_forward`), or a
     helper it hands the model to, that reaches a sub-module's output on some data paths only -- a text-only
     dummy `model.visual(...)` switched off by `model.training` (evaluation then skips the tower's FSDP/ZeRO-3
     gathers on text-only ranks), or a dummy call that drops an output the image path uses (`embeds, _ =
-    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters. And a loss
+    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters. Such a
+    finding is proven only when the patch is chosen for the model the run trains (installed under a test of the
+    model object handed to the installing function, `if model.config.model_type == "qwen2_vl":
+    Qwen2VLModel.forward = ...`) or a file that trains builds the patched class (`Cls(...)`,
+    `Cls.from_pretrained(...)`); a blanket port of every layer class of a library (`adapt_transformers_to_gaudi()`)
+    says nothing about which classes are trained nor where a layer's `encoder_hidden_states` comes from:
+    unproven. And a loss
     (a Trainer's `compute_loss` result, a value handed to a backward) that is a torch constant on a branch whose
     test reads the batch's values or sizes (`else: loss = torch.tensor(0.0)` on a rank with no kept rows): that
     rank's backward reaches no parameter.
@@ -426,7 +461,12 @@ class ConditionallyUsedParam(Rule):
                        "are in the trace.")
     evidence_complete = ("a config with a ZeRO stage, or a call that trains the model on several ranks "
                          "(`deepspeed.initialize`, an HF/TRL Trainer, DDP/FSDP, an `Accelerator`), in the launch unit")
-    unproven_when = ("neither is in the launch unit (a model file with nothing that trains it)",)
+    unproven_when = ("neither is in the launch unit (a model file with nothing that trains it)",
+                     "the class is reached only as a subclass that a flag of a function chooses, and no call of that "
+                     "function is found (a module imported by a name the command line gives)",
+                     "a patched-in forward whose patch is applied to every class alike (not chosen by a test of the "
+                     "model handed in) and no file that trains builds the patched class: a layer's inputs are what "
+                     "the library's enclosing forward hands it (cross-attention states, caches), not the batch")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
@@ -622,19 +662,22 @@ class ConditionallyUsedParam(Rule):
         if zero is None:
             return              # ZeRO-0 / DDP only
         severity, stage_text = zero
-        for attr, root, owner, cond, use in conditional_uses(ctx):
+        for attr, root, owner, cond, use, proven in conditional_uses(ctx):
             where = f"{root.name}.forward" if owner is root else f"{root.name}.forward (via {owner.name})"
             trace = [Trace(f"data-dependent branch in {cond.method}(): `{_code(cond.node)}`", cond.node, cond.src)]
             if use is not None:
                 trace.append(Trace(f"used only on that path, in {use[1]}()", use[0], use[2]))
             reads = (" (it reads the batch: " + ", ".join(f"`{n}`" for n in cond.inputs) + ")") if cond.inputs else ""
+            unseen = "" if proven else (
+                f" (unproven: `{root.name}` is built only through a class value a flag chooses in a function no "
+                f"call of the run reaches, so whether a training script builds it is unknown)")
             yield Diagnostic(
-                f"`self.{attr.name}` ({attr.kind}) is trainable but {where} uses it only when "
+                f"`self.{attr.name}` ({attr.kind}) is trainable but {where}{unseen} uses it only when "
                 f"`{_code(cond.node)}` goes one way{reads}: ranks whose batch takes the other path produce no gradient for "
                 f"it, so under {stage_text} the gradient reductions differ in size across ranks and hang or mix "
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
-                fix=_freeze_or_touch_fix(ctx, attr, cond))
+                fix=_freeze_or_touch_fix(ctx, attr, cond), proven=proven)
         # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
         trained = _trained_across_ranks(ctx.program)
         yield from patched_forward_diagnostics(ctx, severity, stage_text, trained)

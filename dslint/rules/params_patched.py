@@ -35,6 +35,21 @@ def patched_forward_diagnostics(ctx: "RuleContext", severity, stage_text: str, t
             evidence.append(Clue("ddp", "the run trains on several ranks (DDP/FSDP/DeepSpeed/accelerate/Trainer)"))
         else:
             evidence.append(Clue("engine", "no training on several ranks seen in this run", found=False))
+        # patched-forward-config-path: the function's inputs are the batch only where a training file of the run
+        # builds the patched class and calls it; a layer's forward gets what the library's enclosing forward
+        # hands it (cross-attention states, caches, config switches), a model named on the command line may be
+        # any class -- undecided, so unproven
+        built = None if mp.chosen_for_model else program.patched_class_trained(mp.cls)
+        if mp.chosen_for_model:
+            evidence.append(Clue("model", f"the patch of `{cls}` is chosen by a test of the model object handed to "
+                                          f"the function installing it", at=mp.where[1] if mp.where else None,
+                                 path=mp.where[0] if mp.where else None))
+        elif built is not None:
+            evidence.append(Clue("model", f"a file that trains builds `{cls}`", at=built[1], path=built[0]))
+        else:
+            evidence.append(Clue("model", f"no file of the run that trains builds `{cls}` (its inputs may be what "
+                                          f"an enclosing library forward or the model config decides, not the "
+                                          f"batch)", found=False))
         target = f"`{mp.param}.{use.submodule}`"
         if use.element == WHOLE:
             when = f" when `{use.test_code}` is false" if use.test_code else ""
@@ -52,7 +67,8 @@ def patched_forward_diagnostics(ctx: "RuleContext", severity, stage_text: str, t
             f"FSDP/ZeRO-3 its forward, a parameter all-gather, does not run), so under {stage_text} the "
             f"gradient reductions or gathers differ across ranks and hang. Reach {target}'s outputs on every path "
             f"(a dummy input whose every output is added to the result times 0).",
-            (use.line, use.col + 1), severity=severity, trace=trace, evidence=evidence, proven=trained)
+            (use.line, use.col + 1), severity=severity, trace=trace, evidence=evidence,
+            proven=trained and (mp.chosen_for_model or built is not None))
 
 
 def constant_loss_diagnostics(ctx: "RuleContext", severity, stage_text: str, trained: bool):

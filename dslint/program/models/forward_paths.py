@@ -889,17 +889,36 @@ class Divergence:
     use: Optional[tuple[cst.CSTNode, str, object]]
 
 
+MAX_PAIRS = 4096
+
+
 def divergent(paths: list[Path], attr: str) -> Optional[tuple[Path, Path]]:
-    """A (using, not-using) pair of executions that agree on every uniform decision."""
+    """A (using, not-using) pair of executions that agree on every uniform decision: of those, the pair whose
+    data decisions differ least and agree most -- the branch that selects the use, not an earlier test that
+    leaves the function on another path (`if "past_key_values" in kwargs: return super().forward(...)` before
+    `if images is not None: ... self.decoder(...)`: the pair that both skip the early return differs on the
+    image test alone; right-module-wrong-branch)."""
     normal = [p for p in paths if not p.raised]
     using = [p for p in normal if attr in p.uses]
     missing = [p for p in normal if attr not in p.uses]
+    best, best_key, tried = None, None, 0
     for u in using:
         uni_u = {(c, t) for c, t, d in u.decisions if not d}
+        data_u = {(c, t) for c, t, d in u.decisions if d}
         for m in missing:
-            if not any((c, not t) in uni_u for c, t, d in m.decisions if not d):
-                return u, m
-    return None
+            if any((c, not t) in uni_u for c, t, d in m.decisions if not d):
+                continue
+            data_m = {(c, t) for c, t, d in m.decisions if d}
+            # the data tests the two executions do not take alike: decided the other way, or by one of them only
+            # (the other left the function before reaching it)
+            differ = len({c for c, _ in data_u ^ data_m})
+            key = (differ, -len(data_u & data_m))
+            if best_key is None or key < best_key:
+                best, best_key = (u, m), key
+            tried += 1
+            if tried >= MAX_PAIRS or differ <= 1:
+                return best
+    return best
 
 
 def deciding_condition(walker: ForwardPaths, pair: tuple[Path, Path]) -> Optional[Condition]:

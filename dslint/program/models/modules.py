@@ -1005,6 +1005,19 @@ def built_only_where_untrained(project: "ProjectView", facts: ModelFacts, cls: M
     trains nothing (`_trains_strictly`)? A subclass for no-grad generation, never the one a training script builds.
     False when any other mention of the class is found (a construction, a subclass, a registry, a value handed on)
     or no call of the choosing function is."""
+    return _flag_choice(project, facts, cls) is True
+
+
+def flag_choice_unseen(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -> bool:
+    """Is `cls` built only through a flag-chosen class value (`Inf if for_inference else Train`) of a function
+    that no call of the run reaches (a module imported by a name the command line gives)? Whether a training
+    script chooses it is then undecidable: a finding through it is unproven (model-never-trained)."""
+    return _flag_choice(project, facts, cls) is None
+
+
+def _flag_choice(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -> Optional[bool]:
+    """True: built only through a flag-chosen class value, every choosing call in a file that trains nothing;
+    None: built only so, and no call of the choosing function is found; False otherwise."""
     if facts.subclasses(cls):
         return False
     sites = _flag_selections(project, cls)
@@ -1019,7 +1032,7 @@ def built_only_where_untrained(project: "ProjectView", facts: ModelFacts, cls: M
                 continue            # this call chooses the other class
             if _trains_strictly(project, src):
                 return False
-    return calls > 0
+    return True if calls > 0 else None
 
 
 def _flag_selections(project: "ProjectView", cls: ModuleClass) -> Optional[list]:

@@ -181,6 +181,39 @@ def uncovered(groups: list[Group]) -> Optional[list[tuple[str, bool]]]:
     return None
 
 
+def uncovered_name_tests(groups: list[Group]) -> Optional[int]:
+    """Of the atom assignments no group takes, the fewest atoms reading the parameter's name that must hold at
+    once (`"projector" in n`: 1; `any(h in n for h in heads) and any(k in n for k in clip_keys)`: 2); None when
+    covered. Each filter written on a name attests that some parameter passes its test, not that one passes two
+    tests of different groups at once: with two or more, whether the uncovered combination holds any parameter
+    is undecided unless the model's parameter names are known (uncovered-filter-combination-empty)."""
+    atoms = _Atoms()
+    formulas = []
+    for g in groups:
+        if g.condition is None:
+            return None
+        formulas.append(atoms.formula(g.condition))
+    if len(atoms.atoms) > MAX_ATOMS:
+        return None
+    on_name = [any(isinstance(n, cst.Name) and n.value == NAME_VAR for n in _names_in(node)) for node in atoms.nodes]
+    best: Optional[int] = None
+    for values in itertools.product((False, True), repeat=len(atoms.atoms)):
+        if not any(f(values) for f in formulas):
+            count = sum(1 for v, named in zip(values, on_name) if v and named)
+            best = count if best is None else min(best, count)
+    return best
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    out: list[cst.Name] = []
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.append(n)
+    node.visit(Names())
+    return out
+
+
 def may_construct_optimizer(src: PythonSource) -> bool:
     """Can the file construct an optimizer? Decided on the outline's resolved callees (as `is_optimizer_ctor`
     resolves them), so that a file without one is not parsed for it."""

@@ -61,6 +61,10 @@ class ModuleParam:
     cls: ModuleClass
     how: str                        # "installed as X.forward at f.py:12" / "annotated X"
     where: Optional[tuple] = None   # (path, line) of the patch
+    # the patch is installed under a test of a parameter of the function installing it
+    # (`if model.config.model_type == "qwen2_vl": Qwen2VLModel.forward = ...` in `apply_patch(model)`): chosen for
+    # the model object the caller hands in, i.e. for a model the run builds (`_patches`)
+    chosen_for_model: bool = False
 
 
 @dataclass
@@ -303,8 +307,35 @@ def module_class(project: "ProjectView", near: "PythonSource", qualified: str) -
 
 # --------------------------------------------------------------------------- which parameters hold a module
 
-def _patches(project: "ProjectView") -> list[tuple[str, ModuleClass, str, int, "PythonSource"]]:
-    """`Cls.forward = fn` in the run: (qualified function, class, patch file, line, file of the patch)."""
+def _guarded_assigns(tree: ast.Module) -> list[tuple[ast.Assign, bool]]:
+    """Every assignment of the tree, with whether an `if` test enclosing it within its function reads a
+    parameter of that function (the innermost function only)."""
+    out: list[tuple[ast.Assign, bool]] = []
+
+    def handle(node: ast.AST, params: frozenset, guarded: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            params, guarded = frozenset(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)), False
+        elif isinstance(node, ast.ClassDef):
+            params, guarded = frozenset(), False
+        elif isinstance(node, ast.If):
+            inner = guarded or bool(_reads(node.test) & params)
+            for stmt in (*node.body, *node.orelse):
+                handle(stmt, params, inner)
+            return
+        elif isinstance(node, ast.Assign):
+            out.append((node, guarded))
+        for child in ast.iter_child_nodes(node):
+            handle(child, params, guarded)
+
+    handle(tree, frozenset(), False)
+    return out
+
+
+def _patches(project: "ProjectView") -> list[tuple[str, ModuleClass, str, int, "PythonSource", bool]]:
+    """`Cls.forward = fn` in the run: (qualified function, class, patch file, line, file of the patch, whether
+    an enclosing test reads a parameter of the installing function -- the patch is chosen for a model object
+    handed in)."""
     def build():
         out = []
         for src in project.python:
@@ -314,8 +345,8 @@ def _patches(project: "ProjectView") -> list[tuple[str, ModuleClass, str, int, "
             if tree is None:
                 continue
             imports = _imports(tree, src.module_name)
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            for node, chosen in _guarded_assigns(tree):
+                if len(node.targets) != 1:
                     continue
                 t = node.targets[0]
                 if not (isinstance(t, ast.Attribute) and t.attr == "forward"):
@@ -331,7 +362,7 @@ def _patches(project: "ProjectView") -> list[tuple[str, ModuleClass, str, int, "
                 if found is not None:
                     fsrc, qual = found
                     qualified = f"{fsrc.module_name}.{qual}" if fsrc.module_name else qual
-                    out.append((qualified, cls, src.path, node.lineno, src))
+                    out.append((qualified, cls, src.path, node.lineno, src, chosen))
         return out
     return project.memo("patched_forwards.patches", build)
 
@@ -347,14 +378,16 @@ def module_params(project: "ProjectView", src: "PythonSource") -> dict[str, Modu
             return {}
         out: dict[str, ModuleParam] = {}
         prefix = f"{src.module_name}." if src.module_name else ""
-        for qualified, cls, path, line, _psrc in _patches(project):
+        for qualified, cls, path, line, _psrc, chosen in _patches(project):
             if not qualified.startswith(prefix) or qualified[len(prefix):] not in funcs:
                 continue
             name = qualified[len(prefix):]
             args = funcs[name].args.posonlyargs + funcs[name].args.args
             if args:
+                if name in out and out[name].chosen_for_model:
+                    continue
                 out[name] = ModuleParam(name, args[0].arg, cls, f"installed as `{cls.qualified.rsplit('.', 1)[-1]}"
-                                        f".forward` at {path}:{line}", (path, line))
+                                        f".forward` at {path}:{line}", (path, line), chosen)
 
         def hop(sources: list[str]) -> None:
             """A module parameter handed positionally to a helper of this file (one hop)."""
@@ -369,7 +402,8 @@ def module_params(project: "ProjectView", src: "PythonSource") -> dict[str, Modu
                                 params = callee.args.posonlyargs + callee.args.args
                                 if i < len(params):
                                     out[node.func.id] = ModuleParam(node.func.id, params[i].arg, mp.cls,
-                                                                    f"{mp.how}, handed on by {name}()", mp.where)
+                                                                    f"{mp.how}, handed on by {name}()", mp.where,
+                                                                    mp.chosen_for_model)
 
         # the class a patch installs the function on is what it receives at run time: it goes first, then
         # the helpers it hands the model to, then annotations for the functions left
@@ -707,3 +741,57 @@ def _where(walker: _Walker, attr: str, uses: list[_Use], skipped: list, env, uni
 # shared with constant_losses.py
 tree_of = _tree
 reads_of = _reads
+
+
+# --------------------------------------------------------------------------- is the patched class trained
+
+def class_trained(project: "ProjectView", cls: ModuleClass) -> Optional[tuple[str, int]]:
+    """(file, line) of a construction of the patched class -- `Cls(...)`, `Cls.from_pretrained(...)`,
+    `Cls.from_config(...)` resolved through the file's imports -- in a file of the run that trains (itself or
+    through a function of another file it calls: `backward`, `step`, `deepspeed.initialize`, a Trainer,
+    DDP/FSDP, accelerate); None when none is found. A patched forward's parameters are the batch only where the
+    run calls that model on it: a layer's forward installed over a library class (`BlipTextLayer.forward =
+    gaudi_...`) receives what the library's enclosing forward hands it -- cross-attention states, caches, the
+    model config's switches -- and a model the run builds by a name the command line gives
+    (`AutoModelForCausalLM.from_pretrained(args.model)`) may be any class: whether the branch varies with the
+    batch is not decided, and the finding is unproven (patched-forward-config-path)."""
+    def build():
+        from dslint.program.models.modules import _trains
+        simple = cls.qualified.rsplit(".", 1)[-1]
+        checked = project.class_for_callee  # resolves a checked class's callee to (source, qualified name)
+        for src in project.mentioning(simple):
+            outline = src.outline
+            if outline is None:
+                continue
+            for callee, _scope in outline.calls:
+                if not callee:
+                    continue
+                head, _, last = callee.rpartition(".")
+                target = head if last in _MODEL_FACTORIES else callee
+                if target.rsplit(".", 1)[-1] != simple:
+                    continue        # prefilter: the construction is confirmed by resolution below
+                if not _same_class(project, checked, src, target, cls):
+                    continue
+                if _trains(project, src):
+                    return src.path, _call_line(src, simple)
+        return None
+    return project.memo(("patched_forwards.trained", cls.qualified), build)
+
+
+def _same_class(project: "ProjectView", checked, src: "PythonSource", callee: str, cls: ModuleClass) -> bool:
+    """Does `callee` (resolved through `src`'s imports) denote the patched class?"""
+    found = checked(src, callee)
+    if found is not None:
+        csrc, name = found
+        return csrc.path == cls.path and name.rsplit(".", 1)[-1] == cls.qualified.rsplit(".", 1)[-1]
+    if callee == cls.qualified:
+        return True
+    hit = _resolve_installed(project, callee) if "." in callee else None
+    return hit is not None and hit[2] == cls.path and hit[0].name == cls.qualified.rsplit(".", 1)[-1]
+
+
+def _call_line(src: "PythonSource", simple: str) -> int:
+    for i, line in enumerate(src.text.splitlines(), 1):
+        if f"{simple}(" in line or f"{simple}.from_" in line or f"{simple}._from_" in line:
+            return i
+    return 1
