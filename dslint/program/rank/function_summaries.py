@@ -337,6 +337,11 @@ class ProjectTaint:
             memo[key] = frozenset(out)
         return memo[key]
 
+    def uniform_none_field(self, src: "PythonSource", cls: str, attr: str) -> bool:
+        """Is `self.<attr>` None alike on every rank (`dslint.program.rank.nullness`)?"""
+        from dslint.program.rank.nullness import uniform_none_field
+        return uniform_none_field(self, src, cls, attr)
+
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                           cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:
         """The checked function a call runs: `helper()`, `utils.helper()`, `self.method()`."""

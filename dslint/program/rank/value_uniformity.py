@@ -414,6 +414,8 @@ class ProjectLevel(Protocol):
     def returned_elements(self, src: "PythonSource", call: cst.Call, env: "Env", cls: Optional[str]
                           ) -> Optional[list[Optional["Origin"]]]: ...
 
+    def uniform_none_field(self, src: "PythonSource", cls: str, attr: str) -> bool: ...
+
 
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
@@ -643,6 +645,9 @@ class RankTaint:
                 return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
             if hit.present and isinstance(e.left, cst.Name):
                 return None             # `seq_q is not None` for `seq_q = None if seq_k is None else seq_k[:, lo:hi]`
+            if cls is not None and isinstance(e.left, cst.Attribute) and isinstance(e.left.value, cst.Name) and \
+                    e.left.value.value == "self" and self.analysis.uniform_none_field(self.src, cls, e.left.attr.value):
+                return None             # `self.engine is None`: None on every rank, or an object built on every rank
         if hit.batch:
             hit = replace(hit, batch=False)     # a comparison of values: the contents, which vary
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
