@@ -70,7 +70,7 @@ def never_none(program: Program, src: "PythonSource", e: Optional[cst.BaseExpres
     callee = src.facts.resolve_expr(e.func)
     if isinstance(e.func, cst.Name) and e.func.value in _BUILTIN_CONSTRUCTORS and callee in (None, e.func.value):
         return True
-    if program.project.class_for_callee(src, callee) is not None:
+    if program.project.class_for_callee(src, callee) is not None or callee in _LIBRARY_CONSTRUCTORS:
         return True
     hit = program.function_info(program.call_source(src, callee, cls, fields=False))
     if hit is None:
@@ -235,13 +235,16 @@ class _GuardWalk(FlowWalk):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.guards_at: dict[int, tuple] = {}
+        self.env_at: dict[int, dict] = {}       # the rank-varying names before each statement
 
     def stmt(self, node, guards):
         self.guards_at.setdefault(id(node), tuple(guards))
+        self.env_at.setdefault(id(node), dict(self.env))
         return super().stmt(node, guards)
 
     def small(self, node, guards):
         self.guards_at.setdefault(id(node), tuple(guards))
+        self.env_at.setdefault(id(node), dict(self.env))
         return super().small(node, guards)
 
 
@@ -258,4 +261,229 @@ def _calls_unguarded(program: Program, name: str) -> bool:
                 return False
             if guarded(program, other, info, call.node):
                 return False
+    return True
+
+
+# --- a local name: None on every path, or on none, of the paths the ranks can be spread over --------------------
+_MAX_PATHS = 64
+# library calls that build an object (never None): API facts by qualified name
+_LIBRARY_CONSTRUCTORS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
+                         "torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
+                         "torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full"}
+
+
+def uniform_none_local(program: Program, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
+    """Is the local `name` None alike on every rank where `test` (an expression of a statement of the function
+    `scope`) is evaluated? The paths through the function's `if` statements up to that statement are enumerated
+    (each a set of test outcomes; a test and its negation `x == c` / `x != c` on one path is no path), each with
+    what it last bound `name` to: None, an object (`never_none`), or a value bound at one place. The ranks can
+    only be spread over paths that agree on every uniform test: any two paths that bind `name` differently must
+    take opposite sides of a uniform test. `if rank == 0: loader = DataLoader(...)` then `if rank != 0: loader =
+    Fake(...)`: not None on any path. Loops that bind the name, and more than `_MAX_PATHS` paths, give False."""
+    info = src.facts.functions.get(scope)
+    if info is None or not isinstance(info.node.body, cst.IndentedBlock):
+        return False
+    memo = program.__dict__.setdefault("_uniform_none_locals", {})
+    key = (id(src), scope, name, id(test))
+    if key in memo:
+        return bool(memo[key])
+    memo[key] = False                   # asked again while deciding (the walk below evaluates tests): no
+    holder = _holder(info.node, test)
+    if holder is None:
+        return False
+    walk = _PathWalk(program, src, info, name, holder)
+    paths = walk.run()
+    if paths is None:
+        return False
+    ok = True
+    for i, (lits_a, state_a) in enumerate(paths):
+        if state_a == "var":
+            ok = False
+            break
+        for lits_b, state_b in paths[i + 1:]:
+            if state_a == state_b:
+                continue
+            if not any((k, not pol) in lits_b and walk.uniform_key(k) for k, pol in lits_a):
+                ok = False
+                break
+        if not ok:
+            break
+    memo[key] = ok
+    return ok
+
+
+class _PathWalk:
+    def __init__(self, program: Program, src: "PythonSource", info: FunctionInfo, name: str,
+                 target: cst.CSTNode) -> None:
+        self.program, self.src, self.info, self.name, self.target = program, src, info, name, target
+        self.tests: dict[str, cst.BaseExpression] = {}
+        self.reached: list[tuple[frozenset, str]] = []
+        self.too_many = False
+
+    def run(self) -> Optional[list[tuple[frozenset, str]]]:
+        self.block(list(self.info.node.body.body), [(frozenset(), "unbound")])
+        if self.too_many or not self.reached:
+            return None
+        # an unbound name at the test is a parameter or a global: not decided here
+        if any(state == "unbound" for _, state in self.reached):
+            return None
+        return self.reached
+
+    def uniform_key(self, key: str) -> bool:
+        test = self.tests.get(key)
+        if test is None:
+            return False
+        walk = _guard_walk(self.program, self.src, self.info)
+        holder = _holder(self.info.node, test)
+        env = walk.env_at.get(id(holder)) if holder is not None else None
+        if env is None:
+            return False
+        return self.program.taint(self.src).eval(test, env, self.info.class_name) is None
+
+    def block(self, stmts: list, paths: list) -> list:
+        for st in stmts:
+            if not paths:
+                return paths
+            if st is self.target:
+                self.reached.extend(paths)
+                return []
+            paths = self.stmt(st, paths)
+            if len(paths) > _MAX_PATHS:
+                self.too_many = True
+                return []
+        return paths
+
+    def _contains_target(self, node: cst.CSTNode) -> bool:
+        return any(n is self.target for n in _walk_all(node))
+
+    def stmt(self, st: cst.CSTNode, paths: list) -> list:
+        if isinstance(st, cst.SimpleStatementLine):
+            for small in st.body:
+                if small is self.target:
+                    self.reached.extend(paths)
+                    return []
+                if isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+                    return []
+                if isinstance(small, cst.Assign):
+                    paths = [(lits, self.assign(small, state)) for lits, state in paths]
+                elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and _binds(small, self.name):
+                    paths = [(lits, "var") for lits, _ in paths]
+            return paths
+        if isinstance(st, cst.If):
+            return self.if_stmt(st, paths)
+        if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
+            return paths
+        if isinstance(st, (cst.With,)):
+            if any(item.asname is not None and _binds(item.asname, self.name) for item in st.items):
+                paths = [(lits, "var") for lits, _ in paths]
+            return self.block(_stmts(st.body), paths)
+        # loops, try, match: the target inside them, or a binding of the name there, is not followed
+        if self._contains_target(st) or any(_binds_anywhere(n, self.name) for n in _walk_all(st)):
+            self.too_many = True
+            return []
+        return paths
+
+    def if_stmt(self, st: cst.If, paths: list) -> list:
+        if self._contains_target(st.test):
+            self.reached.extend(paths)
+            return []
+        key, positive = _test_key(st.test)
+        self.tests.setdefault(key, st.test)
+        taken = [(lits | {(key, positive)}, s) for lits, s in paths if (key, not positive) not in lits]
+        skipped = [(lits | {(key, not positive)}, s) for lits, s in paths if (key, positive) not in lits]
+        out = self.block(_stmts(st.body), taken)
+        if isinstance(st.orelse, cst.If):
+            out = out + self.if_stmt(st.orelse, skipped)
+        elif st.orelse is not None:
+            out = out + self.block(_stmts(st.orelse.body), skipped)
+        else:
+            out = out + skipped
+        return out
+
+    def assign(self, node: cst.Assign, state: str) -> str:
+        for t in node.targets:
+            target = t.target
+            if isinstance(target, cst.Name) and target.value == self.name:
+                return self.value_state(node.value, node)
+            if isinstance(target, (cst.Tuple, cst.List)):
+                names = [el.value for el in target.elements]
+                at = next((i for i, n in enumerate(names) if isinstance(n, cst.Name) and n.value == self.name), None)
+                if at is None:
+                    if any(_binds_anywhere(n, self.name) for n in names):
+                        return "var"
+                    continue
+                if isinstance(node.value, (cst.Tuple, cst.List)) and len(node.value.elements) == len(names):
+                    return self.value_state(node.value.elements[at].value, node)
+                if isinstance(node.value, cst.Call) and _returns_element_object(
+                        self.program, self.src, node.value, self.info.class_name, at, len(names)):
+                    return "obj"
+                return f"site:{id(node)}" if self._uniform_value(node.value, node) else "var"
+        return state
+
+    def value_state(self, value: cst.BaseExpression, node: cst.CSTNode) -> str:
+        if isinstance(value, cst.Name) and value.value == "None":
+            return "none"
+        if never_none(self.program, self.src, value, self.info.class_name) or _library_object(self.src, value):
+            return "obj"
+        return f"site:{id(node)}" if self._uniform_value(value, node) else "var"
+
+    def _uniform_value(self, value: cst.BaseExpression, node: cst.CSTNode) -> bool:
+        walk = _guard_walk(self.program, self.src, self.info)
+        holder = _holder(self.info.node, node)
+        env = walk.env_at.get(id(holder)) if holder is not None else None
+        return env is not None and self.program.taint(self.src).eval(value, env, self.info.class_name) is None
+
+
+def _stmts(body: cst.CSTNode) -> list:
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def _binds_anywhere(node: cst.CSTNode, name: str) -> bool:
+    if isinstance(node, (cst.Assign,)):
+        return any(isinstance(n, cst.Name) and n.value == name for t in node.targets for n in _walk_all(t.target))
+    if isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.With, cst.AsName)):
+        return _binds(node, name) if not isinstance(node, cst.AsName) else dotted_name(node.name) == name
+    return False
+
+
+def _test_key(test: cst.BaseExpression) -> tuple[str, bool]:
+    """A test's outcome as (key, polarity): `x != c` is `x == c` false, `not t` is `t` false."""
+    from dslint.program.statement_walks import code_of
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        key, positive = _test_key(test.expression)
+        return key, not positive
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        op = test.comparisons[0].operator
+        left, right = code_of(test.left, 400), code_of(test.comparisons[0].comparator, 400)
+        if isinstance(op, (cst.Equal, cst.NotEqual)):
+            return f"{left} == {right}", isinstance(op, cst.Equal)
+        if isinstance(op, (cst.Is, cst.IsNot)):
+            return f"{left} is {right}", isinstance(op, cst.Is)
+        if isinstance(op, (cst.In, cst.NotIn)):
+            return f"{left} in {right}", isinstance(op, cst.In)
+    return code_of(test, 400), True
+
+
+def _library_object(src: "PythonSource", value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Call) and src.facts.resolve_expr(value.func) in _LIBRARY_CONSTRUCTORS
+
+
+def _returns_element_object(program: Program, src: "PythonSource", call: cst.Call, cls: Optional[str], at: int,
+                            width: int) -> bool:
+    """`a, b = f(...)` where every return of the checked `f` is a tuple of `width` whose element `at` is an
+    object (a literal, a constructor, a local bound to objects only)."""
+    hit = program.function_info(program.call_source(src, src.facts.resolve_expr(call.func), cls, fields=False))
+    if hit is None:
+        return False
+    other, info = hit
+    returns = list(iter_returns(info.node.body))
+    if not returns:
+        return False
+    for r in returns:
+        if not isinstance(r.value, (cst.Tuple, cst.List)) or len(r.value.elements) != width:
+            return False
+        element = r.value.elements[at].value
+        if not (never_none(program, other, element, info.class_name) or _library_object(other, element)
+                or _local_object(program, other, info, element, 1)):
+            return False
     return True

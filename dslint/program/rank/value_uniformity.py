@@ -416,6 +416,8 @@ class ProjectLevel(Protocol):
 
     def uniform_none_field(self, src: "PythonSource", cls: str, attr: str) -> bool: ...
 
+    def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool: ...
+
 
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
