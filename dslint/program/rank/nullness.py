@@ -218,15 +218,24 @@ def _guard_walk(program: Program, src: "PythonSource", info: Optional[FunctionIn
     memo = program.__dict__.setdefault("_guard_walks", {})
     key = (id(src), info.qualname if info is not None else MODULE_SCOPE)
     if key not in memo:
-        if info is None:
-            walk = _GuardWalk(program.taint(src), scope=MODULE_SCOPE, env={})
-            walk.run(src.module.body)
-        else:
-            walk = _GuardWalk(program.taint(src), scope=info.qualname,
-                              env={**program.module_env(src), **program.param_taint(src, info)}, cls=info.class_name)
-            walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
-        memo[key] = walk
+        busy = program.__dict__.setdefault("_nullness_busy", set())
+        busy.add(key)
+        try:
+            memo[key] = _new_guard_walk(program, src, info)
+        finally:
+            busy.discard(key)
     return memo[key]
+
+
+def _new_guard_walk(program: Program, src: "PythonSource", info: Optional[FunctionInfo]):
+    if info is None:
+        walk = _GuardWalk(program.taint(src), scope=MODULE_SCOPE, env={})
+        walk.run(src.module.body)
+    else:
+        walk = _GuardWalk(program.taint(src), scope=info.qualname,
+                          env={**program.module_env(src), **program.param_taint(src, info)}, cls=info.class_name)
+        walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
+    return walk
 
 
 class _GuardWalk(FlowWalk):
@@ -287,6 +296,8 @@ def uniform_none_local(program: Program, src: "PythonSource", scope: str, name: 
     key = (id(src), scope, name, id(test))
     if key in memo:
         return bool(memo[key])
+    if (id(src), scope) in program.__dict__.get("_nullness_busy", ()):
+        return False                    # asked by the walk of this very function this answer needs
     memo[key] = False                   # asked again while deciding (the walk below evaluates tests): no
     holder = _holder(info.node, test)
     if holder is None:
