@@ -86,8 +86,8 @@ def _returns_object(program: Program, src: "PythonSource", info: FunctionInfo, d
     memo[info.qualname] = False         # recursion: not known
     body = info.node.body
     stmts = list(body.body) if isinstance(body, cst.IndentedBlock) else []
-    if any(isinstance(n, (cst.Yield,)) for n in _walk_own(info.node)):
-        memo[info.qualname] = True      # a generator function returns a generator object
+    if any(isinstance(n, (cst.Yield,)) for n in _walk_own(info.node)) or _declares_object(info.node):
+        memo[info.qualname] = True      # a generator function returns a generator object; `-> Engine` an engine
         return True
     returns = list(iter_returns(body))
     last = stmts[-1] if stmts else None
@@ -156,7 +156,7 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
     target = f"self.{attr}"
     stores = 0
     for where, owner in program._class_family(src, cls):
-        if "setattr" in where.text and attr in where.text:
+        if "setattr" in where.text and _sets_by_name(where, attr):
             return False
         for info in where.facts.functions.values():
             if info.class_name != owner:
@@ -183,15 +183,43 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
     return stores > 0
 
 
+def _sets_by_name(src: "PythonSource", attr: str) -> bool:
+    """A `setattr(obj, name, value)` of the file that may set `attr`: its name is that literal, or no literal."""
+    from dslint.sources.literals import literal_value
+    for call in src.facts.calls:
+        func = call.node.func
+        if isinstance(func, cst.Name) and func.value == "setattr" and len(call.node.args) >= 2:
+            name = literal_value(call.node.args[1].value)
+            if not isinstance(name, str) or name == attr:
+                return True
+    return False
+
+
+def _declares_object(func: cst.FunctionDef) -> bool:
+    """A return annotation that names a type, not None or an optional one (`-> Engine`, `-> "LLM"`): the function
+    declares it returns an object (not `Optional[X]`, `X | None`, `Union[..., None]`, `Any`, `object`)."""
+    from dslint.program.statement_walks import code_of
+    ann = func.returns.annotation if func.returns is not None else None
+    if ann is None:
+        return False
+    if isinstance(ann, cst.SimpleString):
+        text = ann.evaluated_value if isinstance(ann.evaluated_value, str) else ""
+    else:
+        text = code_of(ann, 400)
+    words = set(text.replace("[", " ").replace("]", " ").replace("|", " ").replace(",", " ").replace(".", " ").split())
+    return bool(words) and not words & {"None", "Optional", "Any", "object", "NoReturn", "Union"}
+
+
 def guarded(program: Program, src: "PythonSource", info: Optional[FunctionInfo], node: cst.CSTNode) -> bool:
     """Does a rank-dependent test or an earlier rank-dependent exit stand before this statement (or the
-    statement holding this node) in its function (None: the module's top level)?"""
+    statement holding this node) in its function (None: the module's top level)? A statement the walk does not
+    visit (a branch no caller's setting takes) is none."""
     walk = _guard_walk(program, src, info)
     found = walk.guards_at.get(id(node))
     if found is None:
         holder = _holder(info.node if info is not None else src.module, node)
         found = walk.guards_at.get(id(holder)) if holder is not None else None
-    return found is None or bool(found)
+    return bool(found)                  # a statement the walk never visits is dead code (`_never_holds`)
 
 
 def _holder(root: cst.CSTNode, node: cst.CSTNode) -> Optional[cst.CSTNode]:
