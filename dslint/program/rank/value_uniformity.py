@@ -1013,9 +1013,9 @@ _AFFINE_TERMS = 8        # larger sums are not followed
 def affine_form(e: Optional[cst.BaseExpression], env: Env, evaluate, cls: Optional[str] = None
                 ) -> Optional[frozenset]:
     """`e` as a polynomial over the values it is computed from: a frozenset of (monomial, coefficient), a
-    monomial a sorted tuple of factor keys. A name bound to such a sum stands for it (its `Origin.affine`); any
-    other operand is a factor: keyed by its code when it is uniform (`u:` + code), by the identity of its origin
-    when it varies (`v:` + id: a name read twice in one scope is one factor, two computations are two). None when
+    monomial a sorted tuple of factors. A name bound to such a sum stands for it (its `Origin.affine`); any
+    other operand is a factor: ("u", its code) when it is uniform, ("v", its origin) when it varies (the origin
+    object, by identity: a name read twice in one scope is one factor, two computations are two). None when
     `e` is not made of integers, factors, `+`, `-` and `*`, or the sum grows past `_AFFINE_TERMS` terms."""
     form = _poly(e, env, evaluate, cls, 0)
     return frozenset(form.items()) if form is not None else None
@@ -1039,7 +1039,7 @@ def _poly(e, env: Env, evaluate, cls, depth: int) -> Optional[dict]:
         if isinstance(e.operator, cst.Multiply):
             for ml, cl in left.items():
                 for mr, cr in right.items():
-                    m = tuple(sorted(ml + mr))
+                    m = tuple(sorted(ml + mr, key=_factor_order))
                     out[m] = out.get(m, 0) + cl * cr
         else:
             sign = -1 if isinstance(e.operator, cst.Subtract) else 1
@@ -1050,12 +1050,17 @@ def _poly(e, env: Env, evaluate, cls, depth: int) -> Optional[dict]:
         return out if len(out) <= _AFFINE_TERMS else None
     origin = evaluate(e, env, cls)
     if origin is None:
-        return {("u:" + code_of(e, 200),): 1}
+        return {(("u", code_of(e, 200)),): 1}
     if isinstance(e, cst.Name) and origin.affine is not None:
         return dict(origin.affine)
     if isinstance(e, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
-        return {(f"v:{id(origin)}",): 1}
+        return {(("v", origin),): 1}       # the origin object itself: one factor per binding it comes from
     return None
+
+
+def _factor_order(factor: tuple) -> tuple:
+    kind, what = factor
+    return (kind, what if kind == "u" else str(id(what)))
 
 
 def uniform_difference(start: cst.BaseExpression, stop: cst.BaseExpression, env: Env, evaluate,
@@ -1068,7 +1073,7 @@ def uniform_difference(start: cst.BaseExpression, stop: cst.BaseExpression, env:
     diff = dict(b)
     for m, c in a:
         diff[m] = diff.get(m, 0) - c
-    return all(not c or all(f.startswith("u:") for f in m) for m, c in diff.items())
+    return all(not c or all(kind == "u" for kind, _ in m) for m, c in diff.items())
 
 
 def _assignments(block) -> Iterable[cst.Assign]:
