@@ -161,6 +161,10 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
         for info in where.facts.functions.values():
             if info.class_name != owner:
                 continue
+            own = {id(n) for n in _walk_own(info.node)}
+            if any(isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and id(n) not in own and any(
+                    dotted_name(t) == target for t in _store_targets(n)) for n in _walk_all(info.node.body)):
+                return False            # stored by a function nested in the method: when, not known here
             for node in _walk_own(info.node):
                 if isinstance(node, (cst.AugAssign, cst.AnnAssign)) and dotted_name(node.target) == target:
                     return False
@@ -208,6 +212,12 @@ def _declares_object(func: cst.FunctionDef) -> bool:
         text = code_of(ann, 400)
     words = set(text.replace("[", " ").replace("]", " ").replace("|", " ").replace(",", " ").replace(".", " ").split())
     return bool(words) and not words & {"None", "Optional", "Any", "object", "NoReturn", "Union"}
+
+
+def _store_targets(node: cst.CSTNode) -> list:
+    if isinstance(node, cst.Assign):
+        return [n for t in node.targets for n in _walk_all(t.target)]
+    return [node.target]
 
 
 def guarded(program: Program, src: "PythonSource", info: Optional[FunctionInfo], node: cst.CSTNode) -> bool:
