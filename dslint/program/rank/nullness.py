@@ -344,10 +344,16 @@ def uniform_none_local(program: Program, src: "PythonSource", scope: str, name: 
     paths = walk.run()
     if paths is None:
         return False
-    ok = True
+    states = {state for _, state in paths}
+    if states in ({"obj"}, {"none"}):
+        memo[key] = True                # an object on every path, or None on every path
+        return True
+    # one binding on every path: the test varies with that value (the walk found it varying); only paths that bind
+    # the name differently are looked at further (the walks of the function that needs are built only then)
+    ok = len(states) > 1 and "var" not in states and all(
+        walk.uniform_site(state) for state in states if state.startswith("site:"))
     for i, (lits_a, state_a) in enumerate(paths):
-        if state_a == "var":
-            ok = False
+        if not ok:
             break
         for lits_b, state_b in paths[i + 1:]:
             if state_a == state_b:
@@ -367,6 +373,7 @@ class _PathWalk:
         self.program, self.src, self.info, self.name, self.target = program, src, info, name, target
         self.tests: dict[str, cst.BaseExpression] = {}
         self.reached: list[tuple[frozenset, str]] = []
+        self.sites: dict[str, tuple] = {}      # "site:<id>" → (the value, its assignment)
         self.too_many = False
 
     def run(self) -> Optional[list[tuple[frozenset, str]]]:
@@ -466,7 +473,8 @@ class _PathWalk:
                 if isinstance(node.value, cst.Call) and _returns_element_object(
                         self.program, self.src, node.value, self.info.class_name, at, len(names)):
                     return "obj"
-                return f"site:{id(node)}" if self._uniform_value(node.value, node) else "var"
+                self.sites[f"site:{id(node)}"] = (node.value, node)
+                return f"site:{id(node)}"
         return state
 
     def value_state(self, value: cst.BaseExpression, node: cst.CSTNode) -> str:
@@ -474,7 +482,13 @@ class _PathWalk:
             return "none"
         if never_none(self.program, self.src, value, self.info.class_name) or _library_object(self.src, value):
             return "obj"
-        return f"site:{id(node)}" if self._uniform_value(value, node) else "var"
+        self.sites[f"site:{id(node)}"] = (value, node)
+        return f"site:{id(node)}"
+
+    def uniform_site(self, state: str) -> bool:
+        """Is the value bound at this place the same on every rank (then so is whether it is None)?"""
+        value, node = self.sites[state]
+        return self._uniform_value(value, node)
 
     def _uniform_value(self, value: cst.BaseExpression, node: cst.CSTNode) -> bool:
         walk = _guard_walk(self.program, self.src, self.info)
