@@ -990,7 +990,13 @@ class CollectiveSites:
                 return built
             return resolve_group(site.source, arg, info.node if info else None, at=site.call)
         if site.kind == "function" and site.function is not None:
-            return self.function_group(*site.function)
+            fixed, params = self._function_groups(*site.function)
+            if not params:
+                return fixed or WORLD
+            scope = self._scope_of(site.source, site.call)
+            info = site.source.facts.functions.get(scope)
+            return self._bind_group_params(site.source, info.node if info else None, site.call,
+                                           *site.function, fixed, params)
         func = site.call.func
         if site.kind in ("forward", "generate") or site.kind == "engine" and isinstance(func, cst.Attribute) and \
                 func.attr.value == "backward":
@@ -1054,23 +1060,84 @@ class CollectiveSites:
         return out
 
     def function_group(self, src: "PythonSource", info: FunctionInfo) -> "Group":
-        from dslint.program.process_groups import WORLD
-        memo = self.__dict__.setdefault("_function_groups", {})
+        """The union of the groups every collective a function reaches runs over, whatever its callers pass: a
+        group it is handed through a parameter is `HANDED_IN` (`group_of` binds it to a call's argument)."""
+        from dslint.program.process_groups import HANDED_IN, WORLD
+        fixed, params = self._function_groups(src, info)
+        if params:
+            fixed = HANDED_IN if fixed is None else fixed.join(HANDED_IN)
+        return fixed or WORLD
+
+    def _function_groups(self, src: "PythonSource", info: FunctionInfo) -> tuple[Optional["Group"], frozenset]:
+        """(the union of the groups of the collectives a function reaches that it names itself -- None when
+        all come through parameters --, the parameters whose value is the group of some collective it reaches:
+        `def reduce(t, group=None): dist.all_reduce(t, group=group)`, also through helpers it passes them to).
+        A call of the function itself (`reduce(t, group, op)` for each item of a list) reaches nothing else; a
+        call back into a function being summarised (mutual recursion) is WORLD."""
+        from dslint.program.process_groups import WORLD, _assigned, group_argument, resolve_group
+        memo = self.__dict__.setdefault("_group_summaries", {})
         key = (id(src), info.qualname)
         if key in memo:
-            return memo[key] if memo[key] is not None else WORLD
-        memo[key] = None                # recursion: WORLD
-        out = None
+            return memo[key] if memo[key] is not None else (WORLD, frozenset())
+        memo[key] = None
+        own = {p for p in info.params if p not in ("self", "cls") and not _assigned(src, p, info.node)}
+        fixed: Optional["Group"] = None
+        params: set[str] = set()
+
+        def add(g: "Group") -> None:
+            nonlocal fixed
+            fixed = g if fixed is None else fixed.join(g)
+
         for call in info.calls:
             site = self.classify(src, call.node, info.class_name)
             if site is None:
                 continue
-            g = self.group_of(site)
-            out = g if out is None else out.join(g)
-            if out.axes is None and out.family is None and out.ranks is None:
-                break
-        memo[key] = out or WORLD
+            if site.kind == "explicit":
+                func = site.call.func
+                op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+                arg = group_argument(site.call, op)
+                if isinstance(arg, cst.Name) and arg.value in own and op not in ("new_group", "new_subgroups"):
+                    params.add(arg.value)
+                    continue
+            elif site.kind == "function" and site.function is not None:
+                callee_src, callee = site.function
+                if callee_src is src and callee.qualname == info.qualname:
+                    continue            # recursion: what this function reaches already
+                inner_fixed, inner_params = self._function_groups(callee_src, callee)
+                if inner_fixed is not None:
+                    add(inner_fixed)
+                for p in inner_params:
+                    found, arg = _argument_for(site.call, callee, p)
+                    if isinstance(arg, cst.Name) and arg.value in own:
+                        params.add(arg.value)
+                    elif not found:
+                        add(self.function_group(callee_src, callee))
+                    elif arg is None:
+                        add(resolve_group(callee_src, _default_of(callee, p), callee.node))
+                    else:
+                        add(resolve_group(src, arg, info.node, at=site.call))
+                continue
+            add(self.group_of(site))
+        memo[key] = (fixed, frozenset(params))
         return memo[key]
+
+    def _bind_group_params(self, src: "PythonSource", scope_node: Optional[cst.CSTNode], call: cst.Call,
+                           callee_src: "PythonSource", callee: FunctionInfo, fixed: Optional["Group"], params: frozenset) -> "Group":
+        """The groups a call of a function reaches, the ones it is handed read from this call's arguments
+        (`distributed_reduce(m, group=mpu.get_data_parallel_group())`: the data-parallel group), a parameter
+        left out from its default (`group=None`: WORLD); an argument dslint cannot map (`*args`) is handed in."""
+        from dslint.program.process_groups import HANDED_IN, WORLD, resolve_group
+        out = fixed
+        for p in sorted(params):
+            found, arg = _argument_for(call, callee, p)
+            if not found:
+                g = HANDED_IN
+            elif arg is None:
+                g = resolve_group(callee_src, _default_of(callee, p), callee.node)
+            else:
+                g = resolve_group(src, arg, scope_node, at=call)
+            out = g if out is None else out.join(g)
+        return out or WORLD
 
     def block_sites(self, src: "PythonSource", stmts, cls: Optional[str]) -> list[Site]:
         out = []
@@ -1080,6 +1147,37 @@ class CollectiveSites:
                 if site is not None:
                     out.append(site)
         return out
+
+
+def _argument_for(call: cst.Call, callee: FunctionInfo, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
+    """The argument a call passes for `param` of `callee`: (True, expr); (True, None) when it passes none (the
+    default applies); (False, None) when a `*args`/`**kwargs` spread may hold it."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return True, arg.value
+    node = callee.node
+    positional = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    if positional and positional[0] in ("self", "cls") and callee.class_name and \
+            isinstance(call.func, cst.Attribute) and not any(
+                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in node.decorators):
+        positional = positional[1:]
+    passed = [a for a in call.args if a.keyword is None]
+    for i, arg in enumerate(passed):
+        if arg.star:
+            return False, None
+        if i < len(positional) and positional[i] == param:
+            return True, arg.value
+    if any(arg.star == "**" for arg in call.args):
+        return False, None
+    return True, None
+
+
+def _default_of(callee: FunctionInfo, param: str) -> Optional[cst.BaseExpression]:
+    node = callee.node.params
+    for p in (*node.posonly_params, *node.params, *node.kwonly_params):
+        if p.name.value == param:
+            return p.default
+    return None
 
 
 def role_evidence(role) -> list[Fact]:

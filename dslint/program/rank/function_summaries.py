@@ -348,6 +348,16 @@ class ProjectTaint:
             memo[key] = frozenset(out)
         return memo[key]
 
+    def uniform_none_field(self, src: "PythonSource", cls: str, attr: str) -> bool:
+        """Is `self.<attr>` None alike on every rank (`dslint.program.rank.nullness`)?"""
+        from dslint.program.rank.nullness import uniform_none_field
+        return uniform_none_field(self, src, cls, attr)
+
+    def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
+        """Is the local `name` None alike on every rank at `test` (`dslint.program.rank.nullness`)?"""
+        from dslint.program.rank.nullness import uniform_none_local
+        return uniform_none_local(self, src, scope, name, test)
+
     def function_for_call(self, src: "PythonSource", call: cst.Call, callee: Optional[str],
                           cls: Optional[str]) -> Optional[tuple["PythonSource", FunctionInfo]]:
         """The checked function a call runs: `helper()`, `utils.helper()`, `self.method()`."""

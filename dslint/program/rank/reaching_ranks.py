@@ -18,7 +18,7 @@ from dslint.program.rank import setting_domains as domains
 from dslint.program.rank.library_types import accelerate_typing, fetch_only
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
-from dslint.program.facts import dotted_name
+from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
 from dslint.program.statement_walks import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        sub_expressions, sub_statements)
@@ -37,6 +37,13 @@ class Guard:
     test: Optional[cst.CSTNode] = None   # for exits: the test that leads to it
     loop: Optional[cst.CSTNode] = None   # for `continue`: the loop it goes back to
     condition: str = ""               # for conds of an elif/else/case branch: when the branch runs, in words
+
+
+def _none_test_of(e: cst.BaseExpression) -> bool:
+    """`name is None` / `name is not None`."""
+    return isinstance(e, cst.Comparison) and len(e.comparisons) == 1 and isinstance(e.left, cst.Name) and \
+        isinstance(e.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
+        isinstance(e.comparisons[0].comparator, cst.Name) and e.comparisons[0].comparator.value == "None"
 
 
 class FlowWalk:
@@ -129,6 +136,9 @@ class FlowWalk:
         origin = self.eval(e)
         if origin is not None and origin.batch and isinstance(e, (cst.Name, cst.Attribute, cst.Subscript)):
             return None
+        if origin is not None and self.scope != MODULE_SCOPE and _none_test_of(e) and \
+                self.taint.analysis.uniform_none_local(self.taint.src, self.scope, e.left.value, e):
+            return None                 # `loader is None` where every path the ranks share binds it alike
         return origin
 
     def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin]) -> None:

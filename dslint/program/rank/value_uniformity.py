@@ -223,6 +223,10 @@ class Origin:
     # returning one): the same object on every rank, whose batches are this rank's samples (`Origin.batch`); only
     # what is drawn from it (`next(it)`, a loop's item, a function handed it) carries per-rank values
     stream: bool = False
+    # the value as a sum of products of the values it was computed from (`shard_end = (rank + 1) * size` →
+    # rank·size + size), `affine_form`: a range between two such bounds (`range(rank * size, (rank + 1) * size)`)
+    # is as long on every rank when their difference holds uniform values only. Kept by the name bound to it
+    affine: Optional[frozenset] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -419,6 +423,10 @@ class ProjectLevel(Protocol):
 
     def returned_elements(self, src: "PythonSource", call: cst.Call, env: "Env", cls: Optional[str]
                           ) -> Optional[list[Optional["Origin"]]]: ...
+
+    def uniform_none_field(self, src: "PythonSource", cls: str, attr: str) -> bool: ...
+
+    def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool: ...
 
 
 class RankTaint:
@@ -652,6 +660,9 @@ class RankTaint:
                 return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
             if hit.present and isinstance(e.left, cst.Name):
                 return None             # `seq_q is not None` for `seq_q = None if seq_k is None else seq_k[:, lo:hi]`
+            if cls is not None and isinstance(e.left, cst.Attribute) and isinstance(e.left.value, cst.Name) and \
+                    e.left.value.value == "self" and self.analysis.uniform_none_field(self.src, cls, e.left.attr.value):
+                return None             # `self.engine is None`: None on every rank, or an object built on every rank
         if hit.batch:
             hit = replace(hit, batch=False)     # a comparison of values: the contents, which vary
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
@@ -689,6 +700,15 @@ class RankTaint:
             return hit if hit is not None and hit.kind in _DATA_KINDS else None
         if last in LAUNDERING:
             return None
+        if last == "range" and isinstance(e.func, cst.Name) and callee in (None, "range") and 2 <= len(e.args) <= 3 \
+                and not any(a.keyword is not None or a.star for a in e.args):
+            hit = self._any([a.value for a in e.args], env, cls)
+            if hit is not None and hit.kind in TRIP_COUNT_KINDS and (len(e.args) == 2 or self.eval(
+                    e.args[2].value, env, cls) is None) and \
+                    uniform_difference(e.args[0].value, e.args[1].value, env, self.eval, cls):
+                # `range(rank * size, (rank + 1) * size)`: the same number of items on every rank (which
+                # items they are varies)
+                return replace(hit, kind="item", affine=None, member=None)
         if last in _ENGINE_BUILDERS and (callee or "").startswith("deepspeed"):
             return None
         if last == "generate" and isinstance(e.func, cst.Attribute):
@@ -1020,6 +1040,11 @@ class RankTaint:
             origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
         if origin is not None and origin.present and not isinstance(value, (cst.IfExp, cst.Name)):
             origin = replace(origin, present=False)     # computed from such a value: None or not, its own affair
+        if origin is not None and (value is not None or origin.affine is not None):
+            form = affine_form(value, env, self.eval, cls) \
+                if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.Name)) else None
+            if form is not origin.affine:
+                origin = replace(origin, affine=form)
         if origin is None:
             env.pop(name, None)
             fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
@@ -1091,6 +1116,75 @@ def _keyed_in_loop(arg: cst.BaseExpression, loops: tuple) -> Optional[tuple[str,
         if dotted_name(over) == container:
             return container, key.value
     return None
+
+
+_AFFINE_TERMS = 8        # larger sums are not followed
+
+
+def affine_form(e: Optional[cst.BaseExpression], env: Env, evaluate, cls: Optional[str] = None
+                ) -> Optional[frozenset]:
+    """`e` as a polynomial over the values it is computed from: a frozenset of (monomial, coefficient), a
+    monomial a sorted tuple of factors. A name bound to such a sum stands for it (its `Origin.affine`); any
+    other operand is a factor: ("u", its code) when it is uniform, ("v", its origin) when it varies (the origin
+    object, by identity: a name read twice in one scope is one factor, two computations are two). None when
+    `e` is not made of integers, factors, `+`, `-` and `*`, or the sum grows past `_AFFINE_TERMS` terms."""
+    form = _poly(e, env, evaluate, cls, 0)
+    return frozenset(form.items()) if form is not None else None
+
+
+def _poly(e, env: Env, evaluate, cls, depth: int) -> Optional[dict]:
+    if e is None or depth > 12:
+        return None
+    if isinstance(e, cst.Integer):
+        value = literal_value(e)
+        return {(): value} if isinstance(value, int) and value else {}
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Minus):
+        inner = _poly(e.expression, env, evaluate, cls, depth + 1)
+        return {m: -c for m, c in inner.items()} if inner is not None else None
+    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract, cst.Multiply)):
+        left = _poly(e.left, env, evaluate, cls, depth + 1)
+        right = _poly(e.right, env, evaluate, cls, depth + 1)
+        if left is None or right is None:
+            return None
+        out: dict = {}
+        if isinstance(e.operator, cst.Multiply):
+            for ml, cl in left.items():
+                for mr, cr in right.items():
+                    m = tuple(sorted(ml + mr, key=_factor_order))
+                    out[m] = out.get(m, 0) + cl * cr
+        else:
+            sign = -1 if isinstance(e.operator, cst.Subtract) else 1
+            out = dict(left)
+            for m, c in right.items():
+                out[m] = out.get(m, 0) + sign * c
+        out = {m: c for m, c in out.items() if c}
+        return out if len(out) <= _AFFINE_TERMS else None
+    origin = evaluate(e, env, cls)
+    if origin is None:
+        return {(("u", code_of(e, 200)),): 1}
+    if isinstance(e, cst.Name) and origin.affine is not None:
+        return dict(origin.affine)
+    if isinstance(e, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+        return {(("v", origin),): 1}       # the origin object itself: one factor per binding it comes from
+    return None
+
+
+def _factor_order(factor: tuple) -> tuple:
+    kind, what = factor
+    return (kind, what if kind == "u" else str(id(what)))
+
+
+def uniform_difference(start: cst.BaseExpression, stop: cst.BaseExpression, env: Env, evaluate,
+                       cls: Optional[str] = None) -> bool:
+    """Is `stop - start` made of uniform values only (`(rank + 1) * size - rank * size` = `size`)?"""
+    a = affine_form(start, env, evaluate, cls)
+    b = affine_form(stop, env, evaluate, cls)
+    if a is None or b is None:
+        return False
+    diff = dict(b)
+    for m, c in a:
+        diff[m] = diff.get(m, 0) - c
+    return all(not c or all(kind == "u" for kind, _ in m) for m, c in diff.items())
 
 
 def _assignments(block) -> Iterable[cst.Assign]:

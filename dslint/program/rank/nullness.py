@@ -1,0 +1,552 @@
+"""Whether a value is None alike on every rank (issue 30, cause 3: a value that is non-None on every path).
+
+`self.engine is None` is rank-varying when some ranks store an engine there and others do not; it is the same
+on every rank when every store of the field is `None` or a value that is never None (an object a constructor
+builds, a literal container, what a checked function returns on every path) and every store runs on every
+rank that runs its method -- no rank-dependent test or exit stands before it in the method, and no call of the
+method stands under one. The engine an object builds from rank-dependent arguments (`Engine(port=40000 +
+local_rank)`) differs per rank, but whether it is there does not.
+
+`never_none` decides an expression from its form and, through the checked functions and classes it calls, from
+their returns; `uniform_none_field` decides a field of a class family. The guards of a statement are those the
+rank walk (`reaching_ranks.FlowWalk`) gives it: enclosing rank-dependent tests and earlier rank-dependent exits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
+
+import libcst as cst
+
+from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.program.rank.reaching_ranks import FlowWalk
+from dslint.program.statement_walks import iter_assigns, iter_returns
+
+if TYPE_CHECKING:
+    from dslint.program.project_view import ProjectView
+    from dslint.sources import PythonSource
+
+# builtin constructors: their result is an object, never None
+_BUILTIN_CONSTRUCTORS = {"list", "dict", "set", "tuple", "frozenset", "str", "int", "float", "bool", "bytes",
+                         "object", "range", "enumerate", "zip", "sorted", "len"}
+_NEVER_NONE_NODES = (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp,
+                     cst.GeneratorExp, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer,
+                     cst.Float, cst.Imaginary, cst.Lambda, cst.Comparison, cst.BinaryOperation)
+
+
+class Program(Protocol):
+    """What this module asks of the project level (`function_summaries.ProjectTaint`)."""
+    project: "ProjectView"
+
+    def taint(self, src: "PythonSource") -> Any: ...
+
+    def module_env(self, src: "PythonSource") -> dict: ...
+
+    def param_taint(self, src: "PythonSource", info: FunctionInfo) -> dict: ...
+
+    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True,
+                    scope: Optional[str] = None) -> Optional[tuple["PythonSource", str]]: ...
+
+    def function_info(self, source: Optional[tuple["PythonSource", str]]) -> Optional[tuple["PythonSource", Any]]: ...
+
+    def _class_family(self, src: "PythonSource", cls: str, depth: int = 0) -> Iterable[tuple["PythonSource", str]]: ...
+
+    def _files_calling(self, name: str) -> list["PythonSource"]: ...
+
+
+def never_none(program: Program, src: "PythonSource", e: Optional[cst.BaseExpression], cls: Optional[str],
+               depth: int = 0) -> bool:
+    """Is `e` an object on every path: a literal, a container, arithmetic, a comparison, a constructor of a
+    checked class or a builtin one, a call of a checked function all of whose returns are such (and that does
+    not end without one), either side of an `x if t else y` such?"""
+    if e is None or depth > 3:
+        return False
+    if isinstance(e, _NEVER_NONE_NODES):
+        return True
+    if isinstance(e, cst.IfExp):
+        return never_none(program, src, e.body, cls, depth) and never_none(program, src, e.orelse, cls, depth)
+    if not isinstance(e, cst.Call):
+        return False
+    callee = src.facts.resolve_expr(e.func)
+    if isinstance(e.func, cst.Name) and e.func.value in _BUILTIN_CONSTRUCTORS and callee in (None, e.func.value):
+        return True
+    if program.project.class_for_callee(src, callee) is not None or callee in _LIBRARY_CONSTRUCTORS:
+        return True
+    hit = program.function_info(program.call_source(src, callee, cls, fields=False))
+    if hit is None:
+        return False
+    other, info = hit
+    return _returns_object(program, other, info, depth + 1)
+
+
+def _returns_object(program: Program, src: "PythonSource", info: FunctionInfo, depth: int) -> bool:
+    memo = src.__dict__.setdefault("_returns_object", {})
+    if info.qualname in memo:
+        return bool(memo[info.qualname])
+    memo[info.qualname] = False         # recursion: not known
+    body = info.node.body
+    stmts = list(body.body) if isinstance(body, cst.IndentedBlock) else []
+    if any(isinstance(n, (cst.Yield,)) for n in _walk_own(info.node)) or _declares_object(info.node):
+        memo[info.qualname] = True      # a generator function returns a generator object; `-> Engine` an engine
+        return True
+    returns = list(iter_returns(body))
+    last = stmts[-1] if stmts else None
+    ends = isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
+    ok = bool(returns) and ends and all(
+        r.value is not None and (never_none(program, src, r.value, info.class_name, depth)
+                                 or _local_object(program, src, info, r.value, depth)) for r in returns)
+    memo[info.qualname] = ok
+    return ok
+
+
+def _local_object(program: Program, src: "PythonSource", info: FunctionInfo, value: cst.BaseExpression,
+                  depth: int) -> bool:
+    """`engine = Engine(...); return engine`: a local name every binding of which in the function is an object."""
+    if not isinstance(value, cst.Name):
+        return False
+    bound = [node.value for node in iter_assigns(info.node.body) for t in node.targets
+             if isinstance(t.target, cst.Name) and t.target.value == value.value]
+    if not bound or any(isinstance(node, (cst.For, cst.With, cst.AugAssign, cst.NamedExpr, cst.AnnAssign))
+                        and _binds(node, value.value) for node in _walk_own(info.node)):
+        return False
+    return all(never_none(program, src, v, info.class_name, depth) for v in bound)
+
+
+def _binds(node: cst.CSTNode, name: str) -> bool:
+    target = getattr(node, "target", None)
+    if isinstance(node, cst.With):
+        return any(item.asname is not None and dotted_name(item.asname.name) == name for item in node.items)
+    return target is not None and any(isinstance(n, cst.Name) and n.value == name for n in _walk_all(target))
+
+
+def _walk_all(node: cst.CSTNode):
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(n.children)
+
+
+def _walk_own(func: cst.FunctionDef):
+    """The nodes of a function's body, not of the functions, lambdas and classes nested in it."""
+    todo = list(func.body.children)
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        todo.extend(n.children)
+
+
+def uniform_none_field(program: Program, src: "PythonSource", cls: str, attr: str) -> bool:
+    """Is `self.<attr>` None alike on every rank in the class family of `cls`: every store of it is `None` or
+    never None (`never_none`), none is guarded by a rank-dependent test or exit of its method, and every call
+    (found by the method's name, a superset) of a method other than `__init__` that stores an object there is
+    itself unguarded? False when the field is also set another way (`setattr`, unpacking, `+=`) or nowhere."""
+    memo = program.__dict__.setdefault("_uniform_none_fields", {})
+    key = (id(src), cls, attr)
+    if key in memo:
+        return memo[key]
+    memo[key] = False
+    memo[key] = _decide_field(program, src, cls, attr)
+    return memo[key]
+
+
+def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) -> bool:
+    target = f"self.{attr}"
+    stores = 0
+    for where, owner in program._class_family(src, cls):
+        if "setattr" in where.text and _sets_by_name(where, attr):
+            return False
+        for info in where.facts.functions.values():
+            if info.class_name != owner:
+                continue
+            own = {id(n) for n in _walk_own(info.node)}
+            if any(isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and id(n) not in own and any(
+                    dotted_name(t) == target for t in _store_targets(n)) for n in _walk_all(info.node.body)):
+                return False            # stored by a function nested in the method: when, not known here
+            for node in _walk_own(info.node):
+                if isinstance(node, (cst.AugAssign, cst.AnnAssign)) and dotted_name(node.target) == target:
+                    return False
+                if not isinstance(node, cst.Assign):
+                    continue
+                for t in node.targets:
+                    if isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                            dotted_name(n) == target for n in _walk_all(t.target)):
+                        return False
+                    if dotted_name(t.target) != target:
+                        continue
+                    stores += 1
+                    is_none = isinstance(node.value, cst.Name) and node.value.value == "None"
+                    if not is_none and not never_none(program, where, node.value, owner):
+                        return False
+                    if guarded(program, where, info, node):
+                        return False
+                    if not is_none and info.name != "__init__" and not _calls_unguarded(program, info.name):
+                        return False
+    return stores > 0
+
+
+def _sets_by_name(src: "PythonSource", attr: str) -> bool:
+    """A `setattr(obj, name, value)` of the file that may set `attr`: its name is that literal, or no literal."""
+    from dslint.sources.literals import literal_value
+    for call in src.facts.calls:
+        func = call.node.func
+        if isinstance(func, cst.Name) and func.value == "setattr" and len(call.node.args) >= 2:
+            name = literal_value(call.node.args[1].value)
+            if not isinstance(name, str) or name == attr:
+                return True
+    return False
+
+
+def _declares_object(func: cst.FunctionDef) -> bool:
+    """A return annotation that names a type, not None or an optional one (`-> Engine`, `-> "LLM"`): the function
+    declares it returns an object (not `Optional[X]`, `X | None`, `Union[..., None]`, `Any`, `object`)."""
+    from dslint.program.statement_walks import code_of
+    ann = func.returns.annotation if func.returns is not None else None
+    if ann is None:
+        return False
+    if isinstance(ann, cst.SimpleString):
+        text = ann.evaluated_value if isinstance(ann.evaluated_value, str) else ""
+    else:
+        text = code_of(ann, 400)
+    words = set(text.replace("[", " ").replace("]", " ").replace("|", " ").replace(",", " ").replace(".", " ").split())
+    return bool(words) and not words & {"None", "Optional", "Any", "object", "NoReturn", "Union"}
+
+
+def _store_targets(node: cst.CSTNode) -> list:
+    if isinstance(node, cst.Assign):
+        return [n for t in node.targets for n in _walk_all(t.target)]
+    return [node.target]
+
+
+def guarded(program: Program, src: "PythonSource", info: Optional[FunctionInfo], node: cst.CSTNode) -> bool:
+    """Does a rank-dependent test or an earlier rank-dependent exit stand before this statement (or the
+    statement holding this node) in its function (None: the module's top level)? A statement the walk does not
+    visit (a branch no caller's setting takes) is none."""
+    walk = _guard_walk(program, src, info)
+    found = walk.guards_at.get(id(node))
+    if found is None:
+        holder = _holder(info.node if info is not None else src.module, node)
+        found = walk.guards_at.get(id(holder)) if holder is not None else None
+    return bool(found)                  # a statement the walk never visits is dead code (`_never_holds`)
+
+
+def _holder(root: cst.CSTNode, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The innermost small or compound statement of `root` whose subtree holds `node`."""
+    path: list = []
+
+    def search(n: cst.CSTNode) -> bool:
+        if n is node:
+            return True
+        for child in n.children:
+            if isinstance(child, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                path.append(child)
+                if search(child):
+                    return True
+                path.pop()
+            elif search(child):
+                return True
+        return False
+
+    return path[-1] if search(root) and path else None
+
+
+def _guard_walk(program: Program, src: "PythonSource", info: Optional[FunctionInfo]):
+    memo = program.__dict__.setdefault("_guard_walks", {})
+    key = (id(src), info.qualname if info is not None else MODULE_SCOPE)
+    if key not in memo:
+        busy = program.__dict__.setdefault("_nullness_busy", set())
+        busy.add(key)
+        try:
+            memo[key] = _new_guard_walk(program, src, info)
+        finally:
+            busy.discard(key)
+    return memo[key]
+
+
+def _new_guard_walk(program: Program, src: "PythonSource", info: Optional[FunctionInfo]):
+    if info is None:
+        walk = _GuardWalk(program.taint(src), scope=MODULE_SCOPE, env={})
+        walk.run(src.module.body)
+    else:
+        walk = _GuardWalk(program.taint(src), scope=info.qualname,
+                          env={**program.module_env(src), **program.param_taint(src, info)}, cls=info.class_name)
+        walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
+    return walk
+
+
+class _GuardWalk(FlowWalk):
+    """The rank walk, keeping the guards each statement runs under."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.guards_at: dict[int, tuple] = {}
+        self.env_at: dict[int, dict] = {}       # the rank-varying names before each statement
+
+    def stmt(self, node, guards):
+        self.guards_at.setdefault(id(node), tuple(guards))
+        self.env_at.setdefault(id(node), dict(self.env))
+        return super().stmt(node, guards)
+
+    def small(self, node, guards):
+        self.guards_at.setdefault(id(node), tuple(guards))
+        self.env_at.setdefault(id(node), dict(self.env))
+        return super().small(node, guards)
+
+
+def _calls_unguarded(program: Program, name: str) -> bool:
+    """Every call spelled `<x>.name(...)` or `name(...)` in the checked files runs unguarded in its scope."""
+    for other in program._files_calling(name):
+        for call in other.facts.calls:
+            func = call.node.func
+            last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if last != name:
+                continue
+            info = other.facts.functions.get(call.scope) if call.scope != MODULE_SCOPE else None
+            if call.scope != MODULE_SCOPE and info is None:
+                return False
+            if guarded(program, other, info, call.node):
+                return False
+    return True
+
+
+# --- a local name: None on every path, or on none, of the paths the ranks can be spread over --------------------
+_MAX_PATHS = 64
+# library calls that build an object (never None): API facts by qualified name
+_LIBRARY_CONSTRUCTORS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
+                         "torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
+                         "torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full"}
+
+
+def uniform_none_local(program: Program, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
+    """Is the local `name` None alike on every rank where `test` (an expression of a statement of the function
+    `scope`) is evaluated? The paths through the function's `if` statements up to that statement are enumerated
+    (each a set of test outcomes; a test and its negation `x == c` / `x != c` on one path is no path), each with
+    what it last bound `name` to: None, an object (`never_none`), or a value bound at one place. The ranks can
+    only be spread over paths that agree on every uniform test: any two paths that bind `name` differently must
+    take opposite sides of a uniform test. `if rank == 0: loader = DataLoader(...)` then `if rank != 0: loader =
+    Fake(...)`: not None on any path. Loops that bind the name, and more than `_MAX_PATHS` paths, give False."""
+    info = src.facts.functions.get(scope)
+    if info is None or not isinstance(info.node.body, cst.IndentedBlock):
+        return False
+    memo = program.__dict__.setdefault("_uniform_none_locals", {})
+    key = (id(src), scope, name, id(test))
+    if key in memo:
+        return bool(memo[key])
+    if (id(src), scope) in program.__dict__.get("_nullness_busy", ()):
+        return False                    # asked by the walk of this very function this answer needs
+    memo[key] = False                   # asked again while deciding (the walk below evaluates tests): no
+    holder = _holder(info.node, test)
+    if holder is None:
+        return False
+    walk = _PathWalk(program, src, info, name, holder)
+    paths = walk.run()
+    if paths is None:
+        return False
+    states = {state for _, state in paths}
+    if states in ({"obj"}, {"none"}):
+        memo[key] = True                # an object on every path, or None on every path
+        return True
+    # one binding on every path: the test varies with that value (the walk found it varying); only paths that bind
+    # the name differently are looked at further (the walks of the function that needs are built only then)
+    ok = len(states) > 1 and "var" not in states and all(
+        walk.uniform_site(state) for state in states if state.startswith("site:"))
+    for i, (lits_a, state_a) in enumerate(paths):
+        if not ok:
+            break
+        for lits_b, state_b in paths[i + 1:]:
+            if state_a == state_b:
+                continue
+            if not any((k, not pol) in lits_b and walk.uniform_key(k) for k, pol in lits_a):
+                ok = False
+                break
+        if not ok:
+            break
+    memo[key] = ok
+    return ok
+
+
+class _PathWalk:
+    def __init__(self, program: Program, src: "PythonSource", info: FunctionInfo, name: str,
+                 target: cst.CSTNode) -> None:
+        self.program, self.src, self.info, self.name, self.target = program, src, info, name, target
+        self.tests: dict[str, cst.BaseExpression] = {}
+        self.reached: list[tuple[frozenset, str]] = []
+        self.sites: dict[str, tuple] = {}      # "site:<id>" → (the value, its assignment)
+        self.too_many = False
+
+    def run(self) -> Optional[list[tuple[frozenset, str]]]:
+        self.block(list(self.info.node.body.body), [(frozenset(), "unbound")])
+        if self.too_many or not self.reached:
+            return None
+        # an unbound name at the test is a parameter or a global: not decided here
+        if any(state == "unbound" for _, state in self.reached):
+            return None
+        return self.reached
+
+    def uniform_key(self, key: str) -> bool:
+        test = self.tests.get(key)
+        if test is None:
+            return False
+        walk = _guard_walk(self.program, self.src, self.info)
+        holder = _holder(self.info.node, test)
+        env = walk.env_at.get(id(holder)) if holder is not None else None
+        if env is None:
+            return False
+        return self.program.taint(self.src).eval(test, env, self.info.class_name) is None
+
+    def block(self, stmts: list, paths: list) -> list:
+        for st in stmts:
+            if not paths:
+                return paths
+            if st is self.target:
+                self.reached.extend(paths)
+                return []
+            paths = self.stmt(st, paths)
+            if len(paths) > _MAX_PATHS:
+                self.too_many = True
+                return []
+        return paths
+
+    def _contains_target(self, node: cst.CSTNode) -> bool:
+        return any(n is self.target for n in _walk_all(node))
+
+    def stmt(self, st: cst.CSTNode, paths: list) -> list:
+        if isinstance(st, cst.SimpleStatementLine):
+            for small in st.body:
+                if small is self.target:
+                    self.reached.extend(paths)
+                    return []
+                if isinstance(small, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+                    return []
+                if isinstance(small, cst.Assign):
+                    paths = [(lits, self.assign(small, state)) for lits, state in paths]
+                elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and _binds(small, self.name):
+                    paths = [(lits, "var") for lits, _ in paths]
+            return paths
+        if isinstance(st, cst.If):
+            return self.if_stmt(st, paths)
+        if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
+            return paths
+        if isinstance(st, (cst.With,)):
+            if any(item.asname is not None and _binds(item.asname, self.name) for item in st.items):
+                paths = [(lits, "var") for lits, _ in paths]
+            return self.block(_stmts(st.body), paths)
+        # loops, try, match: the target inside them, or a binding of the name there, is not followed
+        if self._contains_target(st) or any(_binds_anywhere(n, self.name) for n in _walk_all(st)):
+            self.too_many = True
+            return []
+        return paths
+
+    def if_stmt(self, st: cst.If, paths: list) -> list:
+        if self._contains_target(st.test):
+            self.reached.extend(paths)
+            return []
+        key, positive = _test_key(st.test)
+        self.tests.setdefault(key, st.test)
+        taken = [(lits | {(key, positive)}, s) for lits, s in paths if (key, not positive) not in lits]
+        skipped = [(lits | {(key, not positive)}, s) for lits, s in paths if (key, positive) not in lits]
+        out = self.block(_stmts(st.body), taken)
+        if isinstance(st.orelse, cst.If):
+            out = out + self.if_stmt(st.orelse, skipped)
+        elif st.orelse is not None:
+            out = out + self.block(_stmts(st.orelse.body), skipped)
+        else:
+            out = out + skipped
+        return out
+
+    def assign(self, node: cst.Assign, state: str) -> str:
+        for t in node.targets:
+            target = t.target
+            if isinstance(target, cst.Name) and target.value == self.name:
+                return self.value_state(node.value, node)
+            if isinstance(target, (cst.Tuple, cst.List)):
+                names = [el.value for el in target.elements]
+                at = next((i for i, n in enumerate(names) if isinstance(n, cst.Name) and n.value == self.name), None)
+                if at is None:
+                    if any(_binds_anywhere(n, self.name) for n in names):
+                        return "var"
+                    continue
+                if isinstance(node.value, (cst.Tuple, cst.List)) and len(node.value.elements) == len(names):
+                    return self.value_state(node.value.elements[at].value, node)
+                if isinstance(node.value, cst.Call) and _returns_element_object(
+                        self.program, self.src, node.value, self.info.class_name, at, len(names)):
+                    return "obj"
+                self.sites[f"site:{id(node)}"] = (node.value, node)
+                return f"site:{id(node)}"
+        return state
+
+    def value_state(self, value: cst.BaseExpression, node: cst.CSTNode) -> str:
+        if isinstance(value, cst.Name) and value.value == "None":
+            return "none"
+        if never_none(self.program, self.src, value, self.info.class_name) or _library_object(self.src, value):
+            return "obj"
+        self.sites[f"site:{id(node)}"] = (value, node)
+        return f"site:{id(node)}"
+
+    def uniform_site(self, state: str) -> bool:
+        """Is the value bound at this place the same on every rank (then so is whether it is None)?"""
+        value, node = self.sites[state]
+        return self._uniform_value(value, node)
+
+    def _uniform_value(self, value: cst.BaseExpression, node: cst.CSTNode) -> bool:
+        walk = _guard_walk(self.program, self.src, self.info)
+        holder = _holder(self.info.node, node)
+        env = walk.env_at.get(id(holder)) if holder is not None else None
+        return env is not None and self.program.taint(self.src).eval(value, env, self.info.class_name) is None
+
+
+def _stmts(body: cst.CSTNode) -> list:
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def _binds_anywhere(node: cst.CSTNode, name: str) -> bool:
+    if isinstance(node, (cst.Assign,)):
+        return any(isinstance(n, cst.Name) and n.value == name for t in node.targets for n in _walk_all(t.target))
+    if isinstance(node, (cst.For, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.With, cst.AsName)):
+        return _binds(node, name) if not isinstance(node, cst.AsName) else dotted_name(node.name) == name
+    return False
+
+
+def _test_key(test: cst.BaseExpression) -> tuple[str, bool]:
+    """A test's outcome as (key, polarity): `x != c` is `x == c` false, `not t` is `t` false."""
+    from dslint.program.statement_walks import code_of
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        key, positive = _test_key(test.expression)
+        return key, not positive
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        op = test.comparisons[0].operator
+        left, right = code_of(test.left, 400), code_of(test.comparisons[0].comparator, 400)
+        if isinstance(op, (cst.Equal, cst.NotEqual)):
+            return f"{left} == {right}", isinstance(op, cst.Equal)
+        if isinstance(op, (cst.Is, cst.IsNot)):
+            return f"{left} is {right}", isinstance(op, cst.Is)
+        if isinstance(op, (cst.In, cst.NotIn)):
+            return f"{left} in {right}", isinstance(op, cst.In)
+    return code_of(test, 400), True
+
+
+def _library_object(src: "PythonSource", value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Call) and src.facts.resolve_expr(value.func) in _LIBRARY_CONSTRUCTORS
+
+
+def _returns_element_object(program: Program, src: "PythonSource", call: cst.Call, cls: Optional[str], at: int,
+                            width: int) -> bool:
+    """`a, b = f(...)` where every return of the checked `f` is a tuple of `width` whose element `at` is an
+    object (a literal, a constructor, a local bound to objects only)."""
+    hit = program.function_info(program.call_source(src, src.facts.resolve_expr(call.func), cls, fields=False))
+    if hit is None:
+        return False
+    other, info = hit
+    returns = list(iter_returns(info.node.body))
+    if not returns:
+        return False
+    for r in returns:
+        if not isinstance(r.value, (cst.Tuple, cst.List)) or len(r.value.elements) != width:
+            return False
+        element = r.value.elements[at].value
+        if not (never_none(program, other, element, info.class_name) or _library_object(other, element)
+                or _local_object(program, other, info, element, 1)):
+            return False
+    return True
