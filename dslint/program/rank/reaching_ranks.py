@@ -789,7 +789,11 @@ class FlowWalk:
         move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
         origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
         for name in _bound_names(bodies):
-            if name not in self.env and name not in self._fresh and name not in alike:
+            # a loader bound on some ranks only (`Origin.stream`): the object is alike where it exists, but whether
+            # it exists (`loader is not None`) and what is drawn from it follow the test
+            held = self.env.get(name)
+            if (name not in self.env or held is not None and held.stream) and name not in self._fresh and \
+                    name not in alike:
                 self.env[name] = origin
                 self.ever_bound.setdefault(name, origin)
 
