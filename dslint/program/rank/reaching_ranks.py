@@ -713,12 +713,9 @@ class FlowWalk:
         downloads the dataset and builds it, the others wait and build it from the files: one value everywhere
         (`if local_rank == 0: ds = CIFAR10(root, train=True, download=True) … else: … ds = CIFAR10(root,
         train=True, download=False)`). Names the expression reads must not be bound in any branch."""
-        branches = [*bodies, final]
-        bound = [_bound_names([body]) for body in branches]
-        every = set(bound[0]).intersection(*bound[1:])
+        branches, bound, every, written = _bound_in_every(bodies, final)
         if not every:
             return set()
-        written = {n for names in bound for n in names}
         out: set[str] = set()
         for name in every:
             forms = []
@@ -741,12 +738,9 @@ class FlowWalk:
         len(lengths) == args.micro_batch_size; for tokens, length in zip(rows, lengths): …; ctr += 1; if ctr >=
         num_samples: break`), the other ranks yield None `range(args.micro_batch_size)` times with the same
         updates: `ctr` is the same on every rank after the chain."""
-        branches = [*bodies, final]
-        bound = [_bound_names([body]) for body in branches]
-        every = set(bound[0]).intersection(*bound[1:])
+        branches, bound, every, written = _bound_in_every(bodies, final)
         if not every:
             return set()
-        written = {n for names in bound for n in names}
         out: set[str] = set()
         for name in every:
             if any(env.get(name) is not None for env in envs):
@@ -1351,6 +1345,15 @@ def _names_of(node: cst.CSTNode):
         if isinstance(n, cst.Name):
             yield n
         stack.extend(n.children)
+
+
+def _bound_in_every(bodies: list, final) -> tuple[list, list, set, set]:
+    """The branches of a chain (its `else` last), the names each binds, the names every one binds, and every name
+    any of them binds."""
+    branches = [*bodies, final]
+    bound = [_bound_names([body]) for body in branches]
+    every = set(bound[0]).intersection(*bound[1:])
+    return branches, bound, every, {n for names in bound for n in names}
 
 
 def fixed_truth(test: cst.BaseExpression, fixed: dict) -> Optional[bool]:
