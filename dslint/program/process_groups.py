@@ -23,6 +23,7 @@ predicates name (`GROUP_GETTERS`, `MEMBERSHIP`).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -146,6 +147,33 @@ def uniform_over(origin, group: Group, test: Optional[cst.CSTNode] = None, negat
     if origin.axes is None or group.axes is None:
         return False
     return not (origin.axes & group.axes)
+
+
+# how code names the context/sequence-parallel coordinate: its groups, ranks and sizes (Megatron's
+# `get_context_parallel_group`, `context_parallel_size`, DeepSpeed Ulysses' `sequence_parallel_group`, `cp_rank`)
+_CP_WORDS = re.compile(r"context_parallel|sequence_parallel|sequence_data_parallel|\b(?:cp|sp)_(?:rank|group|size|"
+                       r"world_size|degree)\b|\bget_(?:cp|sp)_")
+
+
+def absent_axes(project) -> frozenset:
+    """Coordinates of the rank grid no checked file of the run names (the whole run, not one launch unit's
+    view): a Megatron copy whose `mpu` has tensor/pipeline and data-parallel groups but no context-parallel one
+    runs with one context-parallel rank, so nothing can vary along that coordinate. Only "cp" is asked: the
+    data-parallel coordinates are every grid's, the tensor/pipeline ones are what a model-parallel group holds."""
+    run = getattr(project, "run_view", None) or project
+    memo = run.__dict__
+    if "_absent_axes" not in memo:
+        named = any(_CP_WORDS.search(src.text) for src in run.python)
+        memo["_absent_axes"] = frozenset() if named else frozenset({CP})
+    return memo["_absent_axes"]
+
+
+def remaining_axes(axes: frozenset, project) -> frozenset:
+    """What is left of a value's axes once collectives have made it uniform over some coordinates: the axes the
+    run's grid holds (`absent_axes`), and nothing at all when only "node" is left -- a host or local rank is a
+    function of the grid coordinates, so a value the same along each of them is the same on every rank."""
+    rest = axes - absent_axes(project) if project is not None else axes
+    return frozenset() if rest <= {NODE} else frozenset(rest)
 
 
 def _membership_test(test: cst.CSTNode, ranks: str) -> bool:

@@ -793,6 +793,94 @@ class ProjectTaint:
                     break
         return out
 
+    def handed_functions(self, src: "PythonSource", info: FunctionInfo, param: str, depth: int = 0
+                         ) -> Optional[list[tuple["PythonSource", FunctionInfo]]]:
+        """The checked functions a parameter of `info` can hold when the function calls it (`forward_step_func`
+        of a training step that every caller hands a project function, a name its own caller was handed in turn,
+        or the parameter's default): followed back through the callers in the checked files, `_HANDED_DEPTH`
+        callers deep. None when some value cannot be told (a lambda, an attribute of an object, a caller that
+        passes it on through `*args`, too deep)."""
+        key = (id(src), info.qualname, param)
+        memo = self.__dict__.setdefault("_handed", {})
+        if key in memo:
+            return memo[key]
+        memo[key] = None                # a cycle of callers: unknown
+        out: Optional[list] = None
+        if depth <= _HANDED_DEPTH and not info.name.startswith("__") and self.count_calls_named(info.name) <= 64:
+            out = []
+            values = []
+            default = next((p.default for p in info.node.params.params + info.node.params.kwonly_params
+                            if p.name.value == param and p.default is not None), None)
+            if default is not None:
+                values.append((src, self._enclosing_info(src, info), default))
+            params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+            at = params.index(param) if param in params else None
+            for other in self._files_calling_function(src, info):
+                for call in other.facts.calls:
+                    if call.attr != info.name:
+                        continue
+                    caller = other.facts.functions.get(call.scope)
+                    hit = self.function_info(self.call_source(other, call.callee, caller.class_name if caller else None,
+                                                              scope=call.scope))
+                    if hit is None or hit[1] is not info:
+                        continue
+                    if any(a.star for a in call.node.args):
+                        out = None
+                        break
+                    positional = [a for a in call.node.args if a.keyword is None]
+                    arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == param),
+                               None)
+                    if arg is None and at is not None and at < len(positional):
+                        arg = positional[at].value
+                    if arg is not None:
+                        values.append((other, caller, arg))
+                if out is None:
+                    break
+            for other, scope_info, value in values if out is not None else ():
+                found = self._function_value(other, scope_info, value, depth)
+                if found is None:
+                    out = None
+                    break
+                out.extend(f for f in found if all(f[1] is not g[1] for g in out))
+        memo[key] = out
+        return out
+
+    def _enclosing_info(self, src: "PythonSource", info: FunctionInfo) -> Optional[FunctionInfo]:
+        """The function a default value of `info`'s parameters is evaluated in (None: module level)."""
+        owner = info.qualname.rpartition(".")[0]
+        return src.facts.functions.get(owner) if owner else None
+
+    def _function_value(self, src: "PythonSource", scope: Optional[FunctionInfo], value: cst.BaseExpression,
+                        depth: int) -> Optional[list[tuple["PythonSource", FunctionInfo]]]:
+        """The checked functions an expression handed as a function can be: a function's name (imported, of the
+        file, nested), a parameter of the scope (its callers' values, `handed_functions`), a local the scope
+        binds to such names on some path (all of them, and the parameter's values when it is one)."""
+        if isinstance(value, cst.Name) and value.value == "None":
+            return []
+        name = value.value if isinstance(value, cst.Name) else None
+        out: list = []
+        if name is not None and scope is not None:
+            assigned = [node.value for node in _assignments(scope.node.body)
+                        for t in node.targets if isinstance(t.target, cst.Name) and t.target.value == name]
+            if name in scope.params or assigned:
+                for v in assigned:
+                    found = self._function_value(src, scope, v, depth) if v is not value else None
+                    if found is None:
+                        return None
+                    out.extend(found)
+                if name in scope.params:
+                    found = self.handed_functions(src, scope, name, depth + 1)
+                    if found is None:
+                        return None
+                    out.extend(found)
+                return out
+        if not isinstance(value, (cst.Name, cst.Attribute)):
+            return None
+        callee = src.facts.resolve_expr(value)
+        hit = self.function_info(self.call_source(src, callee, scope.class_name if scope else None,
+                                                  scope=scope.qualname if scope else None))
+        return [hit] if hit is not None else None
+
     def param_taint(self, src: "PythonSource", info: FunctionInfo) -> Env:
         """Parameters some caller in the checked files passes a rank-varying value (context-insensitive)."""
         key = (id(src), info.qualname)
@@ -981,6 +1069,9 @@ class _CallSiteWalk(FlowWalk):
 # methods that put a value into the container they are called on (those of `_ONE_ITEM` one element per call)
 _FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault", "appendleft"})
 _ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
+
+
+_HANDED_DEPTH = 4       # callers followed back for a function handed in as a parameter
 
 
 def _group_renamed(origin: Origin, call: cst.Call, params: list[str]) -> Origin:

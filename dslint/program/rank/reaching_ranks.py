@@ -221,8 +221,12 @@ class FlowWalk:
         for env in envs:
             for k, v in env.items():
                 seen = merged.setdefault(k, v)
-                if seen is not v and (seen.keys is not None or v.keys is not None):
-                    merged[k] = join(seen, v)       # a mapping varying at some keys: at the keys of every path
+                if seen is not v and (seen.keys is not None or v.keys is not None or seen.axes is not None
+                                      and seen.axes != v.axes and (seen.kind, seen.stream) == (v.kind, v.stream)):
+                    # a mapping varying at some keys: at the keys of every path; a value of one kind varying along
+                    # some grid coordinates: along those of every path (a sampler drawing by the data-parallel rank
+                    # on one path, by the global rank on another)
+                    merged[k] = join(seen, v)
         self.env = merged
 
     def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:

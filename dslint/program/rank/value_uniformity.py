@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 import libcst as cst
 
 from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORLD, group_argument,
-                                          resolve_group)
+                                          remaining_axes, resolve_group)
 from dslint.program.statement_walks import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.rank.library_types import DatasetTyping, accelerate_typing, display_only
@@ -115,6 +115,11 @@ _BUILTIN_NAMES = frozenset(dir(builtins))
 _TORCH_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 _UNIFORM_LOADER_CALLS = {"deepspeed_io", "prepare", "prepare_data_loader", "get_train_dataloader",
                          "get_eval_dataloader", "get_test_dataloader"}
+
+
+# the key under which `bind` keeps the rank a distributed sampler bound to a name draws by (`RankTaint.sampler_axes`);
+# removed with the name's other fields when the name is bound again
+_SAMPLER_RANK = ".<sampler rank>"
 
 
 # HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
@@ -677,7 +682,13 @@ class RankTaint:
         callee = self.facts.resolve_expr(e.func)
         last = _last(callee, e.func)
         if last in RANK_CALLS:
-            return Origin("rank", e, self.src, axes=RANK_AXES.get(last),
+            axes = RANK_AXES.get(last)
+            if last == "get_rank" and group_named(e):
+                # `dist.get_rank(group=mpu.get_data_parallel_group())`: the rank within a group of known
+                # coordinates differs only in those
+                axes = resolve_group(self.src, next(a.value for a in e.args if a.keyword is None
+                                                    or a.keyword.value == "group"), None).axes
+            return Origin("rank", e, self.src, axes=axes,
                           member=frozenset({last}) if last in _MEMBER_CALLS else None,
                           group=group_named(e) if last == "get_rank" else None)
         if last in ("getenv", "get") and e.args and (last == "getenv" or (callee or "").endswith("environ.get")):
@@ -784,7 +795,17 @@ class RankTaint:
             hit = self.eval(data.value, env, cls) if data is not None else None
             if hit is not None and hit.kind == "shard":
                 return hit
-            return self._loader_stream(e, callee)
+            stream = self._loader_stream(e, callee)
+            sampler = next(a.value for a in e.args if a.keyword is not None and a.keyword.value in _SAMPLER_KWARGS
+                           and self.distributed_sampler(a.value))
+            axes = self.sampler_axes(sampler, env, cls)
+            if stream is not None and axes is not None:
+                # the sampler draws by a rank of some grid coordinates only (`rank=mpu.get_data_parallel_rank()`):
+                # the members of a model-parallel group draw the same items
+                stream = replace(stream, axes=axes, via="a data loader whose sampler draws by the rank "
+                                 f"`{code_of(self._sampler_rank_node(sampler, env) or sampler, 40)}`: "
+                                 "other samples on the ranks that differ in it")
+            return stream
         if last == "zip" and isinstance(e.func, cst.Name) and e.args:
             # `zip(prompt_loader, unsup_loader)`: a stream of tuples, a batch of each loader (or what the other
             # iterables hold) in each
@@ -811,6 +832,10 @@ class RankTaint:
             return replace(out, kind="item")
         if out is not None and not partial(out):
             return out
+        if out is None and isinstance(e.func, cst.Name) and self._handed_callable(e.func):
+            handed = self._handed_returns(e, env, cls)
+            if handed is not False:
+                return handed
         for arg in e.args:
             if arg.keyword is not None and arg.keyword.value in PLACEMENT_KWARGS:
                 continue
@@ -924,6 +949,33 @@ class RankTaint:
         return Origin("item", e, self.src, via=f"a batch of the data loader {what}: other samples on each rank",
                       batch=True)
 
+    def _handed_returns(self, e: cst.Call, env: Env, cls: Optional[str]):
+        """`forward_step_func(data_iterator, model, ...)` of a parameter the callers in the checked files hand
+        project functions (`ProjectTaint.handed_functions`): what those functions return for these arguments,
+        joined (a loader handed over is what they draw their batches from). False when the functions are not
+        all known: the call is then judged on its arguments."""
+        scope = self._call_scopes.get(id(e))
+        info = self.facts.functions.get(scope) if scope is not None else None
+        finder = getattr(self.analysis, "_function_value", None)
+        if info is None or finder is None:
+            return False
+        targets = finder(self.src, info, e.func, 0)
+        if not targets:
+            return False
+        origins = [self.eval(a.value, env, cls) for a in e.args]
+        out: Optional[Origin] = None
+        for target in targets:
+            hit = self.analysis.returns_of_source((target[0], target[1].qualname))
+            if hit is None or hit.stream:
+                hit = (self.analysis.returns_for_args(e, target, origins) if any(o is not None for o in origins)
+                       else None) or hit
+            out = join(out, hit)
+        return out
+
+    @cached_property
+    def _call_scopes(self) -> dict[int, str]:
+        return {id(c.node): c.scope for c in self.facts.calls}
+
     def _handed_callable(self, func: cst.BaseExpression) -> bool:
         """Is the called function a value the code was handed rather than a named function: an item of a mapping
         (`hooks["forward_step"]`), or a bare name that is no import, no function or class of the file and no
@@ -962,6 +1014,45 @@ class RankTaint:
         if isinstance(e, cst.IfExp):
             return self._sampler_call(e.body) or self._sampler_call(e.orelse)
         return False
+
+    def sampler_axes(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[frozenset]:
+        """The grid coordinates along which a distributed sampler's items differ: those of the rank values it is
+        built from (`DistributedSampler(ds, num_replicas=dp_world, rank=mpu.get_data_parallel_rank())`, a
+        project's batch sampler handed `rank = dist.get_rank(group=mpu.get_data_parallel_group())`): its
+        selection follows the rank it is handed. None (every coordinate) when no argument is a rank of known
+        coordinates -- the default sampler draws by the global rank --, and for a name whose binding did not
+        record one (`bind`: `<name>.<sampler rank>`, joined over the paths that reach here)."""
+        if isinstance(e, cst.Call) or isinstance(e, cst.IfExp):
+            held = self._sampler_rank(e, env, cls)
+        else:
+            name = dotted_name(e)
+            held = env.get(name + _SAMPLER_RANK) if name is not None else None
+        return held.axes if held is not None else None
+
+    def _sampler_rank(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        """The rank a sampler call is built from (an Origin of kind "rank" whose axes are its coordinates, None
+        for every coordinate), or None when `e` is no distributed sampler call."""
+        if isinstance(e, cst.IfExp):
+            sides = [self._sampler_rank(side, env, cls) for side in (e.body, e.orelse)]
+            found = [o for o in sides if o is not None]
+            if not found:
+                return None
+            return found[0] if len(found) == 1 else join(*found)
+        if not self._sampler_call(e):
+            return None
+        out: Optional[Origin] = None
+        for arg in e.args:
+            hit = self.eval(arg.value, env, cls)
+            if hit is not None and hit.kind == "rank":
+                out = join(out, hit)
+        if out is None or out.axes is None:
+            return Origin("rank", e, self.src)
+        return Origin("rank", out.node, out.source, axes=out.axes)
+
+    def _sampler_rank_node(self, e: cst.BaseExpression, env: Env) -> Optional[cst.CSTNode]:
+        name = dotted_name(e)
+        held = env.get(name + _SAMPLER_RANK) if name is not None else None
+        return held.node if held is not None else None
 
     @cached_property
     def _sampler_names(self) -> set[str]:
@@ -1045,6 +1136,7 @@ class RankTaint:
                 if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.Name)) else None
             if form is not origin.affine:
                 origin = replace(origin, affine=form)
+        held = self._sampler_rank(value, env, cls) if value is not None and self._sampler_call(value) else None
         if origin is None:
             env.pop(name, None)
             fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
@@ -1054,6 +1146,9 @@ class RankTaint:
                 env[f"{name}.{k}"] = o
         else:
             env[name] = origin
+        env.pop(name + _SAMPLER_RANK, None)
+        if held is not None:
+            env[name + _SAMPLER_RANK] = held     # what `DataLoader(ds, sampler=name)` draws by
 
     def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None,
                    loops: tuple = ()) -> Optional[str]:
@@ -1061,7 +1156,7 @@ class RankTaint:
         the collective, so it is uniform now (its name returned) -- as a whole and in its items (`buf[0].item()`,
         unpacking it), whatever was stored into it before (`buf[0] = best` on the source rank). Uniform over the
         collective's group: one over a group of known grid axes (`group=mpu.get_model_parallel_group()`) leaves
-        the value varying in the other axes (`process_groups.uniform_over`); over WORLD, a group dslint cannot
+        the value varying in the other axes the run's grid holds (`process_groups.remaining_axes`); over WORLD, a group dslint cannot
         name or one the code is handed, the same on every rank."""
         callee = self.facts.resolve_expr(call.func) or ""
         last = _last(callee, call.func)
@@ -1086,7 +1181,8 @@ class RankTaint:
                     held = join(env.pop(n, None), env.pop(n + "[]", None))
                     if held is not None and group.axes is not None:
                         # uniform over the group's members only: it still varies in the coordinates they share
-                        rest = (held.axes if held.axes is not None else ALL_AXES) - group.axes
+                        rest = remaining_axes((held.axes if held.axes is not None else ALL_AXES) - group.axes,
+                                              getattr(self.analysis, "project", None))
                         if rest:
                             env[n] = replace(held, axes=frozenset(rest), keys=None, elements=None, present=False)
                 return names[-1] if len(names) > 1 else name
