@@ -10,6 +10,7 @@ import libcst as cst
 
 from dslint.program.rank.reaching_ranks import FlowWalk
 from dslint.program.rank.setting_domains import _rebinding as domains_rebinding
+from dslint.program.rank.setting_domains import attr_domain as domains_attr, subjects as domains_subjects
 from dslint.program.statement_walks import sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.value_uniformity import (_TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
@@ -442,7 +443,50 @@ class ProjectTaint:
         origin = self.returns(*hit)
         if origin is None:
             return None
+        table = self._returns_by_setting(*hit) if origin.axes is None else None
+        if table is not None:
+            origin = replace(origin, by_setting=table)
         return replace(origin, via=f"{hit[1].name}()", via_call=None, group=_group_out(origin))
+
+    def _returns_by_setting(self, src: "PythonSource", info: FunctionInfo) -> Optional[tuple]:
+        """What a method returns under each value of a validated setting its `if` tests read (`if self.env_type
+        == "deepspeed+mpu": sampler = DistributedSampler(..., rank=mpu.get_data_parallel_rank())`): the axes of
+        the value a walk fixing the setting to that value returns (`FlowWalk.fixed`), as ("self.<attr>", ((value,
+        axes), ...)) -- `Origin.by_setting`. The first setting tested with a domain of at most
+        `_SETTING_VALUES` values; None when there is none, or no value narrows the axes. Memoised."""
+        memo = self.__dict__.setdefault("_by_setting", {})
+        key = (id(src), info.qualname)
+        if key in memo:
+            return memo[key]
+        memo[key] = None
+        if info.class_name is None:
+            return None
+        tested: list[str] = []
+        stack = [info.node.body]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(n, cst.If):
+                tested.extend(sorted(domains_subjects(n.test) - set(tested)))
+                stack.extend((n.body, *((n.orelse,) if n.orelse is not None else ())))
+            else:
+                stack.extend(sub_statements(n))
+        for subject in tested:
+            domain = domains_attr(self, src, info.class_name, subject[5:])
+            if not domain or len(domain) > _SETTING_VALUES:
+                continue
+            table = []
+            for value in sorted(domain, key=repr):
+                walk = FlowWalk(self.taint(src), scope=info.qualname, env=dict(self.globals_for(src, info)),
+                                cls=info.class_name)
+                walk.fixed = {subject: value}
+                walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+                table.append((value, frozenset() if walk.returned is None else walk.returned.axes))
+            if any(axes is not None for _, axes in table):
+                memo[key] = (subject, tuple(table))
+                break
+        return memo[key]
 
     def returns(self, src: "PythonSource", info: FunctionInfo) -> Optional[Origin]:
         """Does the function return a rank-varying value whatever its arguments (`def is_main(): …`)?"""
@@ -584,7 +628,7 @@ class ProjectTaint:
         if not isinstance(bound, dict) or not bound:
             return None
         return (id(target[0]), target[1].qualname,
-                tuple(sorted(((n, o.kind, o.axes, o.member, o.group) for n, o in bound.items()),
+                tuple(sorted(((n, o.kind, o.axes, o.member, o.group, o.by_setting) for n, o in bound.items()),
                              key=lambda t: t[0])))
 
 
@@ -1071,6 +1115,7 @@ _FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault
 _ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
 
 
+_SETTING_VALUES = 8     # the largest setting domain `_returns_by_setting` walks a method for, value by value
 _HANDED_DEPTH = 4       # callers followed back for a function handed in as a parameter
 
 

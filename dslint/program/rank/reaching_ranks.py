@@ -416,12 +416,32 @@ class FlowWalk:
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):
-            name = self.taint.uniformize(value, self.env, self.cls, tuple(self._loops))
+            name = self.taint.uniformize(value, self.env, self.cls, tuple(self._loops),
+                                         lambda subject: self._setting_at(value, subject))
             if name:
                 self._fresh.add(name)
             self._sent_from_source(value)
         elif isinstance(value, cst.Await) and isinstance(value.expression, cst.Call):
             self.taint.uniformize(value.expression, self.env, self.cls)
+
+    def _setting_at(self, node: cst.CSTNode, subject: str) -> Optional[frozenset]:
+        """The values the validated setting `subject` (`self.env_type`) may hold at `node` of this method: its
+        entry domain (`setting_domains.entry_domain`) narrowed by the `if` chains `node` sits in; fixed by this
+        walk (`fixed`), that value. None when the setting has no domain here."""
+        if subject in self.fixed:
+            return frozenset({self.fixed[subject]})
+        info = self.taint.src.facts.functions.get(self.scope)
+        if info is None or info.class_name is None or not subject.startswith("self."):
+            return None
+        domain = domains.entry_domain(self.taint.analysis, self.taint.src, info, subject[5:])
+        if not domain:
+            return None
+        for links, at in domains._path_to(domains._statements(info.node.body), node, ()) or ():
+            for i, link in enumerate(links):
+                if i > at:
+                    break
+                domain = domains.narrow(domain, link.test, subject, i == at)
+        return domain
 
     def if_stmt(self, node: cst.If, guards: tuple[Guard, ...]) -> list[Guard]:
         """An `if`/`elif`/…/`else` chain, walked as one statement without recursion (a chain of thousands of
@@ -1380,7 +1400,7 @@ def fixed_truth(test: cst.BaseExpression, fixed: dict) -> Optional[bool]:
             if name in fixed:
                 return (fixed[name] is None) == isinstance(op, cst.Is)
             return None
-        for name in domains.name_subjects(test) & fixed.keys():
+        for name in (domains.name_subjects(test) | domains.subjects(test)) & fixed.keys():
             try:
                 hit = domains.truth(test, name, fixed[name])
             except TypeError:

@@ -232,6 +232,12 @@ class Origin:
     # rank·size + size), `affine_form`: a range between two such bounds (`range(rank * size, (rank + 1) * size)`)
     # is as long on every rank when their difference holds uniform values only. Kept by the name bound to it
     affine: Optional[frozenset] = None
+    # what a method of a class returns under each value of a validated setting of its instance (`get_dataloader`
+    # branching on `self.env_type`, `setting_domains`): ("self.env_type", ((value, axes), ...)), axes None for
+    # every coordinate, empty for uniform under that value (`ProjectTaint.returns_of_source`). Read where a
+    # collective over a group of known axes runs on a path that narrows the setting (`RankTaint.uniformize`);
+    # dropped when the value is combined with another varying value
+    by_setting: Optional[tuple] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -261,6 +267,10 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
         return b
     if b is None:
         return a
+    if a.by_setting is not None:
+        a = replace(a, by_setting=None)     # the table is of `a` alone
+    if b.by_setting is not None:
+        b = replace(b, by_setting=None)
     if a.keys is not None or b.keys is not None:
         # two mappings varying at some keys vary at the keys of both; with any other varying value, anywhere
         a = replace(a, keys=a.keys | b.keys if a.keys is not None and b.keys is not None else None)
@@ -1151,13 +1161,16 @@ class RankTaint:
             env[name + _SAMPLER_RANK] = held     # what `DataLoader(ds, sampler=name)` draws by
 
     def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None,
-                   loops: tuple = ()) -> Optional[str]:
+                   loops: tuple = (), domain_of=None) -> Optional[str]:
         """`dist.all_reduce(t)` / `broadcast_object_list(objs, src=0)`: the first argument is written in place by
         the collective, so it is uniform now (its name returned) -- as a whole and in its items (`buf[0].item()`,
         unpacking it), whatever was stored into it before (`buf[0] = best` on the source rank). Uniform over the
         collective's group: one over a group of known grid axes (`group=mpu.get_model_parallel_group()`) leaves
         the value varying in the other axes the run's grid holds (`process_groups.remaining_axes`); over WORLD, a group dslint cannot
-        name or one the code is handed, the same on every rank."""
+        name or one the code is handed, the same on every rank. `domain_of(subject)`: the values a validated
+        setting (`self.env_type`) may hold where the collective runs; a value whose origin says how its axes
+        follow that setting (`Origin.by_setting`: a loader drawn by the data-parallel rank under "deepspeed+mpu")
+        has the axes of those values only."""
         callee = self.facts.resolve_expr(call.func) or ""
         last = _last(callee, call.func)
         if last in UNIFORMIZING and call.args and (
@@ -1181,12 +1194,31 @@ class RankTaint:
                     held = join(env.pop(n, None), env.pop(n + "[]", None))
                     if held is not None and group.axes is not None:
                         # uniform over the group's members only: it still varies in the coordinates they share
-                        rest = remaining_axes((held.axes if held.axes is not None else ALL_AXES) - group.axes,
+                        axes = _axes_under(held, domain_of)
+                        rest = remaining_axes((axes if axes is not None else ALL_AXES) - group.axes,
                                               getattr(self.analysis, "project", None))
                         if rest:
-                            env[n] = replace(held, axes=frozenset(rest), keys=None, elements=None, present=False)
+                            env[n] = replace(held, axes=frozenset(rest), keys=None, elements=None, present=False,
+                                             by_setting=None)
                 return names[-1] if len(names) > 1 else name
         return None
+
+
+def _axes_under(origin: Origin, domain_of) -> Optional[frozenset]:
+    """The axes of `origin` where its setting may hold only the values `domain_of` gives (`Origin.by_setting`):
+    the union of its axes under those values; its own axes when the setting is not narrowed there or a value
+    is not in its table."""
+    if origin.by_setting is None or domain_of is None:
+        return origin.axes
+    subject, table = origin.by_setting
+    domain = domain_of(subject)
+    known = dict(table)
+    if not domain or any(v not in known for v in domain):
+        return origin.axes
+    parts = [known[v] for v in domain]
+    if any(p is None for p in parts):
+        return None
+    return frozenset().union(*parts)
 
 
 def _keyed_in_loop(arg: cst.BaseExpression, loops: tuple) -> Optional[tuple[str, str]]:
