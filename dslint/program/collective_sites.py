@@ -591,6 +591,8 @@ class CollectiveSites:
         for arg in call.args:
             if not isinstance(arg.value, cst.Name) or arg.star:
                 continue
+            if enclosing_function(src.outline, self._scope_of(src, call), arg.value.value) is False:
+                continue        # a parameter of the call's function or of one around it: a value, no definition
             target = self._local_function(src, call, arg.value.value) or \
                 self.taint.call_source(src, src.facts.resolve_expr(arg.value), cls)
             if target is None or not self.able((id(target[0]), target[1])):
@@ -610,13 +612,8 @@ class CollectiveSites:
     def _local_function(self, src: "PythonSource", call: cst.Call, name: str) -> Optional[tuple["PythonSource", str]]:
         """A function nested in the call's scope or an enclosing one, by that name (the file may nest others of
         the same name elsewhere: each `run_hp_search_*` its own `_objective`)."""
-        functions = src.outline.functions if src.outline is not None else {}
-        scope = self._scope_of(src, call)
-        while scope and scope != MODULE_SCOPE:
-            if f"{scope}.{name}" in functions:
-                return src, f"{scope}.{name}"
-            scope = scope.rpartition(".")[0]
-        return None
+        found = enclosing_function(src.outline, self._scope_of(src, call), name)
+        return (src, found) if found else None
 
     def _defined_callable(self, src: "PythonSource", func: cst.BaseExpression, callee: Optional[str],
                           cls: Optional[str]) -> bool:
@@ -626,7 +623,18 @@ class CollectiveSites:
         if not isinstance(func, cst.Name) or callee is None:
             return False
         return self.taint.call_source(src, callee, cls) is not None or \
-            self.project.class_for_callee(src, callee) is not None
+            self.project.class_for_callee(src, callee) is not None or self._library_import(src, func.value)
+
+    def _library_import(self, src: "PythonSource", name: str) -> bool:
+        """Is `name` bound by an import from a package none of the checked files belongs to (`from deepspeed.
+        runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine`)? Such a name is a class or
+        function of that library, fixed when its module is imported: no model or engine this program builds
+        (those are made at run time, by `deepspeed.initialize` or a constructor), so calling it is no forward."""
+        qualified = src.facts.imports.get(name)
+        if not qualified or qualified.startswith("."):
+            return False
+        top = qualified.split(".", 1)[0]
+        return top not in self.project.checked_tops
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
         """`engine`, `model` (wrapped by deepspeed.initialize), an MoE model, or `engine.module`."""
@@ -841,11 +849,11 @@ class CollectiveSites:
         for name in outline.name_args.get(scope, ()):
             if name not in defined and name not in outline.imports:
                 continue        # a local variable: no function of the checked files (most arguments)
-            enclosing = scope
-            while enclosing and enclosing != MODULE_SCOPE:
-                if f"{enclosing}.{name}" in outline.functions:
-                    out.append((id(src), f"{enclosing}.{name}"))
-                enclosing = enclosing.rpartition(".")[0]
+            found = enclosing_function(outline, scope, name)
+            if found is False:
+                continue        # the parameter of a function around the call
+            if found:
+                out.append((id(src), found))
             out.extend(self._call_targets(src, outline.resolve(name), scope))
         return out
 
@@ -1147,6 +1155,27 @@ class CollectiveSites:
                 if site is not None:
                     out.append(site)
         return out
+
+
+def enclosing_function(outline, scope: str, name: str):
+    """What a bare `name` read in function `scope` is, by Python's scoping, on the outline: the qualified name of
+    a function nested in `scope` or in a function around it (the innermost); False where a parameter of one of
+    those functions binds the name first (`def update(self, step): def set_one(d): torch.tensor(step)`: the
+    number, not a method `step`); None otherwise (a module-level name, resolved through the imports). A class
+    body is no enclosing scope of its methods: a method `step` of the class is not what `step` names there."""
+    if outline is None:
+        return None
+    params = outline.__dict__.get("_params_by_qualname")
+    if params is None:
+        params = outline.__dict__["_params_by_qualname"] = {d.qualname: d.params for d in outline.defs}
+    while scope and scope != MODULE_SCOPE:
+        if scope not in outline.classes:
+            if f"{scope}.{name}" in outline.functions:
+                return f"{scope}.{name}"
+            if name in params.get(scope, ()):
+                return False
+        scope = scope.rpartition(".")[0]
+    return None
 
 
 def _argument_for(call: cst.Call, callee: FunctionInfo, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:

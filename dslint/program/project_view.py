@@ -382,6 +382,13 @@ class ProjectView:
         return out
 
     @cached_property
+    def checked_tops(self) -> frozenset:
+        """Every name a checked module may be imported by as its top-level package: each dotted tail's first
+        component of each module's name and path (`_modules_by_tail`), so that `import x` of a checked `a/x.py`
+        run from `a/` counts."""
+        return frozenset(tail.split(".", 1)[0] for tail in self._modules_by_tail)
+
+    @cached_property
     def _module_index(self) -> dict[str, PythonSource]:
         """Dotted module name → source (a package by its `__init__.py`), for re-exports."""
         out: dict[str, PythonSource] = {}
