@@ -52,6 +52,16 @@ ACCELERATE_FUNCS = {"gather", "gather_object", "reduce", "broadcast", "broadcast
 ACCELERATOR_METHODS = {"gather", "gather_for_metrics", "reduce", "wait_for_everyone", "pad_across_processes",
                        "backward", "save_state", "load_state"}
 ACCELERATOR_Z3 = {"get_state_dict", "save_model"}
+# the accelerate backends (`AcceleratorState.distributed_type`) under which an Accelerator method is collective,
+# where that is not every multi-process backend. accelerate 1.16 accelerator.py: `save_state` runs
+# `model.save_checkpoint` on each model under DEEPSPEED (DeepSpeed's barriers and tag all_reduce) and
+# MEGATRON_LM, `save_fsdp_model`/`save_fsdp_optimizer` under FSDP (state-dict gathers); under MULTI_GPU / NO /
+# XLA it takes each process's own `state_dict` and writes files (`save` on the main process only, an RNG file
+# per process): no collective -- unless the Accelerator names checkpoints itself
+# (`ProjectConfiguration(automatic_checkpoint_naming=True)`: `wait_for_everyone()` on every backend, see
+# `backends_of`). `load_state` mirrors it (`load_checkpoint`, `load_fsdp_model`; else local `torch.load`s).
+ACCELERATOR_BACKENDS = {"save_state": frozenset({"DEEPSPEED", "FSDP", "MEGATRON_LM"}),
+                        "load_state": frozenset({"DEEPSPEED", "FSDP", "MEGATRON_LM"})}
 ENGINE_ALWAYS = {"backward": "gradient all_reduce/reduce_scatter across data-parallel ranks",
                  "step": "ZeRO overflow/grad-norm all_reduce and parameter updates across ranks",
                  "save_checkpoint": "DeepSpeed checkpointing: barriers and an all_reduce of the tag on every rank",
@@ -113,6 +123,8 @@ class Site:
     # a function of the checked files handed to a call outside them (`study.optimize(objective, n_trials=n)`):
     # that call runs it, zero or more times (`SequenceBuilder.call`: a loop of its tree)
     callback: bool = False
+    # the accelerate backends under which the call is collective (`ACCELERATOR_BACKENDS`), None for every one
+    backends: Optional[frozenset] = None
 
     @property
     def label(self) -> str:
@@ -547,7 +559,7 @@ class CollectiveSites:
         if owner_role == "accelerator":
             if last in ACCELERATOR_METHODS:
                 return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate",
-                            evidence=self._bound_makers(src, owner, "accelerate"))
+                            evidence=self._bound_makers(src, owner, "accelerate"), backends=self.backends_of(last))
             if last in ACCELERATOR_Z3:
                 return self._forward_site(src, call, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
         if owner_role == "trainer":
@@ -580,8 +592,26 @@ class CollectiveSites:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
                             handoff=inner.handoff, forward=inner.forward, function=hit,
-                            evidence=inner.evidence, proven=inner.proven)
+                            evidence=inner.evidence, proven=inner.proven, backends=inner.backends)
         return None
+
+    def backends_of(self, method: str) -> Optional[frozenset]:
+        """The accelerate backends under which `accelerator.<method>(...)` is collective (None: every one). A
+        project that may turn on `automatic_checkpoint_naming` (it names the setting anywhere other than as a
+        literal `automatic_checkpoint_naming=False` argument) makes `save_state` wait for every process on
+        every backend."""
+        backends = ACCELERATOR_BACKENDS.get(method)
+        if backends is None or method != "save_state":
+            return backends
+        naming = self.__dict__.get("_auto_naming")
+        if naming is None:
+            word = "automatic_checkpoint_naming"
+            naming = self.__dict__["_auto_naming"] = any(
+                src.text.count(word) > sum(1 for site in src.facts.calls for arg in site.node.args
+                                           if arg.keyword is not None and arg.keyword.value == word
+                                           and literal_value(arg.value) is False)
+                for src in self.project.mentioning(word))
+        return None if naming else backends
 
     def _callback_site(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> Optional[Site]:
         """A call outside the checked files handed a function of them by name (`study.optimize(objective, ...)`,
@@ -606,7 +636,7 @@ class CollectiveSites:
                           inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
                             handoff=inner.handoff, forward=inner.forward, function=hit,
-                            evidence=inner.evidence, proven=inner.proven, callback=True)
+                            evidence=inner.evidence, proven=inner.proven, callback=True, backends=inner.backends)
         return None
 
     def _local_function(self, src: "PythonSource", call: cst.Call, name: str) -> Optional[tuple["PythonSource", str]]:

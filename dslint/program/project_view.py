@@ -788,6 +788,26 @@ class ProjectView:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
 
+    def accelerate_backends(self, src: PythonSource) -> Optional[frozenset]:
+        """The accelerate backends (`DistributedType` names) the launcher lines that run `src` start it with
+        (`json_kinds.accelerate_backend`: an `accelerate launch` option, or the `distributed_type` of the config
+        file it names), when every such line tells; None where one does not (no option and no config file: the
+        machine's default config decides; another launcher: the environment or the code does), or no line runs
+        `src`."""
+        from dslint.program.json_kinds import _read_beside, accelerate_backend
+        out = set()
+        for sh, launch in self._launches_for(src):
+            base = Path(sh.path).parent
+
+            def read(ref: str, base: Path = base) -> Optional[str]:
+                found = _read_beside(self, ref, base)
+                return found[1] if found else None
+            backend = accelerate_backend(launch, read)
+            if backend is None:
+                return None
+            out.add(backend)
+        return frozenset(out) or None
+
     def runs_one_process(self, src: AnySource) -> bool:
         """Does every program that runs `src` start one process (each launch unit reaching it launched with
         one: `--include localhost:0`, `--num_gpus 1`, `--nproc_per_node 1`, `--num_processes 1`, ...; or
