@@ -788,15 +788,25 @@ class ProjectView:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
 
+    def program_launches(self, src: PythonSource) -> list:
+        """The launcher lines of the programs that hold `src`: those that run it, and those of every launch unit
+        of this view whose files hold it (a helper module is run by its importers' launches)."""
+        out = list(self._launches_for(src))
+        for unit in self._units_reaching.get(id(src), []):
+            out += [pair for pair in unit.launches if all(pair[1] is not l for _, l in out)]
+        return out
+
     def accelerate_backends(self, src: PythonSource) -> Optional[frozenset]:
-        """The accelerate backends (`DistributedType` names) the launcher lines that run `src` start it with
-        (`json_kinds.accelerate_backend`: an `accelerate launch` option, or the `distributed_type` of the config
-        file it names), when every such line tells; None where one does not (no option and no config file: the
-        machine's default config decides; another launcher: the environment or the code does), or no line runs
-        `src`."""
+        """The accelerate backends (`DistributedType` names) the launcher lines of the programs that hold `src`
+        (`program_launches`) start them with (`json_kinds.accelerate_backend`: an `accelerate launch` option, or
+        the `distributed_type` of the config file it names), when every such line tells; None where one does not
+        (no option and no config file: the machine's default config decides; another launcher: the environment
+        or the code does), where a program holding `src` has no launcher line, or no line runs `src`."""
         from dslint.program.json_kinds import _read_beside, accelerate_backend
+        if any(not unit.launches for unit in self._units_reaching.get(id(src), [])):
+            return None
         out = set()
-        for sh, launch in self._launches_for(src):
+        for sh, launch in self.program_launches(src):
             base = Path(sh.path).parent
 
             def read(ref: str, base: Path = base) -> Optional[str]:
