@@ -280,3 +280,34 @@ def test_rules_page_has_the_evidence_table_of_every_rule():
         assert "`python x.py`" in rows[code]            # the one-process run condition
     assert "elsewhere in the package" in rows["DSL204"] and "by its name only" in rows["DSL104"]
     assert rows["DSL401"].rstrip().endswith("| never |")
+
+
+def test_backend_disjunct_without_launch_evidence_is_unproven():
+    """`if distributed_type == DEEPSPEED or is_main_process: accelerator.save_state()` with no launcher line that
+    shows the backend: the call is collective off DeepSpeed only under FSDP/Megatron-LM, which nothing shows --
+    unproven, with the backend as the evidence not seen (with a launcher line: the fixture pair
+    accelerate_backend_disjunct_launched / _fsdp)."""
+    case = FIXTURES / "accelerate_backend_disjunct_launched"
+    files = {"train.py": (case / "train.py").read_text()}
+    assert _run(files).findings == []
+    shown = _run(files, show_unproven=True)
+    assert [(f.code, f.line, f.proven) for f in shown.findings] == [("DSL101", 15, False), ("DSL101", 21, False)]
+    for f in shown.findings:
+        assert [e.kind for e in f.evidence if not e.found] == ["backend"]
+
+
+def test_main_process_save_state_without_launch_evidence_is_kept():
+    """The plain `if accelerator.is_main_process: accelerator.save_state()` stays a proven finding when no
+    launcher line shows the backend (DeepSpeed is presumed), and is none where every launch is MULTI_GPU."""
+    text = ("from accelerate import Accelerator\n\n"
+            "def main(model):\n"
+            "    accelerator = Accelerator()\n"
+            "    model = accelerator.prepare(model)\n"
+            "    if accelerator.is_main_process:\n"
+            "        accelerator.save_state('out')\n")
+    [f] = _run({"train.py": text}).findings
+    assert (f.code, f.line, f.proven) == ("DSL101", 7, True)
+    assert _run({"train.py": text, "run.sh": "accelerate launch --multi_gpu --num_processes 4 train.py\n"}
+                ).findings == []
+    [f] = _run({"train.py": text, "run.sh": "accelerate launch --use_fsdp --num_processes 4 train.py\n"}).findings
+    assert f.code == "DSL101" and f.proven

@@ -1,13 +1,15 @@
 """Issue 30, item 6 (evidence before a finding): code no program of the run reaches (a vendored library's class
 no program uses), the MoE layers of the classes a program builds, and the launch evidence of notebooks and Cog
-configurations. Fixture pairs: tests/fixtures/static/units/{vendored_library_*,notebook_launch_*,cog_predictor_*},
+configurations. Fixture pairs: tests/fixtures/static/units/{vendored_library_*,notebook_launch_*,cog_predictor_*,
+databricks_notebook_*},
 tests/fixtures/static/moe/padding_eval_class_*."""
 
 from pathlib import Path
 
 from dslint.config import Settings
 from dslint.engine import Checker, check_texts
-from dslint.sources.launcher import cog_launches, markdown_launches, notebook_shell
+from dslint.sources import MarkdownSource, PythonSource, make_source
+from dslint.sources.launcher import cog_launches, databricks_shell, markdown_launches, notebook_shell
 
 STATIC = Path(__file__).parent / "fixtures" / "static"
 
@@ -158,6 +160,45 @@ def test_notebook_launch_decides_the_process_count(monkeypatch):
     assert _case(STATIC / "units" / "notebook_launch_one_process", monkeypatch, show_unproven=True).findings == []
     [f] = _case(STATIC / "units" / "notebook_launch_two_processes", monkeypatch).findings
     assert f.code == "DSL101" and f.proven
+
+
+DATABRICKS = """\
+# Databricks notebook source
+# MAGIC %md
+# MAGIC ## Train with deepspeed --num_gpus 8 (prose)
+
+# COMMAND ----------
+
+flag = "--num_gpus 2"
+
+# COMMAND ----------
+
+!deepspeed {flag} \\
+    --module training.trainer \\
+    --epochs 2
+
+# COMMAND ----------
+
+# MAGIC %sh
+# MAGIC torchrun --nproc_per_node 4 eval.py
+"""
+
+
+def test_databricks_notebook_export_is_read_as_a_notebook(monkeypatch):
+    shell = databricks_shell(DATABRICKS).split("\n")
+    assert shell[10].startswith("deepspeed $_ ") and shell[11].strip().startswith("--module")
+    assert not shell[2].strip() and not shell[6].strip()     # a markdown cell's prose, and Python code
+    assert shell[17].startswith("torchrun")
+    source = make_source(Path("train.py"), "train.py", "python", DATABRICKS)
+    assert isinstance(source, MarkdownSource) and source.parse_problem() is None
+    assert [(L.launcher, L.line, L.module, L.script) for L in source.launches] == [
+        ("deepspeed", 11, "training.trainer", None), ("torchrun", 18, None, "eval.py")]
+    # an export without shell escapes is valid Python: a Python file still
+    plain = DATABRICKS.replace("!deepspeed", "# deepspeed")
+    assert isinstance(make_source(Path("train.py"), "train.py", "python", plain), PythonSource)
+    assert _case(STATIC / "units" / "databricks_notebook_one_process", monkeypatch, show_unproven=True).findings == []
+    [f] = _case(STATIC / "units" / "databricks_notebook_two_processes", monkeypatch).findings
+    assert (f.code, f.path, f.proven) == ("DSL101", "training/trainer.py", True)
 
 
 def test_cog_configuration_runs_its_predictor_in_one_process(monkeypatch):

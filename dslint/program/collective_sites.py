@@ -52,6 +52,16 @@ ACCELERATE_FUNCS = {"gather", "gather_object", "reduce", "broadcast", "broadcast
 ACCELERATOR_METHODS = {"gather", "gather_for_metrics", "reduce", "wait_for_everyone", "pad_across_processes",
                        "backward", "save_state", "load_state"}
 ACCELERATOR_Z3 = {"get_state_dict", "save_model"}
+# the accelerate backends (`AcceleratorState.distributed_type`) under which an Accelerator method is collective,
+# where that is not every multi-process backend. accelerate 1.16 accelerator.py: `save_state` runs
+# `model.save_checkpoint` on each model under DEEPSPEED (DeepSpeed's barriers and tag all_reduce) and
+# MEGATRON_LM, `save_fsdp_model`/`save_fsdp_optimizer` under FSDP (state-dict gathers); under MULTI_GPU / NO /
+# XLA it takes each process's own `state_dict` and writes files (`save` on the main process only, an RNG file
+# per process): no collective -- unless the Accelerator names checkpoints itself
+# (`ProjectConfiguration(automatic_checkpoint_naming=True)`: `wait_for_everyone()` on every backend, see
+# `backends_of`). `load_state` mirrors it (`load_checkpoint`, `load_fsdp_model`; else local `torch.load`s).
+ACCELERATOR_BACKENDS = {"save_state": frozenset({"DEEPSPEED", "FSDP", "MEGATRON_LM"}),
+                        "load_state": frozenset({"DEEPSPEED", "FSDP", "MEGATRON_LM"})}
 ENGINE_ALWAYS = {"backward": "gradient all_reduce/reduce_scatter across data-parallel ranks",
                  "step": "ZeRO overflow/grad-norm all_reduce and parameter updates across ranks",
                  "save_checkpoint": "DeepSpeed checkpointing: barriers and an all_reduce of the tag on every rank",
@@ -113,6 +123,8 @@ class Site:
     # a function of the checked files handed to a call outside them (`study.optimize(objective, n_trials=n)`):
     # that call runs it, zero or more times (`SequenceBuilder.call`: a loop of its tree)
     callback: bool = False
+    # the accelerate backends under which the call is collective (`ACCELERATOR_BACKENDS`), None for every one
+    backends: Optional[frozenset] = None
 
     @property
     def label(self) -> str:
@@ -547,7 +559,7 @@ class CollectiveSites:
         if owner_role == "accelerator":
             if last in ACCELERATOR_METHODS:
                 return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate",
-                            evidence=self._bound_makers(src, owner, "accelerate"))
+                            evidence=self._bound_makers(src, owner, "accelerate"), backends=self.backends_of(last))
             if last in ACCELERATOR_Z3:
                 return self._forward_site(src, call, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
         if owner_role == "trainer":
@@ -580,8 +592,26 @@ class CollectiveSites:
                 hop = Hop(f"{hit[1].name}() → {inner.label}", inner.call, inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
                             handoff=inner.handoff, forward=inner.forward, function=hit,
-                            evidence=inner.evidence, proven=inner.proven)
+                            evidence=inner.evidence, proven=inner.proven, backends=inner.backends)
         return None
+
+    def backends_of(self, method: str) -> Optional[frozenset]:
+        """The accelerate backends under which `accelerator.<method>(...)` is collective (None: every one). A
+        project that may turn on `automatic_checkpoint_naming` (it names the setting anywhere other than as a
+        literal `automatic_checkpoint_naming=False` argument) makes `save_state` wait for every process on
+        every backend."""
+        backends = ACCELERATOR_BACKENDS.get(method)
+        if backends is None or method != "save_state":
+            return backends
+        naming = self.__dict__.get("_auto_naming")
+        if naming is None:
+            word = "automatic_checkpoint_naming"
+            naming = self.__dict__["_auto_naming"] = any(
+                src.text.count(word) > sum(1 for site in src.facts.calls for arg in site.node.args
+                                           if arg.keyword is not None and arg.keyword.value == word
+                                           and literal_value(arg.value) is False)
+                for src in self.project.mentioning(word))
+        return None if naming else backends
 
     def _callback_site(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> Optional[Site]:
         """A call outside the checked files handed a function of them by name (`study.optimize(objective, ...)`,
@@ -591,6 +621,8 @@ class CollectiveSites:
         for arg in call.args:
             if not isinstance(arg.value, cst.Name) or arg.star:
                 continue
+            if enclosing_function(src.outline, self._scope_of(src, call), arg.value.value) is False:
+                continue        # a parameter of the call's function or of one around it: a value, no definition
             target = self._local_function(src, call, arg.value.value) or \
                 self.taint.call_source(src, src.facts.resolve_expr(arg.value), cls)
             if target is None or not self.able((id(target[0]), target[1])):
@@ -604,19 +636,14 @@ class CollectiveSites:
                           inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
                             handoff=inner.handoff, forward=inner.forward, function=hit,
-                            evidence=inner.evidence, proven=inner.proven, callback=True)
+                            evidence=inner.evidence, proven=inner.proven, callback=True, backends=inner.backends)
         return None
 
     def _local_function(self, src: "PythonSource", call: cst.Call, name: str) -> Optional[tuple["PythonSource", str]]:
         """A function nested in the call's scope or an enclosing one, by that name (the file may nest others of
         the same name elsewhere: each `run_hp_search_*` its own `_objective`)."""
-        functions = src.outline.functions if src.outline is not None else {}
-        scope = self._scope_of(src, call)
-        while scope and scope != MODULE_SCOPE:
-            if f"{scope}.{name}" in functions:
-                return src, f"{scope}.{name}"
-            scope = scope.rpartition(".")[0]
-        return None
+        found = enclosing_function(src.outline, self._scope_of(src, call), name)
+        return (src, found) if found else None
 
     def _defined_callable(self, src: "PythonSource", func: cst.BaseExpression, callee: Optional[str],
                           cls: Optional[str]) -> bool:
@@ -626,7 +653,18 @@ class CollectiveSites:
         if not isinstance(func, cst.Name) or callee is None:
             return False
         return self.taint.call_source(src, callee, cls) is not None or \
-            self.project.class_for_callee(src, callee) is not None
+            self.project.class_for_callee(src, callee) is not None or self._library_import(src, func.value)
+
+    def _library_import(self, src: "PythonSource", name: str) -> bool:
+        """Is `name` bound by an import from a package none of the checked files belongs to (`from deepspeed.
+        runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine`)? Such a name is a class or
+        function of that library, fixed when its module is imported: no model or engine this program builds
+        (those are made at run time, by `deepspeed.initialize` or a constructor), so calling it is no forward."""
+        qualified = src.facts.imports.get(name)
+        if not qualified or qualified.startswith("."):
+            return False
+        top = qualified.split(".", 1)[0]
+        return top not in self.project.checked_tops
 
     def _is_model(self, expr: cst.BaseExpression) -> bool:
         """`engine`, `model` (wrapped by deepspeed.initialize), an MoE model, or `engine.module`."""
@@ -841,11 +879,11 @@ class CollectiveSites:
         for name in outline.name_args.get(scope, ()):
             if name not in defined and name not in outline.imports:
                 continue        # a local variable: no function of the checked files (most arguments)
-            enclosing = scope
-            while enclosing and enclosing != MODULE_SCOPE:
-                if f"{enclosing}.{name}" in outline.functions:
-                    out.append((id(src), f"{enclosing}.{name}"))
-                enclosing = enclosing.rpartition(".")[0]
+            found = enclosing_function(outline, scope, name)
+            if found is False:
+                continue        # the parameter of a function around the call
+            if found:
+                out.append((id(src), found))
             out.extend(self._call_targets(src, outline.resolve(name), scope))
         return out
 
@@ -1147,6 +1185,27 @@ class CollectiveSites:
                 if site is not None:
                     out.append(site)
         return out
+
+
+def enclosing_function(outline, scope: str, name: str):
+    """What a bare `name` read in function `scope` is, by Python's scoping, on the outline: the qualified name of
+    a function nested in `scope` or in a function around it (the innermost); False where a parameter of one of
+    those functions binds the name first (`def update(self, step): def set_one(d): torch.tensor(step)`: the
+    number, not a method `step`); None otherwise (a module-level name, resolved through the imports). A class
+    body is no enclosing scope of its methods: a method `step` of the class is not what `step` names there."""
+    if outline is None:
+        return None
+    params = outline.__dict__.get("_params_by_qualname")
+    if params is None:
+        params = outline.__dict__["_params_by_qualname"] = {d.qualname: d.params for d in outline.defs}
+    while scope and scope != MODULE_SCOPE:
+        if scope not in outline.classes:
+            if f"{scope}.{name}" in outline.functions:
+                return f"{scope}.{name}"
+            if name in params.get(scope, ()):
+                return False
+        scope = scope.rpartition(".")[0]
+    return None
 
 
 def _argument_for(call: cst.Call, callee: FunctionInfo, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:

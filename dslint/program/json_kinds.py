@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 if TYPE_CHECKING:
     from dslint.program.units import Program
@@ -156,6 +156,38 @@ def accelerate_deepspeed_file(text: str) -> Optional[str]:
         return None
     value = found.group(2).strip()
     return value if value and value not in ("null", "none", "None", "~") else None
+
+
+_YAML_BACKEND = re.compile(r"""^distributed_type[ \t]*:[ \t]*(["']?)(\w+)\1[ \t]*(?:#.*)?$""", re.MULTILINE)
+# `accelerate launch` options that choose the backend themselves (accelerate/commands/launch.py)
+_ACCELERATE_BACKEND_FLAGS = {"--use_deepspeed": "DEEPSPEED", "--use_fsdp": "FSDP", "--use_megatron_lm": "MEGATRON_LM",
+                             "--multi_gpu": "MULTI_GPU"}
+
+
+def accelerate_backend(launch, read: Callable[[str], Optional[str]]) -> Optional[str]:
+    """The backend (`DistributedType` name) an `accelerate launch` line starts its processes with: an option
+    that chooses it (`--use_deepspeed`, `--use_fsdp`, `--multi_gpu`, ...), else the top-level
+    `distributed_type` of the config file it names (`--config_file`, YAML or JSON; `read` gives its text). None
+    where neither tells: accelerate then reads the machine's default config, which the checked files do not
+    show."""
+    if launch.launcher != "accelerate":
+        return None
+    for flag, backend in _ACCELERATE_BACKEND_FLAGS.items():
+        if flag in launch.options or flag.replace("_", "-") in launch.options:
+            return backend
+    named = next((launch.options[k] for k in _ACCELERATE_CONFIG if launch.options.get(k)), None)
+    text = read(named) if named else None
+    if not text:
+        return None
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        value = data.get("distributed_type") if isinstance(data, dict) else None
+        return value if isinstance(value, str) and value else None
+    found = _YAML_BACKEND.search(text)
+    return found.group(2) if found else None
 
 
 class RunView(Protocol):

@@ -382,6 +382,13 @@ class ProjectView:
         return out
 
     @cached_property
+    def checked_tops(self) -> frozenset:
+        """Every name a checked module may be imported by as its top-level package: each dotted tail's first
+        component of each module's name and path (`_modules_by_tail`), so that `import x` of a checked `a/x.py`
+        run from `a/` counts."""
+        return frozenset(tail.split(".", 1)[0] for tail in self._modules_by_tail)
+
+    @cached_property
     def _module_index(self) -> dict[str, PythonSource]:
         """Dotted module name → source (a package by its `__init__.py`), for re-exports."""
         out: dict[str, PythonSource] = {}
@@ -780,6 +787,36 @@ class ProjectView:
             if len(sizes) > 1:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
+
+    def program_launches(self, src: PythonSource) -> list:
+        """The launcher lines of the programs that hold `src`: those that run it, and those of every launch unit
+        of this view whose files hold it (a helper module is run by its importers' launches)."""
+        out = list(self._launches_for(src))
+        for unit in self._units_reaching.get(id(src), []):
+            out += [pair for pair in unit.launches if all(pair[1] is not l for _, l in out)]
+        return out
+
+    def accelerate_backends(self, src: PythonSource) -> Optional[frozenset]:
+        """The accelerate backends (`DistributedType` names) the launcher lines of the programs that hold `src`
+        (`program_launches`) start them with (`json_kinds.accelerate_backend`: an `accelerate launch` option, or
+        the `distributed_type` of the config file it names), when every such line tells; None where one does not
+        (no option and no config file: the machine's default config decides; another launcher: the environment
+        or the code does), where a program holding `src` has no launcher line, or no line runs `src`."""
+        from dslint.program.json_kinds import _read_beside, accelerate_backend
+        if any(not unit.launches for unit in self._units_reaching.get(id(src), [])):
+            return None
+        out = set()
+        for sh, launch in self.program_launches(src):
+            base = Path(sh.path).parent
+
+            def read(ref: str, base: Path = base) -> Optional[str]:
+                found = _read_beside(self, ref, base)
+                return found[1] if found else None
+            backend = accelerate_backend(launch, read)
+            if backend is None:
+                return None
+            out.add(backend)
+        return frozenset(out) or None
 
     def runs_one_process(self, src: AnySource) -> bool:
         """Does every program that runs `src` start one process (each launch unit reaching it launched with

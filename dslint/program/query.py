@@ -88,6 +88,19 @@ class Program:
         empty where anything else may start it (`ProjectView.python_runs_only`)."""
         return self.view.python_runs_only(src)
 
+    def raise_ends_job(self, src: "PythonSource", scope: str) -> bool:
+        """Does an exception raised in function `scope` of `src` end the job rather than leave ranks waiting?
+        It escapes every caller uncaught up to module-level code (`uncaught.escapes_to_top`), a launcher line
+        runs a program that holds `src` (`ProjectView.program_launches`: the evidence of how the job is started;
+        without one, nothing says what happens to the others), and none starts one node of a multi-node job (there the other nodes' launchers go on and their
+        ranks wait until the collective's timeout): the launchers dslint reads stop every process of a node when
+        one fails."""
+        from dslint.program.uncaught import escapes_to_top
+        launches = [launch for _, launch in self.view.program_launches(src)]
+        if not launches or any(launch.node_of_job is not None or (launch.nodes or 1) > 1 for launch in launches):
+            return False
+        return escapes_to_top(self.view, src, scope)
+
     def unreached(self, src: "PythonSource", line: int) -> Optional[tuple[str, int]]:
         """(name, first line) of the module-scope function or class of `src` holding `line` when no program of
         the run reaches it -- the run has programs, none constructs, calls, subclasses or names it

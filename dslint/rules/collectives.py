@@ -174,6 +174,16 @@ def _before_any_group(h: Hazard, ctx: RuleContext) -> bool:
     return at < site and group_created_between(ctx.source, h.scope, at, site) is not None
 
 
+def _ends_the_job(h: Hazard, ctx: RuleContext) -> bool:
+    """A `raise` under a rank test whose exception no caller catches, on the way up to module-level code, in
+    a program no multi-node launcher line starts (`Program.raise_ends_job`): the raising process ends with the
+    traceback, and its launcher (torchrun, `accelerate launch`, the deepspeed launcher, `mp.spawn`) stops the
+    others -- a crash that says why, not ranks waiting in the collective."""
+    if h.code != "DSL103" or h.guard is None or h.guard.exit_kind != "raise":
+        return False
+    return ctx.program.raise_ends_job(ctx.source, h.scope)
+
+
 def _fixed_step_count(h: Hazard) -> bool:
     """`generate(..., max_new_tokens=1)`, or `min_new_tokens` and `max_new_tokens` given the same value: every rank
     runs the same number of generation steps (EOS cannot end one earlier), so none waits in a forward collective
@@ -349,7 +359,8 @@ class _CollectiveRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         for h in ctx.program.rank_hazards(ctx.source):
-            if h.code == self.code and not _before_any_group(h, ctx) and not _fixed_step_count(h):
+            if h.code == self.code and not _before_any_group(h, ctx) and not _fixed_step_count(h) and \
+                    not _ends_the_job(h, ctx):
                 diag = diagnose(h, ctx)
                 if h.code == "DSL104" and _prompts_from_terminal(h, ctx) and not _several_ranks(h, ctx):
                     diag.proven = False
@@ -547,6 +558,17 @@ class RankEarlyExit(_CollectiveRule):
     A `raise` under a rank-id test is reported as a warning: under torchrun or the deepspeed launcher the
     uncaught exception ends the whole job (a crash, not a hang); the others hang where a caller catches it, or
     where it travels back to a driver (a Ray actor method that the driver calls on every rank with `.remote()`).
+    Where the evidence says the exception ends the job, the `raise` is not flagged at all: no caller catches it
+    on the way to module-level code (every call of the function, and of each caller in turn, stands outside any
+    `try` with an `except`, and the function is used only by calls -- one handed elsewhere by reference, or
+    called by nothing checked, may run under a handler dslint does not see), and a launcher line runs the file,
+    none of them one node of a multi-node job. torchrun and `accelerate launch` (torch's elastic agent) and
+    the deepspeed launcher stop every process of the node when one exits with an error, so the others never
+    wait: the job ends with the exception's traceback, which says why. With no launcher line, or a multi-node
+    one (the other nodes' launchers go on, and their ranks wait until the collective's timeout), or a caller
+    that catches it, the warning stays. (A `raise` whose test is false under the options' defaults -- an
+    explicit `--device` that contradicts `LOCAL_RANK` -- is such a fail-fast check of the launch; the launcher
+    evidence decides it, not the default.)
     """
 
     code = "DSL103"

@@ -596,7 +596,7 @@ class MarkdownSource(ShellSource):
         if is_cog_config(self.path):
             from dslint.sources.launcher import cog_launches
             return cog_launches(self.text)
-        return markdown_launches(self.text, notebook=is_notebook(self.path))
+        return markdown_launches(self.text, notebook=is_notebook(self.path, self.text))
 
     def parse_problem(self) -> Optional[ParseProblem]:
         return None
@@ -605,8 +605,10 @@ class MarkdownSource(ShellSource):
 AnySource = Union[PythonSource, JsonSource, ShellSource]
 
 
-def is_notebook(path: str) -> bool:
-    return str(path).lower().endswith(".ipynb")
+def is_notebook(path: str, text: str = "") -> bool:
+    """A Jupyter notebook (`.ipynb`), or a Databricks notebook export read as one (`make_source`)."""
+    from dslint.sources.launcher import DATABRICKS_HEADER
+    return str(path).lower().endswith(".ipynb") or str(path).endswith(".py") and text.startswith(DATABRICKS_HEADER)
 
 
 def is_cog_config(path: str) -> bool:
@@ -671,6 +673,9 @@ def module_name_for(path: Path) -> str:
 
 def make_source(path: Path, shown: str, kind: Kind, text: str) -> AnySource:
     if kind == "python":
+        from dslint.sources.launcher import is_databricks_shell_notebook
+        if is_databricks_shell_notebook(text):
+            return MarkdownSource(shown, text)      # a notebook export with `!cmd` lines: read as a notebook
         return PythonSource(shown, text, module_name=module_name_for(path))
     if kind == "json":
         return JsonSource(shown, text)

@@ -278,8 +278,10 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
                 launch.options[key] = ""
                 i += 1
             continue
-        if _UNEXPANDED.fullmatch(w) and any(x.endswith(".py") for x in words[i + 1:]):
-            # `torchrun $DISTRIBUTED_ARGS train.py`: launcher options the script does not spell out
+        if _UNEXPANDED.fullmatch(w) and any(x.endswith(".py") or x in ("--module", "-m") and launcher != "accelerate"
+                                            for x in words[i + 1:]):
+            # `torchrun $DISTRIBUTED_ARGS train.py`, `deepspeed $FLAGS --module pkg.train`: launcher options the
+            # script does not spell out
             launch.options.setdefault(_OPAQUE, w)
             i += 1
             continue
@@ -845,8 +847,64 @@ def notebook_shell(text: str) -> Optional[str]:
                 body = line.lstrip()[1:]
             going = body is not None and not whole_cell and body.rstrip().endswith("\\")
             if body is not None and i < len(out):
-                out[i] = body
+                out[i] = body = _interpolated(body) if not whole_cell else body
                 found = found or bool(_KEYWORD.search(body.encode("utf-8", "replace")))
+    return "\n".join(out) if found else None
+
+
+_IPYTHON_EXPR = re.compile(r"\{[^{}\n]*\}")
+
+
+def _interpolated(line: str) -> str:
+    """An IPython shell escape's `{expr}` (`!deepspeed {num_gpus_flag} --module x`) is the value of a Python
+    expression, substituted before the shell reads the line: a word dslint cannot expand, as a shell variable
+    is (`$_`, one word, whatever the expression spells)."""
+    return _IPYTHON_EXPR.sub("$_", line) if "{" in line else line
+
+
+DATABRICKS_HEADER = "# Databricks notebook source"
+_DATABRICKS_ESCAPE = re.compile(r"^[ \t]*!\S", re.MULTILINE)
+_DATABRICKS_SH = re.compile(r"#[ \t]*MAGIC[ \t]+%sh\b")
+_DATABRICKS_MAGIC = re.compile(r"#[ \t]*MAGIC ?")
+
+
+def is_databricks_shell_notebook(text: str) -> bool:
+    """Is this `.py` a Databricks notebook export (`# Databricks notebook source` on its first line, cells
+    split by `# COMMAND ----------`) that holds IPython shell escapes (`!deepspeed ...` lines)? Such a file is
+    no Python module -- CPython cannot read a `!` line -- but a notebook, run cell by cell in one driver process:
+    it is read as a Jupyter notebook is, for the launches of its shell commands (`databricks_shell`). An export
+    without shell escapes is valid Python and stays a Python file."""
+    return text.startswith(DATABRICKS_HEADER) and _DATABRICKS_ESCAPE.search(text) is not None
+
+
+def databricks_shell(text: str) -> Optional[str]:
+    """The shell commands of a Databricks notebook export, as `notebook_shell` gives those of a Jupyter notebook:
+    its `!cmd` lines (with their backslash continuations) and the bodies of its `# MAGIC %sh` cells, each at its
+    line, everything else blank; None when no such command mentions a launcher."""
+    raw = text.split("\n")
+    out = [""] * len(raw)
+    found = False
+    going = False               # inside a `!` command continued by a backslash
+    in_sh = False               # inside a `# MAGIC %sh` cell
+    for i, line in enumerate(raw):
+        stripped = line.strip()
+        body = None
+        if stripped.startswith("# COMMAND ----------"):
+            in_sh = going = False
+            continue
+        if going:
+            body = line
+        elif stripped.startswith("!"):
+            body = stripped[1:]
+        elif _DATABRICKS_SH.match(stripped):
+            in_sh = True
+            body = stripped[_DATABRICKS_SH.match(stripped).end():]
+        elif in_sh and _DATABRICKS_MAGIC.match(stripped):
+            body = stripped[_DATABRICKS_MAGIC.match(stripped).end():]
+        going = body is not None and not in_sh and body.rstrip().endswith("\\")
+        if body is not None:
+            out[i] = body = body if in_sh else _interpolated(body)
+            found = found or bool(_KEYWORD.search(body.encode("utf-8", "replace")))
     return "\n".join(out) if found else None
 
 
@@ -868,14 +926,20 @@ def markdown_mentions_launcher(text: str, notebook: bool = False) -> bool:
     (cheap: read before keeping it)?"""
     if not _KEYWORD.search(text.encode("utf-8", "replace")):
         return False
-    return (notebook_shell(text) if notebook else _shell_blocks(text)) is not None
+    return _commands(text, notebook) is not None
+
+
+def _commands(text: str, notebook: bool) -> Optional[str]:
+    if notebook:
+        return databricks_shell(text) if text.startswith(DATABRICKS_HEADER) else notebook_shell(text)
+    return _shell_blocks(text)
 
 
 def markdown_launches(text: str, notebook: bool = False) -> list[Launch]:
     """The launches in the fenced shell blocks of a Markdown file (the shell commands of a notebook), at their
     lines. A block is a snippet, not a script: a syntax error in it is nobody's (never DSL001), and the launches
     read around it are kept."""
-    blocks = notebook_shell(text) if notebook else _shell_blocks(text)
+    blocks = _commands(text, notebook)
     if blocks is None:
         return []
     return read_script(blocks)[0]

@@ -14,7 +14,7 @@ import re
 
 import libcst as cst
 
-from dslint.program.collective_sites import CollectiveSites, Hop, Site, assignments
+from dslint.program.collective_sites import CollectiveSites, Fact, Hop, Site, assignments
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
@@ -204,6 +204,14 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                 if head is not None:
                     self.seq_balanced_chains[id(head)] = head
         conds = [g for g in guards if g.kind == "cond"]
+        if conds and site.backends is not None:
+            judged = [(g, self._backend_verdict(site, g)) for g in conds]
+            conds = [g for g, verdict in judged if verdict != "local"]
+            if conds and all(verdict == "unshown" for g, verdict in judged if g in conds):
+                site = replace(site, proven=False, evidence=[*site.evidence, Fact(
+                    "backend", f"collective only under the accelerate backends {_backend_names(site.backends)}; the test "
+                    f"holds on every rank under {_backend_names(self._uniform_backends(conds[-1].node))}, and no launcher "
+                    f"line or accelerate config shows the job on one of the others", found=False)])
         if conds:
             self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope))
         for g in guards:
@@ -263,6 +271,63 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             return False
         first = min((line for line in sites if line > at), default=None)
         return first is not None and not any(line < first for line in exits)
+
+    def _backend_verdict(self, site: Site, g: Guard) -> str:
+        """What an `if` test with a disjunct on the accelerate backend leaves of a call that is collective only
+        under some backends (`Site.backends`: `accelerator.save_state` under DEEPSPEED/FSDP/MEGATRON_LM):
+        `if accelerator.distributed_type == DistributedType.DEEPSPEED or accelerator.is_main_process:
+        accelerator.save_state(...)`. The backend is one for the whole job (`AcceleratorState`), so where the
+        backend disjunct holds every rank takes the branch; on the other backends the rank-varying disjunct
+        decides, and the call is collective there only under `site.backends` minus those. "local": none of those
+        remains, or the launcher lines that run the file show its backends (`accelerate launch --config_file
+        x.yaml` with its `distributed_type`, `--use_deepspeed`, `--multi_gpu`, ...) and none is among them;
+        "unshown": some remain, none of them DeepSpeed, and no launcher line shows the backend (the job dslint
+        checks is presumed DeepSpeed's: the finding is unproven); "kept" otherwise (and for any other test, or a
+        call not in the test's own branch)."""
+        covered = self._uniform_backends(g.node) if self._in_branch_of(g.node) else frozenset()
+        remaining = site.backends - covered
+        if not remaining:
+            return "local"
+        launched = self.analysis.project.accelerate_backends(self.src)
+        if launched is not None:
+            return "kept" if remaining & launched else "local"
+        return "unshown" if covered and "DEEPSPEED" not in remaining else "kept"
+
+    def _in_branch_of(self, test: cst.CSTNode) -> bool:
+        """Is the walk in the body of the `if`/`elif` whose test this is (where it holds)?"""
+        return any(link.test is test and holds for link, holds in zip(self._ifs, self._holds))
+
+    def _uniform_backends(self, test: cst.CSTNode) -> frozenset:
+        """The accelerate backends under which a disjunct of `test` holds whatever the rank:
+        `x.distributed_type == DistributedType.DEEPSPEED` (or `in (…)`) with the member resolved to accelerate's
+        `DistributedType` through the imports."""
+        out: set = set()
+        parts = [test]
+        while parts:
+            e = parts.pop()
+            if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.Or):
+                parts += [e.left, e.right]
+            elif isinstance(e, cst.Comparison) and len(e.comparisons) == 1:
+                op, right = e.comparisons[0].operator, e.comparisons[0].comparator
+                sides = [(e.left, right), (right, e.left)] if isinstance(op, cst.Equal) else \
+                    [(e.left, right)] if isinstance(op, cst.In) else []
+                for attr, value in sides:
+                    if not (isinstance(attr, cst.Attribute) and attr.attr.value == "distributed_type"):
+                        continue
+                    members = [el.value for el in value.elements] \
+                        if isinstance(value, (cst.List, cst.Tuple, cst.Set)) and isinstance(op, cst.In) else [value]
+                    for m in members:
+                        member = self._backend_member(m)
+                        if member is not None:
+                            out.add(member)
+        return frozenset(out)
+
+    def _backend_member(self, e: cst.BaseExpression) -> Optional[str]:
+        resolved = self.src.facts.resolve_expr(e) if isinstance(e, cst.Attribute) else None
+        if not resolved or not resolved.startswith("accelerate."):
+            return None
+        owner, _, member = resolved.rpartition(".")
+        return member if owner.rsplit(".", 1)[-1] == "DistributedType" else None
 
     def _over_group(self, site: Site, guards: tuple[Guard, ...]) -> tuple[Guard, ...]:
         """The guards that can differ between members of the site's process group: a test of the pipeline stage
@@ -555,6 +620,10 @@ class RankHazards:
             if hit is not None and self.taint.returns(*hit) is not None:
                 return True
         return False
+
+
+def _backend_names(backends) -> str:
+    return "/".join(sorted(backends)) or "none"
 
 
 def _reads_loop_values(call: cst.Call, loop: Optional[cst.For]) -> bool:
