@@ -138,3 +138,46 @@ def test_incremental_rechecks_equal_cold_checks(tmp_path, monkeypatch):
     assert ("train.py", "DSL104") in seen["ZeRO-3 again"]
     assert ("pkg/comm.py", "DSL001") in seen["a syntax error"]
     assert seen["the script as it was"] == first
+
+
+def test_server_runs_leave_their_objects_out_of_the_collectors_walks(tmp_path, monkeypatch):
+    """A server's run freezes what it leaves alive (no full collection walks the trees it keeps for the next
+    run); the collector's lazy `collect` frees what only cycles hold and freezes the rest again."""
+    import gc
+
+    from dslint.server.workspace import Collector, Workspace
+    root = tmp_path / "ws"
+    _workspace(root)
+    monkeypatch.chdir(root)
+    texts = {os.path.realpath(root / name): (root / name).read_text() for name in OPEN}
+    folder = Workspace([root]).folder_of(str(root / "train.py"))
+    collector = Collector()
+    gc.unfreeze()
+    try:
+        plain = folder.run(texts)
+        assert gc.get_freeze_count() == 0
+        frozen = folder.run(texts, freeze=True)
+        collector.after_run()
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+        assert [f.model_dump_json() for f in frozen.findings[str(root / "train.py")]] == \
+            [f.model_dump_json() for f in plain.findings[str(root / "train.py")]]
+
+        class Cycle:
+            pass
+
+        ring = Cycle()
+        ring.me = ring
+        gc.freeze()             # garbage frozen by a run stays until the lazy collection
+        alive = [ring]
+        import weakref
+        probe = weakref.ref(ring)
+        del ring, alive
+        gc.collect()
+        assert probe() is not None
+        assert not collector.due()
+        collector.runs_since = Collector.MAX_RUNS
+        assert collector.due()
+        collector.collect()
+        assert probe() is None and collector.runs_since == 0 and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
