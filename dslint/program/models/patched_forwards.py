@@ -91,10 +91,16 @@ def _tree(project: "ProjectView", src: "PythonSource") -> Optional[ast.Module]:
         kept = cpython_tree(src)        # the outline's tree, where the role analysis keeps it: no second parse
         if kept is not None:
             return kept
+        # else parsed once per source, kept on it (a fact of its text): the views of later runs (a server's
+        # re-checks carry the unchanged sources over) take it again
+        if "_patched_forwards_tree" in src.__dict__:
+            return src.__dict__["_patched_forwards_tree"]
         try:
-            return compile_ast(src.text, src.path)
+            tree = compile_ast(src.text, src.path)
         except (SyntaxError, ValueError, RecursionError):
-            return None
+            tree = None
+        src.__dict__["_patched_forwards_tree"] = tree
+        return tree
     return project.memo(("patched_forwards.tree", id(src)), build)
 
 
