@@ -49,6 +49,9 @@ class Checker:
     # `Cancelled` is raised at a point where no source is half-built)
     analyse_only: Optional[frozenset] = None
     interrupt: Optional[object] = None
+    # the language server: what is alive at the end of a run is moved to the collector's permanent generation
+    # before the collector is enabled again (`dslint.server.workspace.Collector`)
+    freeze_after: bool = False
 
     def __post_init__(self) -> None:
         self._explicit_rules = bool(self.rules)
@@ -100,6 +103,10 @@ class Checker:
             return self._check_sources(sources)
         finally:
             guard.set_source_limit(limit)
+            if self.freeze_after:
+                # the run's objects (~all of them young: the collector was off) would otherwise be walked by the
+                # first collections after it, and the trees kept for the next run by every full one
+                gc.freeze()
             if enabled:
                 gc.enable()
 

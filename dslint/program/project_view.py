@@ -205,7 +205,10 @@ class ProjectView:
     def mentioning(self, *words: str) -> list[PythonSource]:
         """Python sources whose text contains one of `words`: a scan over the whole project filters with this
         first, so that files which cannot matter to it are never parsed."""
-        return [s for s in self.python if any(w in s.text for w in words)]
+        # memoised per view: scans ask the same words again and again (2,000 times per re-check of a 250-file
+        # workspace, each scanning every text); a copy, so that no caller changes the memo
+        return list(self.memo(("mentioning", words), lambda: [s for s in self.python
+                                                              if any(w in s.text for w in words)]))
 
     @cached_property
     def json_sources(self) -> list[JsonSource]:
@@ -454,7 +457,7 @@ class ProjectView:
                 if len(nested) == 1:
                     return src, nested[0]
                 # `from utils import *`: a function of a star-imported module of the checked files
-                for module in _STAR_IMPORT.findall(src.text) if "import *" in src.text else ():
+                for module in _star_imports(src):
                     hit = self.find_function_source(f"{module}.{callee}", near=src)
                     if hit is not None and hit[1] == callee:
                         return hit
@@ -1121,6 +1124,15 @@ def _beside(config: JsonSource, src: PythonSource) -> bool:
 
 
 _STAR_IMPORT = re.compile(r"^from\s+([\w.]+)\s+import\s+\*", re.M)
+
+
+def _star_imports(src: PythonSource) -> list[str]:
+    """The modules `src` star-imports (`from utils import *`), by its text: kept on the source (a fact of its
+    text; asked for every unresolved call name, each ask scanned the whole text)."""
+    found = src.__dict__.get("_star_imports")
+    if found is None:
+        found = src.__dict__["_star_imports"] = _STAR_IMPORT.findall(src.text) if "import *" in src.text else []
+    return found
 
 
 @lru_cache(maxsize=1 << 16)

@@ -39,7 +39,7 @@ from pygls.uris import from_fs_path
 
 from dslint import __version__
 from dslint.findings import Finding, InputError
-from dslint.server.workspace import Folder, FolderRun, Workspace, crash_line, real
+from dslint.server.workspace import Collector, Folder, FolderRun, Workspace, crash_line, real
 
 DEBOUNCE_MS = 150
 UNSAFE_KIND = "quickfix.dslint.unsafe"
@@ -76,6 +76,8 @@ class DslintServer(LanguageServer):
         self.running: dict[int, asyncio.Future] = {}
         self.published: dict[str, Published] = {}
         self.shutting_down = False
+        self.collector = Collector()          # the cyclic collector, kept off the hot path
+        self.idle: Optional[asyncio.TimerHandle] = None
 
     # --- documents --------------------------------------------------------------------------------
     def open_texts(self, folder: Folder) -> tuple[dict[str, str], dict[str, tuple[str, Optional[int]]]]:
@@ -103,6 +105,9 @@ class DslintServer(LanguageServer):
         run in progress stale."""
         key = id(folder)
         self.generation[key] = self.generation.get(key, 0) + 1
+        if self.idle is not None:
+            self.idle.cancel()
+            self.idle = None
         timer = self.timers.pop(key, None)
         if timer is not None:
             timer.cancel()
@@ -126,7 +131,8 @@ class DslintServer(LanguageServer):
         def stale() -> bool:
             return self.shutting_down or self.generation.get(key, 0) != generation
 
-        future = asyncio.get_running_loop().run_in_executor(self.executor, _run, folder, texts, stale)
+        future = asyncio.get_running_loop().run_in_executor(self.executor, _run, folder, texts, stale,
+                                                            self.collector)
         self.running[key] = future
         future.add_done_callback(lambda f: self._finished(folder, generation, texts, uris, f))
 
@@ -141,6 +147,17 @@ class DslintServer(LanguageServer):
             self.publish(folder, result, texts, uris)
         if not current and key not in self.timers:
             self._start(folder)
+        elif not self.running and not self.timers:
+            # nothing to check: what cycles hold is collected once the server has been idle a while
+            if self.idle is not None:
+                self.idle.cancel()
+            self.idle = asyncio.get_running_loop().call_later(self.collector.IDLE_S, self._collect_when_idle)
+
+    def _collect_when_idle(self) -> None:
+        self.idle = None
+        if not self.running and not self.timers and not self.shutting_down:
+            # in the analysis thread, so that it never runs beside a check
+            self.executor.submit(self.collector.collect)
 
     def publish(self, folder: Folder, run: FolderRun, texts: dict, uris: dict) -> None:
         for path, (uri, version) in uris.items():
@@ -294,18 +311,25 @@ def _contains(r: lsp.Range, p: lsp.Position) -> bool:
     return _before(r.start, p) and _before(p, r.end)
 
 
-def _run(folder: Folder, texts: dict[str, str], stale) -> Optional[FolderRun]:
+def _run(folder: Folder, texts: dict[str, str], stale, collector: Optional[Collector] = None
+         ) -> Optional[FolderRun]:
     """One check of `folder` (in the analysis thread): its result, None when it went stale, or a run saying it
-    crashed (the folder's state is then dropped: the next run starts from the files)."""
+    crashed (the folder's state is then dropped: the next run starts from the files). `collector`: what the run
+    leaves alive is frozen after it (`Collector`)."""
     from dslint.engine import Cancelled
+    if collector is not None and collector.due():
+        collector.collect()
     try:
-        return folder.run(texts, stale)
+        return folder.run(texts, stale, freeze=collector is not None)
     except Cancelled:
         return None
     except Exception as exc:        # noqa: BLE001 -- the server must stay up; the client is told
         log.exception("dslint: the check of %s failed", folder.root)
         folder.settings_changed()
         return FolderRun(root=folder.root, crashed=crash_line(exc))
+    finally:
+        if collector is not None:
+            collector.after_run()
 
 
 def build_server(cache_dir: Optional[Path] = None) -> DslintServer:
