@@ -470,6 +470,15 @@ class RankTaint:
             return hit
         if isinstance(e, cst.FormattedString):
             return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
+        if isinstance(e, cst.Tuple) and e.elements and not any(isinstance(el, cst.StarredElement)
+                                                              for el in e.elements):
+            # `(train_loader, block_loader)` handed on whole: the tuple's items keep their own origins, so
+            # `loaders[0]` is the loader again (not a batch drawn from it) wherever the tuple goes
+            parts = tuple(self.eval(el.value, env, cls) for el in e.elements)
+            out = None
+            for part in parts:
+                out = join(out, part)
+            return replace(out, elements=parts) if out is not None else None
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
             return self._any([el.value for el in e.elements], env, cls)
         if isinstance(e, cst.Dict):
@@ -934,7 +943,39 @@ class RankTaint:
             return False
         name = func.value
         return name not in self.facts.imports and name not in self.facts.functions and \
-            name not in self.facts.classes and name not in _BUILTIN_NAMES
+            name not in self.facts.classes and name not in _BUILTIN_NAMES and name not in self._none_globals
+
+    @cached_property
+    def _none_globals(self) -> frozenset[str]:
+        """Names the module binds, at its top level, to None only (`skip_first_batches = None`, the stub of an
+        optional library function whose import was dropped) and no function rebinds (`global`): no value a caller
+        handed in, and never a function that could draw batches -- a call of one never runs (it would raise)."""
+        if re.search(r"^\s*global\s", self.src.text, re.M):
+            return frozenset()
+        seen: dict[str, bool] = {}
+
+        def visit(body) -> None:
+            for stmt in body:
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.Assign):
+                            none = isinstance(small.value, cst.Name) and small.value.value == "None"
+                            for t in small.targets:
+                                if isinstance(t.target, cst.Name):
+                                    seen[t.target.value] = seen.get(t.target.value, True) and none
+                        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and \
+                                isinstance(small.target, cst.Name):
+                            seen[small.target.value] = False
+                elif isinstance(stmt, (cst.If, cst.Try, cst.With)):
+                    for block in _blocks(stmt):
+                        visit(block)
+                elif isinstance(stmt, (cst.For, cst.While)):
+                    for n in _target_names(stmt.target) if isinstance(stmt, cst.For) else ():
+                        seen[n.value] = False
+                    visit(_body(stmt.body))
+
+        visit(self.src.module.body)
+        return frozenset(n for n, none in seen.items() if none)
 
     def _loader_stream(self, e: cst.Call, callee: Optional[str]) -> Optional[Origin]:
         """`DataLoader(dataset, ...)` (torch's class, resolved through the imports, whatever the name it is bound
@@ -1189,6 +1230,27 @@ def uniform_difference(start: cst.BaseExpression, stop: cst.BaseExpression, env:
 
 def _assignments(block) -> Iterable[cst.Assign]:
     return iter_assigns(block)
+
+
+def _body(body) -> list:
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def _blocks(stmt) -> Iterable[list]:
+    """The statement lists of a top-level `if`/`try`/`with` (its branches, handlers, else and finally)."""
+    if isinstance(stmt, cst.If):
+        yield _body(stmt.body)
+        if stmt.orelse is not None:
+            yield from _blocks(stmt.orelse) if isinstance(stmt.orelse, cst.If) else [_body(stmt.orelse.body)]
+    elif isinstance(stmt, cst.Try):
+        yield _body(stmt.body)
+        for h in stmt.handlers:
+            yield _body(h.body)
+        for part in (stmt.orelse, stmt.finalbody):
+            if part is not None:
+                yield _body(part.body)
+    elif isinstance(stmt, cst.With):
+        yield _body(stmt.body)
 
 
 def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
