@@ -493,6 +493,14 @@ class RankTaint:
             first = e.for_in.iter
             parts: list = [e.key, e.value] if isinstance(e, cst.DictComp) else [e.elt]
             over = self.eval(first, env, cls)
+            if over is not None and over.stream and isinstance(e, (cst.GeneratorExp, cst.ListComp)) and \
+                    e.for_in.inner_for_in is None and not e.for_in.ifs:
+                # one item per batch of a loader (`((exp, None) for exp in pbar)`): another stream as long as the
+                # loader, the same object on every rank, whose items are what the expression makes of a batch
+                inner = dict(env)
+                self.bind(e.for_in.target, None, element_of(over), inner, cls)
+                hit = self._any(parts, inner, cls)
+                return replace(hit, stream=True) if hit is not None else over
             if over is not None and over.batch and e.for_in.inner_for_in is None and not e.for_in.ifs:
                 # one item per row of a collated batch (`[m.sum() for m in batch["masks"]]`): as many on every
                 # rank -- the result keeps the batch's structure (its truth, its None-ness) -- and each item is
