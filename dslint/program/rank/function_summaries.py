@@ -353,6 +353,11 @@ class ProjectTaint:
         from dslint.program.rank.nullness import uniform_none_field
         return uniform_none_field(self, src, cls, attr)
 
+    def none_follows(self, src: "PythonSource", info: FunctionInfo) -> Optional[frozenset[str]]:
+        """The parameters whose None-ness the function's result follows (`dslint.program.rank.nullness`)."""
+        from dslint.program.rank.nullness import none_follows
+        return none_follows(self, src, info)
+
     def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
         """Is the local `name` None alike on every rank at `test` (`dslint.program.rank.nullness`)?"""
         from dslint.program.rank.nullness import uniform_none_local

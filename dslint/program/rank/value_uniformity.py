@@ -428,6 +428,8 @@ class ProjectLevel(Protocol):
 
     def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool: ...
 
+    def none_follows(self, src: "PythonSource", info: Any) -> Optional[frozenset[str]]: ...
+
 
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
@@ -465,7 +467,8 @@ class RankTaint:
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
             hit = self._any([e.test, e.body, e.orelse], env, cls)
-            if hit is not None and _none_or_value(e) and self.eval(e.test, env, cls) is None:
+            if hit is not None and self.eval(e.test, env, cls) is None and (
+                    _none_or_value(e) or self._none_as_args(e, env, cls)):
                 return replace(hit, present=True)
             return hit
         if isinstance(e, cst.FormattedString):
@@ -529,6 +532,39 @@ class RankTaint:
         if isinstance(e, cst.NamedExpr):
             return self.eval(e.value, env, cls)
         return None
+
+    def _none_as_args(self, e: cst.IfExp, env: Env, cls: Optional[str]) -> bool:
+        """`None if <test> else f(x)` / `f(x) if <test> else None` where `f` is a checked function whose result is
+        None exactly when the arguments of some parameters are (`ProjectTaint.none_follows`: `_prepare_input(data)`
+        slices or moves `data`) and those arguments are None alike on every rank: uniform, a field of a collated
+        batch (the collator's), or themselves such a choice."""
+        sides = (e.body, e.orelse)
+        nones = [isinstance(side, cst.Name) and side.value == "None" for side in sides]
+        if nones.count(True) != 1:
+            return False
+        value = sides[nones.index(False)]
+        if not isinstance(value, cst.Call):
+            return False
+        found = self.analysis.function_info(self.analysis.call_source(
+            self.src, self.facts.resolve_expr(value.func), cls, fields=False))
+        if found is None:
+            return False
+        other, info = found
+        followed = self.analysis.none_follows(other, info)
+        if followed is None:
+            return False
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) and \
+            isinstance(value.func, cst.Attribute) else info.params
+        for i, arg in enumerate(value.args):
+            if arg.star:
+                return False
+            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+            if name not in followed:
+                continue
+            hit = self.eval(arg.value, env, cls)
+            if hit is not None and not hit.batch and not hit.present:
+                return False
+        return True
 
     def _any(self, exprs: list, env: Env, cls: Optional[str]) -> Optional[Origin]:
         out = None
