@@ -879,6 +879,10 @@ class RankTaint:
                     continue
                 hit = replace(hit, stream=False)
             if hit is not None:
+                if hit.elements is not None and last not in _LOOKUPS:
+                    # what a call outside the checked files makes of a tuple (`torch.stack((x, rank_t))`) is no
+                    # longer that tuple: its items are not the tuple's items
+                    hit = replace(hit, elements=None)
                 if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
                     hit = replace(hit, opaque=True)
                 if hit.kind == "rank" and last not in KIND_KEEPING:
