@@ -354,6 +354,11 @@ class ProjectTaint:
         from dslint.program.rank.nullness import uniform_none_field
         return uniform_none_field(self, src, cls, attr)
 
+    def none_follows(self, src: "PythonSource", info: FunctionInfo) -> Optional[frozenset[str]]:
+        """The parameters whose None-ness the function's result follows (`dslint.program.rank.nullness`)."""
+        from dslint.program.rank.nullness import none_follows
+        return none_follows(self, src, info)
+
     def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
         """Is the local `name` None alike on every rank at `test` (`dslint.program.rank.nullness`)?"""
         from dslint.program.rank.nullness import uniform_none_local
@@ -1087,21 +1092,50 @@ class ProjectTaint:
 
 
 class _CallSiteWalk(FlowWalk):
-    """The base walk, also keeping the environment each call outside a loop is evaluated in (shared between
-    calls while no name is bound in between)."""
+    """The base walk, also keeping the environment each call is evaluated in: outside loops the one at the call
+    (shared between calls while no name is bound in between); inside a loop what holds on entry to the outermost
+    loop around it together with every name that loop ever binds (a later statement of the body runs before the
+    call's next pass) -- not what the scope binds after the loop (`if is_main: network = unwrap(network)` after
+    the epochs never reaches a call inside them)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.at_call: dict[int, Env] = {}
         self._version = 0
         self._snapshot: tuple[int, int, Env] = (-1, -1, {})
+        self._loop_bound: Optional[Env] = None      # the outermost loop's entry env and what it binds
+        self._loop_calls: list[int] = []
 
     def bind(self, target, value, origin) -> None:
         self._version += 1
         super().bind(target, value, origin)
+        if self._loop_bound is not None:
+            for name, o in self.env.items():
+                self._loop_bound.setdefault(name, o)
+
+    def loop(self, node, guards):
+        if self.loop_depth or self._loop_bound is not None:
+            return super().loop(node, guards)
+        ever_before = set(self.ever_bound)
+        self._loop_bound, self._loop_calls = dict(self.env), []
+        try:
+            pending = super().loop(node, guards)
+        finally:
+            bound, calls = self._loop_bound, self._loop_calls
+            self._loop_bound, self._loop_calls = None, []
+        for name, o in self.env.items():
+            bound.setdefault(name, o)
+        for name, o in self.ever_bound.items():
+            if name not in ever_before:     # set by the walk itself inside the loop (a branch's varying names)
+                bound.setdefault(name, o)
+        for call_id in calls:
+            self.at_call[call_id] = bound
+        return pending
 
     def on_call(self, call: cst.Call, guards) -> None:
         if self.loop_depth:
+            if self._loop_bound is not None:
+                self._loop_calls.append(id(call))
             return
         env_id, version, snap = self._snapshot
         if env_id != id(self.env) or version != self._version:

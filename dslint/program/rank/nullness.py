@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 # builtin constructors: their result is an object, never None
 _BUILTIN_CONSTRUCTORS = {"list", "dict", "set", "tuple", "frozenset", "str", "int", "float", "bool", "bytes",
                          "object", "range", "enumerate", "zip", "sorted", "len"}
+_DEVICE_MOVES = frozenset({"to", "cuda", "cpu"})
 _NEVER_NONE_NODES = (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp,
                      cst.GeneratorExp, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer,
                      cst.Float, cst.Imaginary, cst.Lambda, cst.Comparison, cst.BinaryOperation)
@@ -67,6 +68,9 @@ def never_none(program: Program, src: "PythonSource", e: Optional[cst.BaseExpres
         return never_none(program, src, e.body, cls, depth) and never_none(program, src, e.orelse, cls, depth)
     if not isinstance(e, cst.Call):
         return False
+    if isinstance(e.func, cst.Call) and isinstance(e.func.func, cst.Name) and e.func.func.value == "type" and \
+            len(e.func.args) == 1 and "type" not in src.facts.functions and "type" not in src.facts.imports:
+        return True                     # `type(data)(...)`: a new instance of the class of `data`
     callee = src.facts.resolve_expr(e.func)
     if isinstance(e.func, cst.Name) and e.func.value in _BUILTIN_CONSTRUCTORS and callee in (None, e.func.value):
         return True
@@ -77,6 +81,61 @@ def never_none(program: Program, src: "PythonSource", e: Optional[cst.BaseExpres
         return False
     other, info = hit
     return _returns_object(program, other, info, depth + 1)
+
+
+def none_follows(program: Program, src: "PythonSource", info: FunctionInfo) -> Optional[frozenset[str]]:
+    """The parameters whose None-ness the function's result follows: it ends with a `return`, and each return
+    gives an object (`never_none`) or a parameter kept as it is, sliced (`data[:, lo:hi]`, a sequence's slice) or
+    moved to a device (`data.to(device)`) -- where that parameter is bound again only to such forms of itself.
+    `_prepare_input(data)` returns None exactly when `data` is None. None when some return is anything else."""
+    memo = src.__dict__.setdefault("_none_follows", {})
+    if info.qualname in memo:
+        return memo[info.qualname]
+    memo[info.qualname] = None          # recursion: not known
+    body = info.node.body
+    stmts = list(body.body) if isinstance(body, cst.IndentedBlock) else []
+    last = stmts[-1] if stmts else None
+    if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Raise))
+                                                              for s in last.body)):
+        return None
+    if any(isinstance(n, cst.Yield) for n in _walk_own(info.node)):
+        return None
+    params = set(info.params)
+    followed: set[str] = set()
+    for r in iter_returns(body):
+        if r.value is None:
+            return None
+        if never_none(program, src, r.value, info.class_name):
+            continue
+        kept = _kept_param(r.value, params)
+        if kept is None:
+            return None
+        followed.add(kept)
+    for name in followed:
+        # every other binding of the parameter is a slice or a device move of itself
+        for node in _walk_own(info.node):
+            if isinstance(node, (cst.For, cst.With, cst.AugAssign, cst.NamedExpr, cst.AnnAssign)) and \
+                    _binds_anywhere(node, name):
+                return None
+            if isinstance(node, cst.Assign) and _binds_anywhere(node, name) and not (
+                    len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)
+                    and _kept_param(node.value, {name}) == name):
+                return None
+    out = frozenset(followed)
+    memo[info.qualname] = out
+    return out
+
+
+def _kept_param(e: cst.BaseExpression, params: set) -> Optional[str]:
+    """`p`, `p[..:..]` (a slice: a sequence, never None), `p.to(...)`/`.cuda()`/`.cpu()` (the moved value) of a
+    parameter `p`: the parameter, else None."""
+    if isinstance(e, cst.Name):
+        return e.value if e.value in params else None
+    if isinstance(e, cst.Subscript) and any(isinstance(el.slice, cst.Slice) for el in e.slice):
+        return _kept_param(e.value, params)
+    if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and e.func.attr.value in _DEVICE_MOVES:
+        return _kept_param(e.func.value, params)
+    return None
 
 
 def _returns_object(program: Program, src: "PythonSource", info: FunctionInfo, depth: int) -> bool:

@@ -443,6 +443,8 @@ class ProjectLevel(Protocol):
 
     def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool: ...
 
+    def none_follows(self, src: "PythonSource", info: Any) -> Optional[frozenset[str]]: ...
+
 
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
@@ -480,11 +482,21 @@ class RankTaint:
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
             hit = self._any([e.test, e.body, e.orelse], env, cls)
-            if hit is not None and _none_or_value(e) and self.eval(e.test, env, cls) is None:
+            if hit is not None and self.eval(e.test, env, cls) is None and (
+                    _none_or_value(e) or self._none_as_args(e, env, cls)):
                 return replace(hit, present=True)
             return hit
         if isinstance(e, cst.FormattedString):
             return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
+        if isinstance(e, cst.Tuple) and e.elements and not any(isinstance(el, cst.StarredElement)
+                                                              for el in e.elements):
+            # `(train_loader, block_loader)` handed on whole: the tuple's items keep their own origins, so
+            # `loaders[0]` is the loader again (not a batch drawn from it) wherever the tuple goes
+            parts = tuple(self.eval(el.value, env, cls) for el in e.elements)
+            out = None
+            for part in parts:
+                out = join(out, part)
+            return replace(out, elements=parts) if out is not None else None
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
             return self._any([el.value for el in e.elements], env, cls)
         if isinstance(e, cst.Dict):
@@ -499,6 +511,14 @@ class RankTaint:
             first = e.for_in.iter
             parts: list = [e.key, e.value] if isinstance(e, cst.DictComp) else [e.elt]
             over = self.eval(first, env, cls)
+            if over is not None and over.stream and isinstance(e, (cst.GeneratorExp, cst.ListComp)) and \
+                    e.for_in.inner_for_in is None and not e.for_in.ifs:
+                # one item per batch of a loader (`((exp, None) for exp in pbar)`): another stream as long as the
+                # loader, the same object on every rank, whose items are what the expression makes of a batch
+                inner = dict(env)
+                self.bind(e.for_in.target, None, element_of(over), inner, cls)
+                hit = self._any(parts, inner, cls)
+                return replace(hit, stream=True) if hit is not None else over
             if over is not None and over.batch and e.for_in.inner_for_in is None and not e.for_in.ifs:
                 # one item per row of a collated batch (`[m.sum() for m in batch["masks"]]`): as many on every
                 # rank -- the result keeps the batch's structure (its truth, its None-ness) -- and each item is
@@ -527,6 +547,39 @@ class RankTaint:
         if isinstance(e, cst.NamedExpr):
             return self.eval(e.value, env, cls)
         return None
+
+    def _none_as_args(self, e: cst.IfExp, env: Env, cls: Optional[str]) -> bool:
+        """`None if <test> else f(x)` / `f(x) if <test> else None` where `f` is a checked function whose result is
+        None exactly when the arguments of some parameters are (`ProjectTaint.none_follows`: `_prepare_input(data)`
+        slices or moves `data`) and those arguments are None alike on every rank: uniform, a field of a collated
+        batch (the collator's), or themselves such a choice."""
+        sides = (e.body, e.orelse)
+        nones = [isinstance(side, cst.Name) and side.value == "None" for side in sides]
+        if nones.count(True) != 1:
+            return False
+        value = sides[nones.index(False)]
+        if not isinstance(value, cst.Call):
+            return False
+        found = self.analysis.function_info(self.analysis.call_source(
+            self.src, self.facts.resolve_expr(value.func), cls, fields=False))
+        if found is None:
+            return False
+        other, info = found
+        followed = self.analysis.none_follows(other, info)
+        if followed is None:
+            return False
+        params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) and \
+            isinstance(value.func, cst.Attribute) else info.params
+        for i, arg in enumerate(value.args):
+            if arg.star:
+                return False
+            name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+            if name not in followed:
+                continue
+            hit = self.eval(arg.value, env, cls)
+            if hit is not None and not hit.batch and not hit.present:
+                return False
+        return True
 
     def _any(self, exprs: list, env: Env, cls: Optional[str]) -> Optional[Origin]:
         out = None
@@ -861,6 +914,10 @@ class RankTaint:
                     continue
                 hit = replace(hit, stream=False)
             if hit is not None:
+                if hit.elements is not None and last not in _LOOKUPS:
+                    # what a call outside the checked files makes of a tuple (`torch.stack((x, rank_t))`) is no
+                    # longer that tuple: its items are not the tuple's items
+                    hit = replace(hit, elements=None)
                 if hit.kind in _DATA_KINDS and last not in _LOOKUPS:
                     hit = replace(hit, opaque=True)
                 if hit.kind == "rank" and last not in KIND_KEEPING:
@@ -996,7 +1053,39 @@ class RankTaint:
             return False
         name = func.value
         return name not in self.facts.imports and name not in self.facts.functions and \
-            name not in self.facts.classes and name not in _BUILTIN_NAMES
+            name not in self.facts.classes and name not in _BUILTIN_NAMES and name not in self._none_globals
+
+    @cached_property
+    def _none_globals(self) -> frozenset[str]:
+        """Names the module binds, at its top level, to None only (`skip_first_batches = None`, the stub of an
+        optional library function whose import was dropped) and no function rebinds (`global`): no value a caller
+        handed in, and never a function that could draw batches -- a call of one never runs (it would raise)."""
+        if re.search(r"^\s*global\s", self.src.text, re.M):
+            return frozenset()
+        seen: dict[str, bool] = {}
+
+        def visit(body) -> None:
+            for stmt in body:
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.Assign):
+                            none = isinstance(small.value, cst.Name) and small.value.value == "None"
+                            for t in small.targets:
+                                if isinstance(t.target, cst.Name):
+                                    seen[t.target.value] = seen.get(t.target.value, True) and none
+                        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and \
+                                isinstance(small.target, cst.Name):
+                            seen[small.target.value] = False
+                elif isinstance(stmt, (cst.If, cst.Try, cst.With)):
+                    for block in _blocks(stmt):
+                        visit(block)
+                elif isinstance(stmt, (cst.For, cst.While)):
+                    for n in _target_names(stmt.target) if isinstance(stmt, cst.For) else ():
+                        seen[n.value] = False
+                    visit(_body(stmt.body))
+
+        visit(self.src.module.body)
+        return frozenset(n for n, none in seen.items() if none)
 
     def _loader_stream(self, e: cst.Call, callee: Optional[str]) -> Optional[Origin]:
         """`DataLoader(dataset, ...)` (torch's class, resolved through the imports, whatever the name it is bound
@@ -1317,6 +1406,27 @@ def uniform_difference(start: cst.BaseExpression, stop: cst.BaseExpression, env:
 
 def _assignments(block) -> Iterable[cst.Assign]:
     return iter_assigns(block)
+
+
+def _body(body) -> list:
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def _blocks(stmt) -> Iterable[list]:
+    """The statement lists of a top-level `if`/`try`/`with` (its branches, handlers, else and finally)."""
+    if isinstance(stmt, cst.If):
+        yield _body(stmt.body)
+        if stmt.orelse is not None:
+            yield from _blocks(stmt.orelse) if isinstance(stmt.orelse, cst.If) else [_body(stmt.orelse.body)]
+    elif isinstance(stmt, cst.Try):
+        yield _body(stmt.body)
+        for h in stmt.handlers:
+            yield _body(h.body)
+        for part in (stmt.orelse, stmt.finalbody):
+            if part is not None:
+                yield _body(part.body)
+    elif isinstance(stmt, cst.With):
+        yield _body(stmt.body)
 
 
 def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
