@@ -556,8 +556,8 @@ class RankTaint:
     def fill(self, call: cst.Call, env: Env, cls: Optional[str]) -> None:
         """A local container filled by its own method (list/deque `append`/`appendleft`/`insert`/`extend`, set
         `add`, dict `setdefault`/`update`: each puts its value arguments in): with a varying value it holds varying
-        items. Put in under control flow every rank takes alike, the container's length and keys are the same on
-        every rank (as for an item stored at a uniform key, `bind`): its items are what was put in (`xs[]`); a
+        items, what was put in (`xs[]`); its length and keys are taken as the same on every rank, as for an item
+        stored at a uniform key (`bind`; a list grown under a rank-dependent test is `raising_ranks`' concern); a
         varying sequence extended in (its length varies) makes the container vary as a whole. A mapping varying
         at some literal keys only (`Origin.keys`) widens its keys (`updated_mapping`)."""
         func = call.func
