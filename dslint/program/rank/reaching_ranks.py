@@ -307,6 +307,8 @@ class FlowWalk:
                 # a checked helper that fills its arguments with varying values (`rec(nested, "", flat)`)
                 for arg, origin in self.taint.analysis.written_args(self.taint.src, value, self.env, self.cls):
                     self.bind(arg, None, join(self.eval(arg), origin))
+                # `outs.append(logits)`, `data.update(inputs)`: a local container holds the varying values put in
+                self.taint.fill(value, self.env, self.cls)
             if isinstance(value, cst.Call) and self.taint.facts.resolve_expr(value.func) in EXIT_CALLS:
                 return self._exit(node, "exit", guards)
             return []
@@ -506,6 +508,13 @@ class FlowWalk:
                     else:
                         words = f"{_none_of(tests[:-1])} and `{tests[-1]}` holds"
                     body_guards = inner[:at] + (replace(top, condition=words),) + inner[at + 1:]
+                if i and chain:
+                    # `if not distributed and kl > t: … elif distributed: all_reduce(…)`: this test rules an earlier
+                    # one out (a conjunct of it is this test negated), so that test failing here says nothing
+                    ruled_out = {id(links[j].test) for j in range(i) if _excludes(link.test, links[j].test)}
+                    if ruled_out:
+                        body_guards = tuple(g for g in body_guards
+                                            if not (g.kind.startswith("cond") and id(g.node) in ruled_out))
                 self.env = self._single_rank(dict(saved), link.test, True)
                 self._fresh = set(saved_fresh)
                 negated = self.negated
@@ -1289,6 +1298,23 @@ def _exits_together(g: Guard, pending: list[Guard], more: list[Guard], body, ore
         return False
     mine, other = (pending, more) if g in pending else (more, pending)
     return any(o.exit_kind == g.exit_kind for o in other) and bool(orelse)
+
+
+def _conjuncts(e: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an `and` chain (`a and (b and c)`: a, b, c); the expression itself otherwise."""
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def _excludes(test: cst.BaseExpression, earlier: cst.BaseExpression) -> bool:
+    """Does `test` holding make `earlier` false -- is some conjunct of `earlier` the negation (`not x`) of a
+    conjunct of `test`, or the other way round? (Decided on the code, parentheses aside.)"""
+    def negation(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+        return isinstance(a, cst.UnaryOperation) and isinstance(a.operator, cst.Not) and \
+            code_of(a.expression, 100000).strip("() ") == code_of(b, 100000).strip("() ")
+    mine, theirs = _conjuncts(test), _conjuncts(earlier)
+    return any(negation(a, b) or negation(b, a) for a in mine for b in theirs)
 
 
 def _distributed_truth(walk: "FlowWalk", test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:

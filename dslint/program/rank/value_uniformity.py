@@ -406,7 +406,11 @@ def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
     return func.value if isinstance(func, cst.Name) else None
 
 
-TRIP_COUNT_KINDS = ("rank", "shard")     # iterating over these runs a rank-dependent number of times
+TRIP_COUNT_KINDS = ("rank", "shard")
+# container methods that put values in (list, deque, set, dict), and the positional argument that is the value put
+# in (-1: every argument of `dict.update`, mappings and keywords)
+_PUTS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "extend": 0, "extendleft": 0, "setdefault": 1,
+         "update": -1}     # iterating over these runs a rank-dependent number of times
 # "derived": the result of a call outside the checked files that was passed a rank id (`make_dataset(local_rank)`,
 # `build_loader(args)`): rank-dependent as a test, but nothing says its length follows the rank (most such
 # helpers use the rank for caching, logging or device placement), so it does not make a loop's trip count vary
@@ -617,6 +621,82 @@ class RankTaint:
             return None
         return replace(out, keys=frozenset(keys), batch=True, elements=None, rows=False)
 
+    def fill(self, call: cst.Call, env: Env, cls: Optional[str]) -> None:
+        """A local container filled by its own method (list/deque `append`/`appendleft`/`insert`/`extend`, set
+        `add`, dict `setdefault`/`update`: each puts its value arguments in): with a varying value it holds varying
+        items, what was put in (`xs[]`); its length and keys are taken as the same on every rank, as for an item
+        stored at a uniform key (`bind`; a list grown under a rank-dependent test is `raising_ranks`' concern); a
+        varying sequence extended in (its length varies) makes the container vary as a whole. A mapping varying
+        at some literal keys only (`Origin.keys`) widens its keys (`updated_mapping`)."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+            return
+        method = func.attr.value
+        at = _PUTS.get(method)
+        if at is None:
+            return
+        name = func.value.value
+        if method == "update" and (env.get(name) is None or env[name].keys is not None):
+            updated = self.updated_mapping(call, env, cls)
+            if updated is not None:
+                env[name] = updated[1]
+            return
+        values = [a.value for a in call.args if not a.star and a.keyword is None][at:at + 1] if at >= 0 else \
+            [a.value for a in call.args if a.keyword is not None or a.star == "**" or a is call.args[0]]
+        origin = self._any(values, env, cls) if values else None
+        if origin is None:
+            return
+        if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS:
+            # as many items as this rank's sequence has: the container's length varies
+            env[name] = join(env.get(name), origin) if name in env else origin
+            return
+        item = replace(origin, keys=None) if origin.keys is not None else origin
+        if method in ("extend", "extendleft", "update"):
+            item = element_of(item)
+        env[name + "[]"] = join(env.get(name + "[]"), item)
+        held = env.get(name)
+        if held is not None and held.keys is not None:
+            env[name] = replace(held, keys=None)
+        elif held is None:
+            env[name] = replace(item, kind="item" if item.kind in TRIP_COUNT_KINDS else item.kind, batch=True,
+                                keys=None, elements=None)
+
+    def updated_mapping(self, call: cst.Call, env: Env, cls: Optional[str]) -> Optional[tuple[str, Origin]]:
+        """`d.update(other)` / `d.update(k=v)` (dict's method: it adds or replaces items) of a mapping that is
+        uniform or varies at some literal keys only (`Origin.keys`): (its name, the mapping now) -- it also varies
+        at the keys of the varying values put in (a keyword's name, a keyed mapping's `keys`; a uniform value put
+        at a keyword takes that key out), and at any key once a varying mapping whose keys are not known is merged
+        in (`keys=None`); None when `call` is no such update or the mapping stays uniform."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "update" or not isinstance(func.value, cst.Name):
+            return None
+        name = func.value.value
+        held = env.get(name)
+        if held is not None and held.keys is None:
+            return None
+        keys = set(held.keys) if held is not None else set()
+        base, anywhere = held, False
+        for arg in call.args:
+            hit = self.eval(arg.value, env, cls)
+            if arg.keyword is not None:
+                if hit is not None:
+                    keys.add(arg.keyword.value)
+                else:
+                    keys.discard(arg.keyword.value)     # replaced by a uniform value
+            elif hit is not None:
+                if hit.keys is None:
+                    anywhere = True
+                else:
+                    keys |= hit.keys
+            if hit is not None:
+                base = base if base is not None else hit
+                env[name + "[]"] = join(env.get(name + "[]"), replace(hit, keys=None, batch=False)
+                                        if hit.keys is not None else hit)
+        if base is None or not keys and not anywhere:
+            return None
+        return name, replace(base, keys=None if anywhere else frozenset(keys), batch=True, elements=None,
+                             rows=False)
+
     @staticmethod
     def keyed_item(container: Optional[Origin], key) -> tuple[bool, Optional[Origin]]:
         """`d["k"]` / `d.get("k")` of a mapping varying only at some literal keys: (decided, the item's origin)."""
@@ -699,6 +779,10 @@ class RankTaint:
         if name is not None and name + "[]" in env:
             return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
         base_origin = self.eval(e.value, env, cls)
+        if base_origin is not None and base_origin.keys is not None:
+            # `batch[k]` of a mapping varying at some literal keys, at a key that is no literal: any of its items,
+            # the varying ones included -- an item, not the mapping (its `keys` say nothing of the item's own)
+            return replace(base_origin, keys=None, batch=False)
         if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
                 not isinstance(literal_value(e.slice[0].slice.value), str):
             return element_of(base_origin)      # `out[0]`: one sequence; `out["sequences"]`: the batch still
@@ -1212,6 +1296,9 @@ class RankTaint:
                 # stored at a uniform key: the container's keys and length stay the same on every rank (a loop
                 # over `data` after `data[k] = chunk[cp_rank]` runs alike); its items are what was stored
                 env[name + "[]"] = join(env.get(name + "[]"), origin)
+                if name in env and env[name].keys is not None:
+                    # a mapping varying at some literal keys, now also at one that is no literal: at any key
+                    env[name] = replace(env[name], keys=None)
                 if name not in env:
                     # the container as a whole: its keys (`"k" in data`), None-ness and truth are uniform, like a
                     # collated batch's (`Origin.batch`)
