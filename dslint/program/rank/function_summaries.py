@@ -924,9 +924,10 @@ class ProjectTaint:
         return self._scope_walk(src, scope)[0]
 
     def call_env(self, src: "PythonSource", scope: str, call: cst.Call) -> Env:
-        """The names rank-varying where `call` is evaluated: flow-sensitive outside loops (`inputs =
-        self.prepare(inputs)` does not feed the call its own result), every name the scope ever binds inside
-        one (a later statement of the body runs before the call's next iteration)."""
+        """The names rank-varying where `call` is evaluated: flow-sensitive (`inputs = self.prepare(inputs)` does
+        not feed the call its own result); inside a loop also every name the outermost enclosing loop binds (a
+        later statement of the body runs before the call's next iteration), never what is bound after the loop
+        (`_CallSiteWalk`). A call the walk did not reach: every name the scope ever binds."""
         ever, at_call = self._scope_walk(src, scope)
         return at_call.get(id(call), ever)
 
@@ -955,27 +956,51 @@ class ProjectTaint:
 
 
 class _CallSiteWalk(FlowWalk):
-    """The base walk, also keeping the environment each call outside a loop is evaluated in (shared between
-    calls while no name is bound in between)."""
+    """The base walk, also keeping the environment each call is evaluated in (shared between calls while no name
+    is bound in between). A call inside a loop sees what is bound before it and, through the loop's next pass,
+    every rank-varying binding the outermost enclosing loop makes anywhere in its body -- not what the scope binds
+    after the loop (`network = unwrap_model(network)` under `if is_main_process:` once training is over does not
+    reach the calls of the training loop)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.at_call: dict[int, Env] = {}
         self._version = 0
         self._snapshot: tuple[int, int, Env] = (-1, -1, {})
+        self._loop_calls: list[tuple[int, Env]] = []   # (id(call), its environment) inside the outermost loop
+        self._loop_bound: Env = {}                      # what that loop's body ever binds rank-varying
 
     def bind(self, target, value, origin) -> None:
         self._version += 1
         super().bind(target, value, origin)
+        if self.loop_depth:
+            for name, o in self.env.items():
+                self._loop_bound.setdefault(name, o)
+
+    def loop(self, node, guards):
+        if self.loop_depth:
+            return super().loop(node, guards)
+        self._loop_calls, self._loop_bound = [], {}
+        try:
+            return super().loop(node, guards)
+        finally:
+            # the joins inside the body (a name bound on one arm of a rank test) show in the environment the
+            # loop leaves, not in a binding
+            for name, o in self.env.items():
+                self._loop_bound.setdefault(name, o)
+            for key, snap in self._loop_calls:
+                self.at_call[key] = {**self._loop_bound, **snap} if self._loop_bound else snap
+            self._loop_calls, self._loop_bound = [], {}
 
     def on_call(self, call: cst.Call, guards) -> None:
-        if self.loop_depth:
-            return
         env_id, version, snap = self._snapshot
         if env_id != id(self.env) or version != self._version:
             snap = dict(self.env)
             self._snapshot = (id(self.env), self._version, snap)
-        self.at_call[id(call)] = snap
+        if self.loop_depth:
+            self._loop_calls.append((id(call), snap))
+        else:
+            self.at_call[id(call)] = snap
 
 
 # methods that put a value into the container they are called on (those of `_ONE_ITEM` one element per call)
