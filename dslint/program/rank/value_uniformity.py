@@ -521,6 +521,8 @@ class RankTaint:
         the run shows (`hyperparams.evaluate`: a launcher line's value for the script, else the argparse or
         dataclass default) and decides the operation by itself -- true for `or`, false for `and`: the right side
         is never evaluated in this run, so its rank-varying value is no part of the result."""
+        if not isinstance(e.left, cst.Attribute):
+            return False        # a bare name may be a local that shadows a module constant: no scope to tell here
         found = evaluate(self.analysis.project, self.src, e.left)
         if not found.known:
             return False
