@@ -171,6 +171,9 @@ class _KeyWrites(cst.CSTVisitor):
         self.tests: list[cst.CSTNode] = []          # the expressions deciding whether the current node runs
         self.locals: list[set[str]] = []            # the names each enclosing function binds
         self.loop_vars: list[set[str]] = []         # the targets of the enclosing `for` loops
+        # ids of the tests that decide how many times a body runs, not which of two bodies does (a `for`'s or a
+        # comprehension's iterable and filters, a `while`'s test)
+        self.repeats: set[int] = set()
 
     # --- scopes and the tests that decide what runs -------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -192,12 +195,14 @@ class _KeyWrites(cst.CSTVisitor):
 
     def visit_While(self, node: cst.While) -> None:
         self.tests.append(node.test)
+        self.repeats.add(id(node.test))
 
     def leave_While(self, node: cst.While) -> None:
         self.tests.pop()
 
     def visit_For(self, node: cst.For) -> None:
         self.tests.append(node.iter)
+        self.repeats.add(id(node.iter))
         self.loop_vars.append(_targets(node.target))
 
     def leave_For(self, node: cst.For) -> None:
@@ -225,6 +230,8 @@ class _KeyWrites(cst.CSTVisitor):
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self.tests.append(node.iter)
         self.tests.extend(i.test for i in node.ifs)
+        self.repeats.add(id(node.iter))
+        self.repeats.update(id(i.test) for i in node.ifs)
 
     def leave_CompFor(self, node: cst.CompFor) -> None:
         for _ in range(1 + len(node.ifs)):
@@ -245,18 +252,24 @@ class _KeyWrites(cst.CSTVisitor):
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if _string_is(node.key, self.key):
-            self._record()
+            self._record(builds=True)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Name) and func.value == "dict":
             if any(a.keyword is not None and a.keyword.value == self.key for a in node.args):
-                self._record()
+                self._record(builds=True)
         elif isinstance(func, cst.Attribute) and func.attr.value == "setdefault" and node.args and \
                 _string_is(node.args[0].value, self.key):
             self._record()
 
-    def _record(self) -> None:
+    def _record(self, builds: bool = False) -> None:
+        """`builds`: the write is part of the mapping's construction (`{"k": v}`, `dict(k=v)`): every mapping
+        it makes has the key, so an enclosing loop (`for s in samples: out.append({"text": s})`) decides only how
+        many such mappings there are -- a loop that does not run makes none, not one without the key. An
+        enclosing `if` still decides (its other arm may build the mapping without the key), as does a loop
+        around a store into a mapping made before it (`for s in extra: batch["k"] = s`: an empty `extra`
+        leaves `batch` without the key)."""
         local = self.locals[-1] if self.locals else set()
         if any(self._dispatch(test) for test in self.tests if test is not None):
             self.writes.append(None)
@@ -265,6 +278,8 @@ class _KeyWrites(cst.CSTVisitor):
         for test in reversed(self.tests):
             if test is None:
                 break               # the enclosing function's own body starts here
+            if builds and id(test) in self.repeats:
+                continue
             if (_reads(test) - {"self", "cls"}) & local:
                 fixed = False
                 break

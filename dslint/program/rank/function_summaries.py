@@ -1061,9 +1061,10 @@ class ProjectTaint:
         return self._scope_walk(src, scope)[0]
 
     def call_env(self, src: "PythonSource", scope: str, call: cst.Call) -> Env:
-        """The names rank-varying where `call` is evaluated: flow-sensitive outside loops (`inputs =
-        self.prepare(inputs)` does not feed the call its own result), every name the scope ever binds inside
-        one (a later statement of the body runs before the call's next iteration)."""
+        """The names rank-varying where `call` is evaluated: flow-sensitive (`inputs = self.prepare(inputs)` does
+        not feed the call its own result); inside a loop also every name the outermost enclosing loop binds (a
+        later statement of the body runs before the call's next iteration), never what is bound after the loop
+        (`_CallSiteWalk`). A call the walk did not reach: every name the scope ever binds."""
         ever, at_call = self._scope_walk(src, scope)
         return at_call.get(id(call), ever)
 

@@ -32,6 +32,7 @@ from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORL
                                           remaining_axes, resolve_group)
 from dslint.program.statement_walks import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
+from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import DatasetTyping, accelerate_typing, display_only
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
@@ -476,6 +477,8 @@ class RankTaint:
             left = self.eval(e.left, env, cls)
             if left is not None and not partial(left) and left.keys is None:
                 return left
+            if left is None and isinstance(e, cst.BooleanOperation) and self._decides_alone(e):
+                return None
             return join(left, self.eval(e.right, env, cls), isinstance(e, cst.BooleanOperation)
                         and isinstance(e.operator, cst.Or))
         if isinstance(e, cst.UnaryOperation):
@@ -584,6 +587,22 @@ class RankTaint:
             if hit is not None and not hit.batch and not hit.present:
                 return False
         return True
+
+    def _decides_alone(self, e: cst.BooleanOperation) -> bool:
+        """`args.eval_iters or len(loader)` whose left side, the same on every rank, is a run setting whose value
+        the run shows (`hyperparams.evaluate`: a launcher line's value for the script, else the argparse or
+        dataclass default) and decides the operation by itself -- true for `or`, false for `and`: the right side
+        is never evaluated in this run, so its rank-varying value is no part of the result."""
+        if not isinstance(e.left, cst.Attribute):
+            return False        # a bare name may be a local that shadows a module constant: no scope to tell here
+        found = evaluate(self.analysis.project, self.src, e.left)
+        if not found.known:
+            return False
+        try:
+            truth = bool(found.value)
+        except Exception:
+            return False
+        return truth if isinstance(e.operator, cst.Or) else not truth
 
     def _any(self, exprs: list, env: Env, cls: Optional[str]) -> Optional[Origin]:
         out = None
