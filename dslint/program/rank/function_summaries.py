@@ -467,16 +467,8 @@ class ProjectTaint:
         if info.class_name is None:
             return None
         tested: list[str] = []
-        stack = [info.node.body]
-        while stack:
-            n = stack.pop()
-            if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
-                continue
-            if isinstance(n, cst.If):
-                tested.extend(sorted(domains_subjects(n.test) - set(tested)))
-                stack.extend((n.body, *((n.orelse,) if n.orelse is not None else ())))
-            else:
-                stack.extend(sub_statements(n))
+        for test in _if_tests(info):
+            tested.extend(sorted(domains_subjects(test) - set(tested)))
         for subject in tested:
             domain = domains_attr(self, src, info.class_name, subject[5:])
             if not domain or len(domain) > _SETTING_VALUES:
@@ -553,16 +545,7 @@ class ProjectTaint:
         tested = self.__dict__.setdefault("_tested_params", {})
         names = tested.get(id(info))
         if names is None:
-            names = set()
-            stack = [info.node.body]
-            while stack:
-                n = stack.pop()
-                if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
-                    continue
-                if isinstance(n, cst.If):
-                    names |= {x for x in _test_names(n.test) if x in info.params}
-                stack.extend(sub_statements(n) if not isinstance(n, cst.If) else
-                             (n.body, *((n.orelse,) if n.orelse is not None else ())))
+            names = {x for test in _if_tests(info) for x in _test_names(test) if x in info.params}
             names = tested[id(info)] = {x for x in names if domains_rebinding(info.node, x) is None}
         if not names or any(a.star for a in call.args):
             return {}
@@ -1290,6 +1273,23 @@ def _launcher_options(project: "ProjectView", table: dict) -> None:
             _add_field(table, "local_rank", None, Origin("rank", call.node, src,
                                                           via=f"{what}, {src.path}:{src.span(call.node).line}"))
             return
+
+
+def _if_tests(info: FunctionInfo) -> list[cst.BaseExpression]:
+    """The tests of the `if`/`elif` statements of a function's body, outer before inner (nested functions and
+    classes are theirs, not its)."""
+    out: list[cst.BaseExpression] = []
+    stack = [info.node.body]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(n, cst.If):
+            out.append(n.test)
+            stack.extend((n.body, *((n.orelse,) if n.orelse is not None else ())))
+        else:
+            stack.extend(sub_statements(n))
+    return out
 
 
 def _test_names(test: cst.BaseExpression) -> set[str]:
