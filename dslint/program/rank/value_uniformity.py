@@ -588,6 +588,33 @@ class RankTaint:
                 return False
         return True
 
+    def _plain_method(self, func: cst.Attribute) -> bool:
+        """`blueprint_generator.generate(config, args)` where every class the name is built from in this file
+        (`Outline.instances`) is a checked class defining the method whose bases are all checked classes too: a
+        plain Python object's own method, which returns what its body computes -- not a model's sampled
+        generation (a model class derives from a library base: `nn.Module`, `PreTrainedModel`)."""
+        if not isinstance(func.value, cst.Name) or self.src.outline is None:
+            return False
+        name = func.value.value
+        ctors = [c for key, found in self.src.outline.instances.items() if key.rsplit(":", 1)[-1] == name
+                 for c in found]
+        if not ctors:
+            return False
+        project = self.analysis.project
+        for ctor in ctors:
+            found = project.class_for_callee(self.src, ctor)
+            if found is None or found[0].outline is None \
+                    or self.analysis._method_of(found[0], found[1], func.attr.value) is None:
+                return False
+            for where, owner in self.analysis._class_family(found[0], found[1]):
+                outline = where.outline.classes.get(owner) if where.outline is not None else None
+                if outline is None:
+                    return False
+                for base in outline.bases:
+                    if base and base not in ("object", "ABC", "abc.ABC") and project.class_for_callee(where, base) is None:
+                        return False
+        return True
+
     def _decides_alone(self, e: cst.BooleanOperation) -> bool:
         """`args.eval_iters or len(loader)` whose left side, the same on every rank, is a run setting whose value
         the run shows (`hyperparams.evaluate`: a launcher line's value for the script, else the argparse or
@@ -645,6 +672,7 @@ class RankTaint:
         `add`, dict `setdefault`/`update`: each puts its value arguments in): with a varying value it holds varying
         items, what was put in (`xs[]`); its length and keys are taken as the same on every rank, as for an item
         stored at a uniform key (`bind`; a list grown under a rank-dependent test is `raising_ranks`' concern); a
+        data loader put in leaves it as it was (`Origin.stream`: the same object on every rank); a
         varying sequence extended in (its length varies) makes the container vary as a whole. A mapping varying
         at some literal keys only (`Origin.keys`) widens its keys (`updated_mapping`)."""
         func = call.func
@@ -664,6 +692,12 @@ class RankTaint:
             [a.value for a in call.args if a.keyword is not None or a.star == "**" or a is call.args[0]]
         origin = self._any(values, env, cls) if values else None
         if origin is None:
+            return
+        if origin.stream:
+            # a data loader put in (`loaders.append(DataLoader(...))`) is the same object on every rank: the
+            # container, its length and its keys stay as they were; an element read back (`loaders[0]`) is the
+            # loader, what a rank draws from it is per-rank
+            env[name + "[]"] = join(env.get(name + "[]"), origin)
             return
         if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS:
             # as many items as this rank's sequence has: the container's length varies
@@ -888,7 +922,7 @@ class RankTaint:
                 return replace(hit, kind="item", affine=None, member=None)
         if last in _ENGINE_BUILDERS and (callee or "").startswith("deepspeed"):
             return None
-        if last == "generate" and isinstance(e.func, cst.Attribute):
+        if last == "generate" and isinstance(e.func, cst.Attribute) and not self._plain_method(e.func):
             return Origin("generation", e, self.src, rows=True)
         if self.object_fields(e, env, cls) is not None:
             return None                 # `TrainerState(is_local_process_zero=...)`: only that field varies (`bind`)
