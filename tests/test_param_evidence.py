@@ -50,10 +50,62 @@ def _dsl303(files, show=False):
 def test_condition_is_the_one_selecting_the_use():
     # right-module-wrong-branch: the early return for generation (`"past_key_values" in kwargs`) also skips the
     # decoder, but the branch that selects its use on training batches is the image test
-    found = _dsl303({"model.py": SEG_MODEL, "train.py": SEG_TRAIN, **ZERO2})
+    # (the run writes `grounding_images` nowhere: the finding is unproven, see the key-presence tests below)
+    found = _dsl303({"model.py": SEG_MODEL, "train.py": SEG_TRAIN, **ZERO2}, show=True)
     assert [(f.path, f.line) for f in found] == [("model.py", 9)]
     assert "`images is not None`" in found[0].message
     assert "past_key_values" not in found[0].message
+
+
+SEG_DATA = textwrap.dedent("""\
+    import torch
+
+
+    def collate(items):
+        batch = {"input_ids": torch.stack([x["input_ids"] for x in items])}
+        %s
+        return batch
+    """)
+
+
+SEG_TRAIN_DATA = SEG_TRAIN.replace("from model import Segmenter", "from model import Segmenter\nfrom data import collate") \
+    .replace("model_parameters=model.parameters(),", "model_parameters=model.parameters(), collate_fn=collate,")
+
+
+def test_key_presence_without_a_writer_is_unproven():
+    # batch-key-presence (issue 30 item 6): `kwargs.get("grounding_images")` tests a batch field that no file of
+    # the run writes -- nothing shows batches that differ in it: hidden by default, shown marked
+    files = {"model.py": SEG_MODEL, "train.py": SEG_TRAIN, **ZERO2}
+    assert _dsl303(files) == []
+    found = _dsl303(files, show=True)
+    assert [(f.line, f.proven) for f in found] == [(9, False)]
+    assert "unproven: no file of the run writes the batch field `grounding_images`" in found[0].message
+    assert any(e.kind == "batch-key" and not e.found for e in found[0].evidence)
+    # the family's evidence stays beside the rule's own clue
+    assert any(e.found and e.kind == "engine" for e in found[0].evidence)
+
+
+def test_key_presence_written_on_some_samples_is_proven():
+    # the collator writes the field only when every item has images: batches differ in it
+    body = ('if all("images" in x for x in items):\n'
+            '        batch["grounding_images"] = torch.stack([x["images"] for x in items])')
+    files = {"model.py": SEG_MODEL, "train.py": SEG_TRAIN_DATA, "data.py": SEG_DATA % body, **ZERO2}
+    found = _dsl303(files)
+    assert [(f.line, f.proven) for f in found] == [(9, True)]
+    assert "unproven" not in found[0].message
+    assert any(e.kind == "batch-key" and e.found for e in found[0].evidence)
+
+
+def test_key_presence_written_on_every_batch_is_not_flagged():
+    # every batch carries the field: the image test takes the same arm on every rank; what is left is the early
+    # return under `"past_key_values" in kwargs`, a key no file of the run writes: unproven, hidden by default
+    body = 'batch["grounding_images"] = torch.stack([x["images"] for x in items])'
+    files = {"model.py": SEG_MODEL, "train.py": SEG_TRAIN_DATA, "data.py": SEG_DATA % body, **ZERO2}
+    assert _dsl303(files) == []
+    found = _dsl303(files, show=True)
+    assert [(f.line, f.proven) for f in found] == [(9, False)]
+    assert "images is not None" not in found[0].message
+    assert "`past_key_values`" in found[0].message
 
 
 LAYER_LIB = textwrap.dedent("""\

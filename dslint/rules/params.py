@@ -671,17 +671,48 @@ class ConditionallyUsedParam(Rule):
             unseen = "" if proven else (
                 f" (unproven: `{root.name}` is built only through a class value a flag chooses in a function no "
                 f"call of the run reaches, so whether a training script builds it is unknown)")
-            yield Diagnostic(
+            key_clue = _key_evidence(ctx, cond)
+            if key_clue is not None and not key_clue.found and proven:
+                proven = False
+                unseen = (f" (unproven: no file of the run writes the batch field `{cond.key}` on some batches and not "
+                          f"on others, so whether ranks' batches differ in it is unknown)")
+            diag = Diagnostic(
                 f"`self.{attr.name}` ({attr.kind}) is trainable but {where}{unseen} uses it only when "
                 f"`{_code(cond.node)}` goes one way{reads}: ranks whose batch takes the other path produce no gradient for "
                 f"it, so under {stage_text} the gradient reductions differ in size across ranks and hang or mix "
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
                 fix=_freeze_or_touch_fix(ctx, attr, cond), proven=proven)
+            if key_clue is not None:
+                # the rule's own clue beside the family's (the engine adds the family's only to a bare diagnostic)
+                from dslint.rules.evidence import family_evidence
+                clues, family_proven = family_evidence("DSL303", ctx, diag)
+                diag.evidence = [*clues, key_clue]
+                if family_proven is not None:
+                    diag.proven = diag.proven and family_proven
+            yield diag
         # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
         trained = _trained_across_ranks(ctx.program)
         yield from patched_forward_diagnostics(ctx, severity, stage_text, trained)
         yield from constant_loss_diagnostics(ctx, severity, stage_text, trained)
+
+
+def _key_evidence(ctx: RuleContext, cond):
+    """Issue 30 item 6, evidence before a finding: a test of a batch field's presence (`"k" in batch`,
+    `batch.get("k") is None`, an input `k` of `model(**batch)`) splits ranks only where batches differ in that
+    field. The run's writes of the key (`batch_keys.key_presence`) are that evidence: a write decided per sample
+    or per batch (VARIES) is found; no write at all (the batch is built outside the run's files, or the model is
+    reached by an entry no writer feeds) is missing. (Writes all decided by run-fixed settings never get here: the
+    test is then uniform.) None when the condition tests no batch field's presence."""
+    key = getattr(cond, "key", None)
+    if not key:
+        return None
+    from dslint.program.models.batch_keys import VARIES, key_presence
+    from dslint.rules.evidence import Clue
+    if key_presence(ctx.program.view, key) == VARIES:
+        return Clue("batch-key", f"the run writes the batch field `{key}` on some samples or batches only")
+    return Clue("batch-key", f"no file of the run writes the batch field `{key}` on some samples and not on others",
+                found=False)
 
 
 def _freeze_or_touch_fix(ctx: RuleContext, attr, cond) -> Optional[Fix]:

@@ -58,6 +58,7 @@ class Condition:
     method: str
     src: object = None          # the PythonSource holding the node (helpers may live in a mixin's file)
     inputs: tuple = ()          # the data-dependent names it reads (forward's inputs or values derived from them)
+    key: Optional[str] = None   # a batch field whose presence the test reads (`"k" in batch`, `b.get("k") is None`)
 
 
 class _Names(cst.CSTVisitor):
@@ -368,6 +369,8 @@ class ForwardPaths:
             and not self._fills_after_return(stmt, following) \
             and not self._presence_by_config(stmt.test)
         cid, neg = self._decide(stmt.test, method, is_dd, dd)
+        if is_dd:
+            self.conditions[cid].key = self._presence_key(stmt.test, literal=True)
         yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no_paths = [p.take(cid, neg, is_dd) for p in paths]
         if isinstance(stmt.orelse, cst.If):
@@ -420,7 +423,10 @@ class ForwardPaths:
         state = key_presence(self.project, key)
         return state == FIXED or (state == UNSEEN and configured_key(self.cls, key))
 
-    def _presence_key(self, test: cst.BaseExpression) -> Optional[str]:
+    def _presence_key(self, test: cst.BaseExpression, literal: bool = False) -> Optional[str]:
+        """The batch field whose presence `test` reads. `literal`: only where the code names the key as a string
+        (`"k" in batch`, `batch.get("k") is None`, a local read from `batch.get("k")`, an input every caller fills
+        from `sensors.get("k")`), not an input taken for the field of its own name."""
         while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             test = test.expression
         subject = test
@@ -443,7 +449,7 @@ class ForwardPaths:
         if name in (self._params[-1] if self._params else ()):
             if len(self._stack) == 1 and name in self._caller_keys:
                 return self._caller_keys[name]      # every caller passes `sensors.get("k")`: the field "k"
-            return name             # an input: the batch field of that name (`model(**batch)`)
+            return None if literal else name    # an input: the batch field of that name (`model(**batch)`)
         values = [v for t, v in _assignments(self._fns[-1]) if t == name] if self._fns else []
         if len(values) == 1 and _entry_of(values[0]) is not None:
             return _evaluated(_entry_of(values[0])[1])
@@ -542,6 +548,8 @@ class ForwardPaths:
         paths = self._expr(value.test, paths, dd, method)
         is_dd = self._is_dd(value.test, dd)
         cid, neg = self._decide(value.test, method, is_dd, dd)
+        if is_dd:
+            self.conditions[cid].key = self._presence_key(value.test, literal=True)
         yes = self._expr(value.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no = self._expr(value.orelse, [p.take(cid, neg, is_dd) for p in paths], dd, method)
         return self._check(yes + no)
