@@ -700,16 +700,15 @@ class ConditionallyUsedParam(Rule):
 def _key_evidence(ctx: RuleContext, cond):
     """Issue 30 item 6, evidence before a finding: a test of a batch field's presence (`"k" in batch`,
     `batch.get("k") is None`, an input `k` of `model(**batch)`) splits ranks only where batches differ in that
-    field. The run's writes of the key (`batch_keys.key_presence`) are that evidence: a write decided per sample
+    field. The run's writes of the key (`Condition.key_varies`, from `batch_keys`) are that evidence: a write decided per sample
     or per batch (VARIES) is found; no write at all (the batch is built outside the run's files, or the model is
     reached by an entry no writer feeds) is missing. (Writes all decided by run-fixed settings never get here: the
     test is then uniform.) None when the condition tests no batch field's presence."""
-    key = getattr(cond, "key", None)
+    key = cond.key
     if not key:
         return None
-    from dslint.program.models.batch_keys import VARIES, key_presence
     from dslint.rules.evidence import Clue
-    if key_presence(ctx.program.view, key) == VARIES:
+    if cond.key_varies:
         return Clue("batch-key", f"the run writes the batch field `{key}` on some samples or batches only")
     return Clue("batch-key", f"no file of the run writes the batch field `{key}` on some samples and not on others",
                 found=False)

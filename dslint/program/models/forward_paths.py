@@ -59,6 +59,7 @@ class Condition:
     src: object = None          # the PythonSource holding the node (helpers may live in a mixin's file)
     inputs: tuple = ()          # the data-dependent names it reads (forward's inputs or values derived from them)
     key: Optional[str] = None   # a batch field whose presence the test reads (`"k" in batch`, `b.get("k") is None`)
+    key_varies: bool = False    # ... and the run writes it on some samples or batches only (`batch_keys`: VARIES)
 
 
 class _Names(cst.CSTVisitor):
@@ -370,7 +371,7 @@ class ForwardPaths:
             and not self._presence_by_config(stmt.test)
         cid, neg = self._decide(stmt.test, method, is_dd, dd)
         if is_dd:
-            self.conditions[cid].key = self._presence_key(stmt.test, literal=True)
+            self._key_evidence(self.conditions[cid], stmt.test)
         yes, ended = self._block(stmt.body.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no_paths = [p.take(cid, neg, is_dd) for p in paths]
         if isinstance(stmt.orelse, cst.If):
@@ -422,6 +423,15 @@ class ForwardPaths:
         from dslint.program.models.batch_keys import FIXED, UNSEEN, key_presence
         state = key_presence(self.project, key)
         return state == FIXED or (state == UNSEEN and configured_key(self.cls, key))
+
+    def _key_evidence(self, cond: Condition, test: cst.BaseExpression) -> None:
+        """Issue 30 item 6: a data-dependent test of a batch field named as a string splits ranks only where the
+        run's batches differ in that field -- the run's writes of the key (`batch_keys.key_presence`) are the
+        evidence DSL303 asks for before a proven finding."""
+        cond.key = self._presence_key(test, literal=True)
+        if cond.key is not None and self.project is not None:
+            from dslint.program.models.batch_keys import VARIES, key_presence
+            cond.key_varies = key_presence(self.project, cond.key) == VARIES
 
     def _presence_key(self, test: cst.BaseExpression, literal: bool = False) -> Optional[str]:
         """The batch field whose presence `test` reads. `literal`: only where the code names the key as a string
@@ -549,7 +559,7 @@ class ForwardPaths:
         is_dd = self._is_dd(value.test, dd)
         cid, neg = self._decide(value.test, method, is_dd, dd)
         if is_dd:
-            self.conditions[cid].key = self._presence_key(value.test, literal=True)
+            self._key_evidence(self.conditions[cid], value.test)
         yes = self._expr(value.body, [p.take(cid, not neg, is_dd) for p in paths], dd, method)
         no = self._expr(value.orelse, [p.take(cid, neg, is_dd) for p in paths], dd, method)
         return self._check(yes + no)
