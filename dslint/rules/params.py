@@ -466,7 +466,11 @@ class ConditionallyUsedParam(Rule):
                      "function is found (a module imported by a name the command line gives)",
                      "a patched-in forward whose patch is applied to every class alike (not chosen by a test of the "
                      "model handed in) and no file that trains builds the patched class: a layer's inputs are what "
-                     "the library's enclosing forward hands it (cross-attention states, caches), not the batch")
+                     "the library's enclosing forward hands it (cross-attention states, caches), not the batch",
+                     "the branch tests a batch field named as a string (`\"k\" in batch`, `batch.get(\"k\") is None`, "
+                     "an input every caller reads from one) and no file of the run writes that key on some samples or "
+                     "batches and not on others (no writer found: the batch is built outside the run's files, or the "
+                     "model is reached by a registry no writer feeds) -- nothing shows ranks' batches differing in it")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a trainable parameter used only under a data- or rank-dependent branch of forward"
