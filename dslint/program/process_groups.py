@@ -156,14 +156,14 @@ _CP_WORDS = re.compile(r"context_parallel|sequence_parallel|sequence_data_parall
 
 
 def absent_axes(project) -> frozenset:
-    """Coordinates of the rank grid no checked file of the run names (the whole run, not one launch unit's
-    view): a Megatron copy whose `mpu` has tensor/pipeline and data-parallel groups but no context-parallel one
-    runs with one context-parallel rank, so nothing can vary along that coordinate. Only "cp" is asked: the
-    data-parallel coordinates are every grid's, the tensor/pipeline ones are what a model-parallel group holds."""
-    run = getattr(project, "run_view", None) or project
-    memo = run.__dict__
+    """Coordinates of the rank grid no file of the launch unit names (the unit's view: the program's files, so
+    that a unit's findings do not depend on what else is checked beside it): a Megatron copy whose `mpu` has
+    tensor/pipeline and data-parallel groups but no context-parallel one runs with one context-parallel rank, so
+    nothing can vary along that coordinate. Only "cp" is asked: the data-parallel coordinates are every grid's,
+    the tensor/pipeline ones are what a model-parallel group holds."""
+    memo = project.__dict__
     if "_absent_axes" not in memo:
-        named = any(_CP_WORDS.search(src.text) for src in run.python)
+        named = any(_CP_WORDS.search(src.text) for src in project.python)
         memo["_absent_axes"] = frozenset() if named else frozenset({CP})
     return memo["_absent_axes"]
 
