@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dslint.engine import check_texts
-from dslint.sources.guard import MAX_CHAIN, MAX_DEPTH, MAX_ELIFS, _estimate, check, scan
+from dslint.sources.guard import MAX_CHAIN, MAX_DEPTH, MAX_ELIFS, MAX_STRINGS, _estimate, check, scan
 
 HAZARD = "import torch.distributed as dist\nrank = dist.get_rank()\nif rank == 0:\n    dist.barrier()\n"
 
@@ -49,6 +49,22 @@ def test_the_limits_are_where_the_measures_cross_them():
     assert "elif" in check(elifs + f"elif a == -1:\n    pass\n").reason
 
 
+def test_a_table_of_concatenated_string_literals_is_analysed_up_to_its_own_limit():
+    """A run of implicitly concatenated literals (a character table, one literal per line: 300 in a real
+    repository's text normaliser) is not an operator chain: within `MAX_STRINGS` the file is analysed and its
+    findings are reported; one literal more is refused at the literal that crossed the limit."""
+    table = "TABLE = (\n" + "".join(f"    'c{i}'  # row {i}\n" for i in range(MAX_STRINGS + 1)) + ")\n"
+    assert MAX_STRINGS > MAX_CHAIN and check(table) is None
+    assert scan(table)[0].strings == MAX_STRINGS and scan(table)[0].chain == 0
+    findings = check_texts({"train.py": table + HAZARD}).findings
+    assert [f.code for f in findings] == ["DSL101"]
+    over = table.replace(")\n", "    'last'\n)\n", 1)
+    verdict = check(over)
+    assert "concatenated string literals" in verdict.reason and verdict.line == MAX_STRINGS + 3
+    apart = "x = 'a' 'b'\n" + "y = 'c'\n" * 10 + "z = ('d'\n 'e')\n"     # runs end with their statement
+    assert scan(apart)[0].strings == 1
+
+
 def test_separators_end_a_chain_and_strings_and_comments_hold_no_operators():
     many = "x = [" + ", ".join(["a + b"] * 5000) + "]\n"                # commas: 5,000 short operands
     assert check(many) is None
@@ -67,8 +83,8 @@ def test_the_estimate_never_undercounts_the_tokenizer():
     ]
     for text in samples:
         measures, _ = scan(text, (10**9, 10**9, 10**9))
-        depth, chain = _estimate(text)
-        assert depth >= measures.depth and chain >= measures.chain, text[:80]
+        depth, chain, strings = _estimate(text)
+        assert depth >= measures.depth and chain >= measures.chain and strings >= measures.strings, text[:80]
 
 
 def test_a_refused_file_is_dsl001_and_the_other_files_keep_their_findings():

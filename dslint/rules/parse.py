@@ -25,8 +25,8 @@ class ParseError(Rule):
     **Python sources** are decoded as CPython does (PEP 263: a `# -*- coding: latin-1 -*-` line).
 
     **Could not be analysed**: a Python file whose syntax no parser should be handed (brackets nested more than
-    200 deep, an expression chaining more than 200 operators, calls or subscripts, an `if`/`elif` chain of
-    more than 200 branches; a text over the limit for Python sources, `--max-file-size`, given to the library
+    200 deep, an expression chaining more than 200 operators, calls or subscripts, more than 2,000 implicitly
+    concatenated string literals, an `if`/`elif` chain of more than 200 branches; a text over the limit for Python sources, `--max-file-size`, given to the library
     rather than read from a file, which is skipped instead), a file whose analysis ran past its time budget
     (`DSLINT_FILE_TIMEOUT`, 60 s), or one whose worker process died, is reported here with the reason; its
     other findings are missing, the other files' stand.

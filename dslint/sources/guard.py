@@ -10,8 +10,11 @@ such trees recursively. `scan` reads the token stream once (CPython's tokenizer,
   so no Python file exceeds that limit and libcst is never asked to parse one that does.
 - `chain`: the longest run of operators and trailers inside one expression operand list (between commas,
   `;`, `=` and the end of the logical line, per bracket level): `a + a + …`, `a.b.b…`, `f()()…`, `- - - x`,
-  `not not …`, `lambda: lambda: …`, `x if c else y if c else …`, implicitly concatenated strings. Each step
-  is one level of the syntax tree.
+  `not not …`, `lambda: lambda: …`, `x if c else y if c else …`. Each step is one level of the syntax tree.
+- `strings`: the longest run of implicitly concatenated string literals (`'a' 'b' …`, a table of characters
+  written one literal per line). Each literal is one level of libcst's tree too, but the rules never walk such a
+  run step by step, and libcst and the walks were measured through 3,000 (libcst's native parser refuses
+  10,000 with a syntax error), so their limit is their own: a 300-line character table is analysed.
 - `elifs`: the longest `if`/`elif` chain (each `elif` nests the rest of the chain one level down in the tree).
 
 and, before any of them, the size: a Python text over the run's limit for Python sources (`MAX_SOURCE_CHARS`,
@@ -19,7 +22,7 @@ and, before any of them, the size: a Python text over the run's limit for Python
 (dslint.sources.inputs), so this is met only by texts that do not come from a file (`check_texts`).
 
 The limits sit above real code (the 5,948 files of the installed torch, transformers and deepspeed packages
-reach depth 26, chain 127 -- 127 implicitly concatenated bytes literals --, 79 elifs; docs/performance.md) and
+reach depth 26, chain 45, 127 implicitly concatenated bytes literals, 79 elifs; docs/performance.md) and
 below what the parsers and the rules' recursive walks survive. A file over a limit
 is reported as DSL001 "could not be analysed: …" at the token that crossed it, and no rule reads it.
 """
@@ -42,6 +45,8 @@ MAX_SOURCE_CHARS = 2 * MIB
 MAX_DEPTH = 200            # CPython's tokenizer: MAXLEVEL
 MAX_CHAIN = 200            # the rules' walks pass 250 of each kind (300 untested); libcst: 0.2 s at 500 trailers,
                            # 2.5 s at 1,000, 13 s at 2,000, a segfault near 10,000. Real code: 127 at most
+MAX_STRINGS = 2000         # implicitly concatenated literals: libcst + every rule pass 3,000 (1.3 s, 60 MB);
+                           # libcst's parser refuses 10,000. Real code: 300 (a CJK character table)
 MAX_ELIFS = 200            # the rules and the reporting (libcst's code generation) pass 300 and fail at 500;
                            # libcst segfaults near 10,000. Real code: 79 at most
 
@@ -70,6 +75,7 @@ class TooComplex:
 class Measures:
     depth: int = 0
     chain: int = 0
+    strings: int = 0
     elifs: int = 0
     tokens: int = 0
 
@@ -96,8 +102,8 @@ def check(text: str, limits: Optional[tuple[int, int, int]] = None) -> Optional[
     if text.count("elif") <= max_elifs:
         if within_bound(text, max_depth, max_chain):
             return None
-        depth, chain = _estimate(text)
-        if depth <= max_depth and chain <= max_chain:
+        depth, chain, strings = _estimate(text)
+        if depth <= max_depth and chain <= max_chain and strings <= MAX_STRINGS:
             return None
     return scan(text, limits)[1]
 
@@ -156,10 +162,11 @@ _ROUGH = re.compile(r"""
     """, re.VERBOSE | re.DOTALL)
 
 
-def _estimate(text: str) -> tuple[int, int]:
-    """Bracket depth and longest operator chain, at least the tokenizer's (numbers such as `1e-5` count their
-    sign, a keyword before `(` counts as a trailer, lines never end inside brackets)."""
-    depth = max_depth = chain = 0
+def _estimate(text: str) -> tuple[int, int, int]:
+    """Bracket depth, longest operator chain and longest run of concatenated string literals, at least the
+    tokenizer's (numbers such as `1e-5` count their sign, a keyword before `(` counts as a trailer, lines never
+    end inside brackets)."""
+    depth = max_depth = chain = strings = run = 0
     chains = [0]
     last = ""
     for m in _ROUGH.finditer(text):
@@ -169,9 +176,12 @@ def _estimate(text: str) -> tuple[int, int]:
             last = kind
         if kind == "s":
             if previous == "s":                     # implicit concatenation (blanks, lines, comments between)
-                chains[-1] += 1
+                run += 1
+                if run > strings:
+                    strings = run
             else:
-                continue
+                run = 0
+            continue
         elif kind == "c":
             continue
         elif kind == "n":
@@ -210,7 +220,7 @@ def _estimate(text: str) -> tuple[int, int]:
             chains[-1] += 1
         if chains[-1] > chain:
             chain = chains[-1]
-    return max_depth, chain
+    return max_depth, chain, strings
 
 
 def scan(text: str, limits: Optional[tuple[int, int, int]] = None) -> tuple[Measures, Optional[TooComplex]]:
@@ -219,6 +229,7 @@ def scan(text: str, limits: Optional[tuple[int, int, int]] = None) -> tuple[Meas
     max_depth, max_chain, max_elifs = limits or (MAX_DEPTH, MAX_CHAIN, MAX_ELIFS)
     m = Measures()
     chains = [0]                 # per open bracket: operators since the last separator at that level
+    run = 0                      # string literals concatenated to the current one
     elif_runs: list[int] = [0]   # per indentation level: elifs of the current if statement
     start = True                 # at the first token of a logical line
     previous = ""                # the previous significant token's string ("" at a line start)
@@ -278,8 +289,13 @@ def scan(text: str, limits: Optional[tuple[int, int, int]] = None) -> tuple[Meas
                     chains[-1] += 1
                 elif s == "for":            # a comprehension's clauses are operand lists of their own
                     chains[-1] = 0
-            elif typ == tokenize.STRING and previous_type == tokenize.STRING:
-                chains[-1] += 1             # implicit concatenation nests in libcst's tree
+            if typ == tokenize.STRING:      # implicit concatenation: a run of its own (`strings`)
+                run = run + 1 if previous_type == tokenize.STRING else 0
+                if run > m.strings:
+                    m.strings = run
+                    if run > MAX_STRINGS:
+                        return m, TooComplex(f"more than {MAX_STRINGS} implicitly concatenated string literals",
+                                             *_at(tok))
             if chains[-1] > m.chain:
                 m.chain = chains[-1]
                 if m.chain > max_chain:
