@@ -1060,8 +1060,14 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
     after its own work). A `return` there leaves the function on every side alike: the caller goes on the same."""
     starts: dict[int, list] = {}
     for key, h in tested:
-        at = _top_index(body, h.at)
-        if at is not None and at > 0:
+        # from the statement holding the test (an earlier exit's test guards what follows it: the ranks it lets
+        # go never reach the later statements)
+        test = h.guard.node if h.code == "DSL101" else h.guard.test
+        at, here = _top_index(body, test), _top_index(body, h.at)
+        if at is None or here is None:
+            continue
+        at = min(at, here)
+        if at > 0:
             starts.setdefault(at, []).append(key)
     for at, keys in starts.items():
         if not _may_change(walk, body[:at]):
