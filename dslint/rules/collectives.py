@@ -406,7 +406,9 @@ class RankGuardedCollective(_CollectiveRule):
     order, on the same group. `if rank == 0: dist.broadcast(t, 0) else: dist.all_reduce(t)`, two barriers on one
     side against one on the other, or the same all_reduce on different groups are flagged at the collectives
     where the branches part (dslint/program/rank/collective_sequences.py); so is an `if`/`elif` chain over the rank without
-    an `else` that leaves some ranks out of the barrier the others wait in.
+    an `else` that leaves some ranks out of the barrier the others wait in. The sequences are compared from the
+    rank test to the end of the function (what every rank ran before it does not matter; a `return` on one side
+    leaves the function as the end of the other does).
     """
 
     code = "DSL101"
@@ -475,7 +477,10 @@ class RankDependentTripCount(_CollectiveRule):
     not flagged; neither is a loop whose count was made uniform with an all_reduce(MAX), nor one over a dict
     whose values (not keys) were replaced by this rank's chunk (`batch[k] = chunks[cp_rank]`), nor one to the
     size of this rank's item (`input_ids.size(0)` of a batch whose content, not row count, differs), nor one whose
-    trip count depends only on coordinates the collective's group members share (DSL101, process groups).
+    trip count depends only on coordinates the collective's group members share (DSL101, process groups), nor a
+    loop over a list whose length this rank broadcast just before to the group its loop's collectives run on
+    (`broadcast(tensor([len(xs)]), src, group=g)` then `for x in xs: broadcast(x, src, group=g)`: the receivers
+    loop over the count they got; what they run per pass is compared as the branch's sequences, DSL101).
 
     A model holding DeepSpeed MoE layers (built by its class, `from_pretrained`, a helper that returns it, or
     an `MoE` layer attached to it) has a collective forward whether or not it went through
@@ -539,8 +544,9 @@ class RankEarlyExit(_CollectiveRule):
     and runs it once), nor an exit before `init_process_group(..., world_size=N)` (the ranks that left are no
     members of the world formed after them), nor a test uniform over the collective's process group (DSL101),
     nor a `raise` inside a `try` with handlers of the same function, in an `except` handler (it translates an
-    outside failure), under a test of per-rank *data* (a fail-fast check of a malformed batch, not a decision
-    a rank takes by its id), under a test of its own inside the rank test (rank 0 validating a setting), or
+    outside failure), one that hands on the exception a task failed with (`if fut.exception(): raise
+    fut.exception()`: this rank's own write failed, as `fut.result()` would raise it), under a test of per-rank
+    *data* (a fail-fast check of a malformed batch, not a decision a rank takes by its id), under a test of its own inside the rank test (rank 0 validating a setting), or
     under a test of the rank id against an upper bound read from the run's settings (`if local_rank >=
     cfg.tp_size: raise`: the launch checked against the configuration -- on a matching launch no rank raises;
     a bound written as a literal or computed, `rank >= world // 2`, splits the ranks into roles and is flagged).

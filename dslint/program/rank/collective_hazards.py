@@ -18,10 +18,10 @@ from dslint.program.collective_sites import CollectiveSites, Fact, Hop, Site, as
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
-from dslint.program.rank.collective_sequences import Records, SequenceAnalysis, apply as apply_sequences
+from dslint.program.rank.collective_sequences import Records, SequenceAnalysis, apply as apply_sequences, tokens
 from dslint.program.rank.function_summaries import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.program.statement_walks import iter_assigns
+from dslint.program.statement_walks import iter_assigns, iter_calls
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -65,6 +65,70 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         """The walk, then the sequence decisions on the body (dslint/program/rank/collective_sequences.py)."""
         self.run(stmts)
         apply_sequences(self, stmts, Hazard)
+
+    # --- DSL102: a count announced by broadcast ---------------------------------------------------------------
+    def count_announced(self, node: cst.For) -> bool:
+        """`count = tensor([len(items)]); broadcast(count, src=me, group=g)` earlier in the loop's block, then `for
+        key in items:` whose every collective runs on `g` (the same group argument): the ranks of `g` that do not
+        hold `items` receive the count and loop over it (`for _ in range(count.item())`), so the trip count is
+        the one every member of `g` holds -- the same number on each (what the receivers do with it is the
+        branch's sequence, compared in `collective_sequences`). The sender's own length is what it sent, so
+        it is the source whatever `src=` says. False when `items` is re-bound between the broadcast and the
+        loop or the loop reaches a collective on another group."""
+        from dslint.program.process_groups import _statement_path
+        base = _iterated(node.iter)
+        info = self.src.facts.functions.get(self.scope)
+        if base is None or info is None:
+            return False
+        path = _statement_path(info.node, node)
+        if not path:
+            return False
+        block, index, _ = path[-1]
+        if block[index] is not node:
+            return False
+        wanted = code_of(base, 10 ** 6)
+        counts: set[str] = set()
+        group: Optional[str] = None
+        for stmt in block[:index]:
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                        isinstance(small.targets[0].target, cst.Name):
+                    name = small.targets[0].target.value
+                    if _holds_len(small.value, wanted):
+                        counts.add(name)
+                    elif name == wanted:
+                        counts.clear()
+                        group = None            # the iterable bound again after its count was sent
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for call in iter_calls(stmt):
+                first = call.args[0].value if call.args and call.args[0].keyword is None else None
+                if first is None or not (isinstance(first, cst.Name) and first.value in counts
+                                         or _holds_len(first, wanted)):
+                    continue
+                if self._broadcasts(call):
+                    arg = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "group"),
+                               None)
+                    group = code_of(arg, 10 ** 6) if arg is not None else ""
+        if group is None:
+            return False
+        inside = [c for c in iter_calls(node.body) if self.sites.classify(self.src, c, self.cls) is not None]
+        return bool(inside) and all(code_of(next((a.value for a in c.args if a.keyword is not None
+                                                  and a.keyword.value == "group"), cst.Name("")), 10 ** 6) == group
+                                    for c in inside)
+
+    def _broadcasts(self, call: cst.Call) -> bool:
+        """A broadcast: the explicit collective, or a checked helper every collective of which is one."""
+        site = self.sites.classify(self.src, call, self.cls)
+        if site is None:
+            return False
+        if site.kind == "explicit":
+            return self.analysis.sequences.token(site)[0] == "broadcast"
+        if site.kind == "function" and site.function is not None:
+            tree = self.analysis.sequences.function_tree(*site.function, 0)
+            toks = tokens(tree) if tree is not None else []
+            return bool(toks) and all(t.op == "broadcast" for t in toks)
+        return False
 
     # --- DSL105: a rank-dependent exception before a collective (dslint/program/rank/raising_ranks.py) ------
     def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
@@ -810,3 +874,33 @@ def _attribute_stores(block, attr: str, path: tuple):
                     yield from _attribute_stores(child, attr, path)
                 elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally)):
                     yield from _attribute_stores(child.body, attr, path)
+
+
+def _iterated(it: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """What a `for` loop counts: `xs` of `xs`, `xs.keys()`/`.values()`/`.items()`, `enumerate(xs)`,
+    `range(len(xs))` (None: another iterable)."""
+    if isinstance(it, cst.Call):
+        func = it.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("keys", "values", "items") and not it.args:
+            return _iterated(func.value)
+        if isinstance(func, cst.Name) and func.value == "enumerate" and len(it.args) == 1:
+            return _iterated(it.args[0].value)
+        if isinstance(func, cst.Name) and func.value == "range" and len(it.args) == 1:
+            inner = it.args[0].value
+            if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "len" \
+                    and len(inner.args) == 1:
+                return _iterated(inner.args[0].value)
+        return None
+    return it if isinstance(it, (cst.Name, cst.Attribute)) else None
+
+
+def _holds_len(e: cst.CSTNode, wanted: str) -> bool:
+    """`len(<wanted>)` appears in `e` (`torch.LongTensor(data=[len(xs)])`)."""
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "len" and \
+                len(n.args) == 1 and code_of(n.args[0].value, 10 ** 6) == wanted:
+            return True
+        todo.extend(n.children)
+    return False

@@ -42,7 +42,7 @@ import libcst as cst
 from dslint.program.collective_sites import CollectiveSites, Site
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
-from dslint.program.rank.value_uniformity import RANK_ENV_KEYS
+from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
 from dslint.program.statement_walks import code_of, iter_calls, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
@@ -315,7 +315,7 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             if not _is_rank(walk, e):
                 return None
             return (lambda r: r == 0) if name in _RANK_ZERO_ATTRS else (lambda r: r)
-        return None
+        return _field_formula(e, walk, consts, depth)
     if kind is cst.Call:
         last = _last(e.func)
         if last == "int" and len(e.args) == 1:
@@ -355,6 +355,31 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             return None
         return lambda r: op(left(r), right(r))
     return None
+
+
+def _field_formula(e: cst.Attribute, walk, consts: set, depth: int):
+    """A field that holds a rank id because something stores one there (`cfg.env._local_rank =
+    int(os.environ["LOCAL_RANK"])`, `ProjectTaint.rank_fields`), however it is spelled: the formula of what was
+    stored -- each rank-varying store's value, a name read from its one reaching binding in the storing function,
+    the launchers' `--local_rank` the rank itself --, when they all agree; None otherwise."""
+    if walk is None:
+        return None
+    origin = walk.eval(e)
+    if origin is None or origin.kind != "rank" or origin.axes is not None or origin.node is not e:
+        return None
+    from dslint.program.process_groups import reaching_value
+    stores = walk.taint.analysis.rank_field_stores(walk.taint.src, e, walk.cls)
+    formulas = []
+    for where, info, value in stores or ():
+        if isinstance(value, str) and value == LAUNCHER_OPTION:
+            formulas.append(lambda r: r)
+            continue
+        if type(value) is cst.Name and info is not None:
+            value = reaching_value(info.node, value, value.value)
+        if not isinstance(value, cst.BaseExpression):
+            return None
+        formulas.append(rank_formula(value, None, consts, depth + 1))
+    return _agreeing(formulas, consts)
 
 
 def _agreeing(formulas: list, consts: set):
@@ -1021,8 +1046,67 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
         for key, _ in tested:
             del walk.found[key]
         return
+    _drop_balanced_suffixes(walk, analysis, scope, body, tested)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
+
+
+def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list) -> None:
+    """The findings under a rank test whose ranks call the same sequence of collectives *from the statement holding
+    the test to the end of the body*, though the body as a whole has no known tree (a helper before the test whose
+    tree is unknown, a per-rank test there): what came before, every rank ran alike up to that statement -- a
+    rank-dependent part of it is judged at its own test --, so whether this test's sides match is the suffix's
+    question (`if cfg.env.lrank != 0: barrier(); return` after an inference loop, rank 0 calling its barrier
+    after its own work). A `return` there leaves the function on every side alike: the caller goes on the same."""
+    starts: dict[int, list] = {}
+    for key, h in tested:
+        # from the statement holding the test (an earlier exit's test guards what follows it: the ranks it lets
+        # go never reach the later statements)
+        test = h.guard.node if h.code == "DSL101" else h.guard.test
+        at, here = _top_index(body, test), _top_index(body, h.at)
+        if at is None or here is None:
+            continue
+        at = min(at, here)
+        if at > 0:
+            starts.setdefault(at, []).append(key)
+    for at, keys in starts.items():
+        if not _may_change(walk, body[:at]):
+            continue                    # no collective nor exit before: the body's own trees answered
+        try:
+            trees = _trees_per_rank(analysis, scope, body[at:])
+        except RecursionError:
+            continue
+        if trees is not None and all(t == trees[0][1] for _, t in trees):
+            for key in keys:
+                walk.found.pop(key, None)
+
+
+def _may_change(walk, stmts) -> bool:
+    """Whether statements can make a body's tree unknown where the rest's is known: they reach a collective or
+    leave (`return`/`raise`; nested functions and classes are their own scopes)."""
+    todo = list(stmts)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(n, (cst.Return, cst.Raise)):
+            return True
+        if isinstance(n, cst.Call) and walk.sites.classify(walk.src, n, walk.cls) is not None:
+            return True
+        todo.extend(n.children)
+    return False
+
+
+def _top_index(body, node) -> Optional[int]:
+    """The index of the statement of `body` that holds `node` (None: not found)."""
+    for i, stmt in enumerate(body):
+        todo = [stmt]
+        while todo:
+            n = todo.pop()
+            if n is node:
+                return i
+            todo.extend(n.children)
+    return None
 
 
 def _exits_in_loops(body) -> set[int]:

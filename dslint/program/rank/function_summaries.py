@@ -13,7 +13,7 @@ from dslint.program.rank.setting_domains import _rebinding as domains_rebinding
 from dslint.program.rank.setting_domains import attr_domain as domains_attr, subjects as domains_subjects
 from dslint.program.statement_walks import sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
-from dslint.program.rank.value_uniformity import (_TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
+from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.sources.literals import UNKNOWN, literal_value
@@ -43,6 +43,10 @@ class ProjectTaint:
         self._scope_env: dict[tuple[int, str], tuple[Env, dict[int, Env]]] = {}
         self._building = False              # while `rank_fields` is being built
         self._missed: set[str] = set()      # attributes looked up meanwhile and not (yet) in the table
+        # what the rank fields were stored from: attribute → (owner as in `rank_fields`, source, storing
+        # function or None, the stored expression -- None when not kept, `LAUNCHER_OPTION` for the launchers'
+        # `--local_rank`): `rank_field_stores`
+        self._field_values: dict[str, list] = {}
 
     @classmethod
     def of(cls, project: "ProjectView") -> "ProjectTaint":
@@ -60,6 +64,7 @@ class ProjectTaint:
             return first
         fresh = cls(project)
         fresh.__dict__["_rank_fields"] = table
+        fresh._field_values = first._field_values
         return fresh
 
     def taint(self, src: "PythonSource") -> RankTaint:
@@ -162,7 +167,7 @@ class ProjectTaint:
         self.__dict__["_rank_fields"] = table       # a re-entrant ask while it is built: the table so far
         self.__dict__["_building"] = True
         try:
-            _launcher_options(self.project, table)
+            _launcher_options(self.project, table, self._field_values)
             self._collect_rank_fields(table)
         finally:
             self.__dict__["_building"] = False
@@ -178,6 +183,7 @@ class ProjectTaint:
             for key, origin in module.items():
                 if "." in key and origin.kind == "rank" and not key.startswith("self."):
                     _add_field(table, key.rsplit(".", 1)[-1], None, origin)
+                    self._field_values.setdefault(key.rsplit(".", 1)[-1], []).append((None, src, None, None))
             for info in src.facts.functions.values():
                 if seeded is not None and info.qualname.split(".", 1)[0] not in seeded:
                     continue
@@ -190,6 +196,8 @@ class ProjectTaint:
                     hit = self.returns(src, info)
                     if hit is not None and hit.kind == "rank":
                         _add_field(table, info.name, (id(src), info.class_name), hit)
+                        self._field_values.setdefault(info.name, []).append(
+                            ((id(src), info.class_name), src, info, None))
                 if not targets:
                     continue
                 ever = self.scope_env(src, info.qualname)
@@ -201,6 +209,10 @@ class ProjectTaint:
                     owner = (id(src), info.class_name) if name.startswith("self.") and name.count(".") == 1 \
                         and info.class_name else None
                     _add_field(table, target.attr.value, owner, origin)
+                    # this store's own value (another store of the name may be a constant: one answer for every
+                    # rank in the runs that take it, `rank_field_stores`)
+                    if taint.eval(value, ever, info.class_name) is not None:
+                        self._field_values.setdefault(target.attr.value, []).append((owner, src, info, value))
             for cls in src.facts.classes.values():
                 self._class_defaults(src, taint, module, cls, table)
             if "add_argument" in src.text:
@@ -216,6 +228,7 @@ class ProjectTaint:
                     hit = taint.eval(default.value, env, caller.class_name if caller else None)
                     if hit is not None and hit.kind == "rank":
                         _add_field(table, dest, None, hit)
+                        self._field_values.setdefault(dest, []).append((None, src, caller, default.value))
 
     def _class_defaults(self, src, taint, module, cls, table) -> None:
         """Class-level fields (a dataclass's) whose default is a rank id: `local_rank: int =
@@ -233,6 +246,7 @@ class ProjectTaint:
                     hit = taint.eval(value, module, None) if value is not None else None
                     if hit is not None and hit.kind == "rank":
                         _add_field(table, small.target.value, None, hit)
+                        self._field_values.setdefault(small.target.value, []).append((None, src, None, value))
 
     def rank_field(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[Origin]:
         """`receiver.attr` where `attr` holds a rank id by provenance (`rank_fields`): on `self` of a class, only
@@ -254,6 +268,20 @@ class ProjectTaint:
         return Origin(origin.kind, e, src, axes=origin.axes,
                       via=origin.via if origin.via and origin.via.startswith("the launcher") else
                       f"set from `{origin.text(40)}` at {where}")
+
+    def rank_field_stores(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[list]:
+        """What `receiver.attr`, a rank field (`rank_field`), was stored from: (source, storing function or None,
+        stored expression) per rank-varying store, filtered as `rank_field` filters (on `self` of a class, only its
+        family's); the expression is None where it was not kept (a module-level store, a property) and
+        `LAUNCHER_OPTION` for the launchers' `--local_rank`. None: not a rank field."""
+        self.rank_fields()
+        entries = self._field_values.get(e.attr.value)
+        if not entries:
+            return None
+        if dotted_name(e.value) == "self" and cls is not None and src.outline is not None:
+            family = {(id(w), o) for w, o in self._class_family(src, cls)}
+            entries = [x for x in entries if x[0] is None or x[0] in family]
+        return [(where, info, value) for _, where, info, value in entries] or None
 
     def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
         """How a checked class keeps its constructor's arguments: parameter → the fields it is stored in unchanged
@@ -1254,7 +1282,7 @@ def _option_dest(call: cst.Call) -> Optional[str]:
     return long[2:].replace("-", "_") if long else None
 
 
-def _launcher_options(project: "ProjectView", table: dict) -> None:
+def _launcher_options(project: "ProjectView", table: dict, values: dict) -> None:
     """(c) of `ProjectTaint.rank_fields`: `parser.add_argument("--local_rank", ...)` anywhere in the checked
     files, or an `HfArgumentParser` (which turns TrainingArguments' `local_rank` field into that option): the
     launcher passes each process its local rank there."""
@@ -1272,6 +1300,7 @@ def _launcher_options(project: "ProjectView", table: dict) -> None:
                 continue
             _add_field(table, "local_rank", None, Origin("rank", call.node, src,
                                                           via=f"{what}, {src.path}:{src.span(call.node).line}"))
+            values.setdefault("local_rank", []).append((None, src, None, LAUNCHER_OPTION))
             return
 
 

@@ -391,6 +391,8 @@ class FlowWalk:
             return []       # a check of its own under the rank test (`if is_main: if bad(cfg): raise`)
         if self._out_of_range(cond.node):
             return []
+        if _reraises_failure(cond.node, node):
+            return []
         return [Guard("exit", cond.origin, node, "raise", cond.node)]
 
     def _out_of_range(self, test: cst.CSTNode) -> bool:
@@ -907,6 +909,8 @@ class FlowWalk:
             origin_loop = None      # iterating over this rank's item or output: its length is the batch's
         else:
             origin_loop = origin
+        if origin_loop is not None and isinstance(node, cst.For) and self.count_announced(node):
+            origin_loop = None      # the count this rank broadcast to the group its loop's collectives run on
         tainted_before = origin_loop is not None
         inner = guards + ((Guard("loop", origin_loop, head),) if origin_loop else ())
         self._tainted_loops += tainted_before
@@ -929,6 +933,10 @@ class FlowWalk:
         if node.orelse is not None:
             pending.extend(self.block(_body(node.orelse.body), guards + tuple(pending)))
         return pending
+
+    def count_announced(self, node: cst.For) -> bool:
+        """Whether the loop's trip count is one this rank broadcast before it (`HazardWalk`: collective sites)."""
+        return False
 
     def on_late_loop(self, node: cst.CSTNode, guard: Guard, guards: tuple[Guard, ...]) -> None:
         pass
@@ -1287,6 +1295,22 @@ def _retries(node: cst.CSTNode) -> bool:
     last = body[-1]
     smalls = last.body if isinstance(last, cst.SimpleStatementLine) else (last,)
     return bool(smalls) and isinstance(smalls[-1], (cst.Break, cst.Return, cst.Raise))
+
+
+def _reraises_failure(test: cst.CSTNode, node: cst.Raise) -> bool:
+    """`if fut.exception(): raise fut.exception()` (`is not None` alike): the raise hands on the exception a task
+    of this rank failed with (`concurrent.futures.Future.exception()`, an asyncio task's: "the exception raised by
+    the call"), as `fut.result()` would have raised it -- a failure of this rank's own I/O or computation, an
+    exceptional path as inside an `except` handler, not a decision the rank takes by its id or its data, whatever
+    the task's arguments say of the rank (a per-rank file name)."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+            isinstance(test.comparisons[0].operator, cst.IsNot) and \
+            isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+        test = test.left
+    if not (isinstance(test, cst.Call) and not test.args and isinstance(test.func, cst.Attribute)
+            and test.func.attr.value == "exception"):
+        return False
+    return node.exc is not None and code_of(node.exc, 10 ** 6) == code_of(test, 10 ** 6)
 
 
 _LEAVING = ("return", "raise", "exit")     # exits that leave the function (not a loop)

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
 
+# what a rank field the launchers fill (`--local_rank`) was stored from: the process's local rank itself
+# (`ProjectTaint.rank_field_stores`)
+LAUNCHER_OPTION = "launcher option"
 RANK_ENV_KEYS = {"RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                  "SLURM_PROCID", "SLURM_LOCALID", "PMI_RANK", "MV2_COMM_WORLD_RANK", "CROSS_RANK"}
 # how attributes holding a rank id are often spelled: words of the prefilter (`_TAINT_WORDS`) only -- whether an
@@ -428,6 +431,8 @@ class ProjectLevel(Protocol):
                        ) -> tuple[bool, Optional["Origin"]]: ...
 
     def rank_field(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional["Origin"]: ...
+
+    def rank_field_stores(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[list]: ...
 
     def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]: ...
 
