@@ -121,6 +121,25 @@ def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) 
     return params is not None and arg.keyword.value in params and typing.is_dataset(call.func.value)
 
 
+# library constructors with an argument that only says which process serves the object: torch's key-value store
+# (`TCPStore(host_name, port, world_size, is_master, timeout)`: "is_master: True when initializing the server
+# store"), one store whose keys every process reads and writes alike -- (position, keyword) per qualified name
+_SERVER_ROLE = {"torch.distributed.TCPStore": (3, "is_master"), "torch.distributed.distributed_c10d.TCPStore":
+                (3, "is_master")}
+
+
+def server_role(callee: Optional[str], call: cst.Call, arg: cst.Arg) -> bool:
+    """Is `arg` the argument of a library constructor that only chooses the process hosting the shared object
+    (`is_master` of `TCPStore`): the object built is the one store of every rank?"""
+    role = _SERVER_ROLE.get(callee or "")
+    if role is None or arg.star:
+        return False
+    at, keyword = role
+    if arg.keyword is not None:
+        return arg.keyword.value == keyword
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return len(positional) > at and positional[at] is arg
+
 # library callables whose iteration yields exactly the items of the iterable they are handed, in its order, and
 # nothing else (their other arguments -- `desc`, `total`, `disable`, `position` -- only word or place the display):
 # tqdm's progress bars (`tqdm.__iter__` yields from `self.iterable`, whatever the bar shows), rich's `track`, and the

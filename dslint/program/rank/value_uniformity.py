@@ -33,7 +33,8 @@ from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORL
 from dslint.program.statement_walks import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
-from dslint.program.rank.library_types import DatasetTyping, accelerate_typing, display_only, item_preserving_arg, item_source
+from dslint.program.rank.library_types import (DatasetTyping, accelerate_typing, display_only, item_preserving_arg,
+                                               item_source, server_role)
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -1095,6 +1096,8 @@ class RankTaint:
                 continue
             if display_only(self.datasets, e, arg):
                 continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
+            if server_role(callee, e, arg):
+                continue        # `TCPStore(host, port, world, rank == 0)`: which process serves the one store
             hit = self.eval(arg.value, env, cls)
             if hit is not None and hit.stream:
                 # a loader handed to a call: a function value the code was given (`hooks["forward_step"](it,
@@ -1196,6 +1199,8 @@ class RankTaint:
         if name is not None:
             if _LOADER_WORD not in name.rsplit(".", 1)[-1].lower():
                 return None
+            if name in self._list_names:
+                return None     # `for name, loader in dataloaders` of a list the file builds: loaders, no batch
             what = f"`{name}`"
         elif isinstance(inner, cst.Call):
             last = _last(self.facts.resolve_expr(inner.func), inner.func) or ""
@@ -1206,6 +1211,22 @@ class RankTaint:
             return None
         return Origin("item", e, self.src, via=f"a batch of the data loader {what}: other samples on each rank",
                       batch=True)
+
+    @cached_property
+    def _list_names(self) -> frozenset[str]:
+        """Bare names every assignment of which in the file binds a list display or comprehension (`dataloaders =
+        []`, filled by `append`): a list, whatever its items -- a loop over it walks its items, not a loader's
+        batches."""
+        seen: dict[str, bool] = {}
+        for node in _assignments(self.src.module):
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    seen[t.target.value] = seen.get(t.target.value, True) and \
+                        isinstance(node.value, (cst.List, cst.ListComp))
+                else:
+                    for n in _target_names(t.target) if isinstance(t.target, (cst.Tuple, cst.List)) else ():
+                        seen[n.value] = False
+        return frozenset(n for n, is_list in seen.items() if is_list)
 
     def _handed_returns(self, e: cst.Call, env: Env, cls: Optional[str]):
         """`forward_step_func(data_iterator, model, ...)` of a parameter the callers in the checked files hand
@@ -1432,6 +1453,9 @@ class RankTaint:
             if form is not origin.affine:
                 origin = replace(origin, affine=form)
         held = self._sampler_rank(value, env, cls) if value is not None and self._sampler_call(value) else None
+        if value is not None:
+            # bound to a new value (`results = {}` after the gather): what was stored in the old one is gone
+            env.pop(name + "[]", None)
         if origin is None:
             env.pop(name, None)
             fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
