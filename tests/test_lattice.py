@@ -88,3 +88,47 @@ def test_classify_and_join():
     derived = Unknown(varying.origin.__class__("derived", e[6], src))
     assert isinstance(classify(derived.origin), Unknown)
     assert join(UNIFORM, derived) is derived and join(derived, varying) is varying and join(UNIFORM, UNIFORM) is UNIFORM
+
+
+ITEMS_TEXT = """\
+import torch.distributed as dist
+from tqdm import tqdm
+
+
+def run(n, xs):
+    main = dist.get_rank() == 0
+    progress = range(n)
+    if main:
+        progress = tqdm(progress, desc="steps")
+    for step in progress:
+        a = step
+    bar = tqdm(xs) if main else xs
+    for x in bar:
+        b = x
+    other = range(n)
+    if main:
+        other = tqdm(range(n - 1))
+    for y in other:
+        c = y
+    used = iter(range(n))
+    if main:
+        used = iter(used)
+        next(used)
+    for z in used:
+        d = z
+    probe = (a, b, c, d, progress, isinstance(bar, tqdm))
+"""
+
+
+def test_item_preserving_wrapper_on_some_ranks():
+    """`progress = tqdm(progress)` on rank 0 only: the object differs per rank, its iteration (the passes and the
+    items) does not; a wrapper of another range, or an iterator rank 0 also advances, does."""
+    src = PythonSource("m.py", ITEMS_TEXT)
+    project = ProjectView([src])
+    func = src.facts.functions["run"]
+    probe = [s for s in func.node.body.body if isinstance(s, cst.SimpleStatementLine)
+             and getattr(s.body[0].targets[0].target, "value", "") == "probe"][0]
+    a, b, c, d, progress, typed = [uniformity(project, src, el.value, "run") for el in probe.body[0].value.elements]
+    assert a is UNIFORM and b is UNIFORM
+    assert isinstance(c, Varying) and isinstance(d, Varying)
+    assert isinstance(progress, Varying) and typed      # the object itself still differs

@@ -11,7 +11,7 @@ import libcst as cst
 from dslint.program.rank.reaching_ranks import FlowWalk
 from dslint.program.rank.setting_domains import _rebinding as domains_rebinding
 from dslint.program.rank.setting_domains import attr_domain as domains_attr, subjects as domains_subjects
-from dslint.program.statement_walks import sub_statements
+from dslint.program.statement_walks import iter_returns, sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
@@ -934,12 +934,42 @@ class ProjectTaint:
                         return None
                     out.extend(found)
                 return out
+            enclosing = self._enclosing_info(src, scope)
+            if enclosing is not None and scope.class_name is None and name not in src.facts.functions and \
+                    depth <= _HANDED_DEPTH:
+                # a free variable of a nested function (`eval_func` of the closure `metrics_func`): what the
+                # enclosing function binds it to
+                return self._function_value(src, enclosing, value, depth + 1)
+        if isinstance(value, cst.Call) and depth <= _HANDED_DEPTH:
+            return self._returned_functions(src, scope, value, depth + 1)
         if not isinstance(value, (cst.Name, cst.Attribute)):
             return None
         callee = src.facts.resolve_expr(value)
         hit = self.function_info(self.call_source(src, callee, scope.class_name if scope else None,
                                                   scope=scope.qualname if scope else None))
         return [hit] if hit is not None else None
+
+    def _returned_functions(self, src: "PythonSource", scope: Optional[FunctionInfo], call: cst.Call, depth: int
+                            ) -> Optional[list[tuple["PythonSource", FunctionInfo]]]:
+        """The checked functions a call returns when it returns functions (`end_of_epoch_callback =
+        end_of_epoch_callback_provider(args, ...)` of a provider that builds a closure and returns it): every
+        function the callee can be, each of whose returns is None (no callback) or a function value
+        (`_function_value`: a nested function's name, a call of another such provider). None when some callee or
+        some return cannot be told."""
+        callees = self._function_value(src, scope, call.func, depth)
+        if not callees:
+            return None
+        out: list = []
+        for other, info in callees:
+            returns = list(iter_returns(info.node.body))
+            if not returns or any(r.value is None for r in returns):
+                return None
+            for r in returns:
+                found = self._function_value(other, info, r.value, depth + 1)
+                if found is None:
+                    return None
+                out.extend(f for f in found if all(f[1] is not g[1] for g in out))
+        return out
 
     def param_taint(self, src: "PythonSource", info: FunctionInfo) -> Env:
         """Parameters some caller in the checked files passes a rank-varying value (context-insensitive)."""

@@ -121,6 +121,67 @@ def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) 
     return params is not None and arg.keyword.value in params and typing.is_dataset(call.func.value)
 
 
+# library constructors with an argument that only says which process serves the object: torch's key-value store
+# (`TCPStore(host_name, port, world_size, is_master, timeout)`: "is_master: True when initializing the server
+# store"), one store whose keys every process reads and writes alike -- (position, keyword) per qualified name
+_SERVER_ROLE = {"torch.distributed.TCPStore": (3, "is_master"), "torch.distributed.distributed_c10d.TCPStore":
+                (3, "is_master")}
+
+
+def server_role(callee: Optional[str], call: cst.Call, arg: cst.Arg) -> bool:
+    """Is `arg` the argument of a library constructor that only chooses the process hosting the shared object
+    (`is_master` of `TCPStore`): the object built is the one store of every rank?"""
+    role = _SERVER_ROLE.get(callee or "")
+    if role is None or arg.star:
+        return False
+    at, keyword = role
+    if arg.keyword is not None:
+        return arg.keyword.value == keyword
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return len(positional) > at and positional[at] is arg
+
+# library callables whose iteration yields exactly the items of the iterable they are handed, in its order, and
+# nothing else (their other arguments -- `desc`, `total`, `disable`, `position` -- only word or place the display):
+# tqdm's progress bars (`tqdm.__iter__` yields from `self.iterable`, whatever the bar shows), rich's `track`, and the
+# builtins `iter`, `list`, `tuple`. Resolved through the file's imports; a builtin only when the file does not bind
+# the name itself. (Not `enumerate`/`zip`, whose items are tuples, nor `sorted`/`reversed`, which reorder them.)
+_ITEM_PRESERVING = frozenset({"tqdm.tqdm", "tqdm.std.tqdm", "tqdm.auto.tqdm", "tqdm.autonotebook.tqdm",
+                              "tqdm.notebook.tqdm", "tqdm.rich.tqdm", "tqdm.gui.tqdm", "tqdm.tk.tqdm",
+                              "rich.progress.track"})
+_ITEM_PRESERVING_BUILTINS = frozenset({"iter", "list", "tuple"})
+# the parameter name of the iterable, where it may be passed by keyword
+_ITERABLE_KEYWORDS = frozenset({"iterable", "sequence"})
+
+
+def item_preserving_arg(src: "PythonSource", call: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The iterable a call of an item-preserving wrapper is handed (`tqdm(progress, desc=...)` → `progress`): the
+    wrapper's iteration yields that iterable's items, in order. None when `call` is no such call."""
+    if not isinstance(call, cst.Call):
+        return None
+    facts = src.facts
+    callee = facts.resolve_expr(call.func)
+    if callee not in _ITEM_PRESERVING:
+        if not (isinstance(call.func, cst.Name) and call.func.value in _ITEM_PRESERVING_BUILTINS
+                and call.func.value not in facts.imports and call.func.value not in facts.functions
+                and call.func.value not in facts.classes):
+            return None
+    first = next((a for a in call.args if not a.star and (a.keyword is None or a.keyword.value in _ITERABLE_KEYWORDS)),
+                 None)
+    if first is None or any(a.star for a in call.args):
+        return None
+    return first.value
+
+
+def item_source(src: "PythonSource", e: cst.BaseExpression) -> cst.BaseExpression:
+    """`e` without the item-preserving wrappers around it (`tqdm(iter(xs))` → `xs`)."""
+    for _ in range(8):
+        inner = item_preserving_arg(src, e)
+        if inner is None:
+            return e
+        e = inner
+    return e
+
+
 # accelerate's process-state objects: `Accelerator`, `PartialState`, `AcceleratorState` (their `gather`,
 # `gather_for_metrics`, `reduce`, `pad_across_processes` are collectives whose result every process shares)
 _ACCELERATE_STATES = {"Accelerator", "PartialState", "AcceleratorState"}

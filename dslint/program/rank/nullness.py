@@ -513,7 +513,7 @@ class _PathWalk:
             out = out + self.block(_stmts(st.orelse.body), skipped)
         else:
             out = out + skipped
-        return out
+        return _rejoin(out, key)
 
     def assign(self, node: cst.Assign, state: str) -> str:
         for t in node.targets:
@@ -554,6 +554,29 @@ class _PathWalk:
         holder = _holder(self.info.node, node)
         env = walk.env_at.get(id(holder)) if holder is not None else None
         return env is not None and self.program.taint(self.src).eval(value, env, self.info.class_name) is None
+
+
+def _rejoin(paths: list, key: str) -> list:
+    """The paths past an `if` on `key`: two that differ only in its outcome -- the same other outcomes, the same
+    binding of the name -- are one path that does not depend on it (`L and k` or `L and not k` is `L`). A test
+    whose branches leave the name alike thus adds no path (a function of many uniform `if`s around logging,
+    checkpoint loading or timers stays far below `_MAX_PATHS`)."""
+    rest: dict = {}
+    for lits, state in paths:
+        rest.setdefault((lits - {(key, True), (key, False)}, state), set()).update(
+            pol for k, pol in lits if k == key)
+    if all(len(pols) < 2 for pols in rest.values()):
+        return paths
+    out, seen = [], set()
+    for lits, state in paths:
+        base = lits - {(key, True), (key, False)}
+        if len(rest[(base, state)]) == 2:
+            if (base, state) not in seen:
+                seen.add((base, state))
+                out.append((base, state))
+        else:
+            out.append((lits, state))
+    return out
 
 
 def _stmts(body: cst.CSTNode) -> list:

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from dslint.program.rank import setting_domains as domains
-from dslint.program.rank.library_types import accelerate_typing, fetch_only
+from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
@@ -118,6 +118,18 @@ class FlowWalk:
 
     def eval(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
         return self.taint.eval(e, self.env, self.cls)
+
+    def eval_iter(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
+        """What a `for` over `e` walks (`RankTaint.iterated`), through this walk's own `eval`."""
+        def evaluate(x: cst.BaseExpression, env: Env) -> Optional[Origin]:
+            if env is self.env:
+                return self.eval(x)
+            saved, self.env = self.env, env
+            try:
+                return self.eval(x)
+            finally:
+                self.env = saved
+        return self.taint.iterated(e, self.env, self.cls, evaluate)
 
     def eval_test(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
         """A value used as a test (`if x:`, `while x`, `x and …`): the truth of a collated batch or of a field
@@ -572,7 +584,7 @@ class FlowWalk:
             if chain and not (len(links) == 1 and not final and self._rank_turn(node)):
                 alike = (self._bound_alike(bodies, final, envs[:len(links)] + [else_env]) |
                          self._same_effect(bodies, final, envs[:len(links)] + [else_env])) if final else set()
-                self._join_after(chain[0][1], [*bodies[first_varying:], final], alike)
+                self._join_after(chain[0][1], [*bodies[first_varying:], final], alike, before=saved)
                 self._correlate(bodies, final, envs[:len(links)] + [else_env], paths, first_varying)
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
@@ -810,21 +822,76 @@ class FlowWalk:
                   and dotted_name(small.targets[0].target) == attr]
         return facts.resolve(dotted_name(values[0])) if len(values) == 1 else None
 
-    def _join_after(self, guard: Guard, bodies: list, alike: frozenset | set = frozenset()) -> None:
+    def _join_after(self, guard: Guard, bodies: list, alike: frozenset | set = frozenset(),
+                    before: Optional[Env] = None) -> None:
         """After a rank-dependent `if` chain: a name its branches bind holds the value of the branch each rank took
         (`if rank == 0: stop = text == "exit"; payload = [text, stop]`): it varies, with the test's origin, until
         a collective makes it uniform (`broadcast_object_list(payload)`, `uniformize`) or it is bound again. Inside
         the branch the value is the one of the ranks that run it: the branch's own hazards are the test's. Not a
         move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
-        origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False)
+        origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False, items=None)
         for name in _bound_names(bodies):
             # a loader bound on some ranks only (`Origin.stream`): the object is alike where it exists, but whether
             # it exists (`loader is not None`) and what is drawn from it follow the test
             held = self.env.get(name)
             if (name not in self.env or held is not None and held.stream) and name not in self._fresh and \
                     name not in alike:
-                self.env[name] = origin
-                self.ever_bound.setdefault(name, origin)
+                items = self._items_kept(name, bodies, before) if before is not None else None
+                bound = replace(origin, items=items) if items is not None else origin
+                self.env[name] = bound
+                self.ever_bound.setdefault(name, bound)
+
+    def _items_kept(self, name: str, bodies: list, before: Env) -> Optional[tuple]:
+        """`progress = tqdm(progress)` on rank 0 only, `pbar = tqdm(loader)` on rank 0 and `pbar = loader`
+        elsewhere: every branch of the chain (the fall-through included) leaves `name` bound to one value `S`, or
+        to an item-preserving wrapper of it (`library_types.item_preserving_arg`: tqdm yields its iterable's items),
+        in one statement of the branch's own body that is the branch's only use of `name`; `S` is no name a branch
+        binds (but `name` itself, wrapped). The object then differs across ranks, its iteration does not: the
+        origin of `S` before the chain, as `Origin.items` holds it. None when the branches differ otherwise."""
+        source: Optional[str] = None
+        for body in bodies:
+            found = self._item_binding(name, body)
+            if found is False:
+                return None
+            here = name if found is None else found
+            if source is not None and here != source:
+                return None
+            source = here
+        if source is None:
+            return None
+        if source != name:
+            if source in _bound_names(bodies) or source.split(".", 1)[0] in _bound_names(bodies):
+                return None
+            return (self.env.get(source),)
+        return (before.get(name),)
+
+    def _item_binding(self, name: str, body) -> object:
+        """What one branch binds `name` to, as the dotted name of the value whose items it yields; None when the
+        branch does not bind it; False when it binds it otherwise (twice, nested, to another value, or reads it
+        elsewhere)."""
+        names = _bound_names([body])
+        if name not in names:
+            return None
+        if names.count(name) != 1 or "." in name:
+            return False
+        found: object = False
+        for stmt in body:
+            value = None
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                        isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
+                    value = small.value
+            uses = sum(n.value == name for n in _names_of(stmt))
+            if value is None:
+                if uses:
+                    return False        # `next(progress)`, `progress.close()` on these ranks only
+                continue
+            inner = item_source(self.taint.src, value)
+            source = dotted_name(inner) if isinstance(inner, (cst.Name, cst.Attribute)) else None
+            if source is None or len(stmt.body) != 1 or uses != 1 + (source == name):
+                return False
+            found = source
+        return found
 
     def _correlate_choice(self, name: str, value: cst.IfExp, origin: Origin) -> None:
         """`buf = [None] * n if rank == 0 else None`: for the ranks taking a later path that implies one side of
@@ -889,7 +956,7 @@ class FlowWalk:
     def loop(self, node, guards: tuple[Guard, ...]) -> list[Guard]:
         if isinstance(node, cst.For):
             self.expr(node.iter, guards)
-            origin = self.eval(node.iter)
+            origin = self.eval_iter(node.iter)      # its passes and items
             item = element_of(origin)
             if origin is not None and origin.kind == "shard":     # one element of this rank's share
                 item = replace(origin, kind="item")
@@ -986,7 +1053,7 @@ class FlowWalk:
             inner = guards
             while comp is not None:
                 self.expr(comp.iter, inner)
-                origin = self.eval(comp.iter)
+                origin = self.eval_iter(comp.iter)
                 if origin is not None and origin.kind in TRIP_COUNT_KINDS:
                     inner = inner + (Guard("loop", origin, e),)
                 comp = comp.inner_for_in

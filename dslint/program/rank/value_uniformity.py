@@ -33,7 +33,8 @@ from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORL
 from dslint.program.statement_walks import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
-from dslint.program.rank.library_types import DatasetTyping, accelerate_typing, display_only
+from dslint.program.rank.library_types import (DatasetTyping, accelerate_typing, display_only, item_preserving_arg,
+                                               item_source, server_role)
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -242,6 +243,12 @@ class Origin:
     # collective over a group of known axes runs on a path that narrows the setting (`RankTaint.uniformize`);
     # dropped when the value is combined with another varying value
     by_setting: Optional[tuple] = None
+    # an object that differs across ranks while its iteration does not: a 1-tuple holding the origin of the value
+    # whose items it yields, in order (None: uniform) -- `progress = range(n)`, then `progress = tqdm(progress)` on
+    # rank 0 only (`FlowWalk._join_after`, `library_types.item_preserving_arg`): a loop over it runs as many passes,
+    # with the same items, on every rank (`RankTaint.iterated`). Kept only by a name bound to the choice itself or
+    # copied from such a name (`bind`)
+    items: Optional[tuple] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -494,6 +501,10 @@ class RankTaint:
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
             hit = self._any([e.test, e.body, e.orelse], env, cls)
+            source = self._items_choice(e)
+            if hit is not None and source is not None:
+                # `tqdm(xs) if is_main else xs`: another object per rank, the items of `xs` on every rank
+                return replace(hit, items=(self.eval(source, env, cls),))
             if hit is not None and self.eval(e.test, env, cls) is None and (
                     _none_or_value(e) or self._none_as_args(e, env, cls)):
                 return replace(hit, present=True)
@@ -559,6 +570,50 @@ class RankTaint:
         if isinstance(e, cst.NamedExpr):
             return self.eval(e.value, env, cls)
         return None
+
+    def _items_choice(self, e: cst.IfExp) -> Optional[cst.BaseExpression]:
+        """The value both sides of `e` iterate, each side that value or an item-preserving wrapper of it
+        (`tqdm(xs) if is_main else xs`); None otherwise."""
+        sides = [item_source(self.src, side) for side in (e.body, e.orelse)]
+        names = [dotted_name(side) if isinstance(side, (cst.Name, cst.Attribute)) else None for side in sides]
+        if names[0] is None or names[0] != names[1] or sides[0] is e.body and sides[1] is e.orelse:
+            return None
+        return sides[0]
+
+    def iterated(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None,
+                 evaluate=None) -> Optional[Origin]:
+        """The origin of what a `for` over `e` walks -- its trip count and its items: `e`'s own, except for an
+        object whose iteration yields the items of another value (`Origin.items`: `progress` after `progress =
+        tqdm(progress)` on rank 0 only), read through item-preserving wrappers and `enumerate` (`enumerate(progress)`
+        counts the same passes): the iteration of that value. `evaluate(e, env)`: the evaluator (a walk's own,
+        `FlowWalk.eval_iter`; `eval` by default)."""
+        if e is None:
+            return None
+        if evaluate is None:
+            evaluate = lambda x, at: self.eval(x, at, cls)     # noqa: E731
+        inner = e
+        for _ in range(8):
+            nxt = item_preserving_arg(self.src, inner)
+            if nxt is None and isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and \
+                    inner.func.value == "enumerate" and self.facts.resolve_expr(inner.func) == "enumerate" and \
+                    inner.args and inner.args[0].keyword is None and not inner.args[0].star:
+                nxt = inner.args[0].value
+            if nxt is None:
+                break
+            inner = nxt
+        name = dotted_name(inner) if isinstance(inner, (cst.Name, cst.Attribute)) else None
+        held = env.get(name) if name is not None else self.eval(inner, env, cls) if isinstance(inner, cst.IfExp) \
+            else None
+        if held is None or held.items is None:
+            return evaluate(e, env)
+        if name is None:
+            return held.items[0] if inner is e else evaluate(e, env)
+        walked = dict(env)
+        if held.items[0] is None:
+            walked.pop(name, None)
+        else:
+            walked[name] = held.items[0]
+        return evaluate(e, walked)
 
     def _none_as_args(self, e: cst.IfExp, env: Env, cls: Optional[str]) -> bool:
         """`None if <test> else f(x)` / `f(x) if <test> else None` where `f` is a checked function whose result is
@@ -1046,6 +1101,8 @@ class RankTaint:
                 continue
             if display_only(self.datasets, e, arg):
                 continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
+            if server_role(callee, e, arg):
+                continue        # `TCPStore(host, port, world, rank == 0)`: which process serves the one store
             hit = self.eval(arg.value, env, cls)
             if hit is not None and hit.stream:
                 # a loader handed to a call: a function value the code was given (`hooks["forward_step"](it,
@@ -1147,6 +1204,8 @@ class RankTaint:
         if name is not None:
             if _LOADER_WORD not in name.rsplit(".", 1)[-1].lower():
                 return None
+            if name in self._list_names:
+                return None     # `for name, loader in dataloaders` of a list the file builds: loaders, no batch
             what = f"`{name}`"
         elif isinstance(inner, cst.Call):
             last = _last(self.facts.resolve_expr(inner.func), inner.func) or ""
@@ -1157,6 +1216,22 @@ class RankTaint:
             return None
         return Origin("item", e, self.src, via=f"a batch of the data loader {what}: other samples on each rank",
                       batch=True)
+
+    @cached_property
+    def _list_names(self) -> frozenset[str]:
+        """Bare names every assignment of which in the file binds a list display or comprehension (`dataloaders =
+        []`, filled by `append`): a list, whatever its items -- a loop over it walks its items, not a loader's
+        batches."""
+        seen: dict[str, bool] = {}
+        for node in _assignments(self.src.module):
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    seen[t.target.value] = seen.get(t.target.value, True) and \
+                        isinstance(node.value, (cst.List, cst.ListComp))
+                else:
+                    for n in _target_names(t.target) if isinstance(t.target, (cst.Tuple, cst.List)) else ():
+                        seen[n.value] = False
+        return frozenset(n for n, is_list in seen.items() if is_list)
 
     def _handed_returns(self, e: cst.Call, env: Env, cls: Optional[str]):
         """`forward_step_func(data_iterator, model, ...)` of a parameter the callers in the checked files hand
@@ -1375,12 +1450,17 @@ class RankTaint:
             origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
         if origin is not None and origin.present and not isinstance(value, (cst.IfExp, cst.Name)):
             origin = replace(origin, present=False)     # computed from such a value: None or not, its own affair
+        if origin is not None and origin.items is not None and not isinstance(value, (cst.IfExp, cst.Name)):
+            origin = replace(origin, items=None)        # what a call makes of such an object iterates its own way
         if origin is not None and (value is not None or origin.affine is not None):
             form = affine_form(value, env, self.eval, cls) \
                 if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.Name)) else None
             if form is not origin.affine:
                 origin = replace(origin, affine=form)
         held = self._sampler_rank(value, env, cls) if value is not None and self._sampler_call(value) else None
+        if value is not None:
+            # bound to a new value (`results = {}` after the gather): what was stored in the old one is gone
+            env.pop(name + "[]", None)
         if origin is None:
             env.pop(name, None)
             fields = self.object_fields(value, env, cls) if isinstance(value, cst.Call) else None
