@@ -77,6 +77,9 @@ class MoEGroupsNotInitialised(Rule):
     references = ("DeepSpeed #7141", "DeepSpeed PR #7997", "deepspeed/runtime/engine.py set_deepspeed_parallelism")
     versions = "ep_size=1: DeepSpeed ≤ 0.19.0; ep_size>1: every version."
     suppress_when = "The script runs in a single process, or sets every MoE layer's expert group itself."
+    unproven_when = ("the model goes to an HF Trainer whose TrainingArguments are parsed from the command line "
+                     "(`HfArgumentParser.parse_args_into_dataclasses`) and no launch line of its program is seen: "
+                     "`--deepspeed ds.json` there would make the Trainer build the DeepSpeed engine",)
     triggers = MOE_TRIGGERS
     VALID = (
         """\
@@ -180,13 +183,27 @@ class MoEGroupsNotInitialised(Rule):
                if inference else "")
         site = facts.sites[0]
         call = consumers[0]
-        yield Diagnostic(
+        diag = Diagnostic(
             f"this model holds DeepSpeed MoE layers but never passes through `deepspeed.initialize`: {how}their "
             f"`ep_group` stays None and the MoE all_to_all runs on the WORLD group {when} — outputs mix tokens "
             f"across ranks and uneven per-rank forward counts hang (DeepSpeed #7141). Wrap the model with "
             f"`deepspeed.initialize`.", call.node, severity=severity,
             trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)],
             fix=_initialize_fix(src, call.node))
+        trainer = next((c for c in calls if c.kind == "trainer" and program.trainer_args_from_command_line(src, c.call)),
+                       None)
+        if trainer is not None and not program.unit_launch_lines() and not program.launches_for(src):
+            # issue 30 (hf-trainer-deepspeed-launch-unseen): the Trainer's TrainingArguments come from the command
+            # line, and no launch line of this program is seen: `--deepspeed ds.json` there makes the Trainer call
+            # deepspeed.initialize, which creates the expert groups -- the hazard rests on a flag nobody saw
+            from dslint.rules.evidence import family_evidence, unseen
+            clues, _ = family_evidence(self.code, ctx, diag)
+            diag.evidence = clues + [unseen("launcher", "no launch line of this program is seen, and the Trainer's "
+                                                        "TrainingArguments are parsed from the command line "
+                                                        "(`parse_args_into_dataclasses`): `--deepspeed ds.json` there "
+                                                        "would make the Trainer call deepspeed.initialize")]
+            diag.proven = False
+        yield diag
 
 
 def _same_texts_everywhere(ctx: RuleContext, pad) -> bool:
