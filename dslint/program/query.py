@@ -317,6 +317,13 @@ class Program:
         from dslint.program.models.moe import moe_facts
         return moe_facts(self.view)
 
+    def moe_patched_gating(self, site: Any) -> Any:
+        """The project's own gating a patch installs on this MoE layer's gate (`models.moe_gating.Gating`:
+        whether it all-reduces the capacity to the max before sizing the all_to_all buffer), or None when the
+        gate is DeepSpeed's."""
+        from dslint.program.models.moe_gating import patched_gating
+        return patched_gating(self.view, site)
+
     def moe_builds_in_scope(self, src: "PythonSource", scope: str) -> list["CallSite"]:
         from dslint.program.models.moe import moe_builds_in_scope
         return moe_builds_in_scope(self.view, src, scope)
