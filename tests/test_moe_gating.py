@@ -44,3 +44,15 @@ def test_project_gate_with_token_dropping_is_flagged(tmp_path, monkeypatch):
     model.write_text(model.read_text().replace("drop_tokens=False", "drop_tokens=True"))
     [f] = _check(case, monkeypatch).findings
     assert f.code == "DSL204" and "project's gating" in f.message and "drop_tokens=True" in f.message
+
+
+def test_project_gate_dslint_cannot_read_is_a_warning(tmp_path, monkeypatch):
+    # a gate forward from code outside the checked files: nothing shows the capacity is all-reduced, nor that it
+    # is not -- flagged as a warning (the severity of an unknown gating setting)
+    case = tmp_path / "case"
+    shutil.copytree(MOE / "patched_gate_capacity_allreduced", case)
+    (case / "gating.py").unlink()
+    model = case / "model.py"
+    model.write_text(model.read_text().replace("from gating import", "from vendored_gates import"))
+    [f] = _check(case, monkeypatch).findings
+    assert f.code == "DSL204" and f.severity.value == "warning" and "cannot read" in f.message

@@ -756,7 +756,8 @@ class MoETokenCountVaries(Rule):
             if gating is not None:
                 # the gate runs the project's own gating (issue 30, capacity-allreduced-no-drop): its code, not
                 # DeepSpeed's release facts, says whether the capacity is all-reduced
-                varies, why = (False, "") if gating.uniform else (True, gating.why)
+                varies = None if gating.uniform is None else not gating.uniform
+                why = "" if gating.uniform else gating.why
             else:
                 varies, why = _gating_varies(site, version)
             if varies is False:

@@ -44,9 +44,10 @@ _MAX_DEPTH = 3
 
 @dataclass(frozen=True)
 class Gating:
-    """The project's gating that a patched gate runs: `uniform` when every capacity it sizes a dispatch buffer
-    with is all-reduced to the max (or run-wide); `at` the patch statement and `where` its file."""
-    uniform: bool
+    """The project's gating that a patched gate runs: `uniform` True when every capacity it sizes a dispatch
+    buffer with is all-reduced to the max (or run-wide), False when one follows the local token count, None when
+    the code does not tell (unreadable, no buffer size found); `at` the patch statement and `where` its file."""
+    uniform: Optional[bool]
     why: str
     at: cst.CSTNode
     where: "PythonSource"
@@ -75,7 +76,7 @@ def _judge(project: "ProjectView", site: "MoESite") -> Optional[Gating]:
     drop_value = drop.value if drop.known else UNKNOWN
     forwards = _installed(project, src, patch.value)
     if not forwards:
-        return Gating(False, "its gate's forward is replaced by code dslint cannot read, so nothing shows the "
+        return Gating(None, "its gate's forward is replaced by code dslint cannot read, so nothing shows the "
                              "capacity is all-reduced", patch, src)
     walker = _Walker(project, drop_value)
     for where, fn in forwards:
@@ -86,7 +87,7 @@ def _judge(project: "ProjectView", site: "MoESite") -> Optional[Gating]:
                              f"computed from the local token count ({where.path}:{where.span(node).line}) under "
                              f"drop_tokens={drop_value if drop_value is not UNKNOWN else '?'}", patch, src)
     if not walker.sinks or not walker.reduced:
-        return Gating(False, "its gate runs the project's gating, where dslint finds no capacity all-reduced to "
+        return Gating(None, "its gate runs the project's gating, where dslint finds no capacity all-reduced to "
                              "the max before the buffer is sized", patch, src)
     where, node = walker.reduced[0]
     return Gating(True, f"its gate runs the project's gating, which all-reduces the capacity with MAX over the "

@@ -1275,6 +1275,15 @@ class RankTaint:
         for node in iter_assigns(info.node.body):
             targets = {n.value for t in node.targets for n in _walk_names(t.target)}
             pairs.append((targets, {n.value for n in _walk_names(node.value)}))
+        from dslint.sources.cstwalk import walk
+        for node in walk(info.node.body):
+            if isinstance(node, cst.For):
+                pairs.append(({n.value for n in _walk_names(node.target)}, {n.value for n in _walk_names(node.iter)}))
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                pairs.append(({n.value for n in _walk_names(node.asname.name)},
+                              {n.value for n in _walk_names(node.item)}))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+                pairs.append(({n.value for n in _walk_names(node.target)}, {n.value for n in _walk_names(node.value)}))
         changed = True
         while changed:
             changed = False
