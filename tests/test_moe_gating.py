@@ -56,3 +56,23 @@ def test_project_gate_dslint_cannot_read_is_a_warning(tmp_path, monkeypatch):
     model.write_text(model.read_text().replace("from gating import", "from vendored_gates import"))
     [f] = _check(case, monkeypatch).findings
     assert f.code == "DSL204" and f.severity.value == "warning" and "cannot read" in f.message
+
+
+def test_project_gate_reducing_over_the_gates_ep_group_is_clean(tmp_path, monkeypatch):
+    # DeepSpeed >= 0.14.1's copy: the MAX all_reduce runs over the gate's `ep_group`, the all_to_all's own group
+    case = tmp_path / "case"
+    shutil.copytree(MOE / "patched_gate_capacity_allreduced", case)
+    gating = case / "gating.py"
+    text = gating.read_text()
+    text = text.replace("def route_top1(logits, capacity_factor, min_capacity, drop_tokens=True):",
+                        "def route_top1(logits, capacity_factor, min_capacity, drop_tokens=True, ep_group=None):")
+    text = text.replace("group=dist.group.WORLD", "group=ep_group")
+    text = text.replace("gate.min_capacity, gate.drop_tokens)", "gate.min_capacity, gate.drop_tokens,\n"
+                        "                                             gate.ep_group)")
+    gating.write_text(text)
+    assert "group=ep_group" in text and "gate.ep_group)" in text
+    assert _check(case, monkeypatch).findings == []
+    # over another group (one rank's own): nothing shows the sizes agree across the expert-parallel group
+    gating.write_text(text.replace("group=ep_group", "group=dist.new_group([0])"))
+    [f] = _check(case, monkeypatch).findings
+    assert f.code == "DSL204" and f.severity.value == "warning"

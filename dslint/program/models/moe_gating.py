@@ -12,7 +12,8 @@ project functions it calls. In each, the capacity dimension of the dispatch buff
 `one_hot` (torch's, or a project helper that hands a parameter to one). Walking the function's statements in
 order (an `if` on a flag the call settles -- `drop_tokens` bound to the gate's `drop_tokens`, the MoE layer's
 constructor argument, or a literal -- walks its taken branch only), each local is LOCAL (computed from the
-function's inputs: this rank's tokens), REDUCED (all-reduced with MAX over the world group, or computed from such
+function's inputs: this rank's tokens), REDUCED (all-reduced with MAX over the world group, or over the gate's
+`ep_group` handed in as `gate.ep_group`, or computed from such
 a value and run-wide values only) or UNIFORM (neither). The buffer sizes agree on every rank when every size
 argument reached is not LOCAL and at least one MAX all_reduce makes one REDUCED: `Gating.uniform`. A `.device`
 or `.dtype` read is placement, not a value.
@@ -40,6 +41,8 @@ _GATE_PATH = ".deepspeed_moe.gate.forward"
 _WORLD_GROUPS = ("get_world_group", "WORLD")
 _PLACEMENT = ("device", "dtype")
 _MAX_DEPTH = 3
+# a parameter bound to the gate's own `ep_group` (TopKGate.ep_group: the expert-parallel group its all_to_all runs on)
+EP_GROUP = "<the gate's ep_group>"
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,8 @@ def _judge(project: "ProjectView", site: "MoESite") -> Optional[Gating]:
                              "the max before the buffer is sized", patch, src)
     where, node = walker.reduced[0]
     return Gating(True, f"its gate runs the project's gating, which all-reduces the capacity with MAX over the "
-                        f"world group ({where.path}:{where.span(node).line}) before sizing the all_to_all buffer",
+                        f"world or the expert-parallel group ({where.path}:{where.span(node).line}) before sizing "
+                        f"the all_to_all buffer",
                   patch, src)
 
 
@@ -201,7 +205,7 @@ class _Walker:
                     if name is not None:
                         state[name] = _join(state.get(name, UNIFORM), self.status(small.value, state))
                 elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                    reduced = self._max_all_reduce(src, small.value)
+                    reduced = self._max_all_reduce(src, small.value, flags)
                     if reduced is not None:
                         state[reduced] = REDUCED
                         self.reduced.append((src, small.value))
@@ -226,8 +230,9 @@ class _Walker:
                 out = _join(out, state.get(n.value, UNIFORM))
         return out
 
-    def _max_all_reduce(self, src, call: cst.Call) -> Optional[str]:
-        """`dist.all_reduce(x, op=ReduceOp.MAX[, group=<the world>])`: the name written with the max."""
+    def _max_all_reduce(self, src, call: cst.Call, flags: dict) -> Optional[str]:
+        """`dist.all_reduce(x, op=ReduceOp.MAX[, group=<the world, or the gate's ep_group>])`: the name written
+        with the max (over the world, or over the very group the all_to_all runs on)."""
         callee = src.facts.resolve_expr(call.func) or ""
         if callee.rsplit(".", 1)[-1] != "all_reduce" or not call.args or call.args[0].keyword is not None:
             return None
@@ -235,7 +240,7 @@ class _Walker:
         if op is None or not (isinstance(op, cst.Attribute) and op.attr.value == "MAX"):
             return None
         group = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "group"), None)
-        if group is not None:
+        if group is not None and not (isinstance(group, cst.Name) and flags.get(group.value) == EP_GROUP):
             text = dotted_name(group.func if isinstance(group, cst.Call) else group) or ""
             if text.rsplit(".", 1)[-1] not in _WORLD_GROUPS:
                 return None         # a group dslint cannot compare with the expert-parallel one
@@ -245,8 +250,8 @@ class _Walker:
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             inner = self._settled(test.expression, flags)
             return None if inner is None else not inner
-        if isinstance(test, cst.Name) and test.value in flags:
-            return bool(flags[test.value])
+        if isinstance(test, cst.Name) and isinstance(flags.get(test.value), bool):
+            return flags[test.value]
         return None
 
     # ---- calls: sizes and callees -----------------------------------------------------------------------------
@@ -326,6 +331,9 @@ class _Walker:
             if isinstance(arg, cst.Attribute) and arg.attr.value == "drop_tokens":
                 if self.drop is not UNKNOWN:
                     out[name] = self.drop
+                continue
+            if isinstance(arg, cst.Attribute) and arg.attr.value == "ep_group":
+                out[name] = EP_GROUP
                 continue
             value = literal_value(arg)
             if isinstance(value, bool):
