@@ -311,3 +311,16 @@ def test_main_process_save_state_without_launch_evidence_is_kept():
                 ).findings == []
     [f] = _run({"train.py": text, "run.sh": "accelerate launch --use_fsdp --num_processes 4 train.py\n"}).findings
     assert f.code == "DSL101" and f.proven
+
+
+def test_trainer_with_command_line_arguments_and_no_launch_line_is_unproven(monkeypatch):
+    # issue 30 (hf-trainer-deepspeed-launch-unseen): the Trainer's TrainingArguments are parsed from the command
+    # line and no launch line is seen -- a `--deepspeed ds.json` there would create the expert groups
+    report = _case(MOE / "trainer_command_line_launch_unseen", monkeypatch)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _case(MOE / "trainer_command_line_launch_unseen", monkeypatch, show_unproven=True).findings
+    assert f.code == "DSL201" and not f.proven
+    assert any(e.kind == "launcher" and not e.found and "--deepspeed" in e.note for e in f.evidence)
+    # the twin's launch line is seen and passes no --deepspeed: proven
+    [g] = _case(MOE / "trainer_no_deepspeed_on_command_line", monkeypatch).findings
+    assert g.code == "DSL201" and g.proven

@@ -293,6 +293,20 @@ class Program:
         from dslint.program.collective_sites import CollectiveSites
         return CollectiveSites.of(self.view).configs(src)
 
+    def trainer_args_from_command_line(self, src: "PythonSource", call: "CallSite") -> bool:
+        """Does this HF Trainer call get its `args` from the command line (TrainingArguments an
+        `HfArgumentParser` parses from `sys.argv`), so that a launch line dslint does not see may pass
+        `--deepspeed ds.json` and make the Trainer build a DeepSpeed engine?"""
+        from dslint.program.rank.function_summaries import ProjectTaint
+        from dslint.program.rank.library_types import accelerate_typing
+        arg = call.keyword("args")
+        if arg is None:
+            positional = [a for a in call.node.args if a.keyword is None]
+            arg = positional[1] if len(positional) > 1 else None     # Trainer(model, args, ...)
+        if arg is None:
+            return False
+        return accelerate_typing(ProjectTaint.of(self.view), src).command_line_args(arg.value)
+
     def engine_calls(self, src: "PythonSource") -> list[EngineCall]:
         """`deepspeed.initialize` / `init_inference` / HF Trainer calls of `src`."""
         from dslint.program.models.moe import engine_calls
@@ -302,6 +316,13 @@ class Program:
         """The run's DeepSpeed MoE constructions and the functions that build models holding them."""
         from dslint.program.models.moe import moe_facts
         return moe_facts(self.view)
+
+    def moe_patched_gating(self, site: Any) -> Any:
+        """The project's own gating a patch installs on this MoE layer's gate (`models.moe_gating.Gating`:
+        whether it all-reduces the capacity to the max before sizing the all_to_all buffer), or None when the
+        gate is DeepSpeed's."""
+        from dslint.program.models.moe_gating import patched_gating
+        return patched_gating(self.view, site)
 
     def moe_builds_in_scope(self, src: "PythonSource", scope: str) -> list["CallSite"]:
         from dslint.program.models.moe import moe_builds_in_scope

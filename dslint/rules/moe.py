@@ -77,6 +77,9 @@ class MoEGroupsNotInitialised(Rule):
     references = ("DeepSpeed #7141", "DeepSpeed PR #7997", "deepspeed/runtime/engine.py set_deepspeed_parallelism")
     versions = "ep_size=1: DeepSpeed ≤ 0.19.0; ep_size>1: every version."
     suppress_when = "The script runs in a single process, or sets every MoE layer's expert group itself."
+    unproven_when = ("the model goes to an HF Trainer whose TrainingArguments are parsed from the command line "
+                     "(`HfArgumentParser.parse_args_into_dataclasses`) and no launch line of its program is seen: "
+                     "`--deepspeed ds.json` there would make the Trainer build the DeepSpeed engine",)
     triggers = MOE_TRIGGERS
     VALID = (
         """\
@@ -180,13 +183,27 @@ class MoEGroupsNotInitialised(Rule):
                if inference else "")
         site = facts.sites[0]
         call = consumers[0]
-        yield Diagnostic(
+        diag = Diagnostic(
             f"this model holds DeepSpeed MoE layers but never passes through `deepspeed.initialize`: {how}their "
             f"`ep_group` stays None and the MoE all_to_all runs on the WORLD group {when} — outputs mix tokens "
             f"across ranks and uneven per-rank forward counts hang (DeepSpeed #7141). Wrap the model with "
             f"`deepspeed.initialize`.", call.node, severity=severity,
             trace=[Trace(f"MoE layer built here: {_site_note(site)}", site.call.node, site.src)],
             fix=_initialize_fix(src, call.node))
+        trainer = next((c for c in calls if c.kind == "trainer" and program.trainer_args_from_command_line(src, c.call)),
+                       None)
+        if trainer is not None and not program.unit_launch_lines() and not program.launches_for(src):
+            # issue 30 (hf-trainer-deepspeed-launch-unseen): the Trainer's TrainingArguments come from the command
+            # line, and no launch line of this program is seen: `--deepspeed ds.json` there makes the Trainer call
+            # deepspeed.initialize, which creates the expert groups -- the hazard rests on a flag nobody saw
+            from dslint.rules.evidence import family_evidence, unseen
+            clues, _ = family_evidence(self.code, ctx, diag)
+            diag.evidence = clues + [unseen("launcher", "no launch line of this program is seen, and the Trainer's "
+                                                        "TrainingArguments are parsed from the command line "
+                                                        "(`parse_args_into_dataclasses`): `--deepspeed ds.json` there "
+                                                        "would make the Trainer call deepspeed.initialize")]
+            diag.proven = False
+        yield diag
 
 
 def _same_texts_everywhere(ctx: RuleContext, pad) -> bool:
@@ -566,26 +583,48 @@ class EpSizeMismatch(Rule):
 
 
 def _gating_varies(site: MoESite, version) -> tuple[Optional[bool], str]:
-    """(does the all_to_all size follow the local token count, the capacity arithmetic in words)."""
+    """(does the all_to_all size follow the local token count, the capacity arithmetic in words), by DeepSpeed's
+    `sharded_moe.py` at each release (read at the tags): with drop_tokens=False the capacity is the largest expert
+    count all-reduced with MAX -- over the world group up to 0.14.0, over the layer's `ep_group` (the all_to_all's
+    group) from 0.14.1 -- and k=1 then clamps it to the local token count S (0.14.1 on); top2gating honours
+    drop_tokens only from 0.14.0 (before, it always computes C from S); top-k > 2 (0.15.0 on) does not clamp."""
     k, drop = site.get("k"), site.get("drop_tokens")
     cf, minc = site.get("capacity_factor"), site.get("min_capacity")
     cf_t = f"{cf.value}" if cf.known else "capacity_factor"
     mc_t = f"{minc.value}" if minc.known else "min_capacity"
-    if not drop.known or not k.known:
-        return None, ("the gating settings (k, drop_tokens) are not known statically; with drop_tokens=True "
-                      "the capacity is computed from the local token count")
+    if not drop.known:
+        return None, ("drop_tokens is not known statically; with drop_tokens=True the capacity is computed from the "
+                      "local token count")
     if drop.value is False:
-        if k.value >= 2:
+        kv = k.value if k.known and isinstance(k.value, int) else None
+        clamp = ("with k=1, drop_tokens=False the capacity is all-reduced to the largest expert count and then "
+                 "clamped to the local token count S (DeepSpeed ≥ 0.14.1), so a rank with fewer tokens sends a "
+                 "smaller [E, C, M] buffer")
+        old_top2 = ("with k=2 DeepSpeed < 0.14.0's top2gating ignores drop_tokens and computes the capacity from the "
+                    "local token count S")
+        if kv is not None and kv >= 3:
             return False, ""
-        if version is not None and version < (0, 14, 1):
+        if kv == 2:
+            if version is None:
+                return None, old_top2 + " (the DeepSpeed version is unknown)"
+            return (True, old_top2) if version < (0, 14, 0) else (False, "")
+        if kv == 1:
+            if version is not None and version < (0, 14, 1):
+                return False, ""
+            return True, clamp
+        # k unknown: uniform only where neither k=1 nor k=2 can make it vary
+        if version is not None and version < (0, 14, 1) and version >= (0, 14, 0):
             return False, ""
-        return True, ("with k=1, drop_tokens=False the capacity is all-reduced to the largest expert count and then "
-                      "clamped to the local token count S (DeepSpeed ≥ 0.14.1), so a rank with fewer tokens "
-                      "sends a smaller [E, C, M] buffer")
-    factor = f"{cf_t}·{k.value}" if k.value >= 2 else cf_t
+        return None, ("drop_tokens=False, but k is not known statically: with k=1 the capacity is all-reduced and "
+                      "then clamped to the local token count (DeepSpeed ≥ 0.14.1), with k=2 top2gating honours "
+                      "drop_tokens only from 0.14.0")
+    factor = f"{cf_t}·{k.value}" if k.known and k.value >= 2 else cf_t
+    kt = k.value if k.known else "k"
     return True, (f"with drop_tokens=True each rank computes capacity C = max(ceil(S / num_experts · {factor}), "
                   f"{mc_t}) from its own token count S with no collective, so ranks with different S send "
-                  f"[E, C, M] buffers of different sizes")
+                  f"[E, C, M] buffers of different sizes" if k.known else
+                  f"with drop_tokens=True (k={kt}) each rank computes its capacity C from its own token count S with "
+                  f"no collective, so ranks with different S send [E, C, M] buffers of different sizes")
 
 
 class MoETokenCountVaries(Rule):
@@ -601,8 +640,16 @@ class MoETokenCountVaries(Rule):
     different S, so the all_to_all sizes disagree: NCCL runs on with garbage until a later collective hangs
     (DeepSpeed #5794 "Expert parallel hangs at the last MoE layer"); gloo aborts.
 
+    With `drop_tokens=False` the capacity is the largest expert count all-reduced with MAX -- over the world group
+    up to 0.14.0, over the layer's `ep_group` from 0.14.1 --; top2gating honours `drop_tokens` only from 0.14.0.
+    A gate whose forward the project replaces with its own gating (`layer.deepspeed_moe.gate.forward =
+    make_forward(layer.deepspeed_moe.gate)`) is judged on that code: clean where every capacity that sizes the
+    dispatch buffer (a `one_hot`'s `num_classes`, directly or through a helper) comes from a MAX all_reduce over
+    the world on the path the layer's `drop_tokens` takes, flagged where it follows the local token count.
+
     Safe, not flagged: fixed-length padding (`padding="max_length"`), a pad length all-reduced to the max in the
-    padding function, `ep_size=1`, top-k ≥ 2 with `drop_tokens=False` (capacity all-reduced, no clamp), and texts
+    padding function, `ep_size=1`, top-k ≥ 2 with `drop_tokens=False` (capacity all-reduced, no clamp; k=2 from
+    0.14.0), k=1 with `drop_tokens=False` before 0.14.1, a project gate that all-reduces the capacity, and texts
     proven the same on every rank (the rank-uniformity lattice says so and every caller of the padding function
     is seen: an evaluation where every rank scores the same prompt file, no rank split).
     """
@@ -630,7 +677,9 @@ class MoETokenCountVaries(Rule):
                   "pad length to the max across ranks; or use k≥2 with drop_tokens=False.")
     autofix = 'unsafe: `padding="max_length"` on the tokenizer call or collator, with the `max_length=` the call gives, else the tokenizer\'s `model_max_length` (the collator\'s tokenizer argument, or the called tokenizer).'
     references = ("DeepSpeed #5794", "DeepSpeed #6809", "deepspeed/moe/sharded_moe.py top1gating/top2gating")
-    versions = "All versions with drop_tokens=True; k=1, drop_tokens=False since 0.14.1."
+    versions = ("All versions with drop_tokens=True; k=1, drop_tokens=False since 0.14.1 (the clamp); k=2, "
+                "drop_tokens=False before 0.14.0 (top2gating ignored drop_tokens). A gate patched with the project's "
+                "own gating is judged on that code.")
     suppress_when = "Every rank's batch has the same number of tokens by construction."
     triggers = MOE_TRIGGERS + ("pad",)
     VALID = (
@@ -646,8 +695,20 @@ class MoETokenCountVaries(Rule):
         layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4, k=2, drop_tokens=False)
         collator = DataCollatorWithPadding(tok)
         """,
+        ex("""\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4, k=1, drop_tokens=False)
+        collator = DataCollatorWithPadding(tok, padding="longest")
+        """, deepspeed_version="0.14.0"),
     )
     INVALID = (
+        ex("""\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4, k=2, drop_tokens=False)
+        collator = DataCollatorWithPadding(tok, padding="longest")  # expect: DSL204
+        """, deepspeed_version="0.13.5"),
         ex("""\
         from deepspeed.moe.layer import MoE
         from transformers import DataCollatorWithPadding
@@ -691,7 +752,14 @@ class MoETokenCountVaries(Rule):
             ep = site.get("ep_size")
             if ep.known and isinstance(ep.value, int) and ep.value <= 1:
                 continue
-            varies, why = _gating_varies(site, version)
+            gating = ctx.program.moe_patched_gating(site)
+            if gating is not None:
+                # the gate runs the project's own gating (issue 30, capacity-allreduced-no-drop): its code, not
+                # DeepSpeed's release facts, says whether the capacity is all-reduced
+                varies = None if gating.uniform is None else not gating.uniform
+                why = "" if gating.uniform else gating.why
+            else:
+                varies, why = _gating_varies(site, version)
             if varies is False:
                 continue
             certain = ep.known and varies is True

@@ -468,7 +468,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         sampled = sample is not None and literal_value(sample.value) is True
         tainted = next((self.eval(a.value) for a in call.args if self.eval(a.value) is not None), None)
         loops = {id(node.iter): node for node in self._loops if isinstance(node, cst.For)}
-        per_rank_loop = any(it is None or not _same_items_everywhere(self.src, it)
+        per_rank_loop = any(it is None or not _same_items_everywhere(self.src, it) and not self._replicated_items(it)
                             and _reads_loop_values(call, loops.get(id(it))) for it in self.loop_iters)
         if not (sampled or tainted or per_rank_loop):
             return                      # greedy generation of the same prompts on every rank
@@ -481,6 +481,21 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             notes.append("each rank generates for its own inputs inside a loop")
         loop = next((g for g in guards if g.kind == "loop"), None)
         self._record(("DSL104", id(call)), Hazard("DSL104", call, site, loop, self.scope, notes))
+
+    def _replicated_items(self, it: cst.BaseExpression) -> bool:
+        """A loop over a data loader that yields the same batches on every rank (no sampler, no shuffling, a
+        dataset the same everywhere: `RankTaint.replicated_loader`), through `enumerate`/`tqdm`/`iter`."""
+        if self.eval(it) is not None:
+            return False
+        inner = it
+        while isinstance(inner, cst.Call) and inner.args and inner.args[0].keyword is None and \
+                (inner.func.attr.value if isinstance(inner.func, cst.Attribute) else
+                 getattr(inner.func, "value", "")) in ("enumerate", "tqdm", "iter", "list", "tuple"):
+            inner = inner.args[0].value
+        if isinstance(inner, cst.Call):
+            return self.taint.replicated_loader(inner)
+        name = dotted_name(inner)
+        return name is not None and self.taint.replicated_loader_name(name)
 
     def reaches_sites(self, stmts: Sequence) -> bool:
         return bool(stmts) and bool(self.sites.block_sites(self.src, stmts, self.cls))

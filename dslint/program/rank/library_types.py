@@ -294,6 +294,22 @@ class AccelerateTyping:
         except cst.ParserSyntaxError:
             return False
 
+    def command_line_args(self, e: cst.BaseExpression) -> bool:
+        """`e` names TrainingArguments parsed from the command line: unpacked from
+        `HfArgumentParser((..., TrainingArguments)).parse_args_into_dataclasses()` (whose `--deepspeed ds.json`
+        makes an HF Trainer call `deepspeed.initialize`), every binding of the name in this file being such."""
+        if not isinstance(e, cst.Name):
+            return False
+        name = e.value
+        bound = [node for node in self._assigns for t in node.targets
+                 if isinstance(t.target, cst.Name) and t.target.value == name or
+                 isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                     isinstance(el.value, cst.Name) and el.value.value == name for el in t.target.elements)]
+        return bool(bound) and all(
+            isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute)
+            and node.value.func.attr.value == "parse_args_into_dataclasses" for node in bound) \
+            and self._parsed_args(name)
+
     def _parsed_args(self, name: str) -> bool:
         """`a, b, training_args = parser.parse_args_into_dataclasses()` with `parser = HfArgumentParser((A, B,
         TrainingArguments))`: the name unpacked at the position of a TrainingArguments class."""

@@ -1206,6 +1206,8 @@ class RankTaint:
                 return None
             if name in self._list_names:
                 return None     # `for name, loader in dataloaders` of a list the file builds: loaders, no batch
+            if self.replicated_loader_name(name):
+                return None     # a loader that samples alike on every rank: its batches are the same everywhere
             what = f"`{name}`"
         elif isinstance(inner, cst.Call):
             last = _last(self.facts.resolve_expr(inner.func), inner.func) or ""
@@ -1309,11 +1311,88 @@ class RankTaint:
         to) or an engine's `deepspeed_io(dataset)`: a loader, the same object on every rank, whose batches hold
         other samples on each rank (data parallelism). Its number of batches is the loader's business (kind "item":
         no trip count); a loader over this rank's share keeps the share's origin (the sampler branch of `_call`)."""
+        if callee in _TORCH_LOADERS and self.replicated_loader(e):
+            return None     # every rank draws the same samples in the same order: a uniform value
         if callee in _TORCH_LOADERS or callee is None and isinstance(e.func, cst.Attribute) and \
                 e.func.attr.value == "deepspeed_io":
             return Origin("item", e, self.src, via="a data loader: other samples on each rank", batch=True,
                           stream=True)
         return None
+
+    def replicated_loader(self, e: cst.BaseExpression) -> bool:
+        """A torch `DataLoader(dataset, ...)` call that chooses no sampler (no `sampler`/`batch_sampler`, by
+        keyword or position) and does not shuffle (`shuffle` absent or a literal False): its default
+        `SequentialSampler` walks the dataset in order, so on every rank it yields the same batches -- torch
+        shards nothing by itself (a `DistributedSampler`, `accelerator.prepare` or `deepspeed_io` does). Only its
+        dataset can then make the samples differ by rank, which the caller evaluates (issue 30,
+        replicated-inputs-no-sampler). A shuffling loader draws its order from each process's generator: not
+        proven the same."""
+        if not isinstance(e, cst.Call) or self.facts.resolve_expr(e.func) not in _TORCH_LOADERS:
+            return False
+        positional = [a for a in e.args if a.keyword is None]
+        if any(a.star for a in e.args) or len(positional) > 2:
+            return False        # `**kwargs` may choose a sampler; a third positional is `shuffle`, then `sampler`
+        for a in e.args:
+            if a.keyword is None:
+                continue
+            if a.keyword.value in _SAMPLER_KWARGS:
+                return False
+            if a.keyword.value == "shuffle" and literal_value(a.value) not in (False, None):
+                return False
+        data = next((a.value for a in e.args if a.keyword is None or a.keyword.value == "dataset"), None)
+        return data is not None and not self._reads_parameters(e, data)
+
+    def _reads_parameters(self, call: cst.Call, expr: cst.BaseExpression) -> bool:
+        """Does `expr`, an argument of `call`, read a parameter of the function holding the call, or a local
+        computed from one (flow-insensitive)? A dataset handed in by callers may be this rank's shard already
+        (`split_dataset_by_node`, a shard the caller picked), which this file does not show."""
+        site = next((c for c in self.src.facts.calls if c.node is call), None)
+        info = self.src.facts.functions.get(site.scope) if site is not None else None
+        if info is None:
+            return False        # module-level code: its names are the module's own
+        tainted = set(info.params)
+        pairs = []
+        for node in iter_assigns(info.node.body):
+            targets = {n.value for t in node.targets for n in _walk_names(t.target)}
+            pairs.append((targets, {n.value for n in _walk_names(node.value)}))
+        from dslint.sources.cstwalk import walk
+        for node in walk(info.node.body):
+            if isinstance(node, cst.For):
+                pairs.append(({n.value for n in _walk_names(node.target)}, {n.value for n in _walk_names(node.iter)}))
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                pairs.append(({n.value for n in _walk_names(node.asname.name)},
+                              {n.value for n in _walk_names(node.item)}))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+                pairs.append(({n.value for n in _walk_names(node.target)}, {n.value for n in _walk_names(node.value)}))
+        changed = True
+        while changed:
+            changed = False
+            for targets, sources in pairs:
+                if sources & tainted and not targets <= tainted:
+                    tainted |= targets
+                    changed = True
+        return bool({n.value for n in _walk_names(expr)} & tainted)
+
+    def replicated_loader_name(self, name: str) -> bool:
+        """Every binding of `name` (a local or `self.` field) in this file is a `replicated_loader` call (a name
+        also bound by unpacking, a loop or `with`, or to anything else, is not)."""
+        memo = self.__dict__.setdefault("_replicated_names", {})
+        if name not in memo:
+            values, other = [], False
+            for node in _assignments(self.src.module):
+                for t in node.targets:
+                    if dotted_name(t.target) == name:
+                        values.append(node.value)
+                    elif isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                            dotted_name(el.value if not isinstance(el.value, cst.StarredElement) else el.value.value)
+                            == name for el in t.target.elements):
+                        other = True
+            if not other and values:
+                short = name.rsplit(".", 1)[-1]
+                other = any(dotted_name(n) == name or isinstance(n, cst.Name) and n.value == short and "." not in name
+                            for n in _other_binding_targets(self.src.module))
+            memo[name] = bool(values) and not other and all(self.replicated_loader(v) for v in values)
+        return memo[name]
 
     def distributed_sampler(self, e: cst.BaseExpression) -> bool:
         """A `DistributedSampler(...)` (or a name this file binds to one, on some path: the other paths are
@@ -1631,6 +1710,26 @@ def uniform_difference(start: cst.BaseExpression, stop: cst.BaseExpression, env:
 
 def _assignments(block) -> Iterable[cst.Assign]:
     return iter_assigns(block)
+
+
+def _walk_names(node) -> Iterable[cst.Name]:
+    from dslint.sources.cstwalk import walk
+    return (n for n in walk(node) if isinstance(n, cst.Name))
+
+
+def _other_binding_targets(module) -> Iterable[cst.BaseExpression]:
+    """The targets a module binds other than by `=`: `for` targets, `with ... as`, augmented and annotated
+    assignments, walrus."""
+    from dslint.sources.cstwalk import walk
+    for n in walk(module):
+        if isinstance(n, cst.For):
+            yield from (t for t in walk(n.target) if isinstance(t, (cst.Name, cst.Attribute)))
+        elif isinstance(n, cst.AsName):
+            yield n.name
+        elif isinstance(n, (cst.AugAssign, cst.NamedExpr)):
+            yield n.target
+        elif isinstance(n, cst.AnnAssign):
+            yield n.target
 
 
 def _body(body) -> list:
