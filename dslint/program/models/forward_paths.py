@@ -1118,11 +1118,12 @@ def _builds_below(block: cst.BaseSuite) -> bool:
     return b.hit
 
 
-def caller_keys(facts, cls) -> dict:
+def caller_keys(facts, cls, project=None) -> dict:
     """Forward parameters of `cls` to which every caller in the run (the run's classes that create `cls` as an
-    attribute and call it, as `uniform_inputs` finds them) passes one batch field by its literal key:
-    `sensors.get("depth")`, `sensors["depth"]`, or a local assigned once from one. {} when a caller is not
-    found."""
+    attribute and call it, as `uniform_inputs` finds them, and those that build the attribute from a class their
+    module's namespace holds under a configured name, `globals()[cfg.encoder_class](...)` where the file binds
+    `cls`: `namespace_holders`) passes one batch field by its literal key: `sensors.get("depth")`,
+    `sensors["depth"]`, or a local assigned once from one. {} when a caller is not found."""
     found = cls.find_method("forward")
     if found is None:
         return {}
@@ -1130,10 +1131,13 @@ def caller_keys(facts, cls) -> dict:
     names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
     instances = {c.name for c in [cls, *facts.subclasses(cls)]}
     containers = facts.containers(cls)
+    by_namespace = namespace_holders(facts, cls, project) if project is not None else {}
+    containers = [*containers, *(c for c in facts.classes if id(c) in by_namespace and c not in containers)]
     keys: dict[str, Optional[str]] = {}
     calls = 0
     for container in containers:
         holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
+        holders |= by_namespace.get(id(container), set())
         for owner, mname in [(c, m) for c in container.mro() for m in sorted(c.methods)]:
             method = owner.info.methods[mname].node
             finder = _HolderCalls(holders)
@@ -1154,6 +1158,55 @@ def caller_keys(facts, cls) -> dict:
     if not calls:
         return {}
     return {name: key for name, key in keys.items() if key is not None}
+
+
+def namespace_holders(facts, cls, project) -> dict[int, set[str]]:
+    """id(class) -> its attributes built by a class looked up in its module's namespace (`self.encoder =
+    globals()[cfg.encoder_class](cfg.encoder)`), for the run's classes whose file binds `cls` (or a subclass) by
+    name -- defines it or imports it (`ProjectView.class_for_callee`): the configured name may select it, so the
+    calls of that attribute are calls of `cls.forward`. `globals()` is the module's namespace by the language's
+    meaning; the name looked up is a run setting. The file's text is a prefilter only."""
+    family = [cls, *facts.subclasses(cls)]
+    ours = {(id(c.src), c.qualname) for c in family}
+    out: dict[int, set[str]] = {}
+    for container in facts.classes:
+        if container in family or "globals()" not in container.src.text[container.span[0]:container.span[1]]:
+            continue
+        outline = container.src.outline
+        if outline is None or not any(
+                (found := project.class_for_callee(container.src, outline.resolve(c.name))) is not None
+                and (id(found[0]), found[1]) in ours for c in family):
+            continue
+        for mname in container.methods:
+            finder = _NamespaceBuilt()
+            cst_visit(container.info.methods[mname].node, finder)
+            if finder.attrs:
+                out.setdefault(id(container), set()).update(finder.attrs)
+    return out
+
+
+class _NamespaceBuilt(cst.CSTVisitor):
+    """`self.X = globals()[...](...)` in a method: the attributes X."""
+
+    def __init__(self) -> None:
+        self.attrs: set[str] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._record(t.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._record(node.target, node.value)
+
+    def _record(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Subscript)):
+            return
+        lookup = value.func.value
+        if not (isinstance(lookup, cst.Call) and dotted_name(lookup.func) == "globals" and not lookup.args):
+            return
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            self.attrs.add(target.attr.value)
 
 
 def _field_key(method: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> Optional[str]:
