@@ -417,12 +417,39 @@ class ForwardPaths:
         (`configured_key`)."""
         if self.project is None:
             return False
+        if self._passed_by_settings(test):
+            return True
         key = self._presence_key(test)
         if key is None:
             return False
         from dslint.program.models.batch_keys import FIXED, UNSEEN, key_presence
         state = key_presence(self.project, key)
         return state == FIXED or (state == UNSEEN and configured_key(self.cls, key))
+
+    def _passed_by_settings(self, test: cst.BaseExpression) -> bool:
+        """A presence test of an optional input of the root forward (`prompt_pos is not None`, `prompt_pos`, a
+        parameter defaulting to None) that every call of the run handing it over by keyword does only under run
+        settings, with a value there whenever it runs (`if args.continuous_prompt: model(..., prompt_pos=
+        data["prompt_pos"])`): `keyword_presence.presence_set_by_callers`. The batch does not decide it."""
+        if len(self._stack) != 1 or not self._fns:
+            return False
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test = test.expression
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+                isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
+                isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+            test = test.left
+        if not isinstance(test, cst.Name):
+            return False
+        fn = self._fns[0]
+        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+                    if isinstance(p.default, cst.Name) and p.default.value == "None"}
+        if test.value not in optional:
+            return False
+        positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
+        position = positional.index(test.value) if test.value in positional else None
+        from dslint.program.models.keyword_presence import presence_set_by_callers
+        return presence_set_by_callers(self.project, test.value, position)
 
     def _key_evidence(self, cond: Condition, test: cst.BaseExpression) -> None:
         """Issue 30 item 6: a data-dependent test of a batch field named as a string splits ranks only where the
