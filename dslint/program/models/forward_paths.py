@@ -448,8 +448,10 @@ class ForwardPaths:
             return False
         positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
         position = positional.index(test.value) if test.value in positional else None
-        from dslint.program.models.keyword_presence import presence_set_by_callers
-        return presence_set_by_callers(self.project, test.value, position)
+        from dslint.program.models.keyword_presence import family_of, presence_set_by_callers
+        from dslint.program.models.modules import model_facts
+        return presence_set_by_callers(self.project, test.value, position,
+                                       family_of(model_facts(self.project), self.cls))
 
     def _key_evidence(self, cond: Condition, test: cst.BaseExpression) -> None:
         """Issue 30 item 6: a data-dependent test of a batch field named as a string splits ranks only where the

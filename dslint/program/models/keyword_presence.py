@@ -50,17 +50,52 @@ MAX_DEPTH = 3
 _BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 
-def presence_set_by_callers(project: "ProjectView", keyword: str, position: Optional[int] = None) -> bool:
+def presence_set_by_callers(project: "ProjectView", keyword: str, position: Optional[int] = None,
+                            family: Optional[frozenset] = None) -> bool:
     """Is the input passed as `keyword=` (or, `position` given, as that positional argument after the receiver)
     by every call of the run only under run settings, with a value there whenever the call runs (see the
-    module's docstring)? Memoised per view, keyword and position."""
+    module's docstring)? `family`: the names of the class whose forward takes the input and of its subclasses --
+    a call of a sub-module the caller's class builds from another class of the run (`self.attention = Attention
+    (...)`, then `self.attention(q, mask, ...)`) is that class's forward, no site. Memoised per view, keyword,
+    position and family."""
     cache = memo(project, "keyword-presence", dict)
-    if (keyword, position) not in cache:
-        cache[(keyword, position)] = _decide(project, keyword, position, 0, set())
-    return cache[(keyword, position)]
+    key = (keyword, position, family)
+    if key not in cache:
+        cache[key] = _decide(project, keyword, position, family, 0, set())
+    return cache[key]
 
 
-def _decide(project: "ProjectView", keyword: str, position: Optional[int], depth: int, seen: set) -> bool:
+def family_of(facts, cls) -> frozenset:
+    """The names of a module class and of its subclasses in the run."""
+    return frozenset(c.name for c in [cls, *facts.subclasses(cls)])
+
+
+def _another_class(project: "ProjectView", src: "PythonSource", site: "_Site", family: Optional[frozenset]) -> bool:
+    """Does the site call `self.X(...)` where the calling class builds `X` from a class of the run outside
+    `family` (so the call runs that class's forward)?"""
+    func = site.call.func
+    if family is None or site.function is None or not (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        return False
+    from dslint.program.models.modules import model_facts
+    facts = model_facts(project)
+    owner = _owner_class(facts, src, site.function)
+    if owner is None:
+        return False
+    ctors = {a.ctor for c in owner.mro() for a in c.attrs.values() if a.name == func.attr.value and a.ctor}
+    return bool(ctors) and all(c in facts.by_name and c not in family for c in ctors)
+
+
+def _owner_class(facts, src: "PythonSource", fn: cst.FunctionDef):
+    """The module class of the run one of whose methods is `fn`."""
+    for c in facts.classes:
+        if c.src is src and any(c.info.methods[m].node is fn for m in c.methods if m in c.info.methods):
+            return c
+    return None
+
+
+def _decide(project: "ProjectView", keyword: str, position: Optional[int], family: Optional[frozenset], depth: int,
+            seen: set) -> bool:
     if depth > MAX_DEPTH or _unpacks_mappings(project):
         return False
     seen = seen | {(keyword, position)}
@@ -72,7 +107,8 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], depth
         sites.extend((src, site) for site in found)
     if position is not None:
         for src, site in _object_calls(project):
-            if site.no_grad or not _callee_may_be_a_model(project, src, site.call):
+            if site.no_grad or not _callee_may_be_a_model(project, src, site.call) or \
+                    _another_class(project, src, site, family):
                 continue
             args = site.call.args
             # the explicit arguments before any unpacking (`model(ids, mask, *mems)`): an unpacked sequence is
@@ -84,7 +120,8 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], depth
                                          site.no_grad)))
     decided = False
     for src, site in sites:
-        if site.no_grad or not _callee_may_be_a_model(project, src, site.call):
+        if site.no_grad or not _callee_may_be_a_model(project, src, site.call) or \
+                _another_class(project, src, site, family):
             continue                # a call under `torch.no_grad()` produces no gradient on any rank
         decided = True
         if not all(_setting_test(project, src, site.function, t) for t in site.tests):
@@ -92,9 +129,13 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], depth
         handed_on = _value_present(site.function, site.value)
         if handed_on is False:
             return False
-        if isinstance(handed_on, tuple) and handed_on not in seen and \
-                not _decide(project, handed_on[0], handed_on[1], depth + 1, seen):
-            return False
+        if isinstance(handed_on, tuple) and handed_on not in seen:
+            from dslint.program.models.modules import model_facts
+            facts = model_facts(project)
+            owner = _owner_class(facts, src, site.function) if site.function is not None else None
+            wrapper = family_of(facts, owner) if owner is not None else None
+            if not _decide(project, handed_on[0], handed_on[1], wrapper, depth + 1, seen):
+                return False
     return decided
 
 
