@@ -430,7 +430,7 @@ class Program:
         from dslint.program.models.forward_paths import caller_keys
         cache = self.memo("caller-keys", dict)
         if id(cls) not in cache:
-            cache[id(cls)] = caller_keys(self.models(), cls)
+            cache[id(cls)] = caller_keys(self.models(), cls, project=self.view)
         return cache[id(cls)]
 
     def optimizer_excluded(self) -> frozenset:

@@ -426,7 +426,13 @@ class ConditionallyUsedParam(Rule):
     every rank of one data-parallel reduction. A field the run never writes under its own literal key (a
     preprocessor copying each sample's keys, `for k in sample: if k == "depth":`) is a configured input when the
     model builds its sub-module only under a test of that key in its configuration (`if "depth" in
-    cfg.input_sensors:`), also when it arrives through a parameter every caller fills from `sensors.get("depth")`.
+    cfg.input_sensors:`), also when it arrives through a parameter every caller fills from `sensors.get("depth")`
+    (a caller being any class that holds the sub-module, also one built from a class its module's namespace holds
+    under a configured name, `self.enc = globals()[cfg.enc_class](...)`). An optional input (`prompt_pos=None`)
+    is uniform when every call of the run handing it over (by keyword or at its position, outside
+    `torch.no_grad()`) does so only under tests of run settings (`if args.continuous_prompt:`) with a batch field
+    read by its literal key (`data["prompt_pos"]`), or hands on its own input decided alike; a call unpacking a
+    mapping into a model's keywords (`model(**batch)`) leaves it to the batch.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
     only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`);
@@ -440,8 +446,10 @@ class ConditionallyUsedParam(Rule):
     helper it hands the model to, that reaches a sub-module's output on some data paths only -- a text-only
     dummy `model.visual(...)` switched off by `model.training` (evaluation then skips the tower's FSDP/ZeRO-3
     gathers on text-only ranks), or a dummy call that drops an output the image path uses (`embeds, _ =
-    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters. Such a
-    finding is proven only when the patch is chosen for the model the run trains (installed under a test of the
+    model.visual(...)`); sub-modules are the class's `__init__` fields whose objects hold parameters, and a read of
+    a field's own parameter (`F.linear(x, m.k_proj.weight)`) uses it as a call does; the module's own values
+    (`self.config.pretraining_tp > 1`) are uniform, also where the function stores into a tensor indexed by them.
+    Such a finding is proven only when the patch is chosen for the model the run trains (installed under a test of the
     model object handed to the installing function, `if model.config.model_type == "qwen2_vl":
     Qwen2VLModel.forward = ...`) or a file that trains builds the patched class (`Cls(...)`,
     `Cls.from_pretrained(...)`); a blanket port of every layer class of a library (`adapt_transformers_to_gaudi()`)

@@ -417,12 +417,41 @@ class ForwardPaths:
         (`configured_key`)."""
         if self.project is None:
             return False
+        if self._passed_by_settings(test):
+            return True
         key = self._presence_key(test)
         if key is None:
             return False
         from dslint.program.models.batch_keys import FIXED, UNSEEN, key_presence
         state = key_presence(self.project, key)
         return state == FIXED or (state == UNSEEN and configured_key(self.cls, key))
+
+    def _passed_by_settings(self, test: cst.BaseExpression) -> bool:
+        """A presence test of an optional input of the root forward (`prompt_pos is not None`, `prompt_pos`, a
+        parameter defaulting to None) that every call of the run handing it over by keyword does only under run
+        settings, with a value there whenever it runs (`if args.continuous_prompt: model(..., prompt_pos=
+        data["prompt_pos"])`): `keyword_presence.presence_set_by_callers`. The batch does not decide it."""
+        if len(self._stack) != 1 or not self._fns:
+            return False
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test = test.expression
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+                isinstance(test.comparisons[0].operator, (cst.Is, cst.IsNot)) and \
+                isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+            test = test.left
+        if not isinstance(test, cst.Name):
+            return False
+        fn = self._fns[0]
+        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
+                    if isinstance(p.default, cst.Name) and p.default.value == "None"}
+        if test.value not in optional:
+            return False
+        positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
+        position = positional.index(test.value) if test.value in positional else None
+        from dslint.program.models.keyword_presence import family_of, presence_set_by_callers
+        from dslint.program.models.modules import model_facts
+        return presence_set_by_callers(self.project, test.value, position,
+                                       family_of(model_facts(self.project), self.cls))
 
     def _key_evidence(self, cond: Condition, test: cst.BaseExpression) -> None:
         """Issue 30 item 6: a data-dependent test of a batch field named as a string splits ranks only where the
@@ -1118,11 +1147,12 @@ def _builds_below(block: cst.BaseSuite) -> bool:
     return b.hit
 
 
-def caller_keys(facts, cls) -> dict:
+def caller_keys(facts, cls, project=None) -> dict:
     """Forward parameters of `cls` to which every caller in the run (the run's classes that create `cls` as an
-    attribute and call it, as `uniform_inputs` finds them) passes one batch field by its literal key:
-    `sensors.get("depth")`, `sensors["depth"]`, or a local assigned once from one. {} when a caller is not
-    found."""
+    attribute and call it, as `uniform_inputs` finds them, and those that build the attribute from a class their
+    module's namespace holds under a configured name, `globals()[cfg.encoder_class](...)` where the file binds
+    `cls`: `namespace_holders`) passes one batch field by its literal key: `sensors.get("depth")`,
+    `sensors["depth"]`, or a local assigned once from one. {} when a caller is not found."""
     found = cls.find_method("forward")
     if found is None:
         return {}
@@ -1130,10 +1160,13 @@ def caller_keys(facts, cls) -> dict:
     names = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
     instances = {c.name for c in [cls, *facts.subclasses(cls)]}
     containers = facts.containers(cls)
+    by_namespace = namespace_holders(facts, cls, project) if project is not None else {}
+    containers = [*containers, *(c for c in facts.classes if id(c) in by_namespace and c not in containers)]
     keys: dict[str, Optional[str]] = {}
     calls = 0
     for container in containers:
         holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
+        holders |= by_namespace.get(id(container), set())
         for owner, mname in [(c, m) for c in container.mro() for m in sorted(c.methods)]:
             method = owner.info.methods[mname].node
             finder = _HolderCalls(holders)
@@ -1154,6 +1187,55 @@ def caller_keys(facts, cls) -> dict:
     if not calls:
         return {}
     return {name: key for name, key in keys.items() if key is not None}
+
+
+def namespace_holders(facts, cls, project) -> dict[int, set[str]]:
+    """id(class) -> its attributes built by a class looked up in its module's namespace (`self.encoder =
+    globals()[cfg.encoder_class](cfg.encoder)`), for the run's classes whose file binds `cls` (or a subclass) by
+    name -- defines it or imports it (`ProjectView.class_for_callee`): the configured name may select it, so the
+    calls of that attribute are calls of `cls.forward`. `globals()` is the module's namespace by the language's
+    meaning; the name looked up is a run setting. The file's text is a prefilter only."""
+    family = [cls, *facts.subclasses(cls)]
+    ours = {(id(c.src), c.qualname) for c in family}
+    out: dict[int, set[str]] = {}
+    for container in facts.classes:
+        if container in family or "globals()" not in container.src.text[container.span[0]:container.span[1]]:
+            continue
+        outline = container.src.outline
+        if outline is None or not any(
+                (found := project.class_for_callee(container.src, outline.resolve(c.name))) is not None
+                and (id(found[0]), found[1]) in ours for c in family):
+            continue
+        for mname in container.methods:
+            finder = _NamespaceBuilt()
+            cst_visit(container.info.methods[mname].node, finder)
+            if finder.attrs:
+                out.setdefault(id(container), set()).update(finder.attrs)
+    return out
+
+
+class _NamespaceBuilt(cst.CSTVisitor):
+    """`self.X = globals()[...](...)` in a method: the attributes X."""
+
+    def __init__(self) -> None:
+        self.attrs: set[str] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._record(t.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._record(node.target, node.value)
+
+    def _record(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Subscript)):
+            return
+        lookup = value.func.value
+        if not (isinstance(lookup, cst.Call) and dotted_name(lookup.func) == "globals" and not lookup.args):
+            return
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            self.attrs.add(target.attr.value)
 
 
 def _field_key(method: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> Optional[str]:

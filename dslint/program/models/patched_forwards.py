@@ -48,10 +48,13 @@ WHOLE = -1          # the whole output of a sub-module call is read
 @dataclass(frozen=True)
 class ModuleClass:
     """A class whose instance a parameter holds: its qualified name and the sub-module fields of its
-    `__init__` (field → line there), found in `path`."""
+    `__init__` (field → line there), found in `path`; `members`: per field, the names of that field's own
+    parameters and sub-modules (`weight`, `bias` of a `torch.nn.Linear`), whose reads (`m.k_proj.weight`) use
+    the field's parameters as a call of it does."""
     qualified: str
     fields: dict
     path: str
+    members: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass
@@ -288,6 +291,50 @@ def _holds_parameters(project: "ProjectView", near: "PythonSource", qualified: s
     return result
 
 
+def _parameter_members(project: "ProjectView", near: "PythonSource", qualified: str, depth: int = 0) -> frozenset:
+    """The names under which an object of the class holds parameters: `self.X = torch.nn.Parameter(...)`,
+    `self.X = <a call whose result holds parameters>` in its `__init__` or a base class's, and
+    `self.register_parameter("X", ...)` -- read from the checked files and the installed packages' sources
+    (`torch.nn.Linear`: `weight`, `bias`). Empty when the class's source is not found."""
+    memo = project.memo("patched_forwards.members", dict)
+    if qualified in memo:
+        return memo[qualified]
+    memo[qualified] = frozenset()          # cycles
+    hit = _class_tree(project, near, qualified) if depth <= 6 else None
+    out: set[str] = set()
+    if hit is not None:
+        cls, tree, _path, modname = hit
+        imports = _imports(tree, modname)
+        local_classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+        def qual(text: str) -> str:
+            return f"{modname}.{text}" if text.split(".")[0] in local_classes else _qualify(text, imports)
+
+        for init in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"):
+            for node in ast.walk(init):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                        node.func.attr == "register_parameter" and node.args and \
+                        isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                    out.add(node.args[0].value)
+                if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                    continue
+                text = _dotted(node.value.func)
+                if text is None or text.startswith("self.") or text == "super":
+                    continue
+                q = qual(text)
+                param = q.rsplit(".", 1)[-1] == "Parameter" and q.startswith("torch.")
+                if not param and not (q.rsplit(".", 1)[-1][:1].isupper() and _holds_parameters(project, near, q)):
+                    continue
+                out.update(t.attr for t in node.targets if isinstance(t, ast.Attribute)
+                           and isinstance(t.value, ast.Name) and t.value.id == "self")
+        for base in cls.bases:
+            text = _dotted(base)
+            if text:
+                out |= _parameter_members(project, near, qual(text), depth + 1)
+    memo[qualified] = frozenset(out)
+    return memo[qualified]
+
+
 def module_class(project: "ProjectView", near: "PythonSource", qualified: str) -> Optional[ModuleClass]:
     """The sub-module fields of a class: `self.attr = <a call>` in its `__init__` whose result holds parameters
     (`_holds_parameters`)."""
@@ -299,6 +346,7 @@ def module_class(project: "ProjectView", near: "PythonSource", qualified: str) -
         imports = _imports(tree, modname)
         local_classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
         fields: dict[str, int] = {}
+        members: dict[str, frozenset] = {}
         for stmt in cls.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
                 for node in ast.walk(stmt):
@@ -312,13 +360,15 @@ def module_class(project: "ProjectView", near: "PythonSource", qualified: str) -
                         if text is None:
                             continue
                         q = f"{modname}.{text}" if text.split(".")[0] in local_classes else _qualify(text, imports)
-                        holds = _holds_parameters(project, near, q)
+                        holds = _holds_parameters(project, near, q) and "held"
                     if not holds:
                         continue
                     for t in node.targets:
                         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                             fields.setdefault(t.attr, node.lineno)
-        return ModuleClass(qualified, fields, path) if fields else None
+                            if holds is not True:
+                                members.setdefault(t.attr, _parameter_members(project, near, q))
+        return ModuleClass(qualified, fields, path, members) if fields else None
     return project.memo(("patched_forwards.class", qualified), build)
 
 
@@ -492,9 +542,25 @@ class _Atoms:
         return env[key] != neg
 
 
+def _bound(target: ast.AST, module_param: Optional[str]) -> set[str]:
+    """The names an assignment target binds or fills: `a`, `a, *b`, and the container of `xs[i] = v` /
+    `obj.f = v` -- not the names its index reads (`out[:, self.n // 2:] = v` fills `out`, not `self`), and never
+    the module parameter (a value stored on the module is its state, not a rebinding of the module)."""
+    if isinstance(target, ast.Name):
+        return {target.id} - {module_param}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound(e, module_param) for e in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Starred):
+        return _bound(target.value, module_param)
+    while isinstance(target, (ast.Subscript, ast.Attribute)):
+        target = target.value
+    return {target.id} - {module_param} if isinstance(target, ast.Name) else set()
+
+
 def data_names(fn: ast.FunctionDef, module_param: Optional[str]) -> set[str]:
     """The function's data: its parameters other than the module and option parameters, and the locals
-    assigned from them (a fixed point over the assignments)."""
+    assigned from them (a fixed point over the assignments; a target binds its names and the container it
+    fills, `_bound`, never what its index reads nor the module)."""
     a = fn.args
     params = a.posonlyargs + a.args + a.kwonlyargs
     defaults = dict(zip([p.arg for p in (a.posonlyargs + a.args)][::-1], a.defaults[::-1]))
@@ -516,12 +582,13 @@ def data_names(fn: ast.FunctionDef, module_param: Optional[str]) -> set[str]:
     for node in ast.walk(fn):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            names = set().union(*(_bound(t, module_param) for t in targets))
             assigns.append((names, _reads(node.value)))
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            assigns.append(({n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}, _reads(node.iter)))
+            assigns.append((_bound(node.target, module_param), _reads(node.iter)))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
-                isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name):
+                isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name) and \
+                node.value.func.value.id != module_param:
             # `weights.append(chunk_weight)`: the container now holds what the call was given
             call = node.value
             assigns.append(({call.func.value.id}, set().union(*(_reads(a) for a in call.args),
@@ -558,8 +625,21 @@ class _Walker:
                 out.append(n)
         return out
 
-    def uses_of(self, stmt: ast.stmt) -> list[_Use]:
+    def member_reads(self, node: ast.AST) -> list[_Use]:
+        """`m.k_proj.weight` (a parameter or sub-module of the field, `ModuleClass.members`, read directly --
+        `F.linear(x, m.k_proj.weight)`, `m.k_proj.weight.split(n)`): the field's parameters take part as in a
+        call of it."""
         out = []
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and \
+                    isinstance(n.value.value, ast.Name) and n.value.value.id == self.mp.param and \
+                    n.value.attr in self.mp.cls.fields and n.attr in self.mp.cls.members.get(n.value.attr, ()):
+                out.append(_Use(n.value.attr, None, n))
+        return out
+
+    def uses_of(self, stmt: ast.stmt) -> list[_Use]:
+        out = self.member_reads(stmt) if not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+                                                                ast.AsyncWith, ast.Try)) else []
         value = getattr(stmt, "value", None)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple) \
                 and isinstance(value, ast.Call) and value in self.calls_in(value)[:1]:
@@ -585,6 +665,7 @@ class _Walker:
         for stmt in body:
             if isinstance(stmt, ast.If):
                 uses.extend(_Use(c.func.attr, None, c) for c in self.calls_in(stmt.test))
+                uses.extend(self.member_reads(stmt.test))
                 taken = self.atoms.value(stmt.test, env)
                 branch, other = (stmt.body, stmt.orelse) if taken else (stmt.orelse, stmt.body)
                 skipped.append((stmt, other))
@@ -599,6 +680,7 @@ class _Walker:
             if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
                 for part in _own_parts(stmt):
                     uses.extend(_Use(c.func.attr, None, c) for c in self.calls_in(part))
+                    uses.extend(self.member_reads(part))
                 inner = list(stmt.body)
                 if not self.walk(inner, env, uses, skipped):
                     return False
@@ -678,7 +760,7 @@ def _function_uneven(fn: ast.FunctionDef, mp: ModuleParam) -> list[UnevenUse]:
         return {name} if any(ln > end for ln in reads_at.get(name, ())) else set()
 
     walker = _Walker(fn, mp, atoms, later_reads)
-    if not any(walker.calls_in(s) for s in fn.body):
+    if not any(walker.calls_in(s) or walker.member_reads(s) for s in fn.body):
         return []
     uniform = [k for k in atoms.index if not atoms.data[k]]
     data = [k for k in atoms.index if atoms.data[k]]
@@ -744,10 +826,11 @@ def _where(walker: _Walker, attr: str, uses: list[_Use], skipped: list, env, uni
     branch it skipped that calls the sub-module (one whose test reads a uniform atom first: the switch that
     turns the fallback off)."""
     for u in uses:
-        if u.attr == u.node.func.attr == attr and u.elements is not None:
+        if u.elements is not None and isinstance(u.node, ast.Call) and u.attr == u.node.func.attr == attr:
             return u.node.lineno, u.node.col_offset, None
     candidates = [(stmt, branch) for stmt, branch in skipped
-                  if any(c.func.attr == attr for s in branch for c in walker.calls_in(s))]
+                  if any(c.func.attr == attr for s in branch for c in walker.calls_in(s))
+                  or any(u.attr == attr for s in branch for u in walker.member_reads(s))]
     if not candidates:
         return None
     with_uniform = [c for c in candidates if _test_keys(walker.atoms, c[0]) & set(uniform)]
