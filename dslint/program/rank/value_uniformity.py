@@ -683,15 +683,19 @@ class RankTaint:
         origins = [self.eval(a.value, env, cls) for a in e.args]
         if not any(o is not None for o in origins):
             return False
+        memo = self.analysis.__dict__.setdefault("_writes_collective_result", {})
         for candidate in candidates:
-            target = self.analysis.function_info(candidate)
-            if target is None:
-                return False
-            other, info = target
-            if not any(c.scope == info.qualname and _last(c.callee, c.node.func) in UNIFORMIZING
-                       and (c.callee or "").startswith(_COLLECTIVE_MODULES) for c in other.facts.calls):
-                return False
-            if self.analysis.returns_for_args(e, target, origins) is not None:
+            other, qual = candidate
+            key = (id(other), qual)
+            if key not in memo:
+                # the text prefilters (no parse of a file that never spells such a collective); the calls decide
+                target = self.analysis.function_info(candidate) if any(w in other.text for w in UNIFORMIZING) \
+                    else None
+                memo[key] = target if target is not None and any(
+                    c.scope == target[1].qualname and _last(c.callee, c.node.func) in UNIFORMIZING
+                    and (c.callee or "").startswith(_COLLECTIVE_MODULES) for c in target[0].facts.calls) else None
+            target = memo[key]
+            if target is None or self.analysis.returns_for_args(e, target, origins) is not None:
                 return False
         return True
 
