@@ -34,6 +34,42 @@ def test_vendored_class_no_program_uses_is_unproven(monkeypatch):
     assert f.code == "DSL101" and f.proven and not [e for e in f.evidence if e.kind == "program"]
 
 
+def test_what_the_repositorys_own_package_exports_is_reached(monkeypatch):
+    # the repository publishes `trainerlib` (pyproject.toml beside it): a class its package exports is run by the
+    # package's users though no program of the repository names it -- shown, proven
+    [f] = _case(STATIC / "units" / "published_library_export", monkeypatch).findings
+    assert f.code == "DSL101" and f.proven and f.path == "trainerlib/trainers/rollout.py"
+    # the twin: the same package without the export -- unproven, hidden
+    case = STATIC / "units" / "published_library_unexported"
+    report = _case(case, monkeypatch)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _case(case, monkeypatch, show_unproven=True).findings
+    assert [e.kind for e in f.evidence if not e.found] == ["program"]
+
+
+def test_a_setup_file_below_other_files_of_the_run_is_no_published_package(monkeypatch, tmp_path):
+    # the same package and program in a sub-folder that carries its own pyproject.toml, beside other code of the
+    # run (`tools/`): the setup file is not at or above every file of the run, so the folder is a copy kept
+    # inside a larger repository, not the repository's own distribution -- its exports decide nothing
+    case = STATIC / "units" / "published_library_export"
+    for path in case.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            rel = path.relative_to(case)
+            rel = Path(*rel.parts[1:]) if rel.parts[0] == "examples" else rel
+            dest = tmp_path / "vendor" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(path.read_text())
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "prepare.py").write_text("import json\n\nprint(json.dumps({}))\n")
+    report = _case(tmp_path, monkeypatch, show_unproven=True)
+    assert [(f.code, f.proven) for f in report.findings] == [("DSL101", False)]
+    # the same tree without `tools/`: the setup file is above every file, the package is published
+    (tmp_path / "tools" / "prepare.py").unlink()
+    (tmp_path / "tools").rmdir()
+    report = _case(tmp_path, monkeypatch, show_unproven=True)
+    assert [(f.code, f.proven) for f in report.findings] == [("DSL101", True)]
+
+
 LIBRARY = {
     "lib/__init__.py": "from .trainers import RolloutTrainer\n",
     "lib/trainers.py": (

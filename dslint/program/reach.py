@@ -14,7 +14,10 @@ Reachability is decided on the run's Python files, by reference, never by folder
   `Name` or `Attribute` outside import statements and string constants, and, in its own file, outside its own
   body --, or a string names it as an entry point (`"pkg.mod:main"`), or a decorator registers it, or pytest
   collects it (a `test*` function or `Test*` class of a `test_*.py` / `*_test.py` file: how pytest starts code);
-* module-scope code (outside any function or class) runs when the module is imported: reached.
+* module-scope code (outside any function or class) runs when the module is imported: reached;
+* what the repository's own published package exports (`published`: an `__init__.py` of its package imports or
+  lists the public name, the top-level package sits beside a setup file at or above every file of the run) is
+  run by the package's users, outside the repository: reached, though no program of the run names it.
 
 Only the programs that hold the file decide (the launch units whose imports reach it, and their files): a
 library checked alone, or a module no program imports, keeps its findings. The search is an over-approximation of reaching (a same-named reference elsewhere counts), so
@@ -24,6 +27,7 @@ it only ever leaves a finding proven that a finer analysis would hide, never the
 from __future__ import annotations
 
 import ast
+import os
 import posixpath
 from typing import Optional
 
@@ -53,8 +57,75 @@ def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[st
     key = (id(src), name, first)
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = not _reached(run, src, name, first, last, ctx.files, importers=True)
+        hit = memo[key] = not _reached(run, src, name, first, last, ctx.files, importers=True) \
+            and not published(run, src, name)
     return (name, first) if hit else None
+
+
+_DISTRIBUTION_FILES = ("setup.py", "pyproject.toml", "setup.cfg")
+
+
+def published(run, src: PythonSource, name: str) -> bool:
+    """Is `name` (a module-scope definition of `src`) part of the public interface of the repository's own
+    distribution? Then the programs that run it are its users', outside the repository, and no program of the
+    run needs to reach it. It is when
+
+    * `src` is a module of a package whose top-level folder sits beside a `setup.py` / `pyproject.toml` /
+      `setup.cfg` (what packaging installs: setuptools' discovery takes the packages beside the file), that
+      folder being at or above every Python file of the run (the repository's own package, not a copy of a
+      library in a sub-folder, whose setup file is in the sub-folder);
+    * neither the name nor a module on its path is private (a leading underscore);
+    * an `__init__.py` of a package on its path exports it: imports it (`from .trainer import PPOTrainer`) or
+      lists it as a string (`__all__`, a lazy package's `_import_structure`).
+    """
+    if name.startswith("_") or not isinstance(src, PythonSource):
+        return False
+    parts = (src.module_name or "").split(".")
+    if len(parts) < 2 or any(p.startswith("_") for p in parts[1:]):
+        return False
+    root = run._package_root(src)
+    if root is None:
+        return False
+    package, _, top = root.rpartition(":")
+    folder = posixpath.dirname(package)          # the folder holding the top-level package
+    if not _distribution_folder(run, folder, top):
+        return False
+    by_path = getattr(run, "_by_path", {})
+    for n in range(len(parts) - 1, 0, -1):
+        init = by_path.get(posixpath.normpath(posixpath.join(folder or ".", *parts[:n], "__init__.py")))
+        tree = _tree(init) if init is not None else None
+        if tree is not None and _exports(tree, name):
+            return True
+    return False
+
+
+def _distribution_folder(run, folder: str, top: str) -> bool:
+    """Does `folder` hold a distribution's setup file beside the package `top` (both on disk: the run's files
+    are read from there, not handed in as texts), and lie at or above every Python file of the run?"""
+    memo = run.__dict__.setdefault("_distribution_memo", {})
+    hit = memo.get((folder, top))
+    if hit is None:
+        base = folder or "."
+        hit = os.path.isfile(os.path.join(base, top, "__init__.py")) and \
+            any(os.path.isfile(os.path.join(base, f)) for f in _DISTRIBUTION_FILES)
+        if hit:
+            paths = list(getattr(run, "_by_path", {}))
+            prefix = posixpath.normpath(base)
+            hit = prefix == "." and not any(p.startswith("../") or p.startswith("/") for p in paths) or \
+                all(p.startswith(prefix + "/") for p in paths)
+        memo[(folder, top)] = hit
+    return hit
+
+
+def _exports(tree: ast.Module, name: str) -> bool:
+    """Does a package's `__init__` export `name`: import it, or list it as a string (`__all__`,
+    `_import_structure`)?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return True
+        if isinstance(node, ast.Constant) and node.value == name:
+            return True
+    return False
 
 
 def named_by(run, src: PythonSource, line: int, files: list) -> bool:

@@ -434,6 +434,23 @@ class ProjectTaint:
             return self._field_method(src, cls, *callee[5:].split(".")) if fields else None
         return self.project.function_for_callee(src, callee)
 
+    def methods_named(self, method: str) -> list[tuple["PythonSource", str]]:
+        """Every method called `method` of a class of the view's files (source, qualified name within it), on the
+        outlines: what a call of that method on an object whose class dslint cannot tell (`self.strategy`, handed
+        in) may run, if the object is one of the checked classes'."""
+        index = self.__dict__.get("_methods_by_name")
+        if index is None:
+            index = self.__dict__["_methods_by_name"] = {}
+            for src in self.project.python:
+                outline = src.outline
+                if outline is None:
+                    continue
+                for qual in outline.functions:
+                    owner, _, name = qual.rpartition(".")
+                    if owner and owner in outline.classes:
+                        index.setdefault(name, []).append((src, qual))
+        return index.get(method, [])
+
     def _field_method(self, src: "PythonSource", cls: str, attr: str, method: str
                       ) -> Optional[tuple["PythonSource", str]]:
         """`self.gen.generate(...)` where a method of the class (or of a base class in the view) stores

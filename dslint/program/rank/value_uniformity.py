@@ -462,6 +462,8 @@ class ProjectLevel(Protocol):
 
     def none_follows(self, src: "PythonSource", info: Any) -> Optional[frozenset[str]]: ...
 
+    def methods_named(self, method: str) -> list[tuple["PythonSource", str]]: ...
+
 
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
@@ -727,8 +729,39 @@ class RankTaint:
             return None
         return replace(out, keys=frozenset(keys), batch=True, elements=None, rows=False)
 
+    def _agreed_by_method(self, e: cst.Call, env: Env, cls: Optional[str]) -> bool:
+        """`self.strategy.all_gather(ready)` on an object whose class dslint cannot tell (a field stored from a
+        parameter): the result is the same on every rank when every method of that name among the checked
+        classes -- what the call runs, if the object is one of theirs -- agrees it across the ranks: it runs a
+        collective that writes its result (`dist.all_gather(out, x)`, `all_reduce`) and returns, for these
+        arguments, what the collective made uniform (`returns_for_args`: the varying arguments bound). One method
+        that may return a varying value, or none among the checked files: not decided here."""
+        method = e.func.attr.value
+        candidates = self.analysis.methods_named(method)
+        if not candidates:
+            return False
+        origins = [self.eval(a.value, env, cls) for a in e.args]
+        if not any(o is not None for o in origins):
+            return False
+        memo = self.analysis.__dict__.setdefault("_writes_collective_result", {})
+        for candidate in candidates:
+            other, qual = candidate
+            key = (id(other), qual)
+            if key not in memo:
+                # the text prefilters (no parse of a file that never spells such a collective); the calls decide
+                target = self.analysis.function_info(candidate) if any(w in other.text for w in UNIFORMIZING) \
+                    else None
+                memo[key] = target if target is not None and any(
+                    c.scope == target[1].qualname and _last(c.callee, c.node.func) in UNIFORMIZING
+                    and (c.callee or "").startswith(_COLLECTIVE_MODULES) for c in target[0].facts.calls) else None
+            target = memo[key]
+            if target is None or self.analysis.returns_for_args(e, target, origins) is not None:
+                return False
+        return True
+
     def fill(self, call: cst.Call, env: Env, cls: Optional[str]) -> None:
-        """A local container filled by its own method (list/deque `append`/`appendleft`/`insert`/`extend`, set
+        """A container -- a local, or an attribute path the walk keeps like one (`self.buffer`) -- filled by its
+        own method (list/deque `append`/`appendleft`/`insert`/`extend`, set
         `add`, dict `setdefault`/`update`: each puts its value arguments in): with a varying value it holds varying
         items, what was put in (`xs[]`); its length and keys are taken as the same on every rank, as for an item
         stored at a uniform key (`bind`; a list grown under a rank-dependent test is `raising_ranks`' concern); a
@@ -736,13 +769,18 @@ class RankTaint:
         varying sequence extended in (its length varies) makes the container vary as a whole. A mapping varying
         at some literal keys only (`Origin.keys`) widens its keys (`updated_mapping`)."""
         func = call.func
-        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+        if not isinstance(func, cst.Attribute):
+            return
+        # the receiver: a local (`outs`) or an attribute path the walk keeps in its environment like one
+        # (`self.buffer`, read back by `_attribute` before the class's stored fields)
+        name = func.value.value if isinstance(func.value, cst.Name) else \
+            dotted_name(func.value) if isinstance(func.value, cst.Attribute) else None
+        if name is None:
             return
         method = func.attr.value
         at = _PUTS.get(method)
         if at is None:
             return
-        name = func.value.value
         if method == "update" and (env.get(name) is None or env[name].keys is not None):
             updated = self.updated_mapping(call, env, cls)
             if updated is not None:
@@ -1011,6 +1049,8 @@ class RankTaint:
             if target is not None:
                 return self.analysis.returns_for_args(e, target, origins) or hit
             return hit
+        if source is None and isinstance(e.func, cst.Attribute) and self._agreed_by_method(e, env, cls):
+            return None
         if last in _STRUCTURE_CALLS:
             first = e.func.value if last == "keys" and isinstance(e.func, cst.Attribute) else \
                 next((a.value for a in e.args if a.keyword is None), None)
