@@ -497,6 +497,7 @@ class FlowWalk:
         false_before: frozenset = frozenset()        # membership predicates of the earlier tests (false here)
         entered = 0
         paths: list = []                             # per branch (the links', then the else's): its path
+        uniform_tests: list[bool] = []               # per link walked: its test is the same on every rank
         first_varying: Optional[int] = None          # the first link whose test varies
         try:
             for i, link in enumerate(links):
@@ -505,6 +506,7 @@ class FlowWalk:
                 entered += 1
                 self.expr(link.test, outer)
                 origin = self.eval_test(link.test)
+                uniform_tests.append(origin is None)
                 tests.append(code_of(link.test, 60))
                 guard = None
                 if origin is not None:
@@ -530,6 +532,7 @@ class FlowWalk:
                         body_guards = tuple(g for g in body_guards
                                             if not (g.kind.startswith("cond") and id(g.node) in ruled_out))
                 self.env = self._single_rank(dict(saved), link.test, True)
+                self._none_side(self.env, links[:i + 1], uniform_tests, i)
                 self._fresh = set(saved_fresh)
                 negated = self.negated
                 self.negated = negated | false_before | _negated_members(self, link.test)
@@ -553,6 +556,7 @@ class FlowWalk:
                 at, top = chain[-1]
                 else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
             self.env = self._single_rank(dict(saved), links[0].test, False) if len(links) == 1 else dict(saved)
+            self._none_side(self.env, links, uniform_tests, None)
             self._fresh = set(saved_fresh)
             negated = self.negated
             self.negated = negated | false_before
@@ -652,6 +656,22 @@ class FlowWalk:
             return typing.is_state(base, self.cls) or isinstance(base, cst.Attribute) and \
                 base.attr.value == "state" and typing.is_state(base.value, self.cls)
         return False
+
+    @staticmethod
+    def _none_side(env: Env, links: list, uniform_tests: list[bool], holding: Optional[int]) -> None:
+        """The branch of an `if` chain where link `holding` holds (None: the `else`) and the links before it do
+        not: a name that a test of the same value on every rank says is None there (`if logits is not None:` not
+        holding, `if cache is None:` holding) IS None on that branch, on every rank that takes it -- the same
+        value, whatever per-rank data it held before the test (`if logits is not None: logits = gather(logits)`
+        leaves `logits` uniform after the join). Only tests whose outcome is uniform: a rank-varying test's
+        branches are joined by `_join_after`."""
+        for i, link in enumerate(links):
+            if i >= len(uniform_tests) or not uniform_tests[i] or not _none_test_of(link.test):
+                continue
+            holds = i == holding
+            is_none = isinstance(link.test.comparisons[0].operator, cst.Is)
+            if holds == is_none:
+                env.pop(link.test.left.value, None)
 
     def _single_rank(self, env: Env, test: cst.BaseExpression, holds: bool) -> Env:
         """The environment of a branch where `test` (`holds`: its true side, else its false side) says a process

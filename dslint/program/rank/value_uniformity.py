@@ -996,6 +996,8 @@ class RankTaint:
                 last in UNIFORMIZING and isinstance(e.func, cst.Attribute) and \
                 accelerate_typing(self.analysis, self.src).is_state(e.func.value, cls):
             return None     # `accelerator.gather(x)` of an accelerate state object typed by use
+        if isinstance(e.func, cst.Attribute) and self.bound_collective(e.func):
+            return None     # `self.gather_function(x)` with `self.gather_function = accelerator.gather_for_metrics`
         if last in ("get", "pop") and isinstance(e.func, cst.Attribute) and e.args and e.args[0].keyword is None:
             decided, item = self.keyed_item(self.eval(e.func.value, env, cls), literal_value(e.args[0].value))
             if decided:                 # `info.get("save_interval", default)` of a mapping varying elsewhere
@@ -1592,6 +1594,35 @@ class RankTaint:
         env.pop(name + _SAMPLER_RANK, None)
         if held is not None:
             env[name + _SAMPLER_RANK] = held     # what `DataLoader(ds, sampler=name)` draws by
+
+    def bound_collective(self, func: cst.Attribute) -> bool:
+        """`self.gather_function(x)` where every store to `self.gather_function` in this file binds a gathering or
+        reducing collective whose result is the same on every rank (`self.accelerator.gather_for_metrics`, a
+        `torch.distributed` one) or `functools.partial` of one or of the attribute itself (`partial(
+        self.gather_function, use_gather_object=...)`): calling the attribute calls that collective, so its
+        result is uniform as the collective's is. A store of anything else (or none in this file) says nothing."""
+        if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return False
+        key = "self." + func.attr.value
+        memo = self.__dict__.setdefault("_bound_collectives", {})
+        if key not in memo:
+            memo[key] = False           # assumed while its stores are looked at
+            stores = [(fn, node.value) for fn in self.facts.functions.values() for node in iter_assigns(fn.node.body)
+                      for t in node.targets if dotted_name(t.target) == key]
+            memo[key] = bool(stores) and all(self._collective_reference(v, fn.class_name, key) for fn, v in stores)
+        return memo[key]
+
+    def _collective_reference(self, v: cst.BaseExpression, cls: Optional[str], key: str) -> bool:
+        """Is `v` a reference to (not a call of) a uniformizing collective, or a partial application of one?"""
+        if isinstance(v, cst.Call) and v.args and v.args[0].keyword is None and not v.args[0].star and \
+                (self.facts.resolve_expr(v.func) or "") in ("functools.partial", "partial"):
+            v = v.args[0].value
+            if dotted_name(v) == key:
+                return True             # a partial of the attribute's earlier value
+        if not isinstance(v, cst.Attribute) or v.attr.value not in UNIFORMIZING:
+            return False
+        callee = self.facts.resolve_expr(v) or ""
+        return callee.startswith(_COLLECTIVE_MODULES) or accelerate_typing(self.analysis, self.src).is_state(v.value, cls)
 
     def uniformize(self, call: cst.Call, env: Env, cls: Optional[str] = None,
                    loops: tuple = (), domain_of=None) -> Optional[str]:
