@@ -37,10 +37,10 @@ def test_vendored_class_no_program_uses_is_unproven(monkeypatch):
 LIBRARY = {
     "lib/__init__.py": "from .trainers import RolloutTrainer\n",
     "lib/trainers.py": (
-        "from accelerate import Accelerator\n\n\n"
+        "from accelerate import Accelerator, DeepSpeedPlugin\n\n\n"
         "class RolloutTrainer:\n"
         "    def __init__(self, model):\n"
-        "        self.accelerator = Accelerator()\n"
+        "        self.accelerator = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=2))\n"
         "        self.model = self.accelerator.prepare(model)\n\n"
         "    def save(self):\n"
         "        if self.accelerator.is_main_process:\n"
