@@ -324,3 +324,11 @@ def test_main_process_save_state_without_backend_evidence_is_unproven():
                 show_unproven=True).findings == []
     [f] = _run({**bare, "run.sh": "accelerate launch --use_fsdp --num_processes 4 train.py\n"}).findings
     assert f.code == "DSL101" and f.proven
+    # a launcher line handing the program a DeepSpeed config shows DeepSpeed; one without shows nothing
+    config = {"ds.json": '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}'}
+    for line in ("accelerate launch --num_processes 2 train.py --deepspeed ds.json\n",
+                 "deepspeed --num_gpus 2 train.py --deepspeed_config ds.json\n"):
+        [f] = _run({**bare, **config, "run.sh": line}).findings
+        assert f.proven and any(e.kind == "backend" and e.found and "DeepSpeed config" in e.note for e in f.evidence)
+    report = _run({**bare, **config, "run.sh": "accelerate launch --num_processes 2 train.py\n"})
+    assert report.findings == [] and report.hidden == 1

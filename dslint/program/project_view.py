@@ -861,7 +861,8 @@ class ProjectView:
                             out.append((backend, f"`Accelerator({word}=...)` here", call.node, f))
         for sh, launch in self.program_launches(src):
             if launch.config_paths:
-                out.append(("DEEPSPEED", f"{launch.launcher} launch hands it a DeepSpeed config", launch.line, sh))
+                out.append(("DEEPSPEED", f"the {launch.launcher} launcher line hands the program a DeepSpeed config",
+                            launch.line, sh))
         memo[key] = out
         return out
 

@@ -217,7 +217,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                         f"shows the job on one of them (elsewhere the call is local)")
                 site = replace(site, proven=False, evidence=[*site.evidence, Fact("backend", note, found=False)])
             elif conds and self.analysis.project.accelerate_backends(self.src) is None:
-                shown = [Fact("backend", f"{note}: sets up {backend}", at, where)
+                shown = [Fact("backend", f"{note}: the {backend} backend", at, where)
                          for backend, note, at, where in self._configured(site) if backend in site.backends]
                 if shown:
                     site = replace(site, evidence=[*site.evidence, *shown[:1]])
