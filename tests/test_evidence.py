@@ -296,21 +296,42 @@ def test_backend_disjunct_without_launch_evidence_is_unproven():
         assert [e.kind for e in f.evidence if not e.found] == ["backend"]
 
 
-def test_main_process_save_state_without_launch_evidence_is_kept():
-    """The plain `if accelerator.is_main_process: accelerator.save_state()` stays a proven finding when no
-    launcher line shows the backend (DeepSpeed is presumed), and is none where every launch is MULTI_GPU."""
+def test_main_process_save_state_without_backend_evidence_is_unproven():
+    """Issue 30 cause 6 (collective-backend-never-configured): the plain `if accelerator.is_main_process:
+    accelerator.save_state()` is collective only under a DeepSpeed/FSDP/Megatron-LM backend. With no launcher line,
+    accelerate config, DeepSpeed config or plugin that shows one, the finding is unproven (hidden by default); an
+    `Accelerator(deepspeed_plugin=...)` of the program or an `accelerate launch --use_fsdp` line proves it; every
+    launch MULTI_GPU makes it none (the fixture pair collectives/accelerate_backend_never_configured /
+    accelerate_backend_plugin)."""
     text = ("from accelerate import Accelerator\n\n"
-            "def main(model):\n"
-            "    accelerator = Accelerator()\n"
+            "def main(model, plugin):\n"
+            "    accelerator = Accelerator({})\n"
             "    model = accelerator.prepare(model)\n"
             "    if accelerator.is_main_process:\n"
             "        accelerator.save_state('out')\n")
-    [f] = _run({"train.py": text}).findings
+    bare = {"train.py": text.format("")}
+    report = _run(bare)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _run(bare, show_unproven=True).findings
+    assert (f.code, f.line, f.proven) == ("DSL101", 7, False)
+    assert [e.kind for e in f.evidence if not e.found] == ["backend"]
+    # `deepspeed_plugin=None` sets up nothing
+    assert _run({"train.py": text.format("deepspeed_plugin=None")}).findings == []
+    [f] = _run({"train.py": text.format("deepspeed_plugin=plugin")}).findings
     assert (f.code, f.line, f.proven) == ("DSL101", 7, True)
-    assert _run({"train.py": text, "run.sh": "accelerate launch --multi_gpu --num_processes 4 train.py\n"}
-                ).findings == []
-    [f] = _run({"train.py": text, "run.sh": "accelerate launch --use_fsdp --num_processes 4 train.py\n"}).findings
+    assert any(e.kind == "backend" and e.found and e.line == 4 for e in f.evidence)
+    assert _run({**bare, "run.sh": "accelerate launch --multi_gpu --num_processes 4 train.py\n"},
+                show_unproven=True).findings == []
+    [f] = _run({**bare, "run.sh": "accelerate launch --use_fsdp --num_processes 4 train.py\n"}).findings
     assert f.code == "DSL101" and f.proven
+    # a launcher line handing the program a DeepSpeed config shows DeepSpeed; one without shows nothing
+    config = {"ds.json": '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}'}
+    for line in ("accelerate launch --num_processes 2 train.py --deepspeed ds.json\n",
+                 "deepspeed --num_gpus 2 train.py --deepspeed_config ds.json\n"):
+        [f] = _run({**bare, **config, "run.sh": line}).findings
+        assert f.proven and any(e.kind == "backend" and e.found and "DeepSpeed config" in e.note for e in f.evidence)
+    report = _run({**bare, **config, "run.sh": "accelerate launch --num_processes 2 train.py\n"})
+    assert report.findings == [] and report.hidden == 1
 
 
 def test_trainer_with_command_line_arguments_and_no_launch_line_is_unproven(monkeypatch):

@@ -1,7 +1,7 @@
 """What kind of JSON a file is (dslint.program.json_kinds): a DeepSpeed config when something hands it to
 DeepSpeed, an HF arguments file when it is handed to HfArgumentParser.parse_json_file or, unreferenced, holds
 TrainingArguments fields; the fixture pairs are under tests/fixtures/static/config/ (hf_arguments_json*,
-hf_arguments_batch*, accelerate_*, unreferenced_*)."""
+hf_arguments_batch*, accelerate_*, unreferenced_*, foreign_preset*)."""
 
 import importlib.util
 import json
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dslint.engine import check_texts
-from dslint.program.json_kinds import (ARGUMENTS, DEEPSPEED, accelerate_deepspeed_file, filled_from_arguments,
-                                       hf_arguments_table, positional_json, training_argument_keys)
+from dslint.program.json_kinds import (ARGUMENTS, DEEPSPEED, OTHER, accelerate_deepspeed_file, filled_from_arguments,
+                                       foreign_settings, hf_arguments_table, positional_json, training_argument_keys)
 from dslint.program.project_view import ProjectView
 from dslint.sources import JsonSource, PythonSource, ShellSource
 from dslint.sources.launcher import parse_launches
@@ -219,3 +219,45 @@ def test_a_batch_value_the_arguments_file_contradicts():
     assert report.findings == []
     report = check_texts({"ds.json": cfg, "args.json": json.dumps({**args, "per_device_train_batch_size": 8})})
     assert report.findings == []
+
+
+# a training GUI's preset: two keys coincide with DeepSpeed's, the rest are the GUI's own (issue 30 cause 1)
+PRESET = json.dumps({"adapter_kind": "lora", "adapter_rank": 16, "base_checkpoint": "m.safetensors",
+                     "clip_skip": 2, "gradient_accumulation_steps": 1, "image_folder": "data",
+                     "lr_scheduler": "cosine", "noise_offset": 0.05, "optimizer": "AdamW8bit",
+                     "output_name": "lora", "sample_sampler": "euler_a", "train_batch_size": 1})
+
+
+def test_another_programs_settings_are_not_a_config():
+    preset = JsonSource("preset.json", PRESET)
+    use = _view(preset).json_use(preset)
+    assert use.kind == OTHER and not use.is_config and not use.by_use
+    assert "not a DeepSpeed config" in use.evidence[0] and "`adapter_kind`" in use.evidence[0]
+    assert _view(preset).json_configs == []
+    assert check_texts({"preset.json": PRESET}).findings == []
+    # a script beside it is not "given" it (the run's one config beside a script)
+    gui = PythonSource("gui.py", "import json\nvalues = json.load(open('preset.json'))\n")
+    assert _view(preset, gui).configs_for(gui) == []
+
+
+def test_foreign_settings_decide_by_the_fraction_and_the_sections():
+    theirs, shared = foreign_settings(json.loads(PRESET))
+    assert "adapter_kind" in theirs and {"train_batch_size", "gradient_accumulation_steps", "optimizer"} <= set(shared)
+    # the same keys with a DeepSpeed section (an object where DeepSpeed reads one): an embedding framework config
+    assert foreign_settings({**json.loads(PRESET), "zero_optimization": {"stage": 2}}) is None
+    assert foreign_settings({**json.loads(PRESET), "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}) is None
+    # mostly DeepSpeed's, misspellings included: a config
+    assert foreign_settings({"train_batch_size": 8, "gradient_acumulation_steps": 2, "steps_per_print": 10,
+                             "wandb_project": "x"}) is None
+    # half foreign is not most
+    assert foreign_settings({"train_batch_size": 8, "gradient_clipping": 1.0, "run_name": "a", "data": "b"}) is None
+    assert foreign_settings({"train_batch_size": 8, "run_name": "a", "data": "b", "epochs": 3}) is not None
+    # annotation keys say nothing
+    assert foreign_settings({"train_batch_size": 8, "_comment": "a", "_note": "b", "//": "c"}) is None
+
+
+def test_a_preset_handed_to_deepspeed_is_a_config():
+    sh = ShellSource("run.sh", "deepspeed train.py --deepspeed preset.json\n")
+    preset = JsonSource("preset.json", PRESET)
+    use = _view(preset, sh).json_use(preset)
+    assert use.kind == DEEPSPEED and use.by_use

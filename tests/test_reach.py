@@ -73,10 +73,10 @@ def test_a_setup_file_below_other_files_of_the_run_is_no_published_package(monke
 LIBRARY = {
     "lib/__init__.py": "from .trainers import RolloutTrainer\n",
     "lib/trainers.py": (
-        "from accelerate import Accelerator\n\n\n"
+        "from accelerate import Accelerator, DeepSpeedPlugin\n\n\n"
         "class RolloutTrainer:\n"
         "    def __init__(self, model):\n"
-        "        self.accelerator = Accelerator()\n"
+        "        self.accelerator = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=2))\n"
         "        self.model = self.accelerator.prepare(model)\n\n"
         "    def save(self):\n"
         "        if self.accelerator.is_main_process:\n"

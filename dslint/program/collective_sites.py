@@ -19,7 +19,7 @@ deliberate over-approximation across functions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Optional
 
@@ -60,8 +60,13 @@ ACCELERATOR_Z3 = {"get_state_dict", "save_model"}
 # per process): no collective -- unless the Accelerator names checkpoints itself
 # (`ProjectConfiguration(automatic_checkpoint_naming=True)`: `wait_for_everyone()` on every backend, see
 # `backends_of`). `load_state` mirrors it (`load_checkpoint`, `load_fsdp_model`; else local `torch.load`s).
+# `get_state_dict` (and `save_model`, which calls it) gathers only under DEEPSPEED with ZeRO-3
+# (`_zero3_consolidated_16bit_state_dict`) and FSDP (a full state dict); elsewhere it is the model's own
+# `state_dict()`.
 ACCELERATOR_BACKENDS = {"save_state": frozenset({"DEEPSPEED", "FSDP", "MEGATRON_LM"}),
-                        "load_state": frozenset({"DEEPSPEED", "FSDP", "MEGATRON_LM"})}
+                        "load_state": frozenset({"DEEPSPEED", "FSDP", "MEGATRON_LM"}),
+                        "get_state_dict": frozenset({"DEEPSPEED", "FSDP"}),
+                        "save_model": frozenset({"DEEPSPEED", "FSDP"})}
 ENGINE_ALWAYS = {"backward": "gradient all_reduce/reduce_scatter across data-parallel ranks",
                  "step": "ZeRO overflow/grad-norm all_reduce and parameter updates across ranks",
                  "save_checkpoint": "DeepSpeed checkpointing: barriers and an all_reduce of the tag on every rank",
@@ -561,7 +566,8 @@ class CollectiveSites:
                 return Site(call, src, f"accelerate `{last}` across all processes", True, "accelerate",
                             evidence=self._bound_makers(src, owner, "accelerate"), backends=self.backends_of(last))
             if last in ACCELERATOR_Z3:
-                return self._forward_site(src, call, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
+                site = self._forward_site(src, call, "accelerate", f"`{last}` gathers ZeRO-3 partitions")
+                return replace(site, backends=self.backends_of(last)) if site is not None else None
         if owner_role == "trainer":
             if last in TRAINER_ALWAYS:
                 return Site(call, src, TRAINER_ALWAYS[last], True, "trainer",

@@ -19,9 +19,15 @@ or as the value of the argparse option it hands over (`parse_json_file(args.trai
 A file nothing references is classified by its keys: an arguments JSON when one of its top-level keys is a
 field of transformers' `TrainingArguments`/`Seq2SeqTrainingArguments` that is not also a DeepSpeed key
 (`dslint/data/hf_arguments.json`, generated from transformers by `tools/generate_hf_arguments.py`) and none is a
-DeepSpeed key that TrainingArguments lacks, else a DeepSpeed config (the reader already kept only JSON with DeepSpeed keys at its top level, or one named on the
-command line). A reference by use wins over the keys: a file handed to DeepSpeed is checked as a config
-whatever it holds.
+DeepSpeed key that TrainingArguments lacks; **another program's settings** (`OTHER`, `foreign_settings`) when
+most of its top-level keys are unknown to every section of DeepSpeed's schema (any release of
+`dslint/dsconfig/schemas.json`, and no near-miss of a DeepSpeed key) and it holds no DeepSpeed section (a key
+DeepSpeed reads as a section, given as an object): a GUI or trainer preset whose `train_batch_size` and
+`gradient_accumulation_steps` coincide with DeepSpeed's (`"optimizer": "AdamW8bit"` is not DeepSpeed's
+optimizer section); else a DeepSpeed config (the reader already kept only JSON with DeepSpeed keys at its top
+level, or one named on the command line). A framework config that embeds DeepSpeed's sections among its own
+settings (GPT-NeoX) stays a config: `dslint.dsconfig.check` keeps only the near-misses of DeepSpeed keys there.
+A reference by use wins over the keys: a file handed to DeepSpeed is checked as a config whatever it holds.
 
 File names never decide (`ds_config*.json` says nothing); they only word the evidence.
 """
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
 
 DEEPSPEED = "deepspeed"
 ARGUMENTS = "hf-arguments"
+OTHER = "other"             # another program's settings (a GUI or trainer preset): not checked as a config
 
 # launcher flags that hand DeepSpeed its config (script arguments read by `deepspeed.add_config_arguments`
 # / HfArgumentParser's `--deepspeed`, and accelerate launch's own option)
@@ -108,6 +115,52 @@ def deepspeed_only_keys(data: Any) -> list[str]:
         return []
     fields = training_argument_fields()
     return [k for k in data if k in DS_TOP_KEYS and k not in fields]
+
+
+@lru_cache(maxsize=1)
+def _deepspeed_schema() -> tuple[frozenset, frozenset, frozenset]:
+    """(every key any DeepSpeed section of any release reads (field names, aliases and removed keys included,
+    and the inference config's own keys), the top-level keys, the top-level keys DeepSpeed reads as a section),
+    from the generated table (`dslint.dsconfig.table`)."""
+    from dslint.dsconfig.table import table
+    from dslint.dsconfig.top import INFERENCE_ONLY_KEYS
+    known, top = set(INFERENCE_ONLY_KEYS), set()
+    sections = table()["sections"]
+    for path, runs in sections.items():
+        for run in runs:
+            for key, entry in run["keys"].items():
+                names = {key, entry.get("field") or key}
+                known |= names
+                if path == "":
+                    top |= names
+    return frozenset(known), frozenset(top), frozenset(p for p in sections if p and "." not in p)
+
+
+def _comment_key(key: str) -> bool:
+    return key.startswith(("_", "//", "#"))
+
+
+def foreign_settings(data: Any) -> Optional[tuple[list[str], list[str]]]:
+    """(the top-level keys unknown to every DeepSpeed section, the keys DeepSpeed's schema knows) when `data`
+    reads as another program's settings rather than a DeepSpeed config: most of its top-level keys (annotation
+    keys aside) are unknown to every section of every release of DeepSpeed's schema and close to none of its
+    top-level keys (a misspelling of a DeepSpeed key counts as DeepSpeed's), and no top-level key DeepSpeed
+    reads as a section holds an object (`"zero_optimization": {...}`, `"fp16": {...}`, `"optimizer": {"type":
+    ...}`: a framework config that embeds DeepSpeed's sections is one). None otherwise."""
+    import difflib
+    if not isinstance(data, dict):
+        return None
+    known, top, sections = _deepspeed_schema()
+    if any(k in sections and isinstance(v, dict) for k, v in data.items()):
+        return None
+    keys = [k for k in data if isinstance(k, str) and not _comment_key(k)]
+    shared = [k for k in keys if k in known]
+    lowered = {t.lower() for t in top}
+    foreign = [k for k in keys if k not in known and k.lower() not in lowered
+               and not difflib.get_close_matches(k, top, n=1, cutoff=0.8)]
+    if 2 * len(foreign) <= len(keys):
+        return None
+    return foreign, shared
 
 
 def _script_flags(launch) -> list[tuple[str, str]]:
@@ -307,6 +360,21 @@ def classify(view: RunView) -> dict[int, JsonUse]:
         if foreign and not deepspeed_only_keys(src.data):
             shown = ", ".join(f"`{k}`" for k in foreign[:3]) + (", …" if len(foreign) > 3 else "")
             uses[id(src)] = JsonUse(ARGUMENTS, [f"its keys are HF TrainingArguments fields ({shown})"])
+    # what nothing references and is not an arguments file: another program's settings when most of its keys
+    # are unknown to DeepSpeed and it holds no DeepSpeed section (a GUI/trainer preset sharing two keys)
+    for src in jsons:
+        if id(src) in uses:
+            continue
+        foreign = foreign_settings(src.data)
+        if foreign is not None:
+            theirs, shared = foreign
+            shown = ", ".join(f"`{k}`" for k in theirs[:3]) + (", …" if len(theirs) > 3 else "")
+            common = ", ".join(f"`{k}`" for k in shared[:3]) + (", …" if len(shared) > 3 else "")
+            uses[id(src)] = JsonUse(OTHER, [
+                f"another program's settings, not a DeepSpeed config: nothing hands it to DeepSpeed, "
+                f"{len(theirs)} of its {len(src.data)} top-level keys ({shown}) are unknown to every DeepSpeed "
+                f"section, it holds no DeepSpeed section" + (f", and the keys DeepSpeed shares ({common}) "
+                                                              "coincide" if shared else "")])
     # the `deepspeed` entry of every arguments JSON: TrainingArguments hands that file to DeepSpeed
     for src in jsons:
         use = uses.get(id(src))

@@ -28,6 +28,14 @@ from dslint.program.config_handoffs import (_CONFIG_CALLS, _CONFIG_KEYWORD_TEXT,
 _CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`
 
 
+# the `Accelerator` keywords and accelerate plugin classes that set up a backend (accelerate 1.16 accelerator.py:
+# `deepspeed_plugin` / `fsdp_plugin` / `megatron_lm_plugin` choose DEEPSPEED / FSDP / MEGATRON_LM)
+_PLUGIN_KEYWORDS = {"deepspeed_plugin": "DEEPSPEED", "deepspeed_plugins": "DEEPSPEED", "fsdp_plugin": "FSDP",
+                    "megatron_lm_plugin": "MEGATRON_LM"}
+_PLUGIN_CLASSES = {"DeepSpeedPlugin": "DEEPSPEED", "FullyShardedDataParallelPlugin": "FSDP",
+                   "MegatronLMPlugin": "MEGATRON_LM"}
+
+
 @dataclass
 class ConfigView:
     """One DeepSpeed config as dslint understands it (a JSON file or a dict literal in a script)."""
@@ -820,6 +828,43 @@ class ProjectView:
                 return None
             out.add(backend)
         return frozenset(out) or None
+
+    def configured_backends(self, src: PythonSource) -> list[tuple[str, str, Any, PythonSource]]:
+        """What the programs holding `src` show of an accelerate backend beyond their `accelerate launch` lines
+        (`accelerate_backends`): (backend, note, node, file) for each `Accelerator(...)` call of their files given
+        a plugin (`deepspeed_plugin=`, `fsdp_plugin=`, `megatron_lm_plugin=`, a value other than `None`), each
+        plugin they build (`DeepSpeedPlugin(...)`, `FullyShardedDataParallelPlugin(...)`, `MegatronLMPlugin(...)`,
+        resolved to accelerate through the imports), and DEEPSPEED for a launcher line that hands a DeepSpeed
+        config to the program (`--deepspeed ds.json`). The files are those of the launch units reaching `src`
+        (`src` alone where none does). Empty where nothing shows one: the job then runs on the backend of the
+        machine's accelerate config, which the checked files do not show."""
+        from libcst import Name
+        memo = self.__dict__.setdefault("_configured_backends", {})
+        key = id(src)
+        if key in memo:
+            return memo[key]
+        units = self._units_reaching.get(id(src), [])
+        files = {id(f) for unit in units for f in unit.files} or {id(src)}
+        out: list[tuple[str, str, Any, PythonSource]] = []
+        for f in self.mentioning(*_PLUGIN_KEYWORDS, *_PLUGIN_CLASSES):
+            if id(f) not in files:
+                continue
+            for call in f.facts.calls:
+                callee = call.callee or ""
+                last = callee.rsplit(".", 1)[-1]
+                if last in _PLUGIN_CLASSES and callee.startswith("accelerate."):
+                    out.append((_PLUGIN_CLASSES[last], f"`{last}(...)` built here", call.node, f))
+                elif last == "Accelerator":
+                    for word, backend in _PLUGIN_KEYWORDS.items():
+                        arg = call.keyword(word)
+                        if arg is not None and not (isinstance(arg.value, Name) and arg.value.value == "None"):
+                            out.append((backend, f"`Accelerator({word}=...)` here", call.node, f))
+        for sh, launch in self.program_launches(src):
+            if launch.config_paths:
+                out.append(("DEEPSPEED", f"the {launch.launcher} launcher line hands the program a DeepSpeed config",
+                            launch.line, sh))
+        memo[key] = out
+        return out
 
     def runs_one_process(self, src: AnySource) -> bool:
         """Does every program that runs `src` start one process (each launch unit reaching it launched with

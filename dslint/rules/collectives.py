@@ -333,6 +333,12 @@ _NAME_ONLY_ENGINE = ("a model's forward or `generate` is collective only if the 
                      "config or MoE layer seen")
 
 
+_BACKEND_NOT_SHOWN = ("an accelerate method collective only under some backends (`save_state`/`load_state` under "
+                      "DeepSpeed/FSDP/Megatron-LM, `get_state_dict`/`save_model` under DeepSpeed ZeRO-3/FSDP) where no "
+                      "launcher line, accelerate config, DeepSpeed config or accelerate plugin of the program "
+                      "(`Accelerator(deepspeed_plugin=...)`, `DeepSpeedPlugin(...)`) shows one of those backends")
+
+
 class _CollectiveRule(Rule):
     severity_when_unsure = Severity.WARNING
     evidence_needed = _EVIDENCE
@@ -413,6 +419,7 @@ class RankGuardedCollective(_CollectiveRule):
 
     code = "DSL101"
     name = "rank-guarded-collective"
+    unproven_when = (_NAME_ONLY_ENGINE, _BACKEND_NOT_SHOWN)
     severity = Severity.ERROR
     summary = "a collective site under a rank-dependent condition"
     fix_advice = "Call the collective on every rank; keep only local work (logging, files) under the rank test."

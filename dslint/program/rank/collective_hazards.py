@@ -272,10 +272,19 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             judged = [(g, self._backend_verdict(site, g)) for g in conds]
             conds = [g for g, verdict in judged if verdict != "local"]
             if conds and all(verdict == "unshown" for g, verdict in judged if g in conds):
-                site = replace(site, proven=False, evidence=[*site.evidence, Fact(
-                    "backend", f"collective only under the accelerate backends {_backend_names(site.backends)}; the test "
-                    f"holds on every rank under {_backend_names(self._uniform_backends(conds[-1].node))}, and no launcher "
-                    f"line or accelerate config shows the job on one of the others", found=False)])
+                covered = self._uniform_backends(conds[-1].node) if self._in_branch_of(conds[-1].node) else frozenset()
+                note = (f"collective only under the accelerate backends {_backend_names(site.backends)}; the test "
+                        f"holds on every rank under {_backend_names(covered)}, and no launcher line or accelerate "
+                        f"config shows the job on one of the others") if covered else (
+                        f"collective only under the accelerate backends {_backend_names(site.backends)}, and no "
+                        f"launcher line, accelerate config, DeepSpeed config or accelerate plugin of the program "
+                        f"shows the job on one of them (elsewhere the call is local)")
+                site = replace(site, proven=False, evidence=[*site.evidence, Fact("backend", note, found=False)])
+            elif conds and self.analysis.project.accelerate_backends(self.src) is None:
+                shown = [Fact("backend", f"{note}: the {backend} backend", at, where)
+                         for backend, note, at, where in self._configured(site) if backend in site.backends]
+                if shown:
+                    site = replace(site, evidence=[*site.evidence, *shown[:1]])
         if conds:
             self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope))
         for g in guards:
@@ -345,9 +354,11 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         decides, and the call is collective there only under `site.backends` minus those. "local": none of those
         remains, or the launcher lines that run the file show its backends (`accelerate launch --config_file
         x.yaml` with its `distributed_type`, `--use_deepspeed`, `--multi_gpu`, ...) and none is among them;
-        "unshown": some remain, none of them DeepSpeed, and no launcher line shows the backend (the job dslint
-        checks is presumed DeepSpeed's: the finding is unproven); "kept" otherwise (and for any other test, or a
-        call not in the test's own branch)."""
+        "unshown": some remain, no launcher line shows the backend and nothing else of the program shows one of
+        them (`_configured`: an accelerate plugin, a DeepSpeed config handed over, a ZeRO-3 config that makes the
+        call gather): the job runs on the machine's accelerate config, which the checked files do not show, so
+        the finding is unproven; "kept" otherwise (and for any other test, or a call not in the test's own
+        branch)."""
         covered = self._uniform_backends(g.node) if self._in_branch_of(g.node) else frozenset()
         remaining = site.backends - covered
         if not remaining:
@@ -355,7 +366,17 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         launched = self.analysis.project.accelerate_backends(self.src)
         if launched is not None:
             return "kept" if remaining & launched else "local"
-        return "unshown" if covered and "DEEPSPEED" not in remaining else "kept"
+        return "kept" if remaining & {backend for backend, *_ in self._configured(site)} else "unshown"
+
+    def _configured(self, site: Site) -> list[tuple]:
+        """(backend, note, at, file) for what the program shows of an accelerate backend besides its launcher
+        lines (`ProjectView.configured_backends`), and DEEPSPEED where a DeepSpeed config with ZeRO-3 reaches the
+        call's forward (`get_state_dict` gathers there)."""
+        out = list(self.analysis.project.configured_backends(self.src))
+        if site.forward is not None and site.forward.status == "yes":
+            out.append(("DEEPSPEED", f"a DeepSpeed config reaches this code ({site.forward.origin or 'ZeRO-3'})",
+                        None, None))
+        return out
 
     def _in_branch_of(self, test: cst.CSTNode) -> bool:
         """Is the walk in the body of the `if`/`elif` whose test this is (where it holds)?"""
