@@ -790,6 +790,8 @@ class RankTaint:
         hit = self.eval(e.value, env, cls)
         if hit is not None and hit.stream:
             return None     # `loader.batch_size`, `loader.dataset`: the loader's own settings, alike on every rank
+        if hit is not None and hit.kind == "rank" and self.analysis.constant_field(attr):
+            return None     # `model[0]` or `model[-1]` by the stage: a field every object holds alike
         return hit
 
     def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:

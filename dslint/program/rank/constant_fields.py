@@ -1,0 +1,136 @@
+"""Fields that hold one value on every object (issue 30, cause 3): `constant_field`.
+
+A rank-dependent test picks *which* object a rank works on (`unwrapped_model = model[0]` on the first pipeline
+stage, `model[-1]` on the last); a field read from it (`unwrapped_model.share_word_embeddings`) varies with that
+choice only if the objects may hold different values there. When every store of the field in the checked files
+is in a constructor (`__init__`) and stores either a literal or a constructor parameter whose literal default
+no call found in the checked files overrides, and all those literals are one value, every object holds that
+value: which object a rank picks does not change what it reads.
+
+The stores are those of an attribute of that name on any object of the checked files (a superset: the objects'
+classes are not known where the field is read); a field set another way (`setattr` by that name or by a name
+that is no literal, `+=`, a store outside an `__init__`, a starred or keyword-splat construction) is not one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from dslint.program.facts import dotted_name
+from dslint.program.rank.nullness import _sets_by_name, _store_targets, _walk_all, _walk_own
+from dslint.sources.literals import UNKNOWN, literal_value
+
+if TYPE_CHECKING:
+    from dslint.sources import PythonSource
+
+def constant_field(program, attr: str) -> bool:
+    """Does every object hold the same value in its field `attr` (see the module's docstring)? Memoised."""
+    memo = program.__dict__.setdefault("_constant_fields", {})
+    if attr not in memo:
+        memo[attr] = False
+        memo[attr] = _decide(program, attr)
+    return memo[attr]
+
+
+def _decide(program, attr: str) -> bool:
+    values: set = set()
+    params: list[tuple[str, str, int]] = []         # (class, parameter, its index after `self`)
+    sources = [src for src in program.project.python if attr in src.text and src.module is not None]
+    for src in sources:
+        if "setattr" in src.text and _sets_by_name(src, attr):
+            return False
+        stores = {id(n) for n in _walk_all(src.module) if _stores(n, attr)}
+        seen: set[int] = set()
+        for info in src.facts.functions.values():
+            if info.name != "__init__" or info.class_name is None:
+                continue
+            declared = {p.name.value: (i, p.default) for i, p in enumerate(
+                [*info.node.params.params, *info.node.params.kwonly_params][1:])}
+            for node in _walk_own(info.node):
+                if id(node) not in stores:
+                    continue
+                seen.add(id(node))
+                if not isinstance(node, cst.Assign) or len(node.targets) != 1 or \
+                        dotted_name(node.targets[0].target) != f"self.{attr}":
+                    return False
+                value = node.value
+                if isinstance(value, cst.Name) and value.value in declared:
+                    at, default = declared[value.value]
+                    held = literal_value(default) if default is not None else UNKNOWN
+                    if held is UNKNOWN or isinstance(held, (list, dict, set)):
+                        return False
+                    values.add(_key(held))
+                    params.append((info.class_name, value.value, at))
+                    continue
+                held = literal_value(value)
+                if held is UNKNOWN or isinstance(held, (list, dict, set)):
+                    return False
+                values.add(_key(held))
+        if stores - seen:
+            return False                # stored outside a constructor (or in a nested function of one)
+    if len(values) != 1:
+        return False
+    return all(not _overridden(program, sources, cls, param, at) for cls, param, at in params)
+
+
+def _key(value):
+    return (type(value).__name__, value)
+
+
+def _stores(node: cst.CSTNode, attr: str) -> bool:
+    if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        return False
+    return any(isinstance(t, cst.Attribute) and t.attr.value == attr for t in _store_targets(node))
+
+
+def _overridden(program, sources, cls: str, param: str, at: int) -> bool:
+    """May a call found in the checked files pass the constructor parameter `param` of class `cls`: a keyword of
+    that name, enough positional arguments, or a starred argument -- in a construction of `cls` or of a class
+    derived from it that has no constructor of its own, or in a constructor call (`super().__init__(...)`,
+    `Base.__init__(self, ...)`) of a class derived from `cls`."""
+    derived = _derived(program, cls)
+    constructing = {cls, *(name for name, own in derived.items() if not own)}
+    for src in program.project.python:
+        if src.outline is None or not any(name in src.text for name in (cls, *derived)):
+            continue
+        for call in src.facts.calls:
+            last = call.attr
+            caller = src.facts.functions.get(call.scope)
+            owner = caller.class_name if caller is not None else None
+            if last in constructing:
+                skip = 0
+            elif last == "__init__" and owner is not None and owner in derived:
+                func = call.node.func
+                explicit = isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Call)
+                skip = 1 if explicit else 0         # `Base.__init__(self, ...)` passes `self` positionally
+            else:
+                continue
+            args = call.node.args
+            if any(a.star for a in args):
+                return True
+            if any(a.keyword is not None and a.keyword.value == param for a in args):
+                return True
+            if len([a for a in args if a.keyword is None]) - skip > at:
+                return True
+    return False
+
+
+def _derived(program, cls: str) -> dict[str, bool]:
+    """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
+    whether it defines its own `__init__`."""
+    out: dict[str, bool] = {}
+    todo = [cls]
+    while todo:
+        base = todo.pop()
+        for src in program.project.python:
+            if src.outline is None or base not in src.text:
+                continue
+            for info in src.facts.classes.values():
+                if info.name in out or info.name == cls:
+                    continue
+                if any(b.rsplit(".", 1)[-1] == base for b in info.bases):
+                    out[info.name] = "__init__" in info.methods
+                    todo.append(info.name)
+    return out
