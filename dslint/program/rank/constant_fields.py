@@ -8,8 +8,11 @@ no call found in the checked files overrides, and all those literals are one val
 value: which object a rank picks does not change what it reads.
 
 The stores are those of an attribute of that name on any object of the checked files (a superset: the objects'
-classes are not known where the field is read); a field set another way (`setattr` by that name or by a name
-that is no literal, `+=`, a store outside an `__init__`, a starred or keyword-splat construction) is not one.
+classes are not known where the field is read); a field set another way (`setattr` by that name, or by a name
+that is no literal in a file that stores the field itself -- the config-class pattern `self.f = True` then
+`setattr(self, k, v)` for the keyword arguments --, `+=`, a store outside an `__init__`, a starred or
+keyword-splat construction) is not one. Not seen: a `setattr` by a computed name in another file on an object
+of the class.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from dslint.program.facts import dotted_name
-from dslint.program.rank.nullness import _sets_by_name, _store_targets, _walk_all, _walk_own
+from dslint.program.rank.nullness import _store_targets, _walk_all, _walk_own
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -34,58 +37,82 @@ def constant_field(program, attr: str) -> bool:
     return memo[attr]
 
 
+def _stores_index(program) -> dict:
+    """Every store of an attribute in the checked files, once per program: attribute name → [(the store, the
+    `__init__` whose own body holds it, or None)]; a name some file may set by `setattr` maps to None."""
+    memo = program.__dict__
+    if "_attribute_stores" in memo:
+        return memo["_attribute_stores"]
+    index: dict = {}
+    by_name: set[str] = set()
+    for src in program.project.python:
+        if src.outline is None or src.module is None:
+            continue
+        owner: dict[int, object] = {}
+        for info in src.facts.functions.values():
+            if info.name == "__init__" and info.class_name is not None:
+                for node in _walk_own(info.node):
+                    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                        owner[id(node)] = info
+        here: set[str] = set()
+        for node in _walk_all(src.module):
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                for t in _store_targets(node):
+                    if isinstance(t, cst.Attribute):
+                        index.setdefault(t.attr.value, []).append((node, owner.get(id(node))))
+                        here.add(t.attr.value)
+        if "setattr" in src.text:
+            for call in src.facts.calls:
+                func = call.node.func
+                if isinstance(func, cst.Name) and func.value == "setattr" and len(call.node.args) >= 2:
+                    name = literal_value(call.node.args[1].value)
+                    # a name that is no literal (`for k, v in kwargs.items(): setattr(self, k, v)`): any field
+                    # the file itself stores may be overridden so
+                    by_name.update([name] if isinstance(name, str) else here)
+    for name in by_name:
+        index[name] = None
+    memo["_attribute_stores"] = index
+    return index
+
+
 def _decide(program, attr: str) -> bool:
+    index = _stores_index(program)
+    stores = index.get(attr)
+    if not stores:
+        return False
     values: set = set()
     params: list[tuple[str, str, int]] = []         # (class, parameter, its index after `self`)
-    sources = [src for src in program.project.python if attr in src.text and src.module is not None]
-    for src in sources:
-        if "setattr" in src.text and _sets_by_name(src, attr):
-            return False
-        stores = {id(n) for n in _walk_all(src.module) if _stores(n, attr)}
-        seen: set[int] = set()
-        for info in src.facts.functions.values():
-            if info.name != "__init__" or info.class_name is None:
-                continue
-            declared = {p.name.value: (i, p.default) for i, p in enumerate(
-                [*info.node.params.params, *info.node.params.kwonly_params][1:])}
-            for node in _walk_own(info.node):
-                if id(node) not in stores:
-                    continue
-                seen.add(id(node))
-                if not isinstance(node, cst.Assign) or len(node.targets) != 1 or \
-                        dotted_name(node.targets[0].target) != f"self.{attr}":
-                    return False
-                value = node.value
-                if isinstance(value, cst.Name) and value.value in declared:
-                    at, default = declared[value.value]
-                    held = literal_value(default) if default is not None else UNKNOWN
-                    if held is UNKNOWN or isinstance(held, (list, dict, set)):
-                        return False
-                    values.add(_key(held))
-                    params.append((info.class_name, value.value, at))
-                    continue
-                held = literal_value(value)
-                if held is UNKNOWN or isinstance(held, (list, dict, set)):
-                    return False
-                values.add(_key(held))
-        if stores - seen:
+    for node, info in stores:
+        if info is None:
             return False                # stored outside a constructor (or in a nested function of one)
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1 or \
+                dotted_name(node.targets[0].target) != f"self.{attr}":
+            return False
+        declared = {p.name.value: (i, p.default) for i, p in enumerate(
+            [*info.node.params.params, *info.node.params.kwonly_params][1:])}
+        value = node.value
+        if isinstance(value, cst.Name) and value.value in declared:
+            at, default = declared[value.value]
+            held = literal_value(default) if default is not None else UNKNOWN
+            if held is UNKNOWN or isinstance(held, (list, dict, set)):
+                return False
+            values.add(_key(held))
+            params.append((info.class_name, value.value, at))
+            continue
+        held = literal_value(value)
+        if held is UNKNOWN or isinstance(held, (list, dict, set)):
+            return False
+        values.add(_key(held))
     if len(values) != 1:
         return False
-    return all(not _overridden(program, sources, cls, param, at) for cls, param, at in params)
+    return all(not _overridden(program, cls, param, at) for cls, param, at in params)
 
 
 def _key(value):
     return (type(value).__name__, value)
 
 
-def _stores(node: cst.CSTNode, attr: str) -> bool:
-    if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-        return False
-    return any(isinstance(t, cst.Attribute) and t.attr.value == attr for t in _store_targets(node))
-
-
-def _overridden(program, sources, cls: str, param: str, at: int) -> bool:
+def _overridden(program, cls: str, param: str, at: int) -> bool:
     """May a call found in the checked files pass the constructor parameter `param` of class `cls`: a keyword of
     that name, enough positional arguments, or a starred argument -- in a construction of `cls` or of a class
     derived from it that has no constructor of its own, or in a constructor call (`super().__init__(...)`,
