@@ -198,6 +198,14 @@ def _uses_cp(module: cst.Module) -> bool:
     return False
 
 
+def _file_uses_cp(src: "PythonSource") -> bool:
+    """`_uses_cp` of a file's module, a fact of the file alone (kept on the source for every unit's view)."""
+    facts = src.__dict__
+    if "_uses_cp" not in facts:
+        facts["_uses_cp"] = bool(_CP_WORDS.search(src.text)) and src.module is not None and _uses_cp(src.module)
+    return facts["_uses_cp"]
+
+
 def absent_axes(project) -> frozenset:
     """Coordinates of the rank grid no file of the launch unit uses (the unit's view: the program's files, so
     that a unit's findings do not depend on what else is checked beside it): a Megatron copy whose `mpu` has
@@ -207,8 +215,7 @@ def absent_axes(project) -> frozenset:
     group or hands its size to a library that does (`_uses_cp`), not when its words are merely spelled."""
     memo = project.__dict__
     if "_absent_axes" not in memo:
-        used = any(_CP_WORDS.search(src.text) and src.module is not None and _uses_cp(src.module)
-                   for src in project.python)
+        used = any(_file_uses_cp(src) for src in project.python)
         memo["_absent_axes"] = frozenset() if used else frozenset({CP})
     return memo["_absent_axes"]
 

@@ -17,7 +17,7 @@ of the class.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
@@ -38,8 +38,8 @@ def constant_field(program, attr: str) -> bool:
 
 
 def _stores_index(program) -> dict:
-    """Every store of an attribute in the checked files, once per program: attribute name → [(the store, the
-    `__init__` whose own body holds it, or None)]; a name some file may set by `setattr` maps to None."""
+    """Every store of an attribute in the checked files, once per program: attribute name → what each store
+    holds (`_describe`); a name some file may set by `setattr` maps to None."""
     memo = program.__dict__
     if "_attribute_stores" in memo:
         return memo["_attribute_stores"]
@@ -48,64 +48,77 @@ def _stores_index(program) -> dict:
     for src in program.project.python:
         if src.outline is None or src.module is None:
             continue
-        owner: dict[int, object] = {}
-        for info in src.facts.functions.values():
-            if info.name == "__init__" and info.class_name is not None:
-                for node in _walk_own(info.node):
-                    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                        owner[id(node)] = info
-        here: set[str] = set()
-        for node in _walk_all(src.module):
-            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                for t in _store_targets(node):
-                    if isinstance(t, cst.Attribute):
-                        index.setdefault(t.attr.value, []).append((node, owner.get(id(node))))
-                        here.add(t.attr.value)
-        if "setattr" in src.text:
-            for call in src.facts.calls:
-                func = call.node.func
-                if isinstance(func, cst.Name) and func.value == "setattr" and len(call.node.args) >= 2:
-                    name = literal_value(call.node.args[1].value)
-                    # a name that is no literal (`for k, v in kwargs.items(): setattr(self, k, v)`): any field
-                    # the file itself stores may be overridden so
-                    by_name.update([name] if isinstance(name, str) else here)
+        stores, named = _file_stores(src)
+        for attr, found in stores.items():
+            index.setdefault(attr, []).extend(found)
+        by_name |= named
     for name in by_name:
         index[name] = None
     memo["_attribute_stores"] = index
     return index
 
 
-def _decide(program, attr: str) -> bool:
-    index = _stores_index(program)
-    stores = index.get(attr)
-    if not stores:
-        return False
-    values: set = set()
-    params: list[tuple[str, str, int]] = []         # (class, parameter, its index after `self`)
-    for node, info in stores:
-        if info is None:
-            return False                # stored outside a constructor (or in a nested function of one)
-        if not isinstance(node, cst.Assign) or len(node.targets) != 1 or \
-                dotted_name(node.targets[0].target) != f"self.{attr}":
-            return False
-        declared = {p.name.value: (i, p.default) for i, p in enumerate(
-            [*info.node.params.params, *info.node.params.kwonly_params][1:])}
-        value = node.value
-        if isinstance(value, cst.Name) and value.value in declared:
-            at, default = declared[value.value]
-            held = literal_value(default) if default is not None else UNKNOWN
-            if held is UNKNOWN or isinstance(held, (list, dict, set)):
-                return False
-            values.add(_key(held))
-            params.append((info.class_name, value.value, at))
-            continue
-        held = literal_value(value)
+def _file_stores(src: "PythonSource") -> tuple[dict, set]:
+    """One file's attribute stores (attribute → [`_describe` of each]) and the names its `setattr` calls may
+    set: a fact of the file alone (plain values), kept on the source for every unit's view."""
+    facts = src.__dict__
+    if "_attribute_stores" in facts:
+        return facts["_attribute_stores"]
+    owner: dict[int, object] = {}
+    for info in src.facts.functions.values():
+        if info.name == "__init__" and info.class_name is not None:
+            for node in _walk_own(info.node):
+                if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    owner[id(node)] = info
+    stores: dict = {}
+    for node in _walk_all(src.module):
+        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            for t in _store_targets(node):
+                if isinstance(t, cst.Attribute):
+                    stores.setdefault(t.attr.value, []).append(_describe(node, t.attr.value, owner.get(id(node))))
+    named: set[str] = set()
+    if "setattr" in src.text:
+        for call in src.facts.calls:
+            func = call.node.func
+            if isinstance(func, cst.Name) and func.value == "setattr" and len(call.node.args) >= 2:
+                name = literal_value(call.node.args[1].value)
+                # a name that is no literal (`for k, v in kwargs.items(): setattr(self, k, v)`): any field
+                # the file itself stores may be overridden so
+                named.update([name] if isinstance(name, str) else stores)
+    facts["_attribute_stores"] = (stores, named)
+    return stores, named
+
+
+def _describe(node: cst.CSTNode, attr: str, info) -> Optional[tuple]:
+    """What a store of `attr` holds on every object: ("literal", value) for `self.f = <literal>` in an
+    `__init__`, ("param", default, class, parameter, its index after `self`) for `self.f = <parameter with a
+    literal default>` there; None for any other store (outside a constructor, `+=`, another object's field, a
+    computed value)."""
+    if info is None or not isinstance(node, cst.Assign) or len(node.targets) != 1 or \
+            dotted_name(node.targets[0].target) != f"self.{attr}":
+        return None
+    declared = {p.name.value: (i, p.default) for i, p in enumerate(
+        [*info.node.params.params, *info.node.params.kwonly_params][1:])}
+    value = node.value
+    if isinstance(value, cst.Name) and value.value in declared:
+        at, default = declared[value.value]
+        held = literal_value(default) if default is not None else UNKNOWN
         if held is UNKNOWN or isinstance(held, (list, dict, set)):
-            return False
-        values.add(_key(held))
-    if len(values) != 1:
+            return None
+        return "param", _key(held), info.class_name, value.value, at
+    held = literal_value(value)
+    if held is UNKNOWN or isinstance(held, (list, dict, set)):
+        return None
+    return "literal", _key(held)
+
+
+def _decide(program, attr: str) -> bool:
+    stores = _stores_index(program).get(attr)
+    if not stores or any(d is None for d in stores):
         return False
-    return all(not _overridden(program, cls, param, at) for cls, param, at in params)
+    if len({d[1] for d in stores}) != 1:
+        return False
+    return all(not _overridden(program, d[2], d[3], d[4]) for d in stores if d[0] == "param")
 
 
 def _key(value):
