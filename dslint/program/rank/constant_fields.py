@@ -17,13 +17,17 @@ of the class.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from dslint.program.facts import dotted_name
-from dslint.program.rank.nullness import _store_targets, _walk_all, _walk_own
+from dslint.program.rank.nullness import _store_targets, _walk_own
+from dslint.program.statement_walks import iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
+
+_OTHER_STORES = re.compile(r"\.([A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)=|:[^=\n]*=)")
 
 if TYPE_CHECKING:
     from dslint.sources import PythonSource
@@ -71,11 +75,14 @@ def _file_stores(src: "PythonSource") -> tuple[dict, set]:
                 if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                     owner[id(node)] = info
     stores: dict = {}
-    for node in _walk_all(src.module):
-        if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            for t in _store_targets(node):
-                if isinstance(t, cst.Attribute):
-                    stores.setdefault(t.attr.value, []).append(_describe(node, t.attr.value, owner.get(id(node))))
+    for node in iter_assigns(src.module):       # memoised, shared with the other analyses of the file
+        for t in _store_targets(node):
+            if isinstance(t, cst.Attribute):
+                stores.setdefault(t.attr.value, []).append(_describe(node, t.attr.value, owner.get(id(node))))
+    # `x.f += 1`, `x.f: int = 0`: set another way (found on the text, a superset: a match in a string or a
+    # comment only makes the field not constant)
+    for m in _OTHER_STORES.finditer(src.text):
+        stores.setdefault(m.group(1), []).append(None)
     named: set[str] = set()
     if "setattr" in src.text:
         for call in src.facts.calls:
