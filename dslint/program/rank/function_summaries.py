@@ -181,11 +181,11 @@ class ProjectTaint:
             for info in src.facts.functions.values():
                 if seeded is not None and info.qualname.split(".", 1)[0] not in seeded:
                     continue
-                # every attribute store of a value that is no literal, in a function that spells a rank source's
-                # word (`seeded`, the prefilter): whether the value is a rank id is the function's data flow
-                # (`me = dist.get_rank(); ctx.slot = me`), never the spelling of the stored expression
+                # stores whose value spells a rank source's word, or hands on a parameter as it came
                 targets = [(t.target, node.value) for node in _assignments(info.node.body) for t in node.targets
-                           if isinstance(t.target, cst.Attribute) and literal_value(node.value) is UNKNOWN]
+                           if isinstance(t.target, cst.Attribute) and literal_value(node.value) is UNKNOWN
+                           and (isinstance(node.value, cst.Name) and node.value.value in info.params
+                                or _TAINT_WORDS.search(code_of(node.value, 10 ** 6)))]
                 if _is_property(info) and info.class_name:
                     hit = self.returns(src, info)
                     if hit is not None and hit.kind == "rank":
