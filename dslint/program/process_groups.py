@@ -151,20 +151,72 @@ def uniform_over(origin, group: Group, test: Optional[cst.CSTNode] = None, negat
 
 # how code names the context/sequence-parallel coordinate: its groups, ranks and sizes (Megatron's
 # `get_context_parallel_group`, `context_parallel_size`, DeepSpeed Ulysses' `sequence_parallel_group`, `cp_rank`)
+# -- the prefilter of `absent_axes` only: a file spelling none of them uses no such group
 _CP_WORDS = re.compile(r"context_parallel|sequence_parallel|sequence_data_parallel|\b(?:cp|sp)_(?:rank|group|size|"
                        r"world_size|degree)\b|\bget_(?:cp|sp)_")
+# the getters and rank/predicate calls of the context-parallel coordinate (the tables' entries holding "cp")
+_CP_API = frozenset({*(n for n, axes in RANK_AXES.items() if CP in axes),
+                     *(n for n, (axes, _) in GROUP_GETTERS.items() if axes is not None and CP in axes)})
+# the settings a library builds a context/sequence-parallel group from (Megatron's `initialize_model_parallel(
+# context_parallel_size=...)`, its `--context-parallel-size` option, DeepSpeed's `sequence_parallel_size`,
+# accelerate's `ParallelismConfig(cp_size=...)`)
+_CP_SETTINGS = frozenset({"context_parallel_size", "sequence_parallel_size", "ulysses_sequence_parallel_size",
+                          "context_parallel_degree", "sequence_parallel_degree", "cp_size", "sp_size",
+                          "cp_degree", "sp_degree", "with_context_parallel"})
+
+
+def _uses_cp(module: cst.Module) -> bool:
+    """Does this module build or use a context/sequence-parallel group, or hand its size to a library that does:
+    a call, a definition or an attribute of the coordinate's API (`mpu.get_context_parallel_group()`, a copy's
+    `def get_sequence_parallel_rank()`, `self.cp_group`), a keyword argument, a literal mapping key or a
+    command-line option naming its setting (`initialize_model_parallel(context_parallel_size=n)`,
+    `{"sequence_parallel_size": 4}`, `add_argument("--context-parallel-size")`), or a read of that setting
+    (`args.context_parallel_size`). Not a local variable, a comment or a message that merely spells the words."""
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            last = _last(node.func)
+            if last in _CP_API:
+                return True
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value in _CP_SETTINGS:
+                    return True
+            if last == "add_argument":
+                for arg in node.args:
+                    if isinstance(arg.value, cst.SimpleString) and isinstance(arg.value.evaluated_value, str) and \
+                            arg.value.evaluated_value.lstrip("-").replace("-", "_") in _CP_SETTINGS:
+                        return True
+        elif isinstance(node, cst.FunctionDef) and node.name.value in _CP_API:
+            return True
+        elif isinstance(node, cst.Attribute) and (node.attr.value in _CP_API or node.attr.value in _CP_SETTINGS):
+            return True
+        elif isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and \
+                isinstance(node.key.evaluated_value, str) and node.key.evaluated_value in _CP_SETTINGS:
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def _file_uses_cp(src: "PythonSource") -> bool:
+    """`_uses_cp` of a file's module, a fact of the file alone (kept on the source for every unit's view)."""
+    facts = src.__dict__
+    if "_uses_cp" not in facts:
+        facts["_uses_cp"] = bool(_CP_WORDS.search(src.text)) and src.module is not None and _uses_cp(src.module)
+    return facts["_uses_cp"]
 
 
 def absent_axes(project) -> frozenset:
-    """Coordinates of the rank grid no file of the launch unit names (the unit's view: the program's files, so
+    """Coordinates of the rank grid no file of the launch unit uses (the unit's view: the program's files, so
     that a unit's findings do not depend on what else is checked beside it): a Megatron copy whose `mpu` has
     tensor/pipeline and data-parallel groups but no context-parallel one runs with one context-parallel rank, so
     nothing can vary along that coordinate. Only "cp" is asked: the data-parallel coordinates are every grid's,
-    the tensor/pipeline ones are what a model-parallel group holds."""
+    the tensor/pipeline ones are what a model-parallel group holds. Present when a file builds or uses such a
+    group or hands its size to a library that does (`_uses_cp`), not when its words are merely spelled."""
     memo = project.__dict__
     if "_absent_axes" not in memo:
-        named = any(_CP_WORDS.search(src.text) for src in project.python)
-        memo["_absent_axes"] = frozenset() if named else frozenset({CP})
+        used = any(_file_uses_cp(src) for src in project.python)
+        memo["_absent_axes"] = frozenset() if used else frozenset({CP})
     return memo["_absent_axes"]
 
 

@@ -377,6 +377,11 @@ class ProjectTaint:
             memo[key] = frozenset(out)
         return memo[key]
 
+    def constant_field(self, attr: str) -> bool:
+        """Does every object hold one value in its field `attr` (`dslint.program.rank.constant_fields`)?"""
+        from dslint.program.rank.constant_fields import constant_field
+        return constant_field(self, attr)
+
     def uniform_none_field(self, src: "PythonSource", cls: str, attr: str) -> bool:
         """Is `self.<attr>` None alike on every rank (`dslint.program.rank.nullness`)?"""
         from dslint.program.rank.nullness import uniform_none_field

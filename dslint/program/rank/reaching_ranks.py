@@ -409,11 +409,12 @@ class FlowWalk:
 
     def _out_of_range(self, test: cst.CSTNode) -> bool:
         """`if local_rank >= cfg.tensor_parallel.tp_size: raise RuntimeError(...)`: the rank id checked against an
-        upper bound the run reads from its settings (a name or attribute chain the same on every rank). On a launch
-        that matches the configuration no rank raises; on one that does not, the launch itself is wrong -- a
-        fail-fast validation of the launch, not ranks leaving by their id. A bound written in the test as a literal
-        or an expression (`rank >= 1`, `rank >= world // 2`) splits the ranks into roles and stays an exit (a name
-        bound earlier to such an expression is not told apart)."""
+        upper bound the run reads from its settings (a parameter, a global, an attribute chain of one: the same on
+        every rank). On a launch that matches the configuration no rank raises; on one that does not, the launch
+        itself is wrong -- a fail-fast validation of the launch, not ranks leaving by their id. A bound the code
+        computes -- a literal or an expression in the test (`rank >= 1`, `rank >= world // 2`), or a name or field
+        bound to one (`half = world // 2`; `self.half = ...`), whatever it is called -- splits the ranks into roles
+        and stays an exit (`_read_from_settings`: the bound's bindings followed, not its spelling)."""
         if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
             return False
         comp = test.comparisons[0]
@@ -423,12 +424,47 @@ class FlowWalk:
             rank, bound = comp.comparator, test.left
         else:
             return False
-        chain = bound
-        while isinstance(chain, cst.Attribute):
-            chain = chain.value
-        if not isinstance(chain, cst.Name) or chain.value in ("True", "False", "None"):
+        if not self._read_from_settings(bound):
             return False
         return self.eval(rank) is not None and self.eval(bound) is None
+
+    def _read_from_settings(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Is `expr` a value the run reads from outside the function rather than one it computes: a name or
+        attribute chain whose root is a parameter, a global or an import (no binding in the function), or is
+        bound in the function only to such values (`tp = cfg.tp_size`, `n = int(os.getenv("TP"))`); a field
+        `self.f...` whose stores in the methods of the class are all such values (`self.config = config`) or that
+        the class never stores (a base's or a library's). A literal, an arithmetic expression or another call's
+        result is computed."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.Call):
+            name = dotted_name(expr.func) or ""
+            if name in ("int", "float") and len(expr.args) == 1:
+                return self._read_from_settings(expr.args[0].value, depth + 1)
+            return name in ("os.getenv", "os.environ.get", "getenv", "environ.get")
+        chain = expr
+        while isinstance(chain, cst.Attribute):
+            if isinstance(chain.value, cst.Name) and chain.value.value == "self":
+                break
+            chain = chain.value
+        if isinstance(chain, cst.Attribute):        # `self.f` (then `.a.b`): the stores of the field
+            if self.cls is None:
+                return True
+            field = chain.attr.value
+            values = [node.value for info in self.taint.src.facts.functions.values()
+                      if info.class_name == self.cls for node in iter_assigns(info.node.body)
+                      for t in node.targets if isinstance(t.target, cst.Attribute)
+                      and isinstance(t.target.value, cst.Name) and t.target.value.value == "self"
+                      and t.target.attr.value == field]
+            return all(self._read_from_settings(v, depth + 1) for v in values)
+        if not isinstance(chain, cst.Name) or chain.value in ("True", "False", "None"):
+            return False
+        info = self.taint.src.facts.functions.get(self.scope)
+        if info is None:
+            return True
+        values = [node.value for node in iter_assigns(info.node.body) for t in node.targets
+                  if isinstance(t.target, cst.Name) and t.target.value == chain.value]
+        return all(self._read_from_settings(v, depth + 1) for v in values)
 
     def _uniformize(self, value: cst.BaseExpression) -> None:
         if isinstance(value, cst.Call):

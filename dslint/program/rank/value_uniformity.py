@@ -888,6 +888,8 @@ class RankTaint:
         hit = self.eval(e.value, env, cls)
         if hit is not None and hit.stream:
             return None     # `loader.batch_size`, `loader.dataset`: the loader's own settings, alike on every rank
+        if hit is not None and hit.kind == "rank" and self.analysis.constant_field(attr):
+            return None     # `model[0]` or `model[-1]` by the stage: a field every object holds alike
         return hit
 
     def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
@@ -915,12 +917,10 @@ class RankTaint:
                 return Origin("shard", e, self.src, axes=index.axes,
                               via="a selection by a mask of this rank's data: its size is this rank's")
             elif index is not None:
-                # array_split(xs, world)[rank], chunk(...)[rank], shards[rank]: this rank's share (its length
-                # varies); any other xs[rank] is this rank's item, whose structure is usually uniform
-                base_name = (dotted_name(e.value) or "").lower()
-                split = isinstance(e.value, cst.Call) and _last(None, e.value.func) in SPLITTERS
-                shard = split or any(w in base_name for w in ("shard", "split", "chunk", "per_rank", "subset"))
-                out = Origin("shard" if shard else "item", e, self.src, axes=index.axes)
+                # array_split(xs, world)[rank], chunk(...)[rank], `parts[rank]` of a name bound to such a split or
+                # to per-index slices: this rank's share (its length varies); any other xs[rank] is this rank's
+                # item, whose structure is usually uniform -- by what the container is bound to, never by its name
+                out = Origin("shard" if self._split_parts(e.value) else "item", e, self.src, axes=index.axes)
                 return join(out, self.eval(e.value, env, cls)) if partial(out) else out
         name = dotted_name(e.value)
         if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
@@ -938,6 +938,31 @@ class RankTaint:
                 not isinstance(literal_value(e.slice[0].slice.value), str):
             return element_of(base_origin)      # `out[0]`: one sequence; `out["sequences"]`: the batch still
         return base_origin
+
+    def _split_parts(self, container: cst.BaseExpression) -> bool:
+        """Is `container` a collection of parts of one sequence, whose lengths may differ: a splitter's result
+        (`np.array_split(xs, world)`, `torch.chunk(t, n)`, `t.tensor_split(n)`), or per-index slices
+        (`[xs[i::world] for i in range(world)]`), inline or through a name (or `self.` field) every binding of
+        which in the file is one (a name bound nowhere in the file -- a parameter, a loop variable -- is not
+        known to be one)."""
+        if isinstance(container, cst.Call):
+            return _last(None, container.func) in SPLITTERS
+        if isinstance(container, (cst.ListComp, cst.GeneratorExp)):
+            elt = container.elt
+            if not isinstance(elt, cst.Subscript) or not any(isinstance(el.slice, cst.Slice) for el in elt.slice):
+                return False
+            bound = {n.value for f in _comp_fors(container.for_in) for n in _target_names(f.target)}
+            return any(isinstance(x, cst.Name) and x.value in bound
+                       for el in elt.slice if isinstance(el.slice, cst.Slice)
+                       for part in (el.slice.lower, el.slice.upper, el.slice.step) if part is not None
+                       for x in _names_in(part))
+        name = dotted_name(container)
+        if name is None or self.src.module is None:
+            return False
+        values = [node.value for node in iter_assigns(self.src.module) for t in node.targets
+                  if dotted_name(t.target) == name]
+        return bool(values) and all(not isinstance(v, (cst.Name, cst.Attribute)) and self._split_parts(v)
+                                    for v in values)
 
     def _comparison(self, e: cst.Comparison, env: Env, cls: Optional[str]) -> Optional[Origin]:
         op = e.comparisons[0].operator
@@ -1822,6 +1847,25 @@ def _blocks(stmt) -> Iterable[list]:
                 yield _body(part.body)
     elif isinstance(stmt, cst.With):
         yield _body(stmt.body)
+
+
+def _comp_fors(node: Optional[cst.CompFor]) -> list[cst.CompFor]:
+    out = []
+    while node is not None:
+        out.append(node)
+        node = node.inner_for_in
+    return out
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    """Every `Name` node inside an expression."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            out.append(n)
+        stack.extend(n.children)
+    return out
 
 
 def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
