@@ -276,3 +276,16 @@ def iter_global_stmts(func: cst.FunctionDef):
             yield from (s for s in stmt.body if isinstance(s, cst.Global))
         elif not isinstance(stmt, cst.BaseSmallStatement):
             stack.extend(sub_statements(stmt))
+
+
+def names_reached(flows, reached: set[str]) -> set[str]:
+    """Grow `reached` (in place, and return it) to the fixed point of `flows`, pairs (names bound, names read) of
+    assignments in any order: a binding that reads a reached name reaches the names it binds."""
+    changed = True
+    while changed:
+        changed = False
+        for bound, read in flows:
+            if read & reached and not bound <= reached:
+                reached |= bound
+                changed = True
+    return reached

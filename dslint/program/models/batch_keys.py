@@ -73,15 +73,20 @@ def _decide(project: "ProjectView", key: str) -> str:
 
 
 def _writes(src: "PythonSource", key: str):
+    finder = visited(src, _KeyWrites(key))
+    return None if finder is None else finder.writes
+
+
+def visited(src: "PythonSource", visitor):
+    """`visitor` after it walked `src`'s module; None when the file has no tree (it does not parse)."""
     try:
         module = src.module
     except Exception:
         return None
     if module is None:
         return None
-    finder = _KeyWrites(key)
-    cst_visit(module, finder)
-    return finder.writes
+    cst_visit(module, visitor)
+    return visitor
 
 
 def _bound_names(fn: cst.FunctionDef) -> set[str]:

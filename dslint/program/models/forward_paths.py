@@ -28,6 +28,7 @@ import libcst as cst
 from dslint.program.models.modules import ModuleClass
 from dslint.sources.cstwalk import visit as cst_visit
 from dslint.program.facts import dotted_name
+from dslint.program.statement_walks import names_reached
 
 MAX_PATHS = 512
 MAX_DEPTH = 5
@@ -612,15 +613,7 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
             return node is fn
 
     cst_visit(fn, Assigns())
-    out = set(dd)
-    changed = True
-    while changed:
-        changed = False
-        for targets, sources in pairs:
-            if sources & out and not targets <= out:
-                out |= targets
-                changed = True
-    return out - set(dd)
+    return names_reached(pairs, set(dd)) - set(dd)
 
 
 def derived_names(fn: cst.FunctionDef, seeds: set[str]) -> set[str]:

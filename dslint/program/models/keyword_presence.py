@@ -39,7 +39,7 @@ import libcst as cst
 
 from dslint.program.facts import dotted_name
 from dslint.program.hyperparams import memo
-from dslint.program.models.batch_keys import _reads
+from dslint.program.models.batch_keys import _reads, visited
 from dslint.sources.cstwalk import visit as cst_visit
 
 if TYPE_CHECKING:
@@ -165,15 +165,8 @@ class _Site:
 
 
 def _keyword_calls(src: "PythonSource", keyword: str) -> Optional[list[_Site]]:
-    try:
-        module = src.module
-    except Exception:
-        return None
-    if module is None:
-        return None
-    finder = _KeywordCalls(keyword)
-    cst_visit(module, finder)
-    return finder.sites
+    finder = visited(src, _KeywordCalls(keyword))
+    return None if finder is None else finder.sites
 
 
 class _KeywordCalls(cst.CSTVisitor):

@@ -35,6 +35,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from dslint.program.statement_walks import names_reached
+
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
     from dslint.sources import PythonSource
@@ -593,14 +595,7 @@ def data_names(fn: ast.FunctionDef, module_param: Optional[str]) -> set[str]:
             call = node.value
             assigns.append(({call.func.value.id}, set().union(*(_reads(a) for a in call.args),
                                                               *(_reads(k.value) for k in call.keywords))))
-    changed = True
-    while changed:
-        changed = False
-        for names, reads in assigns:
-            if reads & data and not names <= data:
-                data |= names
-                changed = True
-    return data
+    return names_reached(assigns, data)
 
 
 @dataclass

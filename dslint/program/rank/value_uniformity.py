@@ -30,7 +30,7 @@ import libcst as cst
 
 from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORLD, group_argument,
                                           remaining_axes, resolve_group)
-from dslint.program.statement_walks import code_of, iter_assigns  # noqa: F401  (code_of re-exported)
+from dslint.program.statement_walks import code_of, iter_assigns, names_reached  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (DatasetTyping, accelerate_typing, display_only, item_preserving_arg,
@@ -1431,13 +1431,7 @@ class RankTaint:
                               {n.value for n in _walk_names(node.item)}))
             elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
                 pairs.append(({n.value for n in _walk_names(node.target)}, {n.value for n in _walk_names(node.value)}))
-        changed = True
-        while changed:
-            changed = False
-            for targets, sources in pairs:
-                if sources & tainted and not targets <= tainted:
-                    tainted |= targets
-                    changed = True
+        names_reached(pairs, tainted)
         return bool({n.value for n in _walk_names(expr)} & tainted)
 
     def replicated_loader_name(self, name: str) -> bool:
