@@ -145,14 +145,18 @@ def foreign_settings(data: Any) -> Optional[tuple[list[str], list[str]]]:
     reads as another program's settings rather than a DeepSpeed config: most of its top-level keys (annotation
     keys aside) are unknown to every section of every release of DeepSpeed's schema and close to none of its
     top-level keys (a misspelling of a DeepSpeed key counts as DeepSpeed's), and no top-level key DeepSpeed
-    reads as a section holds an object (`"zero_optimization": {...}`, `"fp16": {...}`, `"optimizer": {"type":
-    ...}`: a framework config that embeds DeepSpeed's sections is one). None otherwise."""
+    reads as a section, or a misspelling of one, holds an object (`"zero_optimization": {...}`, `"fp16": {...}`,
+    `"optimizer": {"type": ...}`, `"zero_optimisation": {...}`: a framework config that embeds DeepSpeed's sections
+    is one). None otherwise."""
     import difflib
     if not isinstance(data, dict):
         return None
     known, top, sections = _deepspeed_schema()
-    if any(k in sections and isinstance(v, dict) for k, v in data.items()):
-        return None
+    section_names = sorted(sections)
+    if any(isinstance(k, str) and isinstance(v, dict) and
+           (k in sections or difflib.get_close_matches(k, section_names, n=1, cutoff=0.8))
+           for k, v in data.items()):
+        return None         # a DeepSpeed section, or a misspelling of one (`"zero_optimisation": {...}`), holds an object
     keys = [k for k in data if isinstance(k, str) and not _comment_key(k)]
     shared = [k for k in keys if k in known]
     lowered = {t.lower() for t in top}
