@@ -9,6 +9,8 @@ Nested function and class bodies are walked on their own, as separate scopes.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
@@ -84,6 +86,8 @@ class FlowWalk:
         # ([(the branch's path, its value there), ...], the varying value the join gave it); a later branch whose
         # path implies one of those (`if self.rank == 0:` again) is run only by ranks that bound it there
         self._correlated: dict[str, tuple] = {}
+        self._test_names: dict[int, frozenset] = {}     # id(test node) -> the names it reads (`_uncorrelate`)
+        self._stmt_names: dict[int, Counter] = {}       # id(statement) -> its names counted (`_item_binding`)
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -174,8 +178,22 @@ class FlowWalk:
         """`names` are bound again: their records, and those whose path reads one of them, no longer hold."""
         for name in list(self._correlated):
             paths = [path for path, _ in self._correlated[name][0]]
-            if name in names or any(n.value in names for path in paths for test, _ in path for n in _names_of(test)):
+            if name in names or any(not self._reads(test).isdisjoint(names) for path in paths for test, _ in path):
                 del self._correlated[name]
+
+    def _name_counts(self, stmt: cst.CSTNode) -> Counter:
+        """How often each name occurs in `stmt`, once per statement node (`_item_binding` asks per branch and name)."""
+        hit = self._stmt_names.get(id(stmt))
+        if hit is None:
+            hit = self._stmt_names[id(stmt)] = Counter(n.value for n in _names_of(stmt))
+        return hit
+
+    def _reads(self, test: cst.CSTNode) -> frozenset:
+        """The names `test` reads, once per test node (a correlated path is checked at every later binding)."""
+        hit = self._test_names.get(id(test))
+        if hit is None:
+            hit = self._test_names[id(test)] = frozenset(n.value for n in _names_of(test))
+        return hit
 
     def _recorrelate(self) -> None:
         """Entering a branch: a name bound by one branch of an earlier rank-dependent chain alone holds, for the
@@ -937,7 +955,7 @@ class FlowWalk:
                 if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
                         isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
                     value = small.value
-            uses = sum(n.value == name for n in _names_of(stmt))
+            uses = self._name_counts(stmt)[name]
             if value is None:
                 if uses:
                     return False        # `next(progress)`, `progress.close()` on these ranks only
