@@ -708,7 +708,12 @@ class MoETokenCountVaries(Rule):
         from transformers import DataCollatorWithPadding
         layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4, k=2, drop_tokens=False)
         collator = DataCollatorWithPadding(tok, padding="longest")  # expect: DSL204
-        """, deepspeed_version="0.13.5"),
+        """, deepspeed_version="0.13.5", fixed="""\
+        from deepspeed.moe.layer import MoE
+        from transformers import DataCollatorWithPadding
+        layer = MoE(hidden_size=64, expert=expert, num_experts=4, ep_size=4, k=2, drop_tokens=False)
+        collator = DataCollatorWithPadding(tok, padding="max_length", max_length=tok.model_max_length)  # expect: DSL204
+        """),
         ex("""\
         from deepspeed.moe.layer import MoE
         from transformers import DataCollatorWithPadding
