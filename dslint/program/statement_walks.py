@@ -278,6 +278,17 @@ def iter_global_stmts(func: cst.FunctionDef):
             stack.extend(sub_statements(stmt))
 
 
+def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """Is `target` (by identity) `node` or a node inside it?"""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is target:
+            return True
+        stack.extend(n.children)
+    return False
+
+
 def names_reached(flows, reached: set[str]) -> set[str]:
     """Grow `reached` (in place, and return it) to the fixed point of `flows`, pairs (names bound, names read) of
     assignments in any order: a binding that reads a reached name reaches the names it binds."""

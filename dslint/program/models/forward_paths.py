@@ -649,15 +649,7 @@ def derived_names(fn: cst.FunctionDef, seeds: set[str]) -> set[str]:
             return node is fn
 
     cst_visit(fn, Fills())
-    out = set(seeds)
-    changed = True
-    while changed:
-        changed = False
-        for targets, sources in pairs:
-            if sources & out and not targets <= out:
-                out |= targets
-                changed = True
-    return out - set(seeds)
+    return names_reached(pairs, set(seeds)) - set(seeds)
 
 
 def _root_name(target: cst.BaseExpression) -> set[str]:
@@ -896,15 +888,7 @@ def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
             pairs.append((targets, _names(n.value)))
 
     cst_visit(node, Assigns())
-    out = set(seeds)
-    changed = True
-    while changed:
-        changed = False
-        for targets, sources in pairs:
-            if sources & out and not targets <= out:
-                out |= targets
-                changed = True
-    return out
+    return names_reached(pairs, set(seeds))
 
 
 def _names(node: cst.CSTNode) -> set[str]:

@@ -44,7 +44,7 @@ from dslint.program.process_groups import uniform_over
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
-from dslint.program.statement_walks import code_of, iter_calls, sub_expressions
+from dslint.program.statement_walks import code_of, contains, iter_calls, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -1099,14 +1099,7 @@ def _may_change(walk, stmts) -> bool:
 
 def _top_index(body, node) -> Optional[int]:
     """The index of the statement of `body` that holds `node` (None: not found)."""
-    for i, stmt in enumerate(body):
-        todo = [stmt]
-        while todo:
-            n = todo.pop()
-            if n is node:
-                return i
-            todo.extend(n.children)
-    return None
+    return next((i for i, stmt in enumerate(body) if contains(stmt, node)), None)
 
 
 def _exits_in_loops(body) -> set[int]:

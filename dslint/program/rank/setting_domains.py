@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol, Sequence
 import libcst as cst
 
 from dslint.program.facts import FunctionInfo, dotted_name
-from dslint.program.statement_walks import code_of, iter_assigns
+from dslint.program.statement_walks import code_of, contains, iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def _path_to(stmts: Sequence[cst.CSTNode], target: cst.CSTNode, path: tuple) -> 
                 hit = _path_to(_statements(block), target, path + ((tuple(links), i),))
                 if hit is not None:
                     return hit
-            if any(_contains(link.test, target) for link in links):
+            if any(contains(link.test, target) for link in links):
                 return path
         elif isinstance(stmt, cst.BaseCompoundStatement):
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
@@ -211,9 +211,9 @@ def _path_to(stmts: Sequence[cst.CSTNode], target: cst.CSTNode, path: tuple) -> 
                 hit = _path_to(_statements(block), target, path)
                 if hit is not None:
                     return hit
-            if _contains(stmt, target):
+            if contains(stmt, target):
                 return path
-        elif _contains(stmt, target):
+        elif contains(stmt, target):
             return path
     return None
 
@@ -228,14 +228,6 @@ def _blocks(stmt: cst.BaseCompoundStatement):
         yield handler.body
 
 
-def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n is target:
-            return True
-        stack.extend(n.children)
-    return False
 
 
 def entry_domain(analysis: CallGraph, src: "PythonSource", info: FunctionInfo, attr: str
