@@ -15,6 +15,7 @@ import re
 import libcst as cst
 
 from dslint.program.collective_sites import CollectiveSites, Fact, Hop, Site, assignments
+from dslint.program.rank.library_types import item_source
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
@@ -508,11 +509,10 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         dataset the same everywhere: `RankTaint.replicated_loader`), through `enumerate`/`tqdm`/`iter`."""
         if self.eval(it) is not None:
             return False
-        inner = it
-        while isinstance(inner, cst.Call) and inner.args and inner.args[0].keyword is None and \
-                (inner.func.attr.value if isinstance(inner.func, cst.Attribute) else
-                 getattr(inner.func, "value", "")) in ("enumerate", "tqdm", "iter", "list", "tuple"):
-            inner = inner.args[0].value
+        inner = item_source(self.taint.src, it)        # tqdm/iter/list/tuple: the same items (library_types)
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "enumerate" \
+                and inner.args and inner.args[0].keyword is None:
+            inner = item_source(self.taint.src, inner.args[0].value)     # the same items, numbered
         if isinstance(inner, cst.Call):
             return self.taint.replicated_loader(inner)
         name = dotted_name(inner)
