@@ -278,6 +278,16 @@ def iter_global_stmts(func: cst.FunctionDef):
             stack.extend(sub_statements(stmt))
 
 
+def name_nodes(node: cst.CSTNode):
+    """Every `Name` node inside `node` (itself included), depth first."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            yield n
+        stack.extend(n.children)
+
+
 def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
     """Is `target` (by identity) `node` or a node inside it?"""
     stack = [node]

@@ -44,7 +44,7 @@ from dslint.program.process_groups import uniform_over
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
-from dslint.program.statement_walks import code_of, contains, iter_calls, sub_expressions
+from dslint.program.statement_walks import code_of, contains, iter_calls, name_nodes, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -1285,10 +1285,4 @@ def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, 
             walk.found[key] = hazard_cls("DSL101", token.call, site, guard, walk.scope, [note])
 
 
-def _names_in(e: cst.CSTNode):
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name):
-            yield n
-        stack.extend(n.children)
+_names_in = name_nodes

@@ -23,7 +23,7 @@ from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KIND
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
 from dslint.program.statement_walks import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
-                                       sub_expressions, sub_statements)
+                                       name_nodes, sub_expressions, sub_statements)
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
 
@@ -1553,13 +1553,7 @@ def _negated_members(walk: "FlowWalk", test: cst.BaseExpression) -> frozenset:
     return frozenset()
 
 
-def _names_of(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name):
-            yield n
-        stack.extend(n.children)
+_names_of = name_nodes
 
 
 def _bound_in_every(bodies: list, final) -> tuple[list, list, set, set]:

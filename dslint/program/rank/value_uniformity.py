@@ -30,7 +30,7 @@ import libcst as cst
 
 from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORLD, group_argument,
                                           remaining_axes, resolve_group)
-from dslint.program.statement_walks import code_of, iter_assigns, names_reached  # noqa: F401  (code_of re-exported)
+from dslint.program.statement_walks import code_of, iter_assigns, name_nodes, names_reached  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (DatasetTyping, accelerate_typing, display_only, item_preserving_arg,
@@ -955,7 +955,7 @@ class RankTaint:
             return any(isinstance(x, cst.Name) and x.value in bound
                        for el in elt.slice if isinstance(el.slice, cst.Slice)
                        for part in (el.slice.lower, el.slice.upper, el.slice.step) if part is not None
-                       for x in _names_in(part))
+                       for x in name_nodes(part))
         name = dotted_name(container)
         if name is None or self.src.module is None:
             return False
@@ -1851,15 +1851,6 @@ def _comp_fors(node: Optional[cst.CompFor]) -> list[cst.CompFor]:
     return out
 
 
-def _names_in(node: cst.CSTNode) -> list[cst.Name]:
-    """Every `Name` node inside an expression."""
-    out, stack = [], [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name):
-            out.append(n)
-        stack.extend(n.children)
-    return out
 
 
 def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
