@@ -132,3 +132,64 @@ def test_item_preserving_wrapper_on_some_ranks():
     assert a is UNIFORM and b is UNIFORM
     assert isinstance(c, Varying) and isinstance(d, Varying)
     assert isinstance(progress, Varying) and typed      # the object itself still differs
+
+
+CHOICE_TEXT = """\
+import torch.distributed as dist
+from tqdm import tqdm
+
+
+def run(n, rows, data_loader, xs, other_rows):
+    main = dist.get_rank() == 0
+    data_iter = tqdm(enumerate(rows), total=len(rows)) if main else enumerate(rows)
+    for i, row in data_iter:
+        a, ai = row, i
+    sample_iter = tqdm(range(n), total=n) if main else range(n)
+    for j in sample_iter:
+        b = j
+    if main:
+        steps = enumerate(tqdm(xs, desc="eval"))
+    else:
+        steps = enumerate(xs)
+    for k, x in steps:
+        c = x
+    batches = tqdm(enumerate(data_loader)) if main else enumerate(data_loader)
+    for s, batch in batches:
+        lengths = [len(p) for p in batch["prompt"]]
+    for s, batch in enumerate(data_loader):
+        plain = [len(p) for p in batch["prompt"]]
+    mixed = tqdm(enumerate(xs)) if main else enumerate(other_rows)
+    for m, y in mixed:
+        d = y
+    cut = tqdm(range(dist.get_rank())) if main else range(dist.get_rank())
+    for z in cut:
+        e = z
+    it = iter(xs)
+    if main:
+        next(it)
+        bar = tqdm(enumerate(it))
+    else:
+        bar = enumerate(it)
+    for w, v in bar:
+        f = v
+    probe = (a, ai, b, c, lengths, plain, d, e, f)
+"""
+
+
+def test_item_preserving_choice_between_equal_iterables():
+    """`tqdm(enumerate(rows)) if main else enumerate(rows)`, `tqdm(range(n)) if main else range(n)`, or an
+    `if`/`else` binding `enumerate(tqdm(xs))` and `enumerate(xs)`: the rank test chooses the display only, so
+    what the loop walks -- and what is computed from its items (the prompt lengths of a loader's batch) -- is
+    the iterable's, not the rank test's. Different iterables (`enumerate(xs)` / `enumerate(other_rows)`), an
+    iterable cut at the rank, or one advanced on rank 0 first, still vary with the rank."""
+    src = PythonSource("m.py", CHOICE_TEXT)
+    project = ProjectView([src])
+    func = src.facts.functions["run"]
+    probe = [s for s in func.node.body.body if isinstance(s, cst.SimpleStatementLine)
+             and getattr(s.body[0].targets[0].target, "value", "") == "probe"][0]
+    a, ai, b, c, lengths, plain, d, e, f = [uniformity(project, src, el.value, "run")
+                                            for el in probe.body[0].value.elements]
+    assert a is UNIFORM and ai is UNIFORM and b is UNIFORM and c is UNIFORM
+    # a batch of the loader: what the loop without the progress bar makes of it, never the rank test's value
+    assert type(lengths) is type(plain) and (lengths is UNIFORM or lengths.origin.kind == plain.origin.kind)
+    assert isinstance(d, Varying) and isinstance(e, Varying) and isinstance(f, Varying)

@@ -12,6 +12,7 @@ therefore leaves the result as uniform as the data and the function (`values.Ran
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -180,6 +181,50 @@ def item_source(src: "PythonSource", e: cst.BaseExpression) -> cst.BaseExpressio
             return e
         e = inner
     return e
+
+
+def _numbering(src: "PythonSource", e: cst.BaseExpression) -> Optional[cst.Call]:
+    """`e` when it is a call of the builtin `enumerate` (the file binds no such name itself) on one positional
+    iterable: its items are that iterable's, numbered."""
+    facts = src.facts
+    if isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value == "enumerate" and \
+            "enumerate" not in facts.imports and "enumerate" not in facts.functions and \
+            "enumerate" not in facts.classes and e.args and e.args[0].keyword is None and \
+            not any(a.star for a in e.args):
+        return e
+    return None
+
+
+def items_key(src: "PythonSource", e: cst.BaseExpression) -> Optional[str]:
+    """What iterating `e` yields, as a canonical text: `e` without its item-preserving wrappers, also those
+    around the iterable `enumerate` numbers (`tqdm(enumerate(xs), total=n)`, `enumerate(tqdm(xs))` and
+    `enumerate(xs)` all key as `enumerate(xs)`), written as Python's syntax tree (whitespace, comments and
+    parentheses aside). Two expressions of one key evaluated at one program point iterate the same items; None
+    when the text does not parse alone."""
+    e = item_source(src, e)
+    numbered = _numbering(src, e)
+    if numbered is not None:
+        inner = item_source(src, numbered.args[0].value)
+        e = numbered.with_changes(args=[numbered.args[0].with_changes(value=inner), *numbered.args[1:]])
+    try:
+        text = cst.Module(body=[]).code_for_node(e)
+        return ast.dump(ast.parse("(" + text + "\n)", mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def same_items(src: "PythonSource", sides: list) -> Optional[cst.BaseExpression]:
+    """The iterable every one of `sides` walks -- each side that iterable or an item-preserving wrapper of it
+    (`tqdm(enumerate(loader), total=n) if is_main else enumerate(loader)`, `tqdm(range(n)) if is_main else
+    range(n)`: one key, `items_key`) -- written without wrappers, as on the least wrapped side; None when the
+    sides iterate different expressions (`tqdm(loader_a) if is_main else loader_b`). Evaluated where the sides
+    are, such a choice selects only the display: which side a rank takes, it iterates what that expression is
+    there (whether that varies across ranks is the expression's own affair)."""
+    keys = [items_key(src, side) for side in sides]
+    if not sides or keys[0] is None or any(k != keys[0] for k in keys):
+        return None
+    bare = [item_source(src, side) for side in sides]
+    return min(bare, key=lambda b: len(cst.Module(body=[]).code_for_node(b)))
 
 
 # accelerate's process-state objects: `Accelerator`, `PartialState`, `AcceleratorState` (their `gather`,

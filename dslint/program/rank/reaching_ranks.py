@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from dslint.program.rank import setting_domains as domains
-from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source
+from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source, items_key, same_items
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
@@ -917,38 +917,60 @@ class FlowWalk:
 
     def _items_kept(self, name: str, bodies: list, before: Env) -> Optional[tuple]:
         """`progress = tqdm(progress)` on rank 0 only, `pbar = tqdm(loader)` on rank 0 and `pbar = loader`
-        elsewhere: every branch of the chain (the fall-through included) leaves `name` bound to one value `S`, or
-        to an item-preserving wrapper of it (`library_types.item_preserving_arg`: tqdm yields its iterable's items),
-        in one statement of the branch's own body that is the branch's only use of `name`; `S` is no name a branch
-        binds (but `name` itself, wrapped). The object then differs across ranks, its iteration does not: the
-        origin of `S` before the chain, as `Origin.items` holds it. None when the branches differ otherwise."""
-        source: Optional[str] = None
+        elsewhere, `it = tqdm(enumerate(loader))` on rank 0 and `it = enumerate(loader)` elsewhere: every branch of
+        the chain (the fall-through included) leaves `name` bound to one iterable `S`, or to an item-preserving
+        wrapper of it (`library_types.items_key`: tqdm yields its iterable's items, also inside `enumerate`), in one
+        statement of the branch's own body that is the branch's only use of `name`; `S` reads no name a branch
+        binds (but `name` itself, wrapped), and an `S` that is no plain name (`enumerate(loader)`, `range(n)`) no
+        name another statement of a branch reads (`next(loader_iter)` there would advance it on those ranks only).
+        The object then differs across ranks, its iteration does not: `Origin.items`, the origin of `S` before the
+        chain and the expression `S` (None for the name's own earlier value). None when the branches differ
+        otherwise."""
+        key: Optional[str] = None
+        bare: Optional[cst.BaseExpression] = None
+        others: list = []
+        own = items_key(self.taint.src, cst.Name(name))
         for body in bodies:
             found = self._item_binding(name, body)
             if found is False:
                 return None
-            here = name if found is None else found
-            if source is not None and here != source:
+            here, node, rest = (own, None, None) if found is None else found
+            if here is None or key is not None and here != key:
                 return None
-            source = here
-        if source is None:
+            key = here
+            bare = node if bare is None else bare
+            others.append(rest)
+        if key is None or bare is None:
             return None
-        if source != name:
-            if source in _bound_names(bodies) or source.split(".", 1)[0] in _bound_names(bodies):
+        bound = set(_bound_names(bodies))
+        source = dotted_name(bare) if isinstance(bare, (cst.Name, cst.Attribute)) else None
+        if source == name:
+            return (before.get(name), None)
+        if source is not None:
+            if source in bound or source.split(".", 1)[0] in bound:
                 return None
-            return (self.env.get(source),)
-        return (before.get(name),)
+            return (self.env.get(source), bare)
+        reads = _read_roots(bare)
+        if reads & (bound - {name}) or any(rest is not None and any(rest[n] for n in reads) for rest in others) or \
+                any(rest is None for rest in others):
+            return None
+        saved, self.env = self.env, before
+        try:
+            return (self.eval(bare), bare)
+        finally:
+            self.env = saved
 
     def _item_binding(self, name: str, body) -> object:
-        """What one branch binds `name` to, as the dotted name of the value whose items it yields; None when the
-        branch does not bind it; False when it binds it otherwise (twice, nested, to another value, or reads it
-        elsewhere)."""
+        """What one branch binds `name` to: (`items_key` of the value, the iterable it walks without its wrappers,
+        the names the branch's other statements read, counted); None when the branch does not bind it; False when
+        it binds it otherwise (twice, nested, in a statement with others) or reads it elsewhere."""
         names = _bound_names([body])
         if name not in names:
             return None
         if names.count(name) != 1 or "." in name:
             return False
         found: object = False
+        rest: Counter = Counter()
         for stmt in body:
             value = None
             for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
@@ -959,13 +981,15 @@ class FlowWalk:
             if value is None:
                 if uses:
                     return False        # `next(progress)`, `progress.close()` on these ranks only
+                rest.update(self._name_counts(stmt))
                 continue
-            inner = item_source(self.taint.src, value)
-            source = dotted_name(inner) if isinstance(inner, (cst.Name, cst.Attribute)) else None
-            if source is None or len(stmt.body) != 1 or uses != 1 + (source == name):
+            inner = same_items(self.taint.src, [value])
+            key = items_key(self.taint.src, value)
+            reads = sum(n.value == name for n in _names_of(inner)) if inner is not None else 0
+            if inner is None or key is None or len(stmt.body) != 1 or uses != 1 + reads:
                 return False
-            found = source
-        return found
+            found = (key, inner)
+        return (*found, rest) if found is not False else False
 
     def _correlate_choice(self, name: str, value: cst.IfExp, origin: Origin) -> None:
         """`buf = [None] * n if rank == 0 else None`: for the ranks taking a later path that implies one side of
@@ -1554,6 +1578,21 @@ def _negated_members(walk: "FlowWalk", test: cst.BaseExpression) -> frozenset:
 
 
 _names_of = name_nodes
+
+
+def _read_roots(e: cst.CSTNode) -> set[str]:
+    """The names an expression reads values from: its names but attribute names (`args.n`: `args`) and the plain
+    names it calls (`range(n)`: `n`)."""
+    skip: set[int] = set()
+    stack: list[cst.CSTNode] = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Attribute):
+            skip.add(id(n.attr))
+        elif isinstance(n, cst.Call) and isinstance(n.func, cst.Name):
+            skip.add(id(n.func))
+        stack.extend(n.children)
+    return {n.value for n in name_nodes(e) if id(n) not in skip}
 
 
 def _bound_in_every(bodies: list, final) -> tuple[list, list, set, set]:

@@ -34,7 +34,7 @@ from dslint.program.statement_walks import code_of, iter_assigns, name_nodes, na
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (DatasetTyping, accelerate_typing, display_only, item_preserving_arg,
-                                               item_source, server_role)
+                                               item_source, same_items, server_role)
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -243,11 +243,13 @@ class Origin:
     # collective over a group of known axes runs on a path that narrows the setting (`RankTaint.uniformize`);
     # dropped when the value is combined with another varying value
     by_setting: Optional[tuple] = None
-    # an object that differs across ranks while its iteration does not: a 1-tuple holding the origin of the value
-    # whose items it yields, in order (None: uniform) -- `progress = range(n)`, then `progress = tqdm(progress)` on
-    # rank 0 only (`FlowWalk._join_after`, `library_types.item_preserving_arg`): a loop over it runs as many passes,
-    # with the same items, on every rank (`RankTaint.iterated`). Kept only by a name bound to the choice itself or
-    # copied from such a name (`bind`)
+    # an object that differs across ranks while its iteration does not: (origin, expression) of the value whose
+    # items it yields, in order (origin None: uniform; expression None: the name's own earlier value) --
+    # `progress = range(n)`, then `progress = tqdm(progress)` on rank 0 only (`FlowWalk._join_after`,
+    # `library_types.item_preserving_arg`), or `data_iter = tqdm(enumerate(loader)) if rank == 0 else
+    # enumerate(loader)` (`library_types.same_items`: the rank test chooses the display, not the data): a loop over
+    # it runs as many passes, with the same items, on every rank as one over the expression (`RankTaint.iterated`,
+    # `loader_batch`). Kept only by a name bound to the choice itself or copied from such a name (`bind`)
     items: Optional[tuple] = None
 
     def text(self, limit: int = 60) -> str:
@@ -506,7 +508,7 @@ class RankTaint:
             source = self._items_choice(e)
             if hit is not None and source is not None:
                 # `tqdm(xs) if is_main else xs`: another object per rank, the items of `xs` on every rank
-                return replace(hit, items=(self.eval(source, env, cls),))
+                return replace(hit, items=(self.eval(source, env, cls), source))
             if hit is not None and self.eval(e.test, env, cls) is None and (
                     _none_or_value(e) or self._none_as_args(e, env, cls)):
                 return replace(hit, present=True)
@@ -574,13 +576,10 @@ class RankTaint:
         return None
 
     def _items_choice(self, e: cst.IfExp) -> Optional[cst.BaseExpression]:
-        """The value both sides of `e` iterate, each side that value or an item-preserving wrapper of it
-        (`tqdm(xs) if is_main else xs`); None otherwise."""
-        sides = [item_source(self.src, side) for side in (e.body, e.orelse)]
-        names = [dotted_name(side) if isinstance(side, (cst.Name, cst.Attribute)) else None for side in sides]
-        if names[0] is None or names[0] != names[1] or sides[0] is e.body and sides[1] is e.orelse:
-            return None
-        return sides[0]
+        """The iterable both sides of `e` walk, each side that iterable or an item-preserving wrapper of it
+        (`tqdm(xs) if is_main else xs`, `tqdm(enumerate(loader)) if is_main else enumerate(loader)`:
+        `library_types.same_items`); None otherwise."""
+        return same_items(self.src, [e.body, e.orelse])
 
     def iterated(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None,
                  evaluate=None) -> Optional[Origin]:
@@ -1247,19 +1246,28 @@ class RankTaint:
                 out[attr] = hit
         return out
 
-    def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[Origin]:
+    def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str], _depth: int = 0) -> Optional[Origin]:
         """A batch of the script's own data loader (`for batch in train_dataloader`, `next(self.dataloader)`,
         through `iter`/`tqdm`/`enumerate`), when the loader itself is the same on every rank: in data parallelism
         each rank gets other samples, so the batch's CONTENT varies (its tensors' values, masks, token counts,
         losses computed from it); its structure (keys, a field's None-ness, types) is the collator's and its row
         count the loader's (`Origin.batch`, kind "item": sizes uniform). A loader whose batch count or lengths
-        vary is a per-rank value itself (kind "shard": built over a shard or from a rank id) and is not asked."""
+        vary is a per-rank value itself (kind "shard": built over a shard or from a rank id) and is not asked.
+        A rank-dependent choice of the display only (`tqdm(enumerate(loader)) if is_main else enumerate(loader)`,
+        or a name bound to one: `Origin.items`) draws what the iterable it wraps draws."""
         inner = e
+        if isinstance(inner, cst.IfExp):
+            source = self._items_choice(inner) if _depth < 8 else None
+            return self.loader_batch(source, env, cls, _depth + 1) if source is not None else None
+        if isinstance(inner, (cst.Name, cst.Attribute)) and _depth < 8:
+            held = env.get(dotted_name(inner) or "")
+            if held is not None and held.items is not None and held.items[1] is not None:
+                return self.loader_batch(held.items[1], env, cls, _depth + 1)
         while isinstance(inner, cst.Call) and _last(None, inner.func) in ("iter", "tqdm", "enumerate", "zip") \
                 and inner.args and inner.args[0].keyword is None:
             wrapper = _last(None, inner.func)
             if wrapper == "enumerate":      # (step, batch) pairs
-                hit = self.loader_batch(inner.args[0].value, env, cls)
+                hit = self.loader_batch(inner.args[0].value, env, cls, _depth + 1)
                 return replace(hit, elements=(None, hit)) if hit is not None else None
             if wrapper == "zip":            # a batch of each loader zipped (`zip(prompt_loader, unsup_loader)`)
                 elems = tuple(self.loader_batch(a.value, env, cls) if self.eval(a.value, env, cls) is None else None
