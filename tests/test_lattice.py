@@ -172,7 +172,9 @@ def run(n, rows, data_loader, xs, other_rows):
         bar = enumerate(it)
     for w, v in bar:
         f = v
-    probe = (a, ai, b, c, lengths, plain, d, e, f)
+    for q, r in enumerate(tqdm(rows) if main else rows):
+        g = (q, r)
+    probe = (a, ai, b, c, lengths, plain, d, e, f, g)
 """
 
 
@@ -187,9 +189,9 @@ def test_item_preserving_choice_between_equal_iterables():
     func = src.facts.functions["run"]
     probe = [s for s in func.node.body.body if isinstance(s, cst.SimpleStatementLine)
              and getattr(s.body[0].targets[0].target, "value", "") == "probe"][0]
-    a, ai, b, c, lengths, plain, d, e, f = [uniformity(project, src, el.value, "run")
-                                            for el in probe.body[0].value.elements]
-    assert a is UNIFORM and ai is UNIFORM and b is UNIFORM and c is UNIFORM
+    a, ai, b, c, lengths, plain, d, e, f, g = [uniformity(project, src, el.value, "run")
+                                               for el in probe.body[0].value.elements]
+    assert a is UNIFORM and ai is UNIFORM and b is UNIFORM and c is UNIFORM and g is UNIFORM
     # a batch of the loader: what the loop without the progress bar makes of it, never the rank test's value
     assert type(lengths) is type(plain) and (lengths is UNIFORM or lengths.origin.kind == plain.origin.kind)
     assert isinstance(d, Varying) and isinstance(e, Varying) and isinstance(f, Varying)

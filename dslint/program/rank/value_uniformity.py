@@ -608,7 +608,9 @@ class RankTaint:
         if held is None or held.items is None:
             return evaluate(e, env)
         if name is None:
-            return held.items[0] if inner is e else evaluate(e, env)
+            # `tqdm(xs) if is_main else xs` itself, or under `enumerate`/wrappers: the passes of the iterable chosen
+            # alike (a varying iterable is left to the whole expression's own origin)
+            return held.items[0] if inner is e or held.items[0] is None else evaluate(e, env)
         walked = dict(env)
         if held.items[0] is None:
             walked.pop(name, None)
