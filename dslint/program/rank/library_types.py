@@ -195,13 +195,32 @@ def _numbering(src: "PythonSource", e: cst.BaseExpression) -> Optional[cst.Call]
     return None
 
 
+# tqdm's `trange(*args, **kwargs)`: `tqdm(range(*args), **kwargs)` (its positional arguments are range's, its
+# keywords the bar's)
+_TRANGE = frozenset({"tqdm.trange", "tqdm.std.trange", "tqdm.auto.trange", "tqdm.autonotebook.trange",
+                     "tqdm.notebook.trange", "tqdm.rich.trange", "tqdm.gui.trange", "tqdm.tk.trange"})
+
+
+def _trange_as_range(src: "PythonSource", e: cst.BaseExpression) -> Optional[cst.Call]:
+    """`trange(a, b, desc=...)` written as the `range(a, b)` it iterates; None for any other expression."""
+    if not isinstance(e, cst.Call) or src.facts.resolve_expr(e.func) not in _TRANGE or \
+            any(a.star for a in e.args):
+        return None
+    positional = [a for a in e.args if a.keyword is None]
+    if not 1 <= len(positional) <= 3:
+        return None
+    return cst.Call(func=cst.Name("range"), args=[a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                                                  for a in positional])
+
+
 def items_key(src: "PythonSource", e: cst.BaseExpression) -> Optional[str]:
     """What iterating `e` yields, as a canonical text: `e` without its item-preserving wrappers, also those
     around the iterable `enumerate` numbers (`tqdm(enumerate(xs), total=n)`, `enumerate(tqdm(xs))` and
     `enumerate(xs)` all key as `enumerate(xs)`), written as Python's syntax tree (whitespace, comments and
-    parentheses aside). Two expressions of one key evaluated at one program point iterate the same items; None
-    when the text does not parse alone."""
+    parentheses aside; tqdm's `trange(n)` as `range(n)`). Two expressions of one key evaluated at one program
+    point iterate the same items; None when the text does not parse alone."""
     e = item_source(src, e)
+    e = _trange_as_range(src, e) or e
     numbered = _numbering(src, e)
     if numbered is not None:
         inner = item_source(src, numbered.args[0].value)
@@ -224,7 +243,8 @@ def same_items(src: "PythonSource", sides: list) -> Optional[cst.BaseExpression]
     if not sides or keys[0] is None or any(k != keys[0] for k in keys):
         return None
     bare = [item_source(src, side) for side in sides]
-    return min(bare, key=lambda b: len(cst.Module(body=[]).code_for_node(b)))
+    plain = [b for b in bare if _trange_as_range(src, b) is None] or bare
+    return min(plain, key=lambda b: len(cst.Module(body=[]).code_for_node(b)))
 
 
 # accelerate's process-state objects: `Accelerator`, `PartialState`, `AcceleratorState` (their `gather`,
