@@ -278,6 +278,9 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
         return b
     if b is None:
         return a
+    if a.rows and a.kind == "item" or b.rows and b.kind == "item":
+        # a padded list (`FlowWalk._padded_to`) combined with another varying value: its length is no longer known
+        a, b = replace(a, rows=a.rows and a.kind != "item"), replace(b, rows=b.rows and b.kind != "item")
     if a.by_setting is not None:
         a = replace(a, by_setting=None)     # the table is of `a` alone
     if b.by_setting is not None:
@@ -346,8 +349,8 @@ def _counted(origin: Optional[Origin]) -> Optional[Origin]:
     """`len(x)` / `x.size(0)`: the number of rows. A sampled generation returns one row per prompt (the count
     is the prompts', uniform unless they are sharded: then the shard's own origin says so); its rows' lengths
     vary."""
-    if origin is not None and origin.kind == "generation" and origin.rows:
-        return None
+    if origin is not None and origin.kind in ("generation", "item") and origin.rows:
+        return None             # (an "item" list with `rows`: padded to a length the same on every rank)
     return _sized(origin)
 
 
