@@ -209,7 +209,8 @@ class Origin:
     member: Optional[frozenset] = None     # membership predicates it is made of (`is_rank_in_embedding_group`)
     elements: Optional[tuple] = None       # a tuple literal's elements, each an Origin or None (`(world, rank)`)
     # a generation's batch as a whole (`out = model.generate(ids)`, its decoded texts): one row per prompt, so
-    # its length is the prompts' count; an element (`out[0]`, a loop's item) is one sampled sequence
+    # its length is the prompts' count; an element (`out[0]`, a loop's item) is one sampled sequence. Of an "item"
+    # list: padded to the same length on every rank (`FlowWalk._padded_to`): its length and truth are uniform
     rows: bool = False
     # per-rank data that went through a call outside the checked files (`_, logits = forward_fn(data=shard)`):
     # whether such a result is None is that function's control (a pipeline stage, a mode), not the data's size
