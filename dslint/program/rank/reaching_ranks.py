@@ -257,9 +257,11 @@ class FlowWalk:
         names = _target_names_of(target)
         for name in names:
             self._sizes.pop(name, None)
-            self._lengths.pop(name, None)
-        if self._lengths and not isinstance(target, cst.Name):
-            self._lengths.pop(dotted_name(target) or "", None)
+        if self._lengths:
+            rebound = {*names, dotted_name(target) or ""}
+            for name, (_, base) in list(self._lengths.items()):
+                if name in rebound or base in rebound:      # a fact about a list bound again says nothing now
+                    del self._lengths[name]
         group = world_size_group(value)
         if isinstance(target, cst.Name) and group is not None:
             self._sizes[target.value] = group
