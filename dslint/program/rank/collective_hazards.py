@@ -227,15 +227,6 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             self.exc_expr(e, guards)
         super().expr(e, guards)
 
-    def eval(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
-        origin = super().eval(e)
-        if origin is not None and origin.kind in ("rank", "shard") and type(e) is cst.BinaryOperation:
-            if _padded_to(e, lambda m: super(HazardWalk, self).eval(m) is None):
-                # `mine + [None] * (max_count - len(mine))` with a uniform `max_count` (an all_reduce MAX, the
-                # max of gathered lengths): as long as `max_count` everywhere, each item still this rank's
-                return replace(origin, kind="item", elements=None)
-        return origin
-
     def _report(self, op: RaisingOp, site: Site) -> None:
         if op in self.raising:
             self.raising.remove(op)
@@ -852,32 +843,6 @@ def rank_hazards(project: "ProjectView", src: "PythonSource") -> list[Hazard]:
 
 
 __all__ = ["Hazard", "Hop", "rank_hazards", "UNKNOWN"]
-
-
-def _padded_to(e: cst.BinaryOperation, uniform) -> bool:
-    """`xs + [fill] * (m - len(xs))` (or `(m - len(xs)) * [fill]`, `[fill for _ in range(m - len(xs))]`): a list
-    padded to `m` items, whose length is `m` -- uniform when `uniform(m)` says `m` is the same on every rank."""
-    if not isinstance(e.operator, cst.Add):
-        return False
-    base, pad = e.left, e.right
-    count = None
-    if isinstance(pad, cst.BinaryOperation) and isinstance(pad.operator, cst.Multiply):
-        for seq, n in ((pad.left, pad.right), (pad.right, pad.left)):
-            if isinstance(seq, cst.List) and len(seq.elements) == 1 and not isinstance(
-                    seq.elements[0], cst.StarredElement):
-                count = n
-                break
-    elif isinstance(pad, cst.ListComp) and pad.for_in.inner_for_in is None and pad.for_in.ifs == () and \
-            isinstance(pad.for_in.iter, cst.Call) and isinstance(pad.for_in.iter.func, cst.Name) and \
-            pad.for_in.iter.func.value == "range" and len(pad.for_in.iter.args) == 1:
-        count = pad.for_in.iter.args[0].value
-    if not (isinstance(count, cst.BinaryOperation) and isinstance(count.operator, cst.Subtract)):
-        return False
-    length = count.right
-    if not (isinstance(length, cst.Call) and isinstance(length.func, cst.Name) and length.func.value == "len"
-            and len(length.args) == 1 and code_of(length.args[0].value, 400) == code_of(base, 400)):
-        return False
-    return bool(uniform(count.left))
 
 
 def _attribute_stores(block, attr: str, path: tuple):

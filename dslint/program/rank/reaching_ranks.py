@@ -21,6 +21,7 @@ from dslint.program.rank.library_types import accelerate_typing, fetch_only, ite
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
+from dslint.program.process_groups import STAGE_ENDS
 from dslint.sources.literals import literal_value
 from dslint.program.statement_walks import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        name_nodes, sub_expressions, sub_statements)
@@ -87,6 +88,11 @@ class FlowWalk:
         # path implies one of those (`if self.rank == 0:` again) is run only by ranks that bound it there
         self._correlated: dict[str, tuple] = {}
         self._test_names: dict[int, frozenset] = {}     # id(test node) -> the names it reads (`_uncorrelate`)
+        # what a name says about the length of a list (`_length_fact`), by the code of that list: ("len", xs) holds
+        # len(xs) on this rank (`n = torch.tensor([len(xs)])`), ("gathered", xs) every rank's len(xs) (filled by
+        # all_gather_object), ("max", xs) at least len(xs) on every rank (an all_reduce MAX of a "len" tensor, the
+        # max of a "gathered" list): padding xs to it gives every rank the same length (`_padded_to`)
+        self._lengths: dict[str, tuple[str, str]] = {}
         self._stmt_names: dict[int, Counter] = {}       # id(statement) -> its names counted (`_item_binding`)
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -121,7 +127,91 @@ class FlowWalk:
         self.block(stmts, self.base_guards)
 
     def eval(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
-        return self.taint.eval(e, self.env, self.cls)
+        origin = self.taint.eval(e, self.env, self.cls)
+        if origin is not None and origin.kind in ("rank", "shard") and type(e) is cst.BinaryOperation and \
+                isinstance(e.operator, cst.Add) and self._padded_to(e.left, e.right):
+            # `mine + [None] * (max_count - len(mine))` with `max_count` the MAX over the ranks of len(mine): as
+            # long as `max_count` everywhere, each item still this rank's
+            return _padded(origin)
+        return origin
+
+    def _padded_to(self, base: cst.BaseExpression, pad: cst.BaseExpression) -> bool:
+        """Does appending `pad` to the list `base` (`base + pad`, `base += pad`, `base.extend(pad)`) give it the
+        same length on every rank? `pad` is `[fill] * (m - len(base))` (or `(m - len(base)) * [fill]`, `[fill
+        for _ in range(m - len(base))]`), so the length becomes max(m, len(base)): `m` must be at least len(base)
+        on every rank -- the MAX over the ranks of len(base), all-reduced or taken of the gathered lengths
+        (`_lengths`) -- and the same on every rank (`eval`: a MAX over a group of known grid axes leaves it varying
+        in the others, so the padded length does too)."""
+        count = _pad_count(pad)
+        if not (isinstance(count, cst.BinaryOperation) and isinstance(count.operator, cst.Subtract)):
+            return False
+        length = count.right
+        if not (isinstance(length, cst.Call) and isinstance(length.func, cst.Name) and length.func.value == "len"
+                and len(length.args) == 1 and code_of(length.args[0].value, 400) == code_of(base, 400)):
+            return False
+        return self._length_fact(count.left) == ("max", code_of(base, 400)) and self.eval(count.left) is None
+
+    def _length_fact(self, e: cst.BaseExpression) -> Optional[tuple[str, str]]:
+        """What `e` says about a list's length (`_lengths`): `len(xs)` is ("len", xs); a torch constructor of it
+        (`torch.tensor([len(xs)])`, `torch.cuda.LongTensor([n])`) and a conversion of a one-item tensor
+        (`int(t)`, `t.item()`, `t.tolist()`, `t[0]`, `t.cpu()`) keep the fact; `max(lengths)` of a gathered
+        list is ("max", xs)."""
+        for _ in range(8):
+            if isinstance(e, cst.Name):
+                return self._lengths.get(e.value)
+            if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
+                    literal_value(e.slice[0].slice.value) in (0, -1):
+                e = e.value
+                continue
+            if not isinstance(e, cst.Call):
+                return None
+            func = e.func
+            positional = [a.value for a in e.args if a.keyword is None and not a.star]
+            if isinstance(func, cst.Attribute) and func.attr.value in _SCALAR_CONVERSIONS and not positional:
+                e = func.value
+                continue
+            resolved = self.taint.facts.resolve_expr(func) or ""
+            if len(positional) != 1:
+                return None
+            arg = positional[0]
+            if resolved in ("len", "int") and isinstance(func, cst.Name):
+                if func.value == "len":
+                    return "len", code_of(arg, 400)
+                e = arg
+                continue
+            if resolved == "max" and isinstance(func, cst.Name):
+                fact = self._length_fact(arg)
+                return ("max", fact[1]) if fact is not None and fact[0] == "gathered" else None
+            if resolved.startswith("torch.") or resolved.startswith("numpy."):
+                if isinstance(arg, (cst.List, cst.Tuple)) and len(arg.elements) == 1 and \
+                        not isinstance(arg.elements[0], cst.StarredElement):
+                    arg = arg.elements[0].value
+                fact = self._length_fact(arg)
+                return fact if fact is not None and fact[0] == "len" else None
+            return None
+        return None
+
+    def _note_lengths(self, call: cst.Call) -> None:
+        """A collective over a list's length (`_lengths`): `all_reduce(t, op=ReduceOp.MAX)` of a "len" tensor makes
+        it a "max" one; `all_gather_object(lengths, len(xs))` (or `all_gather(lengths, t)`) fills a "gathered"
+        list."""
+        resolved = self.taint.facts.resolve_expr(call.func) or ""
+        if not resolved.startswith(("torch.distributed.", "deepspeed.comm.")):
+            return
+        op = resolved.rsplit(".", 1)[-1]
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if op == "all_reduce" and positional and isinstance(positional[0], cst.Name):
+            how = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "op"),
+                       positional[1] if len(positional) > 1 else None)
+            fact = self._lengths.get(positional[0].value)
+            if how is not None and fact is not None and fact[0] == "len" and \
+                    (self.taint.facts.resolve_expr(how) or "").endswith("ReduceOp.MAX"):
+                self._lengths[positional[0].value] = ("max", fact[1])
+        elif op in ("all_gather_object", "all_gather") and len(positional) >= 2 and \
+                isinstance(positional[0], cst.Name):
+            fact = self._length_fact(positional[1])
+            if fact is not None and fact[0] == "len":
+                self._lengths[positional[0].value] = ("gathered", fact[1])
 
     def eval_iter(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
         """What a `for` over `e` walks (`RankTaint.iterated`), through this walk's own `eval`."""
@@ -140,6 +230,9 @@ class FlowWalk:
         read from it (`if not local_counts:` for a list built over its rows) is its emptiness or presence, the
         collator's and the same on every rank; tests of its values (`.sum()`, comparisons) vary."""
         if isinstance(e, cst.BooleanOperation):
+            if self._one_rank_axis(e) is not None:
+                return None             # `is_pipeline_first_stage() and is_pipeline_last_stage()`: one stage, on
+                                        # every rank alike (true everywhere or nowhere)
             # `has_labels or loss_without_labels`: each operand is itself a test (a batch field's truth is the
             # collator's), and the whole varies when one of them does
             left = self.eval_test(e.left)
@@ -152,6 +245,8 @@ class FlowWalk:
         origin = self.eval(e)
         if origin is not None and origin.batch and isinstance(e, (cst.Name, cst.Attribute, cst.Subscript)):
             return None
+        if origin is not None and origin.kind == "item" and origin.rows and isinstance(e, (cst.Name, cst.Attribute)):
+            return None                 # `if not padded:` of a list padded to the same length on every rank
         if origin is not None and self.scope != MODULE_SCOPE and _none_test_of(e) and \
                 self.taint.analysis.uniform_none_local(self.taint.src, self.scope, e.left.value, e):
             return None                 # `loader is None` where every path the ranks share binds it alike
@@ -162,6 +257,11 @@ class FlowWalk:
         names = _target_names_of(target)
         for name in names:
             self._sizes.pop(name, None)
+        if self._lengths:
+            rebound = {*names, dotted_name(target) or ""}
+            for name, (_, base) in list(self._lengths.items()):
+                if name in rebound or base in rebound:      # a fact about a list bound again says nothing now
+                    del self._lengths[name]
         group = world_size_group(value)
         if isinstance(target, cst.Name) and group is not None:
             self._sizes[target.value] = group
@@ -315,6 +415,10 @@ class FlowWalk:
                 origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
+            if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                fact = self._length_fact(node.value)
+                if fact is not None:
+                    self._lengths[node.targets[0].target.value] = fact
             if origin is not None and isinstance(node.value, cst.IfExp) and len(node.targets) == 1 and \
                     isinstance(node.targets[0].target, cst.Name):
                 self._correlate_choice(node.targets[0].target.value, node.value, origin)
@@ -327,13 +431,28 @@ class FlowWalk:
             return []
         if isinstance(node, cst.AugAssign):
             self.expr(node.value, guards)
-            self.bind(node.target, None, self.eval(node.target) or self.eval(node.value))
+            held = self.eval(node.target)
+            if held is not None and held.kind in ("rank", "shard") and isinstance(node.operator, cst.AddAssign) \
+                    and self._padded_to(node.target, node.value):
+                self.bind(node.target, None, _padded(held))     # `mine += [None] * (max_count - len(mine))`
+                return []
+            self.bind(node.target, None, held or self.eval(node.value))
             return []
         if isinstance(node, cst.Expr):
             self.expr(node.value, guards)
             self._uniformize(node.value)
             value = node.value
             if isinstance(value, cst.Call):
+                self._note_lengths(value)
+                func = value.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "extend" and len(value.args) == 1 and \
+                        value.args[0].keyword is None and not value.args[0].star:
+                    held = self.eval(func.value)
+                    if held is not None and held.kind in ("rank", "shard") and \
+                            self._padded_to(func.value, value.args[0].value):
+                        # `mine.extend([None] * (max_count - len(mine)))`: padded in place
+                        self.bind(func.value, None, _padded(held))
+                        return []
                 # a checked helper that fills its arguments with varying values (`rec(nested, "", flat)`)
                 for arg, origin in self.taint.analysis.written_args(self.taint.src, value, self.env, self.cls):
                     self.bind(arg, None, join(self.eval(arg), origin))
@@ -732,10 +851,31 @@ class FlowWalk:
         group holds one rank (`if tp_world_size == 1:`, the `else` of `if dist.get_world_size(g) > 1:`): there
         the rank within that group is 0, on every rank, so the values computed from it are uniform (a shard's
         bounds `tp_rank * n` are `0 * n`). Only the group's own rank ids are cleared, not other ranks'."""
+        axis = self._one_rank_axis(test) if holds else None
+        if axis is not None:
+            # `if mpu.is_pipeline_first_stage() and is_last_stage: return tensor`: the pipeline holds one stage, so
+            # a value varying only by the pipeline coordinate (set on the last stage alone) is the same everywhere
+            env = {k: o for k, o in env.items() if o.axes is None or not o.axes <= {axis}}
         group = self._one_rank_group(test, holds)
         if group is None:
             return env
         return {k: o for k, o in env.items() if not (o.kind == "rank" and o.group == group)}
+
+    def _one_rank_axis(self, test: cst.BaseExpression) -> Optional[str]:
+        """The grid coordinate whose groups hold one rank where `test` holds: a conjunction of the predicates of
+        that coordinate's first and last member (`is_pipeline_first_stage() and is_pipeline_last_stage()`, either
+        read through a name bound to it), `process_groups.STAGE_ENDS`."""
+        if not (isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And)):
+            return None
+        members: set[str] = set()
+        for part in _conjuncts(test):
+            origin = self.eval_test(part)
+            if origin is not None and origin.kind == "rank" and origin.member:
+                members |= origin.member
+        for axis, (firsts, lasts) in STAGE_ENDS.items():
+            if members & firsts and members & lasts:
+                return axis
+        return None
 
     def _one_rank_group(self, test: cst.BaseExpression, holds: bool) -> Optional[str]:
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -1166,6 +1306,30 @@ class FlowWalk:
 _LEAF_EXPRESSIONS = frozenset({cst.Lambda, cst.SimpleString, cst.Name, cst.Integer, cst.Float})
 _CONTROL_EXPRESSIONS = frozenset({cst.Await, cst.Call, cst.IfExp, cst.BooleanOperation, cst.ListComp, cst.SetComp,
                                   cst.GeneratorExp, cst.DictComp})
+
+
+# conversions of a one-item tensor or number that keep its value (`_length_fact`)
+_SCALAR_CONVERSIONS = ("item", "tolist", "cpu", "long", "int", "numpy")
+
+
+def _padded(origin: Origin) -> Origin:
+    """A rank's list padded to a length the same on every rank: its items are this rank's (kind "item"), its
+    row count -- `len()`, its truth -- is uniform (`rows`; an element drops it, `element_of`)."""
+    return replace(origin, kind="item", elements=None, rows=True, affine=None)
+
+
+def _pad_count(pad: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """How many items `pad` holds: `n` of `[fill] * n`, `n * [fill]`, `[fill for _ in range(n)]` (None otherwise)."""
+    if isinstance(pad, cst.BinaryOperation) and isinstance(pad.operator, cst.Multiply):
+        for seq, n in ((pad.left, pad.right), (pad.right, pad.left)):
+            if isinstance(seq, cst.List) and len(seq.elements) == 1 and not isinstance(
+                    seq.elements[0], cst.StarredElement):
+                return n
+    elif isinstance(pad, cst.ListComp) and pad.for_in.inner_for_in is None and pad.for_in.ifs == () and \
+            isinstance(pad.for_in.iter, cst.Call) and isinstance(pad.for_in.iter.func, cst.Name) and \
+            pad.for_in.iter.func.value == "range" and len(pad.for_in.iter.args) == 1:
+        return pad.for_in.iter.args[0].value
+    return None
 
 
 def _bound_names(bodies: list) -> list[str]:

@@ -209,7 +209,8 @@ class Origin:
     member: Optional[frozenset] = None     # membership predicates it is made of (`is_rank_in_embedding_group`)
     elements: Optional[tuple] = None       # a tuple literal's elements, each an Origin or None (`(world, rank)`)
     # a generation's batch as a whole (`out = model.generate(ids)`, its decoded texts): one row per prompt, so
-    # its length is the prompts' count; an element (`out[0]`, a loop's item) is one sampled sequence
+    # its length is the prompts' count; an element (`out[0]`, a loop's item) is one sampled sequence. Of an "item"
+    # list: padded to the same length on every rank (`FlowWalk._padded_to`): its length and truth are uniform
     rows: bool = False
     # per-rank data that went through a call outside the checked files (`_, logits = forward_fn(data=shard)`):
     # whether such a result is None is that function's control (a pipeline stage, a mode), not the data's size
@@ -280,6 +281,9 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
         return b
     if b is None:
         return a
+    if a.rows and a.kind == "item" or b.rows and b.kind == "item":
+        # a padded list (`FlowWalk._padded_to`) combined with another varying value: its length is no longer known
+        a, b = replace(a, rows=a.rows and a.kind != "item"), replace(b, rows=b.rows and b.kind != "item")
     if a.by_setting is not None:
         a = replace(a, by_setting=None)     # the table is of `a` alone
     if b.by_setting is not None:
@@ -348,8 +352,8 @@ def _counted(origin: Optional[Origin]) -> Optional[Origin]:
     """`len(x)` / `x.size(0)`: the number of rows. A sampled generation returns one row per prompt (the count
     is the prompts', uniform unless they are sharded: then the shard's own origin says so); its rows' lengths
     vary."""
-    if origin is not None and origin.kind == "generation" and origin.rows:
-        return None
+    if origin is not None and origin.kind in ("generation", "item") and origin.rows:
+        return None             # (an "item" list with `rows`: padded to a length the same on every rank)
     return _sized(origin)
 
 
