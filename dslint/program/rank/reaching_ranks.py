@@ -18,6 +18,7 @@ import libcst as cst
 
 from dslint.program.rank import setting_domains as domains
 from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source
+from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
@@ -143,6 +144,9 @@ class FlowWalk:
             # `has_labels or loss_without_labels`: each operand is itself a test (a batch field's truth is the
             # collator's), and the whole varies when one of them does
             left = self.eval_test(e.left)
+            if left is not None and left.kind == "rank" and isinstance(e.operator, cst.And) and \
+                    single_rank_conjunction(self.taint, e, self.env, self.cls, self.scope):
+                return None     # `is_first_stage and is_last_stage`: the group holds one rank, on every rank
             if left is not None and left.axes is None:
                 return left
             return join(left, self.eval_test(e.right), isinstance(e.operator, cst.Or))
