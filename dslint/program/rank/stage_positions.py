@@ -25,7 +25,7 @@ What a test says is read from what it computes, never from its spelling:
 from __future__ import annotations
 
 from itertools import product
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
@@ -34,8 +34,10 @@ from dslint.program.facts import dotted_name
 from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
-    from dslint.program.rank.value_uniformity import Env, RankTaint
     from dslint.sources import PythonSource
+
+Env = dict          # name → Origin (value_uniformity.Env; not imported: that module imports this one)
+RankTaint = Any     # value_uniformity.RankTaint
 
 FIRST, LAST = "first", "last"
 NOWHERE = "nowhere"          # a path that returns a constant False: the predicate holds on no rank there
