@@ -109,7 +109,7 @@ def positions(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Option
     if isinstance(e, cst.Name) and e.value == "False":
         return frozenset({NOWHERE})
     if isinstance(e, cst.Comparison):
-        return _compared(taint, e, env, cls)
+        return _compared(taint, e, env, cls, scope)
     if isinstance(e, cst.Call):
         return _called(taint, e, env, cls, depth)
     if isinstance(e, cst.Name) and e.value in env:
@@ -124,7 +124,7 @@ def positions(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Option
     return None
 
 
-def _compared(taint: "RankTaint", e: cst.Comparison, env: "Env", cls: Optional[str]) -> Paths:
+def _compared(taint: "RankTaint", e: cst.Comparison, env: "Env", cls: Optional[str], scope: Optional[str]) -> Paths:
     if len(e.comparisons) != 1 or not isinstance(e.comparisons[0].operator, cst.Equal):
         return None
     left, right = e.left, e.comparisons[0].comparator
@@ -132,16 +132,27 @@ def _compared(taint: "RankTaint", e: cst.Comparison, env: "Env", cls: Optional[s
         origin = taint.eval(value, env, cls)
         if origin is None or origin.kind != "rank":
             continue
-        coordinate = _group_of(taint, value, cls, "rank", 0) or _rank_coordinate(origin)
+        coordinate = _group_of(taint, value, cls, "rank", 0) or (
+            _group_of(taint, origin.node, cls, "rank", 0) if origin.source is taint.src else None) or \
+            _rank_coordinate(origin)
         if coordinate is None:
             continue
         if isinstance(other, cst.Integer) and literal_value(other) == 0:
             return frozenset({(coordinate, FIRST)})
         if isinstance(other, cst.BinaryOperation) and isinstance(other.operator, cst.Subtract) and \
                 isinstance(other.right, cst.Integer) and literal_value(other.right) == 1 and \
-                _group_of(taint, other.left, cls, "size", 0) == coordinate:
+                _group_of(taint, _read(taint, scope, other.left), cls, "size", 0) == coordinate:
             return frozenset({(coordinate, LAST)})
     return None
+
+
+def _read(taint: "RankTaint", scope: Optional[str], e: cst.BaseExpression) -> cst.BaseExpression:
+    """A local of `scope` bound once to a call (`size = dist.get_world_size(group)`): that call; else `e`."""
+    if isinstance(e, cst.Name):
+        value = _single_binding(taint, scope, e.value)
+        if value is not None:
+            return value
+    return e
 
 
 def _rank_coordinate(origin) -> Optional[Coordinate]:
@@ -226,14 +237,16 @@ def _helper_paths(taint: "RankTaint", src: "PythonSource", info, depth: int) -> 
     found: list = []
     _collect(body, found)
     for kind, node in found:
+        here = taint.analysis.env_before(src, info, node)
+        here = {**env, **here} if here is not None else env
         if kind == "test":
-            if taint.eval(node, env, own_cls) is not None:
+            if taint.eval(node, here, own_cls) is not None:
                 return None
             continue
         value = node.value
         if value is None:
             return None
-        paths = positions(taint, value, env, own_cls, depth + 1)
+        paths = positions(taint, value, here, own_cls, depth + 1, info.qualname)
         if paths is None:
             return None
         out |= paths

@@ -469,6 +469,8 @@ class ProjectLevel(Protocol):
 
     def globals_for(self, src: "PythonSource", info: Any) -> "Env": ...
 
+    def env_before(self, src: "PythonSource", info: Any, node: cst.CSTNode) -> Optional["Env"]: ...
+
 
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
