@@ -14,9 +14,11 @@ What a test says is read from what it computes, never from its spelling:
   size getter of that coordinate (`SIZE_AXES`: Megatron's `get_pipeline_model_parallel_world_size()`,
   DeepSpeed's `num_stages`);
 - a call of a function of the checked files: every value it returns (`return pp_rank == 0`, `return False` on a
-  virtual-pipeline path, another such call), provided every test in its body is the same on every rank (then
-  which value it returns is too); a constant `False` holds nowhere, a constant `True` (or anything else) says
-  nothing;
+  virtual-pipeline path, another such call; its locals read where they stand, `ProjectTaint.env_before`),
+  provided every test in its body is the same on every rank and no `return` sits in a loop or an `except`
+  handler (then which value it returns is the same on every rank); a constant `False` holds nowhere, a constant
+  `True` (or anything else) says nothing; the group of a rank or size a helper returns is followed the same way
+  (`_group_of`);
 - a call of a library predicate outside the checked files, by that library's documented meaning
   (`LIBRARY_POSITIONS`: Megatron's `mpu.is_pipeline_first_stage()`, DeepSpeed `PipelineEngine.is_last_stage()`);
 - a local bound once to one of these (`is_last_stage = mpu.is_pipeline_last_stage()`).
@@ -193,8 +195,9 @@ def _group_of(taint: "RankTaint", e: cst.BaseExpression, cls: Optional[str], wha
             own = taint.analysis.taint(src)
             returns: list = []
             _collect(info.node.body, returns)
-            groups = {_group_of(own, node.value, info.class_name, what, depth + 1) if node.value is not None else None
-                      for kind, node in returns if kind == "return"}
+            groups = {_group_of(own, node.value, info.class_name, what, depth + 1)
+                      if node.value is not None and kind == "return" else None
+                      for kind, node in returns if kind != "test"}
             if len(groups) == 1 and None not in groups:
                 return groups.pop()
     if what == "size" and last in SIZE_AXES:
@@ -243,6 +246,8 @@ def _helper_paths(taint: "RankTaint", src: "PythonSource", info, depth: int) -> 
             if taint.eval(node, here, own_cls) is not None:
                 return None
             continue
+        if kind == "other":
+            return None
         value = node.value
         if value is None:
             return None
@@ -257,17 +262,18 @@ def _helper_paths(taint: "RankTaint", src: "PythonSource", info, depth: int) -> 
     return frozenset(out) if out else None
 
 
-def _collect(node: cst.CSTNode, out: list) -> None:
+def _collect(node: cst.CSTNode, out: list, inside: bool = False) -> None:
     """The tests (`if`/`elif`/`while`, conditional expressions' are inside values) and the `return`s of a body,
-    not of nested functions or classes."""
+    not of nested functions or classes; a `return` in a loop or an `except` handler (which pass, or which
+    exception, may differ per rank) is ("other", node)."""
     for child in node.children:
         if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
         if isinstance(child, (cst.If, cst.While)):
             out.append(("test", child.test))
         if isinstance(child, cst.Return):
-            out.append(("return", child))
-        _collect(child, out)
+            out.append(("other" if inside else "return", child))
+        _collect(child, out, inside or isinstance(child, (cst.For, cst.While, cst.ExceptHandler)))
 
 
 def _returns_at_end(stmt: cst.CSTNode) -> bool:
