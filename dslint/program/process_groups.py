@@ -66,12 +66,6 @@ MEMBERSHIP: dict[str, tuple[frozenset, ...]] = {
     "position_embedding": (frozenset({"is_rank_in_position_embedding_group"}),
                            frozenset({"is_pipeline_first_stage"})),
 }
-# predicates that hold on the first and on the last member of a coordinate's groups (Megatron's pipeline stages):
-# where one of each holds at once, that coordinate's groups hold one rank, so it is 0 on every rank
-STAGE_ENDS: dict[str, tuple[frozenset, frozenset]] = {
-    PP: (frozenset({"is_pipeline_first_stage", "is_first_stage"}),
-         frozenset({"is_pipeline_last_stage", "is_last_stage"})),
-}
 # group getters → (axes in which the members differ, membership family)
 GROUP_GETTERS: dict[str, tuple[Axes, Optional[str]]] = {
     **{n: (DP, None) for n in ("get_data_parallel_group", "_get_data_parallel_group", "get_data_parallel_group_gloo",

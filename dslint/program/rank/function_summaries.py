@@ -392,6 +392,16 @@ class ProjectTaint:
         from dslint.program.rank.nullness import none_follows
         return none_follows(self, src, info)
 
+    def env_before(self, src: "PythonSource", info: FunctionInfo, node: cst.CSTNode) -> Optional[Env]:
+        """The rank-varying names before the statement of the function `info` holding `node` (the walk of
+        `dslint.program.rank.nullness`, memoised); None when the walk does not reach it or is under way."""
+        from dslint.program.rank.nullness import _guard_walk, _holder
+        key = (id(src), info.qualname)
+        if key in self.__dict__.get("_nullness_busy", ()):
+            return None
+        holder = _holder(info.node, node)
+        return _guard_walk(self, src, info).env_at.get(id(holder)) if holder is not None else None
+
     def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
         """Is the local `name` None alike on every rank at `test` (`dslint.program.rank.nullness`)?"""
         from dslint.program.rank.nullness import uniform_none_local

@@ -404,8 +404,9 @@ def uniform_none_local(program: Program, src: "PythonSource", scope: str, name: 
     if paths is None:
         return False
     states = {state for _, state in paths}
-    if states in ({"obj"}, {"none"}):
-        memo[key] = True                # an object on every path, or None on every path
+    if states in ({"obj"}, {"none"}, {"nullness"}):
+        # an object on every path, None on every path, or what one call returns, None on every rank or on none
+        memo[key] = True
         return True
     # one binding on every path: the test varies with that value (the walk found it varying); only paths that bind
     # the name differently are looked at further (the walks of the function that needs are built only then)
@@ -532,6 +533,9 @@ class _PathWalk:
                 if isinstance(node.value, cst.Call) and _returns_element_object(
                         self.program, self.src, node.value, self.info.class_name, at, len(names)):
                     return "obj"
+                if isinstance(node.value, cst.Call) and returns_none_uniformly(
+                        self.program, self.src, node.value, self.info.class_name, at, len(names)):
+                    return "nullness"
                 self.sites[f"site:{id(node)}"] = (node.value, node)
                 return f"site:{id(node)}"
         return state
@@ -541,6 +545,8 @@ class _PathWalk:
             return "none"
         if never_none(self.program, self.src, value, self.info.class_name) or _library_object(self.src, value):
             return "obj"
+        if isinstance(value, cst.Call) and returns_none_uniformly(self.program, self.src, value, self.info.class_name):
+            return "nullness"
         self.sites[f"site:{id(node)}"] = (value, node)
         return f"site:{id(node)}"
 
@@ -632,3 +638,85 @@ def _returns_element_object(program: Program, src: "PythonSource", call: cst.Cal
                 or _local_object(program, other, info, element, 1)):
             return False
     return True
+
+
+def returns_none_uniformly(program: Program, src: "PythonSource", call: cst.Call, cls: Optional[str],
+                           at: Optional[int] = None, width: int = 0) -> bool:
+    """Is what the checked function `call` runs returns (element `at` of the tuple of `width` it returns; None:
+    the whole value) None on every rank or on none, whatever else varies in it? Every `return` gives there either
+    None -- and then no rank-dependent test or earlier rank-dependent exit stands before that `return`
+    (`guarded`), nor a loop or an exception handler around it: the ranks that return None are decided by values
+    the same on every rank -- or a value that is not None (not a None literal, a parameter, a conditional with a
+    None side, or a local the function binds to None): Megatron's `_load_base_checkpoint` returns `None, "",
+    False` when the tracker file (one path for every rank) is missing, before any per-rank checkpoint name is
+    computed, and the per-rank `state_dict` otherwise (issue 30, cause 3: the nullness of a value split from its
+    value, per path and across the call). A function that may end without a `return` (an implicit None) is not
+    decided here."""
+    hit = program.function_info(program.call_source(src, src.facts.resolve_expr(call.func), cls, fields=False))
+    if hit is None:
+        return False
+    other, info = hit
+    if not isinstance(info.node.body, cst.IndentedBlock) or not info.node.body.body or \
+            not _ends_in_exit(info.node.body.body[-1]):
+        return False
+    returns = list(iter_returns(info.node.body))
+    params = set(info.params)
+    nones = []
+    for r in returns:
+        value = r.value
+        if at is not None:
+            if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != width:
+                return False
+            value = value.elements[at].value
+        if value is None or isinstance(value, cst.Name) and value.value == "None":
+            nones.append(r)
+        elif _may_be_none(info, value, params):
+            return False
+    if not nones:
+        return False
+    return all(not _inside_loop_or_handler(info.node, r) and not guarded(program, other, info, r) for r in nones)
+
+
+def _ends_in_exit(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Raise)) for s in stmt.body)
+    if isinstance(stmt, cst.If):
+        if stmt.orelse is None or not stmt.body.body:
+            return False
+        other = [stmt.orelse] if isinstance(stmt.orelse, cst.If) else list(stmt.orelse.body.body)
+        return bool(other) and _ends_in_exit(stmt.body.body[-1]) and _ends_in_exit(other[-1])
+    return False
+
+
+def _may_be_none(info: FunctionInfo, value: cst.BaseExpression, params: set) -> bool:
+    """May this returned value be None: a None literal, a conditional with a None side, a parameter, a local the
+    function binds to one of those or otherwise than by a plain `name = <value>` (unpacking, a loop, `+=`)."""
+    if isinstance(value, cst.IfExp):
+        return _may_be_none(info, value.body, params) or _may_be_none(info, value.orelse, params)
+    if not isinstance(value, cst.Name):
+        return False
+    if value.value == "None" or value.value in params:
+        return True
+    for node in _walk_own(info.node):
+        if isinstance(node, cst.Assign) and _binds_anywhere(node, value.value):
+            plain = all(isinstance(t.target, cst.Name) for t in node.targets)
+            if not plain or _may_be_none(info, node.value, set()) or isinstance(node.value, cst.Name):
+                return True
+        elif _binds_anywhere(node, value.value):
+            return True
+    return False
+
+
+def _inside_loop_or_handler(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Does a loop or an `except` handler of `root` (not of a nested function) hold `node`?"""
+    def search(n: cst.CSTNode, inside: bool) -> Optional[bool]:
+        if n is node:
+            return inside
+        for child in n.children:
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            found = search(child, inside or isinstance(child, (cst.For, cst.While, cst.ExceptHandler)))
+            if found is not None:
+                return found
+        return None
+    return bool(search(root.body, False))

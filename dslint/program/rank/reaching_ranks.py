@@ -18,10 +18,10 @@ import libcst as cst
 
 from dslint.program.rank import setting_domains as domains
 from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source, items_key, same_items
+from dslint.program.rank.stage_positions import one_rank_coordinates, single_rank_conjunction
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
                                        world_size_group)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.program.process_groups import STAGE_ENDS
 from dslint.sources.literals import literal_value
 from dslint.program.statement_walks import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
                                        name_nodes, sub_expressions, sub_statements)
@@ -230,12 +230,12 @@ class FlowWalk:
         read from it (`if not local_counts:` for a list built over its rows) is its emptiness or presence, the
         collator's and the same on every rank; tests of its values (`.sum()`, comparisons) vary."""
         if isinstance(e, cst.BooleanOperation):
-            if self._one_rank_axis(e) is not None:
-                return None             # `is_pipeline_first_stage() and is_pipeline_last_stage()`: one stage, on
-                                        # every rank alike (true everywhere or nowhere)
             # `has_labels or loss_without_labels`: each operand is itself a test (a batch field's truth is the
             # collator's), and the whole varies when one of them does
             left = self.eval_test(e.left)
+            if left is not None and left.kind == "rank" and isinstance(e.operator, cst.And) and \
+                    single_rank_conjunction(self.taint, e, self.env, self.cls, self.scope):
+                return None     # `is_first_stage and is_last_stage`: the group holds one rank, on every rank
             if left is not None and left.axes is None:
                 return left
             return join(left, self.eval_test(e.right), isinstance(e.operator, cst.Or))
@@ -851,31 +851,18 @@ class FlowWalk:
         group holds one rank (`if tp_world_size == 1:`, the `else` of `if dist.get_world_size(g) > 1:`): there
         the rank within that group is 0, on every rank, so the values computed from it are uniform (a shard's
         bounds `tp_rank * n` are `0 * n`). Only the group's own rank ids are cleared, not other ranks'."""
-        axis = self._one_rank_axis(test) if holds else None
-        if axis is not None:
+        ones = one_rank_coordinates(self.taint, test, self.env, self.cls, self.scope) if holds else None
+        for kind, which in ones or ():
             # `if mpu.is_pipeline_first_stage() and is_last_stage: return tensor`: the pipeline holds one stage, so
             # a value varying only by the pipeline coordinate (set on the last stage alone) is the same everywhere
-            env = {k: o for k, o in env.items() if o.axes is None or not o.axes <= {axis}}
+            if kind == "axes":
+                env = {k: o for k, o in env.items() if o.axes is None or not o.axes <= which}
+            else:
+                env = {k: o for k, o in env.items() if not (o.kind == "rank" and o.group == which)}
         group = self._one_rank_group(test, holds)
         if group is None:
             return env
         return {k: o for k, o in env.items() if not (o.kind == "rank" and o.group == group)}
-
-    def _one_rank_axis(self, test: cst.BaseExpression) -> Optional[str]:
-        """The grid coordinate whose groups hold one rank where `test` holds: a conjunction of the predicates of
-        that coordinate's first and last member (`is_pipeline_first_stage() and is_pipeline_last_stage()`, either
-        read through a name bound to it), `process_groups.STAGE_ENDS`."""
-        if not (isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And)):
-            return None
-        members: set[str] = set()
-        for part in _conjuncts(test):
-            origin = self.eval_test(part)
-            if origin is not None and origin.kind == "rank" and origin.member:
-                members |= origin.member
-        for axis, (firsts, lasts) in STAGE_ENDS.items():
-            if members & firsts and members & lasts:
-                return axis
-        return None
 
     def _one_rank_group(self, test: cst.BaseExpression, holds: bool) -> Optional[str]:
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):

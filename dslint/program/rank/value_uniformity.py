@@ -35,6 +35,7 @@ from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (DatasetTyping, accelerate_typing, display_only, item_preserving_arg,
                                                item_source, same_items, server_role)
+from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -470,6 +471,12 @@ class ProjectLevel(Protocol):
 
     def methods_named(self, method: str) -> list[tuple["PythonSource", str]]: ...
 
+    def taint(self, src: "PythonSource") -> "RankTaint": ...
+
+    def globals_for(self, src: "PythonSource", info: Any) -> "Env": ...
+
+    def env_before(self, src: "PythonSource", info: Any, node: cst.CSTNode) -> Optional["Env"]: ...
+
 
 class RankTaint:
     """Evaluates expressions of one source to an `Origin` (rank-varying) or None (same on every rank)."""
@@ -495,6 +502,9 @@ class RankTaint:
             return self._comparison(e, env, cls)
         if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
             left = self.eval(e.left, env, cls)
+            if left is not None and left.kind == "rank" and isinstance(e, cst.BooleanOperation) and \
+                    isinstance(e.operator, cst.And) and single_rank_conjunction(self, e, env, cls):
+                return None     # `is_first_stage() and is_last_stage()`: the group holds one rank, on every rank
             if left is not None and not partial(left) and left.keys is None:
                 return left
             if left is None and isinstance(e, cst.BooleanOperation) and self._decides_alone(e):

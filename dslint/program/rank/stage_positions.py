@@ -1,0 +1,374 @@
+"""Positions within a process group: "is this rank the first / the last of its group?", and what their
+conjunction means (issue 30, cause 3).
+
+A rank value `r` of a group of `n` ranks lies in `[0, n)`. A test `r == 0` says "the first rank of the group" (a
+pipeline's first stage), `r == n - 1` "the last". Each varies across the group's ranks; their *conjunction* holds
+exactly when `n == 1` -- then `r` is 0 on every rank --, the same answer on every rank: Megatron's `if
+is_pipeline_first_stage() and is_pipeline_last_stage(): return tensor` (no pipeline, nothing to send) leaves on
+every rank or on none. `first and not last`, `first or last` still vary.
+
+What a test says is read from what it computes, never from its spelling:
+- a comparison of a rank value (the lattice's `Origin` of kind "rank", whose grid coordinate -- `Origin.axes` --
+  or process group -- `Origin.group` -- names the group) with `0`, or with that group's size minus one: the size
+  of `dist.get_world_size(group)` (the group's code, or its grid coordinate through `resolve_group`), or of a
+  size getter of that coordinate (`SIZE_AXES`: Megatron's `get_pipeline_model_parallel_world_size()`,
+  DeepSpeed's `num_stages`);
+- a call of a function of the checked files: every value it returns (`return pp_rank == 0`, `return False` on a
+  virtual-pipeline path, another such call; its locals read where they stand, `ProjectTaint.env_before`),
+  provided every test in its body is the same on every rank and no `return` sits in a loop or an `except`
+  handler (then which value it returns is the same on every rank); a constant `False` holds nowhere, a constant
+  `True` (or anything else) says nothing; the group of a rank or size a helper returns is followed the same way
+  (`_group_of`);
+- a call of a library predicate outside the checked files, by that library's documented meaning
+  (`LIBRARY_POSITIONS`: Megatron's `mpu.is_pipeline_first_stage()`, DeepSpeed `PipelineEngine.is_last_stage()`);
+- a local bound once to one of these (`is_last_stage = mpu.is_pipeline_last_stage()`).
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import TYPE_CHECKING, Any, Optional
+
+import libcst as cst
+
+from dslint.program.process_groups import DP, PP, TP, CP, EP, EDP, resolve_group
+from dslint.program.facts import dotted_name
+from dslint.sources.literals import literal_value
+
+if TYPE_CHECKING:
+    from dslint.sources import PythonSource
+
+Env = dict          # name → Origin (value_uniformity.Env; not imported: that module imports this one)
+RankTaint = Any     # value_uniformity.RankTaint
+
+FIRST, LAST = "first", "last"
+NOWHERE = "nowhere"          # a path that returns a constant False: the predicate holds on no rank there
+_DEPTH = 3
+
+# library predicates outside the checked files, by their documented meaning: (grid coordinate, position)
+# (Megatron `mpu`/`parallel_state`, NeoX `mpu`, DeepSpeed `PipelineEngine`/`PipelineModule`)
+LIBRARY_POSITIONS: dict[str, tuple[frozenset, str]] = {
+    "is_pipeline_first_stage": (frozenset({PP}), FIRST), "is_pipeline_last_stage": (frozenset({PP}), LAST),
+    "is_first_stage": (frozenset({PP}), FIRST), "is_last_stage": (frozenset({PP}), LAST),
+}
+# the size of the group of one grid coordinate (the companions of `process_groups.RANK_AXES`' rank getters)
+SIZE_AXES: dict[str, frozenset] = {
+    "get_pipeline_model_parallel_world_size": frozenset({PP}), "get_pipe_parallel_world_size": frozenset({PP}),
+    "num_stages": frozenset({PP}), "pipe_parallel_size": frozenset({PP}),
+    "get_tensor_model_parallel_world_size": frozenset({TP}), "get_slice_parallel_world_size": frozenset({TP}),
+    "get_model_parallel_world_size": frozenset({TP, PP}),
+    "get_data_parallel_world_size": DP,
+    "get_context_parallel_world_size": frozenset({CP}), "get_sequence_parallel_world_size": frozenset({CP}),
+    "get_expert_model_parallel_world_size": frozenset({EP}), "get_expert_parallel_world_size": frozenset({EP}),
+    "get_expert_data_parallel_world_size": frozenset({EDP}),
+}
+
+Coordinate = tuple      # ("axes", frozenset) | ("group", code): which group a rank value or a size is of
+Paths = Optional[frozenset]     # the alternatives a predicate may be: (coordinate, FIRST/LAST) pairs or NOWHERE
+
+
+def single_rank_conjunction(taint: "RankTaint", e: cst.BooleanOperation, env: "Env", cls: Optional[str],
+                            scope: Optional[str] = None) -> bool:
+    """Is the `and` chain `e` the same on every rank because it says "first and last rank of one group" (the
+    group holds one rank), its other conjuncts being the same on every rank? `scope`: the function where `e`
+    stands (its locals bound once to a call are read as that call)."""
+    return one_rank_coordinates(taint, e, env, cls, scope) is not None
+
+
+def one_rank_coordinates(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Optional[str],
+                         scope: Optional[str] = None) -> Optional[frozenset]:
+    """Where the `and` chain `e` holds, which groups hold one rank? None when `e` does not say "first and last
+    rank of one group" on each of its paths (or another conjunct varies); else the coordinates (`("axes", axes)`
+    or `("group", code)`) whose first and last rank it names on every path -- possibly none in common, when the
+    paths name different groups. Where `e` holds, the rank within such a group is 0 on every rank."""
+    if not (isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And)):
+        return None
+    conjuncts: list[cst.BaseExpression] = []
+    _flatten(e, conjuncts)
+    placed: list[frozenset] = []
+    for part in conjuncts:
+        paths = positions(taint, part, env, cls, 0, scope)
+        if paths is not None:
+            placed.append(paths)
+        elif taint.eval(part, env, cls) is not None:
+            return None
+    if len(placed) < 2:
+        return None
+    common: Optional[set] = None
+    for combination in product(*placed):
+        if NOWHERE in combination:
+            continue            # this path's predicate is false on every rank that takes it (and the path is uniform)
+        ends: dict = {}
+        for coordinate, where in combination:
+            ends.setdefault(coordinate, set()).add(where)
+        both = {c for c, w in ends.items() if len(w) == 2}
+        if not both:
+            return None
+        common = both if common is None else common & both
+    return frozenset(common or ())
+
+
+def _flatten(e: cst.BaseExpression, out: list) -> None:
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+        _flatten(e.left, out)
+        _flatten(e.right, out)
+    else:
+        out.append(e)
+
+
+def positions(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Optional[str], depth: int,
+              scope: Optional[str] = None) -> Paths:
+    """What the boolean `e` says of this rank's position, one alternative per path that decides it; None when it
+    says something else (or dslint cannot tell)."""
+    if depth > _DEPTH:
+        return None
+    if isinstance(e, cst.Name) and e.value == "False":
+        return frozenset({NOWHERE})
+    if isinstance(e, cst.Comparison):
+        return _compared(taint, e, env, cls, scope)
+    if isinstance(e, cst.Call):
+        return _called(taint, e, env, cls, depth)
+    if isinstance(e, cst.Name) and e.value in env:
+        value = _single_binding(taint, scope, e.value)
+        if value is not None:
+            return _called(taint, value, env, cls, depth)
+        origin = env[e.value]
+        if origin is None or not isinstance(origin.node, cst.Call) or origin.source is not taint.src or \
+                not _bound_to(taint, e.value, origin.node):
+            return None
+        return _called(taint, origin.node, env, cls, depth)
+    return None
+
+
+def _compared(taint: "RankTaint", e: cst.Comparison, env: "Env", cls: Optional[str], scope: Optional[str]) -> Paths:
+    if len(e.comparisons) != 1 or not isinstance(e.comparisons[0].operator, cst.Equal):
+        return None
+    left, right = e.left, e.comparisons[0].comparator
+    for value, other in ((left, right), (right, left)):
+        origin = taint.eval(value, env, cls)
+        if origin is None or origin.kind != "rank":
+            continue
+        coordinate = _group_of(taint, value, cls, "rank", 0) or (
+            _group_of(taint, origin.node, cls, "rank", 0) if origin.source is taint.src else None) or \
+            _rank_coordinate(origin)
+        if coordinate is None:
+            continue
+        if isinstance(other, cst.Integer) and literal_value(other) == 0:
+            return frozenset({(coordinate, FIRST)})
+        if isinstance(other, cst.BinaryOperation) and isinstance(other.operator, cst.Subtract) and \
+                isinstance(other.right, cst.Integer) and literal_value(other.right) == 1 and \
+                _group_of(taint, _read(taint, scope, other.left), cls, "size", 0) == coordinate:
+            return frozenset({(coordinate, LAST)})
+    return None
+
+
+def _read(taint: "RankTaint", scope: Optional[str], e: cst.BaseExpression) -> cst.BaseExpression:
+    """A local of `scope` bound once to a call (`size = dist.get_world_size(group)`): that call; else `e`."""
+    if isinstance(e, cst.Name):
+        value = _single_binding(taint, scope, e.value)
+        if value is not None:
+            return value
+    return e
+
+
+def _rank_coordinate(origin) -> Optional[Coordinate]:
+    if origin.axes is not None:
+        return ("axes", origin.axes)
+    if origin.group is not None:
+        return ("group", origin.group)
+    return None
+
+
+def _group_of(taint: "RankTaint", e: cst.BaseExpression, cls: Optional[str], what: str, depth: int
+              ) -> Optional[Coordinate]:
+    """The group whose rank (`what` "rank") or size ("size") `e` is: `dist.get_rank(group)` /
+    `dist.get_world_size(group)` (the group's grid coordinate when `resolve_group` knows it, else the group: its
+    code, or the function a getter call runs; "" for the world), a function of the checked files every return of
+    which is one of one group, else a getter of one coordinate's size (`SIZE_AXES`; ranks: the lattice's axes)."""
+    if depth > _DEPTH or not isinstance(e, (cst.Call, cst.Attribute, cst.Name)):
+        return None
+    func = e.func if isinstance(e, cst.Call) else e
+    last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    if isinstance(e, cst.Call) and last == ("get_rank" if what == "rank" else "get_world_size"):
+        arg = next((a.value for a in e.args if a.keyword is None or a.keyword.value == "group"), None)
+        if arg is None or isinstance(arg, cst.Name) and arg.value == "None":
+            return ("group", "")
+        axes = resolve_group(taint.src, arg, None).axes
+        if axes is not None:
+            return ("axes", axes)
+        if isinstance(arg, cst.Call) and not arg.args:
+            target = taint.facts.resolve_expr(arg.func)
+            return ("group", target + "()") if target else None
+        name = dotted_name(arg)
+        return ("group", name) if name else None
+    if isinstance(e, cst.Call):
+        found = taint.analysis.function_info(
+            taint.analysis.call_source(taint.src, taint.facts.resolve_expr(e.func), cls, fields=False))
+        if found is not None:
+            src, info = found
+            own = taint.analysis.taint(src)
+            returns: list = []
+            _collect(info.node.body, returns)
+            groups = {_group_of(own, node.value, info.class_name, what, depth + 1)
+                      if node.value is not None and kind == "return" else None
+                      for kind, node in returns if kind != "test"}
+            if len(groups) == 1 and None not in groups:
+                return groups.pop()
+    if what == "size" and last in SIZE_AXES:
+        return ("axes", SIZE_AXES[last])
+    return None
+
+
+def _called(taint: "RankTaint", call: cst.Call, env: "Env", cls: Optional[str], depth: int) -> Paths:
+    if any(taint.eval(a.value, env, cls) is not None for a in call.args):
+        return None                 # a rank-varying argument may steer the helper's own tests
+    callee = taint.facts.resolve_expr(call.func)
+    source = taint.analysis.call_source(taint.src, callee, cls, fields=False)
+    found = taint.analysis.function_info(source)
+    if found is None:
+        if source is not None:
+            return None
+        func = call.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+        if last in LIBRARY_POSITIONS:
+            axes, where = LIBRARY_POSITIONS[last]
+            return frozenset({(("axes", axes), where)})
+        return None
+    src, info = found
+    memo = taint.analysis.__dict__.setdefault("_stage_positions", {})
+    key = (id(src), info.qualname)
+    if key not in memo:
+        memo[key] = None            # recursion guard
+        memo[key] = _helper_paths(taint.analysis.taint(src), src, info, depth)
+    return memo[key]
+
+
+def _helper_paths(taint: "RankTaint", src: "PythonSource", info, depth: int) -> Paths:
+    """Every value the helper returns says a position (or is a constant False) and every test of its body is the
+    same on every rank: its paths' predicates, else None."""
+    body = info.node.body
+    env = taint.analysis.globals_for(src, info)
+    own_cls = info.class_name
+    out: set = set()
+    falls_off = True
+    found: list = []
+    _collect(body, found)
+    for kind, node in found:
+        here = taint.analysis.env_before(src, info, node)
+        here = {**env, **here} if here is not None else env
+        if kind == "test":
+            if taint.eval(node, here, own_cls) is not None:
+                return None
+            continue
+        if kind == "other":
+            return None
+        value = node.value
+        if value is None:
+            return None
+        paths = positions(taint, value, here, own_cls, depth + 1, info.qualname)
+        if paths is None:
+            return None
+        out |= paths
+    if isinstance(body, cst.IndentedBlock) and body.body and _returns_at_end(body.body[-1]):
+        falls_off = False
+    if falls_off:
+        return None                 # an implicit None: not a position
+    return frozenset(out) if out else None
+
+
+def _collect(node: cst.CSTNode, out: list, inside: bool = False) -> None:
+    """The tests (`if`/`elif`/`while`, conditional expressions' are inside values) and the `return`s of a body,
+    not of nested functions or classes; a `return` in a loop or an `except` handler (which pass, or which
+    exception, may differ per rank) is ("other", node)."""
+    for child in node.children:
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(child, (cst.If, cst.While)):
+            out.append(("test", child.test))
+        if isinstance(child, cst.Return):
+            out.append(("other" if inside else "return", child))
+        _collect(child, out, inside or isinstance(child, (cst.For, cst.While, cst.ExceptHandler)))
+
+
+def _returns_at_end(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Raise)) for s in stmt.body)
+    if isinstance(stmt, cst.If):
+        if stmt.orelse is None:
+            return False
+        last = stmt.body.body[-1] if stmt.body.body else None
+        other = stmt.orelse.body if isinstance(stmt.orelse, cst.If) else \
+            (stmt.orelse.body.body[-1] if stmt.orelse.body.body else None)
+        return last is not None and other is not None and _returns_at_end(last) and _returns_at_end(other)
+    return False
+
+
+def _bound_to(taint: "RankTaint", name: str, value: cst.CSTNode) -> bool:
+    """Is `name` bound by `name = value` (this very node: the call is the whole value, not a part of it)?"""
+    memos = taint.analysis.__dict__.setdefault("_stage_position_binds", {})
+    memo = memos.get(id(taint.src))
+    if memo is None:
+        memo = memos[id(taint.src)] = {}
+        for node in _assigns(taint.src.module):
+            if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                memo[id(node.value)] = node.targets[0].target.value
+    return memo.get(id(value)) == name
+
+
+def _single_binding(taint: "RankTaint", scope: Optional[str], name: str) -> Optional[cst.Call]:
+    """The call a local of the function `scope` is bound to, when the function binds it once, to a call
+    (`is_last_stage = mpu.is_pipeline_last_stage()`), and is no parameter of it."""
+    info = taint.facts.functions.get(scope) if scope else None
+    if info is None or name in info.params:
+        return None
+    values = [node.value for node in _assigns(info.node.body, own=True)
+              if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)]
+    bound_elsewhere = any(_binds_otherwise(node, name) for node in _nodes(info.node.body))
+    if len(values) != 1 or bound_elsewhere or len(_assigns_to(info.node.body, name)) != 1:
+        return None
+    return values[0] if isinstance(values[0], cst.Call) else None
+
+
+def _assigns(node: cst.CSTNode, own: bool = False):
+    for current in _nodes(node, own):
+        if isinstance(current, cst.Assign):
+            yield current
+
+
+def _nodes(node: cst.CSTNode, own: bool = True):
+    """Every node under `node`; `own`: not inside nested functions, classes or lambdas."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(c for c in current.children
+                     if not (own and isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda))))
+
+
+def _assigns_to(body: cst.CSTNode, name: str) -> list:
+    return [n for n in _assigns(body, own=True)
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets)] + \
+        [n for n in _assigns(body, own=True) for t in n.targets
+         if not isinstance(t.target, cst.Name) and any(isinstance(x, cst.Name) and x.value == name
+                                                       for x in _nodes(t.target, own=True))]
+
+
+def _binds_otherwise(node: cst.CSTNode, name: str) -> bool:
+    """A binding of `name` other than a plain `=`: augmented or annotated assignment, a loop or `with` target, a
+    walrus, `global`/`nonlocal`, an import."""
+    def named(target) -> bool:
+        return target is not None and any(isinstance(x, cst.Name) and x.value == name for x in _nodes(target))
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        return named(node.target)
+    if isinstance(node, (cst.For, cst.CompFor)):
+        return named(node.target)
+    if isinstance(node, cst.WithItem):
+        return node.asname is not None and named(node.asname.name)
+    if isinstance(node, cst.NamedExpr):
+        return named(node.target)
+    if isinstance(node, (cst.Global, cst.Nonlocal)):
+        return any(n.name.value == name for n in node.names)
+    if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+        return any((n.asname.name.value if n.asname is not None and isinstance(n.asname.name, cst.Name)
+                    else dotted_name(n.name)) == name for n in node.names)
+    return False
