@@ -16,6 +16,7 @@ from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expr
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.program.rank.handed_ranks import HANDED_RANK, HANDED_VIA, handed_rank_fields, handed_rank_params
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -198,6 +199,12 @@ class ProjectTaint:
                         _add_field(table, info.name, (id(src), info.class_name), hit)
                         self._field_values.setdefault(info.name, []).append(
                             ((id(src), info.class_name), src, info, None))
+                # a field the method hands torch as the process's rank (`os.environ["RANK"] = str(self.rank)`)
+                for attr, (read, node, how) in handed_rank_fields(src, info).items():
+                    owner = (id(src), info.class_name)
+                    _add_field(table, attr, owner, Origin(
+                        "rank", read, src, via=f"{HANDED_VIA} ({how} at {src.path}:{src.span(node).line})"))
+                    self._field_values.setdefault(attr, []).append((owner, src, info, HANDED_RANK))
                 if not targets:
                     continue
                 ever = self.scope_env(src, info.qualname)
@@ -266,7 +273,7 @@ class ProjectTaint:
         origin = entries[0][1]
         where = f"{origin.source.path}:{origin.source.span(origin.node).line}"
         return Origin(origin.kind, e, src, axes=origin.axes,
-                      via=origin.via if origin.via and origin.via.startswith("the launcher") else
+                      via=origin.via if origin.via and origin.via.startswith(("the launcher", HANDED_VIA)) else
                       f"set from `{origin.text(40)}` at {where}")
 
     def rank_field_stores(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[list]:
@@ -999,7 +1006,8 @@ class ProjectTaint:
         if key in self._params:
             return self._params[key]
         self._params[key] = {}
-        out: Env = {**self._trainer_batch(src, info), **self._launched_rank(src, info)}
+        out: Env = {**self._trainer_batch(src, info), **self._launched_rank(src, info),
+                    **self._handed_rank(src, info)}
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             self._params[key] = out
             return out
@@ -1069,6 +1077,11 @@ class ProjectTaint:
         other, call = hit
         return {params[0]: Origin("rank", node, src, via=f"the process index {code_of(call.func, 40)}() passes "
                                                          f"its worker (line {other.span(call).line})")}
+
+    def _handed_rank(self, src: "PythonSource", info: FunctionInfo) -> Env:
+        """Parameters the function hands torch as the process's rank as they came (`handed_ranks`): rank ids."""
+        return {name: Origin("rank", node, src, via=f"{HANDED_VIA} ({how} at {src.path}:{src.span(at).line})")
+                for name, (node, at, how) in handed_rank_params(src, info).items()}
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),
