@@ -1011,14 +1011,8 @@ class ProjectTaint:
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             self._params[key] = out
             return out
-        callers = [(other, call) for other in self._files_calling_function(src, info) for call in other.facts.calls
-                   if call.attr == info.name]
-        for other, call in callers:
-            caller = other.facts.functions.get(call.scope)
+        for other, call, caller in self._calls_of(src, info):
             cls = caller.class_name if caller else None
-            hit = self.function_info(self.call_source(other, call.callee, cls, scope=call.scope))
-            if hit is None or hit[1] is not info:
-                continue
             env = self.call_env(other, call.scope, call.node)
             params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
             taint = self.taint(other)
@@ -1033,6 +1027,28 @@ class ProjectTaint:
                     out[name] = replace(origin, via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
         self._params[key] = out
         return out
+
+    def _calls_of(self, src: "PythonSource", info: FunctionInfo) -> list:
+        """(file, call site, calling function or None) of every call in the checked files that resolves to
+        `info`."""
+        out = []
+        for other in self._files_calling_function(src, info):
+            for call in other.facts.calls:
+                if call.attr != info.name:
+                    continue
+                caller = other.facts.functions.get(call.scope)
+                hit = self.function_info(self.call_source(other, call.callee, caller.class_name if caller else None,
+                                                          scope=call.scope))
+                if hit is not None and hit[1] is info:
+                    out.append((other, call, caller))
+        return out
+
+    def calls_of(self, src: "PythonSource", info: FunctionInfo) -> list:
+        """(file, call node, calling function or None) of every call in the checked files that resolves to
+        `info` (none for a dunder or a name called more than 64 times: too common to follow)."""
+        if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
+            return []
+        return [(other, call.node, caller) for other, call, caller in self._calls_of(src, info)]
 
     @property
     def _launched(self) -> dict[tuple[int, str], tuple["PythonSource", cst.Call]]:
