@@ -420,29 +420,65 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         return kept
 
     def _group_creators(self, site: Site) -> Optional[set]:
-        """The (representative) ranks that hold the group an explicit collective runs on, when it is an attribute
-        of `self` that the methods of the class store only under rank tests (`if engines is not None and
-        get_rank() == 0: self._update_group = init_process_group(..., rank=0)`: a group of rank 0 and processes
-        outside this program, created by rank 0 alone). None otherwise (a store outside such a test, or of None:
-        the group argument would then be the default group there)."""
+        """The (representative) ranks that hold the group a collective runs on, when that group is a field some
+        class's methods create only under rank tests (`if engines is not None and get_rank() == 0:
+        self._update_group = init_process_group(..., rank=0)`: a group of rank 0 and processes outside this
+        program, created by rank 0 alone) -- the field read here on `self`, or handed to the function holding the
+        call as a parameter (`push_weights(model, self._update_group)`, one caller level; the collective itself
+        may sit in a helper the call reaches, handed the group as its parameter). A store of None elsewhere is no
+        member: a rank holding None has no such group (`_selects` then requires the rank test to rule it out).
+        None otherwise (a store of anything else or outside such tests, an argument that is not such a field)."""
+        from dslint.program.collective_sites import _argument_for
         from dslint.program.process_groups import group_argument
+        if site.source is not self.src:
+            return None
+        if site.kind == "explicit":
+            func = site.call.func
+            op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            arg = group_argument(site.call, op)
+        elif site.kind == "function" and site.function is not None:
+            fixed, params = self.sites._function_groups(*site.function)
+            if fixed is not None or len(params) != 1:
+                return None
+            found, arg = _argument_for(site.call, site.function[1], next(iter(params)))
+            if not found:
+                return None
+        else:
+            return None
+        if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
+            return self._field_group_creators(self.src, self.cls, arg.attr.value) if self.cls else None
+        info = self.src.facts.functions.get(self.scope)
+        if not isinstance(arg, cst.Name) or info is None or arg.value not in info.params or \
+                arg.value in ("self", "cls") or any(isinstance(t.target, cst.Name) and t.target.value == arg.value
+                                                    for node in iter_assigns(info.node.body) for t in node.targets):
+            return None
+        members: Optional[set] = None
+        for other, call, caller in self.analysis.taint.calls_of(self.src, info):
+            found, handed = _argument_for(call, info, arg.value)
+            if not (found and isinstance(handed, cst.Attribute) and isinstance(handed.value, cst.Name)
+                    and handed.value.value == "self" and caller is not None and caller.class_name):
+                return None
+            held = self._field_group_creators(other, caller.class_name, handed.attr.value)
+            if held is None:
+                return None
+            members = held if members is None else members | held
+        return members
+
+    def _field_group_creators(self, src: "PythonSource", cls: str, attr: str) -> Optional[set]:
+        """`_group_creators` of the field `self.<attr>` of class `cls` of `src`: the ranks on which its methods
+        store a call's result there (each store under rank tests), None stores left out. Memoised."""
         from dslint.program.rank.raising_ranks import ranks_taking
-        if site.kind != "explicit" or site.source is not self.src or not self.cls:
-            return None
-        func = site.call.func
-        op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-        arg = group_argument(site.call, op)
-        if not (isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self"):
-            return None
         memo = self.analysis.__dict__.setdefault("_group_creators", {})
-        key = (id(self.src), self.cls, arg.attr.value)
+        key = (id(src), cls, attr)
         if key not in memo:
             memo[key] = None
-            stores = [(value, path) for info in self.src.facts.functions.values() if info.class_name == self.cls
-                      for value, path in _attribute_stores(info.node.body, arg.attr.value, ())]
-            if stores and all(path and isinstance(value, cst.Call) for value, path in stores):
+            stores = [(value, path) for info in src.facts.functions.values() if info.class_name == cls
+                      for value, path in _attribute_stores(info.node.body, attr, ())]
+            made = [(value, path) for value, path in stores
+                    if not (isinstance(value, cst.Name) and value.value == "None")]
+            if made and all(path and isinstance(value, cst.Call) for value, path in made):
                 members: set = set()
-                for _, path in stores:
+                for _, path in made:
                     taking = ranks_taking(None, path)
                     if taking is None:
                         members = None

@@ -42,6 +42,7 @@ import libcst as cst
 from dslint.program.collective_sites import CollectiveSites, Site
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
+from dslint.program.rank.handed_ranks import HANDED_RANK
 from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
 from dslint.program.statement_walks import code_of, contains, iter_calls, name_nodes, sub_expressions
@@ -371,7 +372,7 @@ def _field_formula(e: cst.Attribute, walk, consts: set, depth: int):
     stores = walk.taint.analysis.rank_field_stores(walk.taint.src, e, walk.cls)
     formulas = []
     for where, info, value in stores or ():
-        if isinstance(value, str) and value == LAUNCHER_OPTION:
+        if isinstance(value, str) and value in (LAUNCHER_OPTION, HANDED_RANK):
             formulas.append(lambda r: r)
             continue
         if type(value) is cst.Name and info is not None:

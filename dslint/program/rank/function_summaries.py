@@ -16,6 +16,7 @@ from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expr
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.program.rank.handed_ranks import HANDED_RANK, HANDED_VIA, handed_rank_fields, handed_rank_params
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -198,6 +199,12 @@ class ProjectTaint:
                         _add_field(table, info.name, (id(src), info.class_name), hit)
                         self._field_values.setdefault(info.name, []).append(
                             ((id(src), info.class_name), src, info, None))
+                # a field the method hands torch as the process's rank (`os.environ["RANK"] = str(self.rank)`)
+                for attr, (read, node, how) in handed_rank_fields(src, info).items():
+                    owner = (id(src), info.class_name)
+                    _add_field(table, attr, owner, Origin(
+                        "rank", read, src, via=f"{HANDED_VIA} ({how} at {src.path}:{src.span(node).line})"))
+                    self._field_values.setdefault(attr, []).append((owner, src, info, HANDED_RANK))
                 if not targets:
                     continue
                 ever = self.scope_env(src, info.qualname)
@@ -266,7 +273,7 @@ class ProjectTaint:
         origin = entries[0][1]
         where = f"{origin.source.path}:{origin.source.span(origin.node).line}"
         return Origin(origin.kind, e, src, axes=origin.axes,
-                      via=origin.via if origin.via and origin.via.startswith("the launcher") else
+                      via=origin.via if origin.via and origin.via.startswith(("the launcher", HANDED_VIA)) else
                       f"set from `{origin.text(40)}` at {where}")
 
     def rank_field_stores(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[list]:
@@ -1009,18 +1016,13 @@ class ProjectTaint:
         if key in self._params:
             return self._params[key]
         self._params[key] = {}
-        out: Env = {**self._trainer_batch(src, info), **self._launched_rank(src, info)}
+        out: Env = {**self._trainer_batch(src, info), **self._launched_rank(src, info),
+                    **self._handed_rank(src, info)}
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             self._params[key] = out
             return out
-        callers = [(other, call) for other in self._files_calling_function(src, info) for call in other.facts.calls
-                   if call.attr == info.name]
-        for other, call in callers:
-            caller = other.facts.functions.get(call.scope)
+        for other, call, caller in self._calls_of(src, info):
             cls = caller.class_name if caller else None
-            hit = self.function_info(self.call_source(other, call.callee, cls, scope=call.scope))
-            if hit is None or hit[1] is not info:
-                continue
             env = self.call_env(other, call.scope, call.node)
             params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
             taint = self.taint(other)
@@ -1035,6 +1037,28 @@ class ProjectTaint:
                     out[name] = replace(origin, via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
         self._params[key] = out
         return out
+
+    def _calls_of(self, src: "PythonSource", info: FunctionInfo) -> list:
+        """(file, call site, calling function or None) of every call in the checked files that resolves to
+        `info`."""
+        out = []
+        for other in self._files_calling_function(src, info):
+            for call in other.facts.calls:
+                if call.attr != info.name:
+                    continue
+                caller = other.facts.functions.get(call.scope)
+                hit = self.function_info(self.call_source(other, call.callee, caller.class_name if caller else None,
+                                                          scope=call.scope))
+                if hit is not None and hit[1] is info:
+                    out.append((other, call, caller))
+        return out
+
+    def calls_of(self, src: "PythonSource", info: FunctionInfo) -> list:
+        """(file, call node, calling function or None) of every call in the checked files that resolves to
+        `info` (none for a dunder or a name called more than 64 times: too common to follow)."""
+        if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
+            return []
+        return [(other, call.node, caller) for other, call, caller in self._calls_of(src, info)]
 
     @property
     def _launched(self) -> dict[tuple[int, str], tuple["PythonSource", cst.Call]]:
@@ -1079,6 +1103,11 @@ class ProjectTaint:
         other, call = hit
         return {params[0]: Origin("rank", node, src, via=f"the process index {code_of(call.func, 40)}() passes "
                                                          f"its worker (line {other.span(call).line})")}
+
+    def _handed_rank(self, src: "PythonSource", info: FunctionInfo) -> Env:
+        """Parameters the function hands torch as the process's rank as they came (`handed_ranks`): rank ids."""
+        return {name: Origin("rank", node, src, via=f"{HANDED_VIA} ({how} at {src.path}:{src.span(at).line})")
+                for name, (node, at, how) in handed_rank_params(src, info).items()}
 
     def is_hf_trainer_class(self, src: "PythonSource", cls: Optional[str]) -> bool:
         """Does the class `cls` of `src` derive from the HF Trainer (`transformers.Trainer`, a `trl` trainer),
