@@ -175,10 +175,21 @@ def branch_facts(test: cst.BaseExpression, truth: bool) -> frozenset:
     return frozenset({(flag[0], flag[1] == truth)}) if flag else frozenset()
 
 
+def _leaves(block) -> bool:
+    """Does the block end with `return`/`raise`/`continue`/`break` (the statements after its `if` in the same
+    block never run on that side)?"""
+    stmts = getattr(block, "body", ())
+    last = stmts[-1] if stmts else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
 def settled_flags(body) -> dict[int, frozenset]:
     """For every call of a function body (by node id): the `self.` flags (and bare names, "name:x") the enclosing
     `if`/`elif`/`else` branches have decided where it runs, as (dotted name, truth) pairs (`branch_facts`: the
-    operands of `and`/`or`/`not` tests too)."""
+    operands of `and`/`or`/`not` tests too), and those an earlier `if` of the same block decided by leaving on
+    its other side (`if not sync: return` decides `sync` true for the statements after it)."""
     out: dict[int, frozenset] = {}
 
     def calls(node, known):
@@ -195,6 +206,11 @@ def settled_flags(body) -> dict[int, frozenset]:
                     walk([stmt.orelse], other)
                 elif stmt.orelse is not None:
                     walk(sub_statements(stmt.orelse.body), other)
+                # the rest of the block runs only on the side that does not leave it (`if not sync: return`)
+                if _leaves(stmt.body):
+                    known = other
+                elif isinstance(stmt.orelse, cst.Else) and _leaves(stmt.orelse.body):
+                    known = known | branch_facts(stmt.test, True)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 continue
             elif isinstance(stmt, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
