@@ -160,9 +160,36 @@ def _settled_flag(test: cst.BaseExpression):
     return None
 
 
+def branch_facts(test: cst.BaseExpression, truth: bool) -> frozenset:
+    """The (flag, truth) pairs that hold wherever `test` evaluated to `truth`: a flag itself (`_settled_flag`),
+    through `not`, every operand of an `and` that held and every operand of an `or` that failed
+    (`if a and not b:` decides `b` false in its body; the `else` of `if b or c:` decides both false). What a
+    held `or` or a failed `and` leaves open decides nothing."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, truth = test.expression, not truth
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And) == truth:
+            return branch_facts(test.left, truth) | branch_facts(test.right, truth)
+        return frozenset()
+    flag = _settled_flag(test)
+    return frozenset({(flag[0], flag[1] == truth)}) if flag else frozenset()
+
+
+def _leaves(block) -> bool:
+    """Does the block end with `return`/`raise`/`continue`/`break` (the statements after its `if` in the same
+    block never run on that side)?"""
+    stmts = getattr(block, "body", ())
+    last = stmts[-1] if stmts else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
 def settled_flags(body) -> dict[int, frozenset]:
     """For every call of a function body (by node id): the `self.` flags (and bare names, "name:x") the enclosing
-    `if`/`elif`/`else` branches have decided where it runs, as (dotted name, truth) pairs."""
+    `if`/`elif`/`else` branches have decided where it runs, as (dotted name, truth) pairs (`branch_facts`: the
+    operands of `and`/`or`/`not` tests too), and those an earlier `if` of the same block decided by leaving on
+    its other side (`if not sync: return` decides `sync` true for the statements after it)."""
     out: dict[int, frozenset] = {}
 
     def calls(node, known):
@@ -173,13 +200,17 @@ def settled_flags(body) -> dict[int, frozenset]:
         for stmt in stmts:
             if isinstance(stmt, cst.If):
                 calls(stmt.test, known)
-                flag = _settled_flag(stmt.test)
-                walk(sub_statements(stmt.body), known | {flag} if flag else known)
-                other = known | {(flag[0], not flag[1])} if flag else known
+                walk(sub_statements(stmt.body), known | branch_facts(stmt.test, True))
+                other = known | branch_facts(stmt.test, False)
                 if isinstance(stmt.orelse, cst.If):
                     walk([stmt.orelse], other)
                 elif stmt.orelse is not None:
                     walk(sub_statements(stmt.orelse.body), other)
+                # the rest of the block runs only on the side that does not leave it (`if not sync: return`)
+                if _leaves(stmt.body):
+                    known = other
+                elif isinstance(stmt.orelse, cst.Else) and _leaves(stmt.orelse.body):
+                    known = known | branch_facts(stmt.test, True)
             elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 continue
             elif isinstance(stmt, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
