@@ -16,6 +16,12 @@ v = ...`) and a hand-over (one arm takes the result from the tested input withou
 `else: out = enc_states`) -- the caller computed it otherwise. A `for` over an optional input (a parameter
 with a default, `**kwargs`) may run zero times; uses under `torch.no_grad()` produce no gradient and are not
 uses. Paths ending in `raise` are not executions and are ignored.
+
+A compound test is judged through its `and`/`or`/`not` (`_test_value`): it is data-dependent only when an atom
+that reads the batch can still change its outcome on a step that reduces gradients. An atom testing the presence
+of a batch field the configuration or the callers decide is uniform; `self.training` is true on such a step under
+ZeRO-1/2 (a FALSE conjunct or a TRUE disjunct settles the operation: `images is not None and (ids.shape[1] != 1 or
+self.training)`); a read of a tensor's placement (`x.is_cuda`, `x.dtype`, `x.device.type`) is no read of its data.
 """
 
 from __future__ import annotations
