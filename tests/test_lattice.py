@@ -132,3 +132,17 @@ def test_item_preserving_wrapper_on_some_ranks():
     assert a is UNIFORM and b is UNIFORM
     assert isinstance(c, Varying) and isinstance(d, Varying)
     assert isinstance(progress, Varying) and typed      # the object itself still differs
+
+
+def test_library_tables_name_torch_api():
+    """The torch tables of library_types name what torch defines: a tensor's placement attributes and methods
+    (`TENSOR_PLACEMENT_ATTRS`), and Module methods other than `forward`/`__call__`
+    (`MODULE_METHODS_WITHOUT_FORWARD`)."""
+    import pytest
+    torch = pytest.importorskip("torch")
+    from dslint.program.rank.library_types import (MODULE_METHODS_WITHOUT_FORWARD, TENSOR_PLACEMENT_ATTRS,
+                                                   TENSOR_PLACEMENT_METHODS)
+    x = torch.zeros(2)
+    assert all(hasattr(x, a) for a in TENSOR_PLACEMENT_ATTRS | TENSOR_PLACEMENT_METHODS)
+    assert all(callable(getattr(torch.nn.Module, m)) for m in MODULE_METHODS_WITHOUT_FORWARD)
+    assert not {"forward", "__call__", "_call_impl"} & MODULE_METHODS_WITHOUT_FORWARD
