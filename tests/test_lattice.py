@@ -195,3 +195,17 @@ def test_item_preserving_choice_between_equal_iterables():
     # a batch of the loader: what the loop without the progress bar makes of it, never the rank test's value
     assert type(lengths) is type(plain) and (lengths is UNIFORM or lengths.origin.kind == plain.origin.kind)
     assert isinstance(d, Varying) and isinstance(e, Varying) and isinstance(f, Varying)
+
+
+def test_library_tables_name_torch_api():
+    """The torch tables of library_types name what torch defines: a tensor's placement attributes and methods
+    (`TENSOR_PLACEMENT_ATTRS`), and Module methods other than `forward`/`__call__`
+    (`MODULE_METHODS_WITHOUT_FORWARD`)."""
+    import pytest
+    torch = pytest.importorskip("torch")
+    from dslint.program.rank.library_types import (MODULE_METHODS_WITHOUT_FORWARD, TENSOR_PLACEMENT_ATTRS,
+                                                   TENSOR_PLACEMENT_METHODS)
+    x = torch.zeros(2)
+    assert all(hasattr(x, a) for a in TENSOR_PLACEMENT_ATTRS | TENSOR_PLACEMENT_METHODS)
+    assert all(callable(getattr(torch.nn.Module, m)) for m in MODULE_METHODS_WITHOUT_FORWARD)
+    assert not {"forward", "__call__", "_call_impl"} & MODULE_METHODS_WITHOUT_FORWARD

@@ -399,9 +399,15 @@ class ConditionallyUsedParam(Rule):
     optional input that may be empty) -- or the rank. Uniform: `self.*` values set in `__init__` (a
     config-fixed `self.mode`), `self.training`, forward's option parameters (a `bool`/`int`/`float`/`str`
     annotation or literal default), a sub-module's input that every caller in the run leaves out or passes
-    uniformly (`self.embeddings(ids)` never passing `token_type_ids`); where uniform tests select the branch
-    inside each data path, it is
-    reported only when, for one assignment of them, the parameters used differ between the data paths.
+    uniformly (`self.embeddings(ids)` never passing `token_type_ids`; the caller's `self.head.apply(init)`, a
+    torch Module method that runs no forward, hands it nothing), a tensor's placement (`not x.is_cuda`,
+    `x.dtype`, `x.device.type`: where a batch lives, not what it holds; its number of dimensions is the batch's);
+    where uniform tests select the branch inside each data path, it is
+    reported only when, for one assignment of them, the parameters used differ between the data paths. A test
+    of several parts is judged through its `and`/`or`/`not`: it is data-dependent only when a part that reads
+    the batch can change its outcome on a step that reduces gradients -- `images is not None and
+    (input_ids.shape[1] != 1 or self.training)` is decided by `images` alone under ZeRO-1/2, where `self.training`
+    holds on every such step (under ZeRO-3 an evaluation forward gathers parameters too: there it is a setting).
 
     Clean: a use on every path (LLaVA's `image_features[0:0]` concatenated on text-only batches,
     `+ 0 * self.proj.weight.sum()`, a dummy forward in the `else` branch), `requires_grad=False` (at
@@ -418,8 +424,10 @@ class ConditionallyUsedParam(Rule):
     None: cache = self.encoder(prompt_ids, cache=cache)` / `elif cache is None: raise`),
     tests on uniform values only. A batch field whose presence the configuration decides is uniform: when every
     write of its key in the run (`batch["depth"] = ...`, `{"depth": ...}`) is unconditional or under tests of
-    run-fixed values (a collator's `self.use_depth`), the collator sets it for every batch or for none; a write
-    under a test of the items (`if all("depth" in x for x in items)`) keeps it data-dependent. A test on the
+    run-fixed values (a collator's `self.use_depth`), the collator sets it for every batch or for none (Vary's
+    collator passes `images` on every batch, a zero image for text-only samples); a write under a test of the
+    items (`if all("depth" in x for x in items)`), or of a value the collator makes None on some batches
+    (`images = None`, then a stack under such a test), keeps it data-dependent. A test on the
     rank is one whose value the rank-uniformity lattice finds rank-varying (`self.me = dist.get_rank()`), not
     one whose code spells a rank word; a test that varies only along an axis the gradient reduction does not span
     (a model-parallel rank, `if mp_rank == 0:` before a broadcast to the model-parallel group) is taken alike by

@@ -8,11 +8,13 @@ comprehensions, a conditional expression's test). A test that reads only values 
 attributes (a collator's or dataset's settings, a model's configured sensors), module-level names, literals --
 decides alike for every batch: the collator always or never sets the key for a given configuration. A test that
 reads a local value or a parameter of its function (the items being collated, a sample's index, an argument the
-caller passes per sample) may decide differently from batch to batch. The field's presence is uniform when at
-least one write is found and every write is unconditional or decided by such settings; no write found (the
-caller builds the batch outside the checked files, or from a configured list of keys) leaves it to the model's own
-construction (`key_presence`: DSL303 then asks whether the model builds the sub-module for that key only when the
-key is one of its configured inputs).
+caller passes per sample) may decide differently from batch to batch, and so may the value written: a key always
+written with a value the function makes None on some calls (`images = None`, then `images = stack(...)` under a
+test of the items; `x if items else None`) gives the model no input on those batches. The field's presence is
+uniform when at least one write is found and every write is unconditional or decided by such settings; no write
+found (the caller builds the batch outside the checked files, or from a configured list of keys) leaves it to the
+model's own construction (`key_presence`: DSL303 then asks whether the model builds the sub-module for that key
+only when the key is one of its configured inputs).
 """
 
 from __future__ import annotations
@@ -162,6 +164,30 @@ def _reads(node: cst.CSTNode) -> set[str]:
     return out
 
 
+def _is_none(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _bindings(fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
+    """The values `fn` assigns to the local `name` (nested functions excluded)."""
+    out: list[cst.BaseExpression] = []
+
+    class Binds(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                out.append(node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if node.value is not None and isinstance(node.target, cst.Name) and node.target.value == name:
+                out.append(node.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    cst_visit(fn, Binds())
+    return out
+
+
 def _string_is(node: cst.CSTNode, key: str) -> bool:
     return isinstance(node, cst.SimpleString) and node.evaluated_value == key
 
@@ -175,6 +201,7 @@ class _KeyWrites(cst.CSTVisitor):
         self.writes: list[Optional[bool]] = []
         self.tests: list[cst.CSTNode] = []          # the expressions deciding whether the current node runs
         self.locals: list[set[str]] = []            # the names each enclosing function binds
+        self.functions: list[cst.FunctionDef] = []  # the enclosing functions
         self.loop_vars: list[set[str]] = []         # the targets of the enclosing `for` loops
         # ids of the tests that decide how many times a body runs, not which of two bodies does (a `for`'s or a
         # comprehension's iterable and filters, a `while`'s test)
@@ -183,10 +210,12 @@ class _KeyWrites(cst.CSTVisitor):
     # --- scopes and the tests that decide what runs -------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.locals.append(_bound_names(node))
+        self.functions.append(node)
         self.tests.append(None)     # a function's body runs when it is called: the caller's tests are not seen
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.locals.pop()
+        self.functions.pop()
         self.tests.pop()
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
@@ -247,28 +276,45 @@ class _KeyWrites(cst.CSTVisitor):
         return isinstance(target, cst.Subscript) and len(target.slice) == 1 and \
             isinstance(target.slice[0].slice, cst.Index) and _string_is(target.slice[0].slice.value, self.key)
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        if self._subscript_key(node.target):
-            self._record()
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any(self._subscript_key(t.target) for t in node.targets):
+            self._record(value=node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None and self._subscript_key(node.target):
-            self._record()
+            self._record(value=node.value)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if _string_is(node.key, self.key):
-            self._record(builds=True)
+            self._record(builds=True, value=node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Name) and func.value == "dict":
-            if any(a.keyword is not None and a.keyword.value == self.key for a in node.args):
-                self._record(builds=True)
+            arg = next((a for a in node.args if a.keyword is not None and a.keyword.value == self.key), None)
+            if arg is not None:
+                self._record(builds=True, value=arg.value)
         elif isinstance(func, cst.Attribute) and func.attr.value == "setdefault" and node.args and \
                 _string_is(node.args[0].value, self.key):
-            self._record()
+            self._record(value=node.args[1].value if len(node.args) > 1 else None)
 
-    def _record(self, builds: bool = False) -> None:
+    def _none_per_call(self, value: Optional[cst.BaseExpression]) -> bool:
+        """Is the value written None on some calls and not on others, by the function's own state -- a
+        conditional expression with a None arm whose test reads the function's values (`x if items else None`),
+        or a local bound both to None and to something else (`images = None` then `if any(...): images =
+        stack(...)`)? The key is then always there, the input it gives the model (`images is not None`) is not:
+        a presence the batch decides."""
+        local = self.locals[-1] if self.locals else set()
+        if isinstance(value, cst.IfExp):
+            none_arm = _is_none(value.body) or _is_none(value.orelse)
+            return none_arm and bool((_reads(value.test) - {"self", "cls"}) & local)
+        if not (isinstance(value, cst.Name) and value.value in local and self.functions):
+            return False
+        bound = _bindings(self.functions[-1], value.value)
+        return any(_is_none(v) or isinstance(v, cst.IfExp) and (_is_none(v.body) or _is_none(v.orelse))
+                   for v in bound) and len(bound) > 1
+
+    def _record(self, builds: bool = False, value: Optional[cst.BaseExpression] = None) -> None:
         """`builds`: the write is part of the mapping's construction (`{"k": v}`, `dict(k=v)`): every mapping
         it makes has the key, so an enclosing loop (`for s in samples: out.append({"text": s})`) decides only how
         many such mappings there are -- a loop that does not run makes none, not one without the key. An
@@ -279,7 +325,7 @@ class _KeyWrites(cst.CSTVisitor):
         if any(self._dispatch(test) for test in self.tests if test is not None):
             self.writes.append(None)
             return
-        fixed = True
+        fixed = not self._none_per_call(value)
         for test in reversed(self.tests):
             if test is None:
                 break               # the enclosing function's own body starts here

@@ -16,6 +16,12 @@ v = ...`) and a hand-over (one arm takes the result from the tested input withou
 `else: out = enc_states`) -- the caller computed it otherwise. A `for` over an optional input (a parameter
 with a default, `**kwargs`) may run zero times; uses under `torch.no_grad()` produce no gradient and are not
 uses. Paths ending in `raise` are not executions and are ignored.
+
+A compound test is judged through its `and`/`or`/`not` (`_test_value`): it is data-dependent only when an atom
+that reads the batch can still change its outcome on a step that reduces gradients. An atom testing the presence
+of a batch field the configuration or the callers decide is uniform; `self.training` is true on such a step under
+ZeRO-1/2 (a FALSE conjunct or a TRUE disjunct settles the operation: `images is not None and (ids.shape[1] != 1 or
+self.training)`); a read of a tensor's placement (`x.is_cuda`, `x.dtype`, `x.device.type`) is no read of its data.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ MAX_PATHS = 512
 MAX_DEPTH = 5
 # annotations of option parameters (a switch or a size, not a batch tensor)
 OPTION_TYPES = frozenset({"bool", "int", "float", "str"})
+
+
+# what a test is on the steps that reduce gradients (`ForwardPaths._test_value`)
+DATA, SAME, TRUE, FALSE = "data", "same", "true", "false"
 
 
 class TooManyPaths(Exception):
@@ -136,7 +146,7 @@ class ForwardPaths:
         """Does the test read the batch (a forward input or a value derived from one, whatever its name: its
         value, its presence `x is None`, its truth `if x:`) or the rank? A test on the variable of a loop
         differs per iteration, not per rank."""
-        names = _free_names(node)
+        names = _data_names(node)
         if names & self._loop_vars:
             return False
         return bool(names & dd) or self._reads_rank(node)
@@ -262,7 +272,7 @@ class ForwardPaths:
         return self.run(fn, [Path(frozenset(), frozenset())], dd, frozenset(optional))
 
     def _cond(self, node: cst.CSTNode, method: str, dd: Optional[set[str]] = None) -> int:
-        inputs = tuple(sorted(_free_names(node) & dd)) if dd else ()
+        inputs = tuple(sorted(_data_names(node) & dd)) if dd else ()
         self.conditions.append(Condition(node, method, self._srcs[-1], inputs))
         return len(self.conditions) - 1
 
@@ -369,7 +379,7 @@ class ForwardPaths:
         paths = self._expr(stmt.test, paths, dd, method)
         is_dd = self._is_dd(stmt.test, dd) and not self._fills_default(stmt) and not self._handed_over(stmt) \
             and not self._fills_after_return(stmt, following) \
-            and not self._presence_by_config(stmt.test)
+            and self._test_value(stmt.test, dd) == DATA
         cid, neg = self._decide(stmt.test, method, is_dd, dd)
         if is_dd:
             self._key_evidence(self.conditions[cid], stmt.test)
@@ -405,6 +415,42 @@ class ForwardPaths:
             return False
         early, late = self._scan(stmt.body), self._scan(rest)
         return early.attrs <= late.attrs and _self_calls(early.calls) <= _self_calls(late.calls)
+
+    def _test_value(self, test: cst.BaseExpression, dd: set[str]) -> str:
+        """What a test is on the steps that reduce gradients, from its atoms through `and`/`or`/`not`: DATA (the
+        batch decides it), SAME (the same on every rank and batch: it reads no batch data, or only a batch field's
+        presence that the configuration or the callers decide -- `_presence_by_config`), or always TRUE/FALSE while
+        the module trains (`self.training`, `_trains`). `images is not None and (ids.shape[1] != 1 or
+        self.training)` is SAME when the collator always sets `images`: the shape test cannot change the outcome of
+        a training step. A FALSE conjunct or a TRUE disjunct settles the operation whatever the other side reads."""
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._test_value(test.left, dd), self._test_value(test.right, dd)
+            settled, neutral = (FALSE, TRUE) if isinstance(test.operator, cst.And) else (TRUE, FALSE)
+            if settled in (left, right):
+                return settled
+            if DATA in (left, right):
+                return DATA
+            return neutral if left == right == neutral else SAME
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._test_value(test.expression, dd)
+            return {TRUE: FALSE, FALSE: TRUE}.get(inner, inner)
+        if self._trains(test):
+            return TRUE
+        if not self._is_dd(test, dd) or self._presence_by_config(test):
+            return SAME
+        return DATA
+
+    def _trains(self, test: cst.BaseExpression) -> bool:
+        """`self.training` of the module whose forward is walked, where its being False cannot matter: torch's
+        flag is True between `model.train()` and `model.eval()`, the steps whose backward reduces gradients --
+        what ZeRO-1/2 skew. Under ZeRO-3 (or a stage not known) a forward in evaluation mode gathers parameters
+        too, so there the flag is a setting like any other (SAME)."""
+        if not (isinstance(test, cst.Attribute) and test.attr.value == "training" and
+                isinstance(test.value, cst.Name) and test.value.value == "self") or self.project is None:
+            return False
+        from dslint.program.models.moe_usage import run_stages
+        stages = run_stages(self.project)
+        return bool(stages) and None not in stages and max(stages) <= 2
 
     def _presence_by_config(self, test: cst.BaseExpression) -> bool:
         """A test of one batch field's presence (`depth is not None` of an input, `"depth" in batch`,
@@ -586,7 +632,7 @@ class ForwardPaths:
         rest = small.with_changes(value=cst.Name("None"))
         paths = self._expr(rest, paths, dd, method, record=False)
         paths = self._expr(value.test, paths, dd, method)
-        is_dd = self._is_dd(value.test, dd)
+        is_dd = self._is_dd(value.test, dd) and self._test_value(value.test, dd) == DATA
         cid, neg = self._decide(value.test, method, is_dd, dd)
         if is_dd:
             self._key_evidence(self.conditions[cid], value.test)
@@ -596,7 +642,8 @@ class ForwardPaths:
 
 
 def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
-    """Locals assigned from data-dependent values (flow-insensitive fixpoint)."""
+    """Locals assigned from data-dependent values (flow-insensitive fixpoint); a tensor's placement read from one
+    (`on_gpu = x.is_cuda`) is not its data."""
     pairs: list[tuple[set[str], set[str]]] = []
 
     class Assigns(cst.CSTVisitor):
@@ -604,7 +651,7 @@ def _derived(fn: cst.FunctionDef, dd: set[str]) -> set[str]:
             targets: set[str] = set()
             for t in node.targets:
                 targets |= _target_names(t.target)
-            pairs.append((targets, _names(node.value)))
+            pairs.append((targets, _data_names(node.value)))
 
         def visit_For(self, node: cst.For) -> None:
             pairs.append((_target_names(node.target), _names(node.iter)))
@@ -877,6 +924,27 @@ def _free_names(node: cst.CSTNode) -> set[str]:
     return scan.names
 
 
+class _DataNames(_FreeNames):
+    """Variables whose data an expression reads: not those it reads only for a tensor's placement (`x.is_cuda`,
+    `x.dtype`, `x.device.type`: `library_types.tensor_placement`), the same for every batch a process draws."""
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        from dslint.program.rank.library_types import tensor_placement
+        if tensor_placement(node):
+            return False
+        return super().visit_Attribute(node)
+
+    def visit_Call(self, node: cst.Call) -> Optional[bool]:
+        from dslint.program.rank.library_types import tensor_placement
+        return False if tensor_placement(node) else None
+
+
+def _data_names(node: cst.CSTNode) -> set[str]:
+    scan = _DataNames()
+    cst_visit(node, scan)
+    return scan.names
+
+
 def _derived_from(node: cst.CSTNode, seeds: set[str]) -> set[str]:
     pairs: list[tuple[set[str], set[str]]] = []
 
@@ -1050,7 +1118,9 @@ def _creates_another(project, container, cls, facts) -> bool:
 
 
 class _HolderCalls(cst.CSTVisitor):
-    """Calls `self.<holder>(...)` in a method, and whether a holder is used any other way."""
+    """Calls `self.<holder>(...)` in a method, and whether a holder is used any other way (handed on, called
+    through a variable or by a method that may run its forward; not a torch `Module` method that never does,
+    `library_types.MODULE_METHODS_WITHOUT_FORWARD`)."""
 
     def __init__(self, holders: set[str]) -> None:
         self.holders = holders
@@ -1064,6 +1134,14 @@ class _HolderCalls(cst.CSTVisitor):
                 and func.attr.value in self.holders:
             self.calls.append(node)
             self._called.add(id(func))
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) and \
+                isinstance(func.value.value, cst.Name) and func.value.value.value == "self" and \
+                func.value.attr.value in self.holders:
+            # `self.head.apply(init)`, `self.head.train(False)`: a method of torch's Module that never runs forward
+            # is no use of its inputs (any other method -- `forward`, a subclass's own -- may call it)
+            from dslint.program.rank.library_types import MODULE_METHODS_WITHOUT_FORWARD
+            if func.attr.value in MODULE_METHODS_WITHOUT_FORWARD:
+                self._called.add(id(func.value))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if id(node) in self._called or not (isinstance(node.value, cst.Name) and node.value.value == "self"):

@@ -141,6 +141,41 @@ def server_role(callee: Optional[str], call: cst.Call, arg: cst.Arg) -> bool:
     positional = [a for a in call.args if a.keyword is None and not a.star]
     return len(positional) > at and positional[at] is arg
 
+# what a torch tensor IS rather than what it holds (`torch.Tensor`'s attributes and argument-free methods): how it is
+# stored and where -- its dtype, its layout, whether it lives on a GPU (`is_cuda`; the type of its device,
+# `x.device.type`, never the device itself: `cuda:0` vs `cuda:1`), whether it requires a gradient. Each process's
+# batches sit on its device in the dtype and layout its collator and model give them, whatever they hold: a test
+# of these reads no data. (Not the number of dimensions, `ndim`/`dim()`: a batch of videos has one more than a
+# batch of images -- the rank lattice takes those too, value_uniformity._TYPE_ATTRS, since ranks' shards differ
+# in values and sizes only.)
+TENSOR_PLACEMENT_ATTRS = frozenset({"dtype", "requires_grad", "is_cuda", "layout", "is_sparse", "is_floating_point"})
+TENSOR_PLACEMENT_METHODS = frozenset({"is_floating_point", "is_complex", "element_size"})
+
+
+def tensor_placement(node: cst.BaseExpression) -> bool:
+    """Is `node` a read of a tensor's placement (`x.is_cuda`, `x.dtype`, `x.device.type`, `x.is_floating_point()`),
+    `TENSOR_PLACEMENT_ATTRS`?"""
+    if isinstance(node, cst.Call):
+        return isinstance(node.func, cst.Attribute) and not node.args and \
+            node.func.attr.value in TENSOR_PLACEMENT_METHODS
+    if not isinstance(node, cst.Attribute):
+        return False
+    return node.attr.value in TENSOR_PLACEMENT_ATTRS or node.attr.value == "type" and \
+        isinstance(node.value, cst.Attribute) and node.value.attr.value == "device"
+
+
+# `torch.nn.Module`'s own methods that never run the module's `forward` (only `__call__` and `forward` do): they walk,
+# move, cast, freeze, initialise (`apply(fn)` calls `fn` on each sub-module), hook or (de)serialise its parameters.
+# `self.head.apply(init)` beside `self.head(q, k)` hands the module no input.
+MODULE_METHODS_WITHOUT_FORWARD = frozenset({
+    "apply", "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules",
+    "named_modules", "train", "eval", "requires_grad_", "zero_grad", "to", "to_empty", "cuda", "cpu", "xpu", "half",
+    "float", "double", "bfloat16", "type", "state_dict", "load_state_dict", "register_buffer", "register_parameter",
+    "register_module", "add_module", "register_forward_hook", "register_forward_pre_hook", "register_backward_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook", "get_submodule", "get_parameter", "get_buffer",
+    "extra_repr", "share_memory"})
+
+
 # library callables whose iteration yields exactly the items of the iterable they are handed, in its order, and
 # nothing else (their other arguments -- `desc`, `total`, `disable`, `position` -- only word or place the display):
 # tqdm's progress bars (`tqdm.__iter__` yields from `self.iterable`, whatever the bar shows), rich's `track`, and the

@@ -33,8 +33,9 @@ from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORL
 from dslint.program.statement_walks import code_of, iter_assigns, name_nodes, names_reached  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
-from dslint.program.rank.library_types import (DatasetTyping, accelerate_typing, display_only, item_preserving_arg,
-                                               item_source, same_items, server_role)
+from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PLACEMENT_METHODS, DatasetTyping,
+                                               accelerate_typing, display_only, item_preserving_arg, item_source,
+                                               same_items, server_role)
 from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
@@ -337,8 +338,8 @@ SIZE_ATTRS = {"shape", "size", "numel", "dim", "ndim", "ndimension", "nelement"}
 # its device's type (not its index: `cuda:0` vs `cuda:1`). Per-rank data -- a batch, a shard, a sampled output, a
 # value an outside function computed from them or from a rank id -- differs in its values and sizes, never in
 # these; only a value that is itself chosen by a rank test (`x if rank == 0 else None`, kind "rank") may
-_TYPE_ATTRS = {"dtype", "ndim", "requires_grad", "is_cuda", "layout", "is_sparse", "is_floating_point"}
-_TYPE_METHODS = {"dim", "ndimension", "is_floating_point", "is_complex", "element_size"}
+_TYPE_ATTRS = TENSOR_PLACEMENT_ATTRS | {"ndim"}
+_TYPE_METHODS = TENSOR_PLACEMENT_METHODS | {"dim", "ndimension"}
 
 
 def _typed(origin: Optional[Origin]) -> Optional[Origin]:
