@@ -14,6 +14,13 @@ is used only by calls -- a function handed elsewhere by reference (a callback, a
 registry) or with no caller among the checked files (a library entry, a test) may be run by code that catches
 what it raises: not decided, so the finding stays. Callers are found by name (`f(...)`, `x.f(...)`), an
 over-approximation: a same-named call elsewhere can only add a caller that catches, never hide one.
+
+A function handed as an argument to a function of the checked files (`pretrain(datasets_provider, ...)`, the
+Megatron style) is followed into it: the parameter that receives it (by position or keyword) must be only
+called there, or handed on again the same way; each such call is a call of the function at that place, and the
+callers of the receiving function are followed in turn. A parameter stored, returned or used otherwise, a
+receiving function the checked files do not define, or an argument that lands in `*args`/`**kwargs`, is not
+decided (the callback may run anywhere).
 """
 
 from __future__ import annotations
@@ -35,11 +42,47 @@ def _tree(src: PythonSource) -> Optional[ast.Module]:
     return tree or None
 
 
-def _uses(tree: ast.Module, name: str) -> Optional[list[tuple[str, bool]]]:
-    """Each call of `name` in the file: (qualified name of the function it is in, or "" at module level; whether a
-    `try` with handlers around it in that function may catch what it raises). None when the name is used other
-    than as the callee of a call or in its own `def` (handed on by reference)."""
+_MAX_HANDOFFS = 16          # receiving functions followed for one name before giving up (not decided)
+
+
+class _Handoff:
+    """`name` handed as an argument to a call of `callee` (by position `index` or keyword `keyword`), through an
+    attribute (`x.callee(f)`) or not."""
+    __slots__ = ("callee", "attribute", "index", "keyword")
+
+    def __init__(self, callee: str, attribute: bool, index: Optional[int], keyword: Optional[str]):
+        self.callee, self.attribute, self.index, self.keyword = callee, attribute, index, keyword
+
+
+def _handoff(call: ast.Call, name: str) -> Optional[_Handoff]:
+    """How `call` receives the bare name `name` as one of its arguments; None where it does not, or where the
+    place cannot be told (after a `*args` argument, inside a `**kwargs` one)."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        callee, attribute = func.id, False
+    elif isinstance(func, ast.Attribute):
+        callee, attribute = func.attr, True
+    else:
+        return None
+    for i, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            return None
+        if isinstance(arg, ast.Name) and arg.id == name:
+            return _Handoff(callee, attribute, i, None)
+    for kw in call.keywords:
+        if kw.arg is not None and isinstance(kw.value, ast.Name) and kw.value.id == name:
+            return _Handoff(callee, attribute, None, kw.arg)
+    return None
+
+
+def _scan(nodes: list, name: str, scope: str, guarded: bool = False
+          ) -> Optional[tuple[list[tuple[str, bool]], list[tuple[_Handoff, str]]]]:
+    """The calls of `name` in `nodes` -- (qualified name of the function each is in, or "" at module level;
+    whether a `try` with handlers around it in that function may catch what it raises) -- and the calls that
+    receive `name` as an argument ((hand-off, scope)). None when the name is used otherwise than as the callee of
+    a call, an argument of one, or in its own `def` (stored, returned, handed elsewhere by reference)."""
     out: list[tuple[str, bool]] = []
+    handed: list[tuple[_Handoff, str]] = []
     bad = False
 
     def visit(node: ast.AST, scope: str, guarded: bool) -> None:
@@ -72,14 +115,72 @@ def _uses(tree: ast.Module, name: str) -> Optional[list[tuple[str, bool]]]:
                 for child in [*node.args, *node.keywords]:
                     visit(child, scope, guarded)
                 return
+            given = _handoff(node, name)
+            if given is not None:
+                handed.append((given, scope))
+                visit(func, scope, guarded)
+                for child in [*node.args, *node.keywords]:
+                    if not (isinstance(child, ast.Name) and child.id == name or
+                            isinstance(child, ast.keyword) and isinstance(child.value, ast.Name)
+                            and child.value.id == name):
+                        visit(child, scope, guarded)
+                return
         if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute) and node.attr == name:
             bad = True                  # `executor.submit(f)`, `handlers = {"x": f}`, `f.remote(...)`
             return
         for child in ast.iter_child_nodes(node):
             visit(child, scope, guarded)
 
-    visit(tree, "", False)
-    return None if bad else out
+    for node in nodes:
+        visit(node, scope, guarded)
+    return None if bad else (out, handed)
+
+
+def _uses(tree: ast.Module, name: str):
+    """`_scan` of a whole module."""
+    return _scan(tree.body, name, "")
+
+
+def _definitions(view, name: str) -> list[tuple[ast.AST, str, bool]]:
+    """(def node, qualified name, a method called through its instance or class -- its first parameter is bound)
+    of each function named `name` the checked files define."""
+    word = re.compile(rf"\bdef\s+{re.escape(name)}\b")
+    out = []
+    for src in view.python:
+        if name not in src.text or not word.search(src.text):
+            continue
+        tree = _tree(src)
+        if tree is None:
+            continue
+        stack: list[tuple[ast.AST, str, bool]] = [(node, "", False) for node in tree.body]
+        while stack:
+            node, scope, in_class = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = f"{scope}.{node.name}" if scope else node.name
+                if isinstance(node, ast.ClassDef):
+                    stack += [(child, qual, True) for child in node.body]
+                    continue
+                if node.name == name:
+                    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+                    out.append((node, qual, in_class and not static))
+                stack += [(child, qual, False) for child in node.body]
+            else:
+                stack += [(child, scope, in_class) for child in ast.iter_child_nodes(node)
+                          if isinstance(child, (ast.stmt, ast.excepthandler))]
+    return out
+
+
+def _parameter(node: ast.AST, bound: bool, given: _Handoff) -> Optional[str]:
+    """The parameter of function `node` that receives the hand-off's argument; None where it lands in
+    `*args`/`**kwargs` or nowhere."""
+    args = node.args
+    positional = [*args.posonlyargs, *args.args]
+    if bound and given.attribute:
+        positional = positional[1:]                 # `obj.method(f)`: `self` is bound
+    if given.index is not None:
+        return positional[given.index].arg if given.index < len(positional) else None
+    names = {a.arg for a in [*args.args, *args.kwonlyargs]}
+    return given.keyword if given.keyword in names else None
 
 
 def escapes_to_top(view, src: PythonSource, qualname: str) -> bool:
@@ -112,10 +213,14 @@ def _escapes(view, src: PythonSource, qualname: str) -> bool:
             tree = _tree(other)
             if tree is None:
                 return False
-            uses = _uses(tree, name)
-            if uses is None:
+            found = _uses(tree, name)
+            if found is None:
                 return False
-            for scope, guarded in uses:
+            uses, handed = found
+            received = _received(view, handed, name)
+            if received is None:
+                return False
+            for scope, guarded in [*uses, *received]:
                 if guarded:
                     return False
                 calls += 1
@@ -124,3 +229,31 @@ def _escapes(view, src: PythonSource, qualname: str) -> bool:
         if not calls:
             return False                # nothing checked calls it: whoever does may catch
     return True
+
+
+def _received(view, handed: list, name: str) -> Optional[list[tuple[str, bool]]]:
+    """The calls of a function made through the parameters it is handed to (`handed`: `_scan`'s hand-offs of
+    `name`), followed through further hand-offs: (scope, guarded) as `_scan` gives them; None where one is not
+    decided (see the module's docstring)."""
+    out: list[tuple[str, bool]] = []
+    pending = list(handed)
+    followed = 0
+    while pending:
+        given, _scope = pending.pop()
+        followed += 1
+        if followed > _MAX_HANDOFFS:
+            return None
+        defs = _definitions(view, given.callee)
+        if not defs:
+            return None                 # a library's function, a class: it may run the callback anywhere
+        for node, qual, bound in defs:
+            param = _parameter(node, bound, given)
+            if param is None:
+                return None
+            found = _scan(node.body, param, qual)
+            if found is None:
+                return None
+            uses, more = found
+            out += uses
+            pending += more
+    return out
