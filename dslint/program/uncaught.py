@@ -13,12 +13,15 @@ caller, in turn) stands outside every `try` statement with an `except` handler, 
 is used only by calls -- a function handed elsewhere by reference (a callback, a Ray `.remote` method, a
 registry) or with no caller among the checked files (a library entry, a test) may be run by code that catches
 what it raises: not decided, so the finding stays. Callers are found by name (`f(...)`, `x.f(...)`), an
-over-approximation: a same-named call elsewhere can only add a caller that catches, never hide one.
+over-approximation: a same-named call elsewhere can only add a caller that catches, never hide one; a use of the
+name through an import from outside the checked files (`from torch.nn import init; init.zeros_(w)`, `nn.init`)
+is that library's, not a reference to the function.
 
 A function handed as an argument to a function of the checked files (`pretrain(datasets_provider, ...)`, the
 Megatron style) is followed into it: the parameter that receives it (by position or keyword) must be only
 called there, or handed on again the same way; each such call is a call of the function at that place, and the
-callers of the receiving function are followed in turn. A parameter stored, returned or used otherwise, a
+callers of the receiving function are followed in turn. A bare-name callee is the caller's own module-level
+function of that name, or the one its imports name, where found; otherwise every checked function so named. A parameter stored, returned or used otherwise, a
 receiving function the checked files do not define, or an argument that lands in `*args`/`**kwargs`, is not
 decided (the callback may run anywhere).
 """
@@ -75,12 +78,22 @@ def _handoff(call: ast.Call, name: str) -> Optional[_Handoff]:
     return None
 
 
-def _scan(nodes: list, name: str, scope: str, guarded: bool = False
+def _root(node: ast.AST) -> Optional[ast.Name]:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node if isinstance(node, ast.Name) else None
+
+
+def _scan(nodes: list, name: str, scope: str, guarded: bool = False, foreign: Optional[set[str]] = None
           ) -> Optional[tuple[list[tuple[str, bool]], list[tuple[_Handoff, str]]]]:
     """The calls of `name` in `nodes` -- (qualified name of the function each is in, or "" at module level;
     whether a `try` with handlers around it in that function may catch what it raises) -- and the calls that
     receive `name` as an argument ((hand-off, scope)). None when the name is used otherwise than as the callee of
-    a call, an argument of one, or in its own `def` (stored, returned, handed elsewhere by reference)."""
+    a call, an argument of one, or in its own `def` (stored, returned, handed elsewhere by reference). `foreign`:
+    the local names the file binds by importing a module or object from outside the checked files (`from
+    torch.nn import init`, `import torch.nn as nn`): `init.zeros_` or `nn.init` is that library's, never the
+    function followed."""
+    foreign = foreign or set()
     out: list[tuple[str, bool]] = []
     handed: list[tuple[_Handoff, str]] = []
     bad = False
@@ -126,6 +139,9 @@ def _scan(nodes: list, name: str, scope: str, guarded: bool = False
                         visit(child, scope, guarded)
                 return
         if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute) and node.attr == name:
+            root = _root(node)
+            if root is not None and root.id in foreign:
+                return                  # `nn.init.constant_(...)`, `init.zeros_(...)`: a library's module
             bad = True                  # `executor.submit(f)`, `handlers = {"x": f}`, `f.remote(...)`
             return
         for child in ast.iter_child_nodes(node):
@@ -136,37 +152,73 @@ def _scan(nodes: list, name: str, scope: str, guarded: bool = False
     return None if bad else (out, handed)
 
 
-def _uses(tree: ast.Module, name: str):
+def _uses(tree: ast.Module, name: str, foreign: Optional[set[str]] = None):
     """`_scan` of a whole module."""
-    return _scan(tree.body, name, "")
+    return _scan(tree.body, name, "", foreign=foreign)
 
 
-def _definitions(view, name: str) -> list[tuple[ast.AST, str, bool]]:
-    """(def node, qualified name, a method called through its instance or class -- its first parameter is bound)
-    of each function named `name` the checked files define."""
+def _foreign_names(view, src: PythonSource) -> set[str]:
+    """The local names `src` binds by an import from outside the checked files: the imported module's top-level
+    package is none of the checked files' (`_scan`)."""
+    outline = src.outline
+    if outline is None:
+        return set()
+    tops = view.__dict__.get("_uncaught_tops")
+    if tops is None:
+        tops = view.__dict__["_uncaught_tops"] = {s.module_name.split(".", 1)[0] for s in view.python
+                                                  if s.module_name}
+    return {alias for alias, dotted in outline.imports.items()
+            if dotted and not dotted.startswith(".") and dotted.split(".", 1)[0] not in tops}
+
+
+def _definitions(view, name: str, caller: Optional[PythonSource] = None, attribute: bool = True
+                 ) -> list[tuple[ast.AST, str, bool, PythonSource]]:
+    """(def node, qualified name, a method called through its instance or class -- its first parameter is
+    bound --, file) of each function named `name` the checked files define. A bare-name call (`attribute` False)
+    from `caller` means the module-level function of that name in `caller` itself, or the one its imports bring
+    in under that name, where either is found; else (a method, a name bound some other way) every such one."""
+    if not attribute and caller is not None:
+        own = [d for d in _definitions_in(caller, name) if "." not in d[1]]
+        if own:
+            return own
+        outline = caller.outline
+        dotted = outline.imports.get(name) if outline is not None else None
+        if dotted and "." in dotted and dotted.rsplit(".", 1)[1] == name:
+            module = dotted.rsplit(".", 1)[0]
+            found = [d for src in view.python if src.module_name == module
+                     for d in _definitions_in(src, name) if "." not in d[1]]
+            if found:
+                return found
     word = re.compile(rf"\bdef\s+{re.escape(name)}\b")
     out = []
     for src in view.python:
         if name not in src.text or not word.search(src.text):
             continue
-        tree = _tree(src)
-        if tree is None:
-            continue
-        stack: list[tuple[ast.AST, str, bool]] = [(node, "", False) for node in tree.body]
-        while stack:
-            node, scope, in_class = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                qual = f"{scope}.{node.name}" if scope else node.name
-                if isinstance(node, ast.ClassDef):
-                    stack += [(child, qual, True) for child in node.body]
-                    continue
-                if node.name == name:
-                    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
-                    out.append((node, qual, in_class and not static))
-                stack += [(child, qual, False) for child in node.body]
-            else:
-                stack += [(child, scope, in_class) for child in ast.iter_child_nodes(node)
-                          if isinstance(child, (ast.stmt, ast.excepthandler))]
+        out += _definitions_in(src, name)
+    return out
+
+
+def _definitions_in(src: PythonSource, name: str) -> list[tuple[ast.AST, str, bool, PythonSource]]:
+    """`_definitions` of one file: (def node, qualified name, bound first parameter, the file)."""
+    out: list[tuple[ast.AST, str, bool, PythonSource]] = []
+    tree = _tree(src) if name in src.text else None
+    if tree is None:
+        return out
+    stack: list[tuple[ast.AST, str, bool]] = [(node, "", False) for node in tree.body]
+    while stack:
+        node, scope, in_class = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            qual = f"{scope}.{node.name}" if scope else node.name
+            if isinstance(node, ast.ClassDef):
+                stack += [(child, qual, True) for child in node.body]
+                continue
+            if node.name == name:
+                static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+                out.append((node, qual, in_class and not static, src))
+            stack += [(child, qual, False) for child in node.body]
+        else:
+            stack += [(child, scope, in_class) for child in ast.iter_child_nodes(node)
+                      if isinstance(child, (ast.stmt, ast.excepthandler))]
     return out
 
 
@@ -213,11 +265,11 @@ def _escapes(view, src: PythonSource, qualname: str) -> bool:
             tree = _tree(other)
             if tree is None:
                 return False
-            found = _uses(tree, name)
+            found = _uses(tree, name, _foreign_names(view, other))
             if found is None:
                 return False
             uses, handed = found
-            received = _received(view, handed, name)
+            received = _received(view, handed, other)
             if received is None:
                 return False
             for scope, guarded in [*uses, *received]:
@@ -231,29 +283,29 @@ def _escapes(view, src: PythonSource, qualname: str) -> bool:
     return True
 
 
-def _received(view, handed: list, name: str) -> Optional[list[tuple[str, bool]]]:
+def _received(view, handed: list, caller: PythonSource) -> Optional[list[tuple[str, bool]]]:
     """The calls of a function made through the parameters it is handed to (`handed`: `_scan`'s hand-offs of
     `name`), followed through further hand-offs: (scope, guarded) as `_scan` gives them; None where one is not
     decided (see the module's docstring)."""
     out: list[tuple[str, bool]] = []
-    pending = list(handed)
+    pending = [(given, caller) for given, _scope in handed]
     followed = 0
     while pending:
-        given, _scope = pending.pop()
+        given, caller = pending.pop()
         followed += 1
         if followed > _MAX_HANDOFFS:
             return None
-        defs = _definitions(view, given.callee)
+        defs = _definitions(view, given.callee, caller, given.attribute)
         if not defs:
             return None                 # a library's function, a class: it may run the callback anywhere
-        for node, qual, bound in defs:
+        for node, qual, bound, src in defs:
             param = _parameter(node, bound, given)
             if param is None:
                 return None
-            found = _scan(node.body, param, qual)
+            found = _scan(node.body, param, qual, foreign=_foreign_names(view, src))
             if found is None:
                 return None
             uses, more = found
             out += uses
-            pending += more
+            pending += [(more_given, src) for more_given, _scope in more]
     return out
