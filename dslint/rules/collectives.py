@@ -584,8 +584,11 @@ class RankEarlyExit(_CollectiveRule):
     where it travels back to a driver (a Ray actor method that the driver calls on every rank with `.remote()`).
     Where the evidence says the exception ends the job, the `raise` is not flagged at all: no caller catches it
     on the way to module-level code (every call of the function, and of each caller in turn, stands outside any
-    `try` with an `except`, and the function is used only by calls -- one handed elsewhere by reference, or
-    called by nothing checked, may run under a handler dslint does not see), and a launcher line runs the file,
+    `try` with an `except`, and the function is used only by calls, or handed as an argument to a checked function
+    whose receiving parameter is only called -- Megatron's `pretrain(datasets_provider, ...)` -- or handed on the
+    same way; one stored or handed elsewhere by reference, or called by nothing checked, may run under a handler
+    dslint does not see), and a launcher line (`torchrun`, `python -m torch.distributed.run` or `.launch` -- the
+    same elastic agent --, the deepspeed launcher, `accelerate launch`) runs the file,
     none of them one node of a multi-node job. torchrun and `accelerate launch` (torch's elastic agent) and
     the deepspeed launcher stop every process of the node when one exits with an error, so the others never
     wait: the job ends with the exception's traceback, which says why. With no launcher line, or a multi-node
