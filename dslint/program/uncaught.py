@@ -13,17 +13,18 @@ caller, in turn) stands outside every `try` statement with an `except` handler, 
 is used only by calls -- a function handed elsewhere by reference (a callback, a Ray `.remote` method, a
 registry) or with no caller among the checked files (a library entry, a test) may be run by code that catches
 what it raises: not decided, so the finding stays. Callers are found by name (`f(...)`, `x.f(...)`), an
-over-approximation: a same-named call elsewhere can only add a caller that catches, never hide one; a use of the
-name through an import from outside the checked files (`from torch.nn import init; init.zeros_(w)`, `nn.init`)
-is that library's, not a reference to the function.
+over-approximation: a same-named call elsewhere can only add a caller that catches, never hide one (a file that
+defines a module-level function of that name itself, importing neither it nor its module, uses its own); a use
+of the name through an import from outside the checked files (`from torch.nn import init; init.zeros_(w)`,
+`nn.init`) is that library's, not a reference to the function.
 
 A function handed as an argument to a function of the checked files (`pretrain(datasets_provider, ...)`, the
 Megatron style) is followed into it: the parameter that receives it (by position or keyword) must be only
 called there, or handed on again the same way; each such call is a call of the function at that place, and the
 callers of the receiving function are followed in turn. A bare-name callee is the caller's own module-level
-function of that name, or the one its imports name, where found; otherwise every checked function so named. A parameter stored, returned or used otherwise, a
-receiving function the checked files do not define, or an argument that lands in `*args`/`**kwargs`, is not
-decided (the callback may run anywhere).
+function of that name, or the one its imports name, where found; otherwise every checked function so named.
+A parameter stored, returned or used otherwise, a receiving function the checked files do not define, or an
+argument that lands in `*args`/`**kwargs`, is not decided (the callback may run anywhere).
 """
 
 from __future__ import annotations
@@ -248,10 +249,10 @@ def escapes_to_top(view, src: PythonSource, qualname: str) -> bool:
 def _escapes(view, src: PythonSource, qualname: str) -> bool:
     if not qualname or qualname == "<module>":
         return True
-    pending = [qualname.rsplit(".", 1)[-1]]
+    pending = [(qualname.rsplit(".", 1)[-1], src)]
     seen: set[str] = set()
     while pending:
-        name = pending.pop()
+        name, home = pending.pop()
         if name in seen:
             continue
         seen.add(name)
@@ -262,6 +263,8 @@ def _escapes(view, src: PythonSource, qualname: str) -> bool:
         for other in view.python:
             if name not in other.text or not word.search(other.text):
                 continue
+            if _own_namesake(other, home, name):
+                continue                # another script's function of the same name: its uses are its own
             tree = _tree(other)
             if tree is None:
                 return False
@@ -277,10 +280,26 @@ def _escapes(view, src: PythonSource, qualname: str) -> bool:
                     return False
                 calls += 1
                 if scope:
-                    pending.append(scope.rsplit(".", 1)[-1])
+                    pending.append((scope.rsplit(".", 1)[-1], other))
         if not calls:
             return False                # nothing checked calls it: whoever does may catch
     return True
+
+
+def _own_namesake(other: PythonSource, home: PythonSource, name: str) -> bool:
+    """Does `other` (not `home`, the file defining the function followed) define a module-level function or
+    class `name` of its own and import neither that name nor `home`'s module? Its uses of `name` are then of its
+    own definition (Python's scoping), not of the function followed."""
+    if other is home or not home.module_name:
+        return False
+    if not any("." not in d[1] for d in _definitions_in(other, name)):
+        return False
+    outline = other.outline
+    if outline is None:
+        return False
+    module = home.module_name
+    return not any(dotted in (module, f"{module}.{name}") or module.startswith(dotted + ".")
+                   for dotted in outline.imports.values() if dotted)
 
 
 def _received(view, handed: list, caller: PythonSource) -> Optional[list[tuple[str, bool]]]:
