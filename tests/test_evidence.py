@@ -345,3 +345,17 @@ def test_trainer_with_command_line_arguments_and_no_launch_line_is_unproven(monk
     # the twin's launch line is seen and passes no --deepspeed: proven
     [g] = _case(MOE / "trainer_no_deepspeed_on_command_line", monkeypatch).findings
     assert g.code == "DSL201" and g.proven
+
+
+def test_web_ui_demo_without_a_second_rank_is_unproven(monkeypatch):
+    """A gradio demo (`demo.launch()` in the entry) over init_inference, with no launcher line or rank read: the
+    page's requests reach one process, its DSL104 is unproven with the `ranks` clue at the launch; launched on
+    two processes, the same demo's finding is proven."""
+    report = _case(FIXTURES / "generate_web_ui_one_process", monkeypatch)
+    assert report.findings == [] and report.hidden == 1
+    [f] = _case(FIXTURES / "generate_web_ui_one_process", monkeypatch, show_unproven=True).findings
+    assert f.code == "DSL104" and f.proven is False
+    [clue] = [e for e in f.evidence if e.kind == "ranks"]
+    assert not clue.found and (clue.path, clue.line) == ("web_server.py", 21) and "gradio" in clue.note
+    [g] = _case(FIXTURES / "generate_web_ui_launched", monkeypatch).findings
+    assert g.code == "DSL104" and g.proven and "ranks" not in {e.kind for e in g.evidence}

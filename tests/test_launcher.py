@@ -234,6 +234,31 @@ def test_unquoted_multi_word_variable_splits_into_launcher_options():
     assert (launch.script, launch.world_size, launch.config_paths) == ("train.py", None, ["ds.json"])
 
 
+def test_a_placeholder_redirection_does_not_swallow_the_next_lines():
+    # `CKPT=<Specify path>` (a template's placeholder) parses as a redirection whose target the grammar takes from
+    # the next line; bash ends the command at the newline: the lines after it are the script's own
+    text = ("GPUS_PER_NODE=1\nCKPT=<Specify path>\nLOG=<Specify path>\n"
+            'DISTRIBUTED_ARGS="\n    --nproc_per_node $GPUS_PER_NODE \\\n    --nnodes 1\n"\n'
+            "torchrun $DISTRIBUTED_ARGS tools/convert.py --load $CKPT\n")
+    launches, error = read_script(text)
+    assert error is None
+    assert [(l.line, l.script, l.world_size) for l in launches] == [(8, "tools/convert.py", 1)]
+    # a redirection continued by a backslash is bash's too: nothing is split there
+    assert _one("deepspeed --num_gpus 2 t.py > \\\n  log.txt\n").world_size == 2
+
+
+@pytest.mark.parametrize("line", [
+    "python -m torch.distributed.run --nproc_per_node 4 t.py",
+    "python3 -m torch.distributed.launch --nproc_per_node=4 --use_env t.py",
+    "torchrun --nproc_per_node 4 t.py",
+])
+def test_module_forms_of_torchrun_are_torchrun(line):
+    # `torch.distributed.launch` parses its options with torchrun's parser and runs torchrun's `run` (the same
+    # elastic agent); it adds only the flag `--use_env`
+    launch = _one(line + "\n")
+    assert (launch.launcher, launch.script, launch.world_size) == ("torchrun", "t.py", 4)
+
+
 def test_readme_launches_get_no_shell_rule():
     from dslint.engine import check_texts
     readme = ("```bash\ndeepspeed --include localhost:0,1 t.py --seed 1 &\n"

@@ -71,6 +71,21 @@ class Program:
         """The launcher lines (deepspeed/torchrun/accelerate ...) that run `src`."""
         return list(self.view._launches_for(src))
 
+    def web_ui_server(self, src: "PythonSource") -> Optional[tuple["PythonSource", int]]:
+        """(entry, line) where the programs holding `src` start a gradio web server, when every launch unit
+        reaching `src` does (`front_ends.web_ui_launch`): its requests come from a person's page, to this
+        process. None where a unit does not, or no unit reaches `src`."""
+        from dslint.program.front_ends import web_ui_launch
+        ctx = self.view.run_program.context_of(src) if self.view.run_program is not None else None
+        units = ctx.units if ctx is not None else []
+        found = []
+        for unit in units:
+            line = web_ui_launch(unit.entry)
+            if line is None:
+                return None
+            found.append((unit.entry, line))
+        return found[0] if found else None
+
     def unit_launch_lines(self) -> list:
         """The launcher lines of this view's launch units (empty when the view belongs to no unit): what starts
         the program the checked file belongs to, whichever of its files the line names."""

@@ -214,6 +214,31 @@ def _several_ranks(h: Hazard, ctx: RuleContext) -> bool:
     return program.reads_rank(ctx.source, h.scope)
 
 
+_ONE_PROCESS_TAIL = (" and nothing shows that more than one process runs it -- no launcher line of its program, no "
+                     "--world-size, no rank id read where it generates: an interactive one-process tool")
+
+
+def _interactive_clue(h: Hazard, ctx: RuleContext, diag: Diagnostic) -> None:
+    """A `generate` fed by a person -- typed on the terminal (`input()` in the generating loop), or sent from the
+    web UI its program serves (a gradio app's `launch()` in the entry of every program holding the file) --
+    with nothing showing a second process: the finding is unproven, with the clue that says why."""
+    if _prompts_from_terminal(h, ctx):
+        what, at, where = "its prompts are typed on the terminal (`input()`)", None, None
+    else:
+        try:
+            served = ctx.program.web_ui_server(ctx.source)
+        except Exception:
+            served = None
+        if served is None:
+            return
+        where, at = served
+        what = "its prompts come from the web UI its program serves (a gradio app's `launch()`)"
+    if _several_ranks(h, ctx):
+        return
+    diag.proven = False
+    diag.evidence.append(Clue("ranks", what + _ONE_PROCESS_TAIL, at, where, found=False))
+
+
 def _prompts_from_terminal(h: Hazard, ctx: RuleContext) -> bool:
     """The generating loop reads its prompts with the builtin `input()`: an interactive chat (said in the unproven
     finding's evidence)."""
@@ -358,12 +383,8 @@ class _CollectiveRule(Rule):
             if h.code == self.code and not _before_any_group(h, ctx) and not _fixed_step_count(h) and \
                     not _ends_the_job(h, ctx):
                 diag = diagnose(h, ctx)
-                if h.code == "DSL104" and _prompts_from_terminal(h, ctx) and not _several_ranks(h, ctx):
-                    diag.proven = False
-                    diag.evidence.append(Clue(
-                        "ranks", "its prompts are typed on the terminal (`input()`) and nothing shows that more than "
-                        "one process runs it -- no launcher line of its program, no --world-size, no rank id read "
-                        "where it generates: an interactive one-process tool", found=False))
+                if h.code == "DSL104":
+                    _interactive_clue(h, ctx, diag)
                 yield diag
 
 
@@ -563,8 +584,11 @@ class RankEarlyExit(_CollectiveRule):
     where it travels back to a driver (a Ray actor method that the driver calls on every rank with `.remote()`).
     Where the evidence says the exception ends the job, the `raise` is not flagged at all: no caller catches it
     on the way to module-level code (every call of the function, and of each caller in turn, stands outside any
-    `try` with an `except`, and the function is used only by calls -- one handed elsewhere by reference, or
-    called by nothing checked, may run under a handler dslint does not see), and a launcher line runs the file,
+    `try` with an `except`, and the function is used only by calls, or handed as an argument to a checked function
+    whose receiving parameter is only called -- Megatron's `pretrain(datasets_provider, ...)` -- or handed on the
+    same way; one stored or handed elsewhere by reference, or called by nothing checked, may run under a handler
+    dslint does not see), and a launcher line (`torchrun`, `python -m torch.distributed.run` or `.launch` -- the
+    same elastic agent --, the deepspeed launcher, `accelerate launch`) runs the file,
     none of them one node of a multi-node job. torchrun and `accelerate launch` (torch's elastic agent) and
     the deepspeed launcher stop every process of the node when one exits with an error, so the others never
     wait: the job ends with the exception's traceback, which says why. With no launcher line, or a multi-node
@@ -641,8 +665,10 @@ class GenerateNotSynced(_CollectiveRule):
 
     Not flagged: a `generate` that runs a fixed number of steps on every rank (`max_new_tokens=1`, or
     `min_new_tokens` equal to `max_new_tokens`). Unproven (hidden unless `--show-unproven`): a generating loop
-    fed by the terminal (`input()`) with nothing showing a second process -- no launcher line of its program, no
-    `--world-size`, no rank id read where it generates.
+    fed by the terminal (`input()`), or a `generate` in a program that serves a web UI (the entry of every
+    program holding the file starts a gradio app's server, `demo.launch()`: the page's requests reach that one
+    process), with nothing showing a second process -- no launcher line of its program, no `--world-size`, no
+    rank id read where it generates.
     """
 
     code = "DSL104"
@@ -655,9 +681,10 @@ class GenerateNotSynced(_CollectiveRule):
         "engine but no config the ZeRO stage is listed as not seen and the finding is a warning.")
     evidence_complete = ("an engine or `init_inference` that runs the generating model (or an object used as an "
                          "engine), a ZeRO-3 config or a DeepSpeed MoE layer, in the launch unit")
-    unproven_when = (_NAME_ONLY_ENGINE, "the generating loop reads its prompts with `input()` and nothing shows "
-                     "more than one process (no launcher line of its program, no --world-size, no rank id read "
-                     "where it generates): an interactive one-process tool")
+    unproven_when = (_NAME_ONLY_ENGINE, "the generating loop reads its prompts with `input()`, or its program "
+                     "serves a gradio web UI (`demo.launch()` in the entry of every program holding the file), and "
+                     "nothing shows more than one process (no launcher line of its program, no --world-size, no "
+                     "rank id read where it generates): an interactive one-process tool")
     severity = Severity.ERROR
     summary = "generate() on a collective-forward model with per-rank inputs and no synced_gpus=True"
     fix_advice = "Pass synced_gpus=True to generate()."

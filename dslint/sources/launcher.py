@@ -519,6 +519,8 @@ class _Reader:
             if kind == "ERROR":
                 self.fallback(node, at)
                 continue
+            if kind == "redirected_statement" and self.split_at_newline(node, at, depth):
+                continue
             if kind == "variable_assignment" and (node.parent is None or node.parent.type != "command"):
                 self.assignment(node, at, depth)
             elif kind == "command":
@@ -529,6 +531,30 @@ class _Reader:
             if kind in ("string", "raw_string", "comment"):
                 continue
             stack.extend(reversed(node.children))
+
+    def split_at_newline(self, node, at, depth: int) -> bool:
+        """A redirection whose target the grammar took from a later line (`CKPT=<Specify path>`, a template's
+        placeholder, parses as `CKPT=` `<Specify` `path>` and the next line's first word as the target of that
+        `>`): bash ends a command at the newline and never reads a target there (it stops at the syntax error
+        instead, until the placeholder is filled in). The statement is read up to that line, and the lines after
+        it again as a script of their own -- their assignments and launches are the script's. False (nothing
+        done) where every redirection's target is on its operator's line."""
+        kids = node.children
+        for i, kid in enumerate(kids):
+            if kid.type != "file_redirect" or kid.child_count < 2:
+                continue
+            operator, target = kid.children[0], kid.children[-1]
+            gap = node.text[operator.end_byte - node.start_byte: target.start_byte - node.start_byte]
+            if target.start_point.row == operator.end_point.row or re.search(rb"(?<!\\)\n", gap) is None:
+                continue
+            for before in kids[:i]:
+                self.walk(before, at, depth)
+            row = target.start_point.row
+            line_start = target.start_byte - target.start_point.column
+            tail = node.text[line_start - node.start_byte:]
+            self.read(tail, (at[0] + row, 0, at[2] + line_start), depth)
+            return True
+        return False
 
     def nested(self, node, at, depth: int, start: int, end: int) -> None:
         """Read a command string (the inside of a quoted word, a heredoc body) as a script of its own."""
