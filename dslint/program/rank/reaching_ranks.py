@@ -1032,7 +1032,7 @@ class FlowWalk:
             self.expr(node.iter, guards)
             origin = self.eval_iter(node.iter)      # its passes and items
             item = element_of(origin)
-            if origin is not None and origin.kind == "shard":     # one element of this rank's share
+            if origin is not None and origin.kind == "shard" and not origin.display:  # one element of this rank's share
                 item = replace(origin, kind="item")
             if origin is None:
                 item = self.taint.loader_batch(node.iter, self.env, self.cls)   # a batch of a uniform loader
@@ -1046,8 +1046,9 @@ class FlowWalk:
         self.loop_iters.append(node.iter if isinstance(node, cst.For) else None)
         self._loops.append(node)
         self._retry_loops.append(_retries(node))
-        if isinstance(node, cst.For) and origin is not None and origin.kind not in TRIP_COUNT_KINDS:
-            origin_loop = None      # iterating over this rank's item or output: its length is the batch's
+        if isinstance(node, cst.For) and origin is not None and (origin.kind not in TRIP_COUNT_KINDS or origin.display):
+            origin_loop = None      # iterating over this rank's item or output: its length is the batch's; over a
+            # list or tuple display: as many passes as it has elements (`Origin.display`)
         else:
             origin_loop = origin
         if origin_loop is not None and isinstance(node, cst.For) and self.count_announced(node):
@@ -1128,7 +1129,7 @@ class FlowWalk:
             while comp is not None:
                 self.expr(comp.iter, inner)
                 origin = self.eval_iter(comp.iter)
-                if origin is not None and origin.kind in TRIP_COUNT_KINDS:
+                if origin is not None and origin.kind in TRIP_COUNT_KINDS and not origin.display:
                     inner = inner + (Guard("loop", origin, e),)
                 comp = comp.inner_for_in
             for part in ((e.key, e.value) if kind is cst.DictComp else (e.elt,)):

@@ -249,6 +249,11 @@ class Origin:
     # with the same items, on every rank (`RankTaint.iterated`). Kept only by a name bound to the choice itself or
     # copied from such a name (`bind`)
     items: Optional[tuple] = None
+    # a list or tuple display (`[state_dict]`, `(world, rank)`): `elements` are its own items, each with its origin,
+    # and its length is their count on every rank, whatever they hold -- a loop over it makes as many passes
+    # everywhere and binds one of them (`element_of`), `len` of it is uniform (`_counted`); only the display itself
+    # is one: a value computed from it (`join`, `[mine] + others`: `undisplayed`) is not
+    display: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -274,6 +279,10 @@ Env = dict[str, Origin]
 def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Optional[Origin]:
     """The origin of a value computed from both: `a`'s report, the union of their axes. `either`: `a or b` of
     two membership predicates (`is_pipeline_first_stage() or is_pipeline_last_stage()`) keeps both names."""
+    if a is not None and a.display:
+        a = undisplayed(a)      # a value computed from a display is no display (`Origin.display`)
+    if b is not None and b.display:
+        b = undisplayed(b)
     if a is None:
         return b
     if b is None:
@@ -348,11 +357,24 @@ def _counted(origin: Optional[Origin]) -> Optional[Origin]:
     vary."""
     if origin is not None and origin.kind == "generation" and origin.rows:
         return None
+    if origin is not None and origin.display:
+        return None         # `len([a, b])`: its elements' count
     return _sized(origin)
 
 
+def undisplayed(origin: Optional[Origin]) -> Optional[Origin]:
+    """A value computed from a display as from its elements (`Origin.display` off): its length no longer theirs."""
+    return replace(origin, display=False) if origin is not None and origin.display else origin
+
+
 def element_of(origin: Optional[Origin]) -> Optional[Origin]:
-    """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch."""
+    """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch; one of a
+    display's elements (`Origin.display`), whichever it is."""
+    if origin is not None and origin.display and origin.elements is not None:
+        out = None
+        for part in origin.elements:
+            out = join(out, part)
+        return out
     if origin is not None and origin.rows:
         return replace(origin, rows=False)
     if origin is not None and origin.stream:
@@ -488,7 +510,7 @@ class RankTaint:
         if isinstance(e, cst.Comparison):
             return self._comparison(e, env, cls)
         if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
-            left = self.eval(e.left, env, cls)
+            left = undisplayed(self.eval(e.left, env, cls))    # `[mine] + others`: as long as its parts
             if left is not None and not partial(left) and left.keys is None:
                 return left
             if left is None and isinstance(e, cst.BooleanOperation) and self._decides_alone(e):
@@ -513,15 +535,17 @@ class RankTaint:
             return hit
         if isinstance(e, cst.FormattedString):
             return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
-        if isinstance(e, cst.Tuple) and e.elements and not any(isinstance(el, cst.StarredElement)
-                                                              for el in e.elements):
-            # `(train_loader, block_loader)` handed on whole: the tuple's items keep their own origins, so
-            # `loaders[0]` is the loader again (not a batch drawn from it) wherever the tuple goes
+        if isinstance(e, (cst.Tuple, cst.List)) and e.elements and not any(isinstance(el, cst.StarredElement)
+                                                                          for el in e.elements):
+            # `(train_loader, block_loader)` handed on whole: the display's items keep their own origins, so
+            # `loaders[0]` is the loader again (not a batch drawn from it) wherever the tuple goes; and it holds as
+            # many items as it has elements on every rank (`state_dicts = [state_dict]` of a rank-chosen mapping:
+            # a loop over it makes one pass everywhere): `Origin.display`
             parts = tuple(self.eval(el.value, env, cls) for el in e.elements)
             out = None
             for part in parts:
                 out = join(out, part)
-            return replace(out, elements=parts) if out is not None else None
+            return replace(out, elements=parts, display=True) if out is not None else None
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
             return self._any([el.value for el in e.elements], env, cls)
         if isinstance(e, cst.Dict):
@@ -797,7 +821,7 @@ class RankTaint:
             # loader, what a rank draws from it is per-rank
             env[name + "[]"] = join(env.get(name + "[]"), origin)
             return
-        if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS:
+        if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS and not origin.display:
             # as many items as this rank's sequence has: the container's length varies
             env[name] = join(env.get(name), origin) if name in env else origin
             return
