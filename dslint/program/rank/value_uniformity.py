@@ -357,9 +357,14 @@ def _counted(origin: Optional[Origin]) -> Optional[Origin]:
     vary."""
     if origin is not None and origin.kind == "generation" and origin.rows:
         return None
-    if origin is not None and origin.display:
+    if is_display(origin):
         return None         # `len([a, b])`: its elements' count
     return _sized(origin)
+
+
+def is_display(origin: Optional[Origin]) -> bool:
+    """A list or tuple display with its elements (`Origin.display`): as many items on every rank."""
+    return origin is not None and origin.display and origin.elements is not None
 
 
 def undisplayed(origin: Optional[Origin]) -> Optional[Origin]:
@@ -370,7 +375,7 @@ def undisplayed(origin: Optional[Origin]) -> Optional[Origin]:
 def element_of(origin: Optional[Origin]) -> Optional[Origin]:
     """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch; one of a
     display's elements (`Origin.display`), whichever it is."""
-    if origin is not None and origin.display and origin.elements is not None:
+    if is_display(origin):
         out = None
         for part in origin.elements:
             out = join(out, part)
@@ -440,6 +445,8 @@ def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
 
 
 TRIP_COUNT_KINDS = ("rank", "shard")
+# FIRST_ARG_ONLY calls whose result is not as long as a display handed to them (`set` folds equal items)
+_NOT_LENGTH_KEEPING = {"set", "int", "float", "bool", "str", "next", "islice"}
 # container methods that put values in (list, deque, set, dict), and the positional argument that is the value put
 # in (-1: every argument of `dict.update`, mappings and keywords)
 _PUTS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "extend": 0, "extendleft": 0, "setdefault": 1,
@@ -821,7 +828,7 @@ class RankTaint:
             # loader, what a rank draws from it is per-rank
             env[name + "[]"] = join(env.get(name + "[]"), origin)
             return
-        if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS and not origin.display:
+        if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS and not is_display(origin):
             # as many items as this rank's sequence has: the container's length varies
             env[name] = join(env.get(name), origin) if name in env else origin
             return
@@ -1129,7 +1136,9 @@ class RankTaint:
                 return replace(hit, batch=False) if hit is not None and hit.batch and last in _VALUE_METHODS else hit
             if hit is None and last == "next" and first is not None:
                 return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
-            return _counted(hit) if last == "len" else hit
+            # a display keeps its length through `list`/`tuple`/`sorted`/`iter`/…, not through `set` (equal items
+            # fold) nor a conversion of it
+            return _counted(hit) if last == "len" else undisplayed(hit) if last in _NOT_LENGTH_KEEPING else hit
         if last in _TYPE_METHODS and isinstance(e.func, cst.Attribute) and not e.args:
             return _typed(self.eval(e.func.value, env, cls))     # `x.dim()`: its number of dimensions
         if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
@@ -1172,7 +1181,8 @@ class RankTaint:
                 return stream
             # a loader over a per-rank value (`DataLoader(samples[rank::world])`): its batch count is the value's,
             # below
-        out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        # a method of a display (`xs.index(v)`) returns no display
+        out = undisplayed(self.eval(e.func.value, env, cls)) if isinstance(e.func, cst.Attribute) else None
         if out is not None and out.stream:
             out = replace(out, stream=False)    # `it.__next__()`: what is drawn from a loader is a batch
         if out is not None and out.batch and last in _VALUE_METHODS:
