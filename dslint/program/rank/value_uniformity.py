@@ -362,6 +362,22 @@ def _counted(origin: Optional[Origin]) -> Optional[Origin]:
     return _sized(origin)
 
 
+_MAX_NESTING = 2
+
+
+def _nesting(origin: Optional[Origin]) -> int:
+    if origin is None or origin.elements is None:
+        return 0
+    return 1 + max((_nesting(e) for e in origin.elements), default=0)
+
+
+def _shallow(origin: Optional[Origin]) -> Optional[Origin]:
+    """An element of a display as the display keeps it: without elements of its own past `_MAX_NESTING` levels."""
+    if origin is not None and origin.elements is not None and _nesting(origin) > _MAX_NESTING:
+        return replace(origin, elements=None, display=False)
+    return origin
+
+
 def is_display(origin: Optional[Origin]) -> bool:
     """A list or tuple display with its elements (`Origin.display`): as many items on every rank."""
     return origin is not None and origin.display and origin.elements is not None
@@ -548,7 +564,9 @@ class RankTaint:
             # `loaders[0]` is the loader again (not a batch drawn from it) wherever the tuple goes; and it holds as
             # many items as it has elements on every rank (`state_dicts = [state_dict]` of a rank-chosen mapping:
             # a loop over it makes one pass everywhere): `Origin.display`
-            parts = tuple(self.eval(el.value, env, cls) for el in e.elements)
+            # (an element nested past `_MAX_NESTING` displays keeps its origin, not its own elements: a loop that
+            # wraps a value in a display on every pass, `acc = [acc, x]`, would nest without end)
+            parts = tuple(_shallow(self.eval(el.value, env, cls)) for el in e.elements)
             out = None
             for part in parts:
                 out = join(out, part)
