@@ -949,6 +949,22 @@ class ProjectTaint:
         owner = info.qualname.rpartition(".")[0]
         return src.facts.functions.get(owner) if owner else None
 
+    def _bound_function_values(self, src: "PythonSource", scope: FunctionInfo, value: cst.BaseExpression, name: str,
+                               assigned: list, depth: int) -> Optional[list[tuple["PythonSource", FunctionInfo]]]:
+        """`_function_value` of a local or parameter `name`: the values its bindings and callers give it."""
+        out: list = []
+        for v in assigned:
+            found = self._function_value(src, scope, v, depth) if v is not value else None
+            if found is None:
+                return None
+            out.extend(found)
+        if name in scope.params:
+            found = self.handed_functions(src, scope, name, depth + 1)
+            if found is None:
+                return None
+            out.extend(found)
+        return out
+
     def _function_value(self, src: "PythonSource", scope: Optional[FunctionInfo], value: cst.BaseExpression,
                         depth: int) -> Optional[list[tuple["PythonSource", FunctionInfo]]]:
         """The checked functions an expression handed as a function can be: a function's name (imported, of the
@@ -962,17 +978,15 @@ class ProjectTaint:
             assigned = [node.value for node in _assignments(scope.node.body)
                         for t in node.targets if isinstance(t.target, cst.Name) and t.target.value == name]
             if name in scope.params or assigned:
-                for v in assigned:
-                    found = self._function_value(src, scope, v, depth) if v is not value else None
-                    if found is None:
-                        return None
-                    out.extend(found)
-                if name in scope.params:
-                    found = self.handed_functions(src, scope, name, depth + 1)
-                    if found is None:
-                        return None
-                    out.extend(found)
-                return out
+                active = self.__dict__.setdefault("_function_values_active", set())
+                key = (id(scope.node), name)
+                if key in active:
+                    return None     # round a cycle of bindings (`a = b` … `b = a`): unknown
+                active.add(key)
+                try:
+                    return self._bound_function_values(src, scope, value, name, assigned, depth)
+                finally:
+                    active.discard(key)
             enclosing = self._enclosing_info(src, scope)
             if enclosing is not None and scope.class_name is None and name not in src.facts.functions and \
                     depth <= _HANDED_DEPTH:

@@ -19,8 +19,8 @@ import libcst as cst
 from dslint.program.rank import setting_domains as domains
 from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source, items_key, same_items
 from dslint.program.rank.stage_positions import one_rank_coordinates, single_rank_conjunction
-from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of, join,
-                                       world_size_group)
+from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of,
+                                       is_display, join, world_size_group)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
 from dslint.program.statement_walks import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
@@ -1183,7 +1183,8 @@ class FlowWalk:
             self.expr(node.iter, guards)
             origin = self.eval_iter(node.iter)      # its passes and items
             item = element_of(origin)
-            if origin is not None and origin.kind == "shard":     # one element of this rank's share
+            if origin is not None and origin.kind == "shard" and not is_display(origin):
+                # one element of this rank's share
                 item = replace(origin, kind="item")
             if origin is None:
                 item = self.taint.loader_batch(node.iter, self.env, self.cls)   # a batch of a uniform loader
@@ -1197,8 +1198,10 @@ class FlowWalk:
         self.loop_iters.append(node.iter if isinstance(node, cst.For) else None)
         self._loops.append(node)
         self._retry_loops.append(_retries(node))
-        if isinstance(node, cst.For) and origin is not None and origin.kind not in TRIP_COUNT_KINDS:
-            origin_loop = None      # iterating over this rank's item or output: its length is the batch's
+        if isinstance(node, cst.For) and origin is not None and (origin.kind not in TRIP_COUNT_KINDS
+                                                                 or is_display(origin)):
+            origin_loop = None      # iterating over this rank's item or output: its length is the batch's; over a
+            # list or tuple display: as many passes as it has elements (`Origin.display`)
         else:
             origin_loop = origin
         if origin_loop is not None and isinstance(node, cst.For) and self.count_announced(node):
@@ -1279,7 +1282,7 @@ class FlowWalk:
             while comp is not None:
                 self.expr(comp.iter, inner)
                 origin = self.eval_iter(comp.iter)
-                if origin is not None and origin.kind in TRIP_COUNT_KINDS:
+                if origin is not None and origin.kind in TRIP_COUNT_KINDS and not is_display(origin):
                     inner = inner + (Guard("loop", origin, e),)
                 comp = comp.inner_for_in
             for part in ((e.key, e.value) if kind is cst.DictComp else (e.elt,)):

@@ -254,6 +254,11 @@ class Origin:
     # it runs as many passes, with the same items, on every rank as one over the expression (`RankTaint.iterated`,
     # `loader_batch`). Kept only by a name bound to the choice itself or copied from such a name (`bind`)
     items: Optional[tuple] = None
+    # a list or tuple display (`[state_dict]`, `(world, rank)`): `elements` are its own items, each with its origin,
+    # and its length is their count on every rank, whatever they hold -- a loop over it makes as many passes
+    # everywhere and binds one of them (`element_of`), `len` of it is uniform (`_counted`); only the display itself
+    # is one: a value computed from it (`join`, `[mine] + others`: `undisplayed`) is not
+    display: bool = False
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -279,6 +284,10 @@ Env = dict[str, Origin]
 def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Optional[Origin]:
     """The origin of a value computed from both: `a`'s report, the union of their axes. `either`: `a or b` of
     two membership predicates (`is_pipeline_first_stage() or is_pipeline_last_stage()`) keeps both names."""
+    if a is not None and a.display:
+        a = undisplayed(a)      # a value computed from a display is no display (`Origin.display`)
+    if b is not None and b.display:
+        b = undisplayed(b)
     if a is None:
         return b
     if b is None:
@@ -356,11 +365,45 @@ def _counted(origin: Optional[Origin]) -> Optional[Origin]:
     vary."""
     if origin is not None and origin.kind in ("generation", "item") and origin.rows:
         return None             # (an "item" list with `rows`: padded to a length the same on every rank)
+    if is_display(origin):
+        return None         # `len([a, b])`: its elements' count
     return _sized(origin)
 
 
+_MAX_NESTING = 2
+
+
+def _nesting(origin: Optional[Origin]) -> int:
+    if origin is None or origin.elements is None:
+        return 0
+    return 1 + max((_nesting(e) for e in origin.elements), default=0)
+
+
+def _shallow(origin: Optional[Origin]) -> Optional[Origin]:
+    """An element of a display as the display keeps it: without elements of its own past `_MAX_NESTING` levels."""
+    if origin is not None and origin.elements is not None and _nesting(origin) > _MAX_NESTING:
+        return replace(origin, elements=None, display=False)
+    return origin
+
+
+def is_display(origin: Optional[Origin]) -> bool:
+    """A list or tuple display with its elements (`Origin.display`): as many items on every rank."""
+    return origin is not None and origin.display and origin.elements is not None
+
+
+def undisplayed(origin: Optional[Origin]) -> Optional[Origin]:
+    """A value computed from a display as from its elements (`Origin.display` off): its length no longer theirs."""
+    return replace(origin, display=False) if origin is not None and origin.display else origin
+
+
 def element_of(origin: Optional[Origin]) -> Optional[Origin]:
-    """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch."""
+    """One element of a value (`xs[i]`, a loop's item): one sampled sequence of a generation's batch; one of a
+    display's elements (`Origin.display`), whichever it is."""
+    if is_display(origin):
+        out = None
+        for part in origin.elements:
+            out = join(out, part)
+        return out
     if origin is not None and origin.rows:
         return replace(origin, rows=False)
     if origin is not None and origin.stream:
@@ -426,6 +469,8 @@ def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
 
 
 TRIP_COUNT_KINDS = ("rank", "shard")
+# FIRST_ARG_ONLY calls whose result is not as long as a display handed to them (`set` folds equal items)
+_NOT_LENGTH_KEEPING = {"set", "int", "float", "bool", "str", "next", "islice"}
 # container methods that put values in (list, deque, set, dict), and the positional argument that is the value put
 # in (-1: every argument of `dict.update`, mappings and keywords)
 _PUTS = {"append": 0, "appendleft": 0, "add": 0, "insert": 1, "extend": 0, "extendleft": 0, "setdefault": 1,
@@ -502,7 +547,7 @@ class RankTaint:
         if isinstance(e, cst.Comparison):
             return self._comparison(e, env, cls)
         if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
-            left = self.eval(e.left, env, cls)
+            left = undisplayed(self.eval(e.left, env, cls))    # `[mine] + others`: as long as its parts
             if left is not None and left.kind == "rank" and isinstance(e, cst.BooleanOperation) and \
                     isinstance(e.operator, cst.And) and single_rank_conjunction(self, e, env, cls):
                 return None     # `is_first_stage() and is_last_stage()`: the group holds one rank, on every rank
@@ -530,15 +575,19 @@ class RankTaint:
             return hit
         if isinstance(e, cst.FormattedString):
             return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
-        if isinstance(e, cst.Tuple) and e.elements and not any(isinstance(el, cst.StarredElement)
-                                                              for el in e.elements):
-            # `(train_loader, block_loader)` handed on whole: the tuple's items keep their own origins, so
-            # `loaders[0]` is the loader again (not a batch drawn from it) wherever the tuple goes
-            parts = tuple(self.eval(el.value, env, cls) for el in e.elements)
+        if isinstance(e, (cst.Tuple, cst.List)) and e.elements and not any(isinstance(el, cst.StarredElement)
+                                                                          for el in e.elements):
+            # `(train_loader, block_loader)` handed on whole: the display's items keep their own origins, so
+            # `loaders[0]` is the loader again (not a batch drawn from it) wherever the tuple goes; and it holds as
+            # many items as it has elements on every rank (`state_dicts = [state_dict]` of a rank-chosen mapping:
+            # a loop over it makes one pass everywhere): `Origin.display`
+            # (an element nested past `_MAX_NESTING` displays keeps its origin, not its own elements: a loop that
+            # wraps a value in a display on every pass, `acc = [acc, x]`, would nest without end)
+            parts = tuple(_shallow(self.eval(el.value, env, cls)) for el in e.elements)
             out = None
             for part in parts:
                 out = join(out, part)
-            return replace(out, elements=parts) if out is not None else None
+            return replace(out, elements=parts, display=True) if out is not None else None
         if isinstance(e, (cst.List, cst.Tuple, cst.Set)):
             return self._any([el.value for el in e.elements], env, cls)
         if isinstance(e, cst.Dict):
@@ -813,7 +862,7 @@ class RankTaint:
             # loader, what a rank draws from it is per-rank
             env[name + "[]"] = join(env.get(name + "[]"), origin)
             return
-        if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS:
+        if method in ("extend", "extendleft") and origin.kind in TRIP_COUNT_KINDS and not is_display(origin):
             # as many items as this rank's sequence has: the container's length varies
             env[name] = join(env.get(name), origin) if name in env else origin
             return
@@ -1121,7 +1170,9 @@ class RankTaint:
                 return replace(hit, batch=False) if hit is not None and hit.batch and last in _VALUE_METHODS else hit
             if hit is None and last == "next" and first is not None:
                 return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
-            return _counted(hit) if last == "len" else hit
+            # a display keeps its length through `list`/`tuple`/`sorted`/`iter`/…, not through `set` (equal items
+            # fold) nor a conversion of it
+            return _counted(hit) if last == "len" else undisplayed(hit) if last in _NOT_LENGTH_KEEPING else hit
         if last in _TYPE_METHODS and isinstance(e.func, cst.Attribute) and not e.args:
             return _typed(self.eval(e.func.value, env, cls))     # `x.dim()`: its number of dimensions
         if last in SIZE_ATTRS and isinstance(e.func, cst.Attribute):
@@ -1164,7 +1215,8 @@ class RankTaint:
                 return stream
             # a loader over a per-rank value (`DataLoader(samples[rank::world])`): its batch count is the value's,
             # below
-        out = self.eval(e.func.value, env, cls) if isinstance(e.func, cst.Attribute) else None
+        # a method of a display (`xs.index(v)`) returns no display
+        out = undisplayed(self.eval(e.func.value, env, cls)) if isinstance(e.func, cst.Attribute) else None
         if out is not None and out.stream:
             out = replace(out, stream=False)    # `it.__next__()`: what is drawn from a loader is a batch
         if out is not None and out.batch and last in _VALUE_METHODS:
