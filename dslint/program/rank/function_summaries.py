@@ -914,27 +914,17 @@ class ProjectTaint:
                 values.append((src, self._enclosing_info(src, info), default))
             params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
             at = params.index(param) if param in params else None
-            for other in self._files_calling_function(src, info):
-                for call in other.facts.calls:
-                    if call.attr != info.name:
-                        continue
-                    caller = other.facts.functions.get(call.scope)
-                    hit = self.function_info(self.call_source(other, call.callee, caller.class_name if caller else None,
-                                                              scope=call.scope))
-                    if hit is None or hit[1] is not info:
-                        continue
-                    if any(a.star for a in call.node.args):
-                        out = None
-                        break
-                    positional = [a for a in call.node.args if a.keyword is None]
-                    arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == param),
-                               None)
-                    if arg is None and at is not None and at < len(positional):
-                        arg = positional[at].value
-                    if arg is not None:
-                        values.append((other, caller, arg))
-                if out is None:
+            for other, call, caller in self._calls_of(src, info):
+                if any(a.star for a in call.node.args):
+                    out = None
                     break
+                positional = [a for a in call.node.args if a.keyword is None]
+                arg = next((a.value for a in call.node.args if a.keyword is not None and a.keyword.value == param),
+                           None)
+                if arg is None and at is not None and at < len(positional):
+                    arg = positional[at].value
+                if arg is not None:
+                    values.append((other, caller, arg))
             for other, scope_info, value in values if out is not None else ():
                 found = self._function_value(other, scope_info, value, depth)
                 if found is None:

@@ -17,7 +17,7 @@ and its bases, `ProjectTaint._class_family`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Protocol, Sequence
 
 import libcst as cst
 
@@ -37,12 +37,7 @@ class CallGraph(Protocol):
 
     def count_calls_named(self, name: str) -> int: ...
 
-    def _files_calling_function(self, src: "PythonSource", info: FunctionInfo) -> Iterable["PythonSource"]: ...
-
-    def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True,
-                    scope: Optional[str] = None) -> Optional[tuple["PythonSource", str]]: ...
-
-    def function_info(self, source: Optional[tuple["PythonSource", str]]) -> Optional[tuple["PythonSource", Any]]: ...
+    def _calls_of(self, src: "PythonSource", info: FunctionInfo) -> list: ...
 
 Domain = frozenset
 
@@ -251,27 +246,19 @@ def entry_domain(analysis: CallGraph, src: "PythonSource", info: FunctionInfo, a
     subject = f"self.{attr}"
     reached: set = set()
     callers = 0
-    for other in analysis._files_calling_function(src, info):
-        for call in other.facts.calls:
-            if call.attr != info.name:
-                continue
-            caller = other.facts.functions.get(call.scope)
-            cls = caller.class_name if caller else None
-            hit = analysis.function_info(analysis.call_source(other, call.callee, cls, scope=call.scope))
-            if hit is None or hit[1] is not info:
-                continue
-            callers += 1
-            here = domain
-            if caller is not None and call.callee == f"self.{info.name}":
-                path = _path_to(_statements(caller.node.body), call.node, ()) or ()
-                for links, at in path:
-                    for i, link in enumerate(links):
-                        if i > at:
-                            break
-                        here = narrow(here, link.test, subject, i == at)
-            reached |= here
-            if reached == domain:
-                break
+    for _, call, caller in analysis._calls_of(src, info):
+        callers += 1
+        here = domain
+        if caller is not None and call.callee == f"self.{info.name}":
+            path = _path_to(_statements(caller.node.body), call.node, ()) or ()
+            for links, at in path:
+                for i, link in enumerate(links):
+                    if i > at:
+                        break
+                    here = narrow(here, link.test, subject, i == at)
+        reached |= here
+        if reached == domain:
+            break
     memo[key] = frozenset(reached) if callers else domain
     return memo[key]
 
@@ -415,15 +402,6 @@ def _call_sites(analysis: CallGraph, src: "PythonSource", info: FunctionInfo) ->
     memo = analysis.__dict__.setdefault("_domain_call_sites", {})
     key = (id(src), info.qualname)
     if key not in memo:
-        out = []
-        for other in analysis._files_calling_function(src, info):
-            for call in other.facts.calls:
-                if call.attr != info.name:
-                    continue
-                caller = other.facts.functions.get(call.scope)
-                cls = caller.class_name if caller else None
-                hit = analysis.function_info(analysis.call_source(other, call.callee, cls, scope=call.scope))
-                if hit is not None and hit[1] is info:
-                    out.append((other, call))
+        out = [(other, call) for other, call, _ in analysis._calls_of(src, info)]
         memo[key] = out
     return memo[key]
