@@ -7,6 +7,7 @@ import os
 import select
 import subprocess
 import sys
+import tempfile
 import time
 
 from tests.conftest import REPO
@@ -33,7 +34,10 @@ def _run(root, *args, tty: bool, after: str = "0"):
         out = subprocess.run(cmd, capture_output=True, env=env, timeout=300)
         return out.returncode, out.stdout.decode(), out.stderr.decode()
     leader, follower = os.openpty()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL, env=env)
+    # stdout into a file, not a pipe: nobody reads a pipe while stderr is drained below, and a report past the
+    # pipe's buffer (64 KiB: a SARIF log with every rule's help) would block the process forever
+    out_file = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdout=out_file, stderr=follower, stdin=subprocess.DEVNULL, env=env)
     os.close(follower)
     err = b""
     deadline = time.monotonic() + 300
@@ -49,8 +53,10 @@ def _run(root, *args, tty: bool, after: str = "0"):
             err += chunk
         elif proc.poll() is not None:
             break
-    stdout = proc.stdout.read().decode()
     proc.wait(timeout=60)
+    out_file.seek(0)
+    stdout = out_file.read().decode()
+    out_file.close()
     os.close(leader)
     return proc.returncode, stdout, err.decode(errors="replace")
 
