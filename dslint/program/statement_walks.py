@@ -341,3 +341,44 @@ def names_reached(flows, reached: set[str]) -> set[str]:
                 reached |= bound
                 changed = True
     return reached
+
+
+def own_nodes(func: cst.CSTNode):
+    """The nodes of a function's body (or under another node), not inside the functions, lambdas and classes
+    nested in it (those nodes themselves are yielded, not their insides)."""
+    todo = list(func.body.children if isinstance(func, cst.FunctionDef) else func.children)
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        todo.extend(n.children)
+
+
+def ends_in_exit(stmt: cst.CSTNode) -> bool:
+    """Does control never fall off the end of this statement (the last of a body): a `return`/`raise`, or an
+    `if`/`elif`/`else` chain every branch of which ends so?"""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Raise)) for s in stmt.body)
+    if isinstance(stmt, cst.If):
+        if stmt.orelse is None or not stmt.body.body:
+            return False
+        other = [stmt.orelse] if isinstance(stmt.orelse, cst.If) else list(stmt.orelse.body.body)
+        return bool(other) and ends_in_exit(stmt.body.body[-1]) and ends_in_exit(other[-1])
+    return False
+
+
+def in_loop_or_handler(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Does a loop or an `except` handler under `root` (not inside a nested function) hold `node`? (Which pass,
+    or which exception, reaches it may differ per process.)"""
+    def search(n: cst.CSTNode, inside: bool):
+        if n is node:
+            return inside
+        for child in n.children:
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            found = search(child, inside or isinstance(child, (cst.For, cst.While, cst.ExceptHandler)))
+            if found is not None:
+                return found
+        return None
+    return bool(search(root, False))

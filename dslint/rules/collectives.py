@@ -225,10 +225,7 @@ def _interactive_clue(h: Hazard, ctx: RuleContext, diag: Diagnostic) -> None:
     if _prompts_from_terminal(h, ctx):
         what, at, where = "its prompts are typed on the terminal (`input()`)", None, None
     else:
-        try:
-            served = ctx.program.web_ui_server(ctx.source)
-        except Exception:
-            served = None
+        served = ctx.program.web_ui_server(ctx.source)
         if served is None:
             return
         where, at = served

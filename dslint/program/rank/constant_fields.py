@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import dotted_name
-from dslint.program.rank.nullness import _store_targets, _walk_own
-from dslint.program.statement_walks import iter_assigns
+from dslint.program.rank.nullness import _store_targets
+from dslint.program.statement_walks import iter_assigns, own_nodes
 from dslint.sources.literals import UNKNOWN, literal_value
 
 _OTHER_STORES = re.compile(r"\.([A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)=|:[^=\n]*=)")
@@ -71,7 +71,7 @@ def _file_stores(src: "PythonSource") -> tuple[dict, set]:
     owner: dict[int, object] = {}
     for info in src.facts.functions.values():
         if info.name == "__init__" and info.class_name is not None:
-            for node in _walk_own(info.node):
+            for node in own_nodes(info.node):
                 if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                     owner[id(node)] = info
     stores: dict = {}

@@ -20,7 +20,7 @@ import libcst as cst
 
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.program.rank.reaching_ranks import FlowWalk
-from dslint.program.statement_walks import iter_assigns, iter_returns
+from dslint.program.statement_walks import ends_in_exit, in_loop_or_handler, iter_assigns, iter_returns, own_nodes
 
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
@@ -98,7 +98,7 @@ def none_follows(program: Program, src: "PythonSource", info: FunctionInfo) -> O
     if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Raise))
                                                               for s in last.body)):
         return None
-    if any(isinstance(n, cst.Yield) for n in _walk_own(info.node)):
+    if any(isinstance(n, cst.Yield) for n in own_nodes(info.node)):
         return None
     params = set(info.params)
     followed: set[str] = set()
@@ -113,7 +113,7 @@ def none_follows(program: Program, src: "PythonSource", info: FunctionInfo) -> O
         followed.add(kept)
     for name in followed:
         # every other binding of the parameter is a slice or a device move of itself
-        for node in _walk_own(info.node):
+        for node in own_nodes(info.node):
             if isinstance(node, (cst.For, cst.With, cst.AugAssign, cst.NamedExpr, cst.AnnAssign)) and \
                     _binds_anywhere(node, name):
                 return None
@@ -145,7 +145,7 @@ def _returns_object(program: Program, src: "PythonSource", info: FunctionInfo, d
     memo[info.qualname] = False         # recursion: not known
     body = info.node.body
     stmts = list(body.body) if isinstance(body, cst.IndentedBlock) else []
-    if any(isinstance(n, (cst.Yield,)) for n in _walk_own(info.node)) or _declares_object(info.node):
+    if any(isinstance(n, (cst.Yield,)) for n in own_nodes(info.node)) or _declares_object(info.node):
         memo[info.qualname] = True      # a generator function returns a generator object; `-> Engine` an engine
         return True
     returns = list(iter_returns(body))
@@ -166,7 +166,7 @@ def _local_object(program: Program, src: "PythonSource", info: FunctionInfo, val
     bound = [node.value for node in iter_assigns(info.node.body) for t in node.targets
              if isinstance(t.target, cst.Name) and t.target.value == value.value]
     if not bound or any(isinstance(node, (cst.For, cst.With, cst.AugAssign, cst.NamedExpr, cst.AnnAssign))
-                        and _binds(node, value.value) for node in _walk_own(info.node)):
+                        and _binds(node, value.value) for node in own_nodes(info.node)):
         return False
     return all(never_none(program, src, v, info.class_name, depth) for v in bound)
 
@@ -183,17 +183,6 @@ def _walk_all(node: cst.CSTNode):
     while todo:
         n = todo.pop()
         yield n
-        todo.extend(n.children)
-
-
-def _walk_own(func: cst.FunctionDef):
-    """The nodes of a function's body, not of the functions, lambdas and classes nested in it."""
-    todo = list(func.body.children)
-    while todo:
-        n = todo.pop()
-        yield n
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
         todo.extend(n.children)
 
 
@@ -220,11 +209,11 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
         for info in where.facts.functions.values():
             if info.class_name != owner:
                 continue
-            own = {id(n) for n in _walk_own(info.node)}
+            own = {id(n) for n in own_nodes(info.node)}
             if any(isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and id(n) not in own and any(
                     dotted_name(t) == target for t in _store_targets(n)) for n in _walk_all(info.node.body)):
                 return False            # stored by a function nested in the method: when, not known here
-            for node in _walk_own(info.node):
+            for node in own_nodes(info.node):
                 if isinstance(node, (cst.AugAssign, cst.AnnAssign)) and dotted_name(node.target) == target:
                     return False
                 if not isinstance(node, cst.Assign):
@@ -657,7 +646,7 @@ def returns_none_uniformly(program: Program, src: "PythonSource", call: cst.Call
         return False
     other, info = hit
     if not isinstance(info.node.body, cst.IndentedBlock) or not info.node.body.body or \
-            not _ends_in_exit(info.node.body.body[-1]):
+            not ends_in_exit(info.node.body.body[-1]):
         return False
     returns = list(iter_returns(info.node.body))
     params = set(info.params)
@@ -674,18 +663,8 @@ def returns_none_uniformly(program: Program, src: "PythonSource", call: cst.Call
             return False
     if not nones:
         return False
-    return all(not _inside_loop_or_handler(info.node, r) and not guarded(program, other, info, r) for r in nones)
+    return all(not in_loop_or_handler(info.node.body, r) and not guarded(program, other, info, r) for r in nones)
 
-
-def _ends_in_exit(stmt: cst.CSTNode) -> bool:
-    if isinstance(stmt, cst.SimpleStatementLine):
-        return any(isinstance(s, (cst.Return, cst.Raise)) for s in stmt.body)
-    if isinstance(stmt, cst.If):
-        if stmt.orelse is None or not stmt.body.body:
-            return False
-        other = [stmt.orelse] if isinstance(stmt.orelse, cst.If) else list(stmt.orelse.body.body)
-        return bool(other) and _ends_in_exit(stmt.body.body[-1]) and _ends_in_exit(other[-1])
-    return False
 
 
 def _may_be_none(info: FunctionInfo, value: cst.BaseExpression, params: set) -> bool:
@@ -697,7 +676,7 @@ def _may_be_none(info: FunctionInfo, value: cst.BaseExpression, params: set) -> 
         return False
     if value.value == "None" or value.value in params:
         return True
-    for node in _walk_own(info.node):
+    for node in own_nodes(info.node):
         if isinstance(node, cst.Assign) and _binds_anywhere(node, value.value):
             plain = all(isinstance(t.target, cst.Name) for t in node.targets)
             if not plain or _may_be_none(info, node.value, set()) or isinstance(node.value, cst.Name):
@@ -706,17 +685,3 @@ def _may_be_none(info: FunctionInfo, value: cst.BaseExpression, params: set) -> 
             return True
     return False
 
-
-def _inside_loop_or_handler(root: cst.CSTNode, node: cst.CSTNode) -> bool:
-    """Does a loop or an `except` handler of `root` (not of a nested function) hold `node`?"""
-    def search(n: cst.CSTNode, inside: bool) -> Optional[bool]:
-        if n is node:
-            return inside
-        for child in n.children:
-            if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            found = search(child, inside or isinstance(child, (cst.For, cst.While, cst.ExceptHandler)))
-            if found is not None:
-                return found
-        return None
-    return bool(search(root.body, False))

@@ -33,6 +33,7 @@ import libcst as cst
 
 from dslint.program.process_groups import DP, PP, TP, CP, EP, EDP, resolve_group
 from dslint.program.facts import dotted_name
+from dslint.program.statement_walks import ends_in_exit, iter_assigns, name_nodes, own_nodes
 from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
@@ -269,7 +270,7 @@ def _helper_paths(taint: "RankTaint", src: "PythonSource", info, depth: int) -> 
         if paths is None:
             return None
         out |= paths
-    if isinstance(body, cst.IndentedBlock) and body.body and _returns_at_end(body.body[-1]):
+    if isinstance(body, cst.IndentedBlock) and body.body and ends_in_exit(body.body[-1]):
         falls_off = False
     if falls_off:
         return None                 # an implicit None: not a position
@@ -290,18 +291,6 @@ def _collect(node: cst.CSTNode, out: list, inside: bool = False) -> None:
         _collect(child, out, inside or isinstance(child, (cst.For, cst.While, cst.ExceptHandler)))
 
 
-def _returns_at_end(stmt: cst.CSTNode) -> bool:
-    if isinstance(stmt, cst.SimpleStatementLine):
-        return any(isinstance(s, (cst.Return, cst.Raise)) for s in stmt.body)
-    if isinstance(stmt, cst.If):
-        if stmt.orelse is None:
-            return False
-        last = stmt.body.body[-1] if stmt.body.body else None
-        other = stmt.orelse.body if isinstance(stmt.orelse, cst.If) else \
-            (stmt.orelse.body.body[-1] if stmt.orelse.body.body else None)
-        return last is not None and other is not None and _returns_at_end(last) and _returns_at_end(other)
-    return False
-
 
 def _bound_to(taint: "RankTaint", name: str, value: cst.CSTNode) -> bool:
     """Is `name` bound by `name = value` (this very node: the call is the whole value, not a part of it)?"""
@@ -309,7 +298,7 @@ def _bound_to(taint: "RankTaint", name: str, value: cst.CSTNode) -> bool:
     memo = memos.get(id(taint.src))
     if memo is None:
         memo = memos[id(taint.src)] = {}
-        for node in _assigns(taint.src.module):
+        for node in iter_assigns(taint.src.module):
             if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 memo[id(node.value)] = node.targets[0].target.value
     return memo.get(id(value)) == name
@@ -321,43 +310,31 @@ def _single_binding(taint: "RankTaint", scope: Optional[str], name: str) -> Opti
     info = taint.facts.functions.get(scope) if scope else None
     if info is None or name in info.params:
         return None
-    values = [node.value for node in _assigns(info.node.body, own=True)
+    values = [node.value for node in _own_assigns(info.node.body)
               if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)]
-    bound_elsewhere = any(_binds_otherwise(node, name) for node in _nodes(info.node.body))
+    bound_elsewhere = any(_binds_otherwise(node, name) for node in own_nodes(info.node))
     if len(values) != 1 or bound_elsewhere or len(_assigns_to(info.node.body, name)) != 1:
         return None
     return values[0] if isinstance(values[0], cst.Call) else None
 
 
-def _assigns(node: cst.CSTNode, own: bool = False):
-    for current in _nodes(node, own):
-        if isinstance(current, cst.Assign):
-            yield current
-
-
-def _nodes(node: cst.CSTNode, own: bool = True):
-    """Every node under `node`; `own`: not inside nested functions, classes or lambdas."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(c for c in current.children
-                     if not (own and isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda))))
+def _own_assigns(body: cst.CSTNode) -> list:
+    """The `=` statements of a body, not of the functions, lambdas and classes nested in it."""
+    return [n for n in own_nodes(body) if isinstance(n, cst.Assign)]
 
 
 def _assigns_to(body: cst.CSTNode, name: str) -> list:
-    return [n for n in _assigns(body, own=True)
+    return [n for n in _own_assigns(body)
             if any(isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets)] + \
-        [n for n in _assigns(body, own=True) for t in n.targets
-         if not isinstance(t.target, cst.Name) and any(isinstance(x, cst.Name) and x.value == name
-                                                       for x in _nodes(t.target, own=True))]
+        [n for n in _own_assigns(body) for t in n.targets
+         if not isinstance(t.target, cst.Name) and any(x.value == name for x in name_nodes(t.target))]
 
 
 def _binds_otherwise(node: cst.CSTNode, name: str) -> bool:
     """A binding of `name` other than a plain `=`: augmented or annotated assignment, a loop or `with` target, a
     walrus, `global`/`nonlocal`, an import."""
     def named(target) -> bool:
-        return target is not None and any(isinstance(x, cst.Name) and x.value == name for x in _nodes(target))
+        return target is not None and any(x.value == name for x in name_nodes(target))
     if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
         return named(node.target)
     if isinstance(node, (cst.For, cst.CompFor)):
