@@ -575,7 +575,11 @@ class CollectiveSites:
             if last == "save_model":
                 return self._forward_site(src, call, "trainer", "Trainer.save_model gathers ZeRO-3 partitions")
         if last in ENGINE_ALWAYS and (owner_role == "engine" or last in ("save_checkpoint", "load_checkpoint")
-                                      and owner is not None and "deepspeed" in src.text):
+                                      and owner is not None and "deepspeed" in src.text
+                                      and self.taint.call_source(src, callee, cls) is None):
+            # an owner of unknown role is taken for an engine only where the call runs no checked function: a
+            # class's own `save_checkpoint` (or an instance's, through its constructor) is followed like any
+            # other function below, and is collective only if its body reaches a collective
             return Site(call, src, ENGINE_ALWAYS[last], True, "engine", evidence=self._bound_engines(src, owner))
         if last in ENGINE_Z3 and owner_role == "engine":
             return self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions")
