@@ -1156,6 +1156,14 @@ class RankTaint:
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
+            if isinstance(hit, Origin) and last == "enumerate" and not hit.stream and hit.elements is None and \
+                    (hit.kind in TRIP_COUNT_KINDS or hit.kind == "derived"):
+                # (step, item): the step counts the passes made so far, the same number at any pass on every rank
+                # that makes it. Over this rank's share (kinds of TRIP_COUNT_KINDS) a differing trip count is the
+                # loop's own hazard (`FlowWalk.loop`); over a "derived" value nothing says the length follows the
+                # rank, so the passes, and their count, go alike. Over anything else (the items a function draws
+                # from a loader, filtered by their content) the passes made may differ: the step stays the items'
+                return replace(hit, elements=(None, hit))
             if hit is not None and hit.stream:
                 if last == "enumerate":     # (step, batch): the step counts alike on every rank
                     return replace(hit, elements=(None, replace(hit, stream=False)))
