@@ -92,7 +92,7 @@ class FlowWalk:
         # len(xs) on this rank (`n = torch.tensor([len(xs)])`), ("gathered", xs) every rank's len(xs) (filled by
         # all_gather_object), ("max", xs) at least len(xs) on every rank (an all_reduce MAX of a "len" tensor, the
         # max of a "gathered" list): padding xs to it gives every rank the same length (`_padded_to`)
-        self._lengths: dict[str, tuple[str, str]] = {}
+        self._lengths: dict[str, tuple] = {}   # also ("floor", (xs, n)) and ("multiple", n): `_floor_multiple`
         self._stmt_names: dict[int, Counter] = {}       # id(statement) -> its names counted (`_item_binding`)
 
     # --- hooks ---------------------------------------------------------------------------------------
@@ -159,6 +159,17 @@ class FlowWalk:
         for _ in range(8):
             if isinstance(e, cst.Name):
                 return self._lengths.get(e.value)
+            if isinstance(e, cst.BinaryOperation):
+                return _floor_multiple(e)
+            if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Slice):
+                # `xs[:k]` with k = len(xs) rounded down to a multiple of n: a length that is a multiple of n
+                cut = e.slice[0].slice
+                if cut.lower is None or literal_value(cut.lower) == 0:
+                    if cut.step is None and cut.upper is not None:
+                        fact = self._length_fact(cut.upper)
+                        if fact is not None and fact[0] == "floor" and fact[1][0] == code_of(e.value, 400):
+                            return "multiple", fact[1][1]
+                return None
             if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
                     literal_value(e.slice[0].slice.value) in (0, -1):
                 e = e.value
@@ -190,6 +201,20 @@ class FlowWalk:
                 return fact if fact is not None and fact[0] == "len" else None
             return None
         return None
+
+    def _equal_shares(self, call: cst.Call) -> bool:
+        """`<state>.split_between_processes(xs, ...)` giving every process as many items: `apply_padding=True`
+        (accelerate pads the shares with the last item), or `xs` of a length that is a multiple of
+        `<state>.num_processes` (`_length_fact` "multiple")."""
+        if any(a.keyword is not None and a.keyword.value == "apply_padding" and literal_value(a.value) is True
+               for a in call.args):
+            return True
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if not positional or not isinstance(call.func, cst.Attribute):
+            return False
+        fact = self._length_fact(positional[0])
+        return fact is not None and fact[0] == "multiple" and \
+            fact[1] == code_of(call.func.value, 400) + ".num_processes"
 
     def _note_lengths(self, call: cst.Call) -> None:
         """A collective over a list's length (`_lengths`): `all_reduce(t, op=ReduceOp.MAX)` of a "len" tensor makes
@@ -377,7 +402,11 @@ class FlowWalk:
                 if item.asname is not None:
                     origin = self.eval(item.item)
                     if isinstance(item.item, cst.Call) and _last_attr(item.item.func) == "split_between_processes":
-                        origin = Origin("shard", item.item, self.taint.src)
+                        # this process's share of the list: as many items on every process when the call pads
+                        # them (`apply_padding=True`) or the list's length is a multiple of the process count
+                        # (`xs = xs[:len(xs) - len(xs) % state.num_processes]`): per-rank values, one count ("derived")
+                        origin = Origin("derived" if self._equal_shares(item.item) else "shard", item.item,
+                                        self.taint.src)
                     self.bind(item.asname.name, None, origin)
             return self.block(_body(node.body), guards)
         if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
@@ -419,6 +448,8 @@ class FlowWalk:
                 fact = self._length_fact(node.value)
                 if fact is not None:
                     self._lengths[node.targets[0].target.value] = fact
+                elif self._lengths.get(node.targets[0].target.value, ("",))[0] in ("floor", "multiple"):
+                    del self._lengths[node.targets[0].target.value]     # rebound: what it said is gone
             if origin is not None and isinstance(node.value, cst.IfExp) and len(node.targets) == 1 and \
                     isinstance(node.targets[0].target, cst.Name):
                 self._correlate_choice(node.targets[0].target.value, node.value, origin)
@@ -1463,6 +1494,31 @@ class _Effect:
             counts = {self.trip(a.value) for a in args} - {None}
             return counts.pop() if len(counts) == 1 else None
         return None
+
+
+def _len_of(e: cst.BaseExpression) -> Optional[str]:
+    """`len(xs)`: the code of xs."""
+    if isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value == "len" and len(e.args) == 1 and \
+            e.args[0].keyword is None and not e.args[0].star:
+        return code_of(e.args[0].value, 400)
+    return None
+
+
+def _floor_multiple(e: cst.BinaryOperation) -> Optional[tuple[str, tuple[str, str]]]:
+    """`len(xs) - len(xs) % n` or `len(xs) // n * n` (either factor order): len(xs) rounded down to a multiple of
+    n, ("floor", (xs, n))."""
+    if isinstance(e.operator, cst.Subtract) and isinstance(e.right, cst.BinaryOperation) and \
+            isinstance(e.right.operator, cst.Modulo):
+        xs = _len_of(e.left)
+        if xs is not None and _len_of(e.right.left) == xs:
+            return "floor", (xs, code_of(e.right.right, 400))
+    if isinstance(e.operator, cst.Multiply):
+        for part, n in ((e.left, e.right), (e.right, e.left)):
+            if isinstance(part, cst.BinaryOperation) and isinstance(part.operator, cst.FloorDivide):
+                xs = _len_of(part.left)
+                if xs is not None and code_of(part.right, 400) == code_of(n, 400):
+                    return "floor", (xs, code_of(n, 400))
+    return None
 
 
 def _mutates(node: cst.CSTNode, name: str) -> bool:
