@@ -202,3 +202,28 @@ def plugin_program(view, src: "PythonSource") -> list[tuple["PythonSource", obje
         return []
     memo[id(src)] = loads
     return loads
+
+
+def load_dependencies(run, files) -> list:
+    """What `plugin_program` may read of the run beyond a context's own files, for the result cache's key: the
+    scripts that may load one of `files` by a computed name (by text: they call `import_module`/`__import__` and
+    the file lies in or under their folder), the files and launcher scripts of the units reaching them, and the
+    modules they may load besides (every file in or under their folder). Decided on paths and texts: nothing is
+    parsed."""
+    out: dict[int, object] = {}
+    loaders = [s for s in run.python if "import_module" in s.text or "__import__" in s.text]
+    for loader in loaders:
+        folder = posixpath.dirname(norm_path(loader.path))
+        if not any(_module_name(norm_path(f.path), folder) is not None for f in files if f is not loader):
+            continue
+        out.setdefault(id(loader), loader)
+        for unit in run.units:
+            if any(f is loader for f in unit.files):
+                for f in unit.files:
+                    out.setdefault(id(f), f)
+                for sh, _ in unit.launches:
+                    out.setdefault(id(sh), sh)
+        for module in run.python:
+            if _module_name(norm_path(module.path), folder) is not None:
+                out.setdefault(id(module), module)
+    return list(out.values())
