@@ -85,9 +85,8 @@ def plugin_clues(program: "Program", src: "AnySource") -> list[Clue]:
     group (`plugins.plugin_program`: no launcher line of several processes, no `init_process_group` /
     `deepspeed.initialize` / Accelerator / Trainer in it or reached from the module), the clues that say so -- a
     collective there has no other rank to wait on (issue 30, single-process-tool). Empty otherwise."""
-    from dslint.program.plugins import plugin_program
     try:
-        loads = plugin_program(program.view, src)
+        loads = program.plugin_program(src)
     except Exception:
         return []
     if not loads:

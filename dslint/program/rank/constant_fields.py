@@ -163,17 +163,22 @@ def _key(value):
 
 def _setting_key(program, src: "PythonSource", scope: str, expr: cst.BaseExpression):
     """The value key of `expr` evaluated in `scope` of `src` when it is the same on every object and every rank
-    (a literal, or a *setting*: `_setting_text`, uniform by the lattice), else None."""
+    (a literal, or a *setting*: `_setting_text`, each expression it reads -- `expr` and the value of each local it
+    goes through -- uniform by the rank taint), else None."""
     held = _literal_key(expr)
     if held is not None:
         return held
     info = src.facts.functions.get(scope)
-    text = _setting_text(src, info, expr, _local_bindings(info), 0)
+    read: list = []
+    text = _setting_text(src, info, expr, _local_bindings(info), 0, read)
     if text is None:
         return None
-    from dslint.program.rank.lattice import Uniform, uniformity
     try:
-        if not isinstance(uniformity(program.project, src, expr, scope), Uniform):
+        taint = program.taint(src)
+        env = {**program.globals_for(src, info), **program.param_taint(src, info)} if info is not None else \
+            program.module_env(src)
+        cls = info.class_name if info is not None else None
+        if any(taint.eval(e, env, cls) is not None for e in read):
             return None
     except Exception:
         return None
@@ -231,25 +236,30 @@ def _names_in(target) -> list[str]:
     return []
 
 
-def _setting_text(src: "PythonSource", info, expr: cst.BaseExpression, local: dict, depth: int) -> Optional[str]:
+def _setting_text(src: "PythonSource", info, expr: cst.BaseExpression, local: dict, depth: int,
+                  read: list) -> Optional[str]:
     """A text naming what `expr` computes when it reads only module-level names (by what they resolve to) and
     locals bound once to such an expression, through attributes, calls, literal subscripts and operators -- the
     same on every object the constructor builds; None when it reads a parameter, a loop variable or another
-    local bound per construction, or is of another form."""
+    local bound per construction, or is of another form. `read` collects `expr` and the values of the locals
+    it goes through (what must be uniform)."""
     if depth > 4:
         return None
+    if depth == 0 or isinstance(expr, cst.Call):
+        read.append(expr)
     held = _literal_key(expr)
     if held is not None:
         return repr(held)
 
     def sub(e) -> Optional[str]:
-        return _setting_text(src, info, e, local, depth + 1)
+        return _setting_text(src, info, e, local, depth + 1, read)
 
     if isinstance(expr, cst.Name):
         bound = local.get(expr.value)
         if bound is _MANY:
             return None
         if bound is not None:
+            read.append(bound)
             return sub(bound)
         return src.facts.resolve(expr.value) or expr.value
     if isinstance(expr, cst.Attribute):
