@@ -291,26 +291,46 @@ def _setting_text(src: "PythonSource", info, expr: cst.BaseExpression, local: di
 
 def _passed(program, cls: str, param: str, at: int) -> Optional[list]:
     """The value keys (`_setting_key`) of what the calls found in the checked files pass for the constructor
-    parameter `param` of class `cls` -- a keyword of that name or the argument at its position, in a
-    construction of `cls` or of a class derived from it that has no constructor of its own, or in a constructor
-    call (`super().__init__(...)`, `Base.__init__(self, ...)`) of a class derived from `cls`; None when one may
-    pass it unseen (a starred argument) or passes a value not the same on every object."""
-    derived = _derived(program, cls)
-    constructing = {cls, *(name for name, own in derived.items() if not own)}
+    parameter `param` of class `cls` -- a keyword of that name or the argument at its position, in a call that
+    runs `cls.__init__`: a construction of `cls` or of a derived class whose nearest constructor is `cls`'s, or a
+    constructor call of a derived class (`super().__init__(...)`, `Base.__init__(self, ...)`) that reaches it
+    (`super()` in a class whose next constructor is another derived class's passes that one's parameters); None
+    when one may pass it unseen (a starred argument) or passes a value not the same on every object."""
+    family = _derived(program, cls)
+
+    def constructor(name: Optional[str], depth: int = 0) -> Optional[str]:
+        """The class whose `__init__` a call of class `name`'s constructor runs, within the family."""
+        if name == cls:
+            return cls
+        if name not in family or depth > 20:
+            return None
+        own, bases = family[name]
+        if own:
+            return name
+        return next((c for c in (constructor(b, depth + 1) for b in bases) if c is not None), None)
+
     out: list = []
     for src in program.project.python:
-        if src.outline is None or not any(name in src.text for name in (cls, *derived)):
+        if src.outline is None or not any(name in src.text for name in (cls, *family)):
             continue
         for call in src.facts.calls:
             func = call.node.func
             caller = src.facts.functions.get(call.scope)
             owner = caller.class_name if caller is not None else None
             if isinstance(func, cst.Attribute) and func.attr.value == "__init__":
-                # `super().__init__(...)` (no callee resolves) or `Base.__init__(self, ...)`, which passes `self`
-                if owner is None or owner not in derived:
-                    continue
-                skip = 0 if isinstance(func.value, cst.Call) else 1
-            elif call.attr in constructing:
+                if isinstance(func.value, cst.Call):
+                    # `super().__init__(...)` (no callee resolves): the next constructor after the owner's class
+                    if owner not in family or \
+                            next((c for c in map(constructor, family[owner][1]) if c is not None), None) != cls:
+                        continue
+                    skip = 0
+                else:
+                    # `Base.__init__(self, ...)`, which passes `self` positionally
+                    base = dotted_name(func.value)
+                    if owner not in family or base is None or constructor(base.rsplit(".", 1)[-1]) != cls:
+                        continue
+                    skip = 1
+            elif call.attr is not None and constructor(call.attr) == cls:
                 skip = 0
             else:
                 continue
@@ -328,10 +348,10 @@ def _passed(program, cls: str, param: str, at: int) -> Optional[list]:
     return out
 
 
-def _derived(program, cls: str) -> dict[str, bool]:
+def _derived(program, cls: str) -> dict[str, tuple[bool, tuple[str, ...]]]:
     """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
-    whether it defines its own `__init__`."""
-    out: dict[str, bool] = {}
+    whether it defines its own `__init__` and the last names of its bases, in order."""
+    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
     todo = [cls]
     while todo:
         base = todo.pop()
@@ -341,7 +361,8 @@ def _derived(program, cls: str) -> dict[str, bool]:
             for info in src.facts.classes.values():
                 if info.name in out or info.name == cls:
                     continue
-                if any(b.rsplit(".", 1)[-1] == base for b in info.bases):
-                    out[info.name] = "__init__" in info.methods
+                bases = tuple(b.rsplit(".", 1)[-1] for b in info.bases)
+                if base in bases:
+                    out[info.name] = ("__init__" in info.methods, bases)
                     todo.append(info.name)
     return out
