@@ -221,3 +221,19 @@ def test_views_of_many_units_share_the_runs_indexes_and_answer_as_their_own():
     # a view the program model does not hold every file of (built by hand) keeps its own index
     alone = ProjectView([make_source(Path("x.py"), "x.py", "python", "dist = 1\n")], program=program, run_view=run)
     assert alone._shared_identifiers is None and [s.path for s in alone.using_identifier("dist")] == ["x.py"]
+
+
+def test_editing_the_script_that_loads_a_plugin_reanalyses_the_plugin(tmp_path, monkeypatch):
+    """A plugin module's rank hazards are unproven while the script that loads it by a computed name creates no
+    process group (dslint.program.plugins); that script is no file of the plugin's context, so the result cache
+    keys the plugin by it too: creating the group there shows the finding again."""
+    fixture = Path(__file__).parent / "fixtures" / "static" / "units"
+    for name in ("convert.py", "convert_loader_megatron.py"):
+        (tmp_path / name).write_text((fixture / "plugin_tool_one_process" / name).read_text())
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(root=tmp_path)
+    first = Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
+    assert [f.code for f in first.findings] == []
+    (tmp_path / "convert.py").write_text((fixture / "plugin_tool_process_group" / "convert.py").read_text())
+    second = Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
+    assert [(f.path, f.code) for f in second.findings] == [("convert_loader_megatron.py", "DSL101")]

@@ -117,6 +117,7 @@ class RuleRun:
         ctx = RuleContext(source, project)
         one_process = None
         one_run = None          # the clues of a program started only by plain `python x.py` commands
+        plugin_run = None       # the clues of a plugin module of a program that creates no process group
         for rule in self.rules:
             if source.kind not in rule.kinds or (broken and rule.code != "DSL001"):
                 continue
@@ -137,6 +138,13 @@ class RuleRun:
                         if one_run is None:
                             from dslint.rules.evidence import one_process_clues
                             one_run = one_process_clues(ctx.program, source)
+                        if not one_run:
+                            if plugin_run is None:
+                                from dslint.rules.evidence import plugin_clues
+                                plugin_run = plugin_clues(ctx.program, source)
+                            if plugin_run:
+                                diag.proven = False
+                                diag.evidence = list(diag.evidence) + plugin_run
                         if one_run:
                             diag.proven = False
                             diag.evidence = list(diag.evidence) + one_run

@@ -86,6 +86,9 @@ class RunCache:
         context = project.program.context_of(source) if isinstance(source, PythonSource) else None
         if context is not None:
             deps = project.context_sources(context)
+            if not context.units:       # a module no unit imports may be a plugin of a script (program.plugins)
+                from dslint.program.plugins import load_dependencies
+                deps = list({id(s): s for s in (*deps, *load_dependencies(project.program, context.files))}.values())
         else:
             # a config or launcher script: the configs and launchers of the run, and the scripts that name it
             deps = [s for s in relevant if not isinstance(s, PythonSource)]

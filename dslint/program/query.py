@@ -98,6 +98,12 @@ class Program:
             return []
         return [ref for _, launch in self.view.unit_launches for ref in launch.config_paths]
 
+    def plugin_program(self, src: "PythonSource") -> list:
+        """The (loading script, call) pairs when `src` is a module loaded by a computed name in a program that
+        creates no process group (`dslint.program.plugins.plugin_program`); empty otherwise."""
+        from dslint.program.plugins import plugin_program
+        return plugin_program(self.view, src)
+
     def python_runs_only(self, src: "PythonSource") -> list:
         """(shell, run) of the plain `python x.py` commands that alone start `src`'s program (one process);
         empty where anything else may start it (`ProjectView.python_runs_only`)."""

@@ -156,7 +156,7 @@ class Rule:
     @classmethod
     def unproven_conditions(cls) -> tuple[str, ...]:
         """The conditions under which the rule's findings are unproven (hidden by default)."""
-        return cls.unproven_when + ((ONE_PROCESS_RUN,) if cls.needs_ranks or cls.code == "DSL303" else ()) + \
+        return cls.unproven_when + ((ONE_PROCESS_RUN, PLUGIN_RUN) if cls.needs_ranks or cls.code == "DSL303" else ()) + \
             ((UNREACHED,) if cls.code[:4] in ("DSL1", "DSL2", "DSL3") else ())
 
     @classmethod
@@ -181,6 +181,11 @@ FAMILY_COMPLETE = {
 ONE_PROCESS_RUN = ("the checked scripts start the program only with plain `python x.py` commands -- no launcher "
                    "line, no srun/mpirun, no rank variable or option, not in the background -- and nothing in it "
                    "spawns processes: one process")
+
+# the program fact that leaves any rank hazard of a plugin module unproven (`evidence.plugin_clues`, issue 30)
+PLUGIN_RUN = ("the module is imported by no program but loaded by a computed name (`importlib.import_module(f\"...\")`) "
+              "from a script that no launcher line of several processes starts, and no call in that program or "
+              "reached from the module creates a process group: one process")
 
 # the reachability fact that leaves any finding about code unproven (`evidence.unreached_clues`, issue 30)
 UNREACHED = ("the run has programs and none reaches the class or function holding the finding (no file "

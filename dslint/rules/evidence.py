@@ -80,6 +80,26 @@ def one_process_clues(program: "Program", src: "AnySource") -> list[Clue]:
                                  "spawning starts several processes of this program")]
 
 
+def plugin_clues(program: "Program", src: "AnySource") -> list[Clue]:
+    """Where `src` is a plugin module that a program loads by a computed name and that program creates no process
+    group (`plugins.plugin_program`: no launcher line of several processes, no `init_process_group` /
+    `deepspeed.initialize` / Accelerator / Trainer in it or reached from the module), the clues that say so -- a
+    collective there has no other rank to wait on (issue 30, single-process-tool). Empty otherwise."""
+    try:
+        loads = program.plugin_program(src)
+    except Exception:
+        return []
+    if not loads:
+        return []
+    loader, call = loads[0]
+    what = loader.path.rsplit("/", 1)[-1]
+    return [Clue("program", f"loaded by a computed name in {what} (`{call.callee}`), which no launcher line of "
+                            f"several processes starts", call.node, loader),
+            unseen("process-group", "no call in that program or reached from this module creates a process group "
+                                    "(init_process_group, deepspeed.initialize/init_distributed, an Accelerator, "
+                                    "a Trainer): one process")]
+
+
 def unreached_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
     """Where no program of the run reaches the function or class holding the finding (a vendored library's
     class that no program of the repository constructs, calls or subclasses: `Program.unreached`), the clue that

@@ -3,9 +3,15 @@
 A rank-dependent test picks *which* object a rank works on (`unwrapped_model = model[0]` on the first pipeline
 stage, `model[-1]` on the last); a field read from it (`unwrapped_model.share_word_embeddings`) varies with that
 choice only if the objects may hold different values there. When every store of the field in the checked files
-is in a constructor (`__init__`) and stores either a literal or a constructor parameter whose literal default
-no call found in the checked files overrides, and all those literals are one value, every object holds that
-value: which object a rank picks does not change what it reads.
+is in a constructor (`__init__`) and stores one value that is the same on every object -- a literal, or a
+*setting*: an expression the same on every rank (the rank-uniformity lattice) that reads no parameter, loop
+variable or other per-construction local, only module-level names and locals bound once to such an expression
+(`args = get_args()` then `not args.untie_embeddings`) -- or a constructor parameter whose default and every
+value a call found in the checked files passes (a construction of the class or of a derived class without its
+own constructor, a `super().__init__(...)` / `Base.__init__(self, ...)` of a derived class) are such values, and
+all those values are one, every object holds that value: which object a rank picks does not change what it
+reads. Values differing per class (a subclass passing `False` where the base defaults to `True`) or per
+construction (`share=(i == 0)` in a loop) leave the field varying with the choice.
 
 The stores are those of an attribute of that name on any object of the checked files (a superset: the objects'
 classes are not known where the field is read); a field set another way (`setattr` by that name, or by a name
@@ -78,7 +84,8 @@ def _file_stores(src: "PythonSource") -> tuple[dict, set]:
     for node in iter_assigns(src.module):       # memoised, shared with the other analyses of the file
         for t in _store_targets(node):
             if isinstance(t, cst.Attribute):
-                stores.setdefault(t.attr.value, []).append(_describe(node, t.attr.value, owner.get(id(node))))
+                found = _describe(node, t.attr.value, owner.get(id(node)))
+                stores.setdefault(t.attr.value, []).append(found + (src,) if found and found[0] == "expr" else found)
     # `x.f += 1`, `x.f: int = 0`: set another way (found on the text, a superset: a match in a string or a
     # comment only makes the field not constant)
     for m in _OTHER_STORES.finditer(src.text):
@@ -98,9 +105,11 @@ def _file_stores(src: "PythonSource") -> tuple[dict, set]:
 
 def _describe(node: cst.CSTNode, attr: str, info) -> Optional[tuple]:
     """What a store of `attr` holds on every object: ("literal", value) for `self.f = <literal>` in an
-    `__init__`, ("param", default, class, parameter, its index after `self`) for `self.f = <parameter with a
-    literal default>` there; None for any other store (outside a constructor, `+=`, another object's field, a
-    computed value)."""
+    `__init__`, ("expr", expression, the constructor's qualified name) for another value there (a setting or
+    not: `_setting_key` decides, with the view), ("param", default, class, parameter, its index after `self`)
+    for `self.f = <parameter>` there, the default a value key, `_REQUIRED` for a parameter without one, None for
+    a default that is no literal; None for any other store (outside a constructor, `+=`, another object's field,
+    a computed value)."""
     if info is None or not isinstance(node, cst.Assign) or len(node.targets) != 1 or \
             dotted_name(node.targets[0].target) != f"self.{attr}":
         return None
@@ -109,65 +118,240 @@ def _describe(node: cst.CSTNode, attr: str, info) -> Optional[tuple]:
     value = node.value
     if isinstance(value, cst.Name) and value.value in declared:
         at, default = declared[value.value]
-        held = literal_value(default) if default is not None else UNKNOWN
-        if held is UNKNOWN or isinstance(held, (list, dict, set)):
-            return None
-        return "param", _key(held), info.class_name, value.value, at
+        return "param", _REQUIRED if default is None else _literal_key(default), info.class_name, value.value, at
+    held = _literal_key(value)
+    if held is not None:
+        return "literal", held
+    return "expr", value, info.qualname
+
+
+_REQUIRED = ("required",)
+
+
+def _literal_key(value: cst.BaseExpression):
     held = literal_value(value)
     if held is UNKNOWN or isinstance(held, (list, dict, set)):
         return None
-    return "literal", _key(held)
+    return _key(held)
 
 
 def _decide(program, attr: str) -> bool:
     stores = _stores_index(program).get(attr)
     if not stores or any(d is None for d in stores):
         return False
-    if len({d[1] for d in stores}) != 1:
-        return False
-    return all(not _overridden(program, d[2], d[3], d[4]) for d in stores if d[0] == "param")
+    values: set = set()
+    for d in stores:
+        if d[0] == "literal":
+            values.add(d[1])
+        elif d[0] == "expr":
+            values.add(_setting_key(program, d[3], d[2], d[1]))
+        else:
+            passed = _passed(program, d[2], d[3], d[4])
+            if passed is None or d[1] is None or d[1] is _REQUIRED and not passed:
+                return False
+            values.update(passed)
+            if d[1] is not _REQUIRED:
+                values.add(d[1])
+        if None in values or len(values) > 1:
+            return False
+    return len(values) == 1
 
 
 def _key(value):
     return (type(value).__name__, value)
 
 
-def _overridden(program, cls: str, param: str, at: int) -> bool:
-    """May a call found in the checked files pass the constructor parameter `param` of class `cls`: a keyword of
-    that name, enough positional arguments, or a starred argument -- in a construction of `cls` or of a class
-    derived from it that has no constructor of its own, or in a constructor call (`super().__init__(...)`,
-    `Base.__init__(self, ...)`) of a class derived from `cls`."""
-    derived = _derived(program, cls)
-    constructing = {cls, *(name for name, own in derived.items() if not own)}
+def _setting_key(program, src: "PythonSource", scope: str, expr: cst.BaseExpression):
+    """The value key of `expr` evaluated in `scope` of `src` when it is the same on every object and every rank
+    (a literal, or a *setting*: `_setting_text`, each expression it reads -- `expr` and the value of each local it
+    goes through -- uniform by the rank taint), else None."""
+    held = _literal_key(expr)
+    if held is not None:
+        return held
+    info = src.facts.functions.get(scope)
+    read: list = []
+    text = _setting_text(src, info, expr, _local_bindings(info), 0, read)
+    if text is None:
+        return None
+    try:
+        taint = program.taint(src)
+        env = {**program.globals_for(src, info), **program.param_taint(src, info)} if info is not None else \
+            program.module_env(src)
+        cls = info.class_name if info is not None else None
+        if any(taint.eval(e, env, cls) is not None for e in read):
+            return None
+    except Exception:
+        return None
+    return "setting", text
+
+
+_MANY = object()
+
+
+def _local_bindings(info) -> dict:
+    """The names a function binds: name → the value of its one plain binding (`args = get_args()`), or `_MANY`
+    for a parameter, a name bound more than once or any other way (a loop or comprehension target, `with ... as`,
+    augmented, unpacked, imported, ...)."""
+    if info is None:
+        return {}
+    out: dict = {p.name.value: _MANY for p in (*info.node.params.params, *info.node.params.kwonly_params,
+                                               *info.node.params.posonly_params)}
+    for star in (info.node.params.star_arg, info.node.params.star_kwarg):
+        if isinstance(star, cst.Param):
+            out[star.name.value] = _MANY
+
+    def many(target) -> None:
+        for n in _names_in(target):
+            out[n] = _MANY
+
+    for n in own_nodes(info.node):
+        if isinstance(n, cst.Assign):
+            if len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
+                name = n.targets[0].target.value
+                out[name] = _MANY if name in out else n.value
+            else:
+                for t in n.targets:
+                    many(t.target)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+            many(n.target)
+        elif isinstance(n, (cst.WithItem, cst.ExceptHandler)):
+            named = n.asname if isinstance(n, cst.WithItem) else n.name
+            if named is not None:
+                many(named.name)
+        elif isinstance(n, (cst.Global, cst.Nonlocal)):
+            for item in n.names:
+                out[item.name.value] = _MANY
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            out[n.name.value] = _MANY
+    return out
+
+
+def _names_in(target) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _names_in(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names_in(target.value)
+    return []
+
+
+def _setting_text(src: "PythonSource", info, expr: cst.BaseExpression, local: dict, depth: int,
+                  read: list) -> Optional[str]:
+    """A text naming what `expr` computes when it reads only module-level names (by what they resolve to) and
+    locals bound once to such an expression, through attributes, calls, literal subscripts and operators -- the
+    same on every object the constructor builds; None when it reads a parameter, a loop variable or another
+    local bound per construction, or is of another form. `read` collects `expr` and the values of the locals
+    it goes through (what must be uniform)."""
+    if depth > 4:
+        return None
+    if depth == 0 or isinstance(expr, cst.Call):
+        read.append(expr)
+    held = _literal_key(expr)
+    if held is not None:
+        return repr(held)
+
+    def sub(e) -> Optional[str]:
+        return _setting_text(src, info, e, local, depth + 1, read)
+
+    if isinstance(expr, cst.Name):
+        bound = local.get(expr.value)
+        if bound is _MANY:
+            return None
+        if bound is not None:
+            read.append(bound)
+            return sub(bound)
+        return src.facts.resolve(expr.value) or expr.value
+    if isinstance(expr, cst.Attribute):
+        base = sub(expr.value)
+        return None if base is None else f"{base}.{expr.attr.value}"
+    if isinstance(expr, cst.Call):
+        parts = [sub(expr.func)]
+        for a in expr.args:
+            if a.star:
+                return None
+            inner = sub(a.value)
+            parts.append(None if inner is None else (f"{a.keyword.value}={inner}" if a.keyword else inner))
+        return None if None in parts else f"{parts[0]}({', '.join(parts[1:])})"
+    if isinstance(expr, cst.UnaryOperation):
+        inner = sub(expr.expression)
+        return None if inner is None else f"{type(expr.operator).__name__}({inner})"
+    if isinstance(expr, (cst.BooleanOperation, cst.BinaryOperation)):
+        left, right = sub(expr.left), sub(expr.right)
+        return None if left is None or right is None else f"{type(expr.operator).__name__}({left}, {right})"
+    if isinstance(expr, cst.Comparison):
+        parts = [sub(expr.left)] + [sub(c.comparator) for c in expr.comparisons]
+        ops = [type(c.operator).__name__ for c in expr.comparisons]
+        return None if None in parts else f"Compare({parts[0]}, {list(zip(ops, parts[1:]))})"
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        base, at = sub(expr.value), _literal_key(expr.slice[0].slice.value)
+        return None if base is None or at is None else f"{base}[{at!r}]"
+    return None
+
+
+def _passed(program, cls: str, param: str, at: int) -> Optional[list]:
+    """The value keys (`_setting_key`) of what the calls found in the checked files pass for the constructor
+    parameter `param` of class `cls` -- a keyword of that name or the argument at its position, in a call that
+    runs `cls.__init__`: a construction of `cls` or of a derived class whose nearest constructor is `cls`'s, or a
+    constructor call of a derived class (`super().__init__(...)`, `Base.__init__(self, ...)`) that reaches it
+    (`super()` in a class whose next constructor is another derived class's passes that one's parameters); None
+    when one may pass it unseen (a starred argument) or passes a value not the same on every object."""
+    family = _derived(program, cls)
+
+    def constructor(name: Optional[str], depth: int = 0) -> Optional[str]:
+        """The class whose `__init__` a call of class `name`'s constructor runs, within the family."""
+        if name == cls:
+            return cls
+        if name not in family or depth > 20:
+            return None
+        own, bases = family[name]
+        if own:
+            return name
+        return next((c for c in (constructor(b, depth + 1) for b in bases) if c is not None), None)
+
+    out: list = []
     for src in program.project.python:
-        if src.outline is None or not any(name in src.text for name in (cls, *derived)):
+        if src.outline is None or not any(name in src.text for name in (cls, *family)):
             continue
         for call in src.facts.calls:
-            last = call.attr
+            func = call.node.func
             caller = src.facts.functions.get(call.scope)
             owner = caller.class_name if caller is not None else None
-            if last in constructing:
+            if isinstance(func, cst.Attribute) and func.attr.value == "__init__":
+                if isinstance(func.value, cst.Call):
+                    # `super().__init__(...)` (no callee resolves): the next constructor after the owner's class
+                    if owner not in family or \
+                            next((c for c in map(constructor, family[owner][1]) if c is not None), None) != cls:
+                        continue
+                    skip = 0
+                else:
+                    # `Base.__init__(self, ...)`, which passes `self` positionally
+                    base = dotted_name(func.value)
+                    if owner not in family or base is None or constructor(base.rsplit(".", 1)[-1]) != cls:
+                        continue
+                    skip = 1
+            elif call.attr is not None and constructor(call.attr) == cls:
                 skip = 0
-            elif last == "__init__" and owner is not None and owner in derived:
-                func = call.node.func
-                explicit = isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Call)
-                skip = 1 if explicit else 0         # `Base.__init__(self, ...)` passes `self` positionally
             else:
                 continue
             args = call.node.args
             if any(a.star for a in args):
-                return True
-            if any(a.keyword is not None and a.keyword.value == param for a in args):
-                return True
-            if len([a for a in args if a.keyword is None]) - skip > at:
-                return True
-    return False
+                return None
+            given = next((a.value for a in args if a.keyword is not None and a.keyword.value == param), None)
+            positional = [a for a in args if a.keyword is None][skip:]
+            if given is None and len(positional) > at:
+                given = positional[at].value
+            if given is not None:
+                out.append(_setting_key(program, src, call.scope, given))
+                if out[-1] is None:
+                    return None
+    return out
 
 
-def _derived(program, cls: str) -> dict[str, bool]:
+def _derived(program, cls: str) -> dict[str, tuple[bool, tuple[str, ...]]]:
     """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
-    whether it defines its own `__init__`."""
-    out: dict[str, bool] = {}
+    whether it defines its own `__init__` and the last names of its bases, in order."""
+    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
     todo = [cls]
     while todo:
         base = todo.pop()
@@ -177,7 +361,8 @@ def _derived(program, cls: str) -> dict[str, bool]:
             for info in src.facts.classes.values():
                 if info.name in out or info.name == cls:
                     continue
-                if any(b.rsplit(".", 1)[-1] == base for b in info.bases):
-                    out[info.name] = "__init__" in info.methods
+                bases = tuple(b.rsplit(".", 1)[-1] for b in info.bases)
+                if base in bases:
+                    out[info.name] = ("__init__" in info.methods, bases)
                     todo.append(info.name)
     return out
