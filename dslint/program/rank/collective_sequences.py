@@ -1048,6 +1048,7 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
             del walk.found[key]
         return
     _drop_balanced_suffixes(walk, analysis, scope, body, tested)
+    _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found])
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
 
@@ -1080,6 +1081,148 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
         if trees is not None and all(t == trees[0][1] for _, t in trees):
             for key in keys:
                 walk.found.pop(key, None)
+
+
+def _drop_paired_exits(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list) -> None:
+    """The findings under a rank test whose statement lets some ranks `return` (`if rank != head: barrier(g);
+    return`), when the ranks that leave there and those that go on through the rest of the body call the same
+    sequence of collectives on some path of the uniform tests inside -- the early return is another spelling of
+    `if rank != head: barrier(g) else: <the rest>`, and the presence rule and `_report_chain` read that chain so:
+    a side is balanced when it reaches a collective and the sides may agree for some value of the uniform tests
+    inside them (the head rank releasing the others from a fallback path, `if self.group is None: barrier(g);
+    return`, and again after its update). The values are taken alike on every rank (one assignment of each
+    uniform test for all the trees), and the agreed sequence must hold a collective: sides that agree only by
+    running none are what the presence rule reports. A DSL103 finding counts only for a `return` (an exit or a
+    `raise` does not hand control back to a caller that goes on alike)."""
+    starts: dict[int, list] = {}
+    for key, h in tested:
+        if h.code == "DSL103" and h.guard.exit_kind != "return":
+            continue
+        test = h.guard.node if h.code == "DSL101" else h.guard.test
+        at = _top_index(body, test)
+        if at is not None and _top_index(body, h.at) == at:
+            starts.setdefault(at, []).append((key, h))
+    for at, hits in starts.items():
+        try:
+            ends = [_end_of(analysis, scope, body[at], r) for r in representatives(scope.consts)]
+            if not any(e == "return" or isinstance(e, frozenset) and "return" in e for e in ends) or any(
+                    e is None or e == "raise" or isinstance(e, frozenset) and "raise" in e for e in ends):
+                continue                # no rank leaves here, or some raise: not an exit chain
+            trees = _trees_per_rank(analysis, scope, body[at:])
+        except RecursionError:
+            continue
+        if trees is None:
+            continue
+        for key, h in hits:
+            test = h.guard.node if h.code == "DSL101" else h.guard.test
+            if _paired_on_some_path([t for _, t in trees], h.guard.origin, test):
+                walk.found.pop(key, None)
+
+
+def _end_of(analysis: "SequenceAnalysis", scope: Scope, stmt: cst.CSTNode, r: int) -> object:
+    """How a statement ends for rank `r` ("next", "return", …, a frozenset when its paths end differently;
+    None: unknown)."""
+    try:
+        return SequenceBuilder(analysis, scope, r).block([stmt])[1]
+    except _Unknown:
+        return None
+
+
+MAX_ASSIGNMENTS = 64
+
+
+def _paired_on_some_path(trees: list, origin, test) -> bool:
+    """Do all the trees run the same non-empty sequence of collectives for one value of each uniform test in them
+    (the same value in every tree: every rank takes the same side)? Collectives on groups whose members all take
+    the same side of `test` are left out; a group a helper is handed matches any (as in `_expand`)."""
+    sides: dict = {}
+    for tree in trees:
+        if not _choice_sides(tree, sides):
+            return False
+    count = 1
+    for n in sides.values():
+        count *= n
+    if count > MAX_ASSIGNMENTS:
+        return False
+    from itertools import product
+    for values in product(*(range(n) for n in sides.values())):
+        chosen = dict(zip(sides, values))
+        runs = [_run(tree, chosen, origin, test) for tree in trees]
+        if runs[0] and all(_same_run(runs[0], other) for other in runs[1:]):
+            return True
+    return False
+
+
+def _choice_sides(tree: tuple, sides: dict) -> bool:
+    """The uniform tests of a tree (choice keys) with their number of sides; False when one key has choices with
+    different numbers of sides."""
+    for item in tree:
+        if isinstance(item, Token) or not isinstance(item, tuple) or not item:
+            continue
+        if item[0] == "choice":
+            key, _ = _positive(item[1], len(item[2]))
+            if sides.setdefault(key, len(item[2])) != len(item[2]):
+                return False
+            if not all(_choice_sides(side, sides) for side in item[2]):
+                return False
+        elif item[0] == "loop" and not _choice_sides(item[2], sides):
+            return False
+    return True
+
+
+def _run(tree: tuple, chosen: dict, origin, test) -> tuple:
+    """The flat sequence a tree runs for the chosen sides: (op, group) pairs, "*" for a handed-in group, loops as
+    ("loop", body) -- without the collectives on groups whose members all take the same side of `test`."""
+    from dslint.program.process_groups import Group
+    out: list = []
+    for item in tree:
+        if isinstance(item, Token):
+            axes, family, ranks = item.group
+            if not uniform_over(origin, Group(axes, family, ranks), test):
+                out.append((item.op, "*" if family == "handed-in" else item.group))
+        elif isinstance(item, tuple) and item and item[0] == "choice":
+            key, flip = _positive(item[1], len(item[2]))
+            side = chosen[key]
+            out.extend(_run(item[2][1 - side if flip else side], chosen, origin, test))
+        elif isinstance(item, tuple) and item and item[0] == "loop":
+            body = _run(item[2], chosen, origin, test)
+            if body:
+                out.append(("loop", body))
+    return tuple(out)
+
+
+_NEGATIONS = ((" is not ", " is "), (" != ", " == "), (" not in ", " in "))
+
+
+def _positive(key: str, n: int) -> tuple[str, bool]:
+    """A two-sided choice's key with its negation taken off (`not flag` is `flag` with its sides swapped, `x is
+    not None` is `x is None`, one comparison only), so the two spellings of one test take one value; and
+    whether the sides swap."""
+    if n != 2 or not isinstance(key, str):
+        return key, False
+    if key.startswith("not ") and " and " not in key and " or " not in key:
+        return key[4:], True
+    if " and " not in key and " or " not in key:
+        for negative, positive in _NEGATIONS:
+            if key.count(negative) == 1:
+                rest = key.replace(negative, " ")
+                if not any(n in rest or p in rest for n, p in _NEGATIONS):
+                    return key.replace(negative, positive), True
+    return key, False
+
+
+def _same_run(x: tuple, y: tuple) -> bool:
+    if len(x) != len(y):
+        return False
+    for p, q in zip(x, y):
+        if p == q:
+            continue
+        if p[0] == "loop" or q[0] == "loop":
+            if p[0] != q[0] or not _same_run(p[1], q[1]):
+                return False
+        elif p[0] != q[0] or "*" not in (p[1], q[1]):
+            return False
+    return True
 
 
 def _may_change(walk, stmts) -> bool:
