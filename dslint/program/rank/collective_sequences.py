@@ -23,10 +23,14 @@ module compares the sequences, for the cases presence gets wrong:
 - any other rank-dependent test (per-rank data, a grid coordinate) keeps its branches only when they build the
   same tree; otherwise the body's tree is unknown (None) and the presence rule decides, as before.
 
-Two decisions follow (`HazardWalk` applies them after its walk of a body, `apply`):
+Three decisions follow (`HazardWalk` applies them after its walk of a body, `apply`):
 - a body whose trees are known and equal for every representative is balanced: its DSL101 findings under its
   tests, and its DSL103 findings for a `return`/exit outside loops under them, are dropped (the "rank 0 first" barrier pair, `torch_distributed_zero_first`; for a
   generator the `yield` markers are left out: the caller's `with` body sits between its halves);
+- an early `return` under a rank test is the `if`/`else` it spells (`_drop_paired_exits`): the ranks that leave
+  and those that go on through the rest of the body agree when, for one value of each uniform test (the same on
+  every rank), all run the same non-empty sequence -- the presence rule's and `_report_chain`'s reading of the
+  `else` spelling;
 - an `if` chain the presence rule takes as balanced (every branch reaches a collective) whose branches build
   different trees is reported (DSL101) at the collectives past their common prefix and suffix: a broadcast on
   one side and an all_reduce on the other, two barriers against one, the same op on different groups.
