@@ -1152,7 +1152,7 @@ def _paired_on_some_path(trees: list, origin, test) -> bool:
     for values in product(*(range(n) for n in sides.values())):
         chosen = dict(zip(sides, values))
         runs = [_run(tree, chosen, origin, test) for tree in trees]
-        if runs[0] and all(_same_run(runs[0], other) for other in runs[1:]):
+        if runs[0] and all(_match(runs[0], other) for other in runs[1:]):
             return True
     return False
 
@@ -1175,8 +1175,9 @@ def _choice_sides(tree: tuple, sides: dict) -> bool:
 
 
 def _run(tree: tuple, chosen: dict, origin, test) -> tuple:
-    """The flat sequence a tree runs for the chosen sides: (op, group) pairs, "*" for a handed-in group, loops as
-    ("loop", body) -- without the collectives on groups whose members all take the same side of `test`."""
+    """The flat sequence a tree runs for the chosen sides, as `_expand` writes one (compared by `_match`): (op,
+    group) pairs, "*" for a handed-in group, a loop as ("loop", {body}) -- without the collectives on groups
+    whose members all take the same side of `test`."""
     from dslint.program.process_groups import Group
     out: list = []
     for item in tree:
@@ -1191,7 +1192,7 @@ def _run(tree: tuple, chosen: dict, origin, test) -> tuple:
         elif isinstance(item, tuple) and item and item[0] == "loop":
             body = _run(item[2], chosen, origin, test)
             if body:
-                out.append(("loop", body))
+                out.append(("loop", frozenset((body,))))
     return tuple(out)
 
 
@@ -1213,20 +1214,6 @@ def _positive(key: str, n: int) -> tuple[str, bool]:
                 if not any(n in rest or p in rest for n, p in _NEGATIONS):
                     return key.replace(negative, positive), True
     return key, False
-
-
-def _same_run(x: tuple, y: tuple) -> bool:
-    if len(x) != len(y):
-        return False
-    for p, q in zip(x, y):
-        if p == q:
-            continue
-        if p[0] == "loop" or q[0] == "loop":
-            if p[0] != q[0] or not _same_run(p[1], q[1]):
-                return False
-        elif p[0] != q[0] or "*" not in (p[1], q[1]):
-            return False
-    return True
 
 
 def _may_change(walk, stmts) -> bool:
