@@ -49,7 +49,7 @@ from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.rank.handed_ranks import HANDED_RANK
 from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
-from dslint.program.statement_walks import code_of, contains, iter_calls, name_nodes, sub_expressions
+from dslint.program.statement_walks import code_of, iter_calls, name_nodes, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -1051,13 +1051,15 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
         for key, _ in tested:
             del walk.found[key]
         return
-    _drop_balanced_suffixes(walk, analysis, scope, body, tested)
-    _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found])
+    where = _TopIndex(body)
+    _drop_balanced_suffixes(walk, analysis, scope, body, tested, where)
+    _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found], where)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
 
 
-def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list) -> None:
+def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
+                            where: "_TopIndex") -> None:
     """The findings under a rank test whose ranks call the same sequence of collectives *from the statement holding
     the test to the end of the body*, though the body as a whole has no known tree (a helper before the test whose
     tree is unknown, a per-rank test there): what came before, every rank ran alike up to that statement -- a
@@ -1069,7 +1071,7 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
         # from the statement holding the test (an earlier exit's test guards what follows it: the ranks it lets
         # go never reach the later statements)
         test = h.guard.node if h.code == "DSL101" else h.guard.test
-        at, here = _top_index(body, test), _top_index(body, h.at)
+        at, here = where(test), where(h.at)
         if at is None or here is None:
             continue
         at = min(at, here)
@@ -1087,7 +1089,8 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
                 walk.found.pop(key, None)
 
 
-def _drop_paired_exits(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list) -> None:
+def _drop_paired_exits(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
+                       where: "_TopIndex") -> None:
     """The findings under a rank test whose statement lets some ranks `return` (`if rank != head: barrier(g);
     return`), when the ranks that leave there and those that go on through the rest of the body call the same
     sequence of collectives on some path of the uniform tests inside -- the early return is another spelling of
@@ -1103,8 +1106,8 @@ def _drop_paired_exits(walk, analysis: "SequenceAnalysis", scope: Scope, body, t
         if h.code == "DSL103" and h.guard.exit_kind != "return":
             continue
         test = h.guard.node if h.code == "DSL101" else h.guard.test
-        at = _top_index(body, test)
-        if at is not None and _top_index(body, h.at) == at:
+        at = where(test)
+        if at is not None and where(h.at) == at:
             starts.setdefault(at, []).append((key, h))
     for at, hits in starts.items():
         try:
@@ -1232,9 +1235,25 @@ def _may_change(walk, stmts) -> bool:
     return False
 
 
-def _top_index(body, node) -> Optional[int]:
-    """The index of the statement of `body` that holds `node` (None: not found)."""
-    return next((i for i, stmt in enumerate(body) if contains(stmt, node)), None)
+class _TopIndex:
+    """The index of the statement of `body` that holds a node (None: not found). Each statement's nodes are read
+    once, in order and only as far as a lookup needs: a body with many findings (a long `elif` chain over the
+    rank) is not searched again for each."""
+
+    def __init__(self, body) -> None:
+        self.body = body
+        self.seen: dict[int, int] = {}
+        self.done = 0
+
+    def __call__(self, node) -> Optional[int]:
+        while id(node) not in self.seen and self.done < len(self.body):
+            stack = [self.body[self.done]]
+            while stack:
+                n = stack.pop()
+                self.seen[id(n)] = self.done
+                stack.extend(n.children)
+            self.done += 1
+        return self.seen.get(id(node))
 
 
 def _exits_in_loops(body) -> set[int]:
