@@ -23,10 +23,14 @@ module compares the sequences, for the cases presence gets wrong:
 - any other rank-dependent test (per-rank data, a grid coordinate) keeps its branches only when they build the
   same tree; otherwise the body's tree is unknown (None) and the presence rule decides, as before.
 
-Two decisions follow (`HazardWalk` applies them after its walk of a body, `apply`):
+Three decisions follow (`HazardWalk` applies them after its walk of a body, `apply`):
 - a body whose trees are known and equal for every representative is balanced: its DSL101 findings under its
   tests, and its DSL103 findings for a `return`/exit outside loops under them, are dropped (the "rank 0 first" barrier pair, `torch_distributed_zero_first`; for a
   generator the `yield` markers are left out: the caller's `with` body sits between its halves);
+- an early `return` under a rank test is the `if`/`else` it spells (`_drop_paired_exits`): the ranks that leave
+  and those that go on through the rest of the body agree when, for one value of each uniform test (the same on
+  every rank), all run the same non-empty sequence -- the presence rule's and `_report_chain`'s reading of the
+  `else` spelling;
 - an `if` chain the presence rule takes as balanced (every branch reaches a collective) whose branches build
   different trees is reported (DSL101) at the collectives past their common prefix and suffix: a broadcast on
   one side and an all_reduce on the other, two barriers against one, the same op on different groups.
@@ -45,7 +49,7 @@ from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.rank.handed_ranks import HANDED_RANK
 from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
-from dslint.program.statement_walks import code_of, contains, iter_calls, name_nodes, sub_expressions
+from dslint.program.statement_walks import code_of, iter_calls, name_nodes, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -1047,12 +1051,15 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
         for key, _ in tested:
             del walk.found[key]
         return
-    _drop_balanced_suffixes(walk, analysis, scope, body, tested)
+    where = _TopIndex(body)
+    _drop_balanced_suffixes(walk, analysis, scope, body, tested, where)
+    _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found], where)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
 
 
-def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list) -> None:
+def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
+                            where: "_TopIndex") -> None:
     """The findings under a rank test whose ranks call the same sequence of collectives *from the statement holding
     the test to the end of the body*, though the body as a whole has no known tree (a helper before the test whose
     tree is unknown, a per-rank test there): what came before, every rank ran alike up to that statement -- a
@@ -1064,7 +1071,7 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
         # from the statement holding the test (an earlier exit's test guards what follows it: the ranks it lets
         # go never reach the later statements)
         test = h.guard.node if h.code == "DSL101" else h.guard.test
-        at, here = _top_index(body, test), _top_index(body, h.at)
+        at, here = where(test), where(h.at)
         if at is None or here is None:
             continue
         at = min(at, here)
@@ -1080,6 +1087,136 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
         if trees is not None and all(t == trees[0][1] for _, t in trees):
             for key in keys:
                 walk.found.pop(key, None)
+
+
+def _drop_paired_exits(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
+                       where: "_TopIndex") -> None:
+    """The findings under a rank test whose statement lets some ranks `return` (`if rank != head: barrier(g);
+    return`), when the ranks that leave there and those that go on through the rest of the body call the same
+    sequence of collectives on some path of the uniform tests inside -- the early return is another spelling of
+    `if rank != head: barrier(g) else: <the rest>`, and the presence rule and `_report_chain` read that chain so:
+    a side is balanced when it reaches a collective and the sides may agree for some value of the uniform tests
+    inside them (the head rank releasing the others from a fallback path, `if self.group is None: barrier(g);
+    return`, and again after its update). The values are taken alike on every rank (one assignment of each
+    uniform test for all the trees), and the agreed sequence must hold a collective: sides that agree only by
+    running none are what the presence rule reports. A DSL103 finding counts only for a `return` (an exit or a
+    `raise` does not hand control back to a caller that goes on alike)."""
+    starts: dict[int, list] = {}
+    for key, h in tested:
+        if h.code == "DSL103" and h.guard.exit_kind != "return":
+            continue
+        test = h.guard.node if h.code == "DSL101" else h.guard.test
+        at = where(test)
+        if at is not None and where(h.at) == at:
+            starts.setdefault(at, []).append((key, h))
+    for at, hits in starts.items():
+        try:
+            ends = [_end_of(analysis, scope, body[at], r) for r in representatives(scope.consts)]
+            if not any(e == "return" or isinstance(e, frozenset) and "return" in e for e in ends) or any(
+                    e is None or e == "raise" or isinstance(e, frozenset) and "raise" in e for e in ends):
+                continue                # no rank leaves here, or some raise: not an exit chain
+            trees = _trees_per_rank(analysis, scope, body[at:])
+        except RecursionError:
+            continue
+        if trees is None:
+            continue
+        for key, h in hits:
+            test = h.guard.node if h.code == "DSL101" else h.guard.test
+            if _paired_on_some_path([t for _, t in trees], h.guard.origin, test):
+                walk.found.pop(key, None)
+
+
+def _end_of(analysis: "SequenceAnalysis", scope: Scope, stmt: cst.CSTNode, r: int) -> object:
+    """How a statement ends for rank `r` ("next", "return", …, a frozenset when its paths end differently;
+    None: unknown)."""
+    try:
+        return SequenceBuilder(analysis, scope, r).block([stmt])[1]
+    except _Unknown:
+        return None
+
+
+MAX_ASSIGNMENTS = 64
+
+
+def _paired_on_some_path(trees: list, origin, test) -> bool:
+    """Do all the trees run the same non-empty sequence of collectives for one value of each uniform test in them
+    (the same value in every tree: every rank takes the same side)? Collectives on groups whose members all take
+    the same side of `test` are left out; a group a helper is handed matches any (as in `_expand`)."""
+    sides: dict = {}
+    for tree in trees:
+        if not _choice_sides(tree, sides):
+            return False
+    count = 1
+    for n in sides.values():
+        count *= n
+    if count > MAX_ASSIGNMENTS:
+        return False
+    from itertools import product
+    for values in product(*(range(n) for n in sides.values())):
+        chosen = dict(zip(sides, values))
+        runs = [_run(tree, chosen, origin, test) for tree in trees]
+        if runs[0] and all(_match(runs[0], other) for other in runs[1:]):
+            return True
+    return False
+
+
+def _choice_sides(tree: tuple, sides: dict) -> bool:
+    """The uniform tests of a tree (choice keys) with their number of sides; False when one key has choices with
+    different numbers of sides."""
+    for item in tree:
+        if isinstance(item, Token) or not isinstance(item, tuple) or not item:
+            continue
+        if item[0] == "choice":
+            key, _ = _positive(item[1], len(item[2]))
+            if sides.setdefault(key, len(item[2])) != len(item[2]):
+                return False
+            if not all(_choice_sides(side, sides) for side in item[2]):
+                return False
+        elif item[0] == "loop" and not _choice_sides(item[2], sides):
+            return False
+    return True
+
+
+def _run(tree: tuple, chosen: dict, origin, test) -> tuple:
+    """The flat sequence a tree runs for the chosen sides, as `_expand` writes one (compared by `_match`): (op,
+    group) pairs, "*" for a handed-in group, a loop as ("loop", {body}) -- without the collectives on groups
+    whose members all take the same side of `test`."""
+    from dslint.program.process_groups import Group
+    out: list = []
+    for item in tree:
+        if isinstance(item, Token):
+            axes, family, ranks = item.group
+            if not uniform_over(origin, Group(axes, family, ranks), test):
+                out.append((item.op, "*" if family == "handed-in" else item.group))
+        elif isinstance(item, tuple) and item and item[0] == "choice":
+            key, flip = _positive(item[1], len(item[2]))
+            side = chosen[key]
+            out.extend(_run(item[2][1 - side if flip else side], chosen, origin, test))
+        elif isinstance(item, tuple) and item and item[0] == "loop":
+            body = _run(item[2], chosen, origin, test)
+            if body:
+                out.append(("loop", frozenset((body,))))
+    return tuple(out)
+
+
+_NEGATIONS = ((" is not ", " is "), (" != ", " == "), (" not in ", " in "))
+
+
+def _positive(key: str, n: int) -> tuple[str, bool]:
+    """A two-sided choice's key with its negation taken off (`not flag` is `flag` with its sides swapped, `x is
+    not None` is `x is None`, one comparison only), so the two spellings of one test take one value; and
+    whether the sides swap."""
+    if n != 2 or not isinstance(key, str):
+        return key, False
+    if key.startswith("not ") and " and " not in key and " or " not in key:
+        return key[4:], True
+    if " and " not in key and " or " not in key:
+        for negative, positive in _NEGATIONS:
+            if key.count(negative) == 1:
+                rest = key.replace(negative, " ")
+                if not any(n in rest or p in rest for n, p in _NEGATIONS):
+                    return key.replace(negative, positive), True
+    return key, False
 
 
 def _may_change(walk, stmts) -> bool:
@@ -1098,9 +1235,25 @@ def _may_change(walk, stmts) -> bool:
     return False
 
 
-def _top_index(body, node) -> Optional[int]:
-    """The index of the statement of `body` that holds `node` (None: not found)."""
-    return next((i for i, stmt in enumerate(body) if contains(stmt, node)), None)
+class _TopIndex:
+    """The index of the statement of `body` that holds a node (None: not found). Each statement's nodes are read
+    once, in order and only as far as a lookup needs: a body with many findings (a long `elif` chain over the
+    rank) is not searched again for each."""
+
+    def __init__(self, body) -> None:
+        self.body = body
+        self.seen: dict[int, int] = {}
+        self.done = 0
+
+    def __call__(self, node) -> Optional[int]:
+        while id(node) not in self.seen and self.done < len(self.body):
+            stack = [self.body[self.done]]
+            while stack:
+                n = stack.pop()
+                self.seen[id(n)] = self.done
+                stack.extend(n.children)
+            self.done += 1
+        return self.seen.get(id(node))
 
 
 def _exits_in_loops(body) -> set[int]:
