@@ -219,20 +219,39 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
                 if not isinstance(node, cst.Assign):
                     continue
                 for t in node.targets:
+                    value: Optional[cst.BaseExpression] = node.value
                     if isinstance(t.target, (cst.Tuple, cst.List)) and any(
                             dotted_name(n) == target for n in _walk_all(t.target)):
-                        return False
-                    if dotted_name(t.target) != target:
+                        value = _unpacked(t.target, node.value, target)
+                        if value is None:
+                            return False    # a tuple a call returns, a starred target: which item, not known
+                    elif dotted_name(t.target) != target:
                         continue
                     stores += 1
-                    is_none = isinstance(node.value, cst.Name) and node.value.value == "None"
-                    if not is_none and not never_none(program, where, node.value, owner):
+                    is_none = isinstance(value, cst.Name) and value.value == "None"
+                    if not is_none and not never_none(program, where, value, owner):
                         return False
                     if guarded(program, where, info, node):
                         return False
                     if not is_none and info.name != "__init__" and not _calls_unguarded(program, info.name):
                         return False
     return stores > 0
+
+
+def _unpacked(targets: cst.BaseExpression, value: cst.BaseExpression, target: str) -> Optional[cst.BaseExpression]:
+    """`self.rank, self.world_size = None, None`: the item of the display `value` that the flat unpacking
+    `targets` stores at `target` (a dotted name); None when the value is no display of as many plain items, a
+    target is starred or nested, or `target` is stored twice."""
+    if not isinstance(targets, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    names = targets.elements
+    items = value.elements
+    if len(names) != len(items) or any(isinstance(el, cst.StarredElement) for el in (*names, *items)):
+        return None
+    hits = [item.value for name, item in zip(names, items) if dotted_name(name.value) == target]
+    if len(hits) != 1 or any(isinstance(name.value, (cst.Tuple, cst.List)) for name in names):
+        return None
+    return hits[0]
 
 
 def _sets_by_name(src: "PythonSource", attr: str) -> bool:
@@ -364,7 +383,11 @@ _MAX_PATHS = 64
 # library calls that build an object (never None): API facts by qualified name
 _LIBRARY_CONSTRUCTORS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
                          "torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
-                         "torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full"}
+                         "torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full",
+                         # torch.distributed's rank and size getters return an int (-1 outside the group), never None
+                         "torch.distributed.get_rank", "torch.distributed.get_world_size",
+                         "torch.distributed.distributed_c10d.get_rank",
+                         "torch.distributed.distributed_c10d.get_world_size"}
 
 
 def uniform_none_local(program: Program, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
