@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import dotted_name
-from dslint.program.rank.nullness import _store_targets
+from dslint.program.rank.nullness import _store_targets, derived_classes
 from dslint.program.statement_walks import iter_assigns, own_nodes
 from dslint.sources.literals import UNKNOWN, literal_value
 
@@ -137,7 +137,7 @@ def _overridden(program, cls: str, param: str, at: int) -> bool:
     that name, enough positional arguments, or a starred argument -- in a construction of `cls` or of a class
     derived from it that has no constructor of its own, or in a constructor call (`super().__init__(...)`,
     `Base.__init__(self, ...)`) of a class derived from `cls`."""
-    derived = _derived(program, cls)
+    derived = derived_classes(program, cls)
     constructing = {cls, *(name for name, own in derived.items() if not own)}
     for src in program.project.python:
         if src.outline is None or not any(name in src.text for name in (cls, *derived)):
@@ -162,22 +162,3 @@ def _overridden(program, cls: str, param: str, at: int) -> bool:
             if len([a for a in args if a.keyword is None]) - skip > at:
                 return True
     return False
-
-
-def _derived(program, cls: str) -> dict[str, bool]:
-    """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
-    whether it defines its own `__init__`."""
-    out: dict[str, bool] = {}
-    todo = [cls]
-    while todo:
-        base = todo.pop()
-        for src in program.project.python:
-            if src.outline is None or base not in src.text:
-                continue
-            for info in src.facts.classes.values():
-                if info.name in out or info.name == cls:
-                    continue
-                if any(b.rsplit(".", 1)[-1] == base for b in info.bases):
-                    out[info.name] = "__init__" in info.methods
-                    todo.append(info.name)
-    return out

@@ -54,6 +54,8 @@ class Program(Protocol):
 
     def _files_calling(self, name: str) -> list["PythonSource"]: ...
 
+    def call_env(self, src: "PythonSource", scope: str, call: cst.Call) -> dict: ...
+
 
 def never_none(program: Program, src: "PythonSource", e: Optional[cst.BaseExpression], cls: Optional[str],
                depth: int = 0) -> bool:
@@ -235,7 +237,85 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
                         return False
                     if not is_none and info.name != "__init__" and not _calls_unguarded(program, info.name):
                         return False
+                    if not is_none and info.name == "__init__" and _built_with_rank(program, where, info):
+                        return False
     return stores > 0
+
+
+def _built_with_rank(program: Program, src: "PythonSource", info: FunctionInfo) -> bool:
+    """Does a construction of the class found in the checked files pass a rank-varying value for a parameter that
+    a test of this constructor reads (`Member(plan, in_process_group=dist.get_rank() % 2 == 0)` for `if
+    in_process_group: self.rank = dist.get_rank()`)? The rank walk takes a constructor's parameters as uniform
+    (no caller is followed into `__init__`); a store the constructor makes under such a test runs on some ranks
+    only. Constructions are found by the class's name (or a derived class's without a constructor of its own,
+    or a derived constructor's `super().__init__`): a superset. Memoised."""
+    memo = program.__dict__.setdefault("_built_with_rank", {})
+    key = (id(src), info.qualname)
+    if key in memo:
+        return memo[key]
+    memo[key] = True                    # recursion: not known
+    memo[key] = _construction_varies(program, src, info)
+    return memo[key]
+
+
+def _construction_varies(program: Program, src: "PythonSource", info: FunctionInfo) -> bool:
+    params = info.node.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
+    tested = {n.value for node in own_nodes(info.node) if isinstance(node, (cst.If, cst.While, cst.IfExp))
+              for n in _walk_all(node.test) if isinstance(n, cst.Name)}
+    tested &= {*positional, *(p.name.value for p in params.kwonly_params)}
+    if not tested or info.class_name is None:
+        return False
+    cls = info.class_name.rsplit(".", 1)[-1]
+    derived = derived_classes(program, cls)
+    constructing = {cls, *(name for name, own in derived.items() if not own)}
+    files = {id(f): f for name in (*constructing, *(("__init__",) if derived else ()))
+             for f in program._files_calling(name)}
+    for other in files.values():
+        for call in other.facts.calls:
+            caller = other.facts.functions.get(call.scope)
+            owner = caller.class_name if caller is not None else None
+            if call.attr in constructing:
+                skip = 0
+            elif call.attr == "__init__" and owner is not None and owner.rsplit(".", 1)[-1] in derived:
+                func = call.node.func       # `Base.__init__(self, ...)` passes `self` positionally
+                skip = 1 if isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Call) else 0
+            else:
+                continue
+            at = -skip
+            for arg in call.node.args:
+                if arg.keyword is not None:
+                    param: Optional[str] = arg.keyword.value
+                elif arg.star:
+                    param = None            # `*args`, `**kwargs`: any parameter
+                else:
+                    param = positional[at] if 0 <= at < len(positional) else ""
+                    at += 1
+                if param is not None and param not in tested:
+                    continue
+                if program.taint(other).eval(arg.value, program.call_env(other, call.scope, call.node),
+                                             owner) is not None:
+                    return True
+    return False
+
+
+def derived_classes(program, cls: str) -> dict[str, bool]:
+    """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
+    whether it defines its own `__init__`."""
+    out: dict[str, bool] = {}
+    todo = [cls]
+    while todo:
+        base = todo.pop()
+        for src in program.project.python:
+            if src.outline is None or base not in src.text:
+                continue
+            for info in src.facts.classes.values():
+                if info.name in out or info.name == cls:
+                    continue
+                if any(b.rsplit(".", 1)[-1] == base for b in info.bases):
+                    out[info.name] = "__init__" in info.methods
+                    todo.append(info.name)
+    return out
 
 
 def _unpacked(targets: cst.BaseExpression, value: cst.BaseExpression, target: str) -> Optional[cst.BaseExpression]:
