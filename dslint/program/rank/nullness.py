@@ -54,6 +54,8 @@ class Program(Protocol):
 
     def _files_calling(self, name: str) -> list["PythonSource"]: ...
 
+    def call_env(self, src: "PythonSource", scope: str, call: cst.Call) -> dict: ...
+
 
 def never_none(program: Program, src: "PythonSource", e: Optional[cst.BaseExpression], cls: Optional[str],
                depth: int = 0) -> bool:
@@ -219,20 +221,117 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
                 if not isinstance(node, cst.Assign):
                     continue
                 for t in node.targets:
+                    value: Optional[cst.BaseExpression] = node.value
                     if isinstance(t.target, (cst.Tuple, cst.List)) and any(
                             dotted_name(n) == target for n in _walk_all(t.target)):
-                        return False
-                    if dotted_name(t.target) != target:
+                        value = _unpacked(t.target, node.value, target)
+                        if value is None:
+                            return False    # a tuple a call returns, a starred target: which item, not known
+                    elif dotted_name(t.target) != target:
                         continue
                     stores += 1
-                    is_none = isinstance(node.value, cst.Name) and node.value.value == "None"
-                    if not is_none and not never_none(program, where, node.value, owner):
+                    is_none = isinstance(value, cst.Name) and value.value == "None"
+                    if not is_none and not never_none(program, where, value, owner):
                         return False
                     if guarded(program, where, info, node):
                         return False
                     if not is_none and info.name != "__init__" and not _calls_unguarded(program, info.name):
                         return False
+                    if not is_none and info.name == "__init__" and _built_with_rank(program, where, info):
+                        return False
     return stores > 0
+
+
+def _built_with_rank(program: Program, src: "PythonSource", info: FunctionInfo) -> bool:
+    """Does a construction of the class found in the checked files pass a rank-varying value for a parameter that
+    a test of this constructor reads (`Member(plan, in_process_group=dist.get_rank() % 2 == 0)` for `if
+    in_process_group: self.rank = dist.get_rank()`)? The rank walk takes a constructor's parameters as uniform
+    (no caller is followed into `__init__`); a store the constructor makes under such a test runs on some ranks
+    only. Constructions are found by the class's name (or a derived class's without a constructor of its own,
+    or a derived constructor's `super().__init__`): a superset. Memoised."""
+    memo = program.__dict__.setdefault("_built_with_rank", {})
+    key = (id(src), info.qualname)
+    if key in memo:
+        return memo[key]
+    memo[key] = True                    # recursion: not known
+    memo[key] = _construction_varies(program, src, info)
+    return memo[key]
+
+
+def _construction_varies(program: Program, src: "PythonSource", info: FunctionInfo) -> bool:
+    params = info.node.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)][1:]
+    tested = {n.value for node in own_nodes(info.node) if isinstance(node, (cst.If, cst.While, cst.IfExp))
+              for n in _walk_all(node.test) if isinstance(n, cst.Name)}
+    tested &= {*positional, *(p.name.value for p in params.kwonly_params)}
+    if not tested or info.class_name is None:
+        return False
+    cls = info.class_name.rsplit(".", 1)[-1]
+    derived = derived_classes(program, cls)
+    constructing = {cls, *(name for name, own in derived.items() if not own)}
+    files = {id(f): f for name in (*constructing, *(("__init__",) if derived else ()))
+             for f in program._files_calling(name)}
+    for other in files.values():
+        for call in other.facts.calls:
+            caller = other.facts.functions.get(call.scope)
+            owner = caller.class_name if caller is not None else None
+            if call.attr in constructing:
+                skip = 0
+            elif call.attr == "__init__" and owner is not None and owner.rsplit(".", 1)[-1] in derived:
+                func = call.node.func       # `Base.__init__(self, ...)` passes `self` positionally
+                skip = 1 if isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Call) else 0
+            else:
+                continue
+            at = -skip
+            for arg in call.node.args:
+                if arg.keyword is not None:
+                    param: Optional[str] = arg.keyword.value
+                elif arg.star:
+                    param = None            # `*args`, `**kwargs`: any parameter
+                else:
+                    param = positional[at] if 0 <= at < len(positional) else ""
+                    at += 1
+                if param is not None and param not in tested:
+                    continue
+                if program.taint(other).eval(arg.value, program.call_env(other, call.scope, call.node),
+                                             owner) is not None:
+                    return True
+    return False
+
+
+def derived_classes(program, cls: str) -> dict[str, bool]:
+    """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
+    whether it defines its own `__init__`."""
+    out: dict[str, bool] = {}
+    todo = [cls]
+    while todo:
+        base = todo.pop()
+        for src in program.project.python:
+            if src.outline is None or base not in src.text:
+                continue
+            for info in src.facts.classes.values():
+                if info.name in out or info.name == cls:
+                    continue
+                if any(b.rsplit(".", 1)[-1] == base for b in info.bases):
+                    out[info.name] = "__init__" in info.methods
+                    todo.append(info.name)
+    return out
+
+
+def _unpacked(targets: cst.BaseExpression, value: cst.BaseExpression, target: str) -> Optional[cst.BaseExpression]:
+    """`self.rank, self.world_size = None, None`: the item of the display `value` that the flat unpacking
+    `targets` stores at `target` (a dotted name); None when the value is no display of as many plain items, a
+    target is starred or nested, or `target` is stored twice."""
+    if not isinstance(targets, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    names = targets.elements
+    items = value.elements
+    if len(names) != len(items) or any(isinstance(el, cst.StarredElement) for el in (*names, *items)):
+        return None
+    hits = [item.value for name, item in zip(names, items) if dotted_name(name.value) == target]
+    if len(hits) != 1 or any(isinstance(name.value, (cst.Tuple, cst.List)) for name in names):
+        return None
+    return hits[0]
 
 
 def _sets_by_name(src: "PythonSource", attr: str) -> bool:
@@ -364,7 +463,11 @@ _MAX_PATHS = 64
 # library calls that build an object (never None): API facts by qualified name
 _LIBRARY_CONSTRUCTORS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
                          "torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler",
-                         "torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full"}
+                         "torch.tensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full",
+                         # torch.distributed's rank and size getters return an int (-1 outside the group), never None
+                         "torch.distributed.get_rank", "torch.distributed.get_world_size",
+                         "torch.distributed.distributed_c10d.get_rank",
+                         "torch.distributed.distributed_c10d.get_world_size"}
 
 
 def uniform_none_local(program: Program, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool:
