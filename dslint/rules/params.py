@@ -123,8 +123,17 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     if not interesting:
                         continue
                 walker = ForwardPaths(root, names - shadowed, program.view)
+                uniform = program.uniform_inputs(root)
                 try:
-                    paths = walker.root(found[1].node, program.uniform_inputs(root), program.caller_keys(root))
+                    paths = walker.root(found[1].node, uniform, program.caller_keys(root))
+                    if any(divergent(paths, a.name) is not None for a in attrs if a.name in interesting and
+                           a.name not in reported):
+                        # only where a use diverges: the optional inputs every call of the run sets alike (a
+                        # literal per call site, a setting, none passed at all) are no batch data either
+                        by_callers = program.inputs_set_by_callers(root) - uniform
+                        if by_callers:
+                            walker = ForwardPaths(root, names - shadowed, program.view)
+                            paths = walker.root(found[1].node, uniform | by_callers, program.caller_keys(root))
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
