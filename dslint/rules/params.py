@@ -449,7 +449,13 @@ class ConditionallyUsedParam(Rule):
     is uniform when every call of the run handing it over (by keyword or at its position, outside
     `torch.no_grad()`) does so only under tests of run settings (`if args.continuous_prompt:`) with a batch field
     read by its literal key (`data["prompt_pos"]`), or hands on its own input decided alike; a call unpacking a
-    mapping into a model's keywords (`model(**batch)`) leaves it to the batch.
+    mapping into a model's keywords (`model(**batch)`) leaves it to the batch. Likewise an optional input whose
+    value every such call sets alike on every rank -- a literal per call site (`mode="text"` for one pass,
+    `mode="fusion"` for the next: every rank runs both), a setting, or the caller's own option decided alike --, or
+    that no call of the run hands over at all (Megatron's `enc_hidden_states`, passed by no training step) when
+    every call of the run's models is seen (no `model(**batch)`, `model(*inputs)` or transformers/TRL Trainer): it
+    keeps its default on every rank. A model built by a factory function (`get_language_model()` called in a
+    holder's `__init__`) is trained where the holder is built.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
     only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`);
