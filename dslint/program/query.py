@@ -442,9 +442,9 @@ class Program:
     def inputs_set_by_callers(self, cls: ModuleClass) -> frozenset:
         """Optional forward parameters of `cls` whose value is the same on every rank at every call of the run that
         hands them over -- a literal per call site, a run setting, an option of the caller -- or that no call hands
-        over in a run whose model calls are all seen (`keyword_presence.inputs_set_by_callers`; memoised per
-        class)."""
-        from dslint.program.models.keyword_presence import inputs_set_by_callers
+        over in a run that builds the class and whose model calls are all seen
+        (`forward_paths.inputs_set_by_callers`; memoised per class)."""
+        from dslint.program.models.forward_paths import inputs_set_by_callers
         cache = self.memo("inputs-set-by-callers", dict)
         if id(cls) not in cache:
             cache[id(cls)] = inputs_set_by_callers(self.view, self.models(), cls)

@@ -81,27 +81,6 @@ def value_set_by_callers(project: "ProjectView", keyword: str, position: Optiona
     return cache[key]
 
 
-def inputs_set_by_callers(project: "ProjectView", facts, cls) -> frozenset:
-    """The optional parameters of `cls.forward` (a default that is no option literal: `mode=None`,
-    `enc_hidden_states=None`) whose value every call of the run sets alike on every rank (`value_set_by_callers`)."""
-    found = cls.find_method("forward")
-    if found is None:
-        return frozenset()
-    from dslint.program.models.forward_paths import option_params
-    fn = found[1].node
-    positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
-    options = option_params(fn)
-    family = family_of(facts, cls)
-    out = set()
-    for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params):
-        name = p.name.value
-        if p.default is None or name in options or name in ("self", "cls"):
-            continue
-        if value_set_by_callers(project, name, positional.index(name) if name in positional else None, family):
-            out.add(name)
-    return frozenset(out)
-
-
 def family_of(facts, cls) -> frozenset:
     """The names of a module class and of its subclasses in the run."""
     return frozenset(c.name for c in [cls, *facts.subclasses(cls)])
@@ -176,8 +155,17 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], famil
             if (*handed_on, wrapper) not in seen and \
                     not _decide(project, handed_on[0], handed_on[1], wrapper, depth + 1, seen, kind):
                 return False
-    # no call hands the input over: it keeps its default on every call -- when every call of a model is seen
-    return decided or (kind == VALUE and _closed_world(project))
+    # no call hands the input over: it keeps its default on every call -- when the run builds the class (a model
+    # file checked alone is called by code that is not checked) and every call of a model is seen
+    return decided or (kind == VALUE and family is not None and _built_in_run(project, family) and
+                       _closed_world(project))
+
+
+def _built_in_run(project: "ProjectView", family: frozenset) -> bool:
+    """Does a call of the run construct a class of `family` (resolved to a checked class of that name)?"""
+    from dslint.program.models.modules import constructor_calls
+    return any(callee.rsplit(".", 1)[-1] in family and (found := project.class_for_callee(src, callee)) is not None
+               and found[1].rsplit(".", 1)[-1] in family for src, callee, _ in constructor_calls(project))
 
 
 def _closed_world(project: "ProjectView") -> bool:

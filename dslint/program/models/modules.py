@@ -932,7 +932,7 @@ def _construction_files(project: "ProjectView", facts: ModelFacts, cls: ModuleCl
     keys = {(id(c.src), c.qualname) for c in holders.values()}
     names = {c.name for c in holders.values()}
     sites: list[PythonSource] = []
-    for src, callee, scope in _constructor_calls(project):
+    for src, callee, scope in constructor_calls(project):
         if callee.rsplit(".", 1)[-1] not in names:
             continue
         found = project.class_for_callee(src, callee)
@@ -1035,7 +1035,7 @@ def _unreferenced(project: "ProjectView", cls: ModuleClass) -> bool:
     return count == 1
 
 
-def _constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
+def constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
     """(file, resolved callee, scope) of every call of the view whose callee's last name is capitalised."""
     def build():
         out = []
