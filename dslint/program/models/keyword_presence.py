@@ -164,8 +164,12 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], famil
 def _built_in_run(project: "ProjectView", family: frozenset) -> bool:
     """Does a call of the run construct a class of `family` (resolved to a checked class of that name)?"""
     from dslint.program.models.modules import constructor_calls
-    return any(callee.rsplit(".", 1)[-1] in family and (found := project.class_for_callee(src, callee)) is not None
-               and found[1].rsplit(".", 1)[-1] in family for src, callee, _ in constructor_calls(project))
+    cache = memo(project, "keyword-presence.built-in-run", dict)
+    if family not in cache:
+        cache[family] = any(
+            callee.rsplit(".", 1)[-1] in family and (found := project.class_for_callee(src, callee)) is not None
+            and found[1].rsplit(".", 1)[-1] in family for src, callee, _ in constructor_calls(project))
+    return cache[family]
 
 
 def _closed_world(project: "ProjectView") -> bool:
