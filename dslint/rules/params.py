@@ -456,7 +456,7 @@ class ConditionallyUsedParam(Rule):
     that no call of the run hands over at all (Megatron's `enc_hidden_states`, passed by no training step) when the
     run builds the class and every call of the run's models is seen (no `model(**batch)`, `model(*inputs)` or
     transformers/TRL Trainer): it keeps its default on every rank. A model built by a factory function (`get_language_model()` called in a
-    holder's `__init__`) is trained where the holder is built.
+    holder module's `__init__`) is trained where the holder is built.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
     only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`);

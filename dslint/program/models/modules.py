@@ -895,9 +895,9 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
     of another file it calls (`backward`, `step`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate)?
     A unit test that builds a model only to inspect its parameter groups: its unused parameters are no
     training's concern. A construction in a factory -- a module-level function that returns a value
-    (`get_language_model()` building the model and returning it with its checkpoint key) -- is where the factory is
-    called: a class whose method calls it holds the model (its own constructions count), any other call's file is
-    the site. When no construction is found (a model built elsewhere, by a registry): True only for a class the run
+    (`get_language_model()` building the model and returning it with its checkpoint key) -- called in a method of a
+    module class is that class's: the holder's constructions count (a factory-built holder); a factory called
+    elsewhere keeps its own file as the site. When no construction is found (a model built elsewhere, by a registry): True only for a class the run
     names nowhere else (`_unreferenced`), defined in a file that builds other models of the run and trains
     nothing."""
     unique = _construction_files(project, facts, cls, 0, set())
@@ -947,7 +947,9 @@ def _construction_files(project: "ProjectView", facts: ModelFacts, cls: ModuleCl
                 for caller_src, caller_scope in callers:
                     holder = _module_class_of(project, facts, caller_src, caller_scope)
                     if holder is None:
-                        sites.append(caller_src)
+                        # handed to code that is not a module holding it (a loader returning it in a list the
+                        # script freezes or inspects): the factory's own file stays the site, as a construction
+                        sites.append(src)
                     elif id(holder) not in seen:
                         sites.extend(_construction_files(project, facts, holder, depth + 1, seen))
                 continue
