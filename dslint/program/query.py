@@ -445,6 +445,17 @@ class Program:
             cache[id(cls)] = uniform_inputs(self.models(), cls, project=self.view)
         return cache[id(cls)]
 
+    def inputs_set_by_callers(self, cls: ModuleClass) -> frozenset:
+        """Optional forward parameters of `cls` whose value is the same on every rank at every call of the run that
+        hands them over -- a literal per call site, a run setting, an option of the caller -- or that no call hands
+        over in a run that builds the class and whose model calls are all seen
+        (`forward_paths.inputs_set_by_callers`; memoised per class)."""
+        from dslint.program.models.forward_paths import inputs_set_by_callers
+        cache = self.memo("inputs-set-by-callers", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = inputs_set_by_callers(self.view, self.models(), cls)
+        return cache[id(cls)]
+
     def caller_keys(self, cls: ModuleClass) -> dict:
         """Forward parameters of `cls` that every caller in the run fills from one batch field by its literal key
         (`sensors.get("depth")`): parameter -> key (memoised per class)."""

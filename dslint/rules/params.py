@@ -123,8 +123,17 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     if not interesting:
                         continue
                 walker = ForwardPaths(root, names - shadowed, program.view)
+                uniform = program.uniform_inputs(root)
                 try:
-                    paths = walker.root(found[1].node, program.uniform_inputs(root), program.caller_keys(root))
+                    paths = walker.root(found[1].node, uniform, program.caller_keys(root))
+                    if any(divergent(paths, a.name) is not None for a in attrs if a.name in interesting and
+                           a.name not in reported):
+                        # only where a use diverges: the optional inputs every call of the run sets alike (a
+                        # literal per call site, a setting, none passed at all) are no batch data either
+                        by_callers = program.inputs_set_by_callers(root) - uniform
+                        if by_callers:
+                            walker = ForwardPaths(root, names - shadowed, program.view)
+                            paths = walker.root(found[1].node, uniform | by_callers, program.caller_keys(root))
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
@@ -417,7 +426,8 @@ class ConditionallyUsedParam(Rule):
     uses under `torch.no_grad()`, attributes holding no parameters (a transformers tokenizer or processor),
     tests that only say where a value comes from (`if inputs_embeds is None: inputs_embeds =
     self.embed(input_ids)`; `else: out = enc_states` -- the caller computed it; ids or embeddings handed over
-    as alternatives, `elif inputs_embeds is not None: h = inputs_embeds`; an input dict's entry filled when
+    as alternatives, `elif inputs_embeds is not None: h = inputs_embeds`, also as two fields of one input record,
+    `input_ids = seq_ctx.input_ids` ... `else: h = seq_ctx.inputs_embeds`; an input dict's entry filled when
     absent, `if outputs.get("image") is None: outputs["image"] = self.vision(pixels)`; a fill written with an
     early return, `if memory is not None: return self.decode(memory)` before `memory = self.encode(src)`; an
     input the chain requires when the tested one is absent and the arm computes from it, `if prompt_ids is not
@@ -440,7 +450,13 @@ class ConditionallyUsedParam(Rule):
     is uniform when every call of the run handing it over (by keyword or at its position, outside
     `torch.no_grad()`) does so only under tests of run settings (`if args.continuous_prompt:`) with a batch field
     read by its literal key (`data["prompt_pos"]`), or hands on its own input decided alike; a call unpacking a
-    mapping into a model's keywords (`model(**batch)`) leaves it to the batch.
+    mapping into a model's keywords (`model(**batch)`) leaves it to the batch. Likewise an optional input whose
+    value every such call sets alike on every rank -- a literal per call site (`mode="text"` for one pass,
+    `mode="fusion"` for the next: every rank runs both), a setting, or the caller's own option decided alike --, or
+    that no call of the run hands over at all (Megatron's `enc_hidden_states`, passed by no training step) when the
+    run builds the class and every call of the run's models is seen (no `model(**batch)`, `model(*inputs)` or
+    transformers/TRL Trainer): it keeps its default on every rank. A model built by a factory function (`get_language_model()` called in a
+    holder module's `__init__`) is trained where the holder is built.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
     only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`);

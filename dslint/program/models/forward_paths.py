@@ -573,9 +573,10 @@ class ForwardPaths:
                 head = arms[0][0]
                 sources |= _presence_tests(head)[1]
                 if _absence_test(head, negated=False):
-                    sources |= optional
+                    sources |= optional | self._records_of(_presence_tests(head)[0], fn)
             elif i == 0 and _absence_test(test, negated=True):
-                sources |= optional       # `if ids is None: h = embeds else: h = self.embed(ids)`
+                # `if ids is None: h = embeds else: h = self.embed(ids)`
+                sources |= optional | self._records_of(_presence_tests(test)[1], fn)
             if not sources:
                 continue
             carried = _derived_from(fn, set(sources)) if fn is not None else set(sources)
@@ -584,6 +585,15 @@ class ForwardPaths:
             if got_from_input & others:
                 return True
         return False
+
+    def _records_of(self, names: set[str], fn: Optional[cst.FunctionDef]) -> set[str]:
+        """The inputs of `fn` that the tested locals are read from (`input_ids = seq_ctx.input_ids`: `seq_ctx`), when
+        none of them is an input itself: one record the caller fills with one of two alternatives (ids, or the
+        embeddings it computed), so another of its fields stands in for the one found absent."""
+        if fn is None or not names or names & (self._params[-1] if self._params else set()):
+            return set()
+        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        return {p for p in params if names <= _derived_from(fn, {p})}
 
     def _fills_default(self, stmt: cst.If) -> bool:
         """A presence test whose body replaces one of the function's own inputs (`if inputs_embeds is None:
@@ -1299,3 +1309,25 @@ def _field_key(method: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> 
         value = values[0] if len(values) == 1 else None
     entry = _entry_of(value) if value is not None else None
     return _evaluated(entry[1]) if entry is not None else None
+
+
+def inputs_set_by_callers(project: "ProjectView", facts, cls) -> frozenset:
+    """The optional parameters of `cls.forward` (a default that is no option literal: `mode=None`,
+    `enc_hidden_states=None`) whose value every call of the run sets alike on every rank
+    (`keyword_presence.value_set_by_callers`)."""
+    found = cls.find_method("forward")
+    if found is None:
+        return frozenset()
+    from dslint.program.models.keyword_presence import family_of, value_set_by_callers
+    fn = found[1].node
+    positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
+    options = option_params(fn)
+    family = family_of(facts, cls)
+    out = set()
+    for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params):
+        name = p.name.value
+        if p.default is None or name in options or name in ("self", "cls"):
+            continue
+        if value_set_by_callers(project, name, positional.index(name) if name in positional else None, family):
+            out.add(name)
+    return frozenset(out)

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from dslint.sources import PythonSource
 
 MAX_DEPTH = 3
+# what `_decide` asks of each call's value: there whenever the call runs, or the same on every rank
+PRESENT, VALUE = "present", "value"
 _BUILTINS = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 
@@ -61,7 +63,21 @@ def presence_set_by_callers(project: "ProjectView", keyword: str, position: Opti
     cache = memo(project, "keyword-presence", dict)
     key = (keyword, position, family)
     if key not in cache:
-        cache[key] = _decide(project, keyword, position, family, 0, set())
+        cache[key] = _decide(project, keyword, position, family, 0, set(), PRESENT)
+    return cache[key]
+
+
+def value_set_by_callers(project: "ProjectView", keyword: str, position: Optional[int] = None,
+                         family: Optional[frozenset] = None) -> bool:
+    """Is the input's value the same on every rank at every call of the run that can hand it over -- a literal
+    (`mode="fusion"`, one per call site), a run setting (`args.mode`), or the caller's own input decided alike (an
+    option of its own, `mode="text"` as its default, that its callers set the same way or leave out) -- each call
+    under tests of run settings only? Or does no call of the run hand it over at all, in a run whose every call of a model is seen
+    (`_closed_world`): then it is its default on every call. Memoised per view, keyword, position and family."""
+    cache = memo(project, "keyword-value", dict)
+    key = (keyword, position, family)
+    if key not in cache:
+        cache[key] = _decide(project, keyword, position, family, 0, set(), VALUE)
     return cache[key]
 
 
@@ -95,18 +111,18 @@ def _owner_class(facts, src: "PythonSource", fn: cst.FunctionDef):
 
 
 def _decide(project: "ProjectView", keyword: str, position: Optional[int], family: Optional[frozenset], depth: int,
-            seen: set) -> bool:
+            seen: set, kind: str = PRESENT) -> bool:
     if depth > MAX_DEPTH or _unpacks_mappings(project):
         return False
-    seen = seen | {(keyword, position)}
+    seen = seen | {(keyword, position, family)}
     sites: list[tuple["PythonSource", _Site]] = []
-    for src in project.mentioning(f"{keyword}="):
+    for src in project.mentioning(f"{keyword}=", f"'{keyword}'", f'"{keyword}"'):
         found = _keyword_calls(src, keyword)
         if found is None:
             return False
         sites.extend((src, site) for site in found)
     if position is not None:
-        for src, site in _object_calls(project):
+        for src, site in _object_calls(project, position):
             if site.no_grad or not _callee_may_be_a_model(project, src, site.call) or \
                     _another_class(project, src, site, family):
                 continue
@@ -126,22 +142,60 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], famil
         decided = True
         if not all(_setting_test(project, src, site.function, t) for t in site.tests):
             return False
-        handed_on = _value_present(site.function, site.value)
+        handed_on = _value_present(site.function, site.value) if kind == PRESENT else \
+            _value_uniform(project, src, site.function, site.value)
         if handed_on is False:
             return False
-        if isinstance(handed_on, tuple) and handed_on not in seen:
+        if isinstance(handed_on, tuple):
             from dslint.program.models.modules import model_facts
             facts = model_facts(project)
             owner = _owner_class(facts, src, site.function) if site.function is not None else None
             wrapper = family_of(facts, owner) if owner is not None else None
-            if not _decide(project, handed_on[0], handed_on[1], wrapper, depth + 1, seen):
+            # the same input of the same class already being decided (a wrapper handing it on to itself)
+            if (*handed_on, wrapper) not in seen and \
+                    not _decide(project, handed_on[0], handed_on[1], wrapper, depth + 1, seen, kind):
                 return False
-    return decided
+    # no call hands the input over: it keeps its default on every call -- when the run builds the class (a model
+    # file checked alone is called by code that is not checked) and every call of a model is seen
+    return decided or (kind == VALUE and family is not None and _built_in_run(project, family) and
+                       _closed_world(project))
 
 
-def _object_calls(project: "ProjectView") -> list:
-    """Every call of an object in the run that passes positional arguments (`model(ids, mask)`, `self.enc(x)`,
-    `model(*inputs)`), with its function and tests: where an input handed over positionally comes from."""
+def _built_in_run(project: "ProjectView", family: frozenset) -> bool:
+    """Does a call of the run construct a class of `family` (resolved to a checked class of that name)?"""
+    from dslint.program.models.modules import constructor_calls
+    cache = memo(project, "keyword-presence.built-in-run", dict)
+    if family not in cache:
+        cache[family] = any(
+            callee.rsplit(".", 1)[-1] in family and (found := project.class_for_callee(src, callee)) is not None
+            and found[1].rsplit(".", 1)[-1] in family for src, callee, _ in constructor_calls(project))
+    return cache[family]
+
+
+def _closed_world(project: "ProjectView") -> bool:
+    """Are the run's calls of its models all in the checked files, with their arguments spelled out? Not when a
+    call of an object unpacks a mapping or a sequence that is not the calling function's own (`model(**batch)`,
+    `model(*inputs)`: `_unpacks_mappings`), nor when the run builds a library trainer (a transformers/TRL
+    `...Trainer`, or a class of the run derived from one), whose training step calls the model with the batch's
+    own keys from code that is not checked."""
+    def build() -> bool:
+        for src in project.mentioning("Trainer"):
+            outline = src.outline
+            if outline is None:
+                return False
+            names = [c for c, _ in outline.calls if c] + [b for c in outline.classes.values() for b in c.bases if b]
+            if any(n.startswith(("transformers.", "trl.")) and n.rsplit(".", 1)[-1].endswith("Trainer")
+                   for n in names):
+                return False
+        return True
+    return not _unpacks_mappings(project) and not _unpacks_sequences(project) and \
+        memo(project, "keyword-presence.closed-world", build)
+
+
+def _object_calls(project: "ProjectView", position: int) -> list:
+    """Every call of an object in the run that passes more than `position` positional arguments (`model(ids,
+    mask)`, `self.enc(x)`, `model(*inputs)`), with its function and tests: where an input handed over
+    positionally comes from."""
     def build():
         out = []
         for src in project.python:
@@ -154,8 +208,16 @@ def _object_calls(project: "ProjectView") -> list:
             finder = _KeywordCalls(None)
             cst_visit(module, finder)
             out.extend((src, site) for site in finder.sites)
-        return out
-    return memo(project, "keyword-presence.object-calls", build)
+        # by the number of explicit positional arguments (an unpacked sequence counts as many as any position)
+        return sorted(((_positional_count(site.call), src, site) for src, site in out), key=lambda t: t[0])
+    calls = memo(project, "keyword-presence.object-calls", build)
+    return [(src, site) for count, src, site in calls if count > position]
+
+
+def _positional_count(call: cst.Call) -> int:
+    if any(a.star == "*" for a in call.args):
+        return 1 << 30
+    return sum(1 for a in call.args if a.keyword is None and not a.star)
 
 
 class _Site:
@@ -237,6 +299,13 @@ class _KeywordCalls(cst.CSTVisitor):
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == self.keyword:
                 self.sites.append(_Site(node, arg.value, fn, list(self.tests[-1]), bool(self.no_grad)))
+            elif arg.star == "**" and _model_call_form(node.func):
+                # a local dict of literal keys unpacked into the call: its entries are keywords (`_literal_keys`)
+                values = (_literal_keys(fn, arg.value) or {}).get(self.keyword)
+                if values:
+                    # the entry's value and the tests under which it is stored, beside the call's own
+                    value, stored_under = values[0] if len(values) == 1 else (cst.Name("__several__"), [])
+                    self.sites.append(_Site(node, value, fn, [*self.tests[-1], *stored_under], bool(self.no_grad)))
 
 
 def _model_call_form(func: cst.BaseExpression) -> bool:
@@ -270,49 +339,199 @@ def _callee_may_be_a_model(project: "ProjectView", src: "PythonSource", call: cs
 def _unpacks_mappings(project: "ProjectView") -> bool:
     """Does a call of an object in the run (`model(**batch)`, `self.model(**kwargs)`; not a function or class of
     the checked files, `make_scaler(**cfg)`) unpack a mapping into keywords? Then any input may arrive through the
-    mapping."""
+    mapping. Not a local dict of literal keys (`kw = {"mask": m}; kw["cache"] = c; layer(x, **kw)`): its keys are
+    keywords the call passes, seen as such (`_keyword_calls`)."""
+    return _unpacks(project, "**")
+
+
+def _unpacks_sequences(project: "ProjectView") -> bool:
+    """Does a call of an object in the run unpack a sequence into positions (`model(*inputs)`), other than the
+    calling function's own `*args`? Then any position may be filled."""
+    return _unpacks(project, "*")
+
+
+def _unpacks(project: "ProjectView", star: str) -> bool:
     def build() -> bool:
-        for src in project.mentioning("(**", ", **"):
+        for src in project.mentioning("(" + star, ", " + star):
             try:
                 module = src.module
             except Exception:
                 return True
             if module is None:
                 return True
-            finder = _Unpacks()
+            finder = _Unpacks(star)
             cst_visit(module, finder)
-            if any(_callee_may_be_a_model(project, src, call) for call in finder.calls):
+            if any(_callee_may_be_a_model(project, src, call) and not _library_field(project, src, fn, call)
+                   for call, fn in finder.calls):
                 return True
         return False
-    return memo(project, "keyword-presence.unpacks", build)
+    return memo(project, f"keyword-presence.unpacks{star}", build)
 
 
 class _Unpacks(cst.CSTVisitor):
-    """Calls of an object unpacking a mapping; not `cls(...)` in a classmethod (the class's constructor), nor an
-    unpacking of the enclosing function's own `**kwargs` (a wrapper's `forward(self, *a, **kwargs): return
-    self.module(*a, **kwargs)` hands on the keywords its callers pass, which are seen at those calls)."""
+    """Calls of an object unpacking a mapping (`star` "**") or a sequence ("*"); not `cls(...)` in a classmethod
+    (the class's constructor), nor an unpacking of the enclosing function's own `**kwargs` / `*args` (a wrapper's
+    `forward(self, *a, **kwargs): return self.module(*a, **kwargs)` hands on what its callers pass, which is seen
+    at those calls), nor of a local dict of literal keys (`_literal_keys`)."""
 
-    def __init__(self) -> None:
-        self.calls: list[cst.Call] = []
+    def __init__(self, star: str = "**") -> None:
+        self.star = star
+        self.calls: list[tuple[cst.Call, Optional[cst.FunctionDef]]] = []
         self.constructors: list[Optional[str]] = []
-        self.kwargs: list[Optional[str]] = []
+        self.own: list[Optional[str]] = []
+        self.functions: list[cst.FunctionDef] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.constructors.append(_class_parameter(node))
-        star = node.params.star_kwarg
-        self.kwargs.append(star.name.value if isinstance(star, cst.Param) else None)
+        star = node.params.star_kwarg if self.star == "**" else node.params.star_arg
+        self.own.append(star.name.value if isinstance(star, cst.Param) else None)
+        self.functions.append(node)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.constructors.pop()
-        self.kwargs.pop()
+        self.own.pop()
+        self.functions.pop()
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and self.constructors and node.func.value == self.constructors[-1]:
             return
-        own = self.kwargs[-1] if self.kwargs else None
+        own = self.own[-1] if self.own else None
+        fn = self.functions[-1] if self.functions else None
         if _model_call_form(node.func) and any(
-                a.star == "**" and not (isinstance(a.value, cst.Name) and a.value.value == own) for a in node.args):
-            self.calls.append(node)
+                a.star == self.star and not (isinstance(a.value, cst.Name) and a.value.value == own) and
+                not (self.star == "**" and _literal_keys(fn, a.value) is not None) for a in node.args):
+            self.calls.append((node, fn))
+
+
+def _library_field(project: "ProjectView", src: "PythonSource", fn: Optional[cst.FunctionDef], call: cst.Call
+                   ) -> bool:
+    """Is the call's object `self.X` a field that the enclosing class never stores and inherits from a base that
+    is no checked class (a transformers `Pipeline`'s `self.model(**model_inputs)`)? The library's own code fills it
+    and calls it; the run's code never binds it."""
+    func = call.func
+    if fn is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and
+                          func.value.value == "self"):
+        return False
+    info = next((c for c in src.facts.classes.values() if any(m.node is fn for m in c.methods.values())), None)
+    if info is None or not info.bases:
+        return False
+    if any(project.class_for_callee(src, b) is not None for b in info.bases):
+        return False
+
+    stores = _FieldStores(func.attr.value)
+    cst_visit(info.node, stores)
+    return not stores.found
+
+
+class _FieldStores(cst.CSTVisitor):
+    """Does a class store `self.<attr>` anywhere (`self.model = ...`, `self.model, self.key = ...`)?"""
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+        self.found = False
+
+    def _target(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._target(el.value)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
+                target.value.value == "self" and target.attr.value == self.attr:
+            self.found = True
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._target(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._target(node.target)
+
+
+def _literal_keys(fn: Optional[cst.FunctionDef], value: cst.BaseExpression) -> Optional[dict]:
+    """key -> the (value, enclosing tests) stored under it, for a local of `fn` that is only ever a dict of literal keys: bound to a
+    display with string keys (`{"mask": m}`, `{}`) or `dict(mask=m)`, filled by stores under literal keys (`kw["k"]
+    = v`), otherwise only unpacked into calls (`**kw`) or read. None for anything else (a parameter, a dict handed
+    to a function or updated from another mapping: its keys are not all spelled)."""
+    if fn is None or not isinstance(value, cst.Name):
+        return None
+    name = value.value
+    params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+    if name in params:
+        return None
+    finder = _DictKeys(name, fn)
+    cst_visit(fn, finder)
+    return finder.keys if finder.ok and finder.bound else None
+
+
+class _DictKeys(cst.CSTVisitor):
+    def __init__(self, name: str, fn: cst.FunctionDef) -> None:
+        self.name, self.fn = name, fn
+        self.keys: dict[str, list] = {}
+        self.ok, self.bound = True, False
+        self._allowed: set[int] = set()
+        self._tests: list = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.fn
+
+    def visit_If(self, node: cst.If) -> None:
+        self._tests.append(node.test)
+
+    def leave_If(self, node: cst.If) -> None:
+        self._tests.pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self._tests.append(node.test)
+
+    def leave_While(self, node: cst.While) -> None:
+        self._tests.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            target = t.target
+            if isinstance(target, cst.Name) and target.value == self.name:
+                self._allowed.add(id(target))
+                self.bound = True
+                self._display(node.value)
+            elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and \
+                    target.value.value == self.name:
+                self._allowed.add(id(target.value))
+                key = _string_key(target)
+                if key is None:
+                    self.ok = False
+                else:
+                    self.keys.setdefault(key, []).append((node.value, list(self._tests)))
+
+    def _display(self, value: cst.BaseExpression) -> None:
+        if isinstance(value, cst.Dict):
+            for el in value.elements:
+                if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
+                    self.ok = False
+                    return
+                self.keys.setdefault(el.key.evaluated_value, []).append((el.value, list(self._tests)))
+        elif isinstance(value, cst.Call) and dotted_name(value.func) == "dict" and \
+                all(a.keyword is not None for a in value.args):
+            for a in value.args:
+                self.keys.setdefault(a.keyword.value, []).append((a.value, list(self._tests)))
+        else:
+            self.ok = False
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.star == "**" and isinstance(node.value, cst.Name) and node.value.value == self.name:
+            self._allowed.add(id(node.value))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value == self.name:
+            self._allowed.add(id(node.value))           # a read of one entry
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name and id(node) not in self._allowed:
+            self.ok = False         # handed on, updated, returned: its keys may change where they are not spelled
+
+
+def _string_key(target: cst.Subscript) -> Optional[str]:
+    if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+        return None
+    key = target.slice[0].slice.value
+    return key.evaluated_value if isinstance(key, cst.SimpleString) else None
 
 
 def _is_no_grad(expr: cst.BaseExpression) -> bool:
@@ -405,6 +624,34 @@ def _value_present(fn: Optional[cst.FunctionDef], value: cst.BaseExpression):
             positional = positional[1:]
         return name, (positional.index(name) if name in positional else None)
     return bool(assigned) and all(_subscript_read(v) for v in assigned)
+
+
+def _value_uniform(project: "ProjectView", src: "PythonSource", fn: Optional[cst.FunctionDef],
+                   value: cst.BaseExpression):
+    """True: the value is the same on every rank whenever the call runs -- a literal (one per call site, `mode=
+    "text"`), or a run setting the rank-uniformity lattice finds uniform (`args.mode`, `self.cfg.mode`); (a
+    parameter's name, its position): the function hands on its own input, which its callers decide -- an option
+    parameter too (`mode="multimodal"` as its default: its own callers may pass data); False otherwise (a batch
+    field, a value computed from the data)."""
+    if _literal(value):
+        return True
+    if isinstance(value, cst.Name) and fn is not None:
+        handed_on = _value_present(fn, value)
+        if isinstance(handed_on, tuple):
+            return handed_on
+    return _setting_test(project, src, fn, value)
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in ("None", "True", "False")
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return all(not isinstance(e, cst.StarredElement) and _literal(e.value) for e in node.elements)
+    return False
 
 
 def _assignments(fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:

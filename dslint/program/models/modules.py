@@ -32,6 +32,7 @@ from dslint.program.facts import ClassInfo
 from dslint.sources.literals import UNKNOWN
 from dslint.sources.wordsearch import alternation
 from dslint.program.outline import ClassOutline, Outline, calls_under, dotted_name
+from dslint.sources.cstwalk import visit as cst_visit
 
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
@@ -893,9 +894,31 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
     as an attribute (up to three levels) -- in a file that trains nothing, neither itself nor through a function
     of another file it calls (`backward`, `step`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate)?
     A unit test that builds a model only to inspect its parameter groups: its unused parameters are no
-    training's concern. When no construction is found (a model built elsewhere, by a factory): True only for a
-    class the run names nowhere else (`_unreferenced`), defined in a file that builds other models of the run and
-    trains nothing."""
+    training's concern. A construction in a factory -- a module-level function that returns a value
+    (`get_language_model()` building the model and returning it with its checkpoint key) -- called in a method of a
+    module class is that class's: the holder's constructions count (a factory-built holder); a factory called
+    elsewhere keeps its own file as the site. When no construction is found (a model built elsewhere, by a registry): True only for a class the run
+    names nowhere else (`_unreferenced`), defined in a file that builds other models of the run and trains
+    nothing."""
+    unique = _construction_files(project, facts, cls, 0, set())
+    if not unique:
+        # no construction found: a model built elsewhere (a factory, a registry, a user of the package) -- unless
+        # nothing in the run names the class at all (no construction, subclass, import, registry entry or config
+        # string) and its own file is a user of models, not a model library: it builds other models of the run and
+        # trains nothing (a unit test's stand-in left unused beside the models it inspects)
+        return _unreferenced(project, cls) and _builds_models(project, facts, cls.src) and \
+            not _trains(project, cls.src)
+    return not any(_trains(project, src) for src in unique)
+
+
+MAX_FACTORY_DEPTH = 3
+
+
+def _construction_files(project: "ProjectView", facts: ModelFacts, cls: ModuleClass, depth: int, seen: set
+                        ) -> list[PythonSource]:
+    """The files whose code builds `cls` (`never_trained`): constructions of it, a subclass or a holder, a
+    factory's construction replaced by the factory's calls."""
+    seen.add(id(cls))
     holders: dict[int, ModuleClass] = {}
     frontier = [cls]
     for _ in range(4):
@@ -909,7 +932,7 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
     keys = {(id(c.src), c.qualname) for c in holders.values()}
     names = {c.name for c in holders.values()}
     sites: list[PythonSource] = []
-    for src, callee, scope in _constructor_calls(project):
+    for src, callee, scope in constructor_calls(project):
         if callee.rsplit(".", 1)[-1] not in names:
             continue
         found = project.class_for_callee(src, callee)
@@ -918,16 +941,72 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
         owner = _scope_class(project, src, scope)
         if owner is not None and (id(src), owner) in keys:
             continue            # a holder creating it as its attribute: counted through the holder
+        if owner is None and depth < MAX_FACTORY_DEPTH and _returns_value(src, scope):
+            callers = _factory_calls(project, src, scope)
+            if callers:
+                for caller_src, caller_scope in callers:
+                    holder = _module_class_of(project, facts, caller_src, caller_scope)
+                    if holder is None:
+                        # handed to code that is not a module holding it (a loader returning it in a list the
+                        # script freezes or inspects): the factory's own file stays the site, as a construction
+                        sites.append(src)
+                    elif id(holder) not in seen:
+                        sites.extend(_construction_files(project, facts, holder, depth + 1, seen))
+                continue
         sites.append(src)
-    unique = list({id(src): src for src in sites}.values())
-    if not unique:
-        # no construction found: a model built elsewhere (a factory, a registry, a user of the package) -- unless
-        # nothing in the run names the class at all (no construction, subclass, import, registry entry or config
-        # string) and its own file is a user of models, not a model library: it builds other models of the run and
-        # trains nothing (a unit test's stand-in left unused beside the models it inspects)
-        return _unreferenced(project, cls) and _builds_models(project, facts, cls.src) and \
-            not _trains(project, cls.src)
-    return not any(_trains(project, src) for src in unique)
+    return list({id(src): src for src in sites}.values())
+
+
+def _returns_value(src: PythonSource, scope: str) -> bool:
+    """Is `scope` a function of the file (not a method, not the module) with a `return <value>`?"""
+    if src.outline is None or scope not in src.outline.functions or _scope_class_of(src, scope) is not None:
+        return False
+    info = src.facts.functions.get(scope)
+    if info is None:
+        return False
+    finder = _Returns(info.node)
+    cst_visit(info.node, finder)
+    return finder.found
+
+
+class _Returns(cst.CSTVisitor):
+    def __init__(self, fn: cst.FunctionDef) -> None:
+        self.fn, self.found = fn, False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.fn
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None and not (isinstance(node.value, cst.Name) and node.value.value == "None"):
+            self.found = True
+
+
+def _scope_class_of(src: PythonSource, scope: str) -> Optional[str]:
+    return next((d.class_name for d in src.outline.defs if d.qualname == scope), None)
+
+
+def _factory_calls(project: "ProjectView", src: PythonSource, scope: str) -> list[tuple[PythonSource, str]]:
+    """(file, scope) of every call of the run that resolves to the function `scope` of `src`."""
+    name = scope.rsplit(".", 1)[-1]
+    out = []
+    for other in project.mentioning(name):
+        if other.outline is None:
+            continue
+        for callee, where in other.outline.calls:
+            if callee and callee.rsplit(".", 1)[-1] == name:
+                found = project.function_for_callee(other, callee)
+                if found is not None and found[0] is src and found[1] == scope:
+                    out.append((other, where))
+    return out
+
+
+def _module_class_of(project: "ProjectView", facts: ModelFacts, src: PythonSource, scope: str
+                     ) -> Optional[ModuleClass]:
+    """The module class of the run one of whose methods is `scope`."""
+    owner = _scope_class(project, src, scope)
+    if owner is None:
+        return None
+    return next((c for c in facts.classes_in(src) if c.qualname == owner), None)
 
 
 def _builds_models(project: "ProjectView", facts: ModelFacts, src: PythonSource) -> bool:
@@ -958,7 +1037,7 @@ def _unreferenced(project: "ProjectView", cls: ModuleClass) -> bool:
     return count == 1
 
 
-def _constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
+def constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
     """(file, resolved callee, scope) of every call of the view whose callee's last name is capitalised."""
     def build():
         out = []
