@@ -65,9 +65,9 @@ class FlowWalk:
         self.returned: Optional[Origin] = None
         self._elements: object = ()          # () before any return; a list per element; None: not always a tuple
         # a `return None` (the whole value, or these tuple positions) under a rank-dependent test of this walk:
-        # whether the result is None there is this function's rank-dependent choice (`_none_returned`)
-        self._none_varies = False
-        self._none_positions: set[int] = set()
+        # whether the result is None there varies as that test does (`_none_returned`, `Origin.none_by`)
+        self._none_origin: Optional[Origin] = None
+        self._none_positions: dict[int, Origin] = {}
         self.loop_depth = 0
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         # group-membership predicates known false on the current path (`else:` of `if is_pipeline_last_stage()`,
@@ -474,8 +474,8 @@ class FlowWalk:
             if node.value is not None:
                 self.expr(node.value, guards)
                 self.returned = join(self.returned, self.eval(node.value))
-                if self._none_varies and self.returned is not None and self.returned.opaque:
-                    self.returned = replace(self.returned, opaque=False)
+                if self._none_origin is not None and self.returned is not None and self.returned.opaque:
+                    self.returned = replace(self.returned, none_by=join(self.returned.none_by, self._none_origin))
             self._return_elements(node.value)
             return self._exit(node, "return", guards)
         if isinstance(node, (cst.Continue, cst.Break)):
@@ -516,20 +516,27 @@ class FlowWalk:
         """Per element of the tuple every `return` of the body returns (None when one returns something else)."""
         if not isinstance(self._elements, list):
             return None
-        return [replace(o, opaque=False) if o is not None and o.opaque and i in self._none_positions else o
+        return [replace(o, none_by=join(o.none_by, self._none_positions[i]))
+                if o is not None and o.opaque and i in self._none_positions else o
                 for i, o in enumerate(self._elements)]
 
     def _none_returned(self, value: Optional[cst.BaseExpression], guards: tuple[Guard, ...]) -> None:
         """`if not os.path.isfile(name): return None, "", False` under a test that varies with the rank (or after
-        an exit that does): the result (or that tuple position) is None on the ranks the test picks, so it is not
-        `opaque` -- what a call outside the checked files returned elsewhere in the function (`torch.load(name)`,
-        None or not by that call alone) no longer decides whether the result is None (`RankTaint._comparison`)."""
-        if not any(g.kind in ("cond", "cond-balanced", "exit") and g not in self.base_guards for g in guards):
+        an exit that does): the result (or that tuple position) is None on the ranks the test picks, so where what
+        the function returns otherwise is `opaque` (`torch.load(name)`: None or not by that call alone), whether the
+        result is None varies as that test does (`Origin.none_by`, read by `RankTaint._comparison`), in whatever
+        order the returns come -- along the test's grid coordinates only (a pipeline stage's `return None`)."""
+        guard = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced", "exit")
+                      and g not in self.base_guards), None)
+        if guard is None:
             return                      # (an earlier rank-dependent exit: only the other ranks get here)
+        origin = replace(guard.origin, batch=False, opaque=False, none_by=None)
         if value is None or _is_none(value):
-            self._none_varies = True
+            self._none_origin = join(self._none_origin, origin)
         elif isinstance(value, (cst.Tuple, cst.List)):
-            self._none_positions.update(i for i, el in enumerate(value.elements) if _is_none(el.value))
+            for i, el in enumerate(value.elements):
+                if _is_none(el.value):
+                    self._none_positions[i] = join(self._none_positions.get(i), origin)
 
     def _none_under(self, guards: tuple[Guard, ...]) -> Optional[Origin]:
         """`x = None` under a rank-dependent test of this walk (`if all(imgs == [] for imgs in images): images =

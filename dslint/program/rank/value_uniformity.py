@@ -217,7 +217,7 @@ class Origin:
     # per-rank data that went through a call outside the checked files (`_, logits = forward_fn(data=shard)`), or
     # what such a call made of a rank's name (`torch.load(f"rank_{rank}.pt")`, `Origin.rendered`): whether such a
     # result is None is that function's control (a pipeline stage, a mode), not the data's size nor the rank's --
-    # unless a checked function returns None itself under a rank-dependent test (`FlowWalk._none_returned`)
+    # unless a checked function returns None itself under a rank-dependent test (`Origin.none_by`)
     opaque: bool = False
     # a collated batch as a whole and the fields read from it (the HF Trainer's `inputs`): its keys, its fields'
     # presence (None or not) and their types are the collator's, the same on every rank; only the values vary
@@ -268,6 +268,10 @@ class Origin:
     # affair, not the rank's (`opaque`, `RankTaint._rendered_name`). Kept by the name bound to the rendering itself
     # or copied from such a name (`bind`)
     rendered: bool = False
+    # of an `opaque` value: the origin whether it is None varies with -- a checked function that returns None
+    # itself under a rank-dependent test (`FlowWalk._none_returned`), where its other returns are opaque; None:
+    # whether it is None is the outside call's affair alone
+    none_by: Optional["Origin"] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -577,6 +581,16 @@ class RankTaint:
 
     # --- expressions ---------------------------------------------------------------------------------
     def eval(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None) -> Optional[Origin]:
+        out = self._eval(e, env, cls)
+        if out is not None and out.none_by is not None and not isinstance(e, cst.Name) and not (
+                isinstance(e, cst.Call) and self.analysis.call_source(
+                    self.src, self.facts.resolve_expr(e.func), cls, fields=False) is not None):
+            # `Origin.none_by` is whether that very value is None: a name holding it, or the checked function
+            # returning it; a container, a field, an operation or another call made of it is a value of its own
+            out = replace(out, none_by=None)
+        return out
+
+    def _eval(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None) -> Optional[Origin]:
         if e is None:
             return None
         if isinstance(e, cst.Name):
@@ -904,6 +918,8 @@ class RankTaint:
         origin = self._any(values, env, cls) if values else None
         if origin is None:
             return
+        if origin.none_by is not None:
+            origin = replace(origin, none_by=None)      # the container is no None, whatever was put in
         if origin.stream:
             # a data loader put in (`loaders.append(DataLoader(...))`) is the same object on every rank: the
             # container, its length and its keys stay as they were; an element read back (`loaders[0]`) is the
@@ -1097,8 +1113,9 @@ class RankTaint:
                 return None             # `os.getenv("RANK") is not None`: the launcher sets it on every rank or none
             if hit.opaque and (hit.kind in _DATA_KINDS or hit.kind == "derived"):
                 # `logits is not None` after `forward_fn(data=shard)`, `state is None` after `torch.load(name)` of
-                # this rank's file: not the data's doing, nor the rank's
-                return None
+                # this rank's file: not the data's doing, nor the rank's -- unless a checked function returned None
+                # itself under a rank-dependent test (`Origin.none_by`)
+                return hit.none_by
             if hit.batch:
                 return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
             if hit.present and isinstance(e.left, cst.Name):
