@@ -49,6 +49,10 @@ def _none_test_of(e: cst.BaseExpression) -> bool:
         isinstance(e.comparisons[0].comparator, cst.Name) and e.comparisons[0].comparator.value == "None"
 
 
+def _is_none(e: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(e, cst.Name) and e.value == "None"
+
+
 class FlowWalk:
     def __init__(self, taint: RankTaint, scope: str, env: Env, cls: Optional[str] = None,
                  guards: tuple[Guard, ...] = ()) -> None:
@@ -60,6 +64,10 @@ class FlowWalk:
         self.ever_bound: Env = dict(env)
         self.returned: Optional[Origin] = None
         self._elements: object = ()          # () before any return; a list per element; None: not always a tuple
+        # a `return None` (the whole value, or these tuple positions) under a rank-dependent test of this walk:
+        # whether the result is None there varies as that test does (`_none_returned`, `Origin.none_by`)
+        self._none_origin: Optional[Origin] = None
+        self._none_positions: dict[int, Origin] = {}
         self.loop_depth = 0
         self.loop_iters: list[Optional[cst.BaseExpression]] = []   # enclosing loops' iterables (None: while)
         # group-membership predicates known false on the current path (`else:` of `if is_pipeline_last_stage()`,
@@ -493,9 +501,12 @@ class FlowWalk:
                 return self._exit(node, "exit", guards)
             return []
         if isinstance(node, cst.Return):
+            self._none_returned(node.value, guards)
             if node.value is not None:
                 self.expr(node.value, guards)
                 self.returned = join(self.returned, self.eval(node.value))
+                if self._none_origin is not None and self.returned is not None and self.returned.opaque:
+                    self.returned = replace(self.returned, none_by=join(self.returned.none_by, self._none_origin))
             self._return_elements(node.value)
             return self._exit(node, "return", guards)
         if isinstance(node, (cst.Continue, cst.Break)):
@@ -534,7 +545,29 @@ class FlowWalk:
 
     def returned_elements(self) -> Optional[list[Optional[Origin]]]:
         """Per element of the tuple every `return` of the body returns (None when one returns something else)."""
-        return self._elements if isinstance(self._elements, list) else None
+        if not isinstance(self._elements, list):
+            return None
+        return [replace(o, none_by=join(o.none_by, self._none_positions[i]))
+                if o is not None and o.opaque and i in self._none_positions else o
+                for i, o in enumerate(self._elements)]
+
+    def _none_returned(self, value: Optional[cst.BaseExpression], guards: tuple[Guard, ...]) -> None:
+        """`if not os.path.isfile(name): return None, "", False` under a test that varies with the rank (or after
+        an exit that does): the result (or that tuple position) is None on the ranks the test picks, so where what
+        the function returns otherwise is `opaque` (`torch.load(name)`: None or not by that call alone), whether the
+        result is None varies as that test does (`Origin.none_by`, read by `RankTaint._comparison`), in whatever
+        order the returns come -- along the test's grid coordinates only (a pipeline stage's `return None`)."""
+        guard = next((g for g in reversed(guards) if g.kind in ("cond", "cond-balanced", "exit")
+                      and g not in self.base_guards), None)
+        if guard is None:
+            return                      # (an earlier rank-dependent exit: only the other ranks get here)
+        origin = replace(guard.origin, batch=False, opaque=False, none_by=None)
+        if value is None or _is_none(value):
+            self._none_origin = join(self._none_origin, origin)
+        elif isinstance(value, (cst.Tuple, cst.List)):
+            for i, el in enumerate(value.elements):
+                if _is_none(el.value):
+                    self._none_positions[i] = join(self._none_positions.get(i), origin)
 
     def _none_under(self, guards: tuple[Guard, ...]) -> Optional[Origin]:
         """`x = None` under a rank-dependent test of this walk (`if all(imgs == [] for imgs in images): images =

@@ -214,8 +214,10 @@ class Origin:
     # its length is the prompts' count; an element (`out[0]`, a loop's item) is one sampled sequence. Of an "item"
     # list: padded to the same length on every rank (`FlowWalk._padded_to`): its length and truth are uniform
     rows: bool = False
-    # per-rank data that went through a call outside the checked files (`_, logits = forward_fn(data=shard)`):
-    # whether such a result is None is that function's control (a pipeline stage, a mode), not the data's size
+    # per-rank data that went through a call outside the checked files (`_, logits = forward_fn(data=shard)`), or
+    # what such a call made of a rank's name (`torch.load(f"rank_{rank}.pt")`, `Origin.rendered`): whether such a
+    # result is None is that function's control (a pipeline stage, a mode), not the data's size nor the rank's --
+    # unless a checked function returns None itself under a rank-dependent test (`Origin.none_by`)
     opaque: bool = False
     # a collated batch as a whole and the fields read from it (the HF Trainer's `inputs`): its keys, its fields'
     # presence (None or not) and their types are the collator's, the same on every rank; only the values vary
@@ -259,6 +261,17 @@ class Origin:
     # everywhere and binds one of them (`element_of`), `len` of it is uniform (`_counted`); only the display itself
     # is one: a value computed from it (`join`, `[mine] + others`: `undisplayed`) is not
     display: bool = False
+    # a string that writes the value among other text (`f"zero_pp_rank_{rank}_model_states.pt"`, `"rank{}".format(
+    # rank)`, `"r%d" % rank`): the name of this rank's own thing -- a file, a directory, a key --, whose text
+    # varies (a test of it still does) while being a string does not. Whether what a call outside the checked
+    # files makes of such a name (`os.path.join`, `glob.glob`, `torch.load`, `open`) is None is that function's
+    # affair, not the rank's (`opaque`, `RankTaint._rendered_name`). Kept by the name bound to the rendering itself
+    # or copied from such a name (`bind`)
+    rendered: bool = False
+    # of an `opaque` value: the origin whether it is None varies with -- a checked function that returns None
+    # itself under a rank-dependent test (`FlowWalk._none_returned`), where its other returns are opaque; None:
+    # whether it is None is the outside call's affair alone
+    none_by: Optional["Origin"] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -437,6 +450,40 @@ def filters(e: cst.BaseExpression) -> bool:
     return False
 
 
+_FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
+_PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa%]")
+
+
+def _template_text(e: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The literal text of a string template without its replacement fields: an f-string's text parts, a string
+    literal less its `{...}` and `%...` fields (`"zero_pp_rank_{}"` → "zero_pp_rank_"); None when `e` is no
+    string literal."""
+    if isinstance(e, cst.FormattedString):
+        return "".join(p.value for p in e.parts if isinstance(p, cst.FormattedStringText))
+    if isinstance(e, (cst.SimpleString, cst.ConcatenatedString)):
+        value = e.evaluated_value
+        if not isinstance(value, str):
+            return None
+        return _PERCENT_FIELD.sub("", _FORMAT_FIELD.sub("", value))
+    return None
+
+
+def _rendered(origin: Optional[Origin], text: Optional[str]) -> Optional[Origin]:
+    """The origin of a string that writes a value among other text (`text` non-empty): `Origin.rendered`. A
+    template of the value alone (`f"{rank}"`, `"{}".format(rank)`) is the value itself, in other clothes."""
+    return replace(origin, rendered=True) if origin is not None and text else origin
+
+
+def _renders(e: Optional[cst.BaseExpression]) -> bool:
+    """Is `e` a string rendering: an f-string, `template % v`, `template.format(...)`, a concatenation?"""
+    if isinstance(e, cst.FormattedString):
+        return True
+    if isinstance(e, cst.BinaryOperation):
+        return isinstance(e.operator, (cst.Modulo, cst.Add))
+    return isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and e.func.attr.value == "format" and \
+        _template_text(e.func.value) is not None
+
+
 def _none_or_value(e: cst.IfExp) -> bool:
     """`None if test else v` / `v if test else None` where `v` is never None: a slice (`x[:, lo:hi]`), a literal
     container or string, an f-string, arithmetic."""
@@ -534,6 +581,16 @@ class RankTaint:
 
     # --- expressions ---------------------------------------------------------------------------------
     def eval(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None) -> Optional[Origin]:
+        out = self._eval(e, env, cls)
+        if out is not None and out.none_by is not None and not isinstance(e, cst.Name) and not (
+                isinstance(e, cst.Call) and self.analysis.call_source(
+                    self.src, self.facts.resolve_expr(e.func), cls, fields=False) is not None):
+            # `Origin.none_by` is whether that very value is None: a name holding it, or the checked function
+            # returning it; a container, a field, an operation or another call made of it is a value of its own
+            out = replace(out, none_by=None)
+        return out
+
+    def _eval(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None) -> Optional[Origin]:
         if e is None:
             return None
         if isinstance(e, cst.Name):
@@ -546,6 +603,10 @@ class RankTaint:
             return self._call(e, env, cls)
         if isinstance(e, cst.Comparison):
             return self._comparison(e, env, cls)
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Modulo) and \
+                _template_text(e.left) is not None:
+            # `"zero_pp_rank_%d" % rank`: the value written into the template's text
+            return _rendered(undisplayed(self.eval(e.right, env, cls)), _template_text(e.left))
         if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
             left = undisplayed(self.eval(e.left, env, cls))    # `[mine] + others`: as long as its parts
             if left is not None and left.kind == "rank" and isinstance(e, cst.BooleanOperation) and \
@@ -574,7 +635,8 @@ class RankTaint:
                 return replace(hit, present=True)
             return hit
         if isinstance(e, cst.FormattedString):
-            return self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
+            hit = self._any([p.expression for p in e.parts if isinstance(p, cst.FormattedStringExpression)], env, cls)
+            return _rendered(hit, _template_text(e))
         if isinstance(e, (cst.Tuple, cst.List)) and e.elements and not any(isinstance(el, cst.StarredElement)
                                                                           for el in e.elements):
             # `(train_loader, block_loader)` handed on whole: the display's items keep their own origins, so
@@ -856,6 +918,8 @@ class RankTaint:
         origin = self._any(values, env, cls) if values else None
         if origin is None:
             return
+        if origin.none_by is not None:
+            origin = replace(origin, none_by=None)      # the container is no None, whatever was put in
         if origin.stream:
             # a data loader put in (`loaders.append(DataLoader(...))`) is the same object on every rank: the
             # container, its length and its keys stay as they were; an element read back (`loaders[0]`) is the
@@ -1047,8 +1111,11 @@ class RankTaint:
                 isinstance(e.comparisons[0].comparator, cst.Name) and e.comparisons[0].comparator.value == "None":
             if _env_read(e.left):
                 return None             # `os.getenv("RANK") is not None`: the launcher sets it on every rank or none
-            if hit.opaque and hit.kind in _DATA_KINDS:
-                return None             # `logits is not None` after `forward_fn(data=shard)`: not the data's doing
+            if hit.opaque and (hit.kind in _DATA_KINDS or hit.kind == "derived"):
+                # `logits is not None` after `forward_fn(data=shard)`, `state is None` after `torch.load(name)` of
+                # this rank's file: not the data's doing, nor the rank's -- unless a checked function returned None
+                # itself under a rank-dependent test (`Origin.none_by`)
+                return hit.none_by
             if hit.batch:
                 return None             # `labels is not None` for `labels = inputs.get("labels")`: the collator's
             if hit.present and isinstance(e.left, cst.Name):
@@ -1223,6 +1290,9 @@ class RankTaint:
                 return stream
             # a loader over a per-rank value (`DataLoader(samples[rank::world])`): its batch count is the value's,
             # below
+        if last == "format" and isinstance(e.func, cst.Attribute) and _template_text(e.func.value) is not None:
+            # `"zero_pp_rank_{}".format(rank)`: the values written into the template's text
+            return _rendered(self._any([a.value for a in e.args], env, cls), _template_text(e.func.value))
         # a method of a display (`xs.index(v)`) returns no display
         out = undisplayed(self.eval(e.func.value, env, cls)) if isinstance(e.func, cst.Attribute) else None
         if out is not None and out.stream:
@@ -1247,6 +1317,8 @@ class RankTaint:
             if server_role(callee, e, arg):
                 continue        # `TCPStore(host, port, world, rank == 0)`: which process serves the one store
             hit = self.eval(arg.value, env, cls)
+            if hit is not None and hit.rendered:
+                hit = self._rendered_name(e, last, arg, hit, env, cls)
             if hit is not None and hit.stream:
                 # a loader handed to a call: a function value the code was given (`hooks["forward_step"](it,
                 # model)`, a parameter) draws this rank's batches from it; a named library function
@@ -1269,6 +1341,23 @@ class RankTaint:
                 if not partial(out):
                     return out
         return out
+
+    def _rendered_name(self, e: cst.Call, last: Optional[str], arg: cst.Arg, hit: Origin, env: Env,
+                       cls: Optional[str]) -> Origin:
+        """A name of this rank's own thing (`Origin.rendered`) handed to a call outside the checked files: what the
+        call makes of it -- a path joined onto it, the files a pattern matches, what a file holds -- is derived
+        from the rank as any such result is (its tests still vary), but whether it is None is the call's affair,
+        not the rank's (`opaque`), as for what such a call makes of a rank's batch. Not so for a lookup by the
+        name (`getattr(obj, name)`, `env.get(name)`: whether the name is there is the rank's, `_LOOKUPS`), nor
+        for a call also handed a rank id itself (`make(name, rank)`)."""
+        if last in _LOOKUPS or any(
+                other is not arg and not other.star and (other.keyword is None or other.keyword.value
+                                                         not in PLACEMENT_KWARGS)
+                and (o := self.eval(other.value, env, cls)) is not None and o.kind == "rank" and not o.rendered
+                for other in e.args):
+            return replace(hit, rendered=False)
+        return replace(hit, kind="derived" if hit.kind == "rank" else hit.kind, opaque=True, rendered=False,
+                       member=None, group=None, affine=None)
 
     def _share_of(self, e: cst.Call, callee: Optional[str], last: Optional[str], arg: cst.Arg) -> bool:
         """Does a library call outside the checked files return the share of the data its rank argument picks
@@ -1677,6 +1766,8 @@ class RankTaint:
             origin = replace(origin, present=False)     # computed from such a value: None or not, its own affair
         if origin is not None and origin.items is not None and not isinstance(value, (cst.IfExp, cst.Name)):
             origin = replace(origin, items=None)        # what a call makes of such an object iterates its own way
+        if origin is not None and origin.rendered and not (isinstance(value, cst.Name) or _renders(value)):
+            origin = replace(origin, rendered=False)    # computed from a rank's name: no longer that name
         if origin is not None and (value is not None or origin.affine is not None):
             form = affine_form(value, env, self.eval, cls) \
                 if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.Name)) else None
