@@ -653,6 +653,7 @@ class ConditionallyUsedParam(Rule):
                 return out
         """),
         Example(textwrap.dedent("""\
+        import deepspeed
         import torch
         from torch import nn
         from transformers import LlamaForCausalLM
@@ -669,7 +670,9 @@ class ConditionallyUsedParam(Rule):
                 return super().forward(inputs_embeds=embeds, labels=labels)
         model = GatedLlama.from_pretrained("org/llama")
         model.get_model().requires_grad_(False)
+        engine, *_ = deepspeed.initialize(model=model, config="ds_config.json")
         """), files=_ZERO2_RUN, fixed="""\
+        import deepspeed
         import torch
         from torch import nn
         from transformers import LlamaForCausalLM
@@ -687,6 +690,7 @@ class ConditionallyUsedParam(Rule):
                 return super().forward(inputs_embeds=embeds, labels=labels)
         model = GatedLlama.from_pretrained("org/llama")
         model.get_model().requires_grad_(False)
+        engine, *_ = deepspeed.initialize(model=model, config="ds_config.json")
         """),
     )
 

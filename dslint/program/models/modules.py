@@ -932,7 +932,7 @@ def _construction_files(project: "ProjectView", facts: ModelFacts, cls: ModuleCl
     keys = {(id(c.src), c.qualname) for c in holders.values()}
     names = {c.name for c in holders.values()}
     sites: list[PythonSource] = []
-    for src, callee, scope in constructor_calls(project):
+    for src, callee, scope in [*constructor_calls(project), *class_method_calls(project)]:
         if callee.rsplit(".", 1)[-1] not in names:
             continue
         found = project.class_for_callee(src, callee)
@@ -1035,6 +1035,35 @@ def _unreferenced(project: "ProjectView", cls: ModuleClass) -> bool:
         if count > 1:
             return False
     return count == 1
+
+
+def class_method_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
+    """(file, resolved class, scope) of every call of a method on a capitalised name (`DepthNet.from_pretrained(...)`,
+    `Model.load(path)`) that the class does not define as a plain method: a `@classmethod` of it, or one its
+    library base gives -- an alternative constructor, counted as a construction of the class (`never_trained`)."""
+    def build():
+        out = []
+        for src in project.python:
+            if src.outline is None:
+                continue
+            for callee, scope in src.outline.calls:
+                if not callee or callee.count(".") < 1:
+                    continue
+                head, method = callee.rsplit(".", 1)
+                if not head.rsplit(".", 1)[-1][:1].isupper() or not method[:1].islower():
+                    continue
+                found = project.class_for_callee(src, head)
+                if found is None:
+                    continue
+                info = found[0].facts.classes.get(found[1]) if found[0].facts is not None else None
+                own = found[0].facts.functions.get(f"{found[1]}.{method}") if info is not None else None
+                if own is not None and not any(
+                        isinstance(d.decorator, cst.Name) and d.decorator.value == "classmethod"
+                        for d in own.node.decorators):
+                    continue        # a plain or static method called on the class: no instance made
+                out.append((src, head, scope))
+        return out
+    return memo(project, "class-method-calls", build)
 
 
 def constructor_calls(project: "ProjectView") -> list[tuple[PythonSource, str, str]]:
