@@ -13,7 +13,7 @@ import libcst as cst
 from dslint.program.rank.reaching_ranks import FlowWalk
 from dslint.program.rank.setting_domains import _rebinding as domains_rebinding
 from dslint.program.rank.setting_domains import attr_domain as domains_attr, subjects as domains_subjects
-from dslint.program.statement_walks import iter_returns, sub_statements
+from dslint.program.statement_walks import if_path, iter_returns, sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
@@ -1235,14 +1235,7 @@ class _CallSiteWalk(FlowWalk):
             self._elif_of[id(node.orelse)] = node
 
     def branch_path(self) -> Optional[tuple]:
-        out: list = []
-        for link, holds in zip(self._ifs, self._holds):
-            out.append((link.test, holds))
-            prev = self._elif_of.get(id(link))
-            while prev is not None:
-                out.append((prev.test, False))
-                prev = self._elif_of.get(id(prev))
-        return tuple(out)
+        return if_path(self._ifs, self._holds, self._elif_of)
 
     def path_implies(self, use: tuple, assigned: tuple) -> bool:
         """Every test of `assigned` is on `use` too, with the same side, and reads nothing that could change in
