@@ -1222,7 +1222,7 @@ class _CallSiteWalk(FlowWalk):
         self._loop_calls: list[int] = []
         self._head_pass = False                     # walking the outermost loop again from its head (`loop`)
         self._head_at: dict[int, Env] = {}          # the environments at the calls of that walk
-        self._settled = True                        # has every loop of that walk settled (`_loop_to_fixpoint`)?
+        self._head_budget = 0                       # the loop walks that walk may still make (`_HEAD_WALKS`)
         self._continues: list[list[Env]] = []       # per loop of that walk: the environments at its `continue`s
         self._elif_of: dict[int, cst.If] = {}       # an `elif` link → the link it is the `orelse` of
         self.seq_bound: dict = {}                   # (`path_implies` reads names through it: not tracked here)
@@ -1292,11 +1292,13 @@ class _CallSiteWalk(FlowWalk):
             # `bound`. Then the state after the first walk is restored
             after = self._state()
             vars(self).update(entry)
-            self._head_pass, self._head_at, self._settled = True, {}, True
+            self._head_pass, self._head_at = True, {}
+            self._head_budget = _HEAD_WALKS * _loops_within(node)
             try:
                 self._loop_to_fixpoint(node, guards)
-                if self._settled:
-                    self.at_call.update(self._head_at)
+                self.at_call.update(self._head_at)
+            except _Unsettled:
+                pass
             finally:
                 vars(self).update(after)
         return pending
@@ -1304,10 +1306,14 @@ class _CallSiteWalk(FlowWalk):
     def _loop_to_fixpoint(self, node, guards):
         """Walk the loop from its entry environment joined with what reaches its head again -- the environment
         after the body and at each `continue` --, until no name varies there that did not before (at most
-        `_HEAD_PASSES` walks; `_settled` false otherwise)."""
+        `_HEAD_PASSES` walks, and `_HEAD_WALKS` per loop of the outermost one in all: `_Unsettled` otherwise, and
+        the calls keep the first walk's bound)."""
         start = self._state()
         head = dict(self.env)
         for _ in range(_HEAD_PASSES):
+            self._head_budget -= 1
+            if self._head_budget < 0:
+                raise _Unsettled()
             self._continues.append([])
             try:
                 pending = super().loop(node, guards)
@@ -1320,8 +1326,7 @@ class _CallSiteWalk(FlowWalk):
             head = dict(self.env)
             vars(self).update(start)
             self.env = dict(head)
-        self._settled = False
-        return pending
+        raise _Unsettled()
 
     def small(self, node, guards):
         if self._head_pass and isinstance(node, cst.Continue) and self._continues:
@@ -1331,7 +1336,7 @@ class _CallSiteWalk(FlowWalk):
     def _state(self) -> dict:
         """The walk's state but the calls' environments (containers copied: the walk updates them in place)."""
         return {k: (copy(v) if isinstance(v, (dict, list, set)) else v) for k, v in vars(self).items()
-                if k not in ("at_call", "_head_at", "_settled")}
+                if k not in ("at_call", "_head_at", "_head_budget")}
 
     def on_call(self, call: cst.Call, guards) -> None:
         if self._head_pass:
@@ -1354,6 +1359,23 @@ _ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
 
 
 _HEAD_PASSES = 3        # the walks of a loop `_CallSiteWalk._loop_to_fixpoint` makes before it gives up
+_HEAD_WALKS = 6         # per loop statement of an outermost loop: the loop walks its fixed points may take in all
+
+
+def _loops_within(node: cst.CSTNode) -> int:
+    """The loop statements of `node`, itself included (not those of nested functions and classes)."""
+    count, stack = 0, [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        count += isinstance(n, (cst.For, cst.While))
+        stack.extend(sub_statements(n))
+    return count
+
+
+class _Unsettled(Exception):
+    """A loop of `_CallSiteWalk`'s walk from the loop head did not settle within its walks."""
 _SETTING_VALUES = 8     # the largest setting domain `_returns_by_setting` walks a method for, value by value
 _HANDED_DEPTH = 4       # callers followed back for a function handed in as a parameter
 
