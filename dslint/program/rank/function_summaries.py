@@ -1336,7 +1336,7 @@ class _CallSiteWalk(FlowWalk):
     def _state(self) -> dict:
         """The walk's state but the calls' environments (containers copied: the walk updates them in place)."""
         return {k: (copy(v) if isinstance(v, (dict, list, set)) else v) for k, v in vars(self).items()
-                if k not in ("at_call", "_head_at", "_head_budget")}
+                if k not in _NOT_STATE}
 
     def on_call(self, call: cst.Call, guards) -> None:
         if self._head_pass:
@@ -1359,6 +1359,8 @@ _ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
 
 
 _HEAD_PASSES = 3        # the walks of a loop `_CallSiteWalk._loop_to_fixpoint` makes before it gives up
+# what `_CallSiteWalk._state` leaves out: the calls' environments, the walk budget, memos of what a node reads
+_NOT_STATE = frozenset({"at_call", "_head_at", "_head_budget", "_test_names", "_stmt_names", "_snapshot"})
 _HEAD_WALKS = 6         # per loop statement of an outermost loop: the loop walks its fixed points may take in all
 
 
