@@ -97,5 +97,5 @@ def per_source(src: Any, key: str, analysis: Any, compute: Callable[[Any], Any],
     if not asked(watch):
         kept = src.__dict__.setdefault(key, [])
         if len(kept) < _VARIANTS:
-            kept.append((out, questions(watch)))
+            kept.append((out, tuple(questions(watch))))
     return out
