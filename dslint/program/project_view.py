@@ -215,8 +215,7 @@ class ProjectView:
         first, so that files which cannot matter to it are never parsed."""
         # memoised per view: scans ask the same words again and again (2,000 times per re-check of a 250-file
         # workspace, each scanning every text); a copy, so that no caller changes the memo
-        return list(self.memo(("mentioning", words), lambda: [s for s in self.python
-                                                              if any(w in s.text for w in words)]))
+        return list(self.memo(("mentioning", words), lambda: [s for s in self.python if _mentions(s, words)]))
 
     @cached_property
     def json_sources(self) -> list[JsonSource]:
@@ -276,8 +275,8 @@ class ProjectView:
         outlines: no file is parsed with libcst to build it."""
         out: dict[str, tuple[PythonSource, str]] = {}
         for src in self.python:
-            for qual in src.outline.functions:
-                out[f"{src.module_name}.{qual}" if src.module_name else qual] = (src, qual)
+            for key, qual in _qualified_functions(src):
+                out[key] = (src, qual)
         return out
 
     def find_function(self, qualified: Optional[str], near: Optional[PythonSource] = None
@@ -324,15 +323,7 @@ class ProjectView:
         package path shares the most leading parts with the caller's module; None while that leaves a tie."""
         if "." not in qualified:
             return None
-        memo = self.__dict__.setdefault("_suffix_indexes", {})
-        suffixes = memo.get(id(index))
-        if suffixes is None:
-            suffixes = memo[id(index)] = {}
-            for key in index:
-                parts = key.split(".")
-                for n in range(1, len(parts) - 1):
-                    suffixes.setdefault(".".join(parts[n:]), []).append(key)
-        keys = suffixes.get(qualified)
+        keys = [k for k in self._suffix_table(index).get(qualified, ()) if k in index]
         if not keys:
             return None
         if len(keys) == 1:
@@ -348,6 +339,26 @@ class ProjectView:
             return n
         ranked = sorted(keys, key=shared, reverse=True)
         return index[ranked[0]] if shared(ranked[0]) > shared(ranked[1]) else None
+
+    def _suffix_table(self, index: dict) -> dict[str, list[str]]:
+        """Each proper dotted suffix of a qualified name (module and name at least) → the names ending with it,
+        over the keys of every index of the run (kept on the run's view: a view per launch unit over one
+        package split the same names again, issue 33); `_by_suffix` keeps those of its own index. The answer
+        there depends only on which keys match, not on their order."""
+        run = self.run_view or self
+        table = run.__dict__.setdefault("_suffix_names", {})
+        seen = run.__dict__.setdefault("_suffix_keys", set())
+        absorbed = self.__dict__.setdefault("_suffix_absorbed", {})
+        if id(index) not in absorbed:
+            absorbed[id(index)] = index           # held, so that the id stays this index's
+            for key in index:
+                if key in seen:
+                    continue
+                seen.add(key)
+                parts = key.split(".")
+                for n in range(1, len(parts) - 1):
+                    table.setdefault(".".join(parts[n:]), []).append(key)
+        return table
 
     def may_name_json(self, src: PythonSource) -> bool:
         """Can a config expression of `src` evaluate to a path ending in ".json"? Only if ".json" is written in
@@ -1200,6 +1211,25 @@ def deepspeed_tree_of(path: Path, root: Path) -> Optional[tuple[str, str]]:
     from the tree's own version file, never from folder names (`DeepSpeed-0.9.5/` says nothing). Memoised per
     process (the files are read once)."""
     return _tree_of(str(path), str(root))
+
+
+def _mentions(src: PythonSource, words: tuple[str, ...]) -> bool:
+    """Does the text of `src` contain one of `words`? Kept on the source for every view that asks."""
+    memo = src.__dict__.setdefault("_dslint_mentions", {})
+    hit = memo.get(words)
+    if hit is None:
+        hit = memo[words] = any(w in src.text for w in words)
+    return hit
+
+
+def _qualified_functions(src: PythonSource) -> list[tuple[str, str]]:
+    """(fully qualified name, name within the file) of each function of the outline, kept on the source for
+    every view's `_function_index`."""
+    memo = src.__dict__.get("_dslint_qualified_functions")
+    if memo is None:
+        memo = src.__dict__["_dslint_qualified_functions"] = [
+            (f"{src.module_name}.{qual}" if src.module_name else qual, qual) for qual in src.outline.functions]
+    return memo
 
 
 @lru_cache(maxsize=4096)

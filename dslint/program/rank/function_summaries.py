@@ -18,6 +18,7 @@ from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expr
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
+from dslint.program.view_free import per_source
 from dslint.program.rank.handed_ranks import HANDED_RANK, HANDED_VIA, handed_rank_fields, handed_rank_params
 from dslint.sources.literals import UNKNOWN, literal_value
 
@@ -81,9 +82,10 @@ class ProjectTaint:
         key = id(src)
         if key not in self._module_env:
             self._module_env[key] = {}
-            walk = FlowWalk(self.taint(src), scope=MODULE_SCOPE, env={})
-            walk.run(src.module.body)
-            self._module_env[key] = walk.ever_bound
+            # the same in every launch unit's view whose lookups of the called functions and classes answer
+            # alike, when the walk asks the view nothing else (`view_free`)
+            self._module_env[key] = per_source(src, _MODULE_ENV, self, lambda analysis: _module_walk(analysis, src),
+                                               _MODULE_QUERIES)
         return self._module_env[key]
 
     def globals_for(self, src: "PythonSource", info: FunctionInfo) -> Env:
@@ -180,29 +182,21 @@ class ProjectTaint:
         for src in self.project.mentioning(*_FIELD_SOURCE_WORDS):
             if src.outline is None or not _TAINT_WORDS.search(src.text):
                 continue
-            seeded = seeded_tops(src)
             taint = self.taint(src)
             module = self.module_env(src)
             for key, origin in module.items():
                 if "." in key and origin.kind == "rank" and not key.startswith("self."):
                     _add_field(table, key.rsplit(".", 1)[-1], None, origin)
                     self._field_values.setdefault(key.rsplit(".", 1)[-1], []).append((None, src, None, None))
-            for info in src.facts.functions.values():
-                if seeded is not None and info.qualname.split(".", 1)[0] not in seeded:
-                    continue
-                # stores whose value spells a rank source's word, or hands on a parameter as it came
-                targets = [(t.target, node.value) for node in _assignments(info.node.body) for t in node.targets
-                           if isinstance(t.target, cst.Attribute) and literal_value(node.value) is UNKNOWN
-                           and (isinstance(node.value, cst.Name) and node.value.value in info.params
-                                or _TAINT_WORDS.search(code_of(node.value, 10 ** 6)))]
-                if _is_property(info) and info.class_name:
+            for info, targets, is_property, handed in _field_candidates(src):
+                if is_property:
                     hit = self.returns(src, info)
                     if hit is not None and hit.kind == "rank":
                         _add_field(table, info.name, (id(src), info.class_name), hit)
                         self._field_values.setdefault(info.name, []).append(
                             ((id(src), info.class_name), src, info, None))
                 # a field the method hands torch as the process's rank (`os.environ["RANK"] = str(self.rank)`)
-                for attr, (read, node, how) in handed_rank_fields(src, info).items():
+                for attr, (read, node, how) in handed.items():
                     owner = (id(src), info.class_name)
                     _add_field(table, attr, owner, Origin(
                         "rank", read, src, via=f"{HANDED_VIA} ({how} at {src.path}:{src.span(node).line})"))
@@ -1475,6 +1469,38 @@ _FIELD_SOURCE_WORDS = ("rank", "RANK", "process_index", "main_process", "PROCID"
 # the option every process gets from the DeepSpeed launcher (`deepspeed/launcher/launch.py`) and from
 # `torch.distributed.launch` (`--local-rank`, formerly `--local_rank`): a launcher contract
 _LAUNCHER_OPTIONS = ("--local_rank", "--local-rank")
+_MODULE_ENV = "_dslint_module_env"      # `ProjectTaint.module_env` kept on a source (`view_free.per_source`)
+_MODULE_QUERIES = frozenset({"call_source", "class_of"})    # lookups whose answers it is kept with
+
+
+def _module_walk(analysis, src: "PythonSource") -> Env:
+    walk = FlowWalk(RankTaint(analysis, src), scope=MODULE_SCOPE, env={})
+    walk.run(src.module.body)
+    return walk.ever_bound
+
+
+def _field_candidates(src: "PythonSource") -> list:
+    """The functions of `src` that `_collect_rank_fields` reads, each as (info, its attribute stores whose value
+    spells a rank source's word or hands on a parameter as it came, is it a property of a class, the fields it
+    hands torch as the rank): what the file's text alone decides, kept on the source for every view."""
+    memo = src.__dict__.get("_dslint_field_candidates")
+    if memo is not None:
+        return memo
+    seeded = seeded_tops(src)
+    memo = []
+    for info in src.facts.functions.values():
+        if seeded is not None and info.qualname.split(".", 1)[0] not in seeded:
+            continue
+        targets = [(t.target, node.value) for node in _assignments(info.node.body) for t in node.targets
+                   if isinstance(t.target, cst.Attribute) and literal_value(node.value) is UNKNOWN
+                   and (isinstance(node.value, cst.Name) and node.value.value in info.params
+                        or _TAINT_WORDS.search(code_of(node.value, 10 ** 6)))]
+        is_property = bool(info.class_name) and _is_property(info)
+        handed = handed_rank_fields(src, info)
+        if targets or is_property or handed:
+            memo.append((info, targets, is_property, handed))
+    src.__dict__["_dslint_field_candidates"] = memo
+    return memo
 
 
 def _add_field(table: dict, attr: str, owner, origin: Origin) -> None:
