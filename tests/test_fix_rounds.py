@@ -208,7 +208,9 @@ MODEL = ("import torch\nimport deepspeed\nfrom torch import nn\n\n\nclass VLM(nn
          "        self.projector = nn.Linear(4, 8)\n\n    def forward(self, text, images=None):\n"
          "        if images is not None:\n            text = torch.cat([self.projector(images), text])\n"
          "        return self.lm(text)\n\n\n"
-         'engine, *_ = deepspeed.initialize(model=VLM(), config="ds.json")\n')
+         'engine, _, loader, _ = deepspeed.initialize(model=VLM(), config="ds.json")\n'
+         "for batch in loader:\n"
+         '    engine.backward(engine(batch["text"], images=batch.get("images")).sum())\n')
 MISSPELT = '{"train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 2}}\n'
 
 
