@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import dotted_name
-from dslint.program.rank.nullness import _store_targets
+from dslint.program.rank.nullness import _store_targets, derived_class_bases
 from dslint.program.statement_walks import iter_assigns, own_nodes
 from dslint.sources.literals import UNKNOWN, literal_value
 
@@ -296,7 +296,7 @@ def _passed(program, cls: str, param: str, at: int) -> Optional[list]:
     constructor call of a derived class (`super().__init__(...)`, `Base.__init__(self, ...)`) that reaches it
     (`super()` in a class whose next constructor is another derived class's passes that one's parameters); None
     when one may pass it unseen (a starred argument) or passes a value not the same on every object."""
-    family = _derived(program, cls)
+    family = derived_class_bases(program, cls)
 
     def constructor(name: Optional[str], depth: int = 0) -> Optional[str]:
         """The class whose `__init__` a call of class `name`'s constructor runs, within the family."""
@@ -345,24 +345,4 @@ def _passed(program, cls: str, param: str, at: int) -> Optional[list]:
                 out.append(_setting_key(program, src, call.scope, given))
                 if out[-1] is None:
                     return None
-    return out
-
-
-def _derived(program, cls: str) -> dict[str, tuple[bool, tuple[str, ...]]]:
-    """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
-    whether it defines its own `__init__` and the last names of its bases, in order."""
-    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
-    todo = [cls]
-    while todo:
-        base = todo.pop()
-        for src in program.project.python:
-            if src.outline is None or base not in src.text:
-                continue
-            for info in src.facts.classes.values():
-                if info.name in out or info.name == cls:
-                    continue
-                bases = tuple(b.rsplit(".", 1)[-1] for b in info.bases)
-                if base in bases:
-                    out[info.name] = ("__init__" in info.methods, bases)
-                    todo.append(info.name)
     return out

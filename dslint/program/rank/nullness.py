@@ -302,7 +302,13 @@ def _construction_varies(program: Program, src: "PythonSource", info: FunctionIn
 def derived_classes(program, cls: str) -> dict[str, bool]:
     """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
     whether it defines its own `__init__`."""
-    out: dict[str, bool] = {}
+    return {name: own for name, (own, _bases) in derived_class_bases(program, cls).items()}
+
+
+def derived_class_bases(program, cls: str) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """The classes of the checked files derived from `cls` (by the last part of their bases' names), each with
+    whether it defines its own `__init__` and the last names of its bases, in order."""
+    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
     todo = [cls]
     while todo:
         base = todo.pop()
@@ -312,8 +318,9 @@ def derived_classes(program, cls: str) -> dict[str, bool]:
             for info in src.facts.classes.values():
                 if info.name in out or info.name == cls:
                     continue
-                if any(b.rsplit(".", 1)[-1] == base for b in info.bases):
-                    out[info.name] = "__init__" in info.methods
+                bases = tuple(b.rsplit(".", 1)[-1] for b in info.bases)
+                if base in bases:
+                    out[info.name] = ("__init__" in info.methods, bases)
                     todo.append(info.name)
     return out
 
