@@ -27,6 +27,7 @@ import libcst as cst
 
 from dslint.program.rank.reaching_ranks import iter_assigns, iter_calls
 from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
+from dslint.program.code_strings import called_names, runs_code_text
 from dslint.program import collective_switches as switches
 from dslint.program.statement_walks import iter_returns, once_initialized_calls, settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
@@ -628,13 +629,16 @@ class CollectiveSites:
         `executor.submit(step)`): the outside code runs it, so the call reaches what the function reaches --
         zero or more times, as a loop does. The outline pre-filters follow the same hand-overs (`Outline.name_args`,
         `_handed_targets`): a function whose only collective is a callback's is among `site_units`."""
-        for arg in call.args:
-            if not isinstance(arg.value, cst.Name) or arg.star:
-                continue
-            if enclosing_function(src.outline, self._scope_of(src, call), arg.value.value) is False:
+        handed = [(arg.value.value, False) for arg in call.args if isinstance(arg.value, cst.Name) and not arg.star]
+        if call.args and not call.args[0].star and runs_code_text(src.facts.resolve_expr(call.func)):
+            text = literal_value(call.args[0].value)
+            if isinstance(text, str):       # `cProfile.runctx("train()", ...)`: run once, here (code_strings.py)
+                handed = [(name, True) for name in called_names(text)]
+        for name, once in handed:
+            if enclosing_function(src.outline, self._scope_of(src, call), name) is False:
                 continue        # a parameter of the call's function or of one around it: a value, no definition
-            target = self._local_function(src, call, arg.value.value) or \
-                self.taint.call_source(src, src.facts.resolve_expr(arg.value), cls)
+            target = self._local_function(src, call, name) or \
+                self.taint.call_source(src, src.facts.resolve(name), cls)
             if target is None or not self.able((id(target[0]), target[1])):
                 continue
             hit = self.taint.function_info(target)
@@ -646,7 +650,7 @@ class CollectiveSites:
                           inner.source)
                 return Site(call, src, inner.why, inner.certain, "function", [hop, *inner.chain],
                             handoff=inner.handoff, forward=inner.forward, function=hit,
-                            evidence=inner.evidence, proven=inner.proven, callback=True, backends=inner.backends)
+                            evidence=inner.evidence, proven=inner.proven, callback=not once, backends=inner.backends)
         return None
 
     def _local_function(self, src: "PythonSource", call: cst.Call, name: str) -> Optional[tuple["PythonSource", str]]:

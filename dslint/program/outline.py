@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
+from dslint.program.code_strings import called_names, runs_code_text
 from dslint.sources.astsplice import compile_ast
 
 _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")     # libcst's field order (`try`: handlers first)
@@ -374,6 +375,10 @@ def _record_calls(expr: ast.AST, out: Outline, scope: str, calls: list, keys: li
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             if type(arg) is ast.Name:
                 out.name_args.setdefault(scope, set()).add(arg.id)
+        if node.args and type(node.args[0]) is ast.Constant and type(node.args[0].value) is str and \
+                runs_code_text(calls[-1][0]):
+            # `cProfile.runctx("train()", ...)`: the functions its code text calls are handed over by name
+            out.name_args.setdefault(scope, set()).update(called_names(node.args[0].value))
         keys.append((node.lineno, node.col_offset, -node.end_lineno, -node.end_col_offset))
         if type(func) is ast.Attribute:
             owner = func.value
