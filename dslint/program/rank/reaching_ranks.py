@@ -175,7 +175,10 @@ class FlowWalk:
                 if cut.lower is None or literal_value(cut.lower) == 0:
                     if cut.step is None and cut.upper is not None:
                         fact = self._length_fact(cut.upper)
-                        if fact is not None and fact[0] == "floor" and fact[1][0] == code_of(e.value, 400):
+                        # pandas' positional row indexer cuts the frame's rows (`df.iloc[:k]`)
+                        rows = e.value.value if isinstance(e.value, cst.Attribute) and e.value.attr.value == "iloc" \
+                            else e.value
+                        if fact is not None and fact[0] == "floor" and fact[1][0] == code_of(rows, 400):
                             return "multiple", fact[1][1]
                 return None
             if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
@@ -187,6 +190,13 @@ class FlowWalk:
             func = e.func
             positional = [a.value for a in e.args if a.keyword is None and not a.star]
             if isinstance(func, cst.Attribute) and func.attr.value in _SCALAR_CONVERSIONS and not positional:
+                e = func.value
+                continue
+            if isinstance(func, cst.Attribute) and func.attr.value == "to_dict" and not positional and any(
+                    a.keyword is not None and a.keyword.value == "orient" and literal_value(a.value) == "list"
+                    for a in e.args):
+                # a frame's columns as lists (`df.to_dict(orient="list")`), each as long as the frame: accelerate's
+                # `split_between_processes` cuts every value of a dict alike
                 e = func.value
                 continue
             resolved = self.taint.facts.resolve_expr(func) or ""
@@ -412,9 +422,11 @@ class FlowWalk:
                     if isinstance(item.item, cst.Call) and _last_attr(item.item.func) == "split_between_processes":
                         # this process's share of the list: as many items on every process when the call pads
                         # them (`apply_padding=True`) or the list's length is a multiple of the process count
-                        # (`xs = xs[:len(xs) - len(xs) % state.num_processes]`): per-rank values, one count ("derived")
-                        origin = Origin("derived" if self._equal_shares(item.item) else "shard", item.item,
-                                        self.taint.src)
+                        # (`xs = xs[:len(xs) - len(xs) % state.num_processes]`): per-rank items, one count, as a list
+                        # padded to the same length (`_padded`: its `len()` and its passes alike on every rank)
+                        origin = Origin("shard", item.item, self.taint.src)
+                        if self._equal_shares(item.item):
+                            origin = _padded(origin)
                     self.bind(item.asname.name, None, origin)
             return self.block(_body(node.body), guards)
         if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":

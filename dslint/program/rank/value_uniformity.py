@@ -1224,11 +1224,12 @@ class RankTaint:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
             if isinstance(hit, Origin) and last == "enumerate" and not hit.stream and hit.elements is None and \
-                    (hit.kind in TRIP_COUNT_KINDS or hit.kind == "derived"):
+                    (hit.kind in TRIP_COUNT_KINDS or hit.kind == "derived" or hit.kind == "item" and hit.rows):
                 # (step, item): the step counts the passes made so far, the same number at any pass on every rank
                 # that makes it. Over this rank's share (kinds of TRIP_COUNT_KINDS) a differing trip count is the
                 # loop's own hazard (`FlowWalk.loop`); over a "derived" value nothing says the length follows the
-                # rank, so the passes, and their count, go alike. Over anything else (the items a function draws
+                # rank, so the passes, and their count, go alike; over a list padded to one length (an "item" list
+                # with `rows`) the passes are as many everywhere. Over anything else (the items a function draws
                 # from a loader, filtered by their content) the passes made may differ: the step stays the items'
                 return replace(hit, elements=(None, hit))
             if hit is not None and hit.stream:
