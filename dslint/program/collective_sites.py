@@ -1070,14 +1070,10 @@ class CollectiveSites:
             return None
         node, target = binds[0]
         call = node.value
-        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
-                                                              info.class_name))
+        hit = self._helper_returns(src, info, call)
         if hit is None:
             return None
-        other, helper = hit
-        returns = [r.value for r in iter_returns(helper.node.body)]
-        if not returns or any(r is None for r in returns):
-            return None
+        other, helper, returns = hit
         at: Optional[int] = None
         if isinstance(target, (cst.Tuple, cst.List)):
             names = [el.value for el in target.elements]
@@ -1109,6 +1105,18 @@ class CollectiveSites:
             out = g if out is None else out.join(g)
         return out
 
+    def _helper_returns(self, src: "PythonSource", info: FunctionInfo, call: cst.Call) -> Optional[tuple]:
+        """(source, FunctionInfo, returned expressions) of the checked function `call` runs, when every `return` of
+        it hands back a value; None otherwise."""
+        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
+                                                              info.class_name))
+        if hit is None:
+            return None
+        returns = [r.value for r in iter_returns(hit[1].node.body)]
+        if not returns or any(r is None for r in returns):
+            return None
+        return (*hit, returns)
+
     def _returned_group(self, src: "PythonSource", info: FunctionInfo, call: cst.Call, depth: int = 0
                         ) -> Optional["Group"]:
         """`group=constants.model_parallel_group()` of a checked helper: the group its returns name, read through
@@ -1118,16 +1126,10 @@ class CollectiveSites:
         a module global built by `new_group(...)` (Megatron's own `get_model_parallel_group`) or a group dslint
         cannot name leaves the decision to `resolve_group`, as before. None: not such a helper."""
         from dslint.program.process_groups import resolve_group
-        if depth > 3:
-            return None
-        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
-                                                              info.class_name))
+        hit = self._helper_returns(src, info, call) if depth <= 3 else None
         if hit is None:
             return None
-        other, helper = hit
-        returns = [r.value for r in iter_returns(helper.node.body)]
-        if not returns or any(r is None for r in returns):
-            return None
+        other, helper, returns = hit
         out: Optional["Group"] = None
         for r in returns:
             g = self._returned_group(other, helper, r, depth + 1) if isinstance(r, cst.Call) else None

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from dslint.program.statement_walks import code_of, name_nodes
+from dslint.program.statement_walks import code_of, contains, name_nodes
 
 # rooted collectives and where their root rank is passed: (keyword, position)
 _ROOTED = {"broadcast": ("src", 1), "broadcast_object_list": ("src", 1), "scatter": ("src", 2),
@@ -35,15 +35,16 @@ _ROOTED = {"broadcast": ("src", 1), "broadcast_object_list": ("src", 1), "scatte
            "reduce": ("dst", 1)}
 
 
-def _ordered_calls(node: cst.CSTNode) -> list[cst.Call]:
-    """The calls inside `node` in source order (outer before inner), not entering nested functions or classes."""
-    out: list[cst.Call] = []
-    stack = [node]
+def _ordered(nodes: Sequence[cst.CSTNode], kind: type) -> list:
+    """The nodes of `kind` inside `nodes` in source order (outer before inner), not entering nested functions,
+    classes or lambdas."""
+    out: list = []
+    stack = list(reversed(nodes))
     while stack:
         n = stack.pop()
         if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        if isinstance(n, cst.Call):
+        if isinstance(n, kind):
             out.append(n)
         stack.extend(reversed(n.children))
     return out
@@ -100,7 +101,7 @@ def _side_tokens(walk, side: cst.If, targets: set[str], field: str) -> Optional[
     """(op, group code, is this rank the root?) of each collective the side issues, in source order; None when one
     is not a rooted explicit collective on a group taken from the loop element, or its root is unknown."""
     out = []
-    for call in _ordered_calls(side.body):
+    for call in _ordered([side.body], cst.Call):
         site = walk.sites.classify(walk.src, call, walk.cls)
         if site is None:
             continue
@@ -131,29 +132,6 @@ def _sides(loop: cst.For) -> list[cst.If]:
     return out
 
 
-def _loops(body: Sequence[cst.CSTNode]) -> list[cst.For]:
-    out: list[cst.For] = []
-    stack = list(body)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(n, cst.For):
-            out.append(n)
-        stack.extend(n.children)
-    return out
-
-
-def _inside(node: cst.CSTNode, tree: cst.CSTNode) -> bool:
-    stack = [tree]
-    while stack:
-        n = stack.pop()
-        if n is node:
-            return True
-        stack.extend(n.children)
-    return False
-
-
 def drop_balanced_sides(walk, body: Sequence[cst.CSTNode]) -> None:
     """Drop the DSL101 findings of `walk.found` at the collectives of balanced addressed sides (the module's
     docstring) in the loops of `body`."""
@@ -161,7 +139,7 @@ def drop_balanced_sides(walk, body: Sequence[cst.CSTNode]) -> None:
             and h.guard.kind == "cond"]
     if not hits:
         return
-    for loop in _loops(body):
+    for loop in _ordered(body, cst.For):
         targets = {n.value for n in name_nodes(loop.target)}
         sides = []
         for side in _sides(loop):
@@ -180,11 +158,11 @@ def drop_balanced_sides(walk, body: Sequence[cst.CSTNode]) -> None:
         if any(len(r) != 1 for r in roles) or sum(r == {True} for r in roles) != 1:
             continue                    # one sending side, the others receiving from another field
         for key, h in hits:
-            side = next((s for s, _ in sides if _inside(h.at, s.body)), None)
+            side = next((s for s, _ in sides if contains(s.body, h.at)), None)
             if side is None:
                 continue
             test = h.guard.node
-            if test is side.test or _inside(test, side.body) and _source_test(walk, test, targets):
+            if test is side.test or contains(side.body, test) and _source_test(walk, test, targets):
                 walk.found.pop(key, None)
 
 
