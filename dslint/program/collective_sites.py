@@ -1064,6 +1064,8 @@ class CollectiveSites:
         decides)."""
         from dslint.program.process_groups import Group, resolve_group
         from dslint.program.rank.reaching_ranks import iter_assigns
+        if isinstance(arg, cst.Call):
+            return self._returned_group(src, info, arg)
         if not isinstance(arg, cst.Name):
             return None
         binds = [(node, t.target) for node in iter_assigns(info.node) for t in node.targets
@@ -1072,14 +1074,10 @@ class CollectiveSites:
             return None
         node, target = binds[0]
         call = node.value
-        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
-                                                              info.class_name))
+        hit = self._helper_returns(src, info, call)
         if hit is None:
             return None
-        other, helper = hit
-        returns = [r.value for r in iter_returns(helper.node.body)]
-        if not returns or any(r is None for r in returns):
-            return None
+        other, helper, returns = hit
         at: Optional[int] = None
         if isinstance(target, (cst.Tuple, cst.List)):
             names = [el.value for el in target.elements]
@@ -1108,6 +1106,41 @@ class CollectiveSites:
                     if given is not None:
                         members = code_of(given.value, 400)
                 g = Group(None, None, members) if members is not None else Group(None)
+            out = g if out is None else out.join(g)
+        return out
+
+    def _helper_returns(self, src: "PythonSource", info: FunctionInfo, call: cst.Call) -> Optional[tuple]:
+        """(source, FunctionInfo, returned expressions) of the checked function `call` runs, when every `return` of
+        it hands back a value; None otherwise."""
+        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func),
+                                                              info.class_name))
+        if hit is None:
+            return None
+        returns = [r.value for r in iter_returns(hit[1].node.body)]
+        if not returns or any(r is None for r in returns):
+            return None
+        return (*hit, returns)
+
+    def _returned_group(self, src: "PythonSource", info: FunctionInfo, call: cst.Call, depth: int = 0
+                        ) -> Optional["Group"]:
+        """`group=constants.model_parallel_group()` of a checked helper: the group its returns name, read through
+        its definition rather than its name (`def model_parallel_group(): return
+        grid().get_tensor_model_parallel_group()` is the tensor-parallel group, whatever Megatron's getter of that
+        name means), through helpers returning helpers. Only groups of the getters' table count: a helper returning
+        a module global built by `new_group(...)` (Megatron's own `get_model_parallel_group`) or a group dslint
+        cannot name leaves the decision to `resolve_group`, as before. None: not such a helper."""
+        from dslint.program.process_groups import resolve_group
+        hit = self._helper_returns(src, info, call) if depth <= 3 else None
+        if hit is None:
+            return None
+        other, helper, returns = hit
+        out: Optional["Group"] = None
+        for r in returns:
+            g = self._returned_group(other, helper, r, depth + 1) if isinstance(r, cst.Call) else None
+            if g is None:
+                g = resolve_group(other, r, helper.node, at=r)
+            if g.axes is None or g.ranks is not None or g.family == "handed-in":
+                return None
             out = g if out is None else out.join(g)
         return out
 

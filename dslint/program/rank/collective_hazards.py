@@ -19,6 +19,7 @@ from dslint.program.rank.library_types import item_source
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import uniform_over
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
+from dslint.program.rank.addressed_plans import drop_balanced_sides
 from dslint.program.rank.collective_sequences import Records, SequenceAnalysis, apply as apply_sequences, tokens
 from dslint.program.rank.function_summaries import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
@@ -66,6 +67,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         """The walk, then the sequence decisions on the body (dslint/program/rank/collective_sequences.py)."""
         self.run(stmts)
         apply_sequences(self, stmts, Hazard)
+        drop_balanced_sides(self, stmts)
 
     # --- DSL102: a count announced by broadcast ---------------------------------------------------------------
     def count_announced(self, node: cst.For) -> bool:

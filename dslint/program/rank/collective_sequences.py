@@ -285,8 +285,10 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
     if depth > 8 or e is None:
         return None
     kind = type(e)
+    # (`-1`, the value a rank id has when no launcher set it, is a unary minus of an integer in the syntax tree)
     if kind in (cst.Integer, cst.List, cst.Tuple, cst.Set) or kind is cst.Name and e.value in ("None", "True",
-                                                                                             "False"):
+                                                                                             "False") or \
+            kind is cst.UnaryOperation and isinstance(e.operator, cst.Minus) and type(e.expression) is cst.Integer:
         value = literal_value(e)
         if value is UNKNOWN:
             return None
