@@ -49,37 +49,37 @@ def reaching_values(src: "PythonSource", scope: Optional[FunctionInfo], name: st
         return None
     values = _assignments(scope.node, name) if scope is not None else module_assignments(src, name)
     if scope is not None and name in scope.params:
-        if values:
-            return None
         callers = calls_of(src, scope)
-        if not callers:
+        if values or not callers:
             return None
-        out = []
+        handed = []
         for other, call, caller in callers:
             found, arg = argument_for(call, scope, name)
-            if not found or arg is None:
+            if not found:
                 return None
-            if isinstance(arg, cst.Name):
-                more = reaching_values(other, caller, arg.value, calls_of, depth + 1)
-                if more is None:
-                    return None
-                out += more
-            else:
-                out.append((other, caller, arg))
-        return out
+            handed.append((other, caller, arg))
+        return _followed(handed, calls_of, depth)
     if not values and scope is not None:
         return reaching_values(src, None, name, calls_of, depth + 1)
-    if not values:
+    if any(isinstance(v, cst.Name) and v.value == name for v in values):
         return None
+    return _followed([(src, scope, v) for v in values], calls_of, depth) if values else None
+
+
+def _followed(items: list, calls_of: CallsOf, depth: int) -> Optional[list]:
+    """`items` -- (file, function, expression) -- with each bare name replaced by the values it can hold there
+    (`reaching_values`); None where one is out of sight (an expression None: a default or bare `return`)."""
     out = []
-    for value in values:
+    for where, at, value in items:
+        if value is None:
+            return None
         if isinstance(value, cst.Name):
-            more = reaching_values(src, scope, value.value, calls_of, depth + 1) if value.value != name else None
+            more = reaching_values(where, at, value.value, calls_of, depth + 1)
             if more is None:
                 return None
             out += more
         else:
-            out.append((src, scope, value))
+            out.append((where, at, value))
     return out
 
 
@@ -91,18 +91,7 @@ def _returned_values(project: "ProjectView", src: "PythonSource", call: cst.Call
     info = hit[0].facts.functions.get(hit[1]) if hit is not None else None
     if info is None or depth > _DEPTH:
         return None
-    out = []
-    for ret in iter_returns(info.node.body):
-        if ret.value is None:
-            return None
-        if isinstance(ret.value, cst.Name):
-            more = reaching_values(hit[0], info, ret.value.value, calls_of, depth + 1)
-            if more is None:
-                return None
-            out += more
-        else:
-            out.append((hit[0], info, ret.value))
-    return out or None
+    return _followed([(hit[0], info, ret.value) for ret in iter_returns(info.node.body)], calls_of, depth) or None
 
 
 def truth_of(test: cst.BaseExpression, leaf: Callable[[cst.BaseExpression], Optional[bool]]) -> Optional[bool]:
@@ -135,9 +124,11 @@ def known_truth(value: Any) -> Optional[bool]:
 def parsed_setting(project: "ProjectView", src: "PythonSource", scope: Optional[FunctionInfo],
                    expr: cst.BaseExpression, calls_of: CallsOf) -> Optional[str]:
     """The option `expr` reads when it is an attribute of the namespace argparse parsed from the command line
-    (`args.x` → "x"), whatever the names (see the module's docstring). None otherwise."""
-    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
-        return None
+    (`args.x` → "x"), whatever the names (see the module's docstring), and no statement of the run assigns an
+    attribute of that name. None otherwise."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)) or \
+            _assigned_anywhere(project, expr.attr.value):
+        return None     # the program may change what the command line gave (`args.x = ...`)
     values = reaching_values(src, scope, expr.value.value, calls_of)
     if not values or not all(_parsed_namespace(project, *v, calls_of, 0) for v in values):
         return None
@@ -196,6 +187,8 @@ def library_setting(project: "ProjectView", src: "PythonSource", scope: Optional
             and isinstance(expr.value.value, cst.Name)):
         return UNKNOWN
     holder, field = expr.value.attr.value, expr.attr.value
+    if not any(holder == attr and field in defaults for (_, attr), (_, _, defaults) in LIBRARY_CONFIGS.items()):
+        return UNKNOWN      # no library object stores a config of this field there: nothing to follow
     owners = reaching_values(src, scope, expr.value.value.value, calls_of)
     if not owners or _assigned_anywhere(project, field):
         return UNKNOWN

@@ -168,10 +168,17 @@ def launch_option_value(project: "ProjectView", attr: str, sh, launch) -> Value:
     if passed:
         value = passed.pop() if len(passed) == 1 else UNKNOWN
         return Value(value, f"{opt.flags[-1]} of {sh.path}:{launch.line}") if value is not UNKNOWN else UNKNOWN_VALUE
-    if opt.default is UNKNOWN:
+    if opt.default is UNKNOWN or _spreads_words(launch.script_args):
         return UNKNOWN_VALUE
     return Value(opt.default, f"default of {opt.flags[-1]} ({opt.source.path}:{_line(opt.source, opt.node)}), "
                               f"not passed by {sh.path}:{launch.line}")
+
+
+def _spreads_words(args: list[str]) -> bool:
+    """Does a launcher line hand its script an expansion the reader could not resolve that may hold options of
+    its own (`"$@"`, `$EXTRA_ARGS`: a word of its own, not the value after an option)?"""
+    return any(word.startswith("$") and not (i and args[i - 1].startswith("-") and "=" not in args[i - 1])
+               for i, word in enumerate(args))
 
 
 def _launch_value(project: "ProjectView", script: PythonSource, flags: tuple[str, ...], kind: Optional[str],

@@ -347,15 +347,16 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
 
     def _local_without_deepspeed(self, site: Site) -> bool:
         """A call collective only where DeepSpeed partitions the parameters (a `GatheredParameters` gather, a
-        forward whose ZeRO stage no config tells: `site.forward` not shown "yes") in code that only programs
-        running no DeepSpeed reach (`reach.runs_without_deepspeed`: each launched on another accelerate
-        backend, `accelerate launch --config_file ddp.yaml`, per launch unit): there it gathers nothing."""
-        if site.forward is None or site.forward.status == "yes":
+        forward whose ZeRO stage no config tells: `site.forward` not shown "yes"; not an accelerate method whose
+        backends `_backend_verdict` judges) in code that only programs running unsharded reach
+        (`reach.runs_unsharded`: each launched on a plain accelerate backend, `accelerate launch --config_file
+        ddp.yaml`, per launch unit): there it gathers nothing."""
+        if site.forward is None or site.forward.status == "yes" or site.backends is not None:
             return False
-        memo = self.__dict__.setdefault("_no_deepspeed_memo", {})
+        memo = self.__dict__.setdefault("_unsharded_memo", {})
         if self.scope not in memo:
-            from dslint.program.reach import runs_without_deepspeed
-            memo[self.scope] = runs_without_deepspeed(self.analysis.project, self.src, self.src.span(site.call).line)
+            from dslint.program.reach import runs_unsharded
+            memo[self.scope] = runs_unsharded(self.analysis.project, self.src, self.src.span(site.call).line)
         return memo[self.scope]
 
     def _backend_verdict(self, site: Site, g: Guard) -> str:
