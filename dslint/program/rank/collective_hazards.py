@@ -277,8 +277,10 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                         f"shows the job on one of them (elsewhere the call is local)")
                 settled = sorted(self.__dict__.get("_settled_by", {}).get(id(conds[-1].node), ()))
                 if settled:
-                    note += (f"; the test takes one value on every rank of the job {', '.join(settled[:3])} "
-                             f"{'starts' if len(settled) == 1 else 'start'} (the program's own options it passes)")
+                    note = (f"collective only under the accelerate backends {_backend_names(site.backends)}; the "
+                            f"test takes one value on every rank of the jobs {', '.join(settled[:3])} start (the "
+                            f"program's own options they pass), and the other launcher lines leave the backend to "
+                            f"the machine's accelerate config, which the checked files do not show")
                 site = replace(site, proven=False, evidence=[*site.evidence, Fact("backend", note, found=False)])
             elif conds and self.analysis.project.accelerate_backends(self.src) is None:
                 shown = [Fact("backend", f"{note}: the {backend} backend", at, where)
