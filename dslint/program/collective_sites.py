@@ -29,7 +29,8 @@ from dslint.program.rank.reaching_ranks import iter_assigns, iter_calls
 from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
 from dslint.program.code_strings import called_names, runs_code_text
 from dslint.program import collective_switches as switches
-from dslint.program.statement_walks import iter_returns, once_initialized_calls, settled_flags
+from dslint.program.statement_walks import argument_for as _argument_for, iter_returns, once_initialized_calls, \
+    settled_flags
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.function_summaries import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -1253,29 +1254,6 @@ def enclosing_function(outline, scope: str, name: str):
                 return False
         scope = scope.rpartition(".")[0]
     return None
-
-
-def _argument_for(call: cst.Call, callee: FunctionInfo, param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
-    """The argument a call passes for `param` of `callee`: (True, expr); (True, None) when it passes none (the
-    default applies); (False, None) when a `*args`/`**kwargs` spread may hold it."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == param:
-            return True, arg.value
-    node = callee.node
-    positional = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
-    if positional and positional[0] in ("self", "cls") and callee.class_name and \
-            isinstance(call.func, cst.Attribute) and not any(
-                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in node.decorators):
-        positional = positional[1:]
-    passed = [a for a in call.args if a.keyword is None]
-    for i, arg in enumerate(passed):
-        if arg.star:
-            return False, None
-        if i < len(positional) and positional[i] == param:
-            return True, arg.value
-    if any(arg.star == "**" for arg in call.args):
-        return False, None
-    return True, None
 
 
 def _default_of(callee: FunctionInfo, param: str) -> Optional[cst.BaseExpression]:

@@ -140,23 +140,57 @@ def _convert(text: str, kind: Optional[str]) -> Any:
     return text
 
 
+def _passed_values(launch, flags: tuple[str, ...], kind: Optional[str], default: Any) -> set:
+    """The values one launcher line passes its script for an option (`--x 3`, `--x=3`; a bare bool flag flips
+    its default), empty where it passes none."""
+    values = set()
+    args = launch.script_args
+    for i, word in enumerate(args):
+        key, eq, val = word.partition("=")
+        if key in flags:
+            if kind == "bool" and not eq:
+                values.add(not default if isinstance(default, bool) else UNKNOWN)
+                continue
+            values.add(_convert(val if eq else (args[i + 1] if i + 1 < len(args) else ""), kind))
+    return values
+
+
+def launch_option_value(project: "ProjectView", attr: str, sh, launch) -> Value:
+    """`args.<attr>` in the process one launcher line starts: the value that line passes its script, else the
+    argparse default (one option of that dest in the run, as `option_value`); UNKNOWN otherwise."""
+    options = memo(project, "argparse", lambda: _argparse_options(project)).get(attr)
+    if not options or len({(o.flags, o.default) for o in options}) != 1:
+        return UNKNOWN_VALUE
+    opt = options[0]
+    if opt.kind == "list":
+        return UNKNOWN_VALUE
+    passed = _passed_values(launch, opt.flags, opt.kind, opt.default)
+    if passed:
+        value = passed.pop() if len(passed) == 1 else UNKNOWN
+        return Value(value, f"{opt.flags[-1]} of {sh.path}:{launch.line}") if value is not UNKNOWN else UNKNOWN_VALUE
+    if opt.default is UNKNOWN or _spreads_words(launch.script_args):
+        return UNKNOWN_VALUE
+    return Value(opt.default, f"default of {opt.flags[-1]} ({opt.source.path}:{_line(opt.source, opt.node)}), "
+                              f"not passed by {sh.path}:{launch.line}")
+
+
+def _spreads_words(args: list[str]) -> bool:
+    """Does a launcher line hand its script an expansion the reader could not resolve that may hold options of
+    its own (`"$@"`, `$EXTRA_ARGS`: a word of its own, not the value after an option)?"""
+    return any(word.startswith("$") and not (i and args[i - 1].startswith("-") and "=" not in args[i - 1])
+               for i, word in enumerate(args))
+
+
 def _launch_value(project: "ProjectView", script: PythonSource, flags: tuple[str, ...], kind: Optional[str],
                   default: Any = None) -> Optional[Value]:
     """The value a launcher line of this script passes for an option (None: not passed / not launched)."""
     values = set()
     where = ""
     for sh, launch in project._launches_for(script):
-        args = launch.script_args
-        for i, word in enumerate(args):
-            key, eq, val = word.partition("=")
-            if key in flags:
-                if kind == "bool" and not eq:
-                    values.add(not default if isinstance(default, bool) else UNKNOWN)
-                    where = f"{sh.path}:{launch.line}"
-                    continue
-                text = val if eq else (args[i + 1] if i + 1 < len(args) else "")
-                values.add(_convert(text, kind))
-                where = f"{sh.path}:{launch.line}"
+        passed = _passed_values(launch, flags, kind, default)
+        if passed:
+            values |= passed
+            where = f"{sh.path}:{launch.line}"
     if not values:
         return None
     if len(values) == 1:

@@ -34,6 +34,7 @@ _PLUGIN_KEYWORDS = {"deepspeed_plugin": "DEEPSPEED", "deepspeed_plugins": "DEEPS
                     "megatron_lm_plugin": "MEGATRON_LM"}
 _PLUGIN_CLASSES = {"DeepSpeedPlugin": "DEEPSPEED", "FullyShardedDataParallelPlugin": "FSDP",
                    "MegatronLMPlugin": "MEGATRON_LM"}
+_SHARDING_WORDS = ("deepspeed", "DeepSpeed", "fsdp", "FSDP", "FullySharded", "fully_shard", "megatron", "Megatron")
 
 
 @dataclass
@@ -824,23 +825,62 @@ class ProjectView:
         the `distributed_type` of the config file it names), when every such line tells; None where one does not
         (no option and no config file: the machine's default config decides; another launcher: the environment
         or the code does), where a program holding `src` has no launcher line, or no line runs `src`."""
-        from dslint.program.json_kinds import _read_beside, accelerate_backend
+        launches = self.launch_backends(src)
+        if not launches or any(backend is None for *_, backend in launches):
+            return None
+        return frozenset(backend for *_, backend in launches)
+
+    def launch_backends(self, src: PythonSource) -> Optional[list[tuple[Any, Any, Optional[str]]]]:
+        """(shell source, launch, backend) for each launcher line of the programs holding `src`
+        (`program_launches`), the backend that line starts the job with (`json_kinds.accelerate_backend`; None
+        where the line does not tell). None where a program holding `src` has no launcher line or no line runs
+        it: the run does not show every way the file is started."""
         if any(not unit.launches for unit in self._units_reaching.get(id(src), [])):
             return None
-        out = set()
-        for sh, launch in self.program_launches(src):
-            base = Path(sh.path).parent
+        return [(sh, launch, self.launch_backend(sh, launch)) for sh, launch in self.program_launches(src)] or None
 
-            def read(ref: str, base: Path = base) -> Optional[str]:
-                found = _read_beside(self, ref, base)
-                return found[1] if found else None
-            backend = accelerate_backend(launch, read)
-            if backend is None:
-                return None
-            out.add(backend)
-        return frozenset(out) or None
+    def launch_backend(self, sh, launch) -> Optional[str]:
+        """The accelerate backend one launcher line starts its job with (`json_kinds.accelerate_backend`, its
+        config file read beside the script, under the root or as written); None where the line does not tell."""
+        from dslint.program.json_kinds import _read_beside, accelerate_backend
+        base = Path(sh.path).parent
 
-    def configured_backends(self, src: PythonSource) -> list[tuple[str, str, Any, PythonSource]]:
+        def read(ref: str) -> Optional[str]:
+            found = _read_beside(self, ref, base)
+            return found[1] if found else None
+        return accelerate_backend(launch, read)
+
+    def shards_parameters(self, src: PythonSource) -> bool:
+        """Does `src` set up sharded parameters itself: start DeepSpeed (`deepspeed.initialize`,
+        `init_inference`, `zero.Init`), build or hand an accelerate plugin (`DeepSpeedPlugin(...)`,
+        `Accelerator(fsdp_plugin=...)`, ...), wrap with torch FSDP (`FullyShardedDataParallel`, `fully_shard`),
+        or hand a `deepspeed=`/`fsdp=` setting (`TrainingArguments(deepspeed=...)`: the Trainer starts it)?
+        Callees resolved through the imports."""
+        from libcst import Name
+        from dslint.sources.literals import literal_value
+        if not _mentions(src, _SHARDING_WORDS):
+            return False
+
+        def given(arg) -> bool:
+            return arg is not None and not (isinstance(arg.value, Name) and arg.value.value == "None") and \
+                literal_value(arg.value) not in ("", False)
+        for call in src.facts.calls:
+            callee = call.callee or ""
+            last = callee.rsplit(".", 1)[-1]
+            if callee.startswith("deepspeed.") and last in ("initialize", "init_inference", "Init"):
+                return True
+            if callee.startswith("accelerate.") and last in _PLUGIN_CLASSES:
+                return True
+            if callee.startswith("torch.distributed.") and last in ("FullyShardedDataParallel", "fully_shard"):
+                return True
+            if given(call.keyword("deepspeed")) or given(call.keyword("fsdp")):
+                return True
+            if last == "Accelerator" and any(given(call.keyword(word)) for word in _PLUGIN_KEYWORDS):
+                return True
+        return False
+
+    def configured_backends(self, src: PythonSource,
+                            launches: Optional[list] = None) -> list[tuple[str, str, Any, PythonSource]]:
         """What the programs holding `src` show of an accelerate backend beyond their `accelerate launch` lines
         (`accelerate_backends`): (backend, note, node, file) for each `Accelerator(...)` call of their files given
         a plugin (`deepspeed_plugin=`, `fsdp_plugin=`, `megatron_lm_plugin=`, a value other than `None`), each
@@ -848,12 +888,15 @@ class ProjectView:
         resolved to accelerate through the imports), and DEEPSPEED for a launcher line that hands a DeepSpeed
         config to the program (`--deepspeed ds.json`). The files are those of the launch units reaching `src`
         (`src` alone where none does). Empty where nothing shows one: the job then runs on the backend of the
-        machine's accelerate config, which the checked files do not show."""
+        machine's accelerate config, which the checked files do not show. `launches`: only these launcher lines
+        count (those whose own backend is not otherwise told)."""
         from libcst import Name
         memo = self.__dict__.setdefault("_configured_backends", {})
         key = id(src)
         if key in memo:
-            return memo[key]
+            code, handed = memo[key]
+            return code + [entry for launch, entry in handed
+                           if launches is None or any(launch is other for other in launches)]
         units = self._units_reaching.get(id(src), [])
         files = {id(f) for unit in units for f in unit.files} or {id(src)}
         out: list[tuple[str, str, Any, PythonSource]] = []
@@ -870,12 +913,10 @@ class ProjectView:
                         arg = call.keyword(word)
                         if arg is not None and not (isinstance(arg.value, Name) and arg.value.value == "None"):
                             out.append((backend, f"`Accelerator({word}=...)` here", call.node, f))
-        for sh, launch in self.program_launches(src):
-            if launch.config_paths:
-                out.append(("DEEPSPEED", f"the {launch.launcher} launcher line hands the program a DeepSpeed config",
-                            launch.line, sh))
-        memo[key] = out
-        return out
+        handed = [(launch, ("DEEPSPEED", f"the {launch.launcher} launcher line hands the program a DeepSpeed config",
+                            launch.line, sh)) for sh, launch in self.program_launches(src) if launch.config_paths]
+        memo[key] = (out, handed)
+        return self.configured_backends(src, launches)
 
     def runs_one_process(self, src: AnySource) -> bool:
         """Does every program that runs `src` start one process (each launch unit reaching it launched with

@@ -3,9 +3,14 @@ holds directly, the calls of a statement tree (not entering nested scopes) and i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Optional
+
 import libcst as cst
 
 from dslint.sources.cstwalk import children, is_node_type
+
+if TYPE_CHECKING:
+    from dslint.program.facts import FunctionInfo
 
 
 # Fields that hold sub-expressions, per node type: walking them directly is ~20x cheaper than libcst's
@@ -382,3 +387,26 @@ def in_loop_or_handler(root: cst.CSTNode, node: cst.CSTNode) -> bool:
                 return found
         return None
     return bool(search(root, False))
+
+
+def argument_for(call: cst.Call, callee: "FunctionInfo", param: str) -> tuple[bool, Optional[cst.BaseExpression]]:
+    """The argument a call passes for `param` of `callee`: (True, expr); (True, None) when it passes none (the
+    default applies); (False, None) when a `*args`/`**kwargs` spread may hold it."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return True, arg.value
+    node = callee.node
+    positional = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    if positional and positional[0] in ("self", "cls") and callee.class_name and \
+            isinstance(call.func, cst.Attribute) and not any(
+                isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in node.decorators):
+        positional = positional[1:]
+    passed = [a for a in call.args if a.keyword is None]
+    for i, arg in enumerate(passed):
+        if arg.star:
+            return False, None
+        if i < len(positional) and positional[i] == param:
+            return True, arg.value
+    if any(arg.star == "**" for arg in call.args):
+        return False, None
+    return True, None

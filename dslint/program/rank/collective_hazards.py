@@ -23,6 +23,8 @@ from dslint.program.rank.addressed_plans import drop_balanced_sides
 from dslint.program.rank.collective_sequences import Records, SequenceAnalysis, apply as apply_sequences, tokens
 from dslint.program.rank.function_summaries import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
+from dslint.program.fixed_values import known_truth, parsed_setting, truth_of
+from dslint.program.hyperparams import launch_option_value
 from dslint.program.statement_walks import iter_assigns, iter_calls
 from dslint.sources.literals import UNKNOWN, literal_value
 
@@ -250,7 +252,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         if helper:
             self.exc_helper(call, helper)
         site = self.sites.classify(self.src, call, self.cls)
-        if site is None:
+        if site is None or self._local_without_deepspeed(site):
             return
         for op in list(self.raising):
             self._report(op, site)
@@ -263,9 +265,11 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                     self.seq_balanced_chains[id(head)] = head
         conds = [g for g in guards if g.kind == "cond"]
         if conds and site.backends is not None:
-            judged = [(g, self._backend_verdict(site, g)) for g in conds]
-            conds = [g for g, verdict in judged if verdict != "local"]
-            if conds and all(verdict == "unshown" for g, verdict in judged if g in conds):
+            verdicts = {id(g): self._backend_verdict(site, g) for g in conds}
+            # the test reported (the last) is one with the hazard on a shown backend where one has it (`if is_main:`
+            # around `if args.use_deepspeed or is_main:`, whose launches may leave only unshown backends)
+            conds = sorted((g for g in conds if verdicts[id(g)] != "local"), key=lambda g: verdicts[id(g)] == "kept")
+            if conds and all(verdicts[id(g)] == "unshown" for g in conds):
                 covered = self._uniform_backends(conds[-1].node) if self._in_branch_of(conds[-1].node) else frozenset()
                 note = (f"collective only under the accelerate backends {_backend_names(site.backends)}; the test "
                         f"holds on every rank under {_backend_names(covered)}, and no launcher line or accelerate "
@@ -273,6 +277,12 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                         f"collective only under the accelerate backends {_backend_names(site.backends)}, and no "
                         f"launcher line, accelerate config, DeepSpeed config or accelerate plugin of the program "
                         f"shows the job on one of them (elsewhere the call is local)")
+                settled = sorted(self.__dict__.get("_settled_by", {}).get(id(conds[-1].node), ()))
+                if settled:
+                    note = (f"collective only under the accelerate backends {_backend_names(site.backends)}; the "
+                            f"test takes one value on every rank of the jobs {', '.join(settled[:3])} start (the "
+                            f"program's own options they pass), and the other launcher lines leave the backend to "
+                            f"the machine's accelerate config, which the checked files do not show")
                 site = replace(site, proven=False, evidence=[*site.evidence, Fact("backend", note, found=False)])
             elif conds and self.analysis.project.accelerate_backends(self.src) is None:
                 shown = [Fact("backend", f"{note}: the {backend} backend", at, where)
@@ -339,17 +349,34 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         first = min((line for line in sites if line > at), default=None)
         return first is not None and not any(line < first for line in exits)
 
+    def _local_without_deepspeed(self, site: Site) -> bool:
+        """A call collective only where DeepSpeed partitions the parameters (a `GatheredParameters` gather, a
+        forward whose ZeRO stage no config tells: `site.forward` not shown "yes"; not an accelerate method whose
+        backends `_backend_verdict` judges) in code that only programs running unsharded reach
+        (`reach.runs_unsharded`: each launched on a plain accelerate backend, `accelerate launch --config_file
+        ddp.yaml`, per launch unit): there it gathers nothing."""
+        if site.forward is None or site.forward.status == "yes" or site.backends is not None:
+            return False
+        memo = self.__dict__.setdefault("_unsharded_memo", {})
+        if self.scope not in memo:
+            from dslint.program.reach import runs_unsharded
+            memo[self.scope] = runs_unsharded(self.analysis.project, self.src, self.src.span(site.call).line)
+        return memo[self.scope]
+
     def _backend_verdict(self, site: Site, g: Guard) -> str:
         """What an `if` test with a disjunct on the accelerate backend leaves of a call that is collective only
         under some backends (`Site.backends`: `accelerator.save_state` under DEEPSPEED/FSDP/MEGATRON_LM):
         `if accelerator.distributed_type == DistributedType.DEEPSPEED or accelerator.is_main_process:
         accelerator.save_state(...)`. The backend is one for the whole job (`AcceleratorState`), so where the
         backend disjunct holds every rank takes the branch; on the other backends the rank-varying disjunct
-        decides, and the call is collective there only under `site.backends` minus those. "local": none of those
-        remains, or the launcher lines that run the file show its backends (`accelerate launch --config_file
-        x.yaml` with its `distributed_type`, `--use_deepspeed`, `--multi_gpu`, ...) and none is among them;
-        "unshown": some remain, no launcher line shows the backend and nothing else of the program shows one of
-        them (`_configured`: an accelerate plugin, a DeepSpeed config handed over, a ZeRO-3 config that makes the
+        decides, and the call is collective there only under `site.backends` minus those. Where launcher lines
+        run every program holding the file, each is judged alone (per launch unit): a line whose values settle
+        the test alike on every rank (`_launch_decides`: `args.use_deepspeed or ...` with the program's own
+        `--use_deepspeed` passed) has no hazard; a line showing its backend (`accelerate launch --config_file
+        x.yaml` with its `distributed_type`, `--use_deepspeed`, `--multi_gpu`, ...) has one where that backend
+        remains. "local": none remains, or no line has the hazard and every other line shows its backend;
+        "unshown": some remain, the lines left do not show the backend and nothing else of the program (nor
+        those lines) shows one of them (`_configured`: an accelerate plugin, a DeepSpeed config handed over, a ZeRO-3 config that makes the
         call gather): the job runs on the machine's accelerate config, which the checked files do not show, so
         the finding is unproven; "kept" otherwise (and for any other test, or a call not in the test's own
         branch)."""
@@ -357,16 +384,53 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         remaining = site.backends - covered
         if not remaining:
             return "local"
-        launched = self.analysis.project.accelerate_backends(self.src)
-        if launched is not None:
-            return "kept" if remaining & launched else "local"
-        return "kept" if remaining & {backend for backend, *_ in self._configured(site)} else "unshown"
+        launches = self.analysis.project.launch_backends(self.src)
+        if launches is None:
+            return "kept" if remaining & {backend for backend, *_ in self._configured(site)} else "unshown"
+        untold = []
+        for sh, launch, backend in launches:
+            if self._launch_decides(g.node, sh, launch, backend):
+                # this launch settles the test alike on every rank
+                self.__dict__.setdefault("_settled_by", {}).setdefault(id(g.node), set()).add(
+                    f"{sh.path}:{launch.line}")
+                continue
+            if backend is None:
+                untold.append(launch)
+            elif backend in remaining:
+                return "kept"
+        if not untold:
+            return "local"
+        return "kept" if remaining & {backend for backend, *_ in self._configured(site, untold)} else "unshown"
 
-    def _configured(self, site: Site) -> list[tuple]:
+    def _launch_decides(self, test: cst.BaseExpression, sh, launch, backend: Optional[str]) -> bool:
+        """Does the test take one value on every rank of the job one launcher line starts (per launch unit:
+        `if args.use_deepspeed or accelerator.is_main_process:` where the line passes the program's own
+        `--use_deepspeed`, or leaves an `and` operand at a false default)? Its operands are judged with that
+        line's values (`_launch_truth`); what varies by rank stays open."""
+        return self._launch_truth(test, sh, launch, backend) is not None
+
+    def _launch_truth(self, e: cst.BaseExpression, sh, launch, backend: Optional[str]) -> Optional[bool]:
+        """The truth of `e` on every rank of one launch, None where it is not fixed (`fixed_values.truth_of`):
+        its operands that read the namespace argparse parsed (`fixed_values.parsed_setting`, by data flow: the
+        line's value for its script, else the argparse default, `hyperparams.launch_option_value`) or compare
+        `distributed_type` with accelerate's `DistributedType` members when the line tells the backend."""
+        project, scope = self.analysis.project, self.src.facts.functions.get(self.scope)
+
+        def leaf(x: cst.BaseExpression) -> Optional[bool]:
+            if backend is not None and isinstance(x, cst.Comparison):
+                members = self._uniform_backends(x)
+                if members:
+                    return backend in members
+            setting = parsed_setting(project, self.src, scope, x, self.analysis.taint.calls_of)
+            return None if setting is None else known_truth(launch_option_value(project, setting, sh, launch).value)
+        return truth_of(e, leaf)
+
+    def _configured(self, site: Site, launches: Optional[list] = None) -> list[tuple]:
         """(backend, note, at, file) for what the program shows of an accelerate backend besides its launcher
-        lines (`ProjectView.configured_backends`), and DEEPSPEED where a DeepSpeed config with ZeRO-3 reaches the
-        call's forward (`get_state_dict` gathers there)."""
-        out = list(self.analysis.project.configured_backends(self.src))
+        lines (`ProjectView.configured_backends`; of the launcher lines only `launches`, where given), and
+        DEEPSPEED where a DeepSpeed config with ZeRO-3 reaches the call's forward (`get_state_dict` gathers
+        there)."""
+        out = list(self.analysis.project.configured_backends(self.src, launches))
         if site.forward is not None and site.forward.status == "yes":
             out.append(("DEEPSPEED", f"a DeepSpeed config reaches this code ({site.forward.origin or 'ZeRO-3'})",
                         None, None))

@@ -1001,6 +1001,8 @@ class FlowWalk:
         walk is for fixes (`fixed`): its branch is dead code."""
         if self.fixed and fixed_truth(test, self.fixed) is False:
             return True
+        if self._library_truth(test) is False:
+            return True
         if not isinstance(test, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
             return False
         info = self.taint.src.facts.functions.get(self.scope)
@@ -1015,6 +1017,17 @@ class FlowWalk:
             if domain and all(domains.truth(test, name, v, consts.value) is False for v in domain):
                 return True
         return False
+
+    def _library_truth(self, test: cst.BaseExpression) -> Optional[bool]:
+        """The truth of a test over fields of library config objects the program leaves fixed
+        (`if accelerator.project_configuration.automatic_checkpoint_naming:` where every Accelerator reaching it
+        is built with a `ProjectConfiguration` that leaves the field at its default, `fixed_values.
+        library_setting`), through `not`/`and`/`or` (`fixed_values.truth_of`); None where it is not fixed."""
+        from dslint.program.fixed_values import known_truth, library_setting, truth_of
+        analysis, src = self.taint.analysis, self.taint.src
+        scope = src.facts.functions.get(self.scope)
+        return truth_of(test, lambda e: known_truth(library_setting(analysis.project, src, scope, e,
+                                                                    analysis.calls_of)))
 
     def _falls_through_never(self, links: list[cst.If]) -> bool:
         """An `if`/`elif` chain without `else` whose tests cover every value a validated setting may hold here
