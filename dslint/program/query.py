@@ -223,6 +223,12 @@ class Program:
         from dslint.dsconfig.usage import scripts_using
         return scripts_using(self.view, config)
 
+    def config_keys_read(self, config: "JsonSource") -> frozenset:
+        """The key paths of `config` that a script it is handed to reads from the loaded file itself
+        (`dslint.program.config_reads`): consumed by the program, not typos."""
+        from dslint.program.config_reads import config_keys_read
+        return config_keys_read(self.view, config)
+
     def runs_under_hf(self, script: "PythonSource") -> bool:
         """`script` hands its config to HF Trainer/accelerate (which fill "auto" values)."""
         from dslint.dsconfig.usage import runs_under_hf

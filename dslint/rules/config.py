@@ -283,10 +283,19 @@ class UnknownConfigKey(ConfigRule):
     the dict a helper function of the checked files returns. The finding sits where the key is written; a value
     dslint cannot know (a parameter, `args.x`) is never reported, nor anything that depends on it. A dotted key
     (`"zero_optimization.reduce_bucket_size"`, Accelerate's notation) is not expanded by DeepSpeed.
+
+    A key the program itself reads from the same file is its own setting, not a typo: a script a launcher line
+    hands the config to by a flag that loads that file as JSON (`cfg = json.load(open(args.deepspeed_config))`,
+    through helpers of the checked files too) and reads the key from the result (`cfg.get("precision")`,
+    `cfg["lora"]`, `"lora" in cfg`) -- for a config nothing references, any script the run hands a config that
+    way (`dslint.program.config_reads`).
     """
 
     code = "DSL401"
     name = "unknown-config-key"
+    # a helper that loads the config file as JSON is part of the data flow that shows a key is the program's own
+    # setting (`dslint.program.config_reads`): such files stay in the view
+    triggers = PY_CONFIG_TRIGGERS + ("json.load", "hjson.load")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a config key DeepSpeed does not read (misspelled or misplaced), with a did-you-mean suggestion"
@@ -353,7 +362,12 @@ class UnknownConfigKey(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         analysis = subject.analysis
+        # keys the program reads from the same file itself (`cfg = json.load(open(args.deepspeed_config))`,
+        # `cfg.get("precision")`): DeepSpeed ignores them, but they are the program's own settings
+        consumed = subject.ctx.program.config_keys_read(subject.ctx.source) if subject.py is None else ()
         for p in analysis.of("unknown"):
+            if tuple(p.path) in consumed:
+                continue
             sev = None if (p.deepspeed_fails or p.suggestion) and not analysis.predates else Severity.WARNING
             change = None
             if p.rename:
