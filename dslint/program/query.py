@@ -223,6 +223,16 @@ class Program:
         from dslint.dsconfig.usage import scripts_using
         return scripts_using(self.view, config)
 
+    def overwritten_by_accelerate_configs(self, config: "JsonSource") -> frozenset:
+        """The keys accelerate rewrites in `config` when an accelerate config file under the root names it as its
+        `deepspeed_config_file` (`json_kinds.accelerate_configs_naming`: no launcher line needed); none else."""
+        from dslint.program.config_handoffs import overwritten_by
+        from dslint.program.json_kinds import accelerate_configs_naming
+        keys = overwritten_by({"accelerate"})
+        if not keys or not accelerate_configs_naming(self.view.run_view or self.view, config):
+            return frozenset()
+        return keys
+
     def config_keys_read(self, config: "JsonSource") -> frozenset:
         """The key paths of `config` that a script it is handed to reads from the loaded file itself
         (`dslint.program.config_reads`): consumed by the program, not typos."""

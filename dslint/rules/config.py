@@ -11,6 +11,7 @@ memoised per source); configs for `deepspeed.init_inference` (a different schema
 from __future__ import annotations
 
 import textwrap
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
@@ -90,6 +91,27 @@ class Subject:
         from dslint.dsconfig.table import reads
         release = self.analysis.release
         return [f for f in found if reads(release, f.path)]
+
+    def overwrites(self, path) -> bool:
+        """The consumer writes `path` (or a section holding it) itself before DeepSpeed reads the config."""
+        from dslint.program.config_handoffs import OVERWRITABLE
+        return _under(path, OVERWRITABLE) and _under(path, self.overwritten)
+
+    @cached_property
+    def overwritten(self) -> frozenset:
+        """The key paths the consumer this config is handed to writes before DeepSpeed reads it (accelerate's
+        DeepSpeedPlugin sets `steps_per_print`): what the file holds there never reaches DeepSpeed."""
+        from dslint.program.config_handoffs import overwritten_by
+        if self.py is not None:
+            callee = self.py.call.callee or ""
+            return overwritten_by({"accelerate"}) if callee.rsplit(".", 1)[-1] == "DeepSpeedPlugin" else frozenset()
+        use = self.ctx.program.json_use(self.ctx.source)
+        if use is None:
+            return frozenset()
+        if use.handlers:
+            return overwritten_by(use.handlers)
+        # handed over by nothing the run shows: an accelerate config file naming it says accelerate does
+        return self.ctx.program.overwritten_by_accelerate_configs(self.ctx.source)
 
     @property
     def world_size(self):
@@ -202,6 +224,11 @@ class Change:
         return Fix(description=self.description, applicability=self.applicability, edits=edits)
 
 
+def _under(path, paths) -> bool:
+    """`path` is one of `paths` or inside one."""
+    return any(tuple(path[:len(p)]) == p for p in paths)
+
+
 def _dict_at(data, path):
     for part in path:
         if not isinstance(data, dict) or not dict.__contains__(data, part):
@@ -238,7 +265,10 @@ class ConfigRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         if ctx.source.kind != "python":
-            for message, path, severity, *change in self.problems(Subject(ctx)):
+            subject = Subject(ctx)
+            for message, path, severity, *change in self.problems(subject):
+                if subject.overwrites(path):
+                    continue
                 fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
                 yield Diagnostic(message, path, severity=severity, fix=fix)
             return
@@ -246,7 +276,10 @@ class ConfigRule(Rule):
         for cfg in ctx.program.configs_written_in(ctx.source):
             if not self.inference_too and (cfg.inference or is_inference_config(cfg.data)):
                 continue
-            for message, path, severity, *change in self.problems(Subject(ctx, cfg)):
+            subject = Subject(ctx, cfg)
+            for message, path, severity, *change in self.problems(subject):
+                if subject.overwrites(path):
+                    continue
                 src, node = cfg.location(path)
                 if src is not ctx.source or (id(node), message) in seen:
                     continue
@@ -561,6 +594,12 @@ class InvalidConfigValue(ConfigRule):
 
     **Why it matters**: pydantic sections fail `deepspeed.initialize` on every rank; values read with
     `dict.get` fail later or, worse, are used as-is (`"false"` is truthy).
+
+    A key the consumer rewrites before DeepSpeed reads the config is not judged (every DSL4xx rule): accelerate's
+    `DeepSpeedPlugin` sets `steps_per_print` to `float("inf")` itself, so `"steps_per_print": "inf"` in a file
+    only accelerate hands over (`accelerate launch --config_file` naming it as `deepspeed_config_file`, an
+    accelerate config under the root naming it where nothing else hands it over, `DeepSpeedPlugin(hf_ds_config=...)`)
+    never reaches DeepSpeed; a file also handed to DeepSpeed directly is still checked.
     """
 
     code = "DSL405"
