@@ -94,24 +94,15 @@ class Subject:
 
     def overwrites(self, path) -> bool:
         """The consumer writes `path` (or a section holding it) itself before DeepSpeed reads the config."""
-        from dslint.program.config_handoffs import OVERWRITABLE
-        return _under(path, OVERWRITABLE) and _under(path, self.overwritten)
+        return _under(path, Program.overwritable()) and _under(path, self.overwritten)
 
     @cached_property
     def overwritten(self) -> frozenset:
         """The key paths the consumer this config is handed to writes before DeepSpeed reads it (accelerate's
         DeepSpeedPlugin sets `steps_per_print`): what the file holds there never reaches DeepSpeed."""
-        from dslint.program.config_handoffs import overwritten_by
         if self.py is not None:
-            callee = self.py.call.callee or ""
-            return overwritten_by({"accelerate"}) if callee.rsplit(".", 1)[-1] == "DeepSpeedPlugin" else frozenset()
-        use = self.ctx.program.json_use(self.ctx.source)
-        if use is None:
-            return frozenset()
-        if use.handlers:
-            return overwritten_by(use.handlers)
-        # handed over by nothing the run shows: an accelerate config file naming it says accelerate does
-        return self.ctx.program.overwritten_by_accelerate_configs(self.ctx.source)
+            return Program.keys_overwritten_by_call(self.py.call.callee)
+        return self.ctx.program.keys_overwritten(self.ctx.source)
 
     @property
     def world_size(self):
