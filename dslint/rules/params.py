@@ -821,6 +821,9 @@ class RequiresGradAfterInit(Rule):
             if epoch == 2:
                 for p in engine.module.vision.parameters():  # expect: DSL304
                     p.requires_grad = True
+            for batch in loader:
+                engine.backward(engine(batch))
+                engine.step()
         """,
     )
 
