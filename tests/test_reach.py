@@ -244,3 +244,44 @@ def test_cog_configuration_runs_its_predictor_in_one_process(monkeypatch):
     assert _case(STATIC / "units" / "cog_predictor_one_process", monkeypatch, show_unproven=True).findings == []
     [f] = _case(STATIC / "units" / "cog_predictor_launched", monkeypatch).findings
     assert f.code == "DSL104"
+
+
+README_PLACEHOLDERS = """\
+# Training
+
+```bash
+GPUS=8 sh train_in1k.sh <partition> <job-name> configs/t_1k_224.yaml --batch-size 8
+```
+
+With DeepSpeed:
+
+```bash
+GPUS=8 GPUS_PER_NODE=8 sh train_in1k_deepspeed.sh <partition> <job-name> configs/t_1k_224.yaml --batch-size 128
+```
+
+With accelerate:
+
+```bash
+cd classification
+accelerate launch --config_file configs/zero1.yaml main_accelerate.py --batch-size 16
+```
+
+Export:
+
+```bash
+cd mmdeploy && git checkout v0.13.0
+export MMDEPLOY_DIR=$(pwd)
+make -j$(nproc) && make install
+```
+"""
+
+
+def test_markdown_block_read_on_its_own_when_other_snippets_swallow_it():
+    # `<partition> <job-name>` are redirections to bash: read as one script with the other blocks (InternImage's
+    # README), the snippets swallow the accelerate line; each fenced block is a snippet of its own, so a block whose
+    # launcher line gave nothing is read again alone
+    launches = markdown_launches(README_PLACEHOLDERS)
+    assert [(L.launcher, L.line) for L in launches] == [("accelerate", 17)]
+    [acc] = launches
+    assert acc.script == "main_accelerate.py" and acc.options == {"--config_file": "configs/zero1.yaml"}
+    assert acc.cwd is not None and "classification" in str(acc.cwd)      # the block's own `cd` is kept

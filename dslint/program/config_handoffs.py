@@ -19,3 +19,18 @@ def _hands_config(call) -> bool:
     """`deepspeed.initialize(config=...)`, `TrainingArguments(deepspeed=...)` and the like."""
     callee = call.callee or ""
     return callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
+
+
+# Keys a consumer writes into the config before DeepSpeed reads it, whatever the file holds: accelerate's
+# `DeepSpeedPlugin.__post_init__` sets `deepspeed_config["steps_per_print"] = float("inf")` unconditionally
+# (accelerate/utils/dataclasses.py; it only fills the other keys where they are "auto"). A value there is never
+# DeepSpeed's to judge.
+_OVERWRITTEN = {"accelerate": frozenset({("steps_per_print",)})}
+OVERWRITABLE = frozenset().union(*_OVERWRITTEN.values())     # what some consumer rewrites (a cheap first test)
+
+
+def overwritten_by(handlers) -> frozenset:
+    """The key paths every one of `handlers` (`JsonUse.handlers`; "accelerate" for a Python config handed to
+    `DeepSpeedPlugin`) overwrites before DeepSpeed reads the config: none when some handler hands it on as is."""
+    sets = [_OVERWRITTEN.get(h, frozenset()) for h in handlers]
+    return frozenset.intersection(*sets) if sets else frozenset()

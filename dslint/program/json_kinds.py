@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 DEEPSPEED = "deepspeed"
 ARGUMENTS = "hf-arguments"
 OTHER = "other"             # another program's settings (a GUI or trainer preset): not checked as a config
+ACCELERATE, OTHERS = "accelerate", "others"     # JsonUse.handlers
 
 # launcher flags that hand DeepSpeed its config (script arguments read by `deepspeed.add_config_arguments`
 # / HfArgumentParser's `--deepspeed`, and accelerate launch's own option)
@@ -65,6 +66,9 @@ class JsonUse:
     evidence: list[str] = field(default_factory=list)       # why, the deciding reason first
     by_use: bool = False                                    # decided by a reference, not by its keys
     via_hf: bool = False            # handed over by the HF integration (TrainingArguments, accelerate): "auto" filled
+    # who hands it to DeepSpeed, one entry per reference: ACCELERATE (accelerate's DeepSpeedPlugin, which rewrites
+    # some keys first: `config_handoffs.overwritten_by`), or OTHERS (a launcher flag, a config call, TrainingArguments)
+    handlers: set = field(default_factory=set)
     # for a config: the arguments JSONs whose `deepspeed` entry names it, each with the launcher line that passes
     # that arguments JSON (None when the code names it, or nothing does)
     arguments: list[tuple["JsonSource", Optional[tuple["ShellSource", Any]]]] = field(default_factory=list)
@@ -279,12 +283,14 @@ def classify(view: RunView) -> dict[int, JsonUse]:
     uses: dict[int, JsonUse] = {}
     weak: dict[int, list[str]] = {}
 
-    def config(cfg, why: str, via_hf: bool = False, consumer=None, arguments=None, launch=None) -> None:
+    def config(cfg, why: str, via_hf: bool = False, consumer=None, arguments=None, launch=None,
+               handler: str = OTHERS) -> None:
         use = uses.get(id(cfg))
         if use is None or use.kind != DEEPSPEED:
             use = uses[id(cfg)] = JsonUse(DEEPSPEED, [], True)
         use.evidence.append(why)
         use.via_hf = use.via_hf or via_hf
+        use.handlers.add(handler)
         if launch is not None and all(l is not launch[1] for _, l in use.launches):
             use.launches.append(launch)
         if consumer is not None and consumer not in use.consumers:
@@ -320,7 +326,8 @@ def classify(view: RunView) -> dict[int, JsonUse]:
             if flag in DEEPSPEED_FLAGS:
                 via = launch.launcher == "accelerate" and flag == "--deepspeed_config_file"
                 for cfg in view.launch_json_files(sh, launch, value):
-                    config(cfg, f"{where} passes it as {flag}", via, target, launch=(sh, launch))
+                    config(cfg, f"{where} passes it as {flag}", via, target, launch=(sh, launch),
+                           handler=ACCELERATE if via else OTHERS)
             elif flag in ("--config_file", "--config-file") and launch.launcher != "accelerate":
                 for cfg in view._json_by_reference(value, base):
                     weak.setdefault(id(cfg), []).append(f"{where} passes it as {flag}")
@@ -343,7 +350,7 @@ def classify(view: RunView) -> dict[int, JsonUse]:
             if ref and ref.endswith(".json"):
                 for cfg in view._json_by_reference(ref, base):
                     config(cfg, f"the deepspeed_config_file of the accelerate config {named} ({where})", True,
-                           target, launch=(sh, launch))
+                           target, launch=(sh, launch), handler=ACCELERATE)
     for src in program.python:
         facts = program.facts.get(id(src))
         if facts is None:
@@ -452,4 +459,58 @@ def argument_mismatches(data: dict, arguments: dict) -> list[tuple[str, Any, str
             continue
         if given != wanted:
             out.append((key, given, arg, wanted))
+    return out
+
+
+def accelerate_configs_naming(view: RunView, config: "JsonSource") -> list[str]:
+    """The accelerate config files under the root (YAML, read from disk, no launcher line needed) whose
+    `deepspeed_config.deepspeed_config_file` is `config`'s path (from the accelerate config's folder or a folder
+    above it, up to the root: where `accelerate launch` may run). Not a reason to read a file as a DeepSpeed config (its kind stays the one
+    `classify` gave it); it says who hands the file to DeepSpeed where no launcher line or code does. One walk of
+    the root per run, asked only for a config whose finding sits on a key such a consumer rewrites."""
+    import os
+    from dslint.sources.inputs import SKIP_DIRS
+    root = Path(view.root)
+
+    def walk() -> list[tuple[str, str]]:
+        found = []
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+            for name in files:
+                if not name.endswith((".yaml", ".yml")):
+                    continue
+                path = Path(folder, name)
+                try:
+                    if path.stat().st_size >= (1 << 16):
+                        continue
+                    text = path.read_text(errors="replace")
+                except OSError:
+                    continue
+                ref = accelerate_deepspeed_file(text) if "deepspeed_config_file" in text else None
+                if ref:
+                    found.append((str(path), ref))
+        return found
+
+    named = view.memo("json_kinds.accelerate_configs_on_disk", walk) if hasattr(view, "memo") else walk()
+    try:
+        target = (root / config.path).resolve()
+    except OSError:
+        return []
+    out = []
+    for path, ref in named:
+        # accelerate resolves the path from where `accelerate launch` runs: no line says where, so the accelerate
+        # config's folder or any folder above it, up to the root
+        folder, bases = Path(path).parent, []
+        while True:
+            bases.append(folder)
+            if folder == root or root not in folder.parents:
+                break
+            folder = folder.parent
+        for candidate in (b / ref for b in bases):
+            try:
+                if candidate.resolve() == target:
+                    out.append(os.path.relpath(path, root))
+                    break
+            except OSError:
+                continue
     return out

@@ -223,6 +223,42 @@ class Program:
         from dslint.dsconfig.usage import scripts_using
         return scripts_using(self.view, config)
 
+    @staticmethod
+    def overwritable() -> frozenset:
+        """The key paths some consumer rewrites before DeepSpeed reads a config (a cheap first test)."""
+        from dslint.program.config_handoffs import OVERWRITABLE
+        return OVERWRITABLE
+
+    @staticmethod
+    def keys_overwritten_by_call(callee: Optional[str]) -> frozenset:
+        """The key paths the call a Python-built config is handed to rewrites (accelerate's `DeepSpeedPlugin`)."""
+        from dslint.program.config_handoffs import overwritten_by
+        return overwritten_by({"accelerate"}) if (callee or "").rsplit(".", 1)[-1] == "DeepSpeedPlugin" \
+            else frozenset()
+
+    def keys_overwritten(self, config: "JsonSource") -> frozenset:
+        """The key paths of `config` that every consumer handing it to DeepSpeed rewrites first
+        (`config_handoffs.overwritten_by` over `JsonUse.handlers`); for a file nothing hands over, those accelerate
+        rewrites when an accelerate config file under the root names it as its `deepspeed_config_file`
+        (`json_kinds.accelerate_configs_naming`: no launcher line needed)."""
+        from dslint.program.config_handoffs import overwritten_by
+        from dslint.program.json_kinds import ACCELERATE, accelerate_configs_naming
+        use = self.view.json_use(config)
+        if use is None:
+            return frozenset()
+        if use.handlers:
+            return overwritten_by(use.handlers)
+        keys = overwritten_by({ACCELERATE})
+        if not keys or not accelerate_configs_naming(self.view.run_view or self.view, config):
+            return frozenset()
+        return keys
+
+    def config_keys_read(self, config: "JsonSource") -> frozenset:
+        """The key paths of `config` that a script it is handed to reads from the loaded file itself
+        (`dslint.program.config_reads`): consumed by the program, not typos."""
+        from dslint.program.config_reads import config_keys_read
+        return config_keys_read(self.view, config)
+
     def runs_under_hf(self, script: "PythonSource") -> bool:
         """`script` hands its config to HF Trainer/accelerate (which fill "auto" values)."""
         from dslint.dsconfig.usage import runs_under_hf

@@ -11,6 +11,7 @@ memoised per source); configs for `deepspeed.init_inference` (a different schema
 from __future__ import annotations
 
 import textwrap
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offload_findings,
@@ -90,6 +91,18 @@ class Subject:
         from dslint.dsconfig.table import reads
         release = self.analysis.release
         return [f for f in found if reads(release, f.path)]
+
+    def overwrites(self, path) -> bool:
+        """The consumer writes `path` (or a section holding it) itself before DeepSpeed reads the config."""
+        return _under(path, Program.overwritable()) and _under(path, self.overwritten)
+
+    @cached_property
+    def overwritten(self) -> frozenset:
+        """The key paths the consumer this config is handed to writes before DeepSpeed reads it (accelerate's
+        DeepSpeedPlugin sets `steps_per_print`): what the file holds there never reaches DeepSpeed."""
+        if self.py is not None:
+            return Program.keys_overwritten_by_call(self.py.call.callee)
+        return self.ctx.program.keys_overwritten(self.ctx.source)
 
     @property
     def world_size(self):
@@ -202,6 +215,11 @@ class Change:
         return Fix(description=self.description, applicability=self.applicability, edits=edits)
 
 
+def _under(path, paths) -> bool:
+    """`path` is one of `paths` or inside one."""
+    return any(tuple(path[:len(p)]) == p for p in paths)
+
+
 def _dict_at(data, path):
     for part in path:
         if not isinstance(data, dict) or not dict.__contains__(data, part):
@@ -238,7 +256,10 @@ class ConfigRule(Rule):
 
     def check(self, ctx: RuleContext) -> Iterable[Diagnostic]:
         if ctx.source.kind != "python":
-            for message, path, severity, *change in self.problems(Subject(ctx)):
+            subject = Subject(ctx)
+            for message, path, severity, *change in self.problems(subject):
+                if subject.overwrites(path):
+                    continue
                 fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
                 yield Diagnostic(message, path, severity=severity, fix=fix)
             return
@@ -246,7 +267,10 @@ class ConfigRule(Rule):
         for cfg in ctx.program.configs_written_in(ctx.source):
             if not self.inference_too and (cfg.inference or is_inference_config(cfg.data)):
                 continue
-            for message, path, severity, *change in self.problems(Subject(ctx, cfg)):
+            subject = Subject(ctx, cfg)
+            for message, path, severity, *change in self.problems(subject):
+                if subject.overwrites(path):
+                    continue
                 src, node = cfg.location(path)
                 if src is not ctx.source or (id(node), message) in seen:
                     continue
@@ -283,10 +307,19 @@ class UnknownConfigKey(ConfigRule):
     the dict a helper function of the checked files returns. The finding sits where the key is written; a value
     dslint cannot know (a parameter, `args.x`) is never reported, nor anything that depends on it. A dotted key
     (`"zero_optimization.reduce_bucket_size"`, Accelerate's notation) is not expanded by DeepSpeed.
+
+    A key the program itself reads from the same file is its own setting, not a typo: a script a launcher line
+    hands the config to by a flag that loads that file as JSON (`cfg = json.load(open(args.deepspeed_config))`,
+    through helpers of the checked files too) and reads the key from the result (`cfg.get("precision")`,
+    `cfg["lora"]`, `"lora" in cfg`) -- for a config nothing references, any script the run hands a config that
+    way (`dslint.program.config_reads`).
     """
 
     code = "DSL401"
     name = "unknown-config-key"
+    # a helper that loads the config file as JSON is part of the data flow that shows a key is the program's own
+    # setting (`dslint.program.config_reads`): such files stay in the view
+    triggers = PY_CONFIG_TRIGGERS + ("json.load", "hjson.load")
     severity = Severity.ERROR
     severity_when_unsure = Severity.WARNING
     summary = "a config key DeepSpeed does not read (misspelled or misplaced), with a did-you-mean suggestion"
@@ -353,7 +386,12 @@ class UnknownConfigKey(ConfigRule):
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         analysis = subject.analysis
+        # keys the program reads from the same file itself (`cfg = json.load(open(args.deepspeed_config))`,
+        # `cfg.get("precision")`): DeepSpeed ignores them, but they are the program's own settings
+        consumed = subject.ctx.program.config_keys_read(subject.ctx.source) if subject.py is None else ()
         for p in analysis.of("unknown"):
+            if tuple(p.path) in consumed:
+                continue
             sev = None if (p.deepspeed_fails or p.suggestion) and not analysis.predates else Severity.WARNING
             change = None
             if p.rename:
@@ -547,6 +585,12 @@ class InvalidConfigValue(ConfigRule):
 
     **Why it matters**: pydantic sections fail `deepspeed.initialize` on every rank; values read with
     `dict.get` fail later or, worse, are used as-is (`"false"` is truthy).
+
+    A key the consumer rewrites before DeepSpeed reads the config is not judged (every DSL4xx rule): accelerate's
+    `DeepSpeedPlugin` sets `steps_per_print` to `float("inf")` itself, so `"steps_per_print": "inf"` in a file
+    only accelerate hands over (`accelerate launch --config_file` naming it as `deepspeed_config_file`, an
+    accelerate config under the root naming it where nothing else hands it over, `DeepSpeedPlugin(hf_ds_config=...)`)
+    never reaches DeepSpeed; a file also handed to DeepSpeed directly is still checked.
     """
 
     code = "DSL405"

@@ -791,6 +791,10 @@ class RequiresGradAfterInit(Rule):
     reduced or stepped (it silently stays at its initial value); one frozen later stays in the buckets and
     the reductions no longer match the gradients that arrive. Set the trainable set before `initialize`
     (or re-initialise the engine).
+
+    An engine that is only ever run forward is left alone: when the engine and optimizer `initialize` returns
+    are never used for `backward`/`step` and never handed on (a frozen teacher or projection head wrapped for
+    ZeRO's memory savings), freezing its parameters afterwards changes nothing DeepSpeed decided.
     """
 
     code = "DSL304"
@@ -817,6 +821,9 @@ class RequiresGradAfterInit(Rule):
             if epoch == 2:
                 for p in engine.module.vision.parameters():  # expect: DSL304
                     p.requires_grad = True
+            for batch in loader:
+                engine.backward(engine(batch))
+                engine.step()
         """,
     )
 
@@ -831,6 +838,8 @@ class RequiresGradAfterInit(Rule):
                 names.add(model.value)
             scope = src.facts.functions.get(ec.call.scope)
             body = scope.node if scope is not None else src.module
+            if _never_trained(src, ec.call.node, body):
+                continue
             finder = _AfterInit(ec.call.node, names)
             cst_visit(body, finder)
             for node, what in finder.hits:
@@ -839,6 +848,63 @@ class RequiresGradAfterInit(Rule):
                     f"at initialize; parameters unfrozen now are never updated and ones frozen now leave its "
                     f"gradient buckets out of step. Change requires_grad before `deepspeed.initialize`.", node,
                     trace=[Trace("deepspeed.initialize", ec.call.node)])
+
+
+_TRAINING = frozenset({"backward", "step"})
+
+
+def _never_trained(src, init_call: cst.Call, body: cst.CSTNode) -> bool:
+    """The engine (and optimizer) this `deepspeed.initialize` returns are bound to plain names in `body` and
+    only ever run forward there (`out = engine(x)`, `engine.eval()`): no `backward`/`step` on either, and neither
+    leaves through an argument, a return, an alias or a container. Such an engine keeps no gradient buckets and
+    steps no optimizer, so requires_grad changed after it is built changes nothing DeepSpeed decided (a frozen
+    teacher or projection head wrapped for ZeRO's memory savings only)."""
+    holder = src._parents.get(id(init_call))
+    if not isinstance(holder, cst.Assign) or holder.value is not init_call or len(holder.targets) != 1:
+        return False
+    target = holder.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or not target.elements:
+        return False
+    names = set()
+    for position, element in enumerate(target.elements[:2]):      # the engine and the optimizer
+        value = element.value
+        if isinstance(value, cst.Name):
+            if value.value != "_":
+                names.add(value.value)
+        elif position == 0:
+            return False
+    if not names:
+        return False
+    uses = _EngineUses(names)
+    cst_visit(body, uses)
+    return uses.forward_only
+
+
+class _EngineUses(cst.CSTVisitor):
+    """Whether the names are used only to run forward: `name(...)`, `name.attr` other than backward/step (and
+    not handed on), their own binding."""
+
+    def __init__(self, names: set) -> None:
+        self.names = names
+        self.forward_only = True
+        self._allowed: set = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value in self.names:
+            self._allowed.add(id(node.func))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value in self.names:
+            if node.attr.value in _TRAINING:
+                self.forward_only = False
+            self._allowed.add(id(node.value))
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return False                    # a binding of the name is no use of it
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names and id(node) not in self._allowed:
+            self.forward_only = False   # handed on (an argument, a return, an alias): trained elsewhere maybe
 
 
 def _root_name(expr: cst.BaseExpression) -> Optional[str]:

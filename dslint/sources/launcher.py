@@ -968,4 +968,34 @@ def markdown_launches(text: str, notebook: bool = False) -> list[Launch]:
     blocks = _commands(text, notebook)
     if blocks is None:
         return []
-    return read_script(blocks)[0]
+    launches = read_script(blocks)[0]
+    if notebook:
+        return launches
+    # the blocks read as one script keep what an earlier block's `cd` set; a snippet the shell grammar reads
+    # past its end (`--nproc_per_node <num-of-gpus>` is a redirection to bash) can swallow the blocks after it:
+    # a block whose launcher lines gave no launch that way is read again on its own
+    lines = blocks.split("\n")
+    for first, last in _block_spans(text):
+        body = lines[first:last]
+        if any(first < l.line <= last for l in launches) or \
+                not _KEYWORD.search("\n".join(body).encode("utf-8", "replace")):
+            continue
+        launches += read_script("\n" * first + "\n".join(body))[0]
+    launches.sort(key=lambda l: (l.line, l.column))
+    return launches
+
+
+def _block_spans(text: str) -> list[tuple[int, int]]:
+    """(first, end) line indexes (0-based, end excluded) of the bodies of the fenced shell blocks of Markdown."""
+    spans, fence, start = [], None, 0
+    for i, line in enumerate(text.split("\n")):
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                fence, start = (m.group(2)[0], len(m.group(2)), m.group(3).lower() in _SHELL_INFO), i + 1
+            continue
+        if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= fence[1] and not m.group(3):
+            if fence[2]:
+                spans.append((start, i))
+            fence = None
+    return spans

@@ -140,7 +140,14 @@ class _ExpertLoops(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         body = cst.Module([]).code_for_node(node.body)
-        if "experts[" not in body and "self.experts" not in body and "expert(" not in body:
+        if not _uses_experts(body):
+            return
+        # a loop whose experts are all run by a loop nested in it over the experts themselves (`for b in
+        # range(x.shape[0]): for i, expert in enumerate(self.experts): ...`, CuMo) iterates something else -- the
+        # batch: every iteration runs every expert; the nested loop is the expert loop, judged on its own
+        inner = _NestedExpertLoops()
+        cst_visit(node.body, inner)
+        if inner.loops and not _uses_experts("\n".join(inner.outside)):
             return
         it = cst.Module([]).code_for_node(node.iter).replace(" ", "")
         if not _UNIFORM_ITER.match(it) and "experts" not in it:
@@ -150,6 +157,36 @@ class _ExpertLoops(cst.CSTVisitor):
         cst_visit(node.body, skips)
         if skips.reason:
             self.hits.append((node, skips.reason))
+
+
+def _uses_experts(code: str) -> bool:
+    return "experts[" in code or "self.experts" in code or "expert(" in code
+
+
+class _NestedExpertLoops(cst.CSTVisitor):
+    """The `for` loops whose iterable is the experts container (`self.experts`, `enumerate(self.experts)`)."""
+
+    def __init__(self) -> None:
+        self.loops: list[cst.For] = []
+        self.outside: list[str] = []        # the code of the other statements (tests and headers included)
+
+    def visit_For(self, node: cst.For) -> bool:
+        code = cst.Module([]).code_for_node
+        if "experts" in code(node.iter):
+            self.loops.append(node)
+            return False
+        self.outside.append(code(node.iter))
+        return True
+
+    def visit_If(self, node: cst.If) -> None:
+        self.outside.append(cst.Module([]).code_for_node(node.test))
+
+    def visit_While(self, node: cst.While) -> None:
+        self.outside.append(cst.Module([]).code_for_node(node.test))
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        self.outside.append(cst.Module([]).code_for_node(node))
+        return False
 
 
 class _DataSkip(cst.CSTVisitor):

@@ -39,6 +39,18 @@ _NAN_ON_EMPTY = {"mean", "median"}
 # a helper whose calls include none of these cannot raise DSL105's way (decided on the outline)
 HELPER_GATE = EMPTY_RAISING | {"len", "next", "append", "extend", "filter"}
 
+# exits after which a rank never reaches what follows in this function: the process ends (`exit()`), or the
+# function is left (`return`). A value built after such a test is built on every rank that gets to use it: the
+# ranks that took the exit are gone (DSL103 reports them), not holding an empty list (DSL105)
+_LEAVING = ("exit", "return")
+
+
+def _conditioning(guards) -> list:
+    """The rank-dependent guards that decide whether a statement runs on a rank that goes on past it: tests, and
+    exits that stay in the function (`continue`, `break`, a `raise` that may be caught)."""
+    return [g for g in guards if g.kind in ("cond", "cond-balanced") or
+            g.kind == "exit" and g.exit_kind not in _LEAVING]
+
 
 @dataclass
 class MaybeEmpty:
@@ -261,7 +273,7 @@ class ExceptionTracking:
                 self._forget(sub)
             return
         self._unpath(name)
-        conds = [g for g in guards if g.kind in ("cond", "cond-balanced", "exit")]
+        conds = _conditioning(guards)
         if name in self.none_init and len(conds) > self.none_init[name] and \
                 not any(name in both for both in self._both_assigned):
             g = conds[-1]
@@ -323,7 +335,7 @@ class ExceptionTracking:
         name = dotted_name(call.func.value)
         if name is None or name not in self.empty_init:
             return
-        conds = [g for g in guards if g.kind in ("cond", "cond-balanced", "exit")]
+        conds = _conditioning(guards)
         if len(conds) > self.empty_init[name]:
             # the tests of an `if` chain every branch of which grows the list (`if i == rank: xs.append(mine)
             # else: xs.append(zeros)`) decide what is appended, not whether: it grows on every rank there
