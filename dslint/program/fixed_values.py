@@ -177,18 +177,25 @@ def _library_class(src: "PythonSource", func: cst.BaseExpression) -> Optional[st
     return f"{top}.{rest.rsplit('.', 1)[-1]}" if rest else None
 
 
+def library_field_shape(expr: cst.BaseExpression) -> bool:
+    """Is `expr` spelled `obj.<config>.<field>` with a config holder and field `LIBRARY_CONFIGS` knows? (A
+    prefilter: decided on the expression alone, before anything of the program is asked.)"""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Attribute)
+            and isinstance(expr.value.value, cst.Name)):
+        return False
+    holder, field = expr.value.attr.value, expr.attr.value
+    return any(holder == attr and field in defaults for (_, attr), (_, _, defaults) in LIBRARY_CONFIGS.items())
+
+
 def library_setting(project: "ProjectView", src: "PythonSource", scope: Optional[FunctionInfo],
                     expr: cst.BaseExpression, calls_of: CallsOf) -> Any:
     """The value of `obj.<config>.<field>` (`accelerator.project_configuration.automatic_checkpoint_naming`)
     when every object `obj` can be is built in the checked files by a constructor `LIBRARY_CONFIGS` knows,
     each handed no config object or one built there whose call leaves the field at its default or gives it a
     literal, all the same value, and no statement of the program assigns the field. UNKNOWN otherwise."""
-    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Attribute)
-            and isinstance(expr.value.value, cst.Name)):
-        return UNKNOWN
-    holder, field = expr.value.attr.value, expr.attr.value
-    if not any(holder == attr and field in defaults for (_, attr), (_, _, defaults) in LIBRARY_CONFIGS.items()):
+    if not library_field_shape(expr):
         return UNKNOWN      # no library object stores a config of this field there: nothing to follow
+    holder, field = expr.value.attr.value, expr.attr.value
     owners = reaching_values(src, scope, expr.value.value.value, calls_of)
     if not owners or _assigned_anywhere(project, field):
         return UNKNOWN

@@ -1023,11 +1023,16 @@ class FlowWalk:
         (`if accelerator.project_configuration.automatic_checkpoint_naming:` where every Accelerator reaching it
         is built with a `ProjectConfiguration` that leaves the field at its default, `fixed_values.
         library_setting`), through `not`/`and`/`or` (`fixed_values.truth_of`); None where it is not fixed."""
-        from dslint.program.fixed_values import known_truth, library_setting, truth_of
-        analysis, src = self.taint.analysis, self.taint.src
-        scope = src.facts.functions.get(self.scope)
-        return truth_of(test, lambda e: known_truth(library_setting(analysis.project, src, scope, e,
-                                                                    analysis.calls_of)))
+        from dslint.program.fixed_values import known_truth, library_field_shape, library_setting, truth_of
+        src = self.taint.src
+
+        def leaf(e: cst.BaseExpression) -> Optional[bool]:
+            if not library_field_shape(e):
+                return None         # decided on the expression: the analysis (a launch unit's view) not asked
+            analysis = self.taint.analysis
+            return known_truth(library_setting(analysis.project, src, src.facts.functions.get(self.scope), e,
+                                               analysis.calls_of))
+        return truth_of(test, leaf)
 
     def _falls_through_never(self, links: list[cst.If]) -> bool:
         """An `if`/`elif` chain without `else` whose tests cover every value a validated setting may hold here
