@@ -183,11 +183,7 @@ class ProjectTaint:
             done: list = []
 
             def emit(attr: str, owner, origin: Optional[Origin], entry: Optional[tuple], done=done) -> None:
-                """A store found: the table gets `origin` under `attr` (unless None), the stores `entry`."""
-                if origin is not None:
-                    _add_field(table, attr, owner, origin)
-                if entry is not None:
-                    self._field_values.setdefault(attr, []).append(entry)
+                self._add_store(table, attr, owner, origin, entry)
                 done.append((attr, owner, origin, entry))
 
             # what this file adds is the same in every launch unit's view where the lookups it made answer alike,
@@ -195,11 +191,15 @@ class ProjectTaint:
             kept = per_source(src, _FIELD_PART, self, lambda analysis: _field_part(analysis, src, emit, done),
                               _FIELD_QUERIES)
             if kept is not done:
-                for attr, owner, origin, entry in kept:
-                    if origin is not None:
-                        _add_field(table, attr, owner, origin)
-                    if entry is not None:
-                        self._field_values.setdefault(attr, []).append(entry)
+                for store in kept:
+                    self._add_store(table, *store)
+
+    def _add_store(self, table: dict, attr: str, owner, origin: Optional[Origin], entry: Optional[tuple]) -> None:
+        """A store found: the table gets `origin` under `attr` (unless None), `rank_field_stores` `entry`."""
+        if origin is not None:
+            _add_field(table, attr, owner, origin)
+        if entry is not None:
+            self._field_values.setdefault(attr, []).append(entry)
 
     def rank_field(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[Origin]:
         """`receiver.attr` where `attr` holds a rank id by provenance (`rank_fields`): on `self` of a class, only
