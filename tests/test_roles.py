@@ -326,3 +326,20 @@ def test_the_worklist_reaches_the_state_of_running_every_scope_every_round():
         compared += 1
         engines += bool(worklist.tails)
     assert compared > 20 and engines > 10
+
+
+def test_module_named_by_suffix_is_the_first_match_in_reading_order():
+    """`RoleAnalysis._module_named` (an index by dotted suffix) answers what trying every read module against
+    `_same_module` in reading order answers, re-reads of a name keeping its first place included."""
+    from types import SimpleNamespace
+
+    from dslint.program.roles import _same_module
+    names = ["pkg.a.b", "b", "x.pkg.a.b", "a.b", "c.d", "pkg.c.d", "q", "pkg.a.b", "e.f.g", "f.g"]
+    analysis = RoleAnalysis.__new__(RoleAnalysis)
+    analysis._by_module, analysis._module_suffixes = {}, {}
+    for i, name in enumerate(names):
+        analysis._note_module(name, SimpleNamespace(name=name, i=i))
+    for mod in ["b", "a.b", "pkg.a.b", "z.pkg.a.b", "d", "y.c.d", "g", "f.g", "e.f.g", "w.e.f.g", "q", "r.q",
+                "nothing", "a", "pkg"]:
+        scanned = next((s for m, s in analysis._by_module.items() if _same_module(m, mod)), None)
+        assert analysis._module_named(mod) is scanned, mod

@@ -280,6 +280,8 @@ class RoleAnalysis:
         self.classes: dict[tuple[int, str], _Class] = {}
         self._family: dict[tuple[int, str], tuple[int, str]] = {}
         self._by_module: dict[str, "PythonSource"] = {}
+        # each proper dotted suffix of a read module's name -> those names, in `_by_module`'s order (`_module_named`)
+        self._module_suffixes: dict[str, list[str]] = {}
         self._changed = False
         self._dirty: set[int] = set()                    # scopes to run again (`_solve`)
         self._deps: dict[tuple, set[int]] = {}           # location -> the scopes that read it
@@ -410,7 +412,7 @@ class RoleAnalysis:
         for qual, info in col.classes.items():
             self.classes[(id(src), qual)] = info
         if src.module_name:
-            self._by_module[src.module_name] = src
+            self._note_module(src.module_name, src)
         # `self` of a method is an instance of its class
         for sc in col.scopes.values():
             if sc.cls is not None and sc.params and not _is_static(sc.node):
@@ -692,10 +694,30 @@ class RoleAnalysis:
                 # the module read later (or one whose name ends like it) is the answer then (`_reached`)
                 if self._reader is not None:
                     self._module_misses.setdefault(mod, set()).add(self._reader)
-                other = next((s for m, s in self._by_module.items() if _same_module(m, mod)), None)
+                other = self._module_named(mod)
             if other is not None and id(other) in self.scopes:
                 return self._read(("local", id(other), MODULE_SCOPE, attr)) or {}
         return {}
+
+    def _note_module(self, name: str, src: "PythonSource") -> None:
+        if name not in self._by_module:
+            parts = name.split(".")
+            for i in range(1, len(parts)):
+                self._module_suffixes.setdefault(".".join(parts[i:]), []).append(name)
+        self._by_module[name] = src
+
+    def _module_named(self, mod: str) -> Optional["PythonSource"]:
+        """The first read module (in reading order) whose name ends like `mod` or is a dotted suffix of it
+        (`_same_module`), looked up by suffix rather than tried one by one against every module read."""
+        names = list(self._module_suffixes.get(mod, ()))
+        parts = mod.split(".")
+        names += [m for m in (".".join(parts[i:]) for i in range(1, len(parts))) if m in self._by_module]
+        if not names:
+            return None
+        if len(names) > 1:
+            order = {m: i for i, m in enumerate(self._by_module)}
+            names.sort(key=order.__getitem__)
+        return self._by_module[names[0]]
 
     def _attribute(self, base: Roles, attr: str) -> Roles:
         out: Roles = {}

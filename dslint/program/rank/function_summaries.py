@@ -180,74 +180,26 @@ class ProjectTaint:
         for src in self.project.mentioning(*_FIELD_SOURCE_WORDS):
             if src.outline is None or not _TAINT_WORDS.search(src.text):
                 continue
-            taint = self.taint(src)
-            module = self.module_env(src)
-            for key, origin in module.items():
-                if "." in key and origin.kind == "rank" and not key.startswith("self."):
-                    _add_field(table, key.rsplit(".", 1)[-1], None, origin)
-                    self._field_values.setdefault(key.rsplit(".", 1)[-1], []).append((None, src, None, None))
-            for info, targets, is_property, handed in _field_candidates(src):
-                if is_property:
-                    hit = self.returns(src, info)
-                    if hit is not None and hit.kind == "rank":
-                        _add_field(table, info.name, (id(src), info.class_name), hit)
-                        self._field_values.setdefault(info.name, []).append(
-                            ((id(src), info.class_name), src, info, None))
-                # a field the method hands torch as the process's rank (`os.environ["RANK"] = str(self.rank)`)
-                for attr, (read, node, how) in handed.items():
-                    owner = (id(src), info.class_name)
-                    _add_field(table, attr, owner, Origin(
-                        "rank", read, src, via=f"{HANDED_VIA} ({how} at {src.path}:{src.span(node).line})"))
-                    self._field_values.setdefault(attr, []).append((owner, src, info, HANDED_RANK))
-                if not targets:
-                    continue
-                ever = self.scope_env(src, info.qualname)
-                for target, value in targets:
-                    name = dotted_name(target)
-                    origin = ever.get(name) if name else None
-                    if origin is None or origin.kind != "rank":
-                        continue
-                    owner = (id(src), info.class_name) if name.startswith("self.") and name.count(".") == 1 \
-                        and info.class_name else None
-                    _add_field(table, target.attr.value, owner, origin)
-                    # this store's own value (another store of the name may be a constant: one answer for every
-                    # rank in the runs that take it, `rank_field_stores`)
-                    if taint.eval(value, ever, info.class_name) is not None:
-                        self._field_values.setdefault(target.attr.value, []).append((owner, src, info, value))
-            for cls in src.facts.classes.values():
-                self._class_defaults(src, taint, module, cls, table)
-            if "add_argument" in src.text:
-                for call in src.facts.calls:
-                    if call.attr != "add_argument":
-                        continue
-                    default = call.keyword("default")
-                    dest = _option_dest(call.node)
-                    if default is None or dest is None:
-                        continue
-                    caller = src.facts.functions.get(call.scope)
-                    env = self.scope_env(src, call.scope) if caller is not None else module
-                    hit = taint.eval(default.value, env, caller.class_name if caller else None)
-                    if hit is not None and hit.kind == "rank":
-                        _add_field(table, dest, None, hit)
-                        self._field_values.setdefault(dest, []).append((None, src, caller, default.value))
+            done: list = []
 
-    def _class_defaults(self, src, taint, module, cls, table) -> None:
-        """Class-level fields (a dataclass's) whose default is a rank id: `local_rank: int =
-        field(default=int(os.environ.get("LOCAL_RANK", -1)))`."""
-        body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else ()
-        for stmt in body:
-            if not isinstance(stmt, cst.SimpleStatementLine):
-                continue
-            for small in stmt.body:
-                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
-                    value = small.value
-                    if isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == "field":
-                        value = next((a.value for a in value.args if a.keyword is not None
-                                      and a.keyword.value == "default"), None)
-                    hit = taint.eval(value, module, None) if value is not None else None
-                    if hit is not None and hit.kind == "rank":
-                        _add_field(table, small.target.value, None, hit)
-                        self._field_values.setdefault(small.target.value, []).append((None, src, None, value))
+            def emit(attr: str, owner, origin: Optional[Origin], entry: Optional[tuple], done=done) -> None:
+                self._add_store(table, attr, owner, origin, entry)
+                done.append((attr, owner, origin, entry))
+
+            # what this file adds is the same in every launch unit's view where the lookups it made answer alike,
+            # when it asked the view nothing else (`view_free`): a later view replays those additions
+            kept = per_source(src, _FIELD_PART, self, lambda analysis: _field_part(analysis, src, emit, done),
+                              _FIELD_QUERIES)
+            if kept is not done:
+                for store in kept:
+                    self._add_store(table, *store)
+
+    def _add_store(self, table: dict, attr: str, owner, origin: Optional[Origin], entry: Optional[tuple]) -> None:
+        """A store found: the table gets `origin` under `attr` (unless None), `rank_field_stores` `entry`."""
+        if origin is not None:
+            _add_field(table, attr, owner, origin)
+        if entry is not None:
+            self._field_values.setdefault(attr, []).append(entry)
 
     def rank_field(self, src: "PythonSource", e: cst.Attribute, cls: Optional[str]) -> Optional[Origin]:
         """`receiver.attr` where `attr` holds a rank id by provenance (`rank_fields`): on `self` of a class, only
@@ -1349,6 +1301,80 @@ _FIELD_SOURCE_WORDS = ("rank", "RANK", "process_index", "main_process", "PROCID"
 _LAUNCHER_OPTIONS = ("--local_rank", "--local-rank")
 _MODULE_ENV = "_dslint_module_env"      # `ProjectTaint.module_env` kept on a source (`view_free.per_source`)
 _MODULE_QUERIES = frozenset({"call_source", "class_of"})    # lookups whose answers it is kept with
+
+
+_FIELD_PART = "_dslint_rank_field_part"   # what a file adds to `ProjectTaint.rank_fields`, kept on it (`view_free`)
+_FIELD_QUERIES = _MODULE_QUERIES | frozenset({"module_env"})
+
+
+def _field_part(analysis, src: "PythonSource", emit, done: list) -> list:
+    """What `src` adds to the rank-field table (`ProjectTaint.rank_fields`), each store handed to `emit` as it
+    is found (the table is built re-entrantly: a later lookup of this file sees it); returns `done`, the list
+    `emit` fills."""
+    taint = RankTaint(analysis, src)
+    module = analysis.module_env(src)
+    for key, origin in module.items():
+        if "." in key and origin.kind == "rank" and not key.startswith("self."):
+            emit(key.rsplit(".", 1)[-1], None, origin, (None, src, None, None))
+    for info, targets, is_property, handed in _field_candidates(src):
+        if is_property:
+            hit = analysis.returns(src, info)
+            if hit is not None and hit.kind == "rank":
+                emit(info.name, (id(src), info.class_name), hit, ((id(src), info.class_name), src, info, None))
+        # a field the method hands torch as the process's rank (`os.environ["RANK"] = str(self.rank)`)
+        for attr, (read, node, how) in handed.items():
+            owner = (id(src), info.class_name)
+            emit(attr, owner, Origin("rank", read, src, via=f"{HANDED_VIA} ({how} at {src.path}:{src.span(node).line})"),
+                 (owner, src, info, HANDED_RANK))
+        if not targets:
+            continue
+        ever = analysis.scope_env(src, info.qualname)
+        for target, value in targets:
+            name = dotted_name(target)
+            origin = ever.get(name) if name else None
+            if origin is None or origin.kind != "rank":
+                continue
+            owner = (id(src), info.class_name) if name.startswith("self.") and name.count(".") == 1 \
+                and info.class_name else None
+            emit(target.attr.value, owner, origin, None)
+            # this store's own value (another store of the name may be a constant: one answer for every rank in
+            # the runs that take it, `rank_field_stores`)
+            if taint.eval(value, ever, info.class_name) is not None:
+                emit(target.attr.value, owner, None, (owner, src, info, value))
+    for cls in src.facts.classes.values():
+        _class_defaults(src, taint, module, cls, emit)
+    if "add_argument" in src.text:
+        for call in src.facts.calls:
+            if call.attr != "add_argument":
+                continue
+            default = call.keyword("default")
+            dest = _option_dest(call.node)
+            if default is None or dest is None:
+                continue
+            caller = src.facts.functions.get(call.scope)
+            env = analysis.scope_env(src, call.scope) if caller is not None else module
+            hit = taint.eval(default.value, env, caller.class_name if caller else None)
+            if hit is not None and hit.kind == "rank":
+                emit(dest, None, hit, (None, src, caller, default.value))
+    return done
+
+
+def _class_defaults(src, taint, module, cls, emit) -> None:
+    """Class-level fields (a dataclass's) whose default is a rank id: `local_rank: int =
+    field(default=int(os.environ.get("LOCAL_RANK", -1)))`."""
+    body = cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+                value = small.value
+                if isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == "field":
+                    value = next((a.value for a in value.args if a.keyword is not None
+                                  and a.keyword.value == "default"), None)
+                hit = taint.eval(value, module, None) if value is not None else None
+                if hit is not None and hit.kind == "rank":
+                    emit(small.target.value, None, hit, (None, src, None, value))
 
 
 def _module_walk(analysis, src: "PythonSource") -> Env:
