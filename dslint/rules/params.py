@@ -145,10 +145,11 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     cond = deciding_condition(walker, pair)
                     if cond is None or program.never_created(attr):
                         continue            # (a Parameter only under a constructor flag the run never sets)
-                    if program.never_trained(cls):
+                    if program.never_trained(cls) and program.trained_chain(root) is None:
                         # model-never-trained: every construction of the class (or of a class holding it) sits
                         # in a file that trains nothing -- an annotation or evaluation pipeline run under
-                        # `torch.no_grad()`: no gradient of it is ever reduced
+                        # `torch.no_grad()`: no gradient of it is ever reduced (unless an object built from it
+                        # is seen reaching a training call: a factory's own file trains nothing)
                         break
                     use = next(iter(walker.uses_at.get(attr.name, [])), None)
                     reported.add(attr.name)
@@ -716,6 +717,12 @@ class ConditionallyUsedParam(Rule):
                 proven = False
                 unseen = (f" (unproven: no file of the run writes the batch field `{cond.key}` on some batches and not "
                           f"on others, so whether ranks' batches differ in it is unknown)")
+            chain_clue = _chain_evidence(ctx, root)
+            if not chain_clue.found and proven:
+                proven = False
+                unseen = (f" (unproven: no object built from `{root.name}` -- nor from a subclass or a class holding "
+                          f"it -- is seen reaching deepspeed.initialize, a Trainer, DDP/FSDP or accelerate's prepare, "
+                          f"so whether the run trains it under gradient reduction is unknown)")
             diag = Diagnostic(
                 f"`self.{attr.name}` ({attr.kind}) is trainable but {where}{unseen} uses it only when "
                 f"`{_code(cond.node)}` goes one way{reads}: ranks whose batch takes the other path produce no gradient for "
@@ -723,13 +730,12 @@ class ConditionallyUsedParam(Rule):
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
                 fix=_freeze_or_touch_fix(ctx, attr, cond), proven=proven)
-            if key_clue is not None:
-                # the rule's own clue beside the family's (the engine adds the family's only to a bare diagnostic)
-                from dslint.rules.evidence import family_evidence
-                clues, family_proven = family_evidence("DSL303", ctx, diag)
-                diag.evidence = [*clues, key_clue]
-                if family_proven is not None:
-                    diag.proven = diag.proven and family_proven
+            # the rule's own clues beside the family's (the engine adds the family's only to a bare diagnostic)
+            from dslint.rules.evidence import family_evidence
+            clues, family_proven = family_evidence("DSL303", ctx, diag)
+            diag.evidence = [*clues, *([key_clue] if key_clue is not None else []), chain_clue]
+            if family_proven is not None:
+                diag.proven = diag.proven and family_proven
             yield diag
         # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
         trained = _trained_across_ranks(ctx.program)
@@ -752,6 +758,24 @@ def _key_evidence(ctx: RuleContext, cond):
         return Clue("batch-key", f"the run writes the batch field `{key}` on some samples or batches only")
     return Clue("batch-key", f"no file of the run writes the batch field `{key}` on some samples and not on others",
                 found=False)
+
+
+def _chain_evidence(ctx: RuleContext, root):
+    """Issue 30, evidence before a finding: the construction chain from the model class (a subclass, a holder,
+    the factories returning it) to a call that trains it under gradient reduction (`Program.trained_chain`) --
+    without it the class may be an evaluation model, a vendored copy or one the run never builds."""
+    from dslint.rules.evidence import Clue
+    sink = ctx.program.trained_chain(root)
+    if sink is None and not _trained_across_ranks(ctx.program):
+        # a model file checked alone (with its config): no file of the check trains anything, so no chain can
+        # be followed -- the ZeRO config the family's clues give is the evidence there is
+        return Clue("trained-model", "no file of the check trains a model: the class is checked as a model file "
+                                     "alone")
+    if sink is None:
+        return Clue("trained-model", f"no object built from `{root.name}` (or a subclass or holder) is seen reaching "
+                                     f"deepspeed.initialize, a Trainer, DDP/FSDP or accelerate's prepare",
+                    found=False)
+    return Clue("trained-model", f"`{root.name}` reaches {sink.what}", sink.line, sink.src)
 
 
 def _freeze_or_touch_fix(ctx: RuleContext, attr, cond) -> Optional[Fix]:
