@@ -57,6 +57,13 @@ def trained_chain(project: "ProjectView", facts: "ModelFacts", cls: "ModuleClass
     return _Walker(project, facts).model(cls, 0)
 
 
+def model_call(project: "ProjectView", facts: "ModelFacts", cls: "ModuleClass") -> Optional[Sink]:
+    """A call of an object built from `cls` (a subclass, a holder) -- or of the engine, wrapper or Trainer it is
+    handed to -- that the run's files show (`model(ids)`, `engine(batch["x"])`, `self.model.forward(...)`), or
+    None: the premise of taking an input no call passes as its default (`keyword_presence._closed_world`)."""
+    return _Walker(project, facts, calls=True).model(cls, 0)
+
+
 def _references(project: "ProjectView", src: "PythonSource", names: set, wanted, own=None) -> dict[str, set]:
     """Scope → ids of the nodes of `src` that name (`Cls(...)`, `Cls.from_pretrained`, `Inf if flag else Cls`,
     `factory(args)`, `run(args, factory)`) something `wanted(src, resolved dotted name)` accepts, outside the
@@ -164,8 +171,9 @@ def _own_nodes(fn: ast.AST):
 
 
 class _Walker:
-    def __init__(self, project: "ProjectView", facts: "ModelFacts") -> None:
-        self.project, self.facts = project, facts
+    def __init__(self, project: "ProjectView", facts: "ModelFacts", calls: bool = False) -> None:
+        # calls: look for a call of the model (or of its engine, its wrapper) instead of a training sink
+        self.project, self.facts, self.calls = project, facts, calls
         self.seen: set = set()
         self.models_seen: set = set()
 
@@ -282,15 +290,24 @@ class _Walker:
             last = resolved.rsplit(".", 1)[-1] if resolved else (
                 node.func.attr if isinstance(node.func, ast.Attribute) else "")
             line = getattr(node, "lineno", 0)
+            if self.calls:
+                func = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr == "forward" \
+                    else node.func
+                if _dotted(func) in followed:
+                    return Sink(src, line, f"a call of the model, `{_dotted(func)}(...)`")
             if not any(reads(a) for a in args):
                 continue
             built = engine_builder(resolved) if resolved else None
             if built == "initialize":
+                if self.calls:
+                    continue        # its engine: bound by the assignment, called later
                 return Sink(src, line, f"`{resolved}`")
             if built:
                 continue            # init_inference: no gradients
             if last in _WRAPPERS or _library_trainer(resolved) or self._reducing_class(src, resolved, 0) or \
                     last in _PREPARE and self._accelerator(src, scope, node.func):
+                if self.calls:
+                    continue
                 return Sink(src, line, f"`{resolved or last}`")
             handed.append(node)
         # returned: the factory's calls in the run
