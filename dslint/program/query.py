@@ -533,6 +533,16 @@ class Program:
             cache[id(cls)] = trained_chain(self.view, self.models(), cls)
         return cache[id(cls)]
 
+    def per_element_guard(self, cls: ModuleClass, test: str, inputs: tuple) -> Optional[str]:
+        """When `test` (code) is an empty-input guard of one of `inputs` (`x.shape[0] == 0`) and every call of the
+        class the run shows runs once per element of its caller's input (`for sample in inputs: self.enc(sample)`),
+        that loop; None otherwise (`dslint.program.models.per_element`)."""
+        from dslint.program.models.per_element import emptiness_input, per_element_loop
+        name = emptiness_input(test)
+        if name is None or name not in inputs:
+            return None
+        return per_element_loop(self.view, self.models(), cls)
+
     def uneven_submodule_uses(self, src: "PythonSource") -> list:
         """Sub-module outputs that a patched-in forward (or a helper it hands the model to) uses on some data
         paths only (`dslint.program.models.patched_forwards`)."""

@@ -197,11 +197,22 @@ class _Walker:
         keys = {(id(c.src), c.qualname) for c in holders.values()}
         self.models_seen |= set(holders)
         names = {c.name for c in holders.values()}
+        # module-level aliases of the classes in their own files (`AudioEncoder = FiniteAudioEncoder`): a
+        # reference to the alias, in that file or imported from it, is one to the class
+        from dslint.program.models.per_element import aliases
+        by_file: dict[int, set] = {}
+        for c in holders.values():
+            by_file.setdefault(id(c.src), set()).update(aliases(project, c.src, {c.name}))
+        alias_names = set().union(*by_file.values()) if by_file else set()
 
         def wanted(src, resolved):
             found = project.class_for_callee(src, resolved)
-            return found is not None and (id(found[0]), found[1]) in keys
+            if found is not None:
+                return (id(found[0]), found[1]) in keys
+            last = resolved.rsplit(".", 1)[-1]
+            return last in alias_names and (last in by_file.get(id(src), ()) or "." in resolved)
 
+        names |= alias_names
         for src in project.mentioning(*sorted(names)):
             own = (lambda q, src=src: (id(src), _scope_class(project, src, q)) in keys)
             for scope, ids in _references(project, src, names, wanted, own).items():
