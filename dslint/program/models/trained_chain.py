@@ -33,7 +33,7 @@ import ast
 from typing import TYPE_CHECKING, Callable, Optional
 
 from dslint.program.hyperparams import memo
-from dslint.program.outline import MODULE_SCOPE, engine_builder
+from dslint.program.outline import MODULE_SCOPE, dotted_name, engine_builder
 
 if TYPE_CHECKING:
     from dslint.program.models.modules import ModelFacts, ModuleClass
@@ -146,14 +146,7 @@ def _scopes(project: "ProjectView", src: "PythonSource") -> dict[str, ast.AST]:
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+    return dotted_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
 
 
 def _own_nodes(fn: ast.AST):
@@ -183,17 +176,9 @@ class _Walker:
         if id(cls) in self.models_seen or depth > MAX_DEPTH:
             return None
         self.models_seen.add(id(cls))
-        facts, project = self.facts, self.project
-        holders: dict[int, "ModuleClass"] = {}
-        frontier = [cls]
-        for _ in range(4):
-            nxt = []
-            for c in frontier:
-                for k in [c, *facts.subclasses(c)]:
-                    if id(k) not in holders:
-                        holders[id(k)] = k
-                        nxt.extend(facts.containers(k))
-            frontier = nxt
+        from dslint.program.models.modules import holder_closure
+        project = self.project
+        holders = holder_closure(self.facts, cls)
         keys = {(id(c.src), c.qualname) for c in holders.values()}
         self.models_seen |= set(holders)
         names = {c.name for c in holders.values()}
