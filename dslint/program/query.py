@@ -559,6 +559,26 @@ class Program:
             cache[id(cls)] = never_trained(self.view, self.models(), cls)
         return cache[id(cls)]
 
+    def trained_chain(self, cls: ModuleClass):
+        """The training call (`trained_chain.Sink`: DeepSpeed's initialize, DDP/FSDP, accelerate's prepare, a
+        Trainer, a backward) that an object built from the class -- a subclass, a holder -- is seen flowing into,
+        or None: positive evidence that the run trains it (memoised per class)."""
+        from dslint.program.models.trained_chain import trained_chain
+        cache = self.memo("trained-chain", dict)
+        if id(cls) not in cache:
+            cache[id(cls)] = trained_chain(self.view, self.models(), cls)
+        return cache[id(cls)]
+
+    def per_element_guard(self, cls: ModuleClass, test: str, inputs: tuple) -> Optional[str]:
+        """When `test` (code) is an empty-input guard of one of `inputs` (`x.shape[0] == 0`) and every call of the
+        class the run shows runs once per element of its caller's input (`for sample in inputs: self.enc(sample)`),
+        that loop; None otherwise (`dslint.program.models.per_element`)."""
+        from dslint.program.models.per_element import emptiness_input, per_element_loop
+        name = emptiness_input(test)
+        if name is None or name not in inputs:
+            return None
+        return per_element_loop(self.view, self.models(), cls)
+
     def uneven_submodule_uses(self, src: "PythonSource") -> list:
         """Sub-module outputs that a patched-in forward (or a helper it hands the model to) uses on some data
         paths only (`dslint.program.models.patched_forwards`)."""

@@ -145,10 +145,11 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     cond = deciding_condition(walker, pair)
                     if cond is None or program.never_created(attr):
                         continue            # (a Parameter only under a constructor flag the run never sets)
-                    if program.never_trained(cls):
+                    if program.never_trained(cls) and program.trained_chain(root) is None:
                         # model-never-trained: every construction of the class (or of a class holding it) sits
                         # in a file that trains nothing -- an annotation or evaluation pipeline run under
-                        # `torch.no_grad()`: no gradient of it is ever reduced
+                        # `torch.no_grad()`: no gradient of it is ever reduced (unless an object built from it
+                        # is seen reaching a training call: a factory's own file trains nothing)
                         break
                     use = next(iter(walker.uses_at.get(attr.name, [])), None)
                     reported.add(attr.name)
@@ -454,8 +455,10 @@ class ConditionallyUsedParam(Rule):
     value every such call sets alike on every rank -- a literal per call site (`mode="text"` for one pass,
     `mode="fusion"` for the next: every rank runs both), a setting, or the caller's own option decided alike --, or
     that no call of the run hands over at all (Megatron's `enc_hidden_states`, passed by no training step) when the
-    run builds the class and every call of the run's models is seen (no `model(**batch)`, `model(*inputs)` or
-    transformers/TRL Trainer): it keeps its default on every rank. A model built by a factory function (`get_language_model()` called in a
+    run builds the class, every call of the run's models is seen (no `model(**batch)`, `model(*inputs)` or
+    transformers/TRL Trainer) and at least one call of the model or of its engine is (`engine(batch["ids"])`: an
+    engine handed to a loop of an installed package shows nothing of what that loop passes): it keeps its default
+    on every rank. A model built by a factory function (`get_language_model()` called in a
     holder module's `__init__`) is trained where the holder is built.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
@@ -465,6 +468,17 @@ class ConditionallyUsedParam(Rule):
     it is ever reduced). The condition reported is the one that selects the use: of the path pairs that differ in
     the use, the pair whose data decisions differ least (an early `return` for generation, `if
     "past_key_values" in kwargs:`, is not the branch that skips the mask decoder on training batches).
+
+    Evidence before a finding (issue 30): a class's finding is proven only when an object built from it -- the
+    class, a subclass or a class holding it, through factories that return it, class values (`Inf if flag else
+    Cls`), functions, methods and classes it is handed to, and the `self.` fields it lands in -- is seen reaching
+    `deepspeed.initialize`, DDP/FSDP, an `Accelerator`'s `prepare`, a transformers/TRL Trainer or a class of the
+    run derived from one of these or from `DeepSpeedEngine`; otherwise (an evaluation model, a distillation
+    teacher, a vendored class no file builds) it is unproven, the missing chain named. A model file checked alone
+    (no file of the check trains anything) keeps the config as its evidence. And an empty-input guard of a
+    sub-module's own forward (`if xi.shape[0] == 0: return ...`) is unproven where every call of the module the run
+    shows runs once per element of the caller's input (`for sample in samples: self.enc(sample["codes"])`): a rank
+    skips it only when every element of its batch is empty.
 
     Also reported: a function installed as a library class's forward (`Qwen2VLModel.forward = my_forward`), or a
     helper it hands the model to, that reaches a sub-module's output on some data paths only -- a text-only
@@ -494,6 +508,11 @@ class ConditionallyUsedParam(Rule):
     evidence_complete = ("a config with a ZeRO stage, or a call that trains the model on several ranks "
                          "(`deepspeed.initialize`, an HF/TRL Trainer, DDP/FSDP, an `Accelerator`), in the launch unit")
     unproven_when = ("neither is in the launch unit (a model file with nothing that trains it)",
+                     "no object built from the class, a subclass or a class holding it is seen reaching "
+                     "`deepspeed.initialize`, DDP/FSDP, an Accelerator's `prepare` or a Trainer (an evaluation model, "
+                     "a distillation teacher, a class no file builds) while other files of the check train a model",
+                     "the branch is an empty-input guard of the module's own forward and every call of the module "
+                     "runs once per element of its caller's input (a loop over the batch's samples)",
                      "the class is reached only as a subclass that a flag of a function chooses, and no call of that "
                      "function is found (a module imported by a name the command line gives)",
                      "a patched-in forward whose patch is applied to every class alike (not chosen by a test of the "
@@ -716,6 +735,18 @@ class ConditionallyUsedParam(Rule):
                 proven = False
                 unseen = (f" (unproven: no file of the run writes the batch field `{cond.key}` on some batches and not "
                           f"on others, so whether ranks' batches differ in it is unknown)")
+            loop = _per_element_guard(ctx, root, owner, cond)
+            if loop is not None and proven:
+                proven = False
+                unseen = (f" (unproven: `{_code(cond.node)}` is an empty-input guard, and every call of "
+                          f"`{root.name}` the run shows runs once per element of its input (`{loop}`): a rank "
+                          f"skips it only when every element of its batch is empty, which nothing shows)")
+            chain_clue = _chain_evidence(ctx, root)
+            if not chain_clue.found and proven:
+                proven = False
+                unseen = (f" (unproven: no object built from `{root.name}` -- nor from a subclass or a class holding "
+                          f"it -- is seen reaching deepspeed.initialize, a Trainer, DDP/FSDP or accelerate's prepare, "
+                          f"so whether the run trains it under gradient reduction is unknown)")
             diag = Diagnostic(
                 f"`self.{attr.name}` ({attr.kind}) is trainable but {where}{unseen} uses it only when "
                 f"`{_code(cond.node)}` goes one way{reads}: ranks whose batch takes the other path produce no gradient for "
@@ -723,13 +754,12 @@ class ConditionallyUsedParam(Rule):
                 f"gradients (DeepSpeed #4933). Use it on every path (e.g. `+ 0 * self.{attr.name}...sum()`, "
                 f"`features[0:0]`) or freeze it.", attr.statement, severity=severity, trace=trace,
                 fix=_freeze_or_touch_fix(ctx, attr, cond), proven=proven)
-            if key_clue is not None:
-                # the rule's own clue beside the family's (the engine adds the family's only to a bare diagnostic)
-                from dslint.rules.evidence import family_evidence
-                clues, family_proven = family_evidence("DSL303", ctx, diag)
-                diag.evidence = [*clues, key_clue]
-                if family_proven is not None:
-                    diag.proven = diag.proven and family_proven
+            # the rule's own clues beside the family's (the engine adds the family's only to a bare diagnostic)
+            from dslint.rules.evidence import family_evidence
+            clues, family_proven = family_evidence("DSL303", ctx, diag)
+            diag.evidence = [*clues, *([key_clue] if key_clue is not None else []), chain_clue]
+            if family_proven is not None:
+                diag.proven = diag.proven and family_proven
             yield diag
         # patched-in forwards and the helpers they hand the model to (dslint/rules/params_patched.py)
         trained = _trained_across_ranks(ctx.program)
@@ -752,6 +782,33 @@ def _key_evidence(ctx: RuleContext, cond):
         return Clue("batch-key", f"the run writes the batch field `{key}` on some samples or batches only")
     return Clue("batch-key", f"no file of the run writes the batch field `{key}` on some samples and not on others",
                 found=False)
+
+
+def _per_element_guard(ctx: RuleContext, root, owner, cond) -> Optional[str]:
+    """Issue 30: a test of the emptiness of an input of the class's own forward (`xi.shape[0] == 0`) in a module
+    that every call of the run runs once per element of the caller's input (`per_element.per_element_loop`): the
+    branch is per element, not per batch. The loop, or None."""
+    if owner is not root or cond.method != "forward":
+        return None
+    return ctx.program.per_element_guard(root, _code(cond.node), tuple(cond.inputs))
+
+
+def _chain_evidence(ctx: RuleContext, root):
+    """Issue 30, evidence before a finding: the construction chain from the model class (a subclass, a holder,
+    the factories returning it) to a call that trains it under gradient reduction (`Program.trained_chain`) --
+    without it the class may be an evaluation model, a vendored copy or one the run never builds."""
+    from dslint.rules.evidence import Clue
+    sink = ctx.program.trained_chain(root)
+    if sink is None and not _trained_across_ranks(ctx.program):
+        # a model file checked alone (with its config): no file of the check trains anything, so no chain can
+        # be followed -- the ZeRO config the family's clues give is the evidence there is
+        return Clue("trained-model", "no file of the check trains a model: the class is checked as a model file "
+                                     "alone")
+    if sink is None:
+        return Clue("trained-model", f"no object built from `{root.name}` (or a subclass or holder) is seen reaching "
+                                     f"deepspeed.initialize, a Trainer, DDP/FSDP or accelerate's prepare",
+                    found=False)
+    return Clue("trained-model", f"`{root.name}` reaches {sink.what}", sink.line, sink.src)
 
 
 def _freeze_or_touch_fix(ctx: RuleContext, attr, cond) -> Optional[Fix]:

@@ -158,7 +158,7 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], famil
     # no call hands the input over: it keeps its default on every call -- when the run builds the class (a model
     # file checked alone is called by code that is not checked) and every call of a model is seen
     return decided or (kind == VALUE and family is not None and _built_in_run(project, family) and
-                       _closed_world(project))
+                       _closed_world(project) and _called_in_run(project, family))
 
 
 def _built_in_run(project: "ProjectView", family: frozenset) -> bool:
@@ -169,6 +169,21 @@ def _built_in_run(project: "ProjectView", family: frozenset) -> bool:
         cache[family] = any(
             callee.rsplit(".", 1)[-1] in family and (found := project.class_for_callee(src, callee)) is not None
             and found[1].rsplit(".", 1)[-1] in family for src, callee, _ in constructor_calls(project))
+    return cache[family]
+
+
+def _called_in_run(project: "ProjectView", family: frozenset) -> bool:
+    """Is a call of the model seen -- an object built from a class of `family` (a subclass, a holder), or the
+    engine or wrapper it is handed to, called in the run's files (`trained_chain.model_call`)? A closed world
+    says every call of the model is seen; with none seen at all (an evaluation model no checked file runs, one
+    called by a registry's or a library's code) nothing shows what the callers pass."""
+    from dslint.program.models.modules import model_facts
+    from dslint.program.models.trained_chain import model_call
+    cache = memo(project, "keyword-presence.called-in-run", dict)
+    if family not in cache:
+        facts = model_facts(project)
+        classes = [c for name in sorted(family) for c in facts.by_name.get(name, [])]
+        cache[family] = any(model_call(project, facts, c) is not None for c in classes)
     return cache[family]
 
 

@@ -914,11 +914,8 @@ def never_trained(project: "ProjectView", facts: ModelFacts, cls: ModuleClass) -
 MAX_FACTORY_DEPTH = 3
 
 
-def _construction_files(project: "ProjectView", facts: ModelFacts, cls: ModuleClass, depth: int, seen: set
-                        ) -> list[PythonSource]:
-    """The files whose code builds `cls` (`never_trained`): constructions of it, a subclass or a holder, a
-    factory's construction replaced by the factory's calls."""
-    seen.add(id(cls))
+def holder_closure(facts: ModelFacts, cls: ModuleClass) -> dict[int, ModuleClass]:
+    """`cls`, its subclasses and the classes holding one of them as a sub-module, four levels up, by id."""
     holders: dict[int, ModuleClass] = {}
     frontier = [cls]
     for _ in range(4):
@@ -929,6 +926,15 @@ def _construction_files(project: "ProjectView", facts: ModelFacts, cls: ModuleCl
                     holders[id(k)] = k
                     nxt.extend(facts.containers(k))
         frontier = nxt
+    return holders
+
+
+def _construction_files(project: "ProjectView", facts: ModelFacts, cls: ModuleClass, depth: int, seen: set
+                        ) -> list[PythonSource]:
+    """The files whose code builds `cls` (`never_trained`): constructions of it, a subclass or a holder, a
+    factory's construction replaced by the factory's calls."""
+    seen.add(id(cls))
+    holders = holder_closure(facts, cls)
     keys = {(id(c.src), c.qualname) for c in holders.values()}
     names = {c.name for c in holders.values()}
     sites: list[PythonSource] = []
