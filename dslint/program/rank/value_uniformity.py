@@ -679,6 +679,10 @@ class RankTaint:
                 inner = dict(env)
                 self.bind(e.for_in.target, None, element_of(over), inner, cls)
                 hit = self._any(parts, inner, cls)
+                if hit is not None and hit.kind == "shard":
+                    # each row filtered on its own (`[[t for t, m in zip(ids, mask) if m] for ids, mask in
+                    # zip(batch["ids"], batch["mask"])]`): the rows' lengths differ, their count is the batch's
+                    hit = replace(hit, kind="item")
                 return replace(hit, batch=True) if hit is not None else None
             comp: Optional[cst.CompFor] = e.for_in
             own: set[str] = set()
