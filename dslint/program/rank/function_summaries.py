@@ -1146,9 +1146,11 @@ class ProjectTaint:
 
 class _CallSiteWalk(FlowWalk):
     """The base walk, also keeping the environment each call is evaluated in: outside loops the one at the call
-    (shared between calls while no name is bound in between); inside a loop what holds on entry to the outermost
-    loop around it together with every name that loop ever binds (a later statement of the body runs before the
-    call's next pass) -- not what the scope binds after the loop (`if is_main: network = unwrap(network)` after
+    (shared between calls while no name is bound in between); inside a loop the one at the call joined with what
+    the outermost loop around it carries back to its next pass -- the names as the end of the body leaves them
+    (joined with the entry, `FlowWalk.loop`) and as each `continue` leaves them --, not every value a name takes on
+    the way (`if rank == 0: query = [input()]`, then `broadcast_object_list(query, 0)`: rank 0's own value never
+    reaches the next pass), nor what the scope binds after the loop (`if is_main: network = unwrap(network)` after
     the epochs never reaches a call inside them)."""
 
     def __init__(self, *args, **kwargs) -> None:
@@ -1156,45 +1158,54 @@ class _CallSiteWalk(FlowWalk):
         self.at_call: dict[int, Env] = {}
         self._version = 0
         self._snapshot: tuple[int, int, Env] = (-1, -1, {})
-        self._loop_bound: Optional[Env] = None      # the outermost loop's entry env and what it binds
-        self._loop_calls: list[int] = []
+        self._loop_back: Optional[Env] = None       # what the outermost loop carries to its next pass
+        self._loop_calls: dict[int, Env] = {}       # the calls inside it, each with the environment at the call
 
     def bind(self, target, value, origin) -> None:
         self._version += 1
         super().bind(target, value, origin)
-        if self._loop_bound is not None:
-            for name, o in self.env.items():
-                self._loop_bound.setdefault(name, o)
+
+    def _uniformize(self, value) -> None:
+        self._version += 1          # a collective's buffers become uniform in place
+        super()._uniformize(value)
+
+    def _join_after(self, *args, **kwargs) -> None:
+        self._version += 1          # the names a rank-dependent chain binds vary in place
+        super()._join_after(*args, **kwargs)
 
     def loop(self, node, guards):
-        if self.loop_depth or self._loop_bound is not None:
+        if self.loop_depth or self._loop_back is not None:
             return super().loop(node, guards)
-        ever_before = set(self.ever_bound)
-        self._loop_bound, self._loop_calls = dict(self.env), []
+        self._loop_back, self._loop_calls = {}, {}
         try:
             pending = super().loop(node, guards)
         finally:
-            bound, calls = self._loop_bound, self._loop_calls
-            self._loop_bound, self._loop_calls = None, []
+            back, calls = self._loop_back, self._loop_calls
+            self._loop_back, self._loop_calls = None, {}
         for name, o in self.env.items():
-            bound.setdefault(name, o)
-        for name, o in self.ever_bound.items():
-            if name not in ever_before:     # set by the walk itself inside the loop (a branch's varying names)
-                bound.setdefault(name, o)
-        for call_id in calls:
-            self.at_call[call_id] = bound
+            back.setdefault(name, o)
+        for call_id, at in calls.items():
+            env = dict(at)
+            for name, o in back.items():
+                env.setdefault(name, o)
+            self.at_call[call_id] = env
         return pending
 
+    def small(self, node, guards):
+        if isinstance(node, cst.Continue) and self._loop_back is not None:
+            for name, o in self.env.items():
+                self._loop_back.setdefault(name, o)
+        return super().small(node, guards)
+
     def on_call(self, call: cst.Call, guards) -> None:
-        if self.loop_depth:
-            if self._loop_bound is not None:
-                self._loop_calls.append(id(call))
-            return
         env_id, version, snap = self._snapshot
         if env_id != id(self.env) or version != self._version:
             snap = dict(self.env)
             self._snapshot = (id(self.env), self._version, snap)
-        self.at_call[id(call)] = snap
+        if self._loop_back is not None:
+            self._loop_calls[id(call)] = snap
+        else:
+            self.at_call[id(call)] = snap
 
 
 # methods that put a value into the container they are called on (those of `_ONE_ITEM` one element per call)

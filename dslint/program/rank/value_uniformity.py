@@ -30,7 +30,7 @@ import libcst as cst
 
 from dslint.program.process_groups import (ALL_AXES, MEMBERSHIP, RANK_AXES, WORLD, group_argument,
                                           remaining_axes, resolve_group)
-from dslint.program.statement_walks import code_of, iter_assigns, name_nodes, names_reached  # noqa: F401  (code_of re-exported)
+from dslint.program.statement_walks import code_of, iter_assigns, name_nodes, names_reached, sub_expressions  # noqa: F401  (code_of re-exported)
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PLACEMENT_METHODS, DatasetTyping,
@@ -672,13 +672,19 @@ class RankTaint:
                 self.bind(e.for_in.target, None, element_of(over), inner, cls)
                 hit = self._any(parts, inner, cls)
                 return replace(hit, stream=True) if hit is not None else over
-            if over is not None and over.batch and e.for_in.inner_for_in is None and not e.for_in.ifs:
+            if over is not None and over.batch and e.for_in.inner_for_in is None and (
+                    not e.for_in.ifs or self._key_filter(e, parts, env, cls)):
                 # one item per row of a collated batch (`[m.sum() for m in batch["masks"]]`): as many on every
                 # rank -- the result keeps the batch's structure (its truth, its None-ness) -- and each item is
-                # what its expression makes of the row (`x is None` of a row: the collator's)
+                # what its expression makes of the row (`x is None` of a row: the collator's); or one per field
+                # kept by a test of its key alone (`_key_filter`)
                 inner = dict(env)
                 self.bind(e.for_in.target, None, element_of(over), inner, cls)
                 hit = self._any(parts, inner, cls)
+                if hit is not None and hit.kind == "shard":
+                    # each row filtered on its own (`[[t for t, m in zip(ids, mask) if m] for ids, mask in
+                    # zip(batch["ids"], batch["mask"])]`): the rows' lengths differ, their count is the batch's
+                    hit = replace(hit, kind="item")
                 return replace(hit, batch=True) if hit is not None else None
             comp: Optional[cst.CompFor] = e.for_in
             own: set[str] = set()
@@ -700,6 +706,31 @@ class RankTaint:
         if isinstance(e, cst.NamedExpr):
             return self.eval(e.value, env, cls)
         return None
+
+    def _key_filter(self, e, parts: list, env: Env, cls: Optional[str]) -> bool:
+        """`{k: batch[k].cuda() for k in batch if k not in ("uid", "meta")}` over a collated batch: the target is
+        a key of the mapping (the comprehension reads `batch[k]`), and every `if` is uniform with the key taken as
+        uniform -- a batch's keys are the collator's, the same on every rank -- so the same fields pass on every
+        rank. A test that reads a field's content (`batch[k].sum() > 0`) still varies."""
+        target, mapping = e.for_in.target, dotted_name(e.for_in.iter)
+        if not isinstance(target, cst.Name) or mapping is None:
+            return False
+        key = target.value
+
+        def keyed(node) -> bool:
+            return isinstance(node, cst.Subscript) and dotted_name(node.value) == mapping and len(node.slice) == 1 \
+                and isinstance(node.slice[0].slice, cst.Index) and isinstance(node.slice[0].slice.value, cst.Name) \
+                and node.slice[0].slice.value.value == key
+        todo = [part for part in parts if part is not None]
+        found = False
+        while todo and not found:
+            node = todo.pop()
+            found = keyed(node)
+            todo.extend(sub_expressions(node))
+        if not found:
+            return False
+        inner = {k: v for k, v in env.items() if k.split(".", 1)[0].split("[", 1)[0] != key}
+        return all(self.eval(i.test, inner, cls) is None for i in e.for_in.ifs)
 
     def _items_choice(self, e: cst.IfExp) -> Optional[cst.BaseExpression]:
         """The iterable both sides of `e` walk, each side that iterable or an item-preserving wrapper of it
