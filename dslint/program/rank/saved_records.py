@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.program.statement_walks import own_nodes
+from dslint.program.statement_walks import MANY, local_bindings, own_nodes
 
 if TYPE_CHECKING:
     from dslint.sources import PythonSource
@@ -43,8 +43,7 @@ _CODE = cst.Module(body=[])
 
 def _bindings(info) -> dict:
     """A function's locals bound once, plainly (`lean_length = g.numel() - pad[i]`): name → value."""
-    from dslint.program.rank.constant_fields import _MANY, _local_bindings     # an import cycle at load time
-    return {k: v for k, v in _local_bindings(info).items() if v is not _MANY}
+    return {k: v for k, v in local_bindings(info).items() if v is not MANY}
 
 
 def _text(e: Optional[cst.CSTNode]) -> Optional[str]:
