@@ -410,3 +410,54 @@ def argument_for(call: cst.Call, callee: "FunctionInfo", param: str) -> tuple[bo
     if any(arg.star == "**" for arg in call.args):
         return False, None
     return True, None
+
+
+MANY = object()
+
+
+def local_bindings(info) -> dict:
+    """The names a function binds: name → the value of its one plain binding (`args = get_args()`), or `MANY`
+    for a parameter, a name bound more than once or any other way (a loop or comprehension target, `with ... as`,
+    augmented, unpacked, imported, ...)."""
+    if info is None:
+        return {}
+    out: dict = {p.name.value: MANY for p in (*info.node.params.params, *info.node.params.kwonly_params,
+                                               *info.node.params.posonly_params)}
+    for star in (info.node.params.star_arg, info.node.params.star_kwarg):
+        if isinstance(star, cst.Param):
+            out[star.name.value] = MANY
+
+    def many(target) -> None:
+        for n in _bound_names(target):
+            out[n] = MANY
+
+    for n in own_nodes(info.node):
+        if isinstance(n, cst.Assign):
+            if len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
+                name = n.targets[0].target.value
+                out[name] = MANY if name in out else n.value
+            else:
+                for t in n.targets:
+                    many(t.target)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+            many(n.target)
+        elif isinstance(n, (cst.WithItem, cst.ExceptHandler)):
+            named = n.asname if isinstance(n, cst.WithItem) else n.name
+            if named is not None:
+                many(named.name)
+        elif isinstance(n, (cst.Global, cst.Nonlocal)):
+            for item in n.names:
+                out[item.name.value] = MANY
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            out[n.name.value] = MANY
+    return out
+
+
+def _bound_names(target) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _bound_names(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return []

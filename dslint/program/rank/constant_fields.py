@@ -30,7 +30,9 @@ import libcst as cst
 
 from dslint.program.facts import dotted_name
 from dslint.program.rank.nullness import _store_targets, derived_class_bases
+from dslint.program.statement_walks import MANY as _MANY
 from dslint.program.statement_walks import iter_assigns, own_nodes
+from dslint.program.statement_walks import local_bindings as _local_bindings
 from dslint.sources.literals import UNKNOWN, literal_value
 
 _OTHER_STORES = re.compile(r"\.([A-Za-z_]\w*)\s*(?:(?:[-+*/%&|^@]|//|\*\*|<<|>>)=|:[^=\n]*=)")
@@ -183,57 +185,6 @@ def _setting_key(program, src: "PythonSource", scope: str, expr: cst.BaseExpress
     except Exception:
         return None
     return "setting", text
-
-
-_MANY = object()
-
-
-def _local_bindings(info) -> dict:
-    """The names a function binds: name → the value of its one plain binding (`args = get_args()`), or `_MANY`
-    for a parameter, a name bound more than once or any other way (a loop or comprehension target, `with ... as`,
-    augmented, unpacked, imported, ...)."""
-    if info is None:
-        return {}
-    out: dict = {p.name.value: _MANY for p in (*info.node.params.params, *info.node.params.kwonly_params,
-                                               *info.node.params.posonly_params)}
-    for star in (info.node.params.star_arg, info.node.params.star_kwarg):
-        if isinstance(star, cst.Param):
-            out[star.name.value] = _MANY
-
-    def many(target) -> None:
-        for n in _names_in(target):
-            out[n] = _MANY
-
-    for n in own_nodes(info.node):
-        if isinstance(n, cst.Assign):
-            if len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
-                name = n.targets[0].target.value
-                out[name] = _MANY if name in out else n.value
-            else:
-                for t in n.targets:
-                    many(t.target)
-        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
-            many(n.target)
-        elif isinstance(n, (cst.WithItem, cst.ExceptHandler)):
-            named = n.asname if isinstance(n, cst.WithItem) else n.name
-            if named is not None:
-                many(named.name)
-        elif isinstance(n, (cst.Global, cst.Nonlocal)):
-            for item in n.names:
-                out[item.name.value] = _MANY
-        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
-            out[n.name.value] = _MANY
-    return out
-
-
-def _names_in(target) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for el in target.elements for n in _names_in(el.value)]
-    if isinstance(target, cst.StarredElement):
-        return _names_in(target.value)
-    return []
 
 
 def _setting_text(src: "PythonSource", info, expr: cst.BaseExpression, local: dict, depth: int,

@@ -37,6 +37,7 @@ from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PL
                                                accelerate_typing, display_only, item_preserving_arg, item_source,
                                                same_items, server_role)
 from dslint.program.rank.stage_positions import single_rank_conjunction
+from dslint.program.rank.saved_records import restored_sizes
 from dslint.sources.literals import literal_value
 from dslint.sources.wordsearch import alternation
 
@@ -607,6 +608,11 @@ class RankTaint:
                 _template_text(e.left) is not None:
             # `"zero_pp_rank_%d" % rank`: the value written into the template's text
             return _rendered(undisplayed(self.eval(e.right, env, cls)), _template_text(e.left))
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Add) and \
+                (size := restored_sizes(self.src).get(id(e))) is not None:
+            # `saved.numel() + record[PADDINGS][i]` of a record whose saver cut that padding off the item: the size
+            # of the item before the cut, not the padding's per-rank value (`saved_records`)
+            return self.eval(size, env, cls)
         if isinstance(e, (cst.BinaryOperation, cst.BooleanOperation)):
             left = undisplayed(self.eval(e.left, env, cls))    # `[mine] + others`: as long as its parts
             if left is not None and left.kind == "rank" and isinstance(e, cst.BooleanOperation) and \
