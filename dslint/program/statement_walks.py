@@ -382,3 +382,17 @@ def in_loop_or_handler(root: cst.CSTNode, node: cst.CSTNode) -> bool:
                 return found
         return None
     return bool(search(root, False))
+
+
+def if_path(links, holds, elif_of: dict) -> tuple:
+    """The tests of the enclosing `if` links (`links`, outermost first) with the side taken (`holds`), each
+    `elif` preceded by the earlier links of its chain as false (`elif_of`: id of an `elif` link → the link it is
+    the `orelse` of)."""
+    out: list = []
+    for link, side in zip(links, holds):
+        out.append((link.test, side))
+        prev = elif_of.get(id(link))
+        while prev is not None:
+            out.append((prev.test, False))
+            prev = elif_of.get(id(prev))
+    return tuple(out)
