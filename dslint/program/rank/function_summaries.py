@@ -1314,8 +1314,8 @@ class _CallSiteWalk(FlowWalk):
             finally:
                 continues = self._continues.pop()
             self._merge(self.env, head, *continues)
-            if all(name in head and (head[name].kind, head[name].axes) == (o.kind, o.axes)
-                   for name, o in self.env.items()):
+            if all(name in head and (head[name].kind, head[name].axes, head[name].by_setting) ==
+                   (o.kind, o.axes, o.by_setting) for name, o in self.env.items()):
                 return pending
             head = dict(self.env)
             vars(self).update(start)

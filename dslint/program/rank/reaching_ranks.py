@@ -385,11 +385,14 @@ class FlowWalk:
         for env in envs:
             for k, v in env.items():
                 seen = merged.setdefault(k, v)
-                if seen is not v and (seen.keys is not None or v.keys is not None or seen.axes is not None
-                                      and seen.axes != v.axes and (seen.kind, seen.stream) == (v.kind, v.stream)):
+                if seen is not v and (seen.keys is not None or v.keys is not None or
+                                      (seen.kind, seen.stream) == (v.kind, v.stream) and (
+                                          seen.axes is not None and seen.axes != v.axes
+                                          or seen.by_setting != v.by_setting)):
                     # a mapping varying at some keys: at the keys of every path; a value of one kind varying along
                     # some grid coordinates: along those of every path (a sampler drawing by the data-parallel rank
-                    # on one path, by the global rank on another)
+                    # on one path, by the global rank on another), under each value of its setting too
+                    # (`Origin.by_setting`: a batch scaled by the model-parallel rank on one path)
                     merged[k] = join(seen, v)
         self.env = merged
 
