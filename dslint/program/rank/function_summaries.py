@@ -1209,7 +1209,9 @@ class _CallSiteWalk(FlowWalk):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.at_call: dict[int, Env] = {}
+        self.at_call: _CallEnvs = _CallEnvs()
+        self.at_call.walk = self
+        self._lazy: dict[int, tuple] = {}           # a call in a loop -> its outermost loop's walk from the head
         self._version = 0
         self._snapshot: tuple[int, int, Env] = (-1, -1, {})
         self._loop_bound: Optional[Env] = None      # the outermost loop's entry env and what it binds
@@ -1278,24 +1280,37 @@ class _CallSiteWalk(FlowWalk):
         for name, o in self.ever_bound.items():
             if name not in ever_before:     # set by the walk itself inside the loop (a branch's varying names)
                 bound.setdefault(name, o)
+        head = (entry, node, guards, calls)
         for call_id in calls:
             self.at_call[call_id] = bound
-        if calls:
-            # again, from the state the loop was entered in, each loop to what reaches its head on any pass
-            # (`_loop_to_fixpoint`); where every loop settles, the calls keep the environment of that walk, else
-            # `bound`. Then the state after the first walk is restored
-            after = self._state()
-            vars(self).update(entry)
-            self._head_pass, self._head_at = True, {}
-            self._head_budget = _HEAD_WALKS * _loops_within(node)
-            try:
-                self._loop_to_fixpoint(node, guards)
-                self.at_call.update(self._head_at)
-            except _Unsettled:
-                pass
-            finally:
-                vars(self).update(after)
+            self._lazy[call_id] = head
         return pending
+
+    def settle(self, call_id: int) -> None:
+        """Narrow the environments at the calls of the outermost loop around the call `call_id`: walk it again,
+        from the state it was entered in, each loop to what reaches its head on any pass (`_loop_to_fixpoint`);
+        where every loop settles, the calls keep the environment of that walk, else the first walk's bound. Done
+        when a call's environment is first read (`_CallEnvs`), after the scope's walk: most loops' calls are never
+        asked about. Then the state at the end of the walk is restored. A walk from a head under way leaves the
+        other loops' calls their bound."""
+        if self._head_pass or call_id not in self._lazy:
+            return
+        entry, node, guards, calls = self._lazy[call_id]
+        for other in calls:
+            self._lazy.pop(other, None)
+        if not self._lazy:
+            self.at_call.walk = None
+        after = self._state()
+        vars(self).update(entry)
+        self._head_pass, self._head_at = True, {}
+        self._head_budget = _HEAD_WALKS * _loops_within(node)
+        try:
+            self._loop_to_fixpoint(node, guards)
+            self.at_call.update(self._head_at)
+        except _Unsettled:
+            pass
+        finally:
+            vars(self).update(after)
 
     def _loop_to_fixpoint(self, node, guards):
         """Walk the loop from its entry environment joined with what reaches its head again -- the environment
@@ -1352,9 +1367,21 @@ _FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault
 _ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
 
 
+class _CallEnvs(dict):
+    """The environments at a scope's calls (`_CallSiteWalk.at_call`), by id of the call: one in a loop is narrowed
+    by walking the loop from its head when first read (`_CallSiteWalk.settle`)."""
+
+    walk: Optional["_CallSiteWalk"] = None
+
+    def get(self, key, default=None):
+        if self.walk is not None:
+            self.walk.settle(key)
+        return dict.get(self, key, default)
+
+
 _HEAD_PASSES = 3        # the walks of a loop `_CallSiteWalk._loop_to_fixpoint` makes before it gives up
 # what `_CallSiteWalk._state` leaves out: the calls' environments, the walk budget, memos of what a node reads
-_NOT_STATE = frozenset({"at_call", "_head_at", "_head_budget", "_test_names", "_stmt_names", "_snapshot"})
+_NOT_STATE = frozenset({"at_call", "_head_at", "_head_budget", "_test_names", "_stmt_names", "_snapshot", "_lazy"})
 _HEAD_WALKS = 6         # per loop statement of an outermost loop: the loop walks its fixed points may take in all
 
 
