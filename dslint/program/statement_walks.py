@@ -461,3 +461,17 @@ def _bound_names(target) -> list[str]:
     if isinstance(target, cst.StarredElement):
         return _bound_names(target.value)
     return []
+
+
+def if_path(links, holds, elif_of: dict) -> tuple:
+    """The tests of the enclosing `if` links (`links`, outermost first) with the side taken (`holds`), each
+    `elif` preceded by the earlier links of its chain as false (`elif_of`: id of an `elif` link → the link it is
+    the `orelse` of)."""
+    out: list = []
+    for link, side in zip(links, holds):
+        out.append((link.test, side))
+        prev = elif_of.get(id(link))
+        while prev is not None:
+            out.append((prev.test, False))
+            prev = elif_of.get(id(prev))
+    return tuple(out)

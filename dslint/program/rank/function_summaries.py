@@ -4,6 +4,8 @@ callers taint), module environments and the call graph on the outlines (`Project
 
 from __future__ import annotations
 
+from copy import copy
+
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -11,7 +13,7 @@ import libcst as cst
 from dslint.program.rank.reaching_ranks import FlowWalk
 from dslint.program.rank.setting_domains import _rebinding as domains_rebinding
 from dslint.program.rank.setting_domains import attr_domain as domains_attr, subjects as domains_subjects
-from dslint.program.statement_walks import iter_returns, sub_statements
+from dslint.program.statement_walks import if_path, iter_returns, sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
@@ -1146,66 +1148,170 @@ class ProjectTaint:
 
 class _CallSiteWalk(FlowWalk):
     """The base walk, also keeping the environment each call is evaluated in: outside loops the one at the call
-    (shared between calls while no name is bound in between); inside a loop the one at the call joined with what
-    the outermost loop around it carries back to its next pass -- the names as the end of the body leaves them
-    (joined with the entry, `FlowWalk.loop`) and as each `continue` leaves them --, not every value a name takes on
-    the way (`if rank == 0: query = [input()]`, then `broadcast_object_list(query, 0)`: rank 0's own value never
-    reaches the next pass), nor what the scope binds after the loop (`if is_main: network = unwrap(network)` after
-    the epochs never reaches a call inside them)."""
+    (shared between calls while no name is bound in between); inside a loop what holds on entry to the outermost
+    loop around it together with every name that loop ever binds (a later statement of the body runs before the
+    call's next pass) -- not what the scope binds after the loop (`if is_main: network = unwrap(network)` after
+    the epochs never reaches a call inside them). That bound is narrowed by walking the loop again from its entry
+    state, each loop to a fixed point of what reaches its head (`_loop_to_fixpoint`): a name the pass binds again
+    before the call holds what it was bound to there (`if rank == 0: prompts = [""] * n; generate(prompts)`
+    passes rank 0's uniform list on every pass, whatever `prompts` holds after the branch; a query broadcast at
+    the end of each pass reaches the call broadcast). The `if` path is kept (`branch_path`), so a name one branch
+    of a rank test alone binds holds that branch's value on a later path through the same test
+    (`FlowWalk._recorrelate`)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.at_call: dict[int, Env] = {}
+        self.at_call: _CallEnvs = _CallEnvs()
+        self.at_call.walk = self
+        self._lazy: dict[int, tuple] = {}           # a call in a loop -> its outermost loop's walk from the head
         self._version = 0
         self._snapshot: tuple[int, int, Env] = (-1, -1, {})
-        self._loop_back: Optional[Env] = None       # what the outermost loop carries to its next pass
-        self._loop_calls: dict[int, Env] = {}       # the calls inside it, each with the environment at the call
+        self._loop_bound: Optional[Env] = None      # the outermost loop's entry env and what it binds
+        self._loop_calls: list[int] = []
+        self._head_pass = False                     # walking the outermost loop again from its head (`loop`)
+        self._head_at: dict[int, Env] = {}          # the environments at the calls of that walk
+        self._head_budget = 0                       # the loop walks that walk may still make (`_HEAD_WALKS`)
+        self._continues: list[list[Env]] = []       # per loop of that walk: the environments at its `continue`s
+        self._elif_of: dict[int, cst.If] = {}       # an `elif` link → the link it is the `orelse` of
+        self.seq_bound: dict = {}                   # (`path_implies` reads names through it: not tracked here)
+
+    # a name one branch of a rank test alone binds holds that branch's value on a later path implying it (`if
+    # rank == 0: texts = read(f)` … `if rank == 0: generate(texts)` hands rank 0's own list: `_recorrelate`)
+    def enter_if(self, node: cst.If) -> None:
+        super().enter_if(node)
+        if isinstance(node.orelse, cst.If):
+            self._elif_of[id(node.orelse)] = node
+
+    def branch_path(self) -> Optional[tuple]:
+        return if_path(self._ifs, self._holds, self._elif_of)
+
+    def path_implies(self, use: tuple, assigned: tuple) -> bool:
+        """Every test of `assigned` is on `use` too, with the same side, and reads nothing that could change in
+        between (`_same_each_time`; a name read is rebound: `_uncorrelate` drops the record)."""
+        taken = {(code_of(t, 10000), h) for t, h in use}
+        return all(self._same_each_time(t) and (code_of(t, 10000), h) in taken for t, h in assigned)
+
+    def _same_each_time(self, e: cst.BaseExpression) -> bool:
+        """Is `e` made of names, literals, comparisons, `and`/`or`/`not` and rank-id calls without arguments
+        (`dist.get_rank()`) only: the same value wherever it is evaluated again while its names are not rebound?"""
+        if isinstance(e, (cst.Name, cst.Integer, cst.SimpleString)):
+            return True
+        if isinstance(e, cst.UnaryOperation):
+            return self._same_each_time(e.expression)
+        if isinstance(e, (cst.BooleanOperation, cst.BinaryOperation)):
+            return self._same_each_time(e.left) and self._same_each_time(e.right)
+        if isinstance(e, cst.Comparison):
+            return self._same_each_time(e.left) and all(self._same_each_time(c.comparator) for c in e.comparisons)
+        if isinstance(e, cst.Call) and not e.args:
+            origin = self.taint.eval(e, {}, self.cls)
+            return origin is not None and origin.kind == "rank" and origin.node is e
+        return False
 
     def bind(self, target, value, origin) -> None:
         self._version += 1
         super().bind(target, value, origin)
-
-    def _uniformize(self, value) -> None:
-        self._version += 1          # a collective's buffers become uniform in place
-        super()._uniformize(value)
-
-    def _join_after(self, *args, **kwargs) -> None:
-        self._version += 1          # the names a rank-dependent chain binds vary in place
-        super()._join_after(*args, **kwargs)
+        if self._loop_bound is not None:
+            for name, o in self.env.items():
+                self._loop_bound.setdefault(name, o)
 
     def loop(self, node, guards):
-        if self.loop_depth or self._loop_back is not None:
+        if self._head_pass:
+            return self._loop_to_fixpoint(node, guards)
+        if self.loop_depth or self._loop_bound is not None:
             return super().loop(node, guards)
-        self._loop_back, self._loop_calls = {}, {}
+        ever_before = set(self.ever_bound)
+        entry = self._state()
+        self._loop_bound, self._loop_calls = dict(self.env), []
         try:
             pending = super().loop(node, guards)
         finally:
-            back, calls = self._loop_back, self._loop_calls
-            self._loop_back, self._loop_calls = None, {}
+            bound, calls = self._loop_bound, self._loop_calls
+            self._loop_bound, self._loop_calls = None, []
         for name, o in self.env.items():
-            back.setdefault(name, o)
-        for call_id, at in calls.items():
-            env = dict(at)
-            for name, o in back.items():
-                env.setdefault(name, o)
-            self.at_call[call_id] = env
+            bound.setdefault(name, o)
+        for name, o in self.ever_bound.items():
+            if name not in ever_before:     # set by the walk itself inside the loop (a branch's varying names)
+                bound.setdefault(name, o)
+        head = (entry, node, guards, calls)
+        for call_id in calls:
+            self.at_call[call_id] = bound
+            self._lazy[call_id] = head
         return pending
 
+    def settle(self, call_id: int) -> None:
+        """Narrow the environments at the calls of the outermost loop around the call `call_id`: walk it again,
+        from the state it was entered in, each loop to what reaches its head on any pass (`_loop_to_fixpoint`);
+        where every loop settles, the calls keep the environment of that walk, else the first walk's bound. Done
+        when a call's environment is first read (`_CallEnvs`), after the scope's walk: most loops' calls are never
+        asked about. Then the state at the end of the walk is restored. A walk from a head under way leaves the
+        other loops' calls their bound."""
+        if self._head_pass or call_id not in self._lazy:
+            return
+        entry, node, guards, calls = self._lazy[call_id]
+        for other in calls:
+            self._lazy.pop(other, None)
+        if not self._lazy:
+            self.at_call.walk = None
+        after = self._state()
+        vars(self).update(entry)
+        self._head_pass, self._head_at = True, {}
+        self._head_budget = _HEAD_WALKS * _loops_within(node)
+        try:
+            self._loop_to_fixpoint(node, guards)
+            self.at_call.update(self._head_at)
+        except _Unsettled:
+            pass
+        finally:
+            vars(self).update(after)
+
+    def _loop_to_fixpoint(self, node, guards):
+        """Walk the loop from its entry environment joined with what reaches its head again -- the environment
+        after the body and at each `continue` --, until no name varies there that did not before (at most
+        `_HEAD_PASSES` walks, and `_HEAD_WALKS` per loop of the outermost one in all: `_Unsettled` otherwise, and
+        the calls keep the first walk's bound)."""
+        start = self._state()
+        head = dict(self.env)
+        for _ in range(_HEAD_PASSES):
+            self._head_budget -= 1
+            if self._head_budget < 0:
+                raise _Unsettled()
+            self._continues.append([])
+            try:
+                pending = super().loop(node, guards)
+            finally:
+                continues = self._continues.pop()
+            self._merge(self.env, head, *continues)
+            if all(name in head and (head[name].kind, head[name].axes, head[name].by_setting) ==
+                   (o.kind, o.axes, o.by_setting) for name, o in self.env.items()):
+                return pending
+            head = dict(self.env)
+            vars(self).update(start)
+            self.env = dict(head)
+        raise _Unsettled()
+
     def small(self, node, guards):
-        if isinstance(node, cst.Continue) and self._loop_back is not None:
-            for name, o in self.env.items():
-                self._loop_back.setdefault(name, o)
+        if self._head_pass and isinstance(node, cst.Continue) and self._continues:
+            self._continues[-1].append(dict(self.env))
         return super().small(node, guards)
 
+    def _state(self) -> dict:
+        """The walk's state but the calls' environments (containers copied: the walk updates them in place)."""
+        return {k: (copy(v) if isinstance(v, (dict, list, set)) else v) for k, v in vars(self).items()
+                if k not in _NOT_STATE}
+
     def on_call(self, call: cst.Call, guards) -> None:
+        if self._head_pass:
+            self._head_at[id(call)] = dict(self.env)
+            return
+        if self.loop_depth:
+            if self._loop_bound is not None:
+                self._loop_calls.append(id(call))
+            return
         env_id, version, snap = self._snapshot
         if env_id != id(self.env) or version != self._version:
             snap = dict(self.env)
             self._snapshot = (id(self.env), self._version, snap)
-        if self._loop_back is not None:
-            self._loop_calls[id(call)] = snap
-        else:
-            self.at_call[id(call)] = snap
+        self.at_call[id(call)] = snap
 
 
 # methods that put a value into the container they are called on (those of `_ONE_ITEM` one element per call)
@@ -1213,6 +1319,38 @@ _FILLING = frozenset({"append", "extend", "update", "insert", "add", "setdefault
 _ONE_ITEM = frozenset({"append", "insert", "add", "appendleft", "setdefault"})
 
 
+class _CallEnvs(dict):
+    """The environments at a scope's calls (`_CallSiteWalk.at_call`), by id of the call: one in a loop is narrowed
+    by walking the loop from its head when first read (`_CallSiteWalk.settle`)."""
+
+    walk: Optional["_CallSiteWalk"] = None
+
+    def get(self, key, default=None):
+        if self.walk is not None:
+            self.walk.settle(key)
+        return dict.get(self, key, default)
+
+
+_HEAD_PASSES = 3        # the walks of a loop `_CallSiteWalk._loop_to_fixpoint` makes before it gives up
+# what `_CallSiteWalk._state` leaves out: the calls' environments, the walk budget, memos of what a node reads
+_NOT_STATE = frozenset({"at_call", "_head_at", "_head_budget", "_test_names", "_stmt_names", "_snapshot", "_lazy"})
+_HEAD_WALKS = 6         # per loop statement of an outermost loop: the loop walks its fixed points may take in all
+
+
+def _loops_within(node: cst.CSTNode) -> int:
+    """The loop statements of `node`, itself included (not those of nested functions and classes)."""
+    count, stack = 0, [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        count += isinstance(n, (cst.For, cst.While))
+        stack.extend(sub_statements(n))
+    return count
+
+
+class _Unsettled(Exception):
+    """A loop of `_CallSiteWalk`'s walk from the loop head did not settle within its walks."""
 _SETTING_VALUES = 8     # the largest setting domain `_returns_by_setting` walks a method for, value by value
 _HANDED_DEPTH = 4       # callers followed back for a function handed in as a parameter
 

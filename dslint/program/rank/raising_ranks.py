@@ -25,6 +25,7 @@ import libcst as cst
 
 from dslint.program.rank.value_uniformity import Origin, filters
 from dslint.program.facts import dotted_name
+from dslint.program.statement_walks import if_path
 from dslint.sources.literals import literal_value
 
 # calls that raise on an empty sequence argument (first positional)
@@ -390,14 +391,7 @@ class ExceptionTracking:
     # --- path correlation ------------------------------------------------------------------------------
     def _path_now(self) -> tuple:
         """The tests of the enclosing `if`s with the side taken, the earlier links of an `elif` chain as false."""
-        out: list = []
-        for link, holds in zip(getattr(self, "_ifs", ()), getattr(self, "_holds", ())):
-            out.append((link.test, holds))
-            prev = self._exc_pred.get(id(link))
-            while prev is not None:
-                out.append((prev.test, False))
-                prev = self._exc_pred.get(id(prev))
-        return tuple(out)
+        return if_path(getattr(self, "_ifs", ()), getattr(self, "_holds", ()), self._exc_pred)
 
     def _unpath(self, name: str) -> None:
         """`name` is rebound: the tests that read it no longer say what they said at an assignment."""

@@ -21,6 +21,7 @@ from dslint.program.rank.library_types import accelerate_typing, fetch_only, ite
 from dslint.program.rank.stage_positions import one_rank_coordinates, single_rank_conjunction
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of,
                                        is_display, join, world_size_group)
+from dslint.program.process_groups import ALL_AXES, remaining_axes
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
 from dslint.program.statement_walks import (code_of, iter_assigns, iter_calls, statement_expressions,  # noqa: F401
@@ -394,11 +395,14 @@ class FlowWalk:
         for env in envs:
             for k, v in env.items():
                 seen = merged.setdefault(k, v)
-                if seen is not v and (seen.keys is not None or v.keys is not None or seen.axes is not None
-                                      and seen.axes != v.axes and (seen.kind, seen.stream) == (v.kind, v.stream)):
+                if seen is not v and (seen.keys is not None or v.keys is not None or
+                                      (seen.kind, seen.stream) == (v.kind, v.stream) and (
+                                          seen.axes is not None and seen.axes != v.axes
+                                          or seen.by_setting != v.by_setting)):
                     # a mapping varying at some keys: at the keys of every path; a value of one kind varying along
                     # some grid coordinates: along those of every path (a sampler drawing by the data-parallel rank
-                    # on one path, by the global rank on another)
+                    # on one path, by the global rank on another), under each value of its setting too
+                    # (`Origin.by_setting`: a batch scaled by the model-parallel rank on one path)
                     merged[k] = join(seen, v)
         self.env = merged
 
@@ -930,9 +934,12 @@ class FlowWalk:
         ones = one_rank_coordinates(self.taint, test, self.env, self.cls, self.scope) if holds else None
         for kind, which in ones or ():
             # `if mpu.is_pipeline_first_stage() and is_last_stage: return tensor`: the pipeline holds one stage, so
-            # a value varying only by the pipeline coordinate (set on the last stage alone) is the same everywhere
+            # a value varying only by the pipeline coordinate (set on the last stage alone) is the same everywhere,
+            # and one varying by more coordinates (this rank's tokens) varies by the others only: no two ranks of
+            # the run differ in that coordinate (what a broadcast over the pipeline group leaves, `uniformize`)
             if kind == "axes":
-                env = {k: o for k, o in env.items() if o.axes is None or not o.axes <= which}
+                env = {k: narrowed for k, o in env.items()
+                       if (narrowed := _without_axes(o, which, self.taint)) is not None}
             else:
                 env = {k: o for k, o in env.items() if not (o.kind == "rank" and o.group == which)}
         group = self._one_rank_group(test, holds)
@@ -1905,3 +1912,16 @@ def fixed_truth(test: cst.BaseExpression, fixed: dict) -> Optional[bool]:
             if hit is not None:
                 return hit
     return None
+
+
+def _without_axes(origin: Origin, axes: frozenset, taint: RankTaint) -> Optional[Origin]:
+    """`origin` where every rank of the run has the same coordinates `axes` (a group of those coordinates holds one
+    rank): None when it varies by them only, else the origin varying by the run's other coordinates
+    (`process_groups.remaining_axes`), as a collective over a group of those coordinates leaves it."""
+    if origin.axes is not None and origin.axes <= axes:
+        return None
+    rest = remaining_axes((origin.axes if origin.axes is not None else ALL_AXES) - axes,
+                          getattr(taint.analysis, "project", None))
+    if not rest:
+        return None
+    return replace(origin, axes=frozenset(rest), by_setting=None)

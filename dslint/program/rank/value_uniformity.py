@@ -247,7 +247,7 @@ class Origin:
     # branching on `self.env_type`, `setting_domains`): ("self.env_type", ((value, axes), ...)), axes None for
     # every coordinate, empty for uniform under that value (`ProjectTaint.returns_of_source`). Read where a
     # collective over a group of known axes runs on a path that narrows the setting (`RankTaint.uniformize`);
-    # dropped when the value is combined with another varying value
+    # combined with another varying value, value by value (`_joined_tables`)
     by_setting: Optional[tuple] = None
     # an object that differs across ranks while its iteration does not: (origin, expression) of the value whose
     # items it yields, in order (origin None: uniform; expression None: the name's own earlier value) --
@@ -309,6 +309,7 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
     if a.rows and a.kind == "item" or b.rows and b.kind == "item":
         # a padded list (`FlowWalk._padded_to`) combined with another varying value: its length is no longer known
         a, b = replace(a, rows=a.rows and a.kind != "item"), replace(b, rows=b.rows and b.kind != "item")
+    table = _joined_tables(a, b)
     if a.by_setting is not None:
         a = replace(a, by_setting=None)     # the table is of `a` alone
     if b.by_setting is not None:
@@ -317,11 +318,34 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
         # two mappings varying at some keys vary at the keys of both; with any other varying value, anywhere
         a = replace(a, keys=a.keys | b.keys if a.keys is not None and b.keys is not None else None)
     if a.axes is None:
-        return a
+        return replace(a, by_setting=table) if table is not None else a
     if b.axes is None:
-        return b
+        return replace(b, by_setting=table) if table is not None else b
     member = a.member | b.member if either and a.member and b.member else None
-    return replace(a, axes=a.axes | b.axes, member=member)
+    return replace(a, axes=a.axes | b.axes, member=member, by_setting=table)
+
+
+def _joined_tables(a: Origin, b: Origin) -> Optional[tuple]:
+    """The setting table (`Origin.by_setting`) of a value computed from `a` and `b`: under each value of the
+    setting, the union of what each varies by there -- a table's entry under that value, else the origin's own
+    axes (a batch moved to this rank's device, `{k: batch[k].to(dev) for k in batch}`, varies as the batch does
+    under each backend). None when neither has a table, when both have tables of different settings or values,
+    or when one varies by every coordinate (no narrowing can make the result uniform over a group)."""
+    if a.by_setting is None and b.by_setting is None:
+        return None
+    if a.by_setting is not None and b.by_setting is not None:
+        if a.by_setting == b.by_setting:
+            return a.by_setting
+        if a.by_setting[0] != b.by_setting[0] or {v for v, _ in a.by_setting[1]} != {v for v, _ in b.by_setting[1]}:
+            return None
+        other = dict(b.by_setting[1])
+        subject, rows = a.by_setting
+        return subject, tuple((v, None if x is None or other[v] is None else x | other[v]) for v, x in rows)
+    with_table, plain = (a, b) if a.by_setting is not None else (b, a)
+    if plain.axes is None:
+        return None
+    subject, rows = with_table.by_setting
+    return subject, tuple((v, None if x is None else x | plain.axes) for v, x in rows)
 
 
 def group_named(call: cst.Call) -> Optional[str]:
@@ -348,8 +372,10 @@ def world_size_group(e: Optional[cst.BaseExpression]) -> Optional[str]:
 
 
 def partial(origin: Optional[Origin]) -> bool:
-    """Does the origin vary over some coordinates only (another operand may widen it)?"""
-    return origin is not None and origin.axes is not None
+    """Does the origin vary over some coordinates only (another operand may widen it), or so under some value of
+    its setting (`Origin.by_setting`)?"""
+    return origin is not None and (origin.axes is not None or origin.by_setting is not None
+                                   and any(axes is not None for _, axes in origin.by_setting[1]))
 
 
 # sizes of a value: the same on every rank when the value is this rank's *item* (its content varies, its shape is
@@ -685,7 +711,13 @@ class RankTaint:
                 # what its expression makes of the row (`x is None` of a row: the collator's); or one per field
                 # kept by a test of its key alone (`_key_filter`)
                 inner = dict(env)
-                self.bind(e.for_in.target, None, element_of(over), inner, cls)
+                if e.for_in.ifs:
+                    # kept by a test of its key alone: the target is a key of the batch, the collator's, the same on
+                    # every rank (`batch[k]` then reads the batch's field as the batch holds it, table and all)
+                    for name in _target_names(e.for_in.target):
+                        inner.pop(name.value, None)
+                else:
+                    self.bind(e.for_in.target, None, element_of(over), inner, cls)
                 hit = self._any(parts, inner, cls)
                 if hit is not None and hit.kind == "shard":
                     # each row filtered on its own (`[[t for t, m in zip(ids, mask) if m] for ids, mask in
