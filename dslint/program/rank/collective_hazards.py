@@ -252,8 +252,11 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         if helper:
             self.exc_helper(call, helper)
         site = self.sites.classify(self.src, call, self.cls)
-        if site is None or self._local_without_deepspeed(site):
+        if site is None:
             return
+        # (`_local_without_deepspeed`, a call collective only under partitioned parameters in code only programs
+        # launched unsharded reach, is off: its verdict changed with the outline pre-filters, test_outline's
+        # test_prefilters_change_no_finding on zero3_gather_deepspeed_launch; to be made pre-filter-proof)
         for op in list(self.raising):
             self._report(op, site)
         if guards:
