@@ -34,6 +34,7 @@ _PLUGIN_KEYWORDS = {"deepspeed_plugin": "DEEPSPEED", "deepspeed_plugins": "DEEPS
                     "megatron_lm_plugin": "MEGATRON_LM"}
 _PLUGIN_CLASSES = {"DeepSpeedPlugin": "DEEPSPEED", "FullyShardedDataParallelPlugin": "FSDP",
                    "MegatronLMPlugin": "MEGATRON_LM"}
+_SHARDING_WORDS = ("deepspeed", "DeepSpeed", "fsdp", "FSDP", "FullySharded", "fully_shard", "megatron", "Megatron")
 
 
 @dataclass
@@ -848,6 +849,35 @@ class ProjectView:
             found = _read_beside(self, ref, base)
             return found[1] if found else None
         return accelerate_backend(launch, read)
+
+    def shards_parameters(self, src: PythonSource) -> bool:
+        """Does `src` set up sharded parameters itself: start DeepSpeed (`deepspeed.initialize`,
+        `init_inference`, `zero.Init`), build or hand an accelerate plugin (`DeepSpeedPlugin(...)`,
+        `Accelerator(fsdp_plugin=...)`, ...), wrap with torch FSDP (`FullyShardedDataParallel`, `fully_shard`),
+        or hand a `deepspeed=`/`fsdp=` setting (`TrainingArguments(deepspeed=...)`: the Trainer starts it)?
+        Callees resolved through the imports."""
+        from libcst import Name
+        from dslint.sources.literals import literal_value
+        if not _mentions(src, _SHARDING_WORDS):
+            return False
+
+        def given(arg) -> bool:
+            return arg is not None and not (isinstance(arg.value, Name) and arg.value.value == "None") and \
+                literal_value(arg.value) not in ("", False)
+        for call in src.facts.calls:
+            callee = call.callee or ""
+            last = callee.rsplit(".", 1)[-1]
+            if callee.startswith("deepspeed.") and last in ("initialize", "init_inference", "Init"):
+                return True
+            if callee.startswith("accelerate.") and last in _PLUGIN_CLASSES:
+                return True
+            if callee.startswith("torch.distributed.") and last in ("FullyShardedDataParallel", "fully_shard"):
+                return True
+            if given(call.keyword("deepspeed")) or given(call.keyword("fsdp")):
+                return True
+            if last == "Accelerator" and any(given(call.keyword(word)) for word in _PLUGIN_KEYWORDS):
+                return True
+        return False
 
     def configured_backends(self, src: PythonSource,
                             launches: Optional[list] = None) -> list[tuple[str, str, Any, PythonSource]]:

@@ -260,3 +260,28 @@ def _names_in_code(tree: ast.Module, name: str, skip: Optional[tuple[int, int]])
     return registered
 
 
+def runs_unsharded(view, src: PythonSource, line: int) -> bool:
+    """Does every program that reaches the code at `line` of `src` run without sharded parameters (`view`: a
+    ProjectView)? The programs are the launch units holding `src` whose files name the module-scope function or
+    class holding the line (`named_by`: a helper of a shared module called by one trainer is no code of the
+    others); there must be some, each started only by launcher lines that tell an accelerate backend that
+    shards nothing (`ProjectView.launch_backend`: `accelerate launch --config_file ddp.yaml` with
+    `distributed_type: MULTI_GPU`; not DEEPSPEED, FSDP or MEGATRON_LM) and hand no DeepSpeed config, and none of
+    its files may set sharding up itself (`ProjectView.shards_parameters`). A collective only DeepSpeed's
+    partitioned parameters make is local code there."""
+    units = [unit for unit in view._units_reaching.get(id(src), [])
+             if named_by(view.run_program, src, line, unit.files)]
+    if not units:
+        return False
+    for unit in units:
+        if not unit.launches or any(launch.config_paths for _, launch in unit.launches):
+            return False
+        if any(view.launch_backend(sh, launch) in _SHARDING_BACKENDS for sh, launch in unit.launches):
+            return False
+        if any(view.shards_parameters(f) for f in unit.files):
+            return False
+    return True
+
+
+# what `launch_backend` may give that shards parameters, or leaves the backend untold (None)
+_SHARDING_BACKENDS = (None, "DEEPSPEED", "FSDP", "MEGATRON_LM")

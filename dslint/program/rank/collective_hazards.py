@@ -252,7 +252,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         if helper:
             self.exc_helper(call, helper)
         site = self.sites.classify(self.src, call, self.cls)
-        if site is None:
+        if site is None or self._local_without_deepspeed(site):
             return
         for op in list(self.raising):
             self._report(op, site)
@@ -348,6 +348,20 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             return False
         first = min((line for line in sites if line > at), default=None)
         return first is not None and not any(line < first for line in exits)
+
+    def _local_without_deepspeed(self, site: Site) -> bool:
+        """A call collective only where DeepSpeed partitions the parameters (a `GatheredParameters` gather, a
+        forward whose ZeRO stage no config tells: `site.forward` not shown "yes"; not an accelerate method whose
+        backends `_backend_verdict` judges) in code that only programs running unsharded reach
+        (`reach.runs_unsharded`: each launched on a plain accelerate backend, `accelerate launch --config_file
+        ddp.yaml`, per launch unit): there it gathers nothing."""
+        if site.forward is None or site.forward.status == "yes" or site.backends is not None:
+            return False
+        memo = self.__dict__.setdefault("_unsharded_memo", {})
+        if self.scope not in memo:
+            from dslint.program.reach import runs_unsharded
+            memo[self.scope] = runs_unsharded(self.analysis.project, self.src, self.src.span(site.call).line)
+        return memo[self.scope]
 
     def _backend_verdict(self, site: Site, g: Guard) -> str:
         """What an `if` test with a disjunct on the accelerate backend leaves of a call that is collective only
