@@ -259,6 +259,12 @@ class Program:
         from dslint.program.config_reads import config_keys_read
         return config_keys_read(self.view, config)
 
+    def config_keys_written(self, config: "JsonSource") -> frozenset:
+        """The key paths of `config` that a script it is handed to writes into (or removes from) the loaded dict
+        before handing it to DeepSpeed (`dslint.program.config_reads`): DeepSpeed never sees the file's value."""
+        from dslint.program.config_reads import config_keys_written
+        return config_keys_written(self.view, config)
+
     def runs_under_hf(self, script: "PythonSource") -> bool:
         """`script` hands its config to HF Trainer/accelerate (which fill "auto" values)."""
         from dslint.dsconfig.usage import runs_under_hf

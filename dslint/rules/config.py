@@ -824,7 +824,11 @@ class AutoOutsideHF(ConfigRule):
         if not scripts or any(ctx.program.runs_under_hf(s) for s in scripts):
             return
         names = ", ".join(sorted({s.path for s in scripts}))
+        # the program loads this file and fills the value itself before `deepspeed.initialize` reads it
+        filled = ctx.program.config_keys_written(ctx.source) if subject.py is None else frozenset()
         for path in autos:
+            if _under(tuple(path), filled):
+                continue
             fails = len(path) == 1 or path[0] in ("optimizer", "scheduler")
             effect = ("DeepSpeed reads the string \"auto\" and fails" if fails
                       else "DeepSpeed drops it and uses its default")
