@@ -93,8 +93,12 @@ class Subject:
         return [f for f in found if reads(release, f.path)]
 
     def overwrites(self, path) -> bool:
-        """The consumer writes `path` (or a section holding it) itself before DeepSpeed reads the config."""
-        return _under(path, Program.overwritable()) and _under(path, self.overwritten)
+        """The consumer writes `path` (or a section holding it) itself before DeepSpeed reads the config: the
+        consumer it is handed to (accelerate), or the program that loads the file and writes into the dict before
+        handing it to `deepspeed.initialize` (`Program.config_keys_written`: an "auto" it fills itself)."""
+        if _under(path, Program.overwritable()) and _under(path, self.overwritten):
+            return True
+        return self.py is None and _under(tuple(path), self.ctx.program.config_keys_written(self.ctx.source))
 
     @cached_property
     def overwritten(self) -> frozenset:
@@ -824,11 +828,7 @@ class AutoOutsideHF(ConfigRule):
         if not scripts or any(ctx.program.runs_under_hf(s) for s in scripts):
             return
         names = ", ".join(sorted({s.path for s in scripts}))
-        # the program loads this file and fills the value itself before `deepspeed.initialize` reads it
-        filled = ctx.program.config_keys_written(ctx.source) if subject.py is None else frozenset()
         for path in autos:
-            if _under(tuple(path), filled):
-                continue
             fails = len(path) == 1 or path[0] in ("optimizer", "scheduler")
             effect = ("DeepSpeed reads the string \"auto\" and fails" if fails
                       else "DeepSpeed drops it and uses its default")
