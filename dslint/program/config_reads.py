@@ -43,6 +43,9 @@ def config_keys_read(view: "ProjectView", config: "JsonSource") -> frozenset:
 def config_keys_written(view: "ProjectView", config: "JsonSource") -> frozenset:
     """The key paths (tuples) of `config` that a script it is handed to writes into (or removes from) the loaded
     dict before handing it to DeepSpeed: what the file holds there is not what DeepSpeed reads."""
+    use = view.json_use(config)
+    if use is None or not use.by_use:
+        return frozenset()      # only a file a launcher line hands over: another script's writes are not its
     return view.memo(f"config_writes:{id(config)}", lambda: frozenset(_over_loads(view, config, _writes_from)))
 
 
