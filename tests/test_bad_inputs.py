@@ -243,6 +243,49 @@ def test_symlink_out_of_the_tree_is_skipped_one_inside_is_checked_once(tmp_path)
     assert explicit.returncode == 1 and "DSL101" in explicit.stdout
 
 
+def test_a_symlink_checked_out_as_text_is_skipped_a_path_to_nothing_is_dsl001(tmp_path):
+    # git writes a link as a text file holding its target where links cannot be made (core.symlinks=false)
+    folder = _with_hazard(tmp_path / "proj")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "alias.py").write_text("../train.py")
+    (folder / "sub" / "dangling.py").write_text("../gone/nothing.py")     # names no file: a real syntax error
+    result = run_dslint("check", str(folder))
+    _clean_stderr(result)
+    assert result.stdout.count("train.py:6:9: DSL101") == 1, result.stdout
+    assert "alias.py: skipped: holds only the path `../train.py` (a symbolic link checked out as a text file)" \
+        in result.stderr
+    assert "alias.py" not in result.stdout
+    assert "dangling.py:1:1: DSL001" in result.stdout, result.stdout
+
+
+TEMPLATE = ("import torch\n\n{% if cookiecutter.with_trainer == \"True\" %}\nfrom transformers import Trainer\n"
+            "{% endif %}\n\n\nclass {{cookiecutter.camelcase_modelname}}Model(torch.nn.Module):\n    pass\n")
+
+
+def test_a_template_is_skipped_a_real_syntax_error_stays_dsl001(tmp_path):
+    folder = _with_hazard(tmp_path / "proj")
+    tpl = folder / "templates" / "cookiecutter-{{cookiecutter.modelname}}"
+    tpl.mkdir(parents=True)
+    (tpl / "model.py").write_text("x = 1\n")                  # named by the template: never run as it is
+    (folder / "templates" / "gen.py").write_text(TEMPLATE)      # the syntax error sits on a template tag
+    (folder / "templates" / "config_tpl.py").write_text(
+        "{{cookiecutter.uppercase_modelname}}_ARCHIVE_MAP = {\n    'a': 1,\n}\n")
+    # a `{{` escape in an f-string, and a syntax error elsewhere: the user's, DSL001
+    (folder / "broken.py").write_text('name = "x"\nprint(f"{{{name}}}")\ndef train(:\n    pass\n')
+    # a template tag in a string, the error on a line of its own: DSL001
+    (folder / "broken2.py").write_text('TAG = "{% if x %}"\nif True\n    pass\n')
+    result = run_dslint("check", str(folder))
+    _clean_stderr(result)
+    assert "train.py:6:9: DSL101" in result.stdout
+    assert "model.py: skipped: a template, not Python (its path holds the placeholder " \
+           "`{{cookiecutter.modelname}}`)" in result.stderr
+    assert "gen.py: skipped: a template, not Python (line 3 holds the template tag `{% if" in result.stderr
+    assert "config_tpl.py: skipped: a template, not Python (line 1 holds" in result.stderr
+    assert "broken.py:3:11: DSL001" in result.stdout, result.stdout
+    assert "broken2.py:2:" in result.stdout and "DSL001" in result.stdout
+    assert "gen.py" not in result.stdout and "model.py" not in result.stdout
+
+
 def test_unreadable_folder_is_skipped_and_the_run_goes_on(tmp_path):
     """As a user without the permission (root reads every folder: the run is made as `nobody` then)."""
     base = Path(os.environ.get("TMPDIR", "/tmp")) / f"dslint-perm-{os.getpid()}"

@@ -9,6 +9,14 @@ it); a config nothing references is read by the run's scripts that take one by a
 HfArgumentParser turn `--deepspeed_config` into the attribute `deepspeed_config`), a call that loads JSON from
 it, the name that call's result is bound to, and the string keys read from that name in the same scope. A key
 nothing reads stays reported.
+
+The same loaded dict tells which keys the program **writes** before DeepSpeed reads it (`config_keys_written`):
+`cfg["train_batch_size"] = n`, `cfg["optimizer"]["params"]["lr"] = lr`, through a name bound to a section
+(`opt = cfg["optimizer"]; opt["params"]["lr"] = lr`), `cfg.update({...})`, `cfg.pop("k")`, `del cfg["k"]`, and
+in the checked functions the dict is handed to (`self.initialize_deepspeed(ds_config=cfg)`: the parameter it
+arrives as), in source order up to the `deepspeed.initialize`/`init_inference` call that takes it -- only when
+that call is found: a program that fills a dict but hands DeepSpeed the file's path fills nothing. What the file
+holds at a key written there never reaches DeepSpeed (an `"auto"` the program fills itself is no DSL409).
 """
 
 from __future__ import annotations
@@ -32,10 +40,24 @@ def config_keys_read(view: "ProjectView", config: "JsonSource") -> frozenset:
     return view.memo(f"config_reads:{id(config)}", lambda: frozenset(_keys_read(view, config)))
 
 
+def config_keys_written(view: "ProjectView", config: "JsonSource") -> frozenset:
+    """The key paths (tuples) of `config` that a script it is handed to writes into (or removes from) the loaded
+    dict before handing it to DeepSpeed: what the file holds there is not what DeepSpeed reads."""
+    use = view.json_use(config)
+    if use is None or not use.by_use:
+        return frozenset()      # only a file a launcher line hands over: another script's writes are not its
+    return view.memo(f"config_writes:{id(config)}", lambda: frozenset(_over_loads(view, config, _writes_from)))
+
+
 def _keys_read(view: "ProjectView", config: "JsonSource") -> set:
-    """A config a launcher line hands over: the reads of the scripts those lines run, from the flag they pass it
-    by. A config nothing references (a DeepSpeed config by its keys only): the reads of every script that a
-    launcher line hands a DeepSpeed config by a flag -- the programs of the run that take such a file."""
+    return _over_loads(view, config, lambda view, src, call, bound, body: _string_keys_read(body, bound))
+
+
+def _over_loads(view: "ProjectView", config: "JsonSource", collect) -> set:
+    """`collect(view, src, load call, bound name, scope body)` over every load of `config` as data by the scripts
+    it is handed to. A config a launcher line hands over: the scripts those lines run, from the flag they pass
+    it by. A config nothing references (a DeepSpeed config by its keys only): every script that a launcher line
+    hands a DeepSpeed config by a flag -- the programs of the run that take such a file."""
     from dslint.program.json_kinds import DEEPSPEED_FLAGS, _script_flags
     use = view.json_use(config)
     if use is None or not use.is_config:
@@ -55,11 +77,11 @@ def _keys_read(view: "ProjectView", config: "JsonSource") -> set:
         if not dests:
             continue
         for src in program.closure(target):
-            out |= _reads_in(view, src, dests)
+            out |= _loads_in(view, src, dests, collect)
     return out
 
 
-def _reads_in(view: "ProjectView", src: "PythonSource", dests: set) -> set:
+def _loads_in(view: "ProjectView", src: "PythonSource", dests: set, collect) -> set:
     if src.outline is None or not any(d in src.text for d in dests):
         return set()
     facts = src.facts
@@ -72,7 +94,7 @@ def _reads_in(view: "ProjectView", src: "PythonSource", dests: set) -> set:
             continue
         info = facts.functions.get(call.scope)
         body = info.node if info is not None else src.module
-        out |= _string_keys_read(body, bound)
+        out |= collect(view, src, call.node, bound, body)
     return out
 
 
@@ -175,3 +197,170 @@ def _string_keys_read(body: cst.CSTNode, name: str) -> set:
 
     body.visit(Find())
     return out
+
+
+# --- writes -------------------------------------------------------------------------------------------------
+
+_HANDOFFS = frozenset({"deepspeed.initialize", "deepspeed.init_inference"})
+_WRITE_DEPTH = 3
+
+
+def _writes_from(view: "ProjectView", src: "PythonSource", load: cst.Call, bound: str, body: cst.CSTNode) -> set:
+    from dslint.program.facts import MODULE_SCOPE
+    scope = next((c.scope for c in src.facts.calls if c.node is load), MODULE_SCOPE)
+    info = src.facts.functions.get(scope)
+    writes: set = set()
+    handed = _DictWrites(view, src, info.class_name if info is not None else None, {bound: ()}, writes, 0,
+                         start=load).run(body)
+    return writes if handed else set()     # the dict itself must reach DeepSpeed (not the file's path)
+
+
+def _key_path(node: cst.BaseExpression, aliases: dict) -> Optional[tuple]:
+    """`cfg["a"]["b"]` as the key path it names (the alias's own path first), None when it is not a chain of
+    string subscripts on an alias (`cfg` itself: its path)."""
+    keys = []
+    while isinstance(node, cst.Subscript):
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return None
+        key = _key(node.slice[0].slice.value)
+        if key is None:
+            return None
+        keys.append(key)
+        node = node.value
+    if isinstance(node, cst.Name) and node.value in aliases:
+        return aliases[node.value] + tuple(reversed(keys))
+    return None
+
+
+class _DictWrites(cst.CSTVisitor):
+    """The writes into the dict (known by the names in `aliases`, each bound to the key path it holds) in one
+    function body, in source order from `start` (the load) up to the DeepSpeed call that takes it (`handed`);
+    the checked functions it is passed to are walked from their parameter."""
+
+    def __init__(self, view, src, cls, aliases: dict, writes: set, depth: int, start=None) -> None:
+        self.view, self.src, self.cls, self.aliases = view, src, cls, dict(aliases)
+        self.writes, self.depth = writes, depth
+        self.active, self.start, self.handed, self._root = start is None, start, False, None
+        self._callees = None
+
+    def run(self, body: cst.CSTNode) -> bool:
+        self._root = body
+        body.visit(self)
+        return self.handed
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.handed:
+            return False
+        if node is not self._root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False                    # a nested definition runs when called, not here
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if original_node is self.start:
+            self.active = True
+        super().on_leave(original_node)
+
+    def _write(self, path: Optional[tuple]) -> None:
+        if self.active and path:            # the dict itself rebound (`cfg = {...}`) is no key written
+            self.writes.add(path)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not self.active:
+            return
+        for t in node.targets:
+            self._target(t.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self.active and node.value is not None:
+            self._target(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.active:
+            self._write(_key_path(node.target, self.aliases))
+
+    def visit_Del(self, node: cst.Del) -> None:
+        if not self.active:
+            return
+        targets = [e.value for e in node.target.elements] if isinstance(node.target, cst.Tuple) else [node.target]
+        for t in targets:
+            if isinstance(t, cst.Subscript):
+                self._write(_key_path(t, self.aliases))
+
+    def _target(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Subscript):
+            self._write(_key_path(target, self.aliases))
+        elif isinstance(target, cst.Name):
+            section = _key_path(value, self.aliases)
+            if section is not None:
+                self.aliases[target.value] = section    # `opt = cfg["optimizer"]`: writes through it are cfg's
+            elif not self._other_branch(target):
+                self.aliases.pop(target.value, None)    # rebound to something else
+
+    def _other_branch(self, node: cst.CSTNode) -> bool:
+        """`node` sits in another branch of an `if` whose branch loads the dict (`if ds: cfg = json.load(...)
+        else: cfg = {}`): an alternative to the load, not a later rebinding."""
+        if self.start is None:
+            return False
+        parents = self.src._parents
+        up, chain = self.start, set()
+        while up is not None:
+            chain.add(id(up))
+            up = parents.get(id(up))
+        child, up = node, parents.get(id(node))
+        while up is not None and id(up) not in chain:
+            child, up = up, parents.get(id(up))
+        return isinstance(up, cst.If) and child is up.orelse or isinstance(up, cst.Else)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.active:
+            return
+        held = [(i, a) for i, a in enumerate(node.args)
+                if isinstance(a.value, cst.Name) and a.value.value in self.aliases and a.star == ""]
+        f = node.func
+        base = _key_path(f.value, self.aliases) if isinstance(f, cst.Attribute) else None
+        if base is not None:
+            method = f.attr.value
+            if method in ("pop", "__delitem__") and node.args and node.args[0].keyword is None:
+                key = _key(node.args[0].value)
+                if key is not None:
+                    self._write(base + (key,))
+            elif method == "update":
+                for a in node.args:
+                    if a.keyword is not None:
+                        self._write(base + (a.keyword.value,))
+                    elif isinstance(a.value, cst.Dict):
+                        for el in a.value.elements:
+                            key = _key(el.key) if isinstance(el, cst.DictElement) else None
+                            if key is not None:
+                                self._write(base + (key,))
+            return
+        if not held:
+            return
+        callee = self._callee(node)
+        if callee in _HANDOFFS:
+            self.handed = True              # DeepSpeed reads it here: later writes do not count
+            return
+        if self.depth >= _WRITE_DEPTH:
+            return
+        from dslint.program.rank.function_summaries import ProjectTaint
+        hit = ProjectTaint.function_info(ProjectTaint.of(self.view).call_source(self.src, callee, self.cls))
+        if hit is None:
+            return
+        other, info = hit
+        params = list(info.params)
+        if params and params[0] in ("self", "cls") and isinstance(f, cst.Attribute):
+            params = params[1:]
+        for i, a in held:
+            name = a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
+            if name is None or name not in info.params:
+                continue
+            walk = _DictWrites(self.view, other, info.class_name, {name: self.aliases[a.value.value]}, self.writes,
+                               self.depth + 1)
+            if walk.run(info.node.body):
+                self.handed = True
+                return
+
+    def _callee(self, node: cst.Call) -> Optional[str]:
+        if self._callees is None:
+            self._callees = {id(c.node): c.callee for c in self.src.facts.calls}
+        return self._callees.get(id(node))

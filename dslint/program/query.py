@@ -240,7 +240,8 @@ class Program:
         """The key paths of `config` that every consumer handing it to DeepSpeed rewrites first
         (`config_handoffs.overwritten_by` over `JsonUse.handlers`); for a file nothing hands over, those accelerate
         rewrites when an accelerate config file under the root names it as its `deepspeed_config_file`
-        (`json_kinds.accelerate_configs_naming`: no launcher line needed)."""
+        (`json_kinds.accelerate_configs_naming`: no launcher line needed), or when the configs of its folder that
+        something hands over are all handed to accelerate that way."""
         from dslint.program.config_handoffs import overwritten_by
         from dslint.program.json_kinds import ACCELERATE, accelerate_configs_naming
         use = self.view.json_use(config)
@@ -249,15 +250,42 @@ class Program:
         if use.handlers:
             return overwritten_by(use.handlers)
         keys = overwritten_by({ACCELERATE})
-        if not keys or not accelerate_configs_naming(self.view.run_view or self.view, config):
+        if not keys:
             return frozenset()
-        return keys
+        run = self.view.run_view or self.view
+        if accelerate_configs_naming(run, config):
+            return keys
+        if use.by_use:
+            return frozenset()
+        # a config nothing references is used as the configs of its folder are: when those that something
+        # hands over are all accelerate's `deepspeed_config_file`s, so is it (a sibling whose accelerate config
+        # names a file that is not there)
+        import os.path
+        folder = os.path.dirname(config.path)
+        handed = []
+        for other in self.view.json_sources:
+            if other is config or os.path.dirname(other.path) != folder:
+                continue
+            other_use = self.view.json_use(other)
+            if other_use is None or not other_use.is_config:
+                continue
+            if other_use.handlers:
+                handed.append(frozenset(other_use.handlers))
+            elif accelerate_configs_naming(run, other):
+                handed.append(frozenset({ACCELERATE}))
+        return keys if handed and all(h == {ACCELERATE} for h in handed) else frozenset()
 
     def config_keys_read(self, config: "JsonSource") -> frozenset:
         """The key paths of `config` that a script it is handed to reads from the loaded file itself
         (`dslint.program.config_reads`): consumed by the program, not typos."""
         from dslint.program.config_reads import config_keys_read
         return config_keys_read(self.view, config)
+
+    def config_keys_written(self, config: "JsonSource") -> frozenset:
+        """The key paths of `config` that a script it is handed to writes into (or removes from) the loaded dict
+        before handing it to DeepSpeed (`dslint.program.config_reads`): DeepSpeed never sees the file's value."""
+        from dslint.program.config_reads import config_keys_written
+        return config_keys_written(self.view, config)
 
     def runs_under_hf(self, script: "PythonSource") -> bool:
         """`script` hands its config to HF Trainer/accelerate (which fill "auto" values)."""

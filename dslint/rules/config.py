@@ -93,8 +93,12 @@ class Subject:
         return [f for f in found if reads(release, f.path)]
 
     def overwrites(self, path) -> bool:
-        """The consumer writes `path` (or a section holding it) itself before DeepSpeed reads the config."""
-        return _under(path, Program.overwritable()) and _under(path, self.overwritten)
+        """The consumer writes `path` (or a section holding it) itself before DeepSpeed reads the config: the
+        consumer it is handed to (accelerate), or the program that loads the file and writes into the dict before
+        handing it to `deepspeed.initialize` (`Program.config_keys_written`: an "auto" it fills itself)."""
+        if _under(path, Program.overwritable()) and _under(path, self.overwritten):
+            return True
+        return self.py is None and _under(tuple(path), self.ctx.program.config_keys_written(self.ctx.source))
 
     @cached_property
     def overwritten(self) -> frozenset:

@@ -22,7 +22,10 @@ class ParseError(Rule):
     not configs yet: they are skipped, not reported. **Configs** are read as DeepSpeed reads them: JSON, else
     Hjson (comments, trailing commas, unquoted keys are fine); a config nested deeper than 100 levels, with
     an integer of more than 4,300 digits or a string holding a lone surrogate (`"\\ud800"`) is reported.
-    **Python sources** are decoded as CPython does (PEP 263: a `# -*- coding: latin-1 -*-` line).
+    **Python sources** are decoded as CPython does (PEP 263: a `# -*- coding: latin-1 -*-` line). A `.py` file
+    that is a **template** (a `{{ … }}` placeholder in its path, as cookiecutter names files, or a syntax error
+    that sits on a template tag such as `{% if … %}`) or a **symbolic link checked out as text** (its whole text
+    the relative path of an existing file) is skipped with that reason (`path: skipped: …`), not reported.
 
     **Could not be analysed**: a Python file whose syntax no parser should be handed (brackets nested more than
     200 deep, an expression chaining more than 200 operators, calls or subscripts, more than 2,000 implicitly

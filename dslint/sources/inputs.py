@@ -191,6 +191,52 @@ def _walk(root: Path, settings: Settings, add, errors: list[InputError]) -> None
             add(child, False)
 
 
+# A template engine's placeholder or tag (Jinja, cookiecutter): `{{ name }}`, `{% if … %}`, `{# … #}`
+_TEMPLATE_TAG = re.compile(r"\{\{[^{}\n]*\}\}|\{%.*?%\}|\{#.*?#\}")
+
+
+def not_python(path: Path, shown: str, text: str) -> Optional[str]:
+    """Why a `.py` file is no Python anyone runs as it is, in words; None when it is Python.
+
+    - A **template** (cookiecutter, Jinja): a component of its path holds a `{{ … }}` placeholder (the
+      file is named only once the template is expanded), or CPython's syntax error sits on a template tag
+      (`{% if … %}`, `{{ name }}`). A syntax error anywhere else is the user's: DSL001.
+    - A **symbolic link checked out as text** (git writes a link as a file holding its target where links
+      cannot be made, `core.symlinks=false`): the whole text is one relative path that names an existing
+      file from the file's folder. That file, when under the checked paths, is checked itself."""
+    for part in Path(shown).parts:
+        m = re.search(r"\{\{[^{}]*\}\}", part)
+        if m is not None:
+            return f"a template, not Python (its path holds the placeholder `{m.group(0)}`)"
+    stripped = text.strip()
+    if stripped and "\n" not in stripped and len(stripped) < 4096 and not stripped.startswith(("/", "#")) \
+            and not any(c.isspace() for c in stripped) and ("/" in stripped or stripped.endswith(".py")):
+        try:
+            target = (path.parent / stripped)
+            if target.is_file() and os.path.realpath(target) != os.path.realpath(path):
+                return (f"holds only the path `{stripped}` (a symbolic link checked out as a text file), "
+                        "not Python")
+        except (OSError, ValueError):
+            pass
+    if _TEMPLATE_TAG.search(text) is None:
+        return None
+    from dslint.sources.astsplice import compile_ast
+    try:
+        compile_ast(text, shown)
+        return None
+    except SyntaxError as exc:
+        line, offset = exc.lineno or 0, (exc.offset or 1) - 1
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return None
+    for m in _TEMPLATE_TAG.finditer(lines[line - 1]):
+        if m.start() <= offset <= m.end():      # on the tag, or at the text it runs into (`{{ name }}_MAP = …`)
+            return f"a template, not Python (line {line} holds the template tag `{m.group(0)[:60]}`)"
+    return None
+
+
 def limits_for(max_file_size: Optional[int]) -> dict[str, int]:
     return dict(DEFAULT_LIMITS) if max_file_size is None else {k: max_file_size for k in DEFAULT_LIMITS}
 
@@ -285,5 +331,10 @@ def read_sources(inputs: Inputs, sniff_json: bool = False, max_file_size: Option
         if problem is not None:
             undecodable.append((printable(shown_path(path)), kind, problem))
             continue
+        if kind == "python":
+            why = not_python(path, shown_path(path), text)
+            if why is not None:
+                inputs.errors.append(_skipped(path, why))
+                continue
         sources.append(make_source(path, shown_path(path), kind, text))
     return sources, undecodable
