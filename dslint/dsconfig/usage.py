@@ -29,18 +29,27 @@ def _users(project: ProjectView) -> dict[int, list[PythonSource]]:
     return users
 
 
-def is_hf_driven(script: PythonSource) -> bool:
+def _hf_entry_call(project: ProjectView, src: PythonSource, callee: str | None) -> bool:
+    """A call of an HF entry class (`Trainer(...)`, `transformers.TrainingArguments(...)`): its name is one of them
+    and it is not a class the checked files define themselves (a project's own `class Trainer:` drives no HF
+    integration; one deriving from HF's is found through its bases)."""
+    if not callee or callee.rsplit(".", 1)[-1] not in HF_NAMES:
+        return False
+    return callee.split(".", 1)[0] in HF_MODULES or project.class_for_callee(src, callee) is None
+
+
+def is_hf_driven(project: ProjectView, script: PythonSource) -> bool:
     facts = script.facts
     if facts.imports_any(*HF_MODULES):
         return True
-    return any((c.callee or "").rsplit(".", 1)[-1] in HF_NAMES for c in facts.calls)
+    return any(_hf_entry_call(project, script, c.callee) for c in facts.calls)
 
 
 def runs_under_hf(project: ProjectView, script: PythonSource) -> bool:
     """Is `script` driven by the HF integration, itself or through the modules its launch units run
     (`train_mem.py` calling `train()` of a module whose trainer subclasses `transformers.Trainer`)? Decided on
     the outlines: a call of an HF entry class, or a class deriving from one."""
-    if is_hf_driven(script):
+    if is_hf_driven(project, script):
         return True
     context = project.run_program.context_of(script)
     files = context.files if context is not None else [script]
@@ -48,7 +57,7 @@ def runs_under_hf(project: ProjectView, script: PythonSource) -> bool:
         outline = src.outline
         if outline is None:
             continue
-        if any(callee and callee.rsplit(".", 1)[-1] in HF_NAMES for callee, _ in outline.calls):
+        if any(_hf_entry_call(project, src, callee) for callee, _ in outline.calls):
             return True
         for cls in outline.classes.values():
             for base in cls.bases:
