@@ -927,6 +927,51 @@ class _FreeNames(cst.CSTVisitor):
         cst_visit(node.value, self)
         return False
 
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        # a lambda's parameters are its own variables, not the enclosing function's (`map(lambda x: x > 0,
+        # (self.a, self.b))` reads `self.a`/`self.b`, not the forward's input `x`); its defaults are read here
+        params = node.params
+        for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if p.default is not None:
+                cst_visit(p.default, self)
+        bound = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        bound |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+        self._scoped(node.body, bound)
+        return False
+
+    def _comprehension(self, node, parts) -> bool:
+        # a comprehension's loop variables are its own (`[w(t) for t in xs]` reads `xs`, `w`, not an outer `t`)
+        bound: set[str] = set()
+        clause = node.for_in
+        while clause is not None:
+            inner = type(self)()
+            cst_visit(clause.iter, inner)
+            self.names |= inner.names - bound
+            bound |= _target_names(clause.target)
+            for cond in clause.ifs:
+                self._scoped(cond.test, bound)
+            clause = clause.inner_for_in
+        for part in parts:
+            self._scoped(part, bound)
+        return False
+
+    def _scoped(self, node: cst.CSTNode, bound: set[str]) -> None:
+        inner = type(self)()
+        cst_visit(node, inner)
+        self.names |= inner.names - bound
+
+    def visit_ListComp(self, node: cst.ListComp) -> bool:
+        return self._comprehension(node, [node.elt])
+
+    def visit_SetComp(self, node: cst.SetComp) -> bool:
+        return self._comprehension(node, [node.elt])
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
+        return self._comprehension(node, [node.elt])
+
+    def visit_DictComp(self, node: cst.DictComp) -> bool:
+        return self._comprehension(node, [node.key, node.value])
+
 
 def _free_names(node: cst.CSTNode) -> set[str]:
     scan = _FreeNames()

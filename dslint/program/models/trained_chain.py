@@ -216,7 +216,11 @@ class _Walker:
         return name
 
     def scope(self, src: "PythonSource", scope: str, seed: Optional[Callable[[str], bool]], names: frozenset,
-              depth: int) -> Optional[Sink]:
+              depth: int, handed: bool = False) -> Optional[Sink]:
+        """The sink the followed values of `scope` reach: the nodes `seed` accepts, or the variables `names`.
+        `handed`: the scope is a function entered through its parameters at one call (`load_checkpoint(model,
+        path)`); what it returns goes back to that call, whose result the caller already follows -- not to every
+        other caller of the function (a checkpoint loader shared by an evaluation model and the trained one)."""
         key = (id(src), scope, names, seed is None)
         if depth > MAX_DEPTH or (seed is None and key in self.seen):
             return None
@@ -277,7 +281,7 @@ class _Walker:
                 break
         if not seeds and not followed:
             return None
-        handed: list = []
+        handed_to: list = []
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
@@ -305,17 +309,18 @@ class _Walker:
                 if self.calls:
                     continue
                 return Sink(src, line, f"`{resolved or last}`")
-            handed.append(node)
+            handed_to.append(node)
         # returned: the factory's calls in the run
-        if scope != MODULE_SCOPE and any(isinstance(n, ast.Return) and reads(n.value) for n in nodes):
+        if scope != MODULE_SCOPE and not handed and any(isinstance(n, ast.Return) and reads(n.value) for n in nodes):
             for caller_src, caller_scope, match in self._callers(src, scope):
                 sink = self.scope(caller_src, caller_scope, match, frozenset(), depth + 1)
                 if sink is not None:
                     return sink
         # handed to a function, method or class of the run: its parameter
-        for call in handed:
+        for call in handed_to:
             for target_src, target_scope, params in self._parameters(src, scope, call, reads):
-                sink = self.scope(target_src, target_scope, None, frozenset(params), depth + 1)
+                sink = self.scope(target_src, target_scope, None, frozenset(params), depth + 1,
+                                  handed=not target_scope.endswith(".__init__"))
                 if sink is not None:
                     return sink
         # a `self.` field: every method of the class reads it
