@@ -368,7 +368,12 @@ class UnusedTrainableParam(Rule):
             candidates = [a for a in cls.attrs.values() if a.method == "__init__" and facts.trainable(a)]
             if not candidates or any(Program.reaches_attributes_dynamically(c) for c in mro):
                 continue
-            unread = [a for a in candidates if not ctx.program.attribute_read_count(a.name)]
+            # one object under several names (`self.pool = self.pool_5a = Pool(...)`): a read of any name uses it
+            names_of: dict[tuple, list[str]] = {}
+            for a in cls.attrs.values():
+                names_of.setdefault((a.method, a.index), []).append(a.name)
+            unread = [a for a in candidates
+                      if not any(ctx.program.attribute_read_count(n) for n in names_of[(a.method, a.index)])]
             if not unread or ctx.program.never_trained(cls):
                 continue        # a model built only to be inspected (its parameter groups, its structure)
             for attr in unread:

@@ -489,16 +489,21 @@ class ForwardPaths:
         if not isinstance(test, cst.Name):
             return False
         fn = self._fns[0]
-        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
-                    if isinstance(p.default, cst.Name) and p.default.value == "None"}
-        if test.value not in optional:
+        params = {p.name.value: p for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        if test.value not in params:
             return False
+        optional = isinstance(params[test.value].default, cst.Name) and params[test.value].default.value == "None"
         positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
         position = positional.index(test.value) if test.value in positional else None
+        from dslint.program.models.call_presence import presence_per_call
         from dslint.program.models.keyword_presence import family_of, presence_set_by_callers
         from dslint.program.models.modules import model_facts
-        return presence_set_by_callers(self.project, test.value, position,
-                                       family_of(model_facts(self.project), self.cls))
+        if optional and presence_set_by_callers(self.project, test.value, position,
+                                                family_of(model_facts(self.project), self.cls)):
+            return True
+        # issue 30 item 5: every call of the model passes a literal or a never-None value there (`model(images,
+        # texts)` on every training step, `model.module(da_images, None)` beside it): decided per call site
+        return presence_per_call(self.project, self.cls, test.value, position, params[test.value].default is not None)
 
     def _key_evidence(self, cond: Condition, test: cst.BaseExpression) -> None:
         """Issue 30 item 6: a data-dependent test of a batch field named as a string splits ranks only where the

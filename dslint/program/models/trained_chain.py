@@ -64,6 +64,23 @@ def model_call(project: "ProjectView", facts: "ModelFacts", cls: "ModuleClass") 
     return _Walker(project, facts, calls=True).model(cls, 0)
 
 
+def model_calls(project: "ProjectView", facts: "ModelFacts", cls: "ModuleClass") -> Optional[list]:
+    """Every call of an object built from `cls` (or a subclass) -- or of the engine or wrapper it is handed to, its
+    `.module` or `.forward` -- that the run's files show, as (file, ast.Call), found by the same data flow as
+    `trained_chain`; None when the list may be incomplete: a class held by another module class (its holder's
+    methods call it as a field), a chain cut at the depth limit, or no call seen at all."""
+    from dslint.program.models.modules import holder_closure
+    family = {id(c) for c in [cls, *facts.subclasses(cls)]}
+    if any(k not in family for k in holder_closure(facts, cls)):
+        return None
+    walker = _Walker(project, facts, calls=True)
+    walker.collected = []
+    walker.model(cls, 0)
+    if walker.truncated or not walker.collected:
+        return None
+    return walker.collected
+
+
 def _references(project: "ProjectView", src: "PythonSource", names: set, wanted, own=None) -> dict[str, set]:
     """Scope → ids of the nodes of `src` that name (`Cls(...)`, `Cls.from_pretrained`, `Inf if flag else Cls`,
     `factory(args)`, `run(args, factory)`) something `wanted(src, resolved dotted name)` accepts, outside the
@@ -169,6 +186,10 @@ class _Walker:
         self.project, self.facts, self.calls = project, facts, calls
         self.seen: set = set()
         self.models_seen: set = set()
+        # collecting every call of the model (`model_calls`) instead of stopping at the first; whether the walk
+        # was cut at the depth limit
+        self.collected: Optional[list] = None
+        self.truncated = False
 
     def model(self, cls: "ModuleClass", depth: int) -> Optional[Sink]:
         """The references to `cls`, a subclass or a holder (four levels), each followed from its scope."""
@@ -222,7 +243,12 @@ class _Walker:
         path)`); what it returns goes back to that call, whose result the caller already follows -- not to every
         other caller of the function (a checkpoint loader shared by an evaluation model and the trained one)."""
         key = (id(src), scope, names, seed is None)
-        if depth > MAX_DEPTH or (seed is None and key in self.seen):
+        if depth > MAX_DEPTH:
+            # a chain cut here may hide calls of the model -- not in a module class's methods: no module class
+            # holds the model when its calls are collected (`model_calls`), so what flows there is no model
+            self.truncated |= not self._module_scope(src, scope)
+            return None
+        if seed is None and key in self.seen:
             return None
         self.seen.add(key)
         fn = _scopes(self.project, src).get(scope)
@@ -293,8 +319,13 @@ class _Walker:
             if self.calls:
                 func = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr == "forward" \
                     else node.func
+                if self.collected is not None and isinstance(func, ast.Attribute) and func.attr == "module":
+                    func = func.value       # a wrapper's (DDP's, the engine's) `.module`: the model itself
                 if _dotted(func) in followed:
-                    return Sink(src, line, f"a call of the model, `{_dotted(func)}(...)`")
+                    if self.collected is None:
+                        return Sink(src, line, f"a call of the model, `{_dotted(func)}(...)`")
+                    self.collected.append((src, scope, node))
+                    continue
             if not any(reads(a) for a in args):
                 continue
             built = engine_builder(resolved) if resolved else None
@@ -331,6 +362,8 @@ class _Walker:
             # holder is what the run trains
             holder = next((c for c in self.facts.classes_in(src) if c.qualname == owner), None)
             if holder is not None:
+                if self.collected is not None:
+                    return None     # no module class holds the model (`model_calls`): what lands here is not it
                 return self.model(holder, depth + 1)
         if fields and owner is not None:
             for q in list(_scopes(self.project, src)):
@@ -339,6 +372,10 @@ class _Walker:
                     if sink is not None:
                         return sink
         return None
+
+    def _module_scope(self, src: "PythonSource", scope: str) -> bool:
+        owner = self._class_of(src, scope)
+        return owner is not None and any(c.qualname == owner for c in self.facts.classes_in(src))
 
     def _reducing_class(self, src: "PythonSource", callee: str, depth: int) -> bool:
         """Is `callee` a class of the run derived from DeepSpeed's engine, DDP/FSDP or a Trainer (`class
