@@ -57,7 +57,10 @@ def _decide(project: "ProjectView", cls, name: str, position: Optional[int], has
     from dslint.program.models.trained_chain import model_calls
     if not _closed_world(project):
         return False
-    calls = model_calls(project, model_facts(project), cls)
+    cache = memo(project, "call-presence.calls", dict)
+    if id(cls) not in cache:
+        cache[id(cls)] = model_calls(project, model_facts(project), cls)
+    calls = cache[id(cls)]
     if calls is None:
         return False
     for src, scope, call in calls:
