@@ -285,23 +285,49 @@ class _Walker:
             followed.add(d)
             return True
 
+        def alias(expr: Optional[ast.AST]) -> bool:
+            # while collecting the model's calls (`model_calls`): is `expr` the model object itself -- a followed
+            # name, the class's construction or factory call, a method's result on the model (`model.cuda()`), a
+            # wrapper built around it (`DDP(model)`, `deepspeed.initialize(model=model)`) -- not a value computed
+            # from it or from its outputs (`feats = np.array(...)`)?
+            if expr is None:
+                return False
+            if id(expr) in seeds or (isinstance(expr, ast.Name) and expr.id in followed) or \
+                    (isinstance(expr, ast.Attribute) and _dotted(expr) in followed):
+                return True
+            if isinstance(expr, ast.Call):
+                func = expr.func
+                return alias(func) or (isinstance(func, ast.Attribute) and alias(func.value)) or \
+                    any(alias(a.value if isinstance(a, ast.Starred) else a) for a in expr.args) or \
+                    any(alias(k.value) for k in expr.keywords)
+            if isinstance(expr, ast.IfExp):
+                return alias(expr.body) or alias(expr.orelse)
+            if isinstance(expr, (ast.Tuple, ast.List)):
+                return any(alias(e.value if isinstance(e, ast.Starred) else e) for e in expr.elts)
+            if isinstance(expr, ast.Await):
+                return alias(expr.value)
+            return False
+
+        binds = reads if self.collected is None else alias
         assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr,
                                                         ast.For, ast.withitem))]
         for _ in range(6):
             changed = False
             for n in assigns:
                 if isinstance(n, ast.Assign):
-                    if reads(n.value):
+                    if self._output(n.value, followed):
+                        continue    # `features = model(x)`: what a call of the model returns is not the model
+                    if binds(n.value):
                         changed |= any([bind(t) for t in n.targets])
                 elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
                     # an annotated field holds what its annotation names (`self.fuse: Fusion = make(...)`)
-                    if n.value is not None and (reads(n.value) or isinstance(n, ast.AnnAssign) and
+                    if n.value is not None and (binds(n.value) or isinstance(n, ast.AnnAssign) and
                                                 reads(n.annotation)):
                         changed |= bind(n.target)
                 elif isinstance(n, ast.For):
-                    if reads(n.iter):
+                    if binds(n.iter):
                         changed |= bind(n.target)
-                elif n.optional_vars is not None and reads(n.context_expr):
+                elif n.optional_vars is not None and binds(n.context_expr):
                     changed |= bind(n.optional_vars)
             if not changed:
                 break
@@ -349,7 +375,11 @@ class _Walker:
                     return sink
         # handed to a function, method or class of the run: its parameter
         for call in handed_to:
-            for target_src, target_scope, params in self._parameters(src, scope, call, reads):
+            # while collecting the model's calls, a function receives the model only as the argument itself
+            # (`get_loss(model, ...)`), not inside a value computed from it or from its outputs (`mmr(feats)`)
+            hands = reads if self.collected is None else \
+                (lambda arg: (isinstance(arg, ast.Name) and arg.id in followed) or _dotted(arg) in followed)
+            for target_src, target_scope, params in self._parameters(src, scope, call, hands):
                 sink = self.scope(target_src, target_scope, None, frozenset(params), depth + 1,
                                   handed=not target_scope.endswith(".__init__"))
                 if sink is not None:
@@ -372,6 +402,16 @@ class _Walker:
                     if sink is not None:
                         return sink
         return None
+
+    def _output(self, value: ast.AST, followed: set) -> bool:
+        """While collecting the model's calls (`model_calls`): is `value` a call of the followed model itself
+        (`model(x)`, `model.module(x)`, `model.forward(x)`), whose result is its output?"""
+        if self.collected is None or not isinstance(value, ast.Call):
+            return False
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in ("forward", "module"):
+            func = func.value
+        return _dotted(func) in followed
 
     def _module_scope(self, src: "PythonSource", scope: str) -> bool:
         owner = self._class_of(src, scope)
