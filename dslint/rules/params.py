@@ -368,7 +368,12 @@ class UnusedTrainableParam(Rule):
             candidates = [a for a in cls.attrs.values() if a.method == "__init__" and facts.trainable(a)]
             if not candidates or any(Program.reaches_attributes_dynamically(c) for c in mro):
                 continue
-            unread = [a for a in candidates if not ctx.program.attribute_read_count(a.name)]
+            # one object under several names (`self.pool = self.pool_5a = Pool(...)`): a read of any name uses it
+            names_of: dict[tuple, list[str]] = {}
+            for a in cls.attrs.values():
+                names_of.setdefault((a.method, a.index), []).append(a.name)
+            unread = [a for a in candidates
+                      if not any(ctx.program.attribute_read_count(n) for n in names_of[(a.method, a.index)])]
             if not unread or ctx.program.never_trained(cls):
                 continue        # a model built only to be inspected (its parameter groups, its structure)
             for attr in unread:
@@ -410,7 +415,11 @@ class ConditionallyUsedParam(Rule):
     config-fixed `self.mode`), `self.training`, forward's option parameters (a `bool`/`int`/`float`/`str`
     annotation or literal default), a sub-module's input that every caller in the run leaves out or passes
     uniformly (`self.embeddings(ids)` never passing `token_type_ids`; the caller's `self.head.apply(init)`, a
-    torch Module method that runs no forward, hands it nothing), a tensor's placement (`not x.is_cuda`,
+    torch Module method that runs no forward, hands it nothing), a None test of an input that every call of the
+    model the run shows -- outside `torch.no_grad()`, under run settings only -- passes as a literal or as a
+    value that is never None (a CLIP-style `if image is None: return self.encode_text(text)` called with
+    `model(images, texts)` and `model.module(views, None)`: each call takes its arm on every rank), a tensor's
+    placement (`not x.is_cuda`,
     `x.dtype`, `x.device.type`: where a batch lives, not what it holds; its number of dimensions is the batch's);
     where uniform tests select the branch inside each data path, it is
     reported only when, for one assignment of them, the parameters used differ between the data paths. A test

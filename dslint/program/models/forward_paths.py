@@ -489,16 +489,21 @@ class ForwardPaths:
         if not isinstance(test, cst.Name):
             return False
         fn = self._fns[0]
-        optional = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)
-                    if isinstance(p.default, cst.Name) and p.default.value == "None"}
-        if test.value not in optional:
+        params = {p.name.value: p for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        if test.value not in params:
             return False
+        optional = isinstance(params[test.value].default, cst.Name) and params[test.value].default.value == "None"
         positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)][1:]
         position = positional.index(test.value) if test.value in positional else None
+        from dslint.program.models.call_presence import presence_per_call
         from dslint.program.models.keyword_presence import family_of, presence_set_by_callers
         from dslint.program.models.modules import model_facts
-        return presence_set_by_callers(self.project, test.value, position,
-                                       family_of(model_facts(self.project), self.cls))
+        if optional and presence_set_by_callers(self.project, test.value, position,
+                                                family_of(model_facts(self.project), self.cls)):
+            return True
+        # issue 30 item 5: every call of the model passes a literal or a never-None value there (`model(images,
+        # texts)` on every training step, `model.module(da_images, None)` beside it): decided per call site
+        return presence_per_call(self.project, self.cls, test.value, position, params[test.value].default is not None)
 
     def _key_evidence(self, cond: Condition, test: cst.BaseExpression) -> None:
         """Issue 30 item 6: a data-dependent test of a batch field named as a string splits ranks only where the
@@ -926,6 +931,51 @@ class _FreeNames(cst.CSTVisitor):
     def visit_Arg(self, node: cst.Arg) -> bool:
         cst_visit(node.value, self)
         return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        # a lambda's parameters are its own variables, not the enclosing function's (`map(lambda x: x > 0,
+        # (self.a, self.b))` reads `self.a`/`self.b`, not the forward's input `x`); its defaults are read here
+        params = node.params
+        for p in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if p.default is not None:
+                cst_visit(p.default, self)
+        bound = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+        bound |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+        self._scoped(node.body, bound)
+        return False
+
+    def _comprehension(self, node, parts) -> bool:
+        # a comprehension's loop variables are its own (`[w(t) for t in xs]` reads `xs`, `w`, not an outer `t`)
+        bound: set[str] = set()
+        clause = node.for_in
+        while clause is not None:
+            inner = type(self)()
+            cst_visit(clause.iter, inner)
+            self.names |= inner.names - bound
+            bound |= _target_names(clause.target)
+            for cond in clause.ifs:
+                self._scoped(cond.test, bound)
+            clause = clause.inner_for_in
+        for part in parts:
+            self._scoped(part, bound)
+        return False
+
+    def _scoped(self, node: cst.CSTNode, bound: set[str]) -> None:
+        inner = type(self)()
+        cst_visit(node, inner)
+        self.names |= inner.names - bound
+
+    def visit_ListComp(self, node: cst.ListComp) -> bool:
+        return self._comprehension(node, [node.elt])
+
+    def visit_SetComp(self, node: cst.SetComp) -> bool:
+        return self._comprehension(node, [node.elt])
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
+        return self._comprehension(node, [node.elt])
+
+    def visit_DictComp(self, node: cst.DictComp) -> bool:
+        return self._comprehension(node, [node.key, node.value])
 
 
 def _free_names(node: cst.CSTNode) -> set[str]:

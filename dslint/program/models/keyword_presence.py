@@ -137,7 +137,7 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], famil
     decided = False
     for src, site in sites:
         if site.no_grad or not _callee_may_be_a_model(project, src, site.call) or \
-                _another_class(project, src, site, family):
+                _another_class(project, src, site, family) or _untrained_caller(project, src, site, family):
             continue                # a call under `torch.no_grad()` produces no gradient on any rank
         decided = True
         if not all(_setting_test(project, src, site.function, t) for t in site.tests):
@@ -159,6 +159,30 @@ def _decide(project: "ProjectView", keyword: str, position: Optional[int], famil
     # file checked alone is called by code that is not checked) and every call of a model is seen
     return decided or (kind == VALUE and family is not None and _built_in_run(project, family) and
                        _closed_world(project) and _called_in_run(project, family))
+
+
+def _trained(project: "ProjectView", facts, cls) -> bool:
+    from dslint.program.models.trained_chain import trained_chain
+    cache = memo(project, "keyword-presence.trained", dict)
+    if id(cls) not in cache:
+        cache[id(cls)] = trained_chain(project, facts, cls) is not None
+    return cache[id(cls)]
+
+
+def _untrained_caller(project: "ProjectView", src: "PythonSource", site: "_Site", family: Optional[frozenset]
+                      ) -> bool:
+    """Issue 30 items 5/6: is the site a method of a module class that no chain hands to a training call
+    (`trained_chain`: a feature extractor's `forward` calling the shared text encoder with `mode="text"` under
+    its own `mode` test), while the class whose input is decided is trained? Such a caller runs in no training
+    step: its call decides nothing about what the trained model's callers pass."""
+    if family is None or site.function is None:
+        return False
+    from dslint.program.models.modules import model_facts
+    facts = model_facts(project)
+    owner = _owner_class(facts, src, site.function)
+    if owner is None or owner.name in family or _trained(project, facts, owner):
+        return False
+    return any(_trained(project, facts, c) for name in sorted(family) for c in facts.by_name.get(name, []))
 
 
 def _built_in_run(project: "ProjectView", family: frozenset) -> bool:

@@ -301,6 +301,13 @@ def _module_like(project: "ProjectView") -> list[tuple[PythonSource, ClassOutlin
     return [(src, c) for src, c in infos if id(c) in module_like]
 
 
+def _same_path(base: str, cls: "ModuleClass") -> bool:
+    """Can the resolved base name `base` denote `cls` -- one dotted path a suffix of the other (a file checked from
+    a sub-folder has a shorter module name than the package's absolute import spells)?"""
+    full = f"{cls.src.module_name}.{cls.qualname}" if cls.src.module_name else cls.qualname
+    return base == full or base.endswith("." + full) or full.endswith("." + base) or base == cls.qualname
+
+
 def _build(project: "ProjectView") -> ModelFacts:
     """From the outlines' per-file part (`file_model_facts`, built on CPython's tree with the outline): nothing
     is parsed here."""
@@ -312,6 +319,12 @@ def _build(project: "ProjectView") -> ModelFacts:
     for cls in classes:
         for b in cls.bases:
             hits = by_name.get(b.rsplit(".", 1)[-1], [])
+            if "." in b and not b.startswith("."):
+                # a base resolved through an import (`from transformers.models.gpt2.modeling_gpt2 import
+                # GPT2Block`) is the class of that module: a class of the run with the same short name in a module
+                # whose dotted path does not match (a vendored `...tfpp.backbones.gpt2.block.GPT2Block`) is another
+                # class -- the base is then a library's
+                hits = [h for h in hits if _same_path(b, h)]
             if hits:
                 cls.project_bases.extend(h for h in hits if h is not cls)
             elif not b.endswith(("torch.nn.Module", "nn.Module")) and b not in ("object", "ABC", "abc.ABC"):

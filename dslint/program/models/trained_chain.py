@@ -64,6 +64,23 @@ def model_call(project: "ProjectView", facts: "ModelFacts", cls: "ModuleClass") 
     return _Walker(project, facts, calls=True).model(cls, 0)
 
 
+def model_calls(project: "ProjectView", facts: "ModelFacts", cls: "ModuleClass") -> Optional[list]:
+    """Every call of an object built from `cls` (or a subclass) -- or of the engine or wrapper it is handed to, its
+    `.module` or `.forward` -- that the run's files show, as (file, ast.Call), found by the same data flow as
+    `trained_chain`; None when the list may be incomplete: a class held by another module class (its holder's
+    methods call it as a field), a chain cut at the depth limit, or no call seen at all."""
+    from dslint.program.models.modules import holder_closure
+    family = {id(c) for c in [cls, *facts.subclasses(cls)]}
+    if any(k not in family for k in holder_closure(facts, cls)):
+        return None
+    walker = _Walker(project, facts, calls=True)
+    walker.collected = []
+    walker.model(cls, 0)
+    if walker.truncated or not walker.collected:
+        return None
+    return walker.collected
+
+
 def _references(project: "ProjectView", src: "PythonSource", names: set, wanted, own=None) -> dict[str, set]:
     """Scope → ids of the nodes of `src` that name (`Cls(...)`, `Cls.from_pretrained`, `Inf if flag else Cls`,
     `factory(args)`, `run(args, factory)`) something `wanted(src, resolved dotted name)` accepts, outside the
@@ -169,6 +186,10 @@ class _Walker:
         self.project, self.facts, self.calls = project, facts, calls
         self.seen: set = set()
         self.models_seen: set = set()
+        # collecting every call of the model (`model_calls`) instead of stopping at the first; whether the walk
+        # was cut at the depth limit
+        self.collected: Optional[list] = None
+        self.truncated = False
 
     def model(self, cls: "ModuleClass", depth: int) -> Optional[Sink]:
         """The references to `cls`, a subclass or a holder (four levels), each followed from its scope."""
@@ -216,9 +237,18 @@ class _Walker:
         return name
 
     def scope(self, src: "PythonSource", scope: str, seed: Optional[Callable[[str], bool]], names: frozenset,
-              depth: int) -> Optional[Sink]:
+              depth: int, handed: bool = False) -> Optional[Sink]:
+        """The sink the followed values of `scope` reach: the nodes `seed` accepts, or the variables `names`.
+        `handed`: the scope is a function entered through its parameters at one call (`load_checkpoint(model,
+        path)`); what it returns goes back to that call, whose result the caller already follows -- not to every
+        other caller of the function (a checkpoint loader shared by an evaluation model and the trained one)."""
         key = (id(src), scope, names, seed is None)
-        if depth > MAX_DEPTH or (seed is None and key in self.seen):
+        if depth > MAX_DEPTH:
+            # a chain cut here may hide calls of the model -- not in a module class's methods: no module class
+            # holds the model when its calls are collected (`model_calls`), so what flows there is no model
+            self.truncated |= not self._module_scope(src, scope)
+            return None
+        if seed is None and key in self.seen:
             return None
         self.seen.add(key)
         fn = _scopes(self.project, src).get(scope)
@@ -255,29 +285,55 @@ class _Walker:
             followed.add(d)
             return True
 
+        def alias(expr: Optional[ast.AST]) -> bool:
+            # while collecting the model's calls (`model_calls`): is `expr` the model object itself -- a followed
+            # name, the class's construction or factory call, a method's result on the model (`model.cuda()`), a
+            # wrapper built around it (`DDP(model)`, `deepspeed.initialize(model=model)`) -- not a value computed
+            # from it or from its outputs (`feats = np.array(...)`)?
+            if expr is None:
+                return False
+            if id(expr) in seeds or (isinstance(expr, ast.Name) and expr.id in followed) or \
+                    (isinstance(expr, ast.Attribute) and _dotted(expr) in followed):
+                return True
+            if isinstance(expr, ast.Call):
+                func = expr.func
+                return alias(func) or (isinstance(func, ast.Attribute) and alias(func.value)) or \
+                    any(alias(a.value if isinstance(a, ast.Starred) else a) for a in expr.args) or \
+                    any(alias(k.value) for k in expr.keywords)
+            if isinstance(expr, ast.IfExp):
+                return alias(expr.body) or alias(expr.orelse)
+            if isinstance(expr, (ast.Tuple, ast.List)):
+                return any(alias(e.value if isinstance(e, ast.Starred) else e) for e in expr.elts)
+            if isinstance(expr, ast.Await):
+                return alias(expr.value)
+            return False
+
+        binds = reads if self.collected is None else alias
         assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr,
                                                         ast.For, ast.withitem))]
         for _ in range(6):
             changed = False
             for n in assigns:
                 if isinstance(n, ast.Assign):
-                    if reads(n.value):
+                    if self._output(n.value, followed):
+                        continue    # `features = model(x)`: what a call of the model returns is not the model
+                    if binds(n.value):
                         changed |= any([bind(t) for t in n.targets])
                 elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
                     # an annotated field holds what its annotation names (`self.fuse: Fusion = make(...)`)
-                    if n.value is not None and (reads(n.value) or isinstance(n, ast.AnnAssign) and
+                    if n.value is not None and (binds(n.value) or isinstance(n, ast.AnnAssign) and
                                                 reads(n.annotation)):
                         changed |= bind(n.target)
                 elif isinstance(n, ast.For):
-                    if reads(n.iter):
+                    if binds(n.iter):
                         changed |= bind(n.target)
-                elif n.optional_vars is not None and reads(n.context_expr):
+                elif n.optional_vars is not None and binds(n.context_expr):
                     changed |= bind(n.optional_vars)
             if not changed:
                 break
         if not seeds and not followed:
             return None
-        handed: list = []
+        handed_to: list = []
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
@@ -289,8 +345,13 @@ class _Walker:
             if self.calls:
                 func = node.func.value if isinstance(node.func, ast.Attribute) and node.func.attr == "forward" \
                     else node.func
+                if self.collected is not None and isinstance(func, ast.Attribute) and func.attr == "module":
+                    func = func.value       # a wrapper's (DDP's, the engine's) `.module`: the model itself
                 if _dotted(func) in followed:
-                    return Sink(src, line, f"a call of the model, `{_dotted(func)}(...)`")
+                    if self.collected is None:
+                        return Sink(src, line, f"a call of the model, `{_dotted(func)}(...)`")
+                    self.collected.append((src, scope, node))
+                    continue
             if not any(reads(a) for a in args):
                 continue
             built = engine_builder(resolved) if resolved else None
@@ -305,17 +366,22 @@ class _Walker:
                 if self.calls:
                     continue
                 return Sink(src, line, f"`{resolved or last}`")
-            handed.append(node)
+            handed_to.append(node)
         # returned: the factory's calls in the run
-        if scope != MODULE_SCOPE and any(isinstance(n, ast.Return) and reads(n.value) for n in nodes):
+        if scope != MODULE_SCOPE and not handed and any(isinstance(n, ast.Return) and reads(n.value) for n in nodes):
             for caller_src, caller_scope, match in self._callers(src, scope):
                 sink = self.scope(caller_src, caller_scope, match, frozenset(), depth + 1)
                 if sink is not None:
                     return sink
         # handed to a function, method or class of the run: its parameter
-        for call in handed:
-            for target_src, target_scope, params in self._parameters(src, scope, call, reads):
-                sink = self.scope(target_src, target_scope, None, frozenset(params), depth + 1)
+        for call in handed_to:
+            # while collecting the model's calls, a function receives the model only as the argument itself
+            # (`get_loss(model, ...)`), not inside a value computed from it or from its outputs (`mmr(feats)`)
+            hands = reads if self.collected is None else \
+                (lambda arg: (isinstance(arg, ast.Name) and arg.id in followed) or _dotted(arg) in followed)
+            for target_src, target_scope, params in self._parameters(src, scope, call, hands):
+                sink = self.scope(target_src, target_scope, None, frozenset(params), depth + 1,
+                                  handed=not target_scope.endswith(".__init__"))
                 if sink is not None:
                     return sink
         # a `self.` field: every method of the class reads it
@@ -326,6 +392,8 @@ class _Walker:
             # holder is what the run trains
             holder = next((c for c in self.facts.classes_in(src) if c.qualname == owner), None)
             if holder is not None:
+                if self.collected is not None:
+                    return None     # no module class holds the model (`model_calls`): what lands here is not it
                 return self.model(holder, depth + 1)
         if fields and owner is not None:
             for q in list(_scopes(self.project, src)):
@@ -334,6 +402,20 @@ class _Walker:
                     if sink is not None:
                         return sink
         return None
+
+    def _output(self, value: ast.AST, followed: set) -> bool:
+        """While collecting the model's calls (`model_calls`): is `value` a call of the followed model itself
+        (`model(x)`, `model.module(x)`, `model.forward(x)`), whose result is its output?"""
+        if self.collected is None or not isinstance(value, ast.Call):
+            return False
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in ("forward", "module"):
+            func = func.value
+        return _dotted(func) in followed
+
+    def _module_scope(self, src: "PythonSource", scope: str) -> bool:
+        owner = self._class_of(src, scope)
+        return owner is not None and any(c.qualname == owner for c in self.facts.classes_in(src))
 
     def _reducing_class(self, src: "PythonSource", callee: str, depth: int) -> bool:
         """Is `callee` a class of the run derived from DeepSpeed's engine, DDP/FSDP or a Trainer (`class
