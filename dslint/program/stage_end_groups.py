@@ -35,6 +35,7 @@ import libcst as cst
 
 from dslint.program.facts import dotted_name
 from dslint.program.statement_walks import code_of, iter_assigns, sub_statements
+from dslint.sources.cstwalk import walk
 from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
@@ -223,8 +224,8 @@ def _ends_of(value, lists: str, func: cst.FunctionDef) -> Optional[str]:
 
 def _one_rank_branch(func: cst.FunctionDef, value: cst.Name, lists: str) -> bool:
     """Is `members = lists` bound only in the `else` of `if len(lists) > 1:` (the pipeline holds one stage)?"""
-    for node in _walk_ifs(func):
-        if node.orelse is None or isinstance(node.orelse, cst.If):
+    for node in walk(func):
+        if not isinstance(node, cst.If) or node.orelse is None or isinstance(node.orelse, cst.If):
             continue
         if code_of(node.test, 200).replace(" ", "") != f"len({lists})>1":
             continue
@@ -233,11 +234,3 @@ def _one_rank_branch(func: cst.FunctionDef, value: cst.Name, lists: str) -> bool
                 return True
     return False
 
-
-def _walk_ifs(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.If):
-            yield n
-        stack.extend(n.children)
