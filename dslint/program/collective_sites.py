@@ -1041,7 +1041,12 @@ class CollectiveSites:
             built = self._built_group(site.source, info, arg) if info is not None else None
             if built is not None:
                 return built
-            return resolve_group(site.source, arg, info.node if info else None, at=site.call)
+            group = resolve_group(site.source, arg, info.node if info else None, at=site.call)
+            if group.axes is None and group.ranks is None:
+                stored = self._stored_group(info, arg)
+                if stored is not None:
+                    return stored
+            return group
         if site.kind == "function" and site.function is not None:
             fixed, params = self._function_groups(*site.function)
             if not params:
@@ -1055,6 +1060,19 @@ class CollectiveSites:
                 func.attr.value == "backward":
             return MODEL_STEP
         return WORLD
+
+    def _stored_group(self, info: Optional[FunctionInfo], arg) -> Optional["Group"]:
+        """The group of a field the program's grid class stores per rank (`grid().embedding_proc_group`, or a
+        local bound once to it), when every store of that field is a group of the ends of a pipeline
+        (dslint/program/stage_end_groups.py); None otherwise."""
+        from dslint.program.stage_end_groups import stage_end_group
+        if isinstance(arg, cst.Name) and info is not None:
+            values = [node.value for node in iter_assigns(info.node) for t in node.targets
+                      if isinstance(t.target, cst.Name) and t.target.value == arg.value]
+            arg = values[0] if len(values) == 1 else None
+        if not isinstance(arg, cst.Attribute):
+            return None
+        return stage_end_group(self.project, arg.attr.value)
 
     def _built_group(self, src: "PythonSource", info: FunctionInfo, arg) -> Optional["Group"]:
         """A group a checked helper builds and returns: `group, members = build_group(...)` where the helper

@@ -18,6 +18,7 @@ from dslint.program.collective_sites import CollectiveSites, Fact, Hop, Site, as
 from dslint.program.rank.library_types import item_source
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import uniform_over
+from dslint.program.rank.stage_positions import FAMILY_ENDS, tests_group_ends
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
 from dslint.program.rank.addressed_plans import drop_balanced_sides
 from dslint.program.rank.collective_sequences import Records, SequenceAnalysis, apply as apply_sequences, tokens
@@ -479,6 +480,11 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         group = self.sites.group_of(site)
         kept = tuple(g for g in guards if not uniform_over(
             g.origin, group, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None, self.negated))
+        if group.family in FAMILY_ENDS:
+            # `if pp_rank not in [0, pp_size - 1]: return` before a collective on the embedding group
+            kept = tuple(g for g in kept if not tests_group_ends(
+                self.taint, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None, self.env, self.cls,
+                self.scope, group))
         if any(g.kind == "cond" for g in kept):
             members = self._group_creators(site)
             if members is not None:

@@ -349,3 +349,77 @@ def _binds_otherwise(node: cst.CSTNode, name: str) -> bool:
         return any((n.asname.name.value if n.asname is not None and isinstance(n.asname.name, cst.Name)
                     else dotted_name(n.name)) == name for n in node.names)
     return False
+
+
+def ends_test(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Optional[str],
+              scope: Optional[str] = None) -> Optional[frozenset]:
+    """The (coordinate, FIRST/LAST) pairs whose disjunction the test `e` is, or is the negation of: `pp_rank in
+    [0, pp_size - 1]`, `pp_rank != 0 and pp_rank != pp_size - 1`, `not (is_first() or is_last())`. A group whose
+    members are exactly the ranks at those ends (the embedding group: `stage_end_groups`) evaluates such a test
+    alike on every member, whichever way it is written. None: the test says something else."""
+    found = _ends(taint, e, env, cls, scope, 0)
+    return found[0] if found is not None else None
+
+
+def _ends(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Optional[str], scope: Optional[str],
+          depth: int) -> Optional[tuple]:
+    """(pairs, positive): `e` is the disjunction of `pairs` (positive) or its negation."""
+    if depth > _DEPTH:
+        return None
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        inner = _ends(taint, e.expression, env, cls, scope, depth + 1)
+        return (inner[0], not inner[1]) if inner is not None else None
+    if isinstance(e, cst.BooleanOperation):
+        left = _ends(taint, e.left, env, cls, scope, depth + 1)
+        right = _ends(taint, e.right, env, cls, scope, depth + 1)
+        if left is None or right is None or left[1] != right[1]:
+            return None
+        # `a or b` of positives is their disjunction; `not a and not b` the negation of `a or b`
+        if isinstance(e.operator, cst.Or) != left[1]:
+            return None
+        return left[0] | right[0], left[1]
+    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1:
+        op, other = e.comparisons[0].operator, e.comparisons[0].comparator
+        if isinstance(op, (cst.In, cst.NotIn)) and isinstance(other, (cst.List, cst.Tuple, cst.Set)) and \
+                other.elements and all(isinstance(el, cst.Element) for el in other.elements):
+            pairs: frozenset = frozenset()
+            for el in other.elements:
+                one = _one_position(taint, _equal(e.left, el.value), env, cls, scope)
+                if one is None:
+                    return None
+                pairs |= one
+            return pairs, isinstance(op, cst.In)
+        if isinstance(op, cst.NotEqual):
+            one = _one_position(taint, _equal(e.left, other), env, cls, scope)
+            return (one, False) if one is not None else None
+    one = _one_position(taint, e, env, cls, scope)
+    return (one, True) if one is not None else None
+
+
+def _equal(left: cst.BaseExpression, right: cst.BaseExpression) -> cst.Comparison:
+    return cst.Comparison(left=left, comparisons=[cst.ComparisonTarget(operator=cst.Equal(), comparator=right)])
+
+
+def _one_position(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Optional[str],
+                  scope: Optional[str]) -> Optional[frozenset]:
+    """`positions` of a test that says one position on every path (not NOWHERE)."""
+    paths = positions(taint, e, env, cls, 0, scope)
+    if paths is None or len(paths) != 1 or NOWHERE in paths:
+        return None
+    return frozenset(paths)
+
+
+# the group families of `process_groups` whose members are the ranks at these ends of the pipeline
+FAMILY_ENDS = {"embedding": frozenset({FIRST, LAST}), "position_embedding": frozenset({FIRST})}
+
+
+def tests_group_ends(taint: "RankTaint", test: Optional[cst.BaseExpression], env: "Env", cls: Optional[str],
+                     scope: Optional[str], group) -> bool:
+    """Is `test` (or its negation) "this rank is at the ends of the pipeline that make up `group`'s members"
+    (`if pp_rank not in [0, pp_size - 1]: return` before a collective on the embedding group)? Every member holds
+    it alike. A test of fewer ends (the first stage alone, around the embedding group) is not."""
+    ends = FAMILY_ENDS.get(getattr(group, "family", None))
+    if test is None or ends is None or group.axes != frozenset({PP}):
+        return False
+    pairs = ends_test(taint, test, env, cls, scope)
+    return pairs is not None and pairs == frozenset((("axes", frozenset({PP})), where) for where in ends)

@@ -1382,6 +1382,8 @@ class RankTaint:
         for arg in e.args:
             if arg.keyword is not None and arg.keyword.value in PLACEMENT_KWARGS:
                 continue
+            if arg.star == "**" and self._placement_only(arg.value, env, cls):
+                continue        # `make_loader(**kwargs)` after `kwargs["device"] = local_rank`: as `device=...`
             if display_only(self.datasets, e, arg):
                 continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
             if server_role(callee, e, arg):
@@ -1411,6 +1413,13 @@ class RankTaint:
                 if not partial(out):
                     return out
         return out
+
+    def _placement_only(self, mapping: cst.BaseExpression, env: Env, cls: Optional[str]) -> bool:
+        """Is a mapping spread into a call (`f(**kwargs)`) rank-varying only at literal keys that are placement
+        keywords (`Origin.keys` within `PLACEMENT_KWARGS`: `kwargs["device"] = int(os.environ["LOCAL_RANK"])`)?
+        Its items are then the call's keyword arguments of those names, which place the result, not make it."""
+        hit = self.eval(mapping, env, cls)
+        return hit is not None and hit.keys is not None and bool(hit.keys) and hit.keys <= PLACEMENT_KWARGS
 
     def _rendered_name(self, e: cst.Call, last: Optional[str], arg: cst.Arg, hit: Origin, env: Env,
                        cls: Optional[str]) -> Origin:
