@@ -112,7 +112,10 @@ class Records:
                                         # computed from a rank id (`size is not None`), not the rank itself
             if formula is not None:
                 self.seq_consts |= consts
-            self.seq_tests[id(e)] = (origin, formula)
+            mixed = mixed_formula(self, e) if formula is None and origin.axes is None else None
+            if mixed is not None:
+                self.seq_consts |= mixed.consts
+            self.seq_tests[id(e)] = (origin, formula, mixed)
         elif origin is None and e is not None and id(e) not in self.seq_sentinels:
             value = self._sentinel(e)
             if value is not None:
@@ -445,6 +448,120 @@ def representatives(consts: set) -> tuple[int, ...]:
     return tuple(sorted(reps))[:MAX_REPRESENTATIVES]
 
 
+@dataclass(frozen=True)
+class MixedFormula:
+    """A rank-varying test made of rank leaves (`rank_formula`) and uniform ones joined by `and`/`or`/`not`
+    (`use_barrier and args.local_rank not in [-1, 0] and split == "train"`): its leaves as `raising_ranks.path_implies`
+    splits them -- a uniform leaf is a free boolean, the same wherever it is written alike, so two tests reading
+    `use_barrier` and `split == "train"` take one value of each on every rank --, the test, and the constants its
+    rank leaves compare with."""
+
+    test: cst.BaseExpression = field(compare=False)
+    names: tuple
+    leaves: dict = field(compare=False, hash=False)
+    consts: frozenset
+
+    def table(self, r: int) -> Optional[dict]:
+        from itertools import product
+        from dslint.program.rank.raising_ranks import _truth
+        out = {}
+        for bits in product((False, True), repeat=len(self.names)):
+            value = _truth(self.leaves, dict(zip(self.names, bits)), r, self.test)
+            if value is None:
+                return None
+            out[bits] = bool(value)
+        return out
+
+    def residue(self, r: int) -> tuple[Optional[bool], bool, str]:
+        """For rank `r`: (its value when its rank leaves decide it, None otherwise; still rank-varying?; the key
+        of the uniform test left: the leaves it depends on, written as the conjunction or disjunction it is, or
+        as its truth table). One key for one boolean function of the uniform leaves, however the test is written."""
+        table = self.table(r)
+        if table is None:
+            return None, True, ""
+        values = set(table.values())
+        if len(values) == 1:
+            return values.pop(), False, ""
+        n = len(self.names)
+        used = [i for i in range(n) if any(
+            table[bits] != table[bits[:i] + (not bits[i],) + bits[i + 1:]] for bits in table)]
+        names = [self.names[i] for i in used]
+        rows = {tuple(bits[i] for i in used): v for bits, v in table.items()}
+        true = [bits for bits, v in rows.items() if v]
+        false = [bits for bits, v in rows.items() if not v]
+        key = self._key(names, true, false)
+        return None, False, Residue(key)
+
+    @staticmethod
+    def _key(names: list, true: list, false: list) -> str:
+        word = lambda name, on: name if on else f"not {_grouped(name)}"     # noqa: E731
+        if len(true) == 1:
+            return " and ".join(_grouped(word(nm, on)) if len(names) > 1 else word(nm, on)
+                                for nm, on in zip(names, true[0]))
+        if len(false) == 1:
+            return " or ".join(_grouped(word(nm, not on)) if len(names) > 1 else word(nm, not on)
+                               for nm, on in zip(names, false[0]))
+        return "{" + ", ".join(names) + "} in " + repr(sorted(true))
+
+
+class Residue(str):
+    """The key of a choice on what a rank test leaves of its uniform leaves for one rank: equal to the same uniform
+    test written alone, but every value of it must pair the ranks (`_paired_on_some_path`), not some value --
+    the rank test itself is not a choice a path may skip."""
+
+
+def _grouped(code: str) -> str:
+    return f"({code})" if " and " in code or " or " in code else code
+
+
+def mixed_formula(walk, e: cst.BaseExpression) -> Optional[MixedFormula]:
+    """A rank-varying test without a rank formula whose leaves are rank leaves, tests of a distributed run and
+    uniform leaves (the taint says so, and they read no call and no name bound more than once: the same code
+    has the same value at every test of the body); None otherwise, or when its rank leaves decide nothing."""
+    from dslint.program.rank.raising_ranks import MAX_ATOMS, _leaves
+    consts: set = set()
+    atoms: dict[str, None] = {}
+    leaves: dict[int, object] = {}
+    _leaves(walk, e, consts, atoms, leaves, 0)
+    if not atoms or len(atoms) > MAX_ATOMS or not any(
+            isinstance(leaf, tuple) and leaf[0] == "rank" for leaf in leaves.values()):
+        return None
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        leaf = leaves.get(id(n))
+        if isinstance(leaf, tuple) and leaf[0] == "name":
+            todo.append(leaf[1])
+        elif isinstance(leaf, tuple) and leaf[0] == "atom":
+            if walk.eval(n) is not None or not _stable(walk, n):
+                return None
+        elif leaf is None:
+            todo.extend(c for c in n.children if isinstance(c, cst.BaseExpression))
+    mixed = MixedFormula(e, tuple(atoms), leaves, frozenset(consts))
+    reps = representatives(consts)
+    tables = [mixed.table(r) for r in reps]
+    if any(t is None for t in tables) or all(t == tables[0] for t in tables):
+        return None
+    return mixed
+
+
+def _stable(walk, e: cst.BaseExpression) -> bool:
+    """A uniform leaf whose value the body cannot change between two tests: no call, no name bound more than once
+    in the body, no parameter the body binds again."""
+    info = walk.taint.src.facts.functions.get(walk.scope)
+    params = set(info.params) if info is not None else set()
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr)):
+            return False
+        if isinstance(n, cst.Name) and (walk.seq_bound.get(n.value) in (_MULTI, _FROM_ENV)
+                                        or n.value in params and n.value in walk.seq_bound):
+            return False
+        todo.extend(n.children)
+    return True
+
+
 # --- trees ---------------------------------------------------------------------------------------------------
 class _Unknown(Exception):
     """The tree cannot be told (a rank-dependent test whose branches differ, a tree too large, recursion)."""
@@ -636,19 +753,24 @@ class SequenceBuilder:
         return (), "next"
 
     # --- tests --------------------------------------------------------------------------------------------
-    def truth(self, test: cst.BaseExpression) -> tuple[Optional[bool], bool]:
-        """(the test's value for this rank, or None; is it rank-varying?)"""
+    def truth(self, test: cst.BaseExpression) -> tuple[Optional[bool], bool, str]:
+        """(the test's value for this rank, or None; is it rank-varying?; the key of the choice between its
+        sides when it is not). A test mixing rank leaves with uniform ones (`use_barrier and local_rank == 0 and
+        split == "train"`) is, for this rank, either decided or the uniform test its rank leaves leave
+        (`use_barrier and split == "train"`): a choice every rank takes alike, keyed by that residue."""
         rec = self.scope.tests.get(id(test))
         if rec is None:
             if id(test) in self.scope.sentinels:
-                return self.scope.sentinels[id(test)], False
-            return self.analysis.distributed_truth(self.scope, test), False
+                return self.scope.sentinels[id(test)], False, code_of(test, 200)
+            return self.analysis.distributed_truth(self.scope, test), False, code_of(test, 200)
         value = decide(rec[1], self.r)
-        return value, value is None
+        if value is None and len(rec) > 2 and rec[2] is not None:
+            return rec[2].residue(self.r)
+        return value, value is None, code_of(test, 200)
 
     def chain(self, node: cst.If) -> tuple[list, Optional[object]]:
         head = self.expr(node.test)
-        value, varying = self.truth(node.test)
+        value, varying, key = self.truth(node.test)
         body = lambda: self.block(_body(node.body))       # noqa: E731
         orelse = node.orelse
 
@@ -680,7 +802,7 @@ class SequenceBuilder:
         if varying:
             raise _Unknown()            # rank-dependent sides that differ: the presence rule reports them
         alts = [(head + a[0], a[1]), (head + b[0], b[1])]
-        return alts, code_of(node.test, 200)
+        return alts, key
 
     # --- with ---------------------------------------------------------------------------------------------
     def with_stmt(self, node: cst.With) -> tuple[tuple, object]:
@@ -725,24 +847,24 @@ class SequenceBuilder:
             a, b = self.expr(e.body), self.expr(e.orelse)
             if a == b:
                 return head + a
-            value, varying = self.truth(e.test)
+            value, varying, key = self.truth(e.test)
             if value is not None:
                 return head + (a if value else b)
             if varying:
                 raise _Unknown()
-            return head + (_choice(code_of(e.test, 200), [a, b]),)
+            return head + (_choice(key, [a, b]),)
         if kind is cst.BooleanOperation:
             head = self.expr(e.left)
             right = self.expr(e.right)
             if not right:
                 return head
-            value, varying = self.truth(e.left)
+            value, varying, key = self.truth(e.left)
             if value is not None:
                 runs = value if isinstance(e.operator, cst.And) else not value
                 return head + (right if runs else ())
             if varying:
                 raise _Unknown()
-            return head + (_choice(code_of(e.left, 200), [right, ()]),)
+            return head + (_choice(key, [right, ()]),)
         if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
             head = self.expr(e.for_in.iter)
             inner: tuple = ()
@@ -1145,8 +1267,9 @@ def _paired_on_some_path(trees: list, origin, test) -> bool:
     (the same value in every tree: every rank takes the same side)? Collectives on groups whose members all take
     the same side of `test` are left out; a group a helper is handed matches any (as in `_expand`)."""
     sides: dict = {}
+    residues: set = set()
     for tree in trees:
-        if not _choice_sides(tree, sides):
+        if not _choice_sides(tree, sides, residues):
             return False
     count = 1
     for n in sides.values():
@@ -1154,17 +1277,22 @@ def _paired_on_some_path(trees: list, origin, test) -> bool:
     if count > MAX_ASSIGNMENTS:
         return False
     from itertools import product
-    for values in product(*(range(n) for n in sides.values())):
-        chosen = dict(zip(sides, values))
-        runs = [_run(tree, chosen, origin, test) for tree in trees]
-        if runs[0] and all(_match(runs[0], other) for other in runs[1:]):
-            return True
-    return False
+    fixed = [k for k in sides if k in residues]        # a rank test's uniform residue: every value must pair
+    free = [k for k in sides if k not in residues]
+    for values in product(*(range(sides[k]) for k in fixed)):
+        for more in product(*(range(sides[k]) for k in free)):
+            chosen = {**dict(zip(fixed, values)), **dict(zip(free, more))}
+            runs = [_run(tree, chosen, origin, test) for tree in trees]
+            if runs[0] and all(_match(runs[0], other) for other in runs[1:]):
+                break
+        else:
+            return False
+    return True
 
 
-def _choice_sides(tree: tuple, sides: dict) -> bool:
-    """The uniform tests of a tree (choice keys) with their number of sides; False when one key has choices with
-    different numbers of sides."""
+def _choice_sides(tree: tuple, sides: dict, residues: set) -> bool:
+    """The uniform tests of a tree (choice keys) with their number of sides, those a rank test leaves in
+    `residues`; False when one key has choices with different numbers of sides."""
     for item in tree:
         if isinstance(item, Token) or not isinstance(item, tuple) or not item:
             continue
@@ -1172,9 +1300,11 @@ def _choice_sides(tree: tuple, sides: dict) -> bool:
             key, _ = _positive(item[1], len(item[2]))
             if sides.setdefault(key, len(item[2])) != len(item[2]):
                 return False
-            if not all(_choice_sides(side, sides) for side in item[2]):
+            if isinstance(item[1], Residue):
+                residues.add(key)
+            if not all(_choice_sides(side, sides, residues) for side in item[2]):
                 return False
-        elif item[0] == "loop" and not _choice_sides(item[2], sides):
+        elif item[0] == "loop" and not _choice_sides(item[2], sides, residues):
             return False
     return True
 
