@@ -336,11 +336,15 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             return (lambda r: r == 0) if last in _RANK_ZERO_CALLS else (lambda r: r)
         if last in ("get", "getenv") and e.args and literal_value(e.args[0].value) in _RANK_ENV:
             return lambda r: r
-        return None
+        return _returned_formula(e, None, walk, consts, depth)
     if kind is cst.Subscript:
         if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
                 literal_value(e.slice[0].slice.value) in _RANK_ENV and _last(e.value) == "environ":
             return lambda r: r
+        index = literal_value(e.slice[0].slice.value) if len(e.slice) == 1 and isinstance(
+            e.slice[0].slice, cst.Index) else UNKNOWN
+        if type(e.value) is cst.Call and isinstance(index, int) and not isinstance(index, bool):
+            return _returned_formula(e.value, index, walk, consts, depth)
         return None
     if kind is cst.IfExp:
         # `a.is_local_main_process if local else a.is_main_process`: sides that agree for every rank
@@ -365,6 +369,31 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             return None
         return lambda r: op(left(r), right(r))
     return None
+
+
+def _returned_formula(call: cst.Call, index: Optional[int], walk, consts: set, depth: int):
+    """A call without arguments of a checked function whose body is plain statements ending in one `return`
+    (`def is_local_master(): local_rank = get_dist_setting()[1]; return local_rank in {-1, 0}`): the formula of
+    what it returns -- of its `index`-th element when the call is subscripted (`get_dist_setting()[1]` of `return
+    rank, local_rank, ...`) --, read in a walk of the callee's body."""
+    if walk is None or call.args or depth > 6:
+        return None
+    taint = walk.taint.analysis
+    hit = taint.function_info(taint.call_source(walk.taint.src, walk.taint.src.facts.resolve_expr(call.func),
+                                                walk.cls))
+    if hit is None:
+        return None
+    returns = _plain_returns(hit[1].node)
+    if len(returns) != 1:
+        return None
+    value = returns[0]
+    if index is not None:
+        if not isinstance(value, cst.Tuple) or not -len(value.elements) <= index < len(value.elements) or any(
+                isinstance(el, cst.StarredElement) for el in value.elements):
+            return None
+        value = value.elements[index].value
+    inner = SequenceAnalysis.of(taint.project).function_walk(*hit)
+    return rank_formula(value, inner, consts, depth + 1) if inner is not None else None
 
 
 def _field_formula(e: cst.Attribute, walk, consts: set, depth: int):
@@ -504,6 +533,13 @@ class MixedFormula:
         return "{" + ", ".join(names) + "} in " + repr(sorted(true))
 
 
+class RankSplit(str):
+    """The key of a choice on a rank-varying test that is not decided per representative rank (a grid coordinate,
+    `rank == src` of a handed-in source, per-rank data): some ranks run one side, others the other. A tree holding
+    one whose sides differ is no proof of balance by itself (`balanced`); an early exit under it is paired when
+    the ranks of both sides can run the same sequence (`_drop_paired_exits`)."""
+
+
 class Residue(str):
     """The key of a choice on what a rank test leaves of its uniform leaves for one rank: equal to the same uniform
     test written alone, but every value of it must pair the ranks (`_paired_on_some_path`), not some value --
@@ -577,6 +613,7 @@ class Scope:
     bound: dict[str, object]
     consts: set
     sentinels: dict = field(default_factory=dict)   # `Records.seq_sentinels`
+    walk: object = None                              # the recording walk, when the scope is a function's
 
 
 class SequenceBuilder:
@@ -587,6 +624,7 @@ class SequenceBuilder:
         self.src = scope.src
         self.r = r
         self.size = 0
+        self.split = 0          # inside how many sides of a split of the ranks (`RankSplit`)
 
     # every method returns (items, status): status "next" (falls through), "return", "raise", "break",
     # "continue", or a frozenset of them when a choice's sides end differently (the rest of the block was
@@ -602,7 +640,7 @@ class SequenceBuilder:
                     _mixed_before_more(status, i, stmts)
                     return tuple(out), status
                 continue
-            if len(alts := _going_on(alts)) == 1:
+            if len(alts := _going_on(alts, key, self.split)) == 1:
                 items, status = alts[0]
                 out.extend(items)
                 if status != "next":
@@ -766,6 +804,12 @@ class SequenceBuilder:
         value = decide(rec[1], self.r)
         if value is None and len(rec) > 2 and rec[2] is not None:
             return rec[2].residue(self.r)
+        if value is None and rec[1] is None:
+            # a rank-varying test that asks whether the run is distributed (`def is_dist(): rank, local_rank, _, _
+            # = get_dist_setting(); return rank >= 0 and local_rank >= 0`): the same answer on every launched rank
+            dist = self.analysis.distributed_truth(self.scope, test)
+            if dist is not None:
+                return dist, False, code_of(test, 200)
         return value, value is None, code_of(test, 200)
 
     def chain(self, node: cst.If) -> tuple[list, Optional[object]]:
@@ -779,7 +823,7 @@ class SequenceBuilder:
                 alts, key = self.chain(orelse)
                 if key is None:
                     return alts[0]
-                alts = _going_on(alts)
+                alts = _going_on(alts, key, self.split)
                 if len(alts) == 1:
                     return alts[0]
                 statuses = {s for _, s in alts}
@@ -796,11 +840,17 @@ class SequenceBuilder:
         if value is False:
             items, status = other()
             return [(head + items, status)], None
-        a, b = body(), other()
+        self.split += varying
+        try:
+            a, b = body(), other()
+        finally:
+            self.split -= varying
         if a == b:
             return [(head + a[0], a[1])], None
         if varying:
-            raise _Unknown()            # rank-dependent sides that differ: the presence rule reports them
+            # rank-dependent sides that differ, the test not decided per rank (`rank == src` of a handed-in
+            # source): a split of the ranks into two classes, each running one side (`RankSplit`)
+            key = RankSplit(code_of(node.test, 200))
         alts = [(head + a[0], a[1]), (head + b[0], b[1])]
         return alts, key
 
@@ -898,11 +948,13 @@ class SequenceBuilder:
         return (Token(*self.analysis.token(site), call),)
 
 
-def _going_on(alts: list) -> list:
-    """The sides of a uniform choice (a rank-varying one never gets this far) that do not raise, when some do:
-    every rank raises there together and the job ends loudly (the launcher takes the group down), whatever
-    collectives came before, so the sequences to compare are those of the sides that go on."""
-    if any(s == "raise" for _, s in alts) and any(s != "raise" for _, s in alts):
+def _going_on(alts: list, key, split: int = 0) -> list:
+    """The sides of a uniform choice that do not raise, when some do: every rank raises there together and the
+    job ends loudly (the launcher takes the group down), whatever collectives came before, so the sequences to
+    compare are those of the sides that go on. A split of the ranks keeps its sides: some ranks raise while the
+    others go on and wait, and so does a uniform choice inside one of its sides (`split`): the ranks of the
+    other side do not raise with them."""
+    if not split and not isinstance(key, RankSplit) and any(s == "raise" for _, s in alts) and any(s != "raise" for _, s in alts):
         return [alt for alt in alts if alt[1] != "raise"]
     return alts
 
@@ -981,6 +1033,7 @@ class SequenceAnalysis:
         self.taint = self.sites.taint
         self._trees: dict[tuple, object] = {}
         self._scopes: dict[tuple, Optional[Scope]] = {}
+        self._walks: dict[tuple, FlowWalk] = {}
         self._busy: set[tuple] = set()
 
     @classmethod
@@ -1007,9 +1060,15 @@ class SequenceAnalysis:
             env = {**self.taint.globals_for(src, info), **self.taint.param_taint(src, info)}
             walk = _Recorder(self.taint.taint(src), info.qualname, env, info.class_name)
             walk.run(info.node.body.body)
+            self._walks[key] = walk
             self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts,
-                                      walk.seq_sentinels)
+                                      walk.seq_sentinels, walk)
         return self._scopes[key]
+
+    def function_walk(self, src: "PythonSource", info: "FunctionInfo") -> Optional[FlowWalk]:
+        """The recording walk of a checked function's body (`function_scope`), for reading its names."""
+        self.function_scope(src, info)
+        return self._walks.get((id(src), info.qualname))
 
     def function_tree(self, src: "PythonSource", info: "FunctionInfo", r: int) -> Optional[tuple]:
         """The summary of a checked function for a process of rank `r` (None: unknown)."""
@@ -1110,6 +1169,16 @@ class SequenceAnalysis:
                     rank_formula(left, None, set()) is not None
                     or type(left) is cst.Attribute and left.attr.value in _RANK_ID_ATTRS):
                 return op is cst.NotEqual       # `local_rank == -1`: the run is not distributed
+            if isinstance(right, int) and not isinstance(right, bool) and right in (-1, 0) and \
+                    _COMPARE.get(op) is not None and op not in (cst.In, cst.NotIn, cst.Is, cst.IsNot):
+                # `rank >= 0`, `local_rank > -1`: the same answer for every launched rank (0, 1, …), another
+                # for the "not launched" -1 -- whether the run is distributed
+                formula = rank_formula(left, scope.walk, set())
+                cmp = _COMPARE[op]
+                if formula is not None and decide(formula, 0) == 0 and decide(lambda r: formula(r) == r, 1):
+                    launched = {cmp(r, right) for r in (0, 1, 2, 64)}
+                    if len(launched) == 1 and cmp(-1, right) not in launched:
+                        return launched.pop()
         return None
 
 
@@ -1166,12 +1235,13 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     if not tested and not chains:
         return
     analysis = walk.analysis.sequences
-    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts), walk.seq_sentinels)
+    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts), walk.seq_sentinels,
+                  walk)
     try:
         trees = _trees_per_rank(analysis, scope, body)
     except RecursionError:
         return
-    if trees is not None and all(t == trees[0][1] for _, t in trees):
+    if balanced(trees):
         for key, _ in tested:
             del walk.found[key]
         return
@@ -1180,6 +1250,53 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found], where)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
+
+
+def balanced(trees: Optional[list]) -> bool:
+    """Every representative rank's tree is known and the same, with no split of the ranks left in it."""
+    return trees is not None and all(t == trees[0][1] for _, t in trees) and not any(
+        _has_split(t) for _, t in trees)
+
+
+def _has_split(tree: tuple) -> bool:
+    for item in tree:
+        if isinstance(item, Token) or not isinstance(item, tuple) or not item:
+            continue
+        if item[0] == "choice" and (isinstance(item[1], RankSplit) or any(_has_split(side) for side in item[2])):
+            return True
+        if item[0] == "loop" and _has_split(item[2]):
+            return True
+    return False
+
+
+def _split_variants(tree: tuple, limit: int = 16) -> Optional[list]:
+    """The trees the ranks of each class of the splits in `tree` run (each split's side taken; None past
+    `limit`)."""
+    out: list = [()]
+    for item in tree:
+        if isinstance(item, Token) or not isinstance(item, tuple) or not item or item[0] not in ("choice", "loop"):
+            out = [t + (item,) for t in out]
+            continue
+        if item[0] == "loop":
+            inner = _split_variants(item[2], limit)
+            if inner is None:
+                return None
+            out = [t + (("loop", item[1], v),) for t in out for v in inner]
+        else:
+            sides = []
+            for side in item[2]:
+                inner = _split_variants(side, limit)
+                if inner is None:
+                    return None
+                sides.append(inner)
+            if isinstance(item[1], RankSplit):
+                out = [t + v for t in out for side in sides for v in side]
+            else:
+                from itertools import product
+                out = [t + (("choice", item[1], combo),) for t in out for combo in product(*sides)]
+        if len(out) > limit:
+            return None
+    return out
 
 
 def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
@@ -1208,7 +1325,7 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
             trees = _trees_per_rank(analysis, scope, body[at:])
         except RecursionError:
             continue
-        if trees is not None and all(t == trees[0][1] for _, t in trees):
+        if balanced(trees):
             for key in keys:
                 walk.found.pop(key, None)
 
@@ -1244,9 +1361,18 @@ def _drop_paired_exits(walk, analysis: "SequenceAnalysis", scope: Scope, body, t
             continue
         if trees is None:
             continue
+        variants = []
+        for _, t in trees:
+            more = _split_variants(t)
+            if more is None:
+                variants = None
+                break
+            variants.extend(more)
+        if variants is None:
+            continue
         for key, h in hits:
             test = h.guard.node if h.code == "DSL101" else h.guard.test
-            if _paired_on_some_path([t for _, t in trees], h.guard.origin, test):
+            if _paired_on_some_path(variants, h.guard.origin, test):
                 walk.found.pop(key, None)
 
 
@@ -1526,6 +1652,8 @@ def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, 
             return
         if status != "next":
             return                      # an exit on one side: DSL103's part
+        if _has_split(items):
+            return                      # a split of the ranks inside: not compared here
         sides[i] = flatten(items)
     seqs = list(sides.values())
     if len(sides) < 2 or all(_alike(s, seqs[0]) for s in seqs):

@@ -580,8 +580,11 @@ def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict,
         leaves[id(e)] = ("const", walk.seq_sentinels[id(e)])
         return
     analysis = getattr(getattr(walk, "analysis", None), "sequences", None)
+    if analysis is None and getattr(walk, "taint", None) is not None:     # a function's recording walk
+        from dslint.program.rank.collective_sequences import SequenceAnalysis
+        analysis = SequenceAnalysis.of(walk.taint.analysis.project)
     if analysis is not None:
-        scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(), walk.seq_sentinels)
+        scope = Scope(walk.taint.src, walk.cls, walk.seq_tests, walk.seq_bound, set(), walk.seq_sentinels, walk)
         value = analysis.distributed_truth(scope, e)
         if value is not None:
             leaves[id(e)] = ("const", value)
