@@ -1092,12 +1092,16 @@ class SequenceAnalysis:
         scope = self.function_scope(src, info)
         return scope.consts if scope is not None else set()
 
-    def tree(self, scope: Scope, stmts: Sequence[cst.CSTNode], r: int) -> Optional[tuple]:
+    def tree(self, scope: Scope, stmts: Sequence[cst.CSTNode], r: int, ends: Optional[list] = None) \
+            -> Optional[tuple]:
+        """The tree of `stmts` for rank `r` (None: unknown); how it ends is appended to `ends` when given."""
         builder = SequenceBuilder(self, scope, r)
         try:
-            items, _ = builder.block(stmts)
+            items, status = builder.block(stmts)
         except (_Unknown, RecursionError):
             return None
+        if ends is not None:
+            ends.append(status)
         return flatten(items)
 
     def context_manager(self, src: "PythonSource", call: cst.Call, cls: Optional[str], r: int) -> Optional[tuple]:
@@ -1247,6 +1251,7 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
         return
     where = _TopIndex(body)
     _drop_balanced_suffixes(walk, analysis, scope, body, tested, where)
+    _drop_balanced_windows(walk, analysis, scope, body, tested, where)
     _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found], where)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
@@ -1326,6 +1331,83 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
         except RecursionError:
             continue
         if balanced(trees):
+            for key in keys:
+                walk.found.pop(key, None)
+
+
+MAX_WINDOW_STATEMENTS = 12
+
+
+def _drop_balanced_windows(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
+                           where: "_TopIndex") -> None:
+    """The findings inside a run of statements of the body -- from one finding's statement to another's -- through
+    which every rank calls the same sequence of collectives and which every rank leaves the same way, though the
+    body as a whole has no known or no equal trees (a model download between the two halves of a "first process
+    downloads" pair in a `main` whose training loop comes later): the ranks enter that run together (what came
+    before is judged at its own tests) and leave it together, so its collectives pair up inside it. The runs are
+    looked for in the body and in the blocks every rank enters alike (`_shared_blocks`: under uniform tests,
+    `with` and `try`)."""
+    for block in _shared_blocks(walk, body):
+        left = [(k, h) for k, h in tested if k in walk.found]
+        if len(left) < 2:
+            return
+        _windows_in(walk, analysis, scope, block, left, where if block is body else _TopIndex(block))
+
+
+def _shared_blocks(walk, body) -> list:
+    """The body and the statement lists nested in it that every rank reaching their statement enters alike:
+    the sides of an `if` on a uniform test, `with` and `try` bodies (not loops: their count is DSL102's)."""
+    out = [body]
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        inner: list = []
+        if isinstance(node, cst.If) and id(node.test) not in walk.seq_tests:
+            inner = [node.body] + ([node.orelse] if node.orelse is not None else [])
+        elif isinstance(node, cst.Else):
+            inner = [node.body]
+        elif isinstance(node, cst.With):
+            inner = [node.body]
+        elif isinstance(node, cst.Try):
+            inner = [node.body] + [h.body for h in node.handlers] + [
+                b.body for b in (node.orelse, node.finalbody) if b is not None]
+        for block in inner:
+            if isinstance(block, cst.If):
+                todo.append(block)
+                continue
+            stmts = list(_body(block))
+            if stmts:
+                out.append(stmts)
+                todo.extend(stmts)
+    return out
+
+
+def _windows_in(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list, where: "_TopIndex") -> None:
+    at: dict[int, list] = {}
+    for key, h in tested:
+        if key not in walk.found:
+            continue
+        test = h.guard.node if h.code == "DSL101" else h.guard.test
+        i, j = where(test), where(h.at)
+        if i is None or j is None:
+            continue
+        at.setdefault(min(i, j), []).append(key)
+        if j != min(i, j):
+            at.setdefault(j, [])
+    points = sorted(at)
+    if len(points) < 2 or len(points) > MAX_WINDOW_STATEMENTS:
+        return
+    windows = sorted(((a, b) for a in points for b in points if a < b), key=lambda w: (w[1] - w[0], w[0]))
+    for a, b in windows:
+        keys = [k for i in points if a <= i <= b for k in at[i] if k in walk.found]
+        if not keys:
+            continue
+        ends: list = []
+        try:
+            trees = _trees_per_rank(analysis, scope, body[a:b + 1], ends)
+        except RecursionError:
+            continue
+        if balanced(trees) and len(set(ends)) == 1 and not isinstance(ends[0], frozenset):
             for key in keys:
                 walk.found.pop(key, None)
 
@@ -1529,16 +1611,19 @@ def _exits_in_loops(body) -> set[int]:
     return out
 
 
-def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[list[tuple[int, tuple]]]:
+def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body, ends: Optional[list] = None) \
+        -> Optional[list[tuple[int, tuple]]]:
     consts = set(scope.consts)
     for _ in range(2):
         reps = representatives(consts)
         out = []
+        if ends is not None:
+            ends.clear()
         for r in reps:
-            tree = analysis.tree(scope, body, r)
+            tree = analysis.tree(scope, body, r, ends)
             if tree is None:
                 return None
-            out.append((r, _strip_yields(tree)))
+            out.append((r, _commuted(_strip_yields(tree))))
         more = set(consts) | scope.consts
         for _, tree in out:
             for token in tokens(tree):
@@ -1549,6 +1634,55 @@ def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[
             return out
         consts = more
     return out
+
+
+def _commuted(tree: tuple) -> tuple:
+    """The tree with each run of neighbouring items that can only call one collective (one op on one group:
+    `barrier()`, a loop or a choice of nothing but such barriers) in one canonical order: each runs that
+    collective some number of times, so their order does not change the sequence (rank 0 calling its barrier
+    after a loop of barrier pairs, the others before it)."""
+    out: list = []
+    run: list = []
+    only = None
+    for item in tree:
+        item = _commuted_item(item)
+        one = _only_collective(item)
+        if one is not None and one == only:
+            run.append(item)
+            continue
+        out.extend(sorted(run, key=_order_key))
+        run, only = ([item], one) if one is not None else ([], None)
+        if one is None:
+            out.append(item)
+    out.extend(sorted(run, key=_order_key))
+    return tuple(out)
+
+
+def _commuted_item(item):
+    if isinstance(item, Token) or not isinstance(item, tuple) or not item:
+        return item
+    if item[0] == "choice":
+        return ("choice", item[1], tuple(_commuted(side) for side in item[2]))
+    if item[0] == "loop":
+        return ("loop", item[1], _commuted(item[2]))
+    if item[0] == "seq":
+        return ("seq", _commuted(item[1]))
+    return item
+
+
+def _only_collective(item) -> Optional[tuple]:
+    """The one (op, group) an item can call, any number of times (None: none, or more than one)."""
+    if isinstance(item, Token):
+        return (item.op, item.group)
+    if not isinstance(item, tuple) or not item or item[0] not in ("choice", "loop", "seq"):
+        return None
+    parts = [x for side in item[2] for x in side] if item[0] == "choice" else list(item[-1])
+    ones = {_only_collective(x) for x in parts}
+    return ones.pop() if len(ones) == 1 and None not in ones else None
+
+
+def _order_key(item) -> str:
+    return repr(flatten((item,)))
 
 
 def _alike(a: tuple, b: tuple) -> bool:
