@@ -1439,21 +1439,20 @@ def _drop_balanced_windows(walk, analysis: "SequenceAnalysis", scope: Scope, bod
 
 def _shared_blocks(walk, body) -> list:
     """The body and the statement lists nested in it that every rank reaching their statement enters alike:
-    the sides of an `if` on a uniform test, `with` and `try` bodies (not loops: their count is DSL102's)."""
+    the sides of an `if` on a uniform test, `with` bodies, `try` bodies and their `finally` (not loops: their
+    count is DSL102's; not exception handlers: one rank may raise alone)."""
     out = [body]
     todo = list(body)
     while todo:
         node = todo.pop()
         inner: list = []
         if isinstance(node, cst.If) and id(node.test) not in walk.seq_tests:
-            inner = [node.body] + ([node.orelse] if node.orelse is not None else [])
-        elif isinstance(node, cst.Else):
-            inner = [node.body]
+            inner = [node.body] + ([node.orelse if isinstance(node.orelse, cst.If) else node.orelse.body]
+                                   if node.orelse is not None else [])
         elif isinstance(node, cst.With):
             inner = [node.body]
         elif isinstance(node, cst.Try):
-            inner = [node.body] + [h.body for h in node.handlers] + [
-                b.body for b in (node.orelse, node.finalbody) if b is not None]
+            inner = [node.body] + ([node.finalbody.body] if node.finalbody is not None else [])
         for block in inner:
             if isinstance(block, cst.If):
                 todo.append(block)
