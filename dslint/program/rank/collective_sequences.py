@@ -112,7 +112,10 @@ class Records:
                                         # computed from a rank id (`size is not None`), not the rank itself
             if formula is not None:
                 self.seq_consts |= consts
-            self.seq_tests[id(e)] = (origin, formula)
+            mixed = mixed_formula(self, e) if formula is None and origin.axes is None else None
+            if mixed is not None:
+                self.seq_consts |= mixed.consts
+            self.seq_tests[id(e)] = (origin, formula, mixed)
         elif origin is None and e is not None and id(e) not in self.seq_sentinels:
             value = self._sentinel(e)
             if value is not None:
@@ -333,11 +336,15 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             return (lambda r: r == 0) if last in _RANK_ZERO_CALLS else (lambda r: r)
         if last in ("get", "getenv") and e.args and literal_value(e.args[0].value) in _RANK_ENV:
             return lambda r: r
-        return None
+        return _returned_formula(e, None, walk, consts, depth)
     if kind is cst.Subscript:
         if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
                 literal_value(e.slice[0].slice.value) in _RANK_ENV and _last(e.value) == "environ":
             return lambda r: r
+        index = literal_value(e.slice[0].slice.value) if len(e.slice) == 1 and isinstance(
+            e.slice[0].slice, cst.Index) else UNKNOWN
+        if type(e.value) is cst.Call and isinstance(index, int) and not isinstance(index, bool):
+            return _returned_formula(e.value, index, walk, consts, depth)
         return None
     if kind is cst.IfExp:
         # `a.is_local_main_process if local else a.is_main_process`: sides that agree for every rank
@@ -362,6 +369,31 @@ def rank_formula(e: cst.BaseExpression, walk, consts: set, depth: int = 0) -> Op
             return None
         return lambda r: op(left(r), right(r))
     return None
+
+
+def _returned_formula(call: cst.Call, index: Optional[int], walk, consts: set, depth: int):
+    """A call without arguments of a checked function whose body is plain statements ending in one `return`
+    (`def is_local_master(): local_rank = get_dist_setting()[1]; return local_rank in {-1, 0}`): the formula of
+    what it returns -- of its `index`-th element when the call is subscripted (`get_dist_setting()[1]` of `return
+    rank, local_rank, ...`) --, read in a walk of the callee's body."""
+    if walk is None or call.args or depth > 6:
+        return None
+    taint = walk.taint.analysis
+    hit = taint.function_info(taint.call_source(walk.taint.src, walk.taint.src.facts.resolve_expr(call.func),
+                                                walk.cls))
+    if hit is None:
+        return None
+    returns = _plain_returns(hit[1].node)
+    if len(returns) != 1:
+        return None
+    value = returns[0]
+    if index is not None:
+        if not isinstance(value, cst.Tuple) or not -len(value.elements) <= index < len(value.elements) or any(
+                isinstance(el, cst.StarredElement) for el in value.elements):
+            return None
+        value = value.elements[index].value
+    inner = SequenceAnalysis.of(taint.project).function_walk(*hit)
+    return rank_formula(value, inner, consts, depth + 1) if inner is not None else None
 
 
 def _field_formula(e: cst.Attribute, walk, consts: set, depth: int):
@@ -445,6 +477,210 @@ def representatives(consts: set) -> tuple[int, ...]:
     return tuple(sorted(reps))[:MAX_REPRESENTATIVES]
 
 
+# --- tests split into leaves (`raising_ranks.path_implies`, `MixedFormula`) ---------------------------------
+MAX_ATOMS = 8
+
+
+def _truth(leaves: dict, values: dict, r: int, e, depth: int = 0):
+    if depth > 12:
+        return None
+    leaf = leaves.get(id(e))
+    if isinstance(leaf, tuple) and leaf[0] == "atom":
+        return values[leaf[1]] != leaf[2]
+    if isinstance(leaf, tuple) and leaf[0] == "const":
+        return leaf[1]
+    if isinstance(leaf, tuple) and leaf[0] == "rank":
+        return decide(leaf[1], r)
+    if isinstance(leaf, tuple) and leaf[0] == "name":
+        return _truth(leaves, values, r, leaf[1], depth + 1)
+    if isinstance(e, cst.UnaryOperation):
+        inner = _truth(leaves, values, r, e.expression, depth + 1)
+        return None if inner is None else not inner
+    if isinstance(e, cst.BooleanOperation):
+        left, right = _truth(leaves, values, r, e.left, depth + 1), _truth(leaves, values, r, e.right, depth + 1)
+        if left is None or right is None:
+            return None
+        return left and right if isinstance(e.operator, cst.And) else left or right
+    return None
+
+
+_NEGATED = {cst.IsNot: "is", cst.NotEqual: "==", cst.NotIn: "in"}
+_PLAIN = {cst.Is: "is", cst.Equal: "==", cst.In: "in"}
+
+
+def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict, depth: int) -> None:
+    """Classify the leaves of test `e` (see `path_implies`) into `leaves` (id of the node → what it is)."""
+    if depth > 6 or id(e) in leaves:
+        return
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        _leaves(walk, e.expression, consts, atoms, leaves, depth + 1)
+        return
+    if isinstance(e, cst.BooleanOperation):
+        _leaves(walk, e.left, consts, atoms, leaves, depth + 1)
+        _leaves(walk, e.right, consts, atoms, leaves, depth + 1)
+        return
+    bound = getattr(walk, "seq_bound", {})
+    if isinstance(e, cst.Name) and e.value not in ("True", "False", "None"):
+        value = bound.get(e.value)
+        if value is not _MULTI and value is not _FROM_ENV and isinstance(value, tuple) and len(value) == 1 \
+                and isinstance(value[0], (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.Call,
+                                          cst.Attribute, cst.Name)):
+            leaves[id(e)] = ("name", value[0])
+            _leaves(walk, value[0], consts, atoms, leaves, depth + 1)
+            return
+    mine: set = set()
+    formula = rank_formula(e, walk, mine)
+    if formula is not None:
+        consts |= mine
+        leaves[id(e)] = ("rank", formula)
+        return
+    if id(e) in getattr(walk, "seq_sentinels", {}):
+        leaves[id(e)] = ("const", walk.seq_sentinels[id(e)])
+        return
+    analysis = getattr(getattr(walk, "analysis", None), "sequences", None)
+    if analysis is None and getattr(walk, "taint", None) is not None:     # a function's recording walk
+        analysis = SequenceAnalysis.of(walk.taint.analysis.project)
+    if analysis is not None:
+        scope = Scope(walk.taint.src, walk.cls, walk.seq_tests, walk.seq_bound, set(), walk.seq_sentinels, walk)
+        value = analysis.distributed_truth(scope, e)
+        if value is not None:
+            leaves[id(e)] = ("const", value)
+            return
+    negated = False
+    key = _code(e, 10000)
+    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1:
+        op = type(e.comparisons[0].operator)
+        if op in _NEGATED or op in _PLAIN:
+            negated = op in _NEGATED
+            word = _NEGATED.get(op) or _PLAIN[op]
+            key = f"{_code(e.left, 10000)} {word} {_code(e.comparisons[0].comparator, 10000)}"
+    atoms[key] = None
+    leaves[id(e)] = ("atom", key, negated)
+
+
+def _code(node: cst.CSTNode, limit: int = 48) -> str:
+    return code_of(node, limit)
+
+
+@dataclass(frozen=True)
+class MixedFormula:
+    """A rank-varying test made of rank leaves (`rank_formula`) and uniform ones joined by `and`/`or`/`not`
+    (`use_barrier and args.local_rank not in [-1, 0] and split == "train"`): its leaves as `raising_ranks.path_implies`
+    splits them -- a uniform leaf is a free boolean, the same wherever it is written alike, so two tests reading
+    `use_barrier` and `split == "train"` take one value of each on every rank --, the test, and the constants its
+    rank leaves compare with."""
+
+    test: cst.BaseExpression = field(compare=False)
+    names: tuple
+    leaves: dict = field(compare=False, hash=False)
+    consts: frozenset
+
+    def table(self, r: int) -> Optional[dict]:
+        from itertools import product
+        out = {}
+        for bits in product((False, True), repeat=len(self.names)):
+            value = _truth(self.leaves, dict(zip(self.names, bits)), r, self.test)
+            if value is None:
+                return None
+            out[bits] = bool(value)
+        return out
+
+    def residue(self, r: int) -> tuple[Optional[bool], bool, str]:
+        """For rank `r`: (its value when its rank leaves decide it, None otherwise; still rank-varying?; the key
+        of the uniform test left: the leaves it depends on, written as the conjunction or disjunction it is, or
+        as its truth table). One key for one boolean function of the uniform leaves, however the test is written."""
+        table = self.table(r)
+        if table is None:
+            return None, True, ""
+        values = set(table.values())
+        if len(values) == 1:
+            return values.pop(), False, ""
+        n = len(self.names)
+        used = [i for i in range(n) if any(
+            table[bits] != table[bits[:i] + (not bits[i],) + bits[i + 1:]] for bits in table)]
+        names = [self.names[i] for i in used]
+        rows = {tuple(bits[i] for i in used): v for bits, v in table.items()}
+        true = [bits for bits, v in rows.items() if v]
+        false = [bits for bits, v in rows.items() if not v]
+        key = self._key(names, true, false)
+        return None, False, Residue(key)
+
+    @staticmethod
+    def _key(names: list, true: list, false: list) -> str:
+        word = lambda name, on: name if on else f"not {_grouped(name)}"     # noqa: E731
+        if len(true) == 1:
+            return " and ".join(_grouped(word(nm, on)) if len(names) > 1 else word(nm, on)
+                                for nm, on in zip(names, true[0]))
+        if len(false) == 1:
+            return " or ".join(_grouped(word(nm, not on)) if len(names) > 1 else word(nm, not on)
+                               for nm, on in zip(names, false[0]))
+        return "{" + ", ".join(names) + "} in " + repr(sorted(true))
+
+
+class RankSplit(str):
+    """The key of a choice on a rank-varying test that is not decided per representative rank (a grid coordinate,
+    `rank == src` of a handed-in source, per-rank data): some ranks run one side, others the other. A tree holding
+    one whose sides differ is no proof of balance by itself (`balanced`); an early exit under it is paired when
+    the ranks of both sides can run the same sequence (`_drop_paired_exits`)."""
+
+
+class Residue(str):
+    """The key of a choice on what a rank test leaves of its uniform leaves for one rank: equal to the same uniform
+    test written alone, but every value of it must pair the ranks (`_paired_on_some_path`), not some value --
+    the rank test itself is not a choice a path may skip."""
+
+
+def _grouped(code: str) -> str:
+    return f"({code})" if " and " in code or " or " in code else code
+
+
+def mixed_formula(walk, e: cst.BaseExpression) -> Optional[MixedFormula]:
+    """A rank-varying test without a rank formula whose leaves are rank leaves, tests of a distributed run and
+    uniform leaves (the taint says so, and they read no call and no name bound more than once: the same code
+    has the same value at every test of the body); None otherwise, or when its rank leaves decide nothing."""
+    consts: set = set()
+    atoms: dict[str, None] = {}
+    leaves: dict[int, object] = {}
+    _leaves(walk, e, consts, atoms, leaves, 0)
+    if not atoms or len(atoms) > MAX_ATOMS or not any(
+            isinstance(leaf, tuple) and leaf[0] == "rank" for leaf in leaves.values()):
+        return None
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        leaf = leaves.get(id(n))
+        if isinstance(leaf, tuple) and leaf[0] == "name":
+            todo.append(leaf[1])
+        elif isinstance(leaf, tuple) and leaf[0] == "atom":
+            if walk.eval(n) is not None or not _stable(walk, n):
+                return None
+        elif leaf is None:
+            todo.extend(c for c in n.children if isinstance(c, cst.BaseExpression))
+    mixed = MixedFormula(e, tuple(atoms), leaves, frozenset(consts))
+    reps = representatives(consts)
+    tables = [mixed.table(r) for r in reps]
+    if any(t is None for t in tables) or all(t == tables[0] for t in tables):
+        return None
+    return mixed
+
+
+def _stable(walk, e: cst.BaseExpression) -> bool:
+    """A uniform leaf whose value the body cannot change between two tests: no call, no name bound more than once
+    in the body, no parameter the body binds again."""
+    info = walk.taint.src.facts.functions.get(walk.scope)
+    params = set(info.params) if info is not None else set()
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr)):
+            return False
+        if isinstance(n, cst.Name) and (walk.seq_bound.get(n.value) in (_MULTI, _FROM_ENV)
+                                        or n.value in params and n.value in walk.seq_bound):
+            return False
+        todo.extend(n.children)
+    return True
+
+
 # --- trees ---------------------------------------------------------------------------------------------------
 class _Unknown(Exception):
     """The tree cannot be told (a rank-dependent test whose branches differ, a tree too large, recursion)."""
@@ -460,6 +696,7 @@ class Scope:
     bound: dict[str, object]
     consts: set
     sentinels: dict = field(default_factory=dict)   # `Records.seq_sentinels`
+    walk: object = None                              # the recording walk, when the scope is a function's
 
 
 class SequenceBuilder:
@@ -470,6 +707,7 @@ class SequenceBuilder:
         self.src = scope.src
         self.r = r
         self.size = 0
+        self.split = 0          # inside how many sides of a split of the ranks (`RankSplit`)
 
     # every method returns (items, status): status "next" (falls through), "return", "raise", "break",
     # "continue", or a frozenset of them when a choice's sides end differently (the rest of the block was
@@ -485,7 +723,7 @@ class SequenceBuilder:
                     _mixed_before_more(status, i, stmts)
                     return tuple(out), status
                 continue
-            if len(alts := _going_on(alts)) == 1:
+            if len(alts := _going_on(alts, key, self.split)) == 1:
                 items, status = alts[0]
                 out.extend(items)
                 if status != "next":
@@ -636,19 +874,30 @@ class SequenceBuilder:
         return (), "next"
 
     # --- tests --------------------------------------------------------------------------------------------
-    def truth(self, test: cst.BaseExpression) -> tuple[Optional[bool], bool]:
-        """(the test's value for this rank, or None; is it rank-varying?)"""
+    def truth(self, test: cst.BaseExpression) -> tuple[Optional[bool], bool, str]:
+        """(the test's value for this rank, or None; is it rank-varying?; the key of the choice between its
+        sides when it is not). A test mixing rank leaves with uniform ones (`use_barrier and local_rank == 0 and
+        split == "train"`) is, for this rank, either decided or the uniform test its rank leaves leave
+        (`use_barrier and split == "train"`): a choice every rank takes alike, keyed by that residue."""
         rec = self.scope.tests.get(id(test))
         if rec is None:
             if id(test) in self.scope.sentinels:
-                return self.scope.sentinels[id(test)], False
-            return self.analysis.distributed_truth(self.scope, test), False
+                return self.scope.sentinels[id(test)], False, code_of(test, 200)
+            return self.analysis.distributed_truth(self.scope, test), False, code_of(test, 200)
         value = decide(rec[1], self.r)
-        return value, value is None
+        if value is None and len(rec) > 2 and rec[2] is not None:
+            return rec[2].residue(self.r)
+        if value is None and rec[1] is None:
+            # a rank-varying test that asks whether the run is distributed (`def is_dist(): rank, local_rank, _, _
+            # = get_dist_setting(); return rank >= 0 and local_rank >= 0`): the same answer on every launched rank
+            dist = self.analysis.distributed_truth(self.scope, test)
+            if dist is not None:
+                return dist, False, code_of(test, 200)
+        return value, value is None, code_of(test, 200)
 
     def chain(self, node: cst.If) -> tuple[list, Optional[object]]:
         head = self.expr(node.test)
-        value, varying = self.truth(node.test)
+        value, varying, key = self.truth(node.test)
         body = lambda: self.block(_body(node.body))       # noqa: E731
         orelse = node.orelse
 
@@ -657,7 +906,7 @@ class SequenceBuilder:
                 alts, key = self.chain(orelse)
                 if key is None:
                     return alts[0]
-                alts = _going_on(alts)
+                alts = _going_on(alts, key, self.split)
                 if len(alts) == 1:
                     return alts[0]
                 statuses = {s for _, s in alts}
@@ -674,13 +923,19 @@ class SequenceBuilder:
         if value is False:
             items, status = other()
             return [(head + items, status)], None
-        a, b = body(), other()
+        self.split += varying
+        try:
+            a, b = body(), other()
+        finally:
+            self.split -= varying
         if a == b:
             return [(head + a[0], a[1])], None
         if varying:
-            raise _Unknown()            # rank-dependent sides that differ: the presence rule reports them
+            # rank-dependent sides that differ, the test not decided per rank (`rank == src` of a handed-in
+            # source): a split of the ranks into two classes, each running one side (`RankSplit`)
+            key = RankSplit(code_of(node.test, 200))
         alts = [(head + a[0], a[1]), (head + b[0], b[1])]
-        return alts, code_of(node.test, 200)
+        return alts, key
 
     # --- with ---------------------------------------------------------------------------------------------
     def with_stmt(self, node: cst.With) -> tuple[tuple, object]:
@@ -725,24 +980,24 @@ class SequenceBuilder:
             a, b = self.expr(e.body), self.expr(e.orelse)
             if a == b:
                 return head + a
-            value, varying = self.truth(e.test)
+            value, varying, key = self.truth(e.test)
             if value is not None:
                 return head + (a if value else b)
             if varying:
                 raise _Unknown()
-            return head + (_choice(code_of(e.test, 200), [a, b]),)
+            return head + (_choice(key, [a, b]),)
         if kind is cst.BooleanOperation:
             head = self.expr(e.left)
             right = self.expr(e.right)
             if not right:
                 return head
-            value, varying = self.truth(e.left)
+            value, varying, key = self.truth(e.left)
             if value is not None:
                 runs = value if isinstance(e.operator, cst.And) else not value
                 return head + (right if runs else ())
             if varying:
                 raise _Unknown()
-            return head + (_choice(code_of(e.left, 200), [right, ()]),)
+            return head + (_choice(key, [right, ()]),)
         if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
             head = self.expr(e.for_in.iter)
             inner: tuple = ()
@@ -776,11 +1031,13 @@ class SequenceBuilder:
         return (Token(*self.analysis.token(site), call),)
 
 
-def _going_on(alts: list) -> list:
-    """The sides of a uniform choice (a rank-varying one never gets this far) that do not raise, when some do:
-    every rank raises there together and the job ends loudly (the launcher takes the group down), whatever
-    collectives came before, so the sequences to compare are those of the sides that go on."""
-    if any(s == "raise" for _, s in alts) and any(s != "raise" for _, s in alts):
+def _going_on(alts: list, key, split: int = 0) -> list:
+    """The sides of a uniform choice that do not raise, when some do: every rank raises there together and the
+    job ends loudly (the launcher takes the group down), whatever collectives came before, so the sequences to
+    compare are those of the sides that go on. A split of the ranks keeps its sides: some ranks raise while the
+    others go on and wait, and so does a uniform choice inside one of its sides (`split`): the ranks of the
+    other side do not raise with them."""
+    if not split and not isinstance(key, RankSplit) and any(s == "raise" for _, s in alts) and any(s != "raise" for _, s in alts):
         return [alt for alt in alts if alt[1] != "raise"]
     return alts
 
@@ -859,6 +1116,7 @@ class SequenceAnalysis:
         self.taint = self.sites.taint
         self._trees: dict[tuple, object] = {}
         self._scopes: dict[tuple, Optional[Scope]] = {}
+        self._walks: dict[tuple, FlowWalk] = {}
         self._busy: set[tuple] = set()
 
     @classmethod
@@ -885,9 +1143,15 @@ class SequenceAnalysis:
             env = {**self.taint.globals_for(src, info), **self.taint.param_taint(src, info)}
             walk = _Recorder(self.taint.taint(src), info.qualname, env, info.class_name)
             walk.run(info.node.body.body)
+            self._walks[key] = walk
             self._scopes[key] = Scope(src, info.class_name, walk.seq_tests, walk.seq_bound, walk.seq_consts,
-                                      walk.seq_sentinels)
+                                      walk.seq_sentinels, walk)
         return self._scopes[key]
+
+    def function_walk(self, src: "PythonSource", info: "FunctionInfo") -> Optional[FlowWalk]:
+        """The recording walk of a checked function's body (`function_scope`), for reading its names."""
+        self.function_scope(src, info)
+        return self._walks.get((id(src), info.qualname))
 
     def function_tree(self, src: "PythonSource", info: "FunctionInfo", r: int) -> Optional[tuple]:
         """The summary of a checked function for a process of rank `r` (None: unknown)."""
@@ -911,12 +1175,16 @@ class SequenceAnalysis:
         scope = self.function_scope(src, info)
         return scope.consts if scope is not None else set()
 
-    def tree(self, scope: Scope, stmts: Sequence[cst.CSTNode], r: int) -> Optional[tuple]:
+    def tree(self, scope: Scope, stmts: Sequence[cst.CSTNode], r: int, ends: Optional[list] = None) \
+            -> Optional[tuple]:
+        """The tree of `stmts` for rank `r` (None: unknown); how it ends is appended to `ends` when given."""
         builder = SequenceBuilder(self, scope, r)
         try:
-            items, _ = builder.block(stmts)
+            items, status = builder.block(stmts)
         except (_Unknown, RecursionError):
             return None
+        if ends is not None:
+            ends.append(status)
         return flatten(items)
 
     def context_manager(self, src: "PythonSource", call: cst.Call, cls: Optional[str], r: int) -> Optional[tuple]:
@@ -988,6 +1256,16 @@ class SequenceAnalysis:
                     rank_formula(left, None, set()) is not None
                     or type(left) is cst.Attribute and left.attr.value in _RANK_ID_ATTRS):
                 return op is cst.NotEqual       # `local_rank == -1`: the run is not distributed
+            if isinstance(right, int) and not isinstance(right, bool) and right in (-1, 0) and \
+                    _COMPARE.get(op) is not None and op not in (cst.In, cst.NotIn, cst.Is, cst.IsNot):
+                # `rank >= 0`, `local_rank > -1`: the same answer for every launched rank (0, 1, …), another
+                # for the "not launched" -1 -- whether the run is distributed
+                formula = rank_formula(left, scope.walk, set())
+                cmp = _COMPARE[op]
+                if formula is not None and decide(formula, 0) == 0 and decide(lambda r: formula(r) == r, 1):
+                    launched = {cmp(r, right) for r in (0, 1, 2, 64)}
+                    if len(launched) == 1 and cmp(-1, right) not in launched:
+                        return launched.pop()
         return None
 
 
@@ -1044,20 +1322,69 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     if not tested and not chains:
         return
     analysis = walk.analysis.sequences
-    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts), walk.seq_sentinels)
+    scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(walk.seq_consts), walk.seq_sentinels,
+                  walk)
     try:
         trees = _trees_per_rank(analysis, scope, body)
     except RecursionError:
         return
-    if trees is not None and all(t == trees[0][1] for _, t in trees):
+    if balanced(trees):
         for key, _ in tested:
             del walk.found[key]
         return
     where = _TopIndex(body)
     _drop_balanced_suffixes(walk, analysis, scope, body, tested, where)
+    _drop_balanced_windows(walk, analysis, scope, body, tested, where)
     _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found], where)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
+
+
+def balanced(trees: Optional[list]) -> bool:
+    """Every representative rank's tree is known and the same, with no split of the ranks left in it."""
+    return trees is not None and all(t == trees[0][1] for _, t in trees) and not any(
+        _has_split(t) for _, t in trees)
+
+
+def _has_split(tree: tuple) -> bool:
+    for item in tree:
+        if isinstance(item, Token) or not isinstance(item, tuple) or not item:
+            continue
+        if item[0] == "choice" and (isinstance(item[1], RankSplit) or any(_has_split(side) for side in item[2])):
+            return True
+        if item[0] == "loop" and _has_split(item[2]):
+            return True
+    return False
+
+
+def _split_variants(tree: tuple, limit: int = 16) -> Optional[list]:
+    """The trees the ranks of each class of the splits in `tree` run (each split's side taken; None past
+    `limit`)."""
+    out: list = [()]
+    for item in tree:
+        if isinstance(item, Token) or not isinstance(item, tuple) or not item or item[0] not in ("choice", "loop"):
+            out = [t + (item,) for t in out]
+            continue
+        if item[0] == "loop":
+            inner = _split_variants(item[2], limit)
+            if inner is None:
+                return None
+            out = [t + (("loop", item[1], v),) for t in out for v in inner]
+        else:
+            sides = []
+            for side in item[2]:
+                inner = _split_variants(side, limit)
+                if inner is None:
+                    return None
+                sides.append(inner)
+            if isinstance(item[1], RankSplit):
+                out = [t + v for t in out for side in sides for v in side]
+            else:
+                from itertools import product
+                out = [t + (("choice", item[1], combo),) for t in out for combo in product(*sides)]
+        if len(out) > limit:
+            return None
+    return out
 
 
 def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
@@ -1086,7 +1413,83 @@ def _drop_balanced_suffixes(walk, analysis: "SequenceAnalysis", scope: Scope, bo
             trees = _trees_per_rank(analysis, scope, body[at:])
         except RecursionError:
             continue
-        if trees is not None and all(t == trees[0][1] for _, t in trees):
+        if balanced(trees):
+            for key in keys:
+                walk.found.pop(key, None)
+
+
+MAX_WINDOW_STATEMENTS = 12
+
+
+def _drop_balanced_windows(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list,
+                           where: "_TopIndex") -> None:
+    """The findings inside a run of statements of the body -- from one finding's statement to another's -- through
+    which every rank calls the same sequence of collectives and which every rank leaves the same way, though the
+    body as a whole has no known or no equal trees (a model download between the two halves of a "first process
+    downloads" pair in a `main` whose training loop comes later): the ranks enter that run together (what came
+    before is judged at its own tests) and leave it together, so its collectives pair up inside it. The runs are
+    looked for in the body and in the blocks every rank enters alike (`_shared_blocks`: under uniform tests,
+    `with` and `try`)."""
+    for block in _shared_blocks(walk, body):
+        left = [(k, h) for k, h in tested if k in walk.found]
+        if len(left) < 2:
+            return
+        _windows_in(walk, analysis, scope, block, left, where if block is body else _TopIndex(block))
+
+
+def _shared_blocks(walk, body) -> list:
+    """The body and the statement lists nested in it that every rank reaching their statement enters alike:
+    the sides of an `if` on a uniform test, `with` bodies, `try` bodies and their `finally` (not loops: their
+    count is DSL102's; not exception handlers: one rank may raise alone)."""
+    out = [body]
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        inner: list = []
+        if isinstance(node, cst.If) and id(node.test) not in walk.seq_tests:
+            inner = [node.body] + ([node.orelse if isinstance(node.orelse, cst.If) else node.orelse.body]
+                                   if node.orelse is not None else [])
+        elif isinstance(node, cst.With):
+            inner = [node.body]
+        elif isinstance(node, cst.Try):
+            inner = [node.body] + ([node.finalbody.body] if node.finalbody is not None else [])
+        for block in inner:
+            if isinstance(block, cst.If):
+                todo.append(block)
+                continue
+            stmts = list(_body(block))
+            if stmts:
+                out.append(stmts)
+                todo.extend(stmts)
+    return out
+
+
+def _windows_in(walk, analysis: "SequenceAnalysis", scope: Scope, body, tested: list, where: "_TopIndex") -> None:
+    at: dict[int, list] = {}
+    for key, h in tested:
+        if key not in walk.found:
+            continue
+        test = h.guard.node if h.code == "DSL101" else h.guard.test
+        i, j = where(test), where(h.at)
+        if i is None or j is None:
+            continue
+        at.setdefault(min(i, j), []).append(key)
+        if j != min(i, j):
+            at.setdefault(j, [])
+    points = sorted(at)
+    if len(points) < 2 or len(points) > MAX_WINDOW_STATEMENTS:
+        return
+    windows = sorted(((a, b) for a in points for b in points if a < b), key=lambda w: (w[1] - w[0], w[0]))
+    for a, b in windows:
+        keys = [k for i in points if a <= i <= b for k in at[i] if k in walk.found]
+        if not keys:
+            continue
+        ends: list = []
+        try:
+            trees = _trees_per_rank(analysis, scope, body[a:b + 1], ends)
+        except RecursionError:
+            continue
+        if balanced(trees) and len(set(ends)) == 1 and not isinstance(ends[0], frozenset):
             for key in keys:
                 walk.found.pop(key, None)
 
@@ -1122,9 +1525,18 @@ def _drop_paired_exits(walk, analysis: "SequenceAnalysis", scope: Scope, body, t
             continue
         if trees is None:
             continue
+        variants = []
+        for _, t in trees:
+            more = _split_variants(t)
+            if more is None:
+                variants = None
+                break
+            variants.extend(more)
+        if variants is None:
+            continue
         for key, h in hits:
             test = h.guard.node if h.code == "DSL101" else h.guard.test
-            if _paired_on_some_path([t for _, t in trees], h.guard.origin, test):
+            if _paired_on_some_path(variants, h.guard.origin, test):
                 walk.found.pop(key, None)
 
 
@@ -1145,8 +1557,9 @@ def _paired_on_some_path(trees: list, origin, test) -> bool:
     (the same value in every tree: every rank takes the same side)? Collectives on groups whose members all take
     the same side of `test` are left out; a group a helper is handed matches any (as in `_expand`)."""
     sides: dict = {}
+    residues: set = set()
     for tree in trees:
-        if not _choice_sides(tree, sides):
+        if not _choice_sides(tree, sides, residues):
             return False
     count = 1
     for n in sides.values():
@@ -1154,17 +1567,22 @@ def _paired_on_some_path(trees: list, origin, test) -> bool:
     if count > MAX_ASSIGNMENTS:
         return False
     from itertools import product
-    for values in product(*(range(n) for n in sides.values())):
-        chosen = dict(zip(sides, values))
-        runs = [_run(tree, chosen, origin, test) for tree in trees]
-        if runs[0] and all(_match(runs[0], other) for other in runs[1:]):
-            return True
-    return False
+    fixed = [k for k in sides if k in residues]        # a rank test's uniform residue: every value must pair
+    free = [k for k in sides if k not in residues]
+    for values in product(*(range(sides[k]) for k in fixed)):
+        for more in product(*(range(sides[k]) for k in free)):
+            chosen = {**dict(zip(fixed, values)), **dict(zip(free, more))}
+            runs = [_run(tree, chosen, origin, test) for tree in trees]
+            if runs[0] and all(_match(runs[0], other) for other in runs[1:]):
+                break
+        else:
+            return False
+    return True
 
 
-def _choice_sides(tree: tuple, sides: dict) -> bool:
-    """The uniform tests of a tree (choice keys) with their number of sides; False when one key has choices with
-    different numbers of sides."""
+def _choice_sides(tree: tuple, sides: dict, residues: set) -> bool:
+    """The uniform tests of a tree (choice keys) with their number of sides, those a rank test leaves in
+    `residues`; False when one key has choices with different numbers of sides."""
     for item in tree:
         if isinstance(item, Token) or not isinstance(item, tuple) or not item:
             continue
@@ -1172,9 +1590,11 @@ def _choice_sides(tree: tuple, sides: dict) -> bool:
             key, _ = _positive(item[1], len(item[2]))
             if sides.setdefault(key, len(item[2])) != len(item[2]):
                 return False
-            if not all(_choice_sides(side, sides) for side in item[2]):
+            if isinstance(item[1], Residue):
+                residues.add(key)
+            if not all(_choice_sides(side, sides, residues) for side in item[2]):
                 return False
-        elif item[0] == "loop" and not _choice_sides(item[2], sides):
+        elif item[0] == "loop" and not _choice_sides(item[2], sides, residues):
             return False
     return True
 
@@ -1273,16 +1693,19 @@ def _exits_in_loops(body) -> set[int]:
     return out
 
 
-def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[list[tuple[int, tuple]]]:
+def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body, ends: Optional[list] = None) \
+        -> Optional[list[tuple[int, tuple]]]:
     consts = set(scope.consts)
     for _ in range(2):
         reps = representatives(consts)
         out = []
+        if ends is not None:
+            ends.clear()
         for r in reps:
-            tree = analysis.tree(scope, body, r)
+            tree = analysis.tree(scope, body, r, ends)
             if tree is None:
                 return None
-            out.append((r, _strip_yields(tree)))
+            out.append((r, _commuted(_strip_yields(tree))))
         more = set(consts) | scope.consts
         for _, tree in out:
             for token in tokens(tree):
@@ -1293,6 +1716,55 @@ def _trees_per_rank(analysis: SequenceAnalysis, scope: Scope, body) -> Optional[
             return out
         consts = more
     return out
+
+
+def _commuted(tree: tuple) -> tuple:
+    """The tree with each run of neighbouring items that can only call one collective (one op on one group:
+    `barrier()`, a loop or a choice of nothing but such barriers) in one canonical order: each runs that
+    collective some number of times, so their order does not change the sequence (rank 0 calling its barrier
+    after a loop of barrier pairs, the others before it)."""
+    out: list = []
+    run: list = []
+    only = None
+    for item in tree:
+        item = _commuted_item(item)
+        one = _only_collective(item)
+        if one is not None and one == only:
+            run.append(item)
+            continue
+        out.extend(sorted(run, key=_order_key))
+        run, only = ([item], one) if one is not None else ([], None)
+        if one is None:
+            out.append(item)
+    out.extend(sorted(run, key=_order_key))
+    return tuple(out)
+
+
+def _commuted_item(item):
+    if isinstance(item, Token) or not isinstance(item, tuple) or not item:
+        return item
+    if item[0] == "choice":
+        return ("choice", item[1], tuple(_commuted(side) for side in item[2]))
+    if item[0] == "loop":
+        return ("loop", item[1], _commuted(item[2]))
+    if item[0] == "seq":
+        return ("seq", _commuted(item[1]))
+    return item
+
+
+def _only_collective(item) -> Optional[tuple]:
+    """The one (op, group) an item can call, any number of times (None: none, or more than one)."""
+    if isinstance(item, Token):
+        return (item.op, item.group)
+    if not isinstance(item, tuple) or not item or item[0] not in ("choice", "loop", "seq"):
+        return None
+    parts = [x for side in item[2] for x in side] if item[0] == "choice" else list(item[-1])
+    ones = {_only_collective(x) for x in parts}
+    return ones.pop() if len(ones) == 1 and None not in ones else None
+
+
+def _order_key(item) -> str:
+    return repr(flatten((item,)))
 
 
 def _alike(a: tuple, b: tuple) -> bool:
@@ -1396,6 +1868,8 @@ def _report_chain(walk, analysis: SequenceAnalysis, scope: Scope, head: cst.If, 
             return
         if status != "next":
             return                      # an exit on one side: DSL103's part
+        if _has_split(items):
+            return                      # a split of the ranks inside: not compared here
         sides[i] = flatten(items)
     seqs = list(sides.values())
     if len(sides) < 2 or all(_alike(s, seqs[0]) for s in seqs):

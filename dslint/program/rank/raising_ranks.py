@@ -23,6 +23,7 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.program.rank.collective_sequences import MAX_ATOMS, _code, _leaves, _truth
 from dslint.program.rank.value_uniformity import Origin, filters
 from dslint.program.facts import dotted_name
 from dslint.program.statement_walks import if_path
@@ -459,9 +460,6 @@ class ExceptionTracking:
         self.maybe.pop(hit.name, None)      # one report per value: past the first raise it is known non-empty
 
 
-MAX_ATOMS = 8
-
-
 def path_implies(walk, use: tuple, assigned: tuple) -> bool:
     """Does every rank and every value of the other tests that takes the `use` path also take the `assigned`
     one? Tests are split into `and`/`or`/`not` of leaves: a leaf that is a function of the rank
@@ -519,85 +517,3 @@ def ranks_taking(walk, path: tuple) -> Optional[set]:
                 out.add(r)
                 break
     return out
-
-
-def _truth(leaves: dict, values: dict, r: int, e, depth: int = 0):
-    from dslint.program.rank.collective_sequences import decide
-    if depth > 12:
-        return None
-    leaf = leaves.get(id(e))
-    if isinstance(leaf, tuple) and leaf[0] == "atom":
-        return values[leaf[1]] != leaf[2]
-    if isinstance(leaf, tuple) and leaf[0] == "const":
-        return leaf[1]
-    if isinstance(leaf, tuple) and leaf[0] == "rank":
-        return decide(leaf[1], r)
-    if isinstance(leaf, tuple) and leaf[0] == "name":
-        return _truth(leaves, values, r, leaf[1], depth + 1)
-    if isinstance(e, cst.UnaryOperation):
-        inner = _truth(leaves, values, r, e.expression, depth + 1)
-        return None if inner is None else not inner
-    if isinstance(e, cst.BooleanOperation):
-        left, right = _truth(leaves, values, r, e.left, depth + 1), _truth(leaves, values, r, e.right, depth + 1)
-        if left is None or right is None:
-            return None
-        return left and right if isinstance(e.operator, cst.And) else left or right
-    return None
-
-
-_NEGATED = {cst.IsNot: "is", cst.NotEqual: "==", cst.NotIn: "in"}
-_PLAIN = {cst.Is: "is", cst.Equal: "==", cst.In: "in"}
-
-
-def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict, depth: int) -> None:
-    """Classify the leaves of test `e` (see `path_implies`) into `leaves` (id of the node → what it is)."""
-    from dslint.program.rank.collective_sequences import _MULTI, _FROM_ENV, Scope, rank_formula
-    if depth > 6 or id(e) in leaves:
-        return
-    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-        _leaves(walk, e.expression, consts, atoms, leaves, depth + 1)
-        return
-    if isinstance(e, cst.BooleanOperation):
-        _leaves(walk, e.left, consts, atoms, leaves, depth + 1)
-        _leaves(walk, e.right, consts, atoms, leaves, depth + 1)
-        return
-    bound = getattr(walk, "seq_bound", {})
-    if isinstance(e, cst.Name) and e.value not in ("True", "False", "None"):
-        value = bound.get(e.value)
-        if value is not _MULTI and value is not _FROM_ENV and isinstance(value, tuple) and len(value) == 1 \
-                and isinstance(value[0], (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.Call,
-                                          cst.Attribute, cst.Name)):
-            leaves[id(e)] = ("name", value[0])
-            _leaves(walk, value[0], consts, atoms, leaves, depth + 1)
-            return
-    mine: set = set()
-    formula = rank_formula(e, walk, mine)
-    if formula is not None:
-        consts |= mine
-        leaves[id(e)] = ("rank", formula)
-        return
-    if id(e) in getattr(walk, "seq_sentinels", {}):
-        leaves[id(e)] = ("const", walk.seq_sentinels[id(e)])
-        return
-    analysis = getattr(getattr(walk, "analysis", None), "sequences", None)
-    if analysis is not None:
-        scope = Scope(walk.src, walk.cls, walk.seq_tests, walk.seq_bound, set(), walk.seq_sentinels)
-        value = analysis.distributed_truth(scope, e)
-        if value is not None:
-            leaves[id(e)] = ("const", value)
-            return
-    negated = False
-    key = _code(e, 10000)
-    if isinstance(e, cst.Comparison) and len(e.comparisons) == 1:
-        op = type(e.comparisons[0].operator)
-        if op in _NEGATED or op in _PLAIN:
-            negated = op in _NEGATED
-            word = _NEGATED.get(op) or _PLAIN[op]
-            key = f"{_code(e.left, 10000)} {word} {_code(e.comparisons[0].comparator, 10000)}"
-    atoms[key] = None
-    leaves[id(e)] = ("atom", key, negated)
-
-
-def _code(node: cst.CSTNode, limit: int = 48) -> str:
-    from dslint.program.statement_walks import code_of
-    return code_of(node, limit)
