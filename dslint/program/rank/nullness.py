@@ -14,6 +14,7 @@ rank walk (`reaching_ranks.FlowWalk`) gives it: enclosing rank-dependent tests a
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 
 import libcst as cst
@@ -819,9 +820,12 @@ def uniform_none_rank_field(program: Program, src: "PythonSource", e: cst.Attrib
 
 def _decide_rank_field(program: Program, attr: str) -> bool:
     stores = 0
+    store = re.compile(rf"\.{re.escape(attr)}\s*(?:[-+*/%|&^@]|//|\*\*|>>|<<)?=(?!=)|\b{re.escape(attr)}\b\s*[,)\]]")
     for where in program.project.mentioning(attr):
         if "setattr" in where.text and _sets_by_name(where, attr):
             return False
+        if not store.search(where.text):
+            continue                    # no store of the attribute, nor unpacking into it: nothing to walk
         for node in _walk_all(where.module):
             if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 continue
