@@ -1959,7 +1959,8 @@ _LIBRARY_BROADCASTS = {"broadcast_data": (("tensor_parallel", "get_tensor_model_
 
 def _library_broadcast(callee: Optional[str], last: Optional[str]) -> Optional[frozenset]:
     """The axes of the group a library broadcast helper (`_LIBRARY_BROADCASTS`) sends over, for a call resolved
-    to one outside the checked files; None for any other call."""
+    to one (by its module path: the API, whether vendored in the checked files or installed); None for any other
+    call."""
     from dslint.program.process_groups import GROUP_GETTERS
     if not callee or "." not in callee:
         return None
