@@ -342,6 +342,11 @@ class ProjectTaint:
         from dslint.program.rank.nullness import uniform_none_field
         return uniform_none_field(self, src, cls, attr)
 
+    def uniform_none_rank_field(self, src: "PythonSource", e: cst.Attribute) -> bool:
+        """Is `receiver.attr`, a rank field, None alike on every rank (`dslint.program.rank.nullness`)?"""
+        from dslint.program.rank.nullness import uniform_none_rank_field
+        return uniform_none_rank_field(self, src, e)
+
     def none_follows(self, src: "PythonSource", info: FunctionInfo) -> Optional[frozenset[str]]:
         """The parameters whose None-ness the function's result follows (`dslint.program.rank.nullness`)."""
         from dslint.program.rank.nullness import none_follows

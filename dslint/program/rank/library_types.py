@@ -102,16 +102,22 @@ class DatasetTyping:
         return self._functions[key]
 
 
-# library constructors whose listed keyword arguments only fetch the files the result is read from, never change
-# it: the torchvision datasets' `download` ("If True, downloads the dataset from the internet and puts it in root
-# directory. If dataset is already downloaded, it is not downloaded again.")
-_FETCH_ONLY = (("torchvision.datasets.", frozenset({"download"})),)
+# library calls whose listed keyword arguments only fetch the files the result is read from, or only say on which
+# device its tensors are put, never change what it holds: the torchvision datasets' `download` ("If True, downloads
+# the dataset from the internet and puts it in root directory. If dataset is already downloaded, it is not
+# downloaded again."), `torch.load`'s `map_location` ("a function, torch.device, string or a dict specifying how to
+# remap storage locations"), safetensors' `device` ("The device where the tensors need to be located after load")
+_FETCH_ONLY = (("torchvision.datasets.", frozenset({"download"})),
+               ("torch.load", frozenset({"map_location"})), ("torch.jit.load", frozenset({"map_location"})),
+               ("safetensors.torch.load_file", frozenset({"device"})))
 
 
 def fetch_only(callee: Optional[str], keyword: str) -> bool:
     """Is `keyword` an argument of the library call `callee` (resolved) that only fetches files (`download=` of a
-    torchvision dataset): the object built is the same whatever it is?"""
-    return bool(callee) and any(callee.startswith(prefix) and keyword in words for prefix, words in _FETCH_ONLY)
+    torchvision dataset) or only places the result on a device (`map_location=` of `torch.load`): the object built
+    holds the same whatever it is?"""
+    return bool(callee) and any((callee == prefix or prefix.endswith(".") and callee.startswith(prefix))
+                                and keyword in words for prefix, words in _FETCH_ONLY)
 
 
 def display_only(typing: Optional[DatasetTyping], call: cst.Call, arg: cst.Arg) -> bool:

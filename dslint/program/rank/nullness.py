@@ -14,6 +14,7 @@ rank walk (`reaching_ranks.FlowWalk`) gives it: enclosing rank-dependent tests a
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 
 import libcst as cst
@@ -795,3 +796,72 @@ def _may_be_none(info: FunctionInfo, value: cst.BaseExpression, params: set) -> 
             return True
     return False
 
+
+
+# --- a field holding a rank id: set on every rank, or on none ---------------------------------------------------
+def uniform_none_rank_field(program: Program, src: "PythonSource", e: cst.Attribute) -> bool:
+    """Is `receiver.attr`, a field that holds a rank id by provenance (`ProjectTaint.rank_field`: `cfg.
+    data_parallel_rank = get_data_parallel_rank()`, `args.gpu = gpu` in a spawned worker), None alike on every
+    rank? Its value differs per rank, whether it is there does not when every store of an attribute so spelled in
+    the checked files (a superset of this field's) is `None`, a rank id (an int on every rank), or never None,
+    and runs on every rank that runs its function: unguarded there (`guarded`; the field's own `is None` test
+    before the store counts as alike -- set on every rank or on none on entry, the store then runs on every rank
+    or on none), in a function whose calls are unguarded too (`_calls_unguarded`; a constructor or a process
+    launcher's worker is called alike). `is None` of it asks whether the configuration set it, not which rank
+    this is. False when the attribute is also set another way (`setattr`, unpacking, `+=`) or nowhere."""
+    attr = e.attr.value
+    memo = program.__dict__.setdefault("_uniform_none_rank_fields", {})
+    if attr in memo:
+        return memo[attr]
+    memo[attr] = True                   # asked again while deciding (the store's own `is None` guard): alike
+    memo[attr] = _decide_rank_field(program, attr)
+    return memo[attr]
+
+
+def _decide_rank_field(program: Program, attr: str) -> bool:
+    stores = 0
+    store = re.compile(rf"\.{re.escape(attr)}\s*(?:[-+*/%|&^@]|//|\*\*|>>|<<)?=(?!=)|\b{re.escape(attr)}\b\s*[,)\]]")
+    for where in program.project.mentioning(attr):
+        if "setattr" in where.text and _sets_by_name(where, attr):
+            return False
+        if not store.search(where.text):
+            continue                    # no store of the attribute, nor unpacking into it: nothing to walk
+        for node in _walk_all(where.module):
+            if not isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                continue
+            targets = _store_targets(node)
+            if not any(isinstance(t, cst.Attribute) and t.attr.value == attr for t in targets):
+                continue
+            if not isinstance(node, cst.Assign) or len(node.targets) != 1 or \
+                    not isinstance(node.targets[0].target, cst.Attribute):
+                return False            # `+=`, an annotated store, unpacking: not followed
+            info = _function_holding(where, node)
+            if info is False:
+                return False            # in a nested function or a lambda: when it runs is not known here
+            value = node.value
+            taint = program.taint(where)
+            is_none = isinstance(value, cst.Name) and value.value == "None"
+            cls = info.class_name if info is not None else None
+            if not is_none and not never_none(program, where, value, cls):
+                held = taint.eval(value, program.module_env(where), cls) \
+                    if isinstance(value, (cst.Name, cst.Attribute, cst.Call)) else None
+                handed = isinstance(value, cst.Name) and info is not None and value.value in info.params
+                if not handed and not (held is not None and held.kind == "rank"
+                                       and isinstance(value, (cst.Call, cst.Attribute))):
+                    return False
+            stores += 1
+            if guarded(program, where, info, node):
+                return False
+            if info is not None and info.name != "__init__" and not _calls_unguarded(program, info.name):
+                return False
+    return stores > 0
+
+
+def _function_holding(src: "PythonSource", node: cst.CSTNode):
+    """The function whose own statements hold `node` (None: the module's top level; False: a nested scope)."""
+    for info in src.facts.functions.values():
+        if any(n is node for n in own_nodes(info.node)):
+            return info
+    if any(n is node for n in own_nodes(src.module)):
+        return None
+    return False

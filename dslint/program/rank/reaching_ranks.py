@@ -1072,7 +1072,7 @@ class FlowWalk:
                 value = _top_binding(body, name) if names.count(name) == 1 and \
                     sum(n.value == name for stmt in body for n in _names_of(stmt)) == 1 else None
                 if value is None or env.get(name) is not None or \
-                        any(n.value in written for n in _names_of(value)):
+                        any(n.value in written for n in _names_of(self._kept_arguments(value))):
                     break
                 forms.append(self._canonical(value))
             else:
@@ -1100,13 +1100,23 @@ class FlowWalk:
         return out
 
     def _canonical(self, value: cst.BaseExpression) -> Optional[str]:
-        """The code of `value` without the arguments of its call that only fetch files (None: no call)."""
+        """The code of `value` without the arguments of its call that only fetch files or place the result on a
+        device (`library_types.fetch_only`)."""
         if not isinstance(value, cst.Call):
             return code_of(value, 100000)
+        return code_of(self._kept_arguments(value), 100000)
+
+    def _kept_arguments(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """`value` without the keyword arguments of its call that leave what it builds alone (`download=` of a
+        torchvision dataset, `map_location=` of `torch.load`: `library_types.fetch_only`): rank 0 loads the
+        checkpoint onto the CPU, the others onto their GPU -- one content everywhere."""
+        if not isinstance(value, cst.Call):
+            return value
         callee = self._class_attr_callee(value.func)
-        args = [code_of(a, 100000) for a in value.args
-                if a.keyword is None or not fetch_only(callee, a.keyword.value)]
-        return f"{code_of(value.func, 100000)}({', '.join(args)})"
+        args = [a for a in value.args if a.keyword is None or not fetch_only(callee, a.keyword.value)]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return value.with_changes(args=args)
 
     def _class_attr_callee(self, func: cst.BaseExpression) -> Optional[str]:
         """The callee resolved through the file's imports, or through a class attribute of the file bound once

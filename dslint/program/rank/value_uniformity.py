@@ -585,6 +585,8 @@ class ProjectLevel(Protocol):
 
     def uniform_none_field(self, src: "PythonSource", cls: str, attr: str) -> bool: ...
 
+    def uniform_none_rank_field(self, src: "PythonSource", e: cst.Attribute) -> bool: ...
+
     def uniform_none_local(self, src: "PythonSource", scope: str, name: str, test: cst.CSTNode) -> bool: ...
 
     def none_follows(self, src: "PythonSource", info: Any) -> Optional[frozenset[str]]: ...
@@ -1192,6 +1194,10 @@ class RankTaint:
             if cls is not None and isinstance(e.left, cst.Attribute) and isinstance(e.left.value, cst.Name) and \
                     e.left.value.value == "self" and self.analysis.uniform_none_field(self.src, cls, e.left.attr.value):
                 return None             # `self.engine is None`: None on every rank, or an object built on every rank
+            if hit.kind == "rank" and isinstance(e.left, cst.Attribute) and dotted_name(e.left) not in env and \
+                    self.analysis.rank_field(self.src, e.left, cls) is not None and \
+                    self.analysis.uniform_none_rank_field(self.src, e.left):
+                return None             # `cfg.data_parallel_rank is None`: not set yet on every rank, or set on all
         if hit.batch:
             hit = replace(hit, batch=False)     # a comparison of values: the contents, which vary
         # `local_rank == -1` / `local_rank >= 0` ask "is this run distributed?": the same answer on every rank
@@ -1224,6 +1230,17 @@ class RankTaint:
             return None     # `accelerator.gather(x)` of an accelerate state object typed by use
         if isinstance(e.func, cst.Attribute) and self.bound_collective(e.func):
             return None     # `self.gather_function(x)` with `self.gather_function = accelerator.gather_for_metrics`
+        group = _library_broadcast(callee, last)
+        if group is not None and len(e.args) >= 2:
+            # `mpu.broadcast_data(keys, data, datatype)`: the model-parallel group's first rank reads the batch,
+            # the library broadcasts it to the group: what comes back varies in the other coordinates only
+            held = self._any([a.value for a in e.args], env, cls)
+            if held is None:
+                return None
+            rest = remaining_axes((held.axes if held.axes is not None else ALL_AXES) - group,
+                                  getattr(self.analysis, "project", None))
+            return replace(held, axes=frozenset(rest), keys=None, elements=None, present=False,
+                           by_setting=None) if rest else None
         if last in ("get", "pop") and isinstance(e.func, cst.Attribute) and e.args and e.args[0].keyword is None:
             decided, item = self.keyed_item(self.eval(e.func.value, env, cls), literal_value(e.args[0].value))
             if decided:                 # `info.get("save_interval", default)` of a mapping varying elsewhere
@@ -1940,6 +1957,27 @@ class RankTaint:
                                              by_setting=None)
                 return names[-1] if len(names) > 1 else name
         return None
+
+
+# library helpers that broadcast their data argument from the first rank of a model-parallel group to the group
+# (Megatron's and SwissArmyTransformer's `mpu.broadcast_data`, Megatron-core's `tensor_parallel.broadcast_data`):
+# module part of the resolved callee → the axes of the group (`process_groups.GROUP_GETTERS`)
+_LIBRARY_BROADCASTS = {"broadcast_data": (("tensor_parallel", "get_tensor_model_parallel_group"),
+                                          ("mpu", "get_model_parallel_group"))}
+
+
+def _library_broadcast(callee: Optional[str], last: Optional[str]) -> Optional[frozenset]:
+    """The axes of the group a library broadcast helper (`_LIBRARY_BROADCASTS`) sends over, for a call resolved
+    to one (by its module path: the API, whether vendored in the checked files or installed); None for any other
+    call."""
+    from dslint.program.process_groups import GROUP_GETTERS
+    if not callee or "." not in callee:
+        return None
+    parts = callee.split(".")[:-1]
+    for module, getter in _LIBRARY_BROADCASTS.get(last or "", ()):
+        if module in parts:
+            return GROUP_GETTERS[getter][0]
+    return None
 
 
 def _axes_under(origin: Origin, domain_of) -> Optional[frozenset]:
