@@ -561,12 +561,10 @@ class CollectiveSites:
         if last == "full_tensor" and owner is not None and self.taint.call_source(src, callee, cls) is None:
             gather = dtensor_gather(src, call, self._scope_of(src, call))
             if gather is not None:      # torch DTensor's gather over its mesh (library_collectives.py)
-                why, at, proven = gather
+                why, at = gather
                 fact = Fact("collective", "the receiver is tested as a DTensor", at, src) if at is not None else \
-                    Fact("collective", "the file imports torch's DTensor", None, src) if proven else \
-                    Fact("collective", "no test or import shows the receiver a DTensor (only the method's name)",
-                         found=False)
-                return Site(call, src, why, True, "dtensor", evidence=[fact], proven=proven)
+                    Fact("collective", "the file imports torch's DTensor", None, src)
+                return Site(call, src, why, True, "dtensor", evidence=[fact])
         if self.program.active:
             decided, site = self._role_site(src, call, func, owner, last)
             if decided:

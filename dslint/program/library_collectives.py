@@ -245,12 +245,12 @@ def _guards(body: cst.CSTNode, target: cst.CSTNode) -> list[cst.BaseExpression]:
     return out
 
 
-def dtensor_gather(src: "PythonSource", call: cst.Call, scope: str) -> Optional[tuple[str, Optional[cst.CSTNode],
-                                                                                      bool]]:
-    """(why, evidence node, proven) when `call` is `r.full_tensor()`, torch DTensor's gather: proven where the code
-    shows `r` a DTensor -- a test on the way to the call (`isinstance(r, DTensor)` with torch's class,
-    `hasattr(r, "full_tensor")`, `type(r).__name__ == "DTensor"`) or an import of torch's `DTensor` by the file
-    (it is written for DTensors) --, else a site resting on the method's name only (not proven)."""
+def dtensor_gather(src: "PythonSource", call: cst.Call, scope: str) -> Optional[tuple[str, Optional[cst.CSTNode]]]:
+    """(why, evidence node or None) when `call` is `r.full_tensor()` and the code shows `r` a torch DTensor -- a
+    test on the way to the call (`isinstance(r, DTensor)` with torch's class, `hasattr(r, "full_tensor")`,
+    `type(r).__name__ == "DTensor"`; the node) or an import of torch's `DTensor` by the file (it is written for
+    DTensors; None). The method's name alone makes no site: an unproven site found first in a function would
+    hide a proven one it also reaches."""
     func = call.func
     if not (isinstance(func, cst.Attribute) and func.attr.value == "full_tensor") or call.args:
         return None
@@ -260,10 +260,10 @@ def dtensor_gather(src: "PythonSource", call: cst.Call, scope: str) -> Optional[
     for test in _guards(body, call):
         hit = _tests_dtensor(src, test, receiver)
         if hit is not None:
-            return WHY_DTENSOR, hit, True
+            return WHY_DTENSOR, hit
     if any(v in _DTENSOR_TYPES for v in src.facts.imports.values()):
-        return WHY_DTENSOR, None, True
-    return WHY_DTENSOR, None, False
+        return WHY_DTENSOR, None
+    return None
 
 
 def _code(node: cst.CSTNode) -> str:
