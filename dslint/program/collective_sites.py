@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.rank.reaching_ranks import iter_assigns, iter_calls
-from dslint.program.library_collectives import datapipe_iteration, may_iterate_datapipe
+from dslint.program.library_collectives import datapipe_iteration, dtensor_gather, may_iterate_datapipe
 from dslint.program.code_strings import called_names, runs_code_text
 from dslint.program import collective_switches as switches
 from dslint.program.statement_walks import argument_for as _argument_for, iter_returns, once_initialized_calls, \
@@ -115,7 +115,7 @@ class Site:
     source: "PythonSource"
     why: str                       # which collective, on which group
     certain: bool                  # collective under the known config (error) or only under some (warning)
-    kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function | library
+    kind: str                      # explicit | forward | generate | engine | trainer | accelerate | function | library | dtensor
     chain: list[Hop] = field(default_factory=list)
     # how a DeepSpeed engine reached the call's receiver across attributes, parameters, returns (dslint/program/
     # roles.py): "engine created by deepspeed.initialize at a.py:12", "stored on self.actor at a.py:12", ...
@@ -558,6 +558,13 @@ class CollectiveSites:
                 return Site(call, src, why, certain, "library",
                             evidence=[Fact("collective", "the loader's dataset is an IterDataPipe", at, src)])
         owner = func.value if isinstance(func, cst.Attribute) else None
+        if last == "full_tensor" and owner is not None and self.taint.call_source(src, callee, cls) is None:
+            gather = dtensor_gather(src, call, self._scope_of(src, call))
+            if gather is not None:      # torch DTensor's gather over its mesh (library_collectives.py)
+                why, at = gather
+                fact = Fact("collective", "the receiver is tested as a DTensor", at, src) if at is not None else \
+                    Fact("collective", "the file imports torch's DTensor", None, src)
+                return Site(call, src, why, True, "dtensor", evidence=[fact])
         if self.program.active:
             decided, site = self._role_site(src, call, func, owner, last)
             if decided:
@@ -861,7 +868,7 @@ class CollectiveSites:
                        or callee.startswith("deepspeed") and last == "GatheredParameters"
                        or callee.startswith("accelerate.") and last in ACCELERATE_FUNCS):
             return True
-        if last in ("iter", "__iter__") and may_iterate_datapipe(src.text):
+        if last in ("iter", "__iter__") and may_iterate_datapipe(src.text) or last == "full_tensor" and attr:
             return True
         owner_role = self.role(owner_tail) if attr else None
         if owner_role == "accelerator" and (last in ACCELERATOR_METHODS or last in ACCELERATOR_Z3) \

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import MODULE_SCOPE, dotted_name
-from dslint.program.statement_walks import iter_assigns
+from dslint.program.statement_walks import code_of, iter_assigns
+from dslint.sources.cstwalk import children
 
 if TYPE_CHECKING:
     from dslint.sources import PythonSource
@@ -169,3 +170,101 @@ def _module_bindings(src: "PythonSource") -> dict[str, list]:
                             if isinstance(t.target, cst.Name):
                                 memo.setdefault(t.target.value, []).append(small.value)
     return memo
+
+
+# --- DTensor.full_tensor() --------------------------------------------------------------------------------------
+
+WHY_DTENSOR = ("`DTensor.full_tensor()` redistributes the tensor to Replicate over its device mesh: an all-gather "
+               "of the shards (FSDP2 parameters and their state dict are sharded) that every rank of the mesh "
+               "must join")
+_DTENSOR_TYPES = ("torch.distributed.tensor.DTensor", "torch.distributed._tensor.DTensor",
+                  "torch.distributed.tensor.api.DTensor", "torch.distributed._tensor.api.DTensor")
+
+
+def may_gather_dtensor(text: str) -> bool:
+    """A text pre-filter (a superset of `dtensor_gather`'s answers)."""
+    return "full_tensor" in text
+
+
+def _is_dtensor_type(src: "PythonSource", expr: cst.BaseExpression) -> bool:
+    return src.facts.resolve_expr(expr) in _DTENSOR_TYPES
+
+
+def _tests_dtensor(src: "PythonSource", test: cst.BaseExpression, receiver: str) -> Optional[cst.CSTNode]:
+    """The part of `test` that asks whether `receiver` (its code) is a DTensor: `isinstance(r, DTensor)` (torch's
+    class, through the imports), `hasattr(r, "full_tensor")` (the code asks for DTensor's own API), or
+    `type(r).__name__ == "DTensor"`; through `and`, `or` and `not` is not followed (a negated test guards the
+    other branch)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_dtensor(src, test.left, receiver) or _tests_dtensor(src, test.right, receiver)
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and len(test.args) == 2:
+        first, second = test.args[0].value, test.args[1].value
+        if _code(first) != receiver:
+            return None
+        if test.func.value == "hasattr" and isinstance(second, cst.SimpleString) and \
+                second.evaluated_value == "full_tensor":
+            return test
+        if test.func.value == "isinstance":
+            options = [e.value for e in second.elements] if isinstance(second, (cst.Tuple, cst.List)) else [second]
+            if options and all(_is_dtensor_type(src, t) for t in options):
+                return test
+        return None
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+            isinstance(test.comparisons[0].operator, cst.Equal):
+        left, right = test.left, test.comparisons[0].comparator
+        if isinstance(right, cst.SimpleString) and right.evaluated_value == "DTensor" and \
+                isinstance(left, cst.Attribute) and left.attr.value == "__name__" and \
+                isinstance(left.value, cst.Call) and isinstance(left.value.func, cst.Name) and \
+                left.value.func.value == "type" and len(left.value.args) == 1 and \
+                _code(left.value.args[0].value) == receiver:
+            return test
+    return None
+
+
+def _guards(body: cst.CSTNode, target: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The tests whose true branch holds `target` inside `body` (`if t:` bodies, `a if t else b`'s `a`)."""
+    path: list[cst.CSTNode] = []
+
+    def find(node: cst.CSTNode) -> bool:
+        if node is target:
+            return True
+        for kid in children(node):
+            path.append(node)
+            if find(kid):
+                return True
+            path.pop()
+        return False
+
+    if not find(body):
+        return []
+    out = []
+    for i, node in enumerate(path):
+        below = path[i + 1] if i + 1 < len(path) else target
+        if isinstance(node, cst.IfExp) and below is node.body or isinstance(node, cst.If) and below is node.body:
+            out.append(node.test)
+    return out
+
+
+def dtensor_gather(src: "PythonSource", call: cst.Call, scope: str) -> Optional[tuple[str, Optional[cst.CSTNode]]]:
+    """(why, evidence node or None) when `call` is `r.full_tensor()` and the code shows `r` a torch DTensor -- a
+    test on the way to the call (`isinstance(r, DTensor)` with torch's class, `hasattr(r, "full_tensor")`,
+    `type(r).__name__ == "DTensor"`; the node) or an import of torch's `DTensor` by the file (it is written for
+    DTensors; None). The method's name alone makes no site: an unproven site found first in a function would
+    hide a proven one it also reaches."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "full_tensor") or call.args:
+        return None
+    receiver = _code(func.value)
+    info = src.facts.functions.get(scope)
+    body = info.node if info is not None else src.module
+    for test in _guards(body, call):
+        hit = _tests_dtensor(src, test, receiver)
+        if hit is not None:
+            return WHY_DTENSOR, hit
+    if any(v in _DTENSOR_TYPES for v in src.facts.imports.values()):
+        return WHY_DTENSOR, None
+    return None
+
+
+def _code(node: cst.CSTNode) -> str:
+    return code_of(node, 10_000)

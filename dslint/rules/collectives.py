@@ -31,6 +31,8 @@ _ADVICE = {
     "function": "Call it on every rank, or keep only local work under the rank test.",
     "library": "Make the iterator on every rank (each may then read from it or not): the library call itself "
                "runs the collective.",
+    "dtensor": "Gather on every rank of the mesh (`full_tensor()` outside the rank test), and keep only the "
+               "local work (saving, printing) under it.",
 }
 
 

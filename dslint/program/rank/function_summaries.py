@@ -45,6 +45,8 @@ class ProjectTaint:
         self._in_progress: set[tuple[int, str]] = set()
         self._params: dict[tuple[int, str], Env] = {}
         self._scope_env: dict[tuple[int, str], tuple[Env, dict[int, Env]]] = {}
+        # the scopes whose walk is under way: what `call_env` answers for them is a placeholder (the module's)
+        self._walking: set[tuple[int, str]] = set()
         self._building = False              # while `rank_fields` is being built
         self._missed: set[str] = set()      # attributes looked up meanwhile and not (yet) in the table
         # what the rank fields were stored from: attribute → (owner as in `rank_fields`, source, storing
@@ -978,8 +980,12 @@ class ProjectTaint:
         if info.name.startswith("__") or self.count_calls_named(info.name) > 64:
             self._params[key] = out
             return out
+        partial = False
         for other, call, caller in self._calls_of(src, info):
             cls = caller.class_name if caller else None
+            # a caller whose own walk asked for this (a summary it needs on the way): its placeholder environment
+            # holds none of its names, so the answer is not kept -- asked again once that walk is done
+            partial = partial or (id(other), call.scope) in self._walking
             env = self.call_env(other, call.scope, call.node)
             params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
             taint = self.taint(other)
@@ -992,7 +998,10 @@ class ProjectTaint:
                 origin = taint.eval(arg.value, env, cls)
                 if origin is not None:
                     out[name] = replace(origin, via=f"argument `{name}` of {info.name}()", via_call=(other, call.node))
-        self._params[key] = out
+        if partial:
+            del self._params[key]
+        else:
+            self._params[key] = out
         return out
 
     def _calls_of(self, src: "PythonSource", info: FunctionInfo) -> list:
@@ -1133,6 +1142,14 @@ class ProjectTaint:
             return self._scope_env[key]
         module = dict(self.module_env(src))
         self._scope_env[key] = (module, {})
+        self._walking.add(key)
+        try:
+            return self._walk_scope(src, scope, key, module)
+        finally:
+            self._walking.discard(key)
+
+    def _walk_scope(self, src: "PythonSource", scope: str, key: tuple[int, str], module: Env
+                    ) -> tuple[Env, dict[int, Env]]:
         if scope == MODULE_SCOPE:
             # the module's own statements run once, in order: a call there sees what is bound before it, not every
             # name the module ever binds (`if is_main: table = parse(args); prepare(table)` passes rank 0's own
@@ -1147,8 +1164,12 @@ class ProjectTaint:
         env = {**self.globals_for(src, info), **self.param_taint(src, info)}
         walk = _CallSiteWalk(self.taint(src), scope=scope, env=env, cls=info.class_name)
         walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ())
-        self._scope_env[key] = (walk.ever_bound, walk.at_call)
-        return self._scope_env[key]
+        found = (walk.ever_bound, walk.at_call)
+        if key in self._params:
+            self._scope_env[key] = found
+        else:
+            del self._scope_env[key]    # its parameters' taint was partial (`param_taint`): walked again when asked
+        return found
 
 
 class _CallSiteWalk(FlowWalk):
