@@ -511,8 +511,28 @@ class CollectiveSites:
         memo = self.__dict__.setdefault("_tested_memo", {})
         key = (id(src), info.qualname)
         if key not in memo:
-            memo[key] = frozenset(f for c in info.calls for f in self.settled(src, c.node))
+            memo[key] = frozenset()         # a recursive call tests nothing more
+            own = {f for c in info.calls for f in self.settled(src, c.node)}
+            memo[key] = frozenset(own | self._handed_tests(src, info))
         return memo[key]
+
+    def _handed_tests(self, src: "PythonSource", info: FunctionInfo) -> set:
+        """The flags of `info`'s parameters that a function it calls tests, the parameter handed on unchanged
+        (`def append(self, obj, gather=False): self._append(obj, gather=gather)`, `_append` testing `gather`)."""
+        out = set()
+        for c in info.calls:
+            if not any(isinstance(a.value, cst.Name) and a.value.value in info.params for a in c.node.args):
+                continue
+            hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(c.node.func),
+                                                                  info.class_name))
+            if hit is None:
+                continue
+            inner = self._tested(*hit)
+            for name, mine in switches.handed_params(c.node, info, hit[1]).items():
+                for truth in (True, False):
+                    if (f"param:{hit[1].qualname}:{name}", truth) in inner:
+                        out.add((f"param:{info.qualname}:{mine}", truth))
+        return out
 
     def _switched(self, src: "PythonSource", call: cst.Call, hit, assumed: frozenset, on_self: bool) -> frozenset:
         """The flags a call hands its callee (collective_switches.py): its own `self.` flags and those decided around it for
@@ -527,6 +547,8 @@ class CollectiveSites:
         passed = {f for f in around if f[0].startswith("global:") or on_self and not f[0].startswith("param:")}
         tested = self._tested(*hit)
         passed |= switches.literal_flags(call, hit[1], tested)
+        if info is not None:
+            passed |= switches.handed_flags(call, info, hit[1], around, tested)
         # only what the callee (or a function it calls) can test: an unrelated flag would split the memo
         return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or f in tested
                          or (f[0], not f[1]) in tested)
