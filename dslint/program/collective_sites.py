@@ -687,10 +687,31 @@ class CollectiveSites:
         """Does a bare name call a function or class the checked files define (`get_engine_version()`,
         `TorchCheckpointEngine()`), rather than an object (a model, an engine) whose call is its forward? What
         the name spells does not matter: a definition is no module instance."""
+        if isinstance(func, cst.Attribute):
+            return self._names_method(src, func, callee, cls)
         if not isinstance(func, cst.Name) or callee is None:
             return False
         return self.taint.call_source(src, callee, cls) is not None or \
             self.project.class_for_callee(src, callee) is not None or self._library_import(src, func.value)
+
+    def _names_method(self, src: "PythonSource", func: cst.Attribute, callee: Optional[str],
+                      cls: Optional[str]) -> bool:
+        """Does `x.name(...)` call a method rather than an object held in the attribute `name`? It does when the
+        call resolves to a function of the checked files (`self._engine_infer(...)`: followed into its body
+        instead), or when `name` is bound by no role-giving assignment (an engine, a model it wraps, an MoE
+        model) and the checked files define a function of that name (`self.vllm_client.get_engine_type()`, a
+        method of the server client): a definition is no module instance, whatever its name spells."""
+        if callee is not None and self.taint.call_source(src, callee, cls) is not None:
+            return True
+        name = func.attr.value
+        roles = self.roles
+        if any(name in roles[k] for k in ("engine", "wrapped", "moe")):
+            return False
+        memo = self.__dict__.setdefault("_method_names", {})
+        if name not in memo:
+            memo[name] = any(s.outline is not None and name in self._function_names(s)
+                             for s in self.project.using_identifier(name))
+        return memo[name]
 
     def _library_import(self, src: "PythonSource", name: str) -> bool:
         """Is `name` bound by an import from a package none of the checked files belongs to (`from deepspeed.
