@@ -85,6 +85,11 @@ _MODEL_ROLES = ("engine", "wrapped", "moe")
 # words of a name that make an "…engine" an inference server's (vLLM's `llm_engine`, SGLang), not DeepSpeed's:
 # its `generate` is a request to another process, no collective of the training ranks
 _SERVING_WORDS = ("vllm", "llm_engine", "sglang")
+# `_built_as_non_module` reads the bindings of a name in at most this many files
+_NON_MODULE_FILES = 40
+# packages whose engines serve their own model (no `nn.Module` a DeepSpeed engine runs): a construction of one of
+# their classes, by its resolved import, is no model
+_SERVING_PACKAGES = frozenset({"vllm", "sglang"})
 
 
 @dataclass
@@ -607,9 +612,11 @@ class CollectiveSites:
             return Site(call, src, ENGINE_ALWAYS[last], True, "engine", evidence=self._bound_engines(src, owner))
         if last in ENGINE_Z3 and owner_role == "engine":
             return self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions")
-        if self._is_model(func) and not self._defined_callable(src, func, callee, cls):
+        if self._is_model(func) and not self._defined_callable(src, func, callee, cls) \
+                and not self._built_as_non_module(func):
             return self._forward_site(src, call, "forward", "forward")
-        if last in ("generate", "forward") and owner is not None and self._is_model(owner):
+        if last in ("generate", "forward") and owner is not None and self._is_model(owner) \
+                and not self._built_as_non_module(owner):
             return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
         target = self.taint.call_source(src, callee, cls)
         if target is None:
@@ -712,6 +719,61 @@ class CollectiveSites:
             memo[name] = any(s.outline is not None and name in self._function_names(s)
                              for s in self.project.using_identifier(name))
         return memo[name]
+
+    def _built_as_non_module(self, expr: cst.BaseExpression) -> bool:
+        """Is the object a name (or attribute) holds, by every construction the checked files bind it to, an
+        instance of a checked class that is no `nn.Module` (`self.inference_engine = LLM(...)`, the vLLM
+        engine wrapper; a server client)? Then its `generate`/call is that class's method, no model forward,
+        whatever the name spells. False when the name gets a role (an engine, a model an engine wraps, an MoE
+        model), or some binding is not such a construction (a library's object, a function's result)."""
+        tail = _tail(expr)
+        if not tail or any(tail in self.roles[k] for k in ("engine", "wrapped", "moe")):
+            return False
+        memo = self.__dict__.setdefault("_non_module_memo", {})
+        if tail not in memo:
+            memo[tail] = False
+            module_like = self.__dict__.get("_module_like_ids")
+            if module_like is None:
+                from dslint.program.models.modules import _module_like
+                module_like = self.__dict__["_module_like_ids"] = {
+                    (id(s), c.qualname) for s, c in _module_like(self.project)}
+            found = False
+            files = self.project.using_identifier(tail)
+            if len(files) > _NON_MODULE_FILES:
+                return False        # a name used all over: not decided (each file would be parsed for it)
+            for where in files:
+                for row_tail, callee, _call, first, _target in _file_assignments(where):
+                    if row_tail != tail:
+                        continue
+                    classes = None if first else self._constructed_classes(where, callee)
+                    if classes is None or any((id(c[0]), c[1]) in module_like for c in classes):
+                        return False
+                    found = True
+            memo[tail] = found
+        return memo[tail]
+
+    def _constructed_classes(self, src: "PythonSource", callee: Optional[str]) -> Optional[list]:
+        """The checked classes (source, qualified name) a constructor call `callee(...)` of `src` may build: the
+        class it names, a class nested in a function of the file (`class _Proxy: ...` in `__init__`), or the
+        classes of that name in the modules of a checked package that re-exports one by a version test
+        (`from verl.third_party.vllm import LLM`); [] for a class of a serving library (vLLM, SGLang: engines
+        that run their own model, no module DeepSpeed wraps); None when not known."""
+        if not callee or src.outline is None:
+            return None
+        hit = self.project.class_for_callee(src, callee)
+        if hit is not None:
+            return [hit]
+        last = callee.rsplit(".", 1)[-1]
+        if "." not in callee:
+            nested = [(src, q) for q in src.outline.classes if q.rsplit(".", 1)[-1] == callee]
+            return nested or None
+        package = callee.rsplit(".", 1)[0]
+        found = [(other, q) for other in self.project.python if other.outline is not None and other.module_name
+                 and (other.module_name + ".").startswith(package + ".") for q in other.outline.classes
+                 if q == last]
+        if found:
+            return found
+        return [] if callee.split(".", 1)[0] in _SERVING_PACKAGES else None
 
     def _library_import(self, src: "PythonSource", name: str) -> bool:
         """Is `name` bound by an import from a package none of the checked files belongs to (`from deepspeed.
