@@ -35,7 +35,7 @@ from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_
 from dslint.program.rank.function_summaries import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources.literals import literal_value
-from dslint.program.project_view import version_tuple
+from dslint.program.project_view import ConfigView, version_tuple
 
 if TYPE_CHECKING:
     from dslint.program.process_groups import Group
@@ -872,11 +872,30 @@ class CollectiveSites:
         if kind == "gather":        # ZeRO-3's own API: the code is written for partitioned parameters
             engine = engine + [Fact("zero-stage", "`GatheredParameters` is ZeRO-3's API", call, src)]
         evidence = engine + fwd.evidence
-        proven = fwd.status == "yes" or bool(engine)
-        if not proven:
+        # issue 30, item 6: the evidence that the forward IS a collective comes before the finding -- a ZeRO-3
+        # config or an MoE layer reaching the unit (`fwd.status == "yes"`), ZeRO-3's own API, or an inference
+        # engine that splits the model over the ranks (`init_inference(mp_size=...)`: every forward all-reduces).
+        # An engine alone, its ZeRO stage unknown, shows where the forward runs, not that it is a collective
+        tensor_parallel = [f for f in engine if f.kind == "init_inference" and _splits_model(f)]
+        if tensor_parallel:
+            evidence = evidence + [Fact("tensor-parallel", "init_inference splits the model over the ranks "
+                                                           "(mp_size): every forward all-reduces across them",
+                                        tensor_parallel[0].at, tensor_parallel[0].source)]
+        proven = fwd.status == "yes" or kind == "gather" or bool(tensor_parallel)
+        shipped = None
+        if not proven and engine:
+            # an engine, its stage unknown: a ZeRO-3 forward is still the finding's claim unless the configs the
+            # project ships beside this code all keep full parameters (`shipped_stages`)
+            shipped = self.shipped_stages(src)
+            proven = shipped is None
+        if shipped is not None:
+            evidence = evidence + [Fact("zero-stage", f"the DeepSpeed configs beside this code ({shipped[1]}) are "
+                                                      f"ZeRO stage {shipped[0]}: none enables ZeRO-3",
+                                        found=False)]
+        if not engine and fwd.status != "yes":
             evidence = evidence + [Fact("engine", "no DeepSpeed engine (deepspeed.initialize/init_inference, or an "
                                                   "object used as one) is seen to run this model", found=False)]
-        if fwd.status != "yes" and kind != "gather":
+        if fwd.status != "yes" and kind != "gather" and shipped is None:
             evidence = evidence + [Fact("zero-stage", "no DeepSpeed config with a known ZeRO stage reaches this "
                                                       "code: collective only under ZeRO-3 or MoE", found=False)]
         if kind not in ("forward", "generate"):
@@ -889,6 +908,32 @@ class CollectiveSites:
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
         return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, forward=fwd,
                     evidence=evidence, proven=proven)
+
+    def shipped_stages(self, src: "PythonSource") -> Optional[tuple[str, str]]:
+        """When no config is seen to reach `src`: the DeepSpeed configs of the run nearest to it -- those under
+        the closest folder above it that holds any -- when every one sets a ZeRO stage below 3, as (the stages,
+        the folder); None when one enables ZeRO-3 or leaves its stage unknown, or the run has none. Evidence
+        that the project, as shipped, runs no ZeRO-3 (minillm's configs/deepspeed: stages 1 and 2)."""
+        memo = self.__dict__.setdefault("_shipped", {})
+        folder = src.path.rsplit("/", 1)[0] if "/" in src.path else ""
+        if folder in memo:
+            return memo[folder]
+        run = self.project.run_view or self.project
+        configs = [(c.path, ConfigView(c.data, c.path).zero_stage) for c in run.json_configs]
+        out = None
+        here = folder
+        while configs:
+            near = [(p, st) for p, st in configs if not here or p.startswith(here + "/")]
+            if near:
+                stages = {st for _, st in near}
+                if all(st is not None and st < 3 for st in stages):
+                    out = ("/".join(str(st) for st in sorted(stages)), here or ".")
+                break
+            if not here:
+                break
+            here = here.rsplit("/", 1)[0] if "/" in here else ""
+        memo[folder] = out
+        return out
 
     def _bound_makers(self, src: "PythonSource", owner: cst.BaseExpression, kind: str) -> list[Fact]:
         """Evidence for an accelerator/Trainer receiver: the `Accelerator(...)`/`…Trainer(...)` call of this file
@@ -1367,6 +1412,28 @@ def _default_of(callee: FunctionInfo, param: str) -> Optional[cst.BaseExpression
         if p.name.value == param:
             return p.default
     return None
+
+
+def _splits_model(fact: Fact) -> bool:
+    """Does the `deepspeed.init_inference` call an evidence fact names split the model over the ranks (an
+    `mp_size` other than a literal 1, or a `tensor_parallel` argument: DeepSpeed's tensor parallelism, whose
+    every forward all-reduces across the group)?"""
+    call, src = fact.at, fact.source
+    if isinstance(call, int) and src is not None:
+        call = next((c.node for c in src.facts.calls if (c.callee or "").endswith("init_inference")
+                     and src.span(c.node).line == call), None)
+    if not isinstance(call, cst.Call):
+        return False
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        if arg.keyword.value == "mp_size":
+            return literal_value(arg.value) != 1
+        if arg.keyword.value == "tensor_parallel":
+            value = literal_value(arg.value)
+            size = value.get("tp_size") if isinstance(value, dict) else None
+            return size != 1
+    return False
 
 
 def role_evidence(role) -> list[Fact]:
