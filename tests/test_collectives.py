@@ -114,3 +114,28 @@ def test_rank_formula_and_representatives():
     assert consts == {-1, 0}
     assert representatives({0, 3}) == (0, 1, 2, 3, 4)
     assert rank_formula(cst.parse_expression("rank % 2 == 0"), None, set()) is None
+
+
+def test_generate_on_a_served_engine_object_is_no_forward():
+    """`self.inference_engine.generate(...)`: the object is what its constructions make it, not what its name
+    spells. Built from a re-exported subclass of vLLM's engine (and elsewhere from vLLM's `LLM`, or a proxy class
+    nested in `__init__`) it is no model, so its generate is no collective site; built from an `nn.Module` class
+    re-exported the same way, it is (engine_object_reexported{,_module}/)."""
+    from pathlib import Path
+
+    from dslint.program.collective_sites import CollectiveSites
+    from dslint.program.project_view import ProjectView
+    from dslint.sources import PythonSource
+
+    here = Path(__file__).parent / "fixtures" / "static" / "collectives"
+    for folder, expected in (("engine_object_reexported", False), ("engine_object_reexported_module", True)):
+        root = here / folder
+        sources = [PythonSource(str(p.relative_to(root)), p.read_text(encoding="utf-8"),
+                                module_name=".".join(p.relative_to(root).with_suffix("").parts).removesuffix(
+                                    ".__init__")) for p in sorted(root.rglob("*.py"))]
+        project = ProjectView(sources)
+        sites = CollectiveSites.of(project)
+        fire = next(s for s in project.python if s.path.endswith("fire.py"))
+        call = next(c for c in fire.facts.calls if c.callee and c.callee.endswith("generate"))
+        found = sites.classify(fire, call.node, "FireRollout")
+        assert (found is not None) is expected, folder

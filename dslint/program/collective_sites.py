@@ -35,7 +35,7 @@ from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_
 from dslint.program.rank.function_summaries import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources.literals import literal_value
-from dslint.program.project_view import version_tuple
+from dslint.program.project_view import ConfigView, version_tuple
 
 if TYPE_CHECKING:
     from dslint.program.process_groups import Group
@@ -85,6 +85,11 @@ _MODEL_ROLES = ("engine", "wrapped", "moe")
 # words of a name that make an "…engine" an inference server's (vLLM's `llm_engine`, SGLang), not DeepSpeed's:
 # its `generate` is a request to another process, no collective of the training ranks
 _SERVING_WORDS = ("vllm", "llm_engine", "sglang")
+# `_built_as_non_module` reads the bindings of a name in at most this many files
+_NON_MODULE_FILES = 40
+# packages whose engines serve their own model (no `nn.Module` a DeepSpeed engine runs): a construction of one of
+# their classes, by its resolved import, is no model
+_SERVING_PACKAGES = frozenset({"vllm", "sglang"})
 
 
 @dataclass
@@ -511,8 +516,28 @@ class CollectiveSites:
         memo = self.__dict__.setdefault("_tested_memo", {})
         key = (id(src), info.qualname)
         if key not in memo:
-            memo[key] = frozenset(f for c in info.calls for f in self.settled(src, c.node))
+            memo[key] = frozenset()         # a recursive call tests nothing more
+            own = {f for c in info.calls for f in self.settled(src, c.node)}
+            memo[key] = frozenset(own | self._handed_tests(src, info))
         return memo[key]
+
+    def _handed_tests(self, src: "PythonSource", info: FunctionInfo) -> set:
+        """The flags of `info`'s parameters that a function it calls tests, the parameter handed on unchanged
+        (`def append(self, obj, gather=False): self._append(obj, gather=gather)`, `_append` testing `gather`)."""
+        out = set()
+        for c in info.calls:
+            if not any(isinstance(a.value, cst.Name) and a.value.value in info.params for a in c.node.args):
+                continue
+            hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(c.node.func),
+                                                                  info.class_name))
+            if hit is None:
+                continue
+            inner = self._tested(*hit)
+            for name, mine in switches.handed_params(c.node, info, hit[1]).items():
+                for truth in (True, False):
+                    if (f"param:{hit[1].qualname}:{name}", truth) in inner:
+                        out.add((f"param:{info.qualname}:{mine}", truth))
+        return out
 
     def _switched(self, src: "PythonSource", call: cst.Call, hit, assumed: frozenset, on_self: bool) -> frozenset:
         """The flags a call hands its callee (collective_switches.py): its own `self.` flags and those decided around it for
@@ -527,6 +552,8 @@ class CollectiveSites:
         passed = {f for f in around if f[0].startswith("global:") or on_self and not f[0].startswith("param:")}
         tested = self._tested(*hit)
         passed |= switches.literal_flags(call, hit[1], tested)
+        if info is not None:
+            passed |= switches.handed_flags(call, info, hit[1], around, tested)
         # only what the callee (or a function it calls) can test: an unrelated flag would split the memo
         return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or f in tested
                          or (f[0], not f[1]) in tested)
@@ -592,9 +619,11 @@ class CollectiveSites:
             return Site(call, src, ENGINE_ALWAYS[last], True, "engine", evidence=self._bound_engines(src, owner))
         if last in ENGINE_Z3 and owner_role == "engine":
             return self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions")
-        if self._is_model(func) and not self._defined_callable(src, func, callee, cls):
+        if self._is_model(func) and not self._defined_callable(src, func, callee, cls) \
+                and not self._built_as_non_module(func):
             return self._forward_site(src, call, "forward", "forward")
-        if last in ("generate", "forward") and owner is not None and self._is_model(owner):
+        if last in ("generate", "forward") and owner is not None and self._is_model(owner) \
+                and not self._built_as_non_module(owner):
             return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
         target = self.taint.call_source(src, callee, cls)
         if target is None:
@@ -672,10 +701,86 @@ class CollectiveSites:
         """Does a bare name call a function or class the checked files define (`get_engine_version()`,
         `TorchCheckpointEngine()`), rather than an object (a model, an engine) whose call is its forward? What
         the name spells does not matter: a definition is no module instance."""
+        if isinstance(func, cst.Attribute):
+            return self._names_method(src, func, callee, cls)
         if not isinstance(func, cst.Name) or callee is None:
             return False
         return self.taint.call_source(src, callee, cls) is not None or \
             self.project.class_for_callee(src, callee) is not None or self._library_import(src, func.value)
+
+    def _names_method(self, src: "PythonSource", func: cst.Attribute, callee: Optional[str],
+                      cls: Optional[str]) -> bool:
+        """Does `x.name(...)` call a method rather than an object held in the attribute `name`? It does when the
+        call resolves to a function of the checked files (`self._engine_infer(...)`: followed into its body
+        instead), or when `name` is bound by no role-giving assignment (an engine, a model it wraps, an MoE
+        model) and the checked files define a function of that name (`self.vllm_client.get_engine_type()`, a
+        method of the server client): a definition is no module instance, whatever its name spells."""
+        if callee is not None and self.taint.call_source(src, callee, cls) is not None:
+            return True
+        name = func.attr.value
+        roles = self.roles
+        if any(name in roles[k] for k in ("engine", "wrapped", "moe")):
+            return False
+        memo = self.__dict__.setdefault("_method_names", {})
+        if name not in memo:
+            memo[name] = any(s.outline is not None and name in self._function_names(s)
+                             for s in self.project.using_identifier(name))
+        return memo[name]
+
+    def _built_as_non_module(self, expr: cst.BaseExpression) -> bool:
+        """Is the object a name (or attribute) holds, by every construction the checked files bind it to, an
+        instance of a checked class that is no `nn.Module` (`self.inference_engine = LLM(...)`, the vLLM
+        engine wrapper; a server client)? Then its `generate`/call is that class's method, no model forward,
+        whatever the name spells. False when the name gets a role (an engine, a model an engine wraps, an MoE
+        model), or some binding is not such a construction (a library's object, a function's result)."""
+        tail = _tail(expr)
+        if not tail or any(tail in self.roles[k] for k in ("engine", "wrapped", "moe")):
+            return False
+        memo = self.__dict__.setdefault("_non_module_memo", {})
+        if tail not in memo:
+            memo[tail] = False
+            module_like = self.__dict__.get("_module_like_ids")
+            if module_like is None:
+                from dslint.program.models.modules import _module_like
+                module_like = self.__dict__["_module_like_ids"] = {
+                    (id(s), c.qualname) for s, c in _module_like(self.project)}
+            found = False
+            files = self.project.using_identifier(tail)
+            if len(files) > _NON_MODULE_FILES:
+                return False        # a name used all over: not decided (each file would be parsed for it)
+            for where in files:
+                for row_tail, callee, _call, first, _target in _file_assignments(where):
+                    if row_tail != tail:
+                        continue
+                    classes = None if first else self._constructed_classes(where, callee)
+                    if classes is None or any((id(c[0]), c[1]) in module_like for c in classes):
+                        return False
+                    found = True
+            memo[tail] = found
+        return memo[tail]
+
+    def _constructed_classes(self, src: "PythonSource", callee: Optional[str]) -> Optional[list]:
+        """The checked classes (source, qualified name) a constructor call `callee(...)` of `src` may build: the
+        class it names, a class nested in a function of the file (`class _Proxy: ...` in `__init__`), or the
+        classes of that name in the modules of a checked package that re-exports one by a version test
+        (`from verl.third_party.vllm import LLM`); [] for a class of a serving library (vLLM, SGLang: engines
+        that run their own model, no module DeepSpeed wraps); None when not known."""
+        if not callee or src.outline is None:
+            return None
+        hit = self.project.class_for_callee(src, callee)
+        if hit is not None:
+            return [hit]
+        last = callee.rsplit(".", 1)[-1]
+        if "." not in callee:
+            nested = [(src, q) for q in src.outline.classes if q.rsplit(".", 1)[-1] == callee]
+            return nested or None
+        package = callee.rsplit(".", 1)[0]
+        found = [(other, q) for other in self.project.python if other.outline is not None and other.module_name
+                 and (other.module_name + ".").startswith(package + ".") for q in other.outline.classes
+                 if q == last]
+        if found:
+            return found
+        return [] if callee.split(".", 1)[0] in _SERVING_PACKAGES else None
 
     def _library_import(self, src: "PythonSource", name: str) -> bool:
         """Is `name` bound by an import from a package none of the checked files belongs to (`from deepspeed.
@@ -774,11 +879,30 @@ class CollectiveSites:
         if kind == "gather":        # ZeRO-3's own API: the code is written for partitioned parameters
             engine = engine + [Fact("zero-stage", "`GatheredParameters` is ZeRO-3's API", call, src)]
         evidence = engine + fwd.evidence
-        proven = fwd.status == "yes" or bool(engine)
-        if not proven:
+        # issue 30, item 6: the evidence that the forward IS a collective comes before the finding -- a ZeRO-3
+        # config or an MoE layer reaching the unit (`fwd.status == "yes"`), ZeRO-3's own API, or an inference
+        # engine that splits the model over the ranks (`init_inference(mp_size=...)`: every forward all-reduces).
+        # An engine alone, its ZeRO stage unknown, shows where the forward runs, not that it is a collective
+        tensor_parallel = [f for f in engine if f.kind == "init_inference" and _splits_model(f)]
+        if tensor_parallel:
+            evidence = evidence + [Fact("tensor-parallel", "init_inference splits the model over the ranks "
+                                                           "(mp_size): every forward all-reduces across them",
+                                        tensor_parallel[0].at, tensor_parallel[0].source)]
+        proven = fwd.status == "yes" or kind == "gather" or bool(tensor_parallel)
+        shipped = None
+        if not proven and engine:
+            # an engine, its stage unknown: a ZeRO-3 forward is still the finding's claim unless the configs the
+            # project ships beside this code all keep full parameters (`shipped_stages`)
+            shipped = self.shipped_stages(src)
+            proven = shipped is None
+        if shipped is not None:
+            evidence = evidence + [Fact("zero-stage", f"the DeepSpeed configs beside this code ({shipped[1]}) are "
+                                                      f"ZeRO stage {shipped[0]}: none enables ZeRO-3",
+                                        found=False)]
+        if not engine and fwd.status != "yes":
             evidence = evidence + [Fact("engine", "no DeepSpeed engine (deepspeed.initialize/init_inference, or an "
                                                   "object used as one) is seen to run this model", found=False)]
-        if fwd.status != "yes" and kind != "gather":
+        if fwd.status != "yes" and kind != "gather" and shipped is None:
             evidence = evidence + [Fact("zero-stage", "no DeepSpeed config with a known ZeRO stage reaches this "
                                                       "code: collective only under ZeRO-3 or MoE", found=False)]
         if kind not in ("forward", "generate"):
@@ -791,6 +915,32 @@ class CollectiveSites:
         prefix = {"forward": "its forward: ", "generate": "every generation step runs a forward: "}[kind]
         return Site(call, src, prefix + fwd.why, fwd.status == "yes", kind, handoff=handoff, forward=fwd,
                     evidence=evidence, proven=proven)
+
+    def shipped_stages(self, src: "PythonSource") -> Optional[tuple[str, str]]:
+        """When no config is seen to reach `src`: the DeepSpeed configs of the run nearest to it -- those under
+        the closest folder above it that holds any -- when every one sets a ZeRO stage below 3, as (the stages,
+        the folder); None when one enables ZeRO-3 or leaves its stage unknown, or the run has none. Evidence
+        that the project, as shipped, runs no ZeRO-3 (minillm's configs/deepspeed: stages 1 and 2)."""
+        memo = self.__dict__.setdefault("_shipped", {})
+        folder = src.path.rsplit("/", 1)[0] if "/" in src.path else ""
+        if folder in memo:
+            return memo[folder]
+        run = self.project.run_view or self.project
+        configs = [(c.path, ConfigView(c.data, c.path).zero_stage) for c in run.json_configs]
+        out = None
+        here = folder
+        while configs:
+            near = [(p, st) for p, st in configs if not here or p.startswith(here + "/")]
+            if near:
+                stages = {st for _, st in near}
+                if all(st is not None and st < 3 for st in stages):
+                    out = ("/".join(str(st) for st in sorted(stages)), here or ".")
+                break
+            if not here:
+                break
+            here = here.rsplit("/", 1)[0] if "/" in here else ""
+        memo[folder] = out
+        return out
 
     def _bound_makers(self, src: "PythonSource", owner: cst.BaseExpression, kind: str) -> list[Fact]:
         """Evidence for an accelerator/Trainer receiver: the `Accelerator(...)`/`…Trainer(...)` call of this file
@@ -1287,6 +1437,28 @@ def _default_of(callee: FunctionInfo, param: str) -> Optional[cst.BaseExpression
         if p.name.value == param:
             return p.default
     return None
+
+
+def _splits_model(fact: Fact) -> bool:
+    """Does the `deepspeed.init_inference` call an evidence fact names split the model over the ranks (an
+    `mp_size` other than a literal 1, or a `tensor_parallel` argument: DeepSpeed's tensor parallelism, whose
+    every forward all-reduces across the group)?"""
+    call, src = fact.at, fact.source
+    if isinstance(call, int) and src is not None:
+        call = next((c.node for c in src.facts.calls if (c.callee or "").endswith("init_inference")
+                     and src.span(c.node).line == call), None)
+    if not isinstance(call, cst.Call):
+        return False
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        if arg.keyword.value == "mp_size":
+            return literal_value(arg.value) != 1
+        if arg.keyword.value == "tensor_parallel":
+            value = literal_value(arg.value)
+            size = value.get("tp_size") if isinstance(value, dict) else None
+            return size != 1
+    return False
 
 
 def role_evidence(role) -> list[Fact]:

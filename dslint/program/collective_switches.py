@@ -83,28 +83,64 @@ def qualify(src: "PythonSource", info: Optional[FunctionInfo], flags: frozenset)
     return frozenset(out)
 
 
+def bound_arguments(call: cst.Call, info: FunctionInfo) -> Optional[dict[str, cst.BaseExpression]]:
+    """The callee's parameter → the argument expression this call passes it (None when the call spreads
+    `*args`/`**kwargs`: which parameter gets what is not known)."""
+    params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+    given: dict[str, cst.BaseExpression] = {}
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
+        if name is not None:
+            given[name] = arg.value
+    return given
+
+
 def literal_flags(call: cst.Call, info: FunctionInfo, tested: frozenset) -> frozenset:
     """("param:<qualname>:<p>", truth) for the parameters of the callee its own branches test (`tested`) that
     this call settles with a literal argument, or leaves at a literal default."""
     wanted = {f[0].rsplit(":", 1)[-1] for f in tested if f[0].startswith(f"param:{info.qualname}:")}
     if not wanted:
         return frozenset()
-    params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
-    given: dict[str, object] = {}
-    for i, arg in enumerate(call.args):
-        if arg.star:
-            return frozenset()          # `*args`/`**kwargs`: which parameter gets what is not known
-        name = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) else None)
-        if name is not None:
-            given[name] = literal_value(arg.value)
+    given = bound_arguments(call, info)
+    if given is None:
+        return frozenset()
     defaults = {p.name.value: literal_value(p.default) for p in (*info.node.params.params,
                                                                *info.node.params.kwonly_params)
                 if p.default is not None}
     out = set()
     for name in wanted:
-        value = given[name] if name in given else defaults.get(name, UNKNOWN)
+        value = literal_value(given[name]) if name in given else defaults.get(name, UNKNOWN)
         if value is not UNKNOWN:
             out.add((f"param:{info.qualname}:{name}", bool(value)))
+    return frozenset(out)
+
+
+def handed_params(call: cst.Call, caller: FunctionInfo, callee: FunctionInfo) -> dict[str, str]:
+    """The caller's parameters this call hands on unchanged to the callee: callee parameter → caller parameter
+    (`self._append(obj, gather_obj=gather_obj)` in `def append(self, obj, gather_obj=False)`), for a caller
+    parameter the caller never rebinds. A flag the caller's own callers settled for it settles the callee's."""
+    given = bound_arguments(call, callee) or {}
+    assigned, _ = _bound_locally(caller)
+    return {name: arg.value for name, arg in given.items()
+            if isinstance(arg, cst.Name) and arg.value in caller.params and arg.value not in assigned
+            and arg.value not in ("self", "cls")}
+
+
+def handed_flags(call: cst.Call, caller: FunctionInfo, callee: FunctionInfo, around: frozenset,
+                 tested: frozenset) -> frozenset:
+    """The callee's parameter flags (among `tested`) that the caller's settled parameter flags (`around`) decide
+    through the parameters the call hands on unchanged (`handed_params`)."""
+    if not any(f[0].startswith(f"param:{callee.qualname}:") for f in tested):
+        return frozenset()
+    out = set()
+    for name, mine in handed_params(call, caller, callee).items():
+        for truth in (True, False):
+            if (f"param:{caller.qualname}:{mine}", truth) in around:
+                flag = (f"param:{callee.qualname}:{name}", truth)
+                if flag in tested or (flag[0], not truth) in tested:
+                    out.add(flag)
     return frozenset(out)
 
 
