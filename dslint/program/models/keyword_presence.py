@@ -238,15 +238,7 @@ def _object_calls(project: "ProjectView", position: int) -> list:
     def build():
         out = []
         for src in project.python:
-            try:
-                module = src.module
-            except Exception:
-                continue
-            if module is None:
-                continue
-            finder = _KeywordCalls(None)
-            cst_visit(module, finder)
-            out.extend((src, site) for site in finder.sites)
+            out.extend((src, site) for site in _keyword_calls(src, None) or ())
         # by the number of explicit positional arguments (an unpacked sequence counts as many as any position)
         return sorted(((_positional_count(site.call), src, site) for src, site in out), key=lambda t: t[0])
     calls = memo(project, "keyword-presence.object-calls", build)
@@ -265,9 +257,14 @@ class _Site:
         self.call, self.value, self.function, self.tests, self.no_grad = call, value, function, tests, no_grad
 
 
-def _keyword_calls(src: "PythonSource", keyword: str) -> Optional[list[_Site]]:
-    finder = visited(src, _KeywordCalls(keyword))
-    return None if finder is None else finder.sites
+def _keyword_calls(src: "PythonSource", keyword: Optional[str]) -> Optional[list[_Site]]:
+    """`_KeywordCalls(keyword)`'s sites in `src` (None: the file has no tree), memoised on the source: a function
+    of its text alone, asked again by every view the file is in (read only: the sites are shared)."""
+    memo = src.__dict__.setdefault("_dslint_keyword_calls", {})
+    if keyword not in memo:
+        finder = visited(src, _KeywordCalls(keyword))
+        memo[keyword] = None if finder is None else finder.sites
+    return memo[keyword]
 
 
 class _KeywordCalls(cst.CSTVisitor):

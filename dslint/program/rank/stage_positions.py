@@ -310,45 +310,63 @@ def _single_binding(taint: "RankTaint", scope: Optional[str], name: str) -> Opti
     info = taint.facts.functions.get(scope) if scope else None
     if info is None or name in info.params:
         return None
-    values = [node.value for node in _own_assigns(info.node.body)
-              if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)]
-    bound_elsewhere = any(_binds_otherwise(node, name) for node in own_nodes(info.node))
-    if len(values) != 1 or bound_elsewhere or len(_assigns_to(info.node.body, name)) != 1:
+    values, otherwise, assigns = _bindings(taint, info.node)
+    found = values.get(name, ())
+    if len(found) != 1 or name in otherwise or assigns.get(name, 0) != 1:
         return None
-    return values[0] if isinstance(values[0], cst.Call) else None
+    return found[0] if isinstance(found[0], cst.Call) else None
 
 
-def _own_assigns(body: cst.CSTNode) -> list:
-    """The `=` statements of a body, not of the functions, lambdas and classes nested in it."""
-    return [n for n in own_nodes(body) if isinstance(n, cst.Assign)]
+def _bindings(taint: "RankTaint", func: cst.FunctionDef) -> tuple[dict, set, dict]:
+    """What `_single_binding` reads of a function, from one walk of its own nodes (not those of the functions,
+    lambdas and classes nested in it), memoised per function node: per name, the values of the `=` statements
+    that bind it as a plain name; the names bound otherwise (`_bound_otherwise`); per name, how many `=`
+    statements bind it as a plain name plus how many other targets of `=` statements name it."""
+    memos = taint.analysis.__dict__.setdefault("_stage_position_bindings", {})
+    hit = memos.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    values: dict = {}
+    otherwise: set = set()
+    assigns: dict = {}
+    for node in own_nodes(func):
+        otherwise |= _bound_otherwise(node)
+        if not isinstance(node, cst.Assign):
+            continue
+        plain = {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+        for name in plain:
+            values.setdefault(name, []).append(node.value)
+            assigns[name] = assigns.get(name, 0) + 1
+        for t in node.targets:
+            if not isinstance(t.target, cst.Name):
+                for name in {x.value for x in name_nodes(t.target)}:
+                    assigns[name] = assigns.get(name, 0) + 1
+    memos[id(func)] = (func, (values, otherwise, assigns))
+    return values, otherwise, assigns
 
 
-def _assigns_to(body: cst.CSTNode, name: str) -> list:
-    return [n for n in _own_assigns(body)
-            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets)] + \
-        [n for n in _own_assigns(body) for t in n.targets
-         if not isinstance(t.target, cst.Name) and any(x.value == name for x in name_nodes(t.target))]
+_NO_NAMES: frozenset = frozenset()
 
 
-def _binds_otherwise(node: cst.CSTNode, name: str) -> bool:
-    """A binding of `name` other than a plain `=`: augmented or annotated assignment, a loop or `with` target, a
-    walrus, `global`/`nonlocal`, an import."""
-    def named(target) -> bool:
-        return target is not None and any(x.value == name for x in name_nodes(target))
+def _bound_otherwise(node: cst.CSTNode) -> set:
+    """The names `node` binds other than by a plain `=`: augmented or annotated assignment, a loop or `with`
+    target, a walrus, `global`/`nonlocal`, an import."""
+    def named(target) -> set:
+        return {x.value for x in name_nodes(target)} if target is not None else _NO_NAMES
     if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
         return named(node.target)
     if isinstance(node, (cst.For, cst.CompFor)):
         return named(node.target)
     if isinstance(node, cst.WithItem):
-        return node.asname is not None and named(node.asname.name)
+        return named(node.asname.name) if node.asname is not None else _NO_NAMES
     if isinstance(node, cst.NamedExpr):
         return named(node.target)
     if isinstance(node, (cst.Global, cst.Nonlocal)):
-        return any(n.name.value == name for n in node.names)
+        return {n.name.value for n in node.names}
     if isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
-        return any((n.asname.name.value if n.asname is not None and isinstance(n.asname.name, cst.Name)
-                    else dotted_name(n.name)) == name for n in node.names)
-    return False
+        return {n.asname.name.value if n.asname is not None and isinstance(n.asname.name, cst.Name)
+                else dotted_name(n.name) for n in node.names}
+    return _NO_NAMES
 
 
 def ends_test(taint: "RankTaint", e: cst.BaseExpression, env: "Env", cls: Optional[str],
