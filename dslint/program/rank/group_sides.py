@@ -14,7 +14,11 @@ takes the first branch, the first stage the second, and the ranks that take neit
 one of the family's accepted sets is known false -- are no members. So the collectives are compared per group
 and per path: over the branches a member can take, the sequence of collectives on the group (op, and the root a
 rooted op sends from: `src=`/`dst=`, a name read through its one binding in the branch) must be the same and
-not empty, and the root the same on every member (uniform over the group). Then the split does not split the
+not empty, and the root the same on every member (uniform over the group). The root may be named differently on the sending
+side: a side whose test singles out one member of the group (the last stage, of a group of the two ends of one
+pipeline) broadcasting from its own rank (`src=dist.get_rank()`) sends from the rank the other sides name by the
+library's getter of that end (`get_pipeline_model_parallel_last_rank()`, the global rank of the last stage of this
+rank's pipeline): both are that end's member (`_END_OF`, `_END_RANK`). Then the split does not split the
 group, and the DSL101 findings whose rank-varying tests are all links of such chains are dropped
 (`drop_paired_sides`, after `collective_sequences.apply`). A missing side (the first stage never receives), a
 WORLD or data-parallel collective (whose members include the ranks that take neither branch), another group or
@@ -32,6 +36,13 @@ from dslint.program.rank.collective_sequences import (
     Scope, SequenceBuilder, Token, _Unknown, _has_split, flatten, representatives)
 from dslint.program.statement_walks import code_of, contains, name_nodes as _names
 
+# the families whose groups hold one rank per end of one pipeline (`process_groups.MEMBERSHIP`: the first and the
+# last stage, or the first alone), the stage predicates that single out one of those members, and the library
+# getters (Megatron/apex `parallel_state`/`mpu`) of that member's global rank in this rank's pipeline
+_STAGE_END_FAMILIES = {"embedding", "position_embedding"}
+_END_OF = {"is_pipeline_first_stage": "first", "is_first_stage": "first",
+           "is_pipeline_last_stage": "last", "is_last_stage": "last"}
+_END_RANK = {"get_pipeline_model_parallel_first_rank": "first", "get_pipeline_model_parallel_last_rank": "last"}
 # where torch.distributed takes the root rank of a rooted collective positionally (its keyword: `src`/`dst`)
 _ROOT_POSITION = {"broadcast": 1, "broadcast_object_list": 1, "reduce": 1, "gather": 2, "scatter": 2,
                   "gather_object": 2, "scatter_object_list": 2}
@@ -99,14 +110,15 @@ def _sides_match(walk, scope: Scope, links: list, bodies: list, group: Group) ->
             continue                # no member of the group gets here
         if body is None:
             return False            # an `else` a member takes, with no collective
-        seq = _projected(walk, scope, body, r, wanted, group)
+        seq = _projected(walk, scope, body, r, wanted, group, members[i] if i < len(links) else None)
         if not seq:
             return False
         seqs.append(seq)
     return len(seqs) >= 2 and all(s == seqs[0] for s in seqs)
 
 
-def _projected(walk, scope: Scope, body: cst.BaseSuite, r: int, wanted: tuple, group: Group) -> Optional[tuple]:
+def _projected(walk, scope: Scope, body: cst.BaseSuite, r: int, wanted: tuple, group: Group,
+               side: Optional[frozenset]) -> Optional[tuple]:
     """The branch's collectives on the group, in order, with their roots; None when not known."""
     stmts = body.body if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
     try:
@@ -115,22 +127,22 @@ def _projected(walk, scope: Scope, body: cst.BaseSuite, r: int, wanted: tuple, g
         return None
     if status != "next" or _has_split(items):
         return None
-    return _project(walk, flatten(items), stmts, wanted, group)
+    return _project(walk, flatten(items), stmts, wanted, group, side)
 
 
-def _project(walk, tree: tuple, stmts, wanted: tuple, group: Group) -> Optional[tuple]:
+def _project(walk, tree: tuple, stmts, wanted: tuple, group: Group, side: Optional[frozenset]) -> Optional[tuple]:
     out: list = []
     for item in tree:
         if isinstance(item, Token):
             if item.group != wanted:
                 continue
-            root = _root(walk, item, stmts, group)
+            root = _root(walk, item, stmts, group, side)
             if root is None:
                 return None
             out.append((item.op, root))
         elif isinstance(item, tuple) and item and item[0] in ("choice", "loop"):
             sides = item[2] if item[0] == "choice" else (item[2],)
-            inner = [_project(walk, side, stmts, wanted, group) for side in sides]
+            inner = [_project(walk, branch, stmts, wanted, group, side) for branch in sides]
             if any(s is None for s in inner):
                 return None
             if any(inner):
@@ -139,9 +151,11 @@ def _project(walk, tree: tuple, stmts, wanted: tuple, group: Group) -> Optional[
     return tuple(out)
 
 
-def _root(walk, token: Token, stmts, group: Group) -> Optional[str]:
+def _root(walk, token: Token, stmts, group: Group, side: Optional[frozenset]) -> Optional[str]:
     """"" for an op without a root; the code of the root (a name read through its one binding in the branch)
-    when it is the same on every member of the group; None otherwise."""
+    when it is the same on every member of the group, or the end of the pipeline whose member it is (`end:last`:
+    this rank's own on a side that singles out that end, or the library's getter of that end's rank); None
+    otherwise."""
     pos = _ROOT_POSITION.get(token.op)
     if pos is None:
         return ""
@@ -161,10 +175,29 @@ def _root(walk, token: Token, stmts, group: Group) -> Optional[str]:
             return None
         if bound:
             arg = bound[0]
+    end = _end_named(walk, arg, group, side)
+    if end is not None:
+        return f"end:{end}"
     origin = walk.eval(arg)
     if origin is not None and not uniform_over(origin, group):
         return None
     return code_of(arg, 400)
+
+
+def _end_named(walk, arg: cst.BaseExpression, group: Group, side: Optional[frozenset]) -> Optional[str]:
+    """The pipeline end ("first"/"last") whose member of a stage-end group `arg` names: the library's getter of
+    that end's global rank, or this rank's own world rank (`dist.get_rank()`) on a side whose test is the one
+    predicate of that end (one member of the group takes it)."""
+    if group.family not in _STAGE_END_FAMILIES or not isinstance(arg, cst.Call):
+        return None
+    qual = walk.src.facts.resolve_expr(arg.func) or ""
+    last = qual.rsplit(".", 1)[-1]
+    if last in _END_RANK and not arg.args:
+        return _END_RANK[last]
+    if last == "get_rank" and not arg.args and qual.startswith(("torch.distributed.", "deepspeed.comm.")) and \
+            side is not None and len(side) == 1:
+        return _END_OF.get(next(iter(side)))
+    return None
 
 
 def _bindings(stmts, name: str) -> list:
