@@ -21,6 +21,7 @@ from dslint.program.process_groups import uniform_over
 from dslint.program.rank.stage_positions import FAMILY_ENDS, tests_group_ends
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
 from dslint.program.rank.addressed_plans import drop_balanced_sides
+from dslint.program.rank.group_sides import drop_paired_sides
 from dslint.program.rank.collective_sequences import Records, SequenceAnalysis, apply as apply_sequences, tokens
 from dslint.program.rank.function_summaries import Origin, ProjectTaint, code_of, mentions_rank
 from dslint.program.facts import MODULE_SCOPE, dotted_name
@@ -49,6 +50,7 @@ class Hazard:
     notes: list[str] = field(default_factory=list)
     inner: Optional[tuple] = None          # DSL105 through a helper: (source, RaisingOp) of its operation
     value_source: Optional["PythonSource"] = None   # DSL105: the source of the filter (guard.node)
+    conds: tuple = ()                                # DSL101: every rank-varying test left around the call
 
 
 class HazardWalk(Records, ExceptionTracking, FlowWalk):
@@ -71,6 +73,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         self.run(stmts)
         apply_sequences(self, stmts, Hazard)
         drop_balanced_sides(self, stmts)
+        drop_paired_sides(self, stmts)
 
     # --- DSL102: a count announced by broadcast ---------------------------------------------------------------
     def count_announced(self, node: cst.For) -> bool:
@@ -291,7 +294,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                 if shown:
                     site = replace(site, evidence=[*site.evidence, *shown[:1]])
         if conds:
-            self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope))
+            self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope,
+                                                      conds=tuple(conds)))
         for g in guards:
             if g.kind == "exit":
                 if g.exit_kind == "continue" and self._comes_back(g, call):
