@@ -507,8 +507,9 @@ class CollectiveSites:
         if table is None:
             info = src.facts.functions.get(scope)
             body = info.node.body if info is not None else None
-            table = memo[key] = {k: switches.qualify(src, info, v) for k, v in settled_flags(body.body).items()} \
-                if isinstance(body, cst.IndentedBlock) else {}
+            raw = switches.rebound_flags(info, settled_flags(body.body)) if isinstance(body, cst.IndentedBlock) \
+                else {}
+            table = memo[key] = {k: switches.qualify(src, info, v) for k, v in raw.items()}
         return table.get(id(call), frozenset())
 
     def _tested(self, src: "PythonSource", info: FunctionInfo) -> frozenset:

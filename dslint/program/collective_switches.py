@@ -10,7 +10,8 @@ skip it through a flag must make the finding go away.
 - **a module global set by a context manager** around the call: `with no_sync(): total_global(t)` where
   `no_sync` (a generator of the checked files) runs `global _SYNC; _SYNC = False` before its `yield`, and the
   helper tests `if _SYNC:` -- the global of the module that defines it (a name imported from there is a copy
-  the context manager does not change).
+  the context manager does not change) -- or tests a local the global switched (`if _DISABLE_BARRIER:
+  use_barrier = False` before `if use_barrier: dist.barrier()`: `rebound_flags`).
 
 Flags are keyed so that names of different functions and modules never meet: ("param:<qualname>:<name>",
 truth) for a parameter, ("global:<path>:<name>", truth) for a module global; `self.` flags keep their dotted
@@ -24,8 +25,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import FunctionInfo
-from dslint.program.statement_walks import iter_assigns, statement_expressions, sub_statements
-from dslint.program.rank.reaching_ranks import iter_calls
+from dslint.program.statement_walks import (_bound_names, branch_facts, iter_assigns, iter_calls, own_nodes,
+                                            statement_expressions, sub_statements)
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -229,3 +230,96 @@ def _yields(stmt: cst.CSTNode) -> bool:
 
     stmt.visit(_V())
     return bool(found)
+
+
+def rebound_flags(info: FunctionInfo, table: dict[int, frozenset]) -> dict[int, frozenset]:
+    """`settled_flags`' table of a function, with what a test of a switched local tells: a name whose every
+    binding in the function is a literal store forming the whole body of an `if` on one flag at the top of the
+    body (`if _DISABLE_BARRIER: use_barrier = False`), each store of the literal's other truth than the later
+    test asks, says at that test which way those `if`s went -- where `use_barrier` holds after them, none of
+    them stored `False`: each of their flags failed (`_DISABLE_BARRIER` false, a global a context manager
+    sets), and a parameter so switched still holds what the caller passed (its "param:" flag). The calls of
+    the table settled by such a name, in top-level statements after those `if`s, gain these flags."""
+    body = info.node.body
+    if not isinstance(body, cst.IndentedBlock):
+        return table
+    stores: dict[str, list] = {}            # name → [(stored truth, (flag, truth) of the `if`, statement index)]
+    for i, stmt in enumerate(body.body):
+        if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+            continue
+        facts = branch_facts(stmt.test, True)
+        pairs = _literal_stores(stmt.body)
+        if len(facts) != 1 or not pairs:
+            continue
+        for node, name, truth in pairs:
+            stores.setdefault(name, []).append((node, truth, next(iter(facts)), i))
+    if not stores:
+        return table
+    bindings = _bindings(info)
+    switched = {name: rows for name, rows in stores.items()
+                if bindings.get(name) == {id(node) for node, *_ in rows}}
+    if not switched:
+        return table
+    params = set(info.params)
+    out = dict(table)
+    for j, stmt in enumerate(body.body):
+        for call in iter_calls(stmt):
+            flags = out.get(id(call))
+            if not flags:
+                continue
+            extra = set()
+            for name, rows in switched.items():
+                for truth in (True, False):
+                    if (f"name:{name}", truth) in flags and j > max(r[3] for r in rows) \
+                            and all(stored != truth for _, stored, _, _ in rows):
+                        extra |= {(flag, not held) for _, _, (flag, held), _ in rows}
+                        if name in params:
+                            extra.add((f"param:{info.qualname}:{name}", truth))
+            if extra:
+                out[id(call)] = flags | extra
+    return out
+
+
+def _literal_stores(block) -> list:
+    """(Assign node, name, truth) of a block made only of `name = <literal>` statements (else empty)."""
+    out = []
+    for stmt in sub_statements(block):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return []
+        for small in stmt.body:
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)):
+                return []
+            value = literal_value(small.value)
+            if value is UNKNOWN:
+                return []
+            out.append((small, small.targets[0].target.value, bool(value)))
+    return out
+
+
+def _bindings(info: FunctionInfo) -> dict[str, set]:
+    """name → ids of the plain single-name `Assign`s binding it in the function's own scope; a name bound any
+    other way too (a loop, `with ... as`, augmented, unpacked, `global`, a nested definition) maps to {0}."""
+    out: dict[str, set] = {}
+    for n in own_nodes(info.node):
+        if isinstance(n, cst.Assign):
+            if len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name):
+                out.setdefault(n.targets[0].target.value, set()).add(id(n))
+            else:
+                for t in n.targets:
+                    for name in _bound_names(t.target):
+                        out.setdefault(name, set()).add(0)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+            for name in _bound_names(n.target):
+                out.setdefault(name, set()).add(0)
+        elif isinstance(n, (cst.WithItem, cst.ExceptHandler)):
+            named = n.asname if isinstance(n, cst.WithItem) else n.name
+            if named is not None:
+                for name in _bound_names(named.name):
+                    out.setdefault(name, set()).add(0)
+        elif isinstance(n, (cst.Global, cst.Nonlocal)):
+            for item in n.names:
+                out.setdefault(item.name.value, set()).add(0)
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)) and n is not info.node:
+            out.setdefault(n.name.value, set()).add(0)
+    return out

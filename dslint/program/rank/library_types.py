@@ -147,6 +147,30 @@ def server_role(callee: Optional[str], call: cst.Call, arg: cst.Arg) -> bool:
     positional = [a for a in call.args if a.keyword is None and not a.star]
     return len(positional) > at and positional[at] is arg
 
+# torch's tracers, with the arguments that are only example data run through the module while recording it
+# (position of the positional one, keywords): "example_inputs: a tuple of example inputs that will be passed to
+# the function while tracing" -- the traced module holds the module's parameters, buffers, attributes and
+# submodules, whichever rank's samples drove the recording
+_TRACE_EXAMPLES = {"torch.jit.trace": (1, frozenset({"example_inputs", "example_kwarg_inputs", "check_inputs"})),
+                   "torch.jit._trace.trace": (1, frozenset({"example_inputs", "example_kwarg_inputs",
+                                                            "check_inputs"})),
+                   "torch.jit.trace_module": (1, frozenset({"inputs", "check_inputs", "example_inputs_is_kwarg"})),
+                   "torch.jit._trace.trace_module": (1, frozenset({"inputs", "check_inputs"}))}
+
+
+def trace_example(callee: Optional[str], call: cst.Call, arg: cst.Arg) -> bool:
+    """Is `arg` the example data of a torch tracer call (`torch.jit.trace(model, example_kwarg_inputs=batch)`):
+    data the tracer only runs the module on, which does not reach the traced module it returns?"""
+    known = _TRACE_EXAMPLES.get(callee or "")
+    if known is None or arg.star:
+        return False
+    at, keywords = known
+    if arg.keyword is not None:
+        return arg.keyword.value in keywords
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return len(positional) > at and positional[at] is arg
+
+
 # what a torch tensor IS rather than what it holds (`torch.Tensor`'s attributes and argument-free methods): how it is
 # stored and where -- its dtype, its layout, whether it lives on a GPU (`is_cuda`; the type of its device,
 # `x.device.type`, never the device itself: `cuda:0` vs `cuda:1`), whether it requires a gradient. Each process's

@@ -35,7 +35,7 @@ from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PLACEMENT_METHODS, DatasetTyping,
                                                accelerate_typing, display_only, item_preserving_arg, item_source,
-                                               same_items, server_role)
+                                               same_items, server_role, trace_example)
 from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.program.rank.saved_records import restored_sizes
 from dslint.sources.literals import literal_value
@@ -1405,6 +1405,8 @@ class RankTaint:
                 continue        # `ds.map(fn, desc=label if is_main else None)`: the label never reaches the result
             if server_role(callee, e, arg):
                 continue        # `TCPStore(host, port, world, rank == 0)`: which process serves the one store
+            if trace_example(callee, e, arg):
+                continue        # `torch.jit.trace(model, example_kwarg_inputs=batch)`: the module, traced
             hit = self.eval(arg.value, env, cls)
             if hit is not None and hit.rendered:
                 hit = self._rendered_name(e, last, arg, hit, env, cls)
