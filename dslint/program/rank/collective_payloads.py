@@ -41,30 +41,23 @@ PAYLOAD_COLLECTIVES = frozenset({"all_reduce", "all_gather", "all_gather_object"
 _MODULES = ("torch.distributed", "deepspeed.comm")
 
 
-def payload_scopes(analysis) -> tuple[set, frozenset]:
-    """((id of source, qualified name) of every function that calls a `PAYLOAD_COLLECTIVES` collective itself,
-    their short names), on the outlines: no file is parsed for it. Memoised on the analysis."""
+def payload_scopes(analysis) -> set:
+    """(id of source, qualified name) of every function that calls a `PAYLOAD_COLLECTIVES` collective itself, on
+    the outlines: no file is parsed for it. Memoised on the analysis."""
     memo = analysis.__dict__.get("_payload_scopes")
     if memo is None:
-        scopes: set = set()
-        for other in analysis.project.mentioning(*sorted(PAYLOAD_COLLECTIVES)):
-            for callee, scope in (other.outline.calls if other.outline is not None else ()):
-                if callee and callee.startswith(_MODULES) and callee.rsplit(".", 1)[-1] in PAYLOAD_COLLECTIVES:
-                    scopes.add((id(other), scope))
-        memo = analysis.__dict__["_payload_scopes"] = (scopes, frozenset(q.rsplit(".", 1)[-1] for _, q in scopes))
+        memo = analysis.__dict__["_payload_scopes"] = {
+            (id(other), scope) for other in analysis.project.mentioning(*sorted(PAYLOAD_COLLECTIVES))
+            for callee, scope in (other.outline.calls if other.outline is not None else ())
+            if callee and callee.startswith(_MODULES) and callee.rsplit(".", 1)[-1] in PAYLOAD_COLLECTIVES}
     return memo
 
 
-def returns_payload(analysis, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> bool:
-    """Does this call run a checked function every return of which, on a distributed run's paths, is its
-    collective's payload (`FlowWalk.payload_returns`)? Memoised per function."""
+def returns_payload(analysis, source: tuple["PythonSource", str]) -> bool:
+    """Does this checked function (source, qualified name) hand back, on every return a distributed run's paths
+    take, its collective's payload (`FlowWalk.payload_returns`)? Memoised per function."""
     from dslint.program.rank.reaching_ranks import FlowWalk
-    callee = src.facts.resolve_expr(call.func)
-    scopes, names = payload_scopes(analysis)
-    if not callee or callee.rsplit(".", 1)[-1] not in names:
-        return False
-    source = analysis.call_source(src, callee, cls, fields=False)
-    if source is None or (id(source[0]), source[1]) not in scopes:
+    if (id(source[0]), source[1]) not in payload_scopes(analysis):
         return False
     memo = analysis.__dict__.setdefault("_returns_payload", {})
     key = (id(source[0]), source[1])

@@ -526,11 +526,11 @@ class ProjectTaint:
         self._returns[key] = result
         return result
 
-    def returns_payload(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> bool:
-        """Does the call run a checked function that hands back its collective's payload on every return
+    def returns_payload(self, source: tuple["PythonSource", str]) -> bool:
+        """Does this checked function hand back its collective's payload on every return
         (dslint/program/rank/collective_payloads.py)?"""
         from dslint.program.rank.collective_payloads import returns_payload
-        return returns_payload(self, src, call, cls)
+        return returns_payload(self, source)
 
     def scatters_alike(self, src: "PythonSource", scope: str, sent: cst.BaseExpression, call: cst.Call) -> bool:
         """Does every list the source rank can scatter at `call` hold items alike in None-ness?"""

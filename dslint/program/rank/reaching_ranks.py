@@ -317,7 +317,7 @@ class FlowWalk:
             self._uncorrelate(names)
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
-        elif isinstance(value, cst.Call) and self.taint.analysis.returns_payload(self.taint.src, value, self.cls):
+        elif isinstance(value, cst.Call) and self._payload_call(value):
             # `data = self._scatter_object_list(data)`: what a helper hands back from its collective, on every
             # branch that calls it (`returns_payload`); a received item keeps its own origin (`Origin.present`)
             self._fresh.update(names)
@@ -985,6 +985,15 @@ class FlowWalk:
         if isinstance(e, cst.Name):
             return self._sizes.get(e.value)
         return world_size_group(e)
+
+    def _payload_call(self, call: cst.Call) -> bool:
+        """Does `call` run a checked function that hands back its collective's payload? (Which function a call
+        runs is a lookup a module's environment may be kept with, `view_free`; the rest asks the view, and only
+        for a checked function.)"""
+        analysis = self.taint.analysis
+        callee = self.taint.facts.resolve_expr(call.func)
+        source = analysis.call_source(self.taint.src, callee, self.cls, fields=False) if callee else None
+        return source is not None and analysis.returns_payload(source)
 
     def _payload_expr(self, e: cst.BaseExpression) -> bool:
         """Is `e` a collective's payload here: a name a collective set (`_fresh`), or an item of one at a literal
