@@ -526,6 +526,17 @@ class ProjectTaint:
         self._returns[key] = result
         return result
 
+    def returns_payload(self, source: tuple["PythonSource", str]) -> bool:
+        """Does this checked function hand back its collective's payload on every return
+        (dslint/program/rank/collective_payloads.py)?"""
+        from dslint.program.rank.collective_payloads import returns_payload
+        return returns_payload(self, source)
+
+    def scatters_alike(self, src: "PythonSource", scope: str, sent: cst.BaseExpression, call: cst.Call) -> bool:
+        """Does every list the source rank can scatter at `call` hold items alike in None-ness?"""
+        from dslint.program.rank.collective_payloads import scatters_alike
+        return scatters_alike(self, src, scope, sent, call)
+
     def returns_at_constants(self, call: cst.Call, source: tuple["PythonSource", str], hit: Origin
                              ) -> Optional[Origin]:
         """What a call returns given the constants it fixes (`hit`: what the function returns whatever its

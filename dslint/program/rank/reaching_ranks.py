@@ -84,6 +84,10 @@ class FlowWalk:
         # names whose value here came out of a collective (all-reduced, sent by the source rank, unpacked from a
         # received buffer): the same on every rank even when each branch of a rank test binds them (`_join_after`)
         self._fresh: set[str] = set()
+        # every value this walk returned so far on a path a distributed run takes is a collective's payload (a
+        # name in `_fresh`, or an item of one: `return outputs[0]` after `scatter_object_list(outputs, ...)`); None
+        # before any such return (`ProjectTaint.returns_payload`)
+        self.payload_returns: Optional[bool] = None
         # names bound to the size of a process group (`tp_world_size = dist.get_world_size(tp_group)`): name → the
         # group as code ("" for the world), for the tests that say the group holds one rank (`_single_rank`)
         self._sizes: dict[str, str] = {}
@@ -313,6 +317,12 @@ class FlowWalk:
             self._uncorrelate(names)
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
+        elif isinstance(value, cst.Call) and self._payload_call(value):
+            # `data = self._scatter_object_list(data)`: what a helper hands back from its collective, on every
+            # branch that calls it (`returns_payload`); a received item keeps its own origin (`Origin.present`)
+            self._fresh.update(names)
+            if isinstance(target, cst.Name) and origin is not None and origin.present:
+                self.env[target.value] = origin
         else:
             self._fresh.difference_update(names)
         for name, o in self.env.items():
@@ -517,6 +527,9 @@ class FlowWalk:
                 return self._exit(node, "exit", guards)
             return []
         if isinstance(node, cst.Return):
+            if not self._single_process_path():
+                here = node.value is not None and self._payload_expr(node.value)
+                self.payload_returns = here if self.payload_returns is None else self.payload_returns and here
             self._none_returned(node.value, guards)
             if node.value is not None:
                 self.expr(node.value, guards)
@@ -690,6 +703,7 @@ class FlowWalk:
             if name:
                 self._fresh.add(name)
             self._sent_from_source(value)
+            self._scattered(value)
         elif isinstance(value, cst.Await) and isinstance(value.expression, cst.Call):
             self.taint.uniformize(value.expression, self.env, self.cls)
 
@@ -971,6 +985,52 @@ class FlowWalk:
         if isinstance(e, cst.Name):
             return self._sizes.get(e.value)
         return world_size_group(e)
+
+    def _payload_call(self, call: cst.Call) -> bool:
+        """Does `call` run a checked function that hands back its collective's payload? (Which function a call
+        runs is a lookup a module's environment may be kept with, `view_free`; the rest asks the view, and only
+        for a checked function.)"""
+        analysis = self.taint.analysis
+        callee = self.taint.facts.resolve_expr(call.func)
+        source = analysis.call_source(self.taint.src, callee, self.cls, fields=False) if callee else None
+        return source is not None and analysis.returns_payload(source)
+
+    def _payload_expr(self, e: cst.BaseExpression) -> bool:
+        """Is `e` a collective's payload here: a name a collective set (`_fresh`), or an item of one at a literal
+        index (`outputs[0]` of the list `scatter_object_list` filled)?"""
+        if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
+                isinstance(literal_value(e.slice[0].slice.value), int):
+            e = e.value
+        return isinstance(e, cst.Name) and e.value in self._fresh
+
+    def _single_process_path(self) -> bool:
+        """Is the statement being walked on the side of a test only a run of one process takes (`if not
+        dist.is_initialized(): return inputs[0]`, `_distributed_truth`)? Such a path has no other rank."""
+        return any(truth is not None and truth != holds for truth, holds in
+                   ((_distributed_truth(self, link.test), holds) for link, holds in zip(self._ifs, self._holds)))
+
+    def _scattered(self, call: cst.Call) -> None:
+        """`scatter_object_list(outputs, inputs, src, group=g)`: the collective writes `outputs` in place with the
+        source rank's item for this rank -- a payload (`_fresh`), whose value is this rank's item; whether it is
+        None is the same on every rank where every list the source can send holds items alike in that
+        (`ProjectTaint.scatters_alike`: `[None] * n`, `[next(it) for _ in range(n)]`), so `if data is None:
+        break` is taken together."""
+        callee = self.taint.facts.resolve_expr(call.func) or ""
+        if callee.rsplit(".", 1)[-1] != "scatter_object_list" or \
+                not callee.startswith(("torch.distributed", "deepspeed.comm")) or not call.args:
+            return
+        def argument(position: int, keyword: str) -> Optional[cst.BaseExpression]:
+            return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword),
+                        call.args[position].value if len(call.args) > position and
+                        call.args[position].keyword is None else None)
+        out, sent = argument(0, "scatter_object_output_list"), argument(1, "scatter_object_input_list")
+        name = dotted_name(out) if out is not None else None
+        if name is None:
+            return
+        alike = sent is not None and self.taint.analysis.scatters_alike(self.taint.src, self.scope, sent, call)
+        self.env[name] = Origin("item", call, self.taint.src, present=alike)
+        self.env.pop(name + "[]", None)
+        self._fresh.add(name)
 
     def _sent_from_source(self, call: cst.Call) -> None:
         """`broadcast_object_list([text, stop])` in the branch of the source rank (`if get_rank() == 0:`, the

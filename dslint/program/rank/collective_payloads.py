@@ -1,0 +1,167 @@
+"""Values a helper hands back from its collective (issue 30 item 3: one rank-uniformity lattice).
+
+A checked function whose every return, on the paths a distributed run takes, is what a collective left in a
+name (`_fresh` of its walk: the buffer `dist.all_reduce`/`broadcast_object_list` wrote, or an item of it --
+`return outputs[0]` after `scatter_object_list(outputs, ...)`) hands back that collective's payload: a call of
+it binds a payload too, so the names each branch of a rank test binds from such a call (the source rank's
+`data = self._scatter_object_list(data)`, the others' `data = self._scatter_object_list(None)`) are not joined
+as varying by the test (`FlowWalk._join_after`); they keep the origin the collective gives them.
+
+`scatter_object_list` hands each rank its own item of the source's list: a value of its own ("item"), whose
+None-ness is the same on every rank when every list the source can send holds items alike in it
+(`scatters_alike`): `[None] * n` (one object repeated), `[next(it) for _ in range(n)]` (items drawn from one
+iterator: a loader's batches, which the lattice takes as alike in presence as it does a collated batch's,
+`Origin.batch`), a display of literals all None or none. The list is looked for where it is built: in the
+function that scatters it, or, for a parameter, at every call of that function the checked files hold (a
+caller passing None receives only); a binding counts when it comes before the call in the text (a superset of
+those reaching it, but for a loop's later statements).
+
+Only a helper whose collectives run over WORLD (or a group it is handed or computes, `HANDED_IN`) hands back a
+payload here: one over a sub-group of known grid axes is the same over that group only, and a test of other
+coordinates still splits it (`_over_whole_groups`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from dslint.program.facts import FunctionInfo, dotted_name
+from dslint.program.statement_walks import iter_assigns
+from dslint.sources.literals import UNKNOWN, literal_value
+
+if TYPE_CHECKING:
+    from dslint.sources import PythonSource
+
+# collectives whose written buffer (or, for scatter, this rank's item) a helper can hand back
+PAYLOAD_COLLECTIVES = frozenset({"all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor",
+                                 "broadcast", "broadcast_object_list", "scatter_object_list", "reduce_scatter",
+                                 "reduce_scatter_tensor"})
+_MODULES = ("torch.distributed", "deepspeed.comm")
+
+
+def payload_scopes(analysis) -> set:
+    """(id of source, qualified name) of every function that calls a `PAYLOAD_COLLECTIVES` collective itself, on
+    the outlines: no file is parsed for it. Memoised on the analysis."""
+    memo = analysis.__dict__.get("_payload_scopes")
+    if memo is None:
+        memo = analysis.__dict__["_payload_scopes"] = {
+            (id(other), scope) for other in analysis.project.mentioning(*sorted(PAYLOAD_COLLECTIVES))
+            for callee, scope in (other.outline.calls if other.outline is not None else ())
+            if callee and callee.startswith(_MODULES) and callee.rsplit(".", 1)[-1] in PAYLOAD_COLLECTIVES}
+    return memo
+
+
+def returns_payload(analysis, source: tuple["PythonSource", str]) -> bool:
+    """Does this checked function (source, qualified name) hand back, on every return a distributed run's paths
+    take, its collective's payload (`FlowWalk.payload_returns`)? Memoised per function."""
+    from dslint.program.rank.reaching_ranks import FlowWalk
+    if (id(source[0]), source[1]) not in payload_scopes(analysis):
+        return False
+    memo = analysis.__dict__.setdefault("_returns_payload", {})
+    key = (id(source[0]), source[1])
+    if key not in memo:
+        memo[key] = False           # while its own walk asks
+        hit = analysis.function_info(source)
+        if hit is not None and _over_whole_groups(*hit):
+            other, info = hit
+            walk = FlowWalk(analysis.taint(other), scope=info.qualname, env=dict(analysis.globals_for(other, info)),
+                            cls=info.class_name)
+            walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+            memo[key] = bool(walk.payload_returns)
+    return memo[key]
+
+
+def _over_whole_groups(src: "PythonSource", info: FunctionInfo) -> bool:
+    """Does every payload collective the function calls itself run over a group of no known grid axes (WORLD, or
+    one it is handed or computes)? A payload of a sub-group (`group=mpu.get_model_parallel_group()`) is uniform
+    over that group only: which branch of a rank test bound it still matters, so it is no payload here."""
+    from dslint.program.process_groups import group_argument, resolve_group
+    for c in src.facts.calls:
+        last = (c.callee or "").rsplit(".", 1)[-1]
+        if c.scope != info.qualname or last not in PAYLOAD_COLLECTIVES or not (c.callee or "").startswith(_MODULES):
+            continue
+        group = resolve_group(src, group_argument(c.node, last), info.node, at=c.node)
+        if group.axes is not None or group.ranks is not None:
+            return False
+    return True
+
+
+def scatters_alike(analysis, src: "PythonSource", scope: str, sent: cst.BaseExpression, call: cst.Call) -> bool:
+    """Does every list the source rank can scatter here (`sent`) hold items alike in being None or not?"""
+    if not isinstance(sent, cst.Name):
+        return _alike_items(sent, None)
+    info = src.facts.functions.get(scope)
+    if info is None:
+        return False
+    params = [p.name.value for p in info.node.params.params]
+    if sent.value not in params:
+        return _bound_alike(src, info, sent.value, call)
+    sites = analysis.calls_of(src, info)
+    lists = 0
+    for other, site, caller in sites:
+        arg = _argument(site, info, sent.value)
+        if arg is None:
+            return False
+        if isinstance(arg, cst.Name) and arg.value == "None":
+            continue                # a rank that only receives
+        if caller is None or not (_bound_alike(other, caller, arg.value, site) if isinstance(arg, cst.Name)
+                                  else _alike_items(arg, None)):
+            return False
+        lists += 1
+    return lists > 0
+
+
+def _argument(call: cst.Call, info: FunctionInfo, param: str) -> Optional[cst.BaseExpression]:
+    """The expression a call passes for `param` (None when it passes none or spreads `*args`/`**kwargs`)."""
+    params = [p.name.value for p in info.node.params.params]
+    if info.class_name is not None and isinstance(call.func, cst.Attribute) and params[:1] in (["self"], ["cls"]):
+        params = params[1:]
+    positional = 0
+    for a in call.args:
+        if a.star:
+            return None
+        if a.keyword is not None:
+            if a.keyword.value == param:
+                return a.value
+            continue
+        if positional < len(params) and params[positional] == param:
+            return a.value
+        positional += 1
+    return None
+
+
+def _bound_alike(src: "PythonSource", info: FunctionInfo, name: str, at: cst.CSTNode) -> bool:
+    """Every binding of `name` in `info` that comes before `at` (a superset of those reaching it) is a list of
+    items alike in None-ness, and there is one; no other kind of binding (a loop target, `+=`) does."""
+    from dslint.program.process_groups import _binds_otherwise
+    line = src.span(at).line
+    values = [node.value for node in iter_assigns(info.node.body) for t in node.targets
+              if dotted_name(t.target) == name and src.span(node).line < line]
+    if not values or _binds_otherwise(info.node.body, name):
+        return False
+    iterators = {dotted_name(t.target) for node in iter_assigns(info.node.body) for t in node.targets
+                 if isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)
+                 and node.value.func.value == "iter"}
+    return all(_alike_items(v, iterators) for v in values)
+
+
+def _alike_items(e: cst.BaseExpression, iterators: Optional[set]) -> bool:
+    """A list whose items are all None or none is: `[x] * n` (one object repeated), a comprehension of
+    `next(it)` over an iterator the function made with `iter(...)` or of a literal, a display of literals all
+    None or all other."""
+    if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply):
+        return any(isinstance(side, cst.List) and len(side.elements) == 1 and not
+                   isinstance(side.elements[0], cst.StarredElement) for side in (e.left, e.right))
+    if isinstance(e, cst.ListComp):
+        item = e.elt
+        if isinstance(item, cst.Call) and isinstance(item.func, cst.Name) and item.func.value == "next" and \
+                len(item.args) == 1 and iterators and dotted_name(item.args[0].value) in iterators:
+            return True
+        return literal_value(item) is not UNKNOWN
+    if isinstance(e, (cst.List, cst.Tuple)) and e.elements:
+        values = [literal_value(el.value) if not isinstance(el, cst.StarredElement) else UNKNOWN
+                  for el in e.elements]
+        return UNKNOWN not in values and len({v is None for v in values}) == 1
+    return False
