@@ -19,6 +19,7 @@ deliberate over-approximation across functions.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Optional
@@ -48,6 +49,24 @@ EXPLICIT = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gat
             "_reduce_scatter_base", "reduce_scatter_fn", "broadcast", "broadcast_object_list", "scatter",
             "scatter_object_list", "gather", "gather_object", "all_to_all", "all_to_all_single", "new_group",
             "all_reduce_coalesced", "inference_all_reduce"}
+# the builtins that call a function handed to them (`map(step, batches)`, `sorted(xs, key=score)`, `iter(read,
+# None)`); every other builtin only reads the object it is handed (`hasattr(save_checkpoint, "best")`,
+# `isinstance`, `print`, `id`), and `exec`/`eval` run code text (code_strings.py), not a handed function
+_CALLING_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next"})
+_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+
+
+def _builtin_not_calling(src: "PythonSource", func: cst.BaseExpression) -> bool:
+    """Is `func` a builtin of the language -- a bare name the file neither imports nor defines -- that never
+    calls a function handed to it?"""
+    if not isinstance(func, cst.Name) or func.value not in _BUILTIN_NAMES or func.value in _CALLING_BUILTINS:
+        return False
+    facts = src.facts
+    name = func.value
+    return name not in facts.imports and name not in facts.classes and \
+        not any(q == name or q.endswith("." + name) for q in facts.functions)
+
+
 _EXPLICIT_MODULES = ("torch.distributed.", "deepspeed.comm.", "deepspeed.utils.groups.")
 ACCELERATE_FUNCS = {"gather", "gather_object", "reduce", "broadcast", "broadcast_object_list", "wait_for_everyone",
                     "pad_across_processes", "gather_for_metrics"}
@@ -666,7 +685,8 @@ class CollectiveSites:
         `executor.submit(step)`): the outside code runs it, so the call reaches what the function reaches --
         zero or more times, as a loop does. The outline pre-filters follow the same hand-overs (`Outline.name_args`,
         `_handed_targets`): a function whose only collective is a callback's is among `site_units`."""
-        handed = [(arg.value.value, False) for arg in call.args if isinstance(arg.value, cst.Name) and not arg.star]
+        handed = [] if _builtin_not_calling(src, call.func) else \
+            [(arg.value.value, False) for arg in call.args if isinstance(arg.value, cst.Name) and not arg.star]
         if call.args and not call.args[0].star and runs_code_text(src.facts.resolve_expr(call.func)):
             text = literal_value(call.args[0].value)
             if isinstance(text, str):       # `cProfile.runctx("train()", ...)`: run once, here (code_strings.py)
