@@ -266,3 +266,18 @@ def test_readme_launches_get_no_shell_rule():
     report = check_texts({"README.md": readme, "sweep.sh": readme.replace("```bash\n", "").replace("```\n", "")})
     assert report.files_checked == 2
     assert [(f.path, f.code) for f in report.findings] == [("sweep.sh", "DSL502")]
+
+
+def test_script_arguments_held_with_an_unknown_folder():
+    # LMOps dpkd: the script's arguments are built up in OPTS, some under a folder the launcher only knows as
+    # `$1`: read after the script for the config they name, never as launcher options
+    text = ('BASE_PATH=${1-"PATH_TO_CODE"}\nOPTS=""\nOPTS+=" --batch_size 4"\n'
+            'OPTS+=" --deepspeed_config ${BASE_PATH}/configs/deepspeed/ds_config.json"\n'
+            'CMD="torchrun --nproc_per_node 8 ${BASE_PATH}/main.py ${OPTS} $@"\n${CMD}\n')
+    launch = _one(text)
+    assert launch.script == "${1-PATH_TO_CODE}/main.py" and launch.world_size == 8
+    assert launch.config_paths == ["${1-PATH_TO_CODE}/configs/deepspeed/ds_config.json"]
+    assert launch.script_args == ["${OPTS}", "$@"]        # what else they say waits for the variable's value
+    # the same words before the script stay opaque launcher options
+    opaque = _one('ROOT=$1\nARGS="--nproc_per_node 8 --master_addr $ROOT"\ntorchrun $ARGS t.py\n')
+    assert opaque.script == "t.py" and opaque.world_size is None

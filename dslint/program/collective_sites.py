@@ -19,6 +19,7 @@ deliberate over-approximation across functions.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Optional
@@ -48,6 +49,24 @@ EXPLICIT = {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gat
             "_reduce_scatter_base", "reduce_scatter_fn", "broadcast", "broadcast_object_list", "scatter",
             "scatter_object_list", "gather", "gather_object", "all_to_all", "all_to_all_single", "new_group",
             "all_reduce_coalesced", "inference_all_reduce"}
+# the builtins that call a function handed to them (`map(step, batches)`, `sorted(xs, key=score)`, `iter(read,
+# None)`); every other builtin only reads the object it is handed (`hasattr(save_checkpoint, "best")`,
+# `isinstance`, `print`, `id`), and `exec`/`eval` run code text (code_strings.py), not a handed function
+_CALLING_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", "next"})
+_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+
+
+def _builtin_not_calling(src: "PythonSource", func: cst.BaseExpression) -> bool:
+    """Is `func` a builtin of the language -- a bare name the file neither imports nor defines -- that never
+    calls a function handed to it?"""
+    if not isinstance(func, cst.Name) or func.value not in _BUILTIN_NAMES or func.value in _CALLING_BUILTINS:
+        return False
+    facts = src.facts
+    name = func.value
+    return name not in facts.imports and name not in facts.classes and \
+        not any(q == name or q.endswith("." + name) for q in facts.functions)
+
+
 _EXPLICIT_MODULES = ("torch.distributed.", "deepspeed.comm.", "deepspeed.utils.groups.")
 ACCELERATE_FUNCS = {"gather", "gather_object", "reduce", "broadcast", "broadcast_object_list", "wait_for_everyone",
                     "pad_across_processes", "gather_for_metrics"}
@@ -620,7 +639,7 @@ class CollectiveSites:
             return Site(call, src, ENGINE_ALWAYS[last], True, "engine", evidence=self._bound_engines(src, owner))
         if last in ENGINE_Z3 and owner_role == "engine":
             return self._forward_site(src, call, "engine", f"`{last}` gathers ZeRO-3 partitions")
-        if self._is_model(func) and not self._defined_callable(src, func, callee, cls) \
+        if self._is_model(func) and not self._defined_callable(src, func, callee, cls, self._scope_of(src, call)) \
                 and not self._built_as_non_module(func):
             return self._forward_site(src, call, "forward", "forward")
         if last in ("generate", "forward") and owner is not None and self._is_model(owner) \
@@ -667,7 +686,8 @@ class CollectiveSites:
         `executor.submit(step)`): the outside code runs it, so the call reaches what the function reaches --
         zero or more times, as a loop does. The outline pre-filters follow the same hand-overs (`Outline.name_args`,
         `_handed_targets`): a function whose only collective is a callback's is among `site_units`."""
-        handed = [(arg.value.value, False) for arg in call.args if isinstance(arg.value, cst.Name) and not arg.star]
+        handed = [] if _builtin_not_calling(src, call.func) else \
+            [(arg.value.value, False) for arg in call.args if isinstance(arg.value, cst.Name) and not arg.star]
         if call.args and not call.args[0].star and runs_code_text(src.facts.resolve_expr(call.func)):
             text = literal_value(call.args[0].value)
             if isinstance(text, str):       # `cProfile.runctx("train()", ...)`: run once, here (code_strings.py)
@@ -698,35 +718,123 @@ class CollectiveSites:
         return (src, found) if found else None
 
     def _defined_callable(self, src: "PythonSource", func: cst.BaseExpression, callee: Optional[str],
-                          cls: Optional[str]) -> bool:
+                          cls: Optional[str], scope: Optional[str] = None) -> bool:
         """Does a bare name call a function or class the checked files define (`get_engine_version()`,
         `TorchCheckpointEngine()`), rather than an object (a model, an engine) whose call is its forward? What
         the name spells does not matter: a definition is no module instance."""
         if isinstance(func, cst.Attribute):
-            return self._names_method(src, func, callee, cls)
+            return self._names_method(src, func, callee, cls, scope)
         if not isinstance(func, cst.Name) or callee is None:
             return False
         return self.taint.call_source(src, callee, cls) is not None or \
             self.project.class_for_callee(src, callee) is not None or self._library_import(src, func.value)
 
     def _names_method(self, src: "PythonSource", func: cst.Attribute, callee: Optional[str],
-                      cls: Optional[str]) -> bool:
+                      cls: Optional[str], scope: Optional[str] = None) -> bool:
         """Does `x.name(...)` call a method rather than an object held in the attribute `name`? It does when the
         call resolves to a function of the checked files (`self._engine_infer(...)`: followed into its body
-        instead), or when `name` is bound by no role-giving assignment (an engine, a model it wraps, an MoE
-        model) and the checked files define a function of that name (`self.vllm_client.get_engine_type()`, a
-        method of the server client): a definition is no module instance, whatever its name spells."""
-        if callee is not None and self.taint.call_source(src, callee, cls) is not None:
+        instead). Otherwise the receiver's class decides (`_receiver_classes`: `self`'s class, the constructor
+        bound to the name or field, its annotation): a method when that class or a checked base defines
+        `name` (`self.vllm_client.get_engine_type()`, a method of the server client) -- a definition is no
+        module instance --, an attribute holding an object when none does. An attribute `name` bound by a
+        role-giving assignment (an engine, a model it wraps, an MoE model) holds that object. Where the
+        receiver's class is not known (a parameter, a library's object) nothing shows a method: the call is
+        the object's."""
+        if callee is not None and self.taint.call_source(src, callee, cls, scope=scope) is not None:
             return True
         name = func.attr.value
         roles = self.roles
         if any(name in roles[k] for k in ("engine", "wrapped", "moe")):
             return False
-        memo = self.__dict__.setdefault("_method_names", {})
-        if name not in memo:
-            memo[name] = any(s.outline is not None and name in self._function_names(s)
-                             for s in self.project.using_identifier(name))
-        return memo[name]
+        classes = self._receiver_classes(src, func.value, cls, scope)
+        out = bool(classes) and any(self.taint._method_of(where, owner, name) is not None for where, owner in classes)
+        if not out:
+            # the attribute holds, by every construction, an instance of a checked class that is no module (a
+            # server client): calling it runs that class's `__call__`, no model forward
+            held = self._receiver_classes(src, func, cls, scope)
+            out = bool(held) and not any((id(c[0]), c[1]) in self._module_like_ids for c in held)
+        return out
+
+    def _receiver_classes(self, src: "PythonSource", owner: cst.BaseExpression, cls: Optional[str],
+                          scope: Optional[str]) -> list[tuple["PythonSource", str]]:
+        """The checked classes (source, qualified name) the receiver of a method call is an instance of: `self`
+        in a method of `cls`; `self.field` by the constructors the class family stores there or that the class's
+        construction sites hand its `__init__` for it (`_handed_field`); a local name by the constructors bound
+        to it in the call's scope (`Outline.instances`); a constructor call itself. [] when any of those is no
+        checked class or none is known."""
+        outline = src.outline
+        if outline is None:
+            return []
+        ctors: list[tuple["PythonSource", str]] = []
+        if isinstance(owner, cst.Name) and owner.value == "self" and cls is not None:
+            return [(src, cls)] if cls in outline.classes else []
+        if isinstance(owner, cst.Attribute) and isinstance(owner.value, cst.Name) and owner.value.value == "self" \
+                and cls is not None and cls in outline.classes:
+            for where, family in self.taint._class_family(src, cls):
+                ctors += [(where, c) for c in where.outline.fields.get(f"{family}.{owner.attr.value}", ())]
+                handed = self._handed_field(where, family, owner.attr.value)
+                if handed is None:
+                    return []
+                ctors += handed
+        elif isinstance(owner, cst.Name) and scope is not None:
+            ctors = [(src, c) for c in outline.instances.get(f"{scope}:{owner.value}", ())]
+        elif isinstance(owner, cst.Call):                   # `Evaluator().score(...)`
+            ctors = [(src, src.facts.resolve_expr(owner.func))]
+        out = []
+        for where, ctor in ctors:
+            found = self.project.class_for_callee(where, ctor) if ctor else None
+            if found is None or found[0].outline is None:
+                return []
+            out.append(found)
+        return out
+
+    def _handed_field(self, src: "PythonSource", cls: str, attr: str) -> Optional[list[tuple["PythonSource", str]]]:
+        """`self.client = client` in `cls.__init__`, `client` its parameter: the constructor calls the class's
+        construction sites hand it (`Trainer(args, RolloutClient(url))`), as (source, callee); [] when
+        `__init__` stores no parameter there; None when a site hands something else (a name, a function's result)
+        or passes it by a spread."""
+        init = src.facts.functions.get(f"{cls}.__init__")
+        if init is None:
+            return []
+        params = set(init.params)
+        from dslint.sources.cstwalk import walk
+        stored = {n.value.value for n in walk(init.node.body)
+                  if isinstance(n, cst.Assign) and isinstance(n.value, cst.Name) and n.value.value in params
+                  and any(isinstance(t.target, cst.Attribute) and isinstance(t.target.value, cst.Name)
+                          and t.target.value.value == "self" and t.target.attr.value == attr for t in n.targets)}
+        if not stored:
+            return []
+        param = next(iter(stored))
+        positional = [p.name.value for p in (*init.node.params.posonly_params, *init.node.params.params)][1:]
+        short = cls.rsplit(".", 1)[-1]
+        out = []
+        for where in self.project.using_identifier(short):
+            if where.outline is None or short not in where.text:
+                continue
+            for site in where.facts.calls:
+                if site.callee is None or site.callee.rsplit(".", 1)[-1] != short or \
+                        self.project.class_for_callee(where, site.callee) != (src, cls):
+                    continue
+                value = next((a.value for a in site.node.args if a.keyword is not None and a.keyword.value == param),
+                             None)
+                passed = [a for a in site.node.args if a.keyword is None]
+                if value is None:
+                    if any(a.star for a in site.node.args):
+                        return None
+                    index = positional.index(param) if param in positional else -1
+                    value = passed[index].value if 0 <= index < len(passed) else None
+                if value is None:
+                    continue            # the default applies
+                if not isinstance(value, cst.Call):
+                    return None
+                out.append((where, where.facts.resolve_expr(value.func)))
+        return out
+
+    @cached_property
+    def _module_like_ids(self) -> set:
+        """(id of source, qualified name) of the checked classes that are `nn.Module`s or may be."""
+        from dslint.program.models.modules import _module_like
+        return {(id(s), c.qualname) for s, c in _module_like(self.project)}
 
     def _built_as_non_module(self, expr: cst.BaseExpression) -> bool:
         """Is the object a name (or attribute) holds, by every construction the checked files bind it to, an
@@ -740,11 +848,7 @@ class CollectiveSites:
         memo = self.__dict__.setdefault("_non_module_memo", {})
         if tail not in memo:
             memo[tail] = False
-            module_like = self.__dict__.get("_module_like_ids")
-            if module_like is None:
-                from dslint.program.models.modules import _module_like
-                module_like = self.__dict__["_module_like_ids"] = {
-                    (id(s), c.qualname) for s, c in _module_like(self.project)}
+            module_like = self._module_like_ids
             found = False
             files = self.project.using_identifier(tail)
             if len(files) > _NON_MODULE_FILES:

@@ -511,7 +511,22 @@ class ProjectView:
                 hit = by_path.get(_norm(str(base / ref)))
                 if hit is not None:
                     return [hit]
-        return self._json_by_reference(ref, folder)
+        hit = self._beside_launched(launch, ref)
+        return [hit] if hit is not None else self._json_by_reference(ref, folder)
+
+    def _beside_launched(self, launch, ref: str) -> Optional[JsonSource]:
+        """`torchrun $ROOT/main.py --deepspeed_config $ROOT/configs/ds.json`: a path under the same unknown
+        variable as the launched script's is under the folder that script was found in (`units._launch_target`:
+        the file of that name nearest the launcher), whatever the variable holds at run time."""
+        m = _UNKNOWN_PREFIX.match(ref)
+        script = launch.script or ""
+        if m is None or not script.startswith(m.group(0)) or self.program is None:
+            return None
+        target = self.program.target_of(launch)
+        path, rest = _norm(target.path) if target is not None else "", _norm(script[len(m.group(0)):])
+        if not path.endswith(rest) or path[:len(path) - len(rest)][-1:] not in ("", "/"):
+            return None
+        return self._json_index[0].get(_norm(path[:len(path) - len(rest)] + ref[len(m.group(0)):]))
 
     def launch_json(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
         """`launch_json_files`, DeepSpeed configs only."""
@@ -1230,6 +1245,10 @@ def _star_imports(src: PythonSource) -> list[str]:
     if found is None:
         found = src.__dict__["_star_imports"] = _STAR_IMPORT.findall(src.text) if "import *" in src.text else []
     return found
+
+
+# a leading path component held in a shell variable the launcher leaves unknown (`${1-PATH_TO_CODE}/`, `$ROOT/`)
+_UNKNOWN_PREFIX = re.compile(r"\$(?:\{[^{}/]*\}|[A-Za-z_]\w*)/")
 
 
 @lru_cache(maxsize=1 << 16)

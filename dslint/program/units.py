@@ -339,6 +339,13 @@ class Program:
             out.setdefault(id(ctx), ctx)
         return list(out.values())
 
+    def target_of(self, launch) -> Optional[PythonSource]:
+        """The Python file a launcher line runs (None when it is not one of the checked files)."""
+        index = self.__dict__.get("_target_by_launch")
+        if index is None:
+            index = self.__dict__["_target_by_launch"] = {id(l): t for _, l, t in self.launch_targets}
+        return index.get(id(launch))
+
     def launches_of(self, src: PythonSource) -> list[tuple[ShellSource, object]]:
         """The launcher lines that run `src` (indexed once: every file of every context asks)."""
         index = self.__dict__.get("_launches_by_target")

@@ -289,13 +289,7 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
         i += 1
         break
     launch.script_args = words[i:]
-    args = launch.script_args
-    for j, a in enumerate(args):
-        key, eq, val = a.partition("=")
-        if key in _CONFIG_FLAGS:
-            value = val if eq else (args[j + 1] if j + 1 < len(args) else "")
-            if value.endswith(".json"):
-                launch.config_paths.append(value)
+    launch.config_paths.extend(_config_paths(launch.script_args))
     opts = launch.options
     if launcher == "accelerate":
         cfg = opts.get("--deepspeed_config_file")
@@ -304,11 +298,25 @@ def _parse_command(launcher: str, words: list[str], start: int, launch: Launch,
     launch.procs_per_node, launch.nodes = _processes(launcher, opts, words[:start], env or {})
 
 
+# a reference to a variable the script leaves unknown, as `_expand` keeps it (`$ROOT`, `${ROOT}`, `${1-default}`)
+_UNKNOWN_REF = re.compile(r"\$(?:\{[A-Za-z_0-9][^{}$`()]*\}|[A-Za-z_]\w*)")
 _UNEXPANDED = re.compile(r"\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)")
 _OPAQUE = "$"               # Launch.options key: launcher options held in a variable dslint could not expand
 
 # wrappers that start the command once per task (`srun -N 2 torchrun …` runs two torchruns)
 _REPLICATING = ("srun", "mpirun", "mpiexec", "xargs")
+
+
+def _config_paths(args: list[str]) -> list[str]:
+    """The JSON paths a script's arguments hand it as its DeepSpeed config (`--deepspeed_config ds.json`)."""
+    out = []
+    for j, a in enumerate(args):
+        key, eq, val = a.partition("=")
+        if key in _CONFIG_FLAGS:
+            value = val if eq else (args[j + 1] if j + 1 < len(args) else "")
+            if value.endswith(".json"):
+                out.append(value)
+    return out
 
 
 def _known(value: str) -> bool:
@@ -487,6 +495,9 @@ class _Reader:
         self.lines = self.data.split(b"\n")
         self.env: dict[str, str] = {}
         self.split_env: dict[str, list[str]] = {}     # literal values of several words
+        # values of several words some of which hold a variable the script leaves unknown (`OPTS+=" --deepspeed_config
+        # ${BASE_PATH}/configs/ds.json"`): read after the launched script only, for the config path they name
+        self.arg_env: dict[str, list[str]] = {}
         self.cwd: Optional[tuple[str, str]] = None     # see Launch.cwd
         self.launches: list[Launch] = []
         self.python_runs: list[Launch] = []      # plain `python x.py` commands (`python_run`): one process each
@@ -586,6 +597,7 @@ class _Reader:
             return
         name = name_node.text.decode("utf-8", "replace")
         words_before = self.split_env.pop(name, None)
+        args_before = self.arg_env.pop(name, None)
         if name in self.counters:
             self.env.pop(name, None)
             return
@@ -597,7 +609,10 @@ class _Reader:
         raw = value.text.decode("utf-8", "replace")
         expanded = _expand(raw, self.env)
         appended = any(kid.type == "+=" for kid in node.children)
+        whole = expanded
         if appended:
+            before = args_before or words_before
+            whole = (" ".join(before) if before else self.env.get(name, "")) + expanded
             expanded = (" ".join(words_before) if words_before else self.env.get(name, "")) + expanded
         if expanded.strip() and not re.search(r"\s", expanded.strip()):
             self.env[name] = expanded.strip()
@@ -608,6 +623,9 @@ class _Reader:
                 # `ARGS="--nproc_per_node 8 --nnodes 1"`: an unquoted `$ARGS` splits into these words (only
                 # literal words; a command string naming a launcher is read in place instead, `string_inside`)
                 self.split_env[name] = expanded.split()
+        if re.search(r"\s", whole.strip()) and re.search(r"[$`;&|<>(){}]", whole) and \
+                not re.search(r"[$`;&|<>(){}]", _UNKNOWN_REF.sub("", whole)):
+            self.arg_env[name] = whole.split()
         if value.type in _STRING_NODES and self.expanded_elsewhere(name, node, at):
             self.string_inside(value, at, depth)
 
@@ -622,11 +640,14 @@ class _Reader:
     def command(self, node, at, depth: int) -> None:
         words: list[str] = []
         args = []
+        loose: dict[int, tuple] = {}        # index in words → (words it took there, its `arg_env` words)
         for i, kid in enumerate(node.children):
             fieldname = node.field_name_for_child(i)
             if kid.type == "variable_assignment" or fieldname in ("name", "argument"):
                 raw = kid.text.decode("utf-8", "replace")
                 split = _UNEXPANDED.fullmatch(raw) and self.split_env.get(raw.strip("${}"))
+                if _UNEXPANDED.fullmatch(raw) and raw.strip("${}") in self.arg_env:
+                    loose[len(words)] = (len(split or [raw]), self.arg_env[raw.strip("${}")])
                 for word in split or [_expand(raw, self.env)]:
                     words.append(word)
                     args.append(kid)
@@ -643,6 +664,16 @@ class _Reader:
             end_col = self.column(*end) if end[0] == row else len(first.rstrip()) + 1
             launch = Launch(launcher, row + 1, self.column(row, col), end_col, cwd=self.cwd)
             _parse_command(launcher, words, start, launch, self.env)
+            first = len(words) - len(launch.script_args)
+            if any(k >= first for k in loose):
+                # `torchrun ... $ROOT/main.py ${OPTS}`: the script's own arguments, read for the config they name
+                # alone (`script_args` keeps the word: what else they say waits for the variable's value)
+                spread, k = [], first
+                while k < len(words):
+                    taken, whole = loose.get(k, (1, [words[k]]))
+                    spread += whole
+                    k += taken
+                launch.config_paths.extend(p for p in _config_paths(spread) if p not in launch.config_paths)
             self.launches.append(launch)
             return
         run = python_run(words, _in_background(node))

@@ -250,7 +250,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             self.found[key] = hazard
 
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
-        if self.empty_init:
+        if self.empty_init or self._grown_at:
             self.exc_growth(call, guards)
         helper = self.analysis.raising_helper(self.src, call, self.cls)
         if helper:

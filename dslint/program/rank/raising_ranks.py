@@ -242,6 +242,7 @@ class ExceptionTracking:
         self.maybe: dict[str, MaybeEmpty] = {}
         self.empty_init: dict[str, int] = {}     # `xs = []`: name -> number of guards at the binding
         self.none_init: dict[str, int] = {}      # `x = None`
+        self._grown_at: dict[str, int] = {}      # grown under a test: name -> number of guards at its `xs = []`
         self.raising: list[RaisingOp] = []
         self._both_assigned: list[set[str]] = []
         self._loops: list[cst.CSTNode] = []
@@ -314,6 +315,7 @@ class ExceptionTracking:
             pending.pop(name, None)
         self.empty_init.pop(name, None)
         self.none_init.pop(name, None)
+        self._grown_at.pop(name, None)
 
     def exc_checked(self, test: cst.CSTNode) -> None:
         """A test that reads the name decides what to do with an empty/None value: the user's decision."""
@@ -335,9 +337,16 @@ class ExceptionTracking:
         if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in _GROWING:
             return
         name = dotted_name(call.func.value)
-        if name is None or name not in self.empty_init:
+        if name is None:
             return
         conds = _conditioning(guards)
+        if name not in self.empty_init:
+            level = self._grown_at.get(name)
+            if level is not None and len(conds) <= level and self._adds_items(call):
+                # grown under a test, then on every rank that got to its binding (`outputs.append(done)` under
+                # `if finished:`, then `outputs.extend(rest)`): not empty past here, whatever the test decided
+                self._forget(name)
+            return
         if len(conds) > self.empty_init[name]:
             # the tests of an `if` chain every branch of which grows the list (`if i == rank: xs.append(mine)
             # else: xs.append(zeros)`) decide what is appended, not whether: it grows on every rank there
@@ -350,7 +359,21 @@ class ExceptionTracking:
                 test = g.test if g.kind == "exit" else g.node
                 self._defer(MaybeEmpty(name, "empty", test, g.origin, "grown", _code(test), self.src,
                                        self._path_now()))
+                self._grown_at[name] = self.empty_init[name]
         del self.empty_init[name]       # grown on every rank otherwise (or already maybe-empty)
+
+    def _adds_items(self, call: cst.Call) -> bool:
+        """Does the growing call add at least one item as far as this walk knows? `append`/`insert`/`add` do;
+        `extend`/`update` do unless handed an empty literal or a value this walk holds as maybe-empty (a value of
+        unknown length counts as items, as it does for the list's first growth)."""
+        if call.func.attr.value not in ("extend", "update"):
+            return True
+        arg = call.args[0].value if call.args and not call.args[0].star else None
+        if arg is None or isinstance(arg, (cst.List, cst.Tuple, cst.Dict, cst.Set)) and not arg.elements:
+            return False
+        name = dotted_name(arg) or _comp_source(arg)
+        return not name or not (name in self.maybe or name in self.empty_init or
+                                any(name in pending for pending in self._deferred))
 
     def _growing_chain(self, name: str) -> set:
         """The tests (ids) of the innermost `if` chain being walked when every one of its branches, a final `else`
