@@ -13,6 +13,8 @@ from typing import Optional
 
 import libcst as cst
 
+from dslint.program.models.always_run import used_on_every_call
+from dslint.program.models.forward_paths import creates_another
 from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program, TooManyPaths, deciding_condition,
                                   divergent)
 from dslint.sources.cstwalk import visit as cst_visit
@@ -49,6 +51,11 @@ def _roots(facts: ModelFacts, cls: ModuleClass, program: Optional[Program] = Non
         nxt = []
         for c in frontier:
             for container in facts.containers(c):
+                # `containers` matches creators by the constructor's short name: one whose constructions all
+                # resolve, through its file's imports and definitions, to another class of that name (another
+                # file's `LLaMALayer`) never holds a `c`, and its forward's paths are not `cls`'s
+                if program is not None and creates_another(program.view, container, c, facts):
+                    continue
                 if id(container) not in seen:
                     seen.add(id(container))
                     nxt.append(container)
@@ -115,6 +122,14 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                 # spell any of the names cannot use them on any path (decided without parsing its file)
                 if not interesting or not any(c.mentions(interesting) for c in root.mro()):
                     continue
+                if not own:
+                    # a holder's own reach into the attribute (a cache built from an optional input, layer by
+                    # layer) is an extra use where every call of its forward runs `cls`'s forward, which uses the
+                    # attribute on every path (`always_run`)
+                    interesting = frozenset(n for n in interesting
+                                            if not used_on_every_call(program.view, facts, root, cls, n))
+                    if not interesting:
+                        continue
                 found = root.find_method("forward")
                 if own and any(c.external_bases for c in root.mro()) and "super(" in _code(found[1].node):
                     # the library base's forward reads its own attributes (`model`, `lm_head`, ...) on every path,
