@@ -13,8 +13,6 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.program.models.always_run import used_on_every_call
-from dslint.program.models.forward_paths import creates_another
 from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program, TooManyPaths, deciding_condition,
                                   divergent)
 from dslint.sources.cstwalk import visit as cst_visit
@@ -54,7 +52,7 @@ def _roots(facts: ModelFacts, cls: ModuleClass, program: Optional[Program] = Non
                 # `containers` matches creators by the constructor's short name: one whose constructions all
                 # resolve, through its file's imports and definitions, to another class of that name (another
                 # file's `LLaMALayer`) never holds a `c`, and its forward's paths are not `cls`'s
-                if program is not None and creates_another(program.view, container, c, facts):
+                if program is not None and program.builds_another(container, c):
                     continue
                 if id(container) not in seen:
                     seen.add(id(container))
@@ -127,7 +125,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     # layer) is an extra use where every call of its forward runs `cls`'s forward, which uses the
                     # attribute on every path (`always_run`)
                     interesting = frozenset(n for n in interesting
-                                            if not used_on_every_call(program.view, facts, root, cls, n))
+                                            if not program.used_on_every_call(root, cls, n))
                     if not interesting:
                         continue
                 found = root.find_method("forward")
