@@ -25,6 +25,7 @@ import libcst as cst
 from dslint.program.facts import dotted_name
 from dslint.program.models.forward_paths import ForwardPaths, TooManyPaths
 from dslint.program.models.modules import ModelFacts, ModuleClass
+from dslint.sources.cstwalk import walk
 
 MAX_HOLDING_DEPTH = 4
 
@@ -125,12 +126,6 @@ def _class_of(project, facts: ModelFacts, owner: ModuleClass, call: cst.Call) ->
 
 
 def _calls(stmt: cst.CSTNode) -> list[cst.Call]:
-    out: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            out.append(node)
-
-    if not isinstance(stmt, cst.BaseCompoundStatement):       # `self.x = ...` itself, not a block holding it
-        stmt.visit(_Calls())
-    return out
+    if isinstance(stmt, cst.BaseCompoundStatement):       # `self.x = ...` itself, not a block holding it
+        return []
+    return [n for n in walk(stmt) if isinstance(n, cst.Call)]
