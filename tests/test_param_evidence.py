@@ -196,3 +196,56 @@ def test_patched_class_built_by_a_training_file_is_proven():
                        call="adapt()\nmodel = Layer()")
     assert [(f.line, f.proven) for f in found] == [(6, True)]
     assert any(e.found and "a file that trains builds `Layer`" in e.note for e in found[0].evidence)
+
+
+MODE_RUN = textwrap.dedent("""\
+    import deepspeed
+    import torch
+    from torch import nn
+
+    MODE_TEXT = "text"
+    MODE_FUSION = "fusion"
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = nn.Linear(8, 8)
+            self.crossattention = nn.Linear(8, 8)
+
+        def forward(self, h, mode=None):
+            h = self.attention(h)
+            if mode == MODE_FUSION:
+                h = h + self.crossattention(h)
+            return h
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Layer() for _ in range(2)])
+
+        def forward(self, h):
+            for layer in self.layers:
+                h = layer(h, mode=MODE_TEXT)
+            for layer in self.layers:
+                h = layer(h, mode=MODE_FUSION)
+            return h.sum()
+
+
+    model = Model()
+    engine, _, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                                config="ds_config.json")
+    for batch in loader:
+        engine.backward(engine(batch["h"]))
+        engine.step()
+    """)
+
+
+def test_module_constant_per_call_site_is_uniform():
+    """Issue 30 item 5: `mode=MODE_FUSION`, a module-level name bound once to a literal, is the same value on every
+    rank at that call site, as `mode="fusion"` is; a mode computed from the batch is not."""
+    assert _dsl303({"train.py": MODE_RUN, **ZERO2}, show=True) == []
+    per_batch = MODE_RUN.replace("h = layer(h, mode=MODE_FUSION)",
+                                 "h = layer(h, mode=MODE_FUSION if h.sum() > 0 else MODE_TEXT)")
+    assert [f.line for f in _dsl303({"train.py": per_batch, **ZERO2}, show=True)] == [12]
+

@@ -520,6 +520,18 @@ class Program:
             cache[id(cls)] = inputs_set_by_callers(self.view, self.models(), cls)
         return cache[id(cls)]
 
+    def builds_another(self, container: ModuleClass, cls: ModuleClass) -> bool:
+        """Do all of `container`'s constructions of a class named like `cls` resolve, through its file's definitions
+        and imports, to another class of that name (`forward_paths.creates_another`)?"""
+        from dslint.program.models.forward_paths import creates_another
+        return creates_another(self.view, container, cls, self.models())
+
+    def used_on_every_call(self, container: ModuleClass, cls: ModuleClass, attr: str) -> bool:
+        """Does every returning call of `container.forward` run a held `cls` object's forward, which uses `attr` on
+        every path (`always_run.used_on_every_call`, memoised)?"""
+        from dslint.program.models.always_run import used_on_every_call
+        return used_on_every_call(self.view, self.models(), container, cls, attr)
+
     def caller_keys(self, cls: ModuleClass) -> dict:
         """Forward parameters of `cls` that every caller in the run fills from one batch field by its literal key
         (`sensors.get("depth")`): parameter -> key (memoised per class)."""

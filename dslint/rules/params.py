@@ -49,6 +49,11 @@ def _roots(facts: ModelFacts, cls: ModuleClass, program: Optional[Program] = Non
         nxt = []
         for c in frontier:
             for container in facts.containers(c):
+                # `containers` matches creators by the constructor's short name: one whose constructions all
+                # resolve, through its file's imports and definitions, to another class of that name (another
+                # file's `LLaMALayer`) never holds a `c`, and its forward's paths are not `cls`'s
+                if program is not None and program.builds_another(container, c):
+                    continue
                 if id(container) not in seen:
                     seen.add(id(container))
                     nxt.append(container)
@@ -115,6 +120,14 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                 # spell any of the names cannot use them on any path (decided without parsing its file)
                 if not interesting or not any(c.mentions(interesting) for c in root.mro()):
                     continue
+                if not own:
+                    # a holder's own reach into the attribute (a cache built from an optional input, layer by
+                    # layer) is an extra use where every call of its forward runs `cls`'s forward, which uses the
+                    # attribute on every path (`always_run`)
+                    interesting = frozenset(n for n in interesting
+                                            if not program.used_on_every_call(root, cls, n))
+                    if not interesting:
+                        continue
                 found = root.find_method("forward")
                 if own and any(c.external_bases for c in root.mro()) and "super(" in _code(found[1].node):
                     # the library base's forward reads its own attributes (`model`, `lm_head`, ...) on every path,
@@ -462,13 +475,19 @@ class ConditionallyUsedParam(Rule):
     read by its literal key (`data["prompt_pos"]`), or hands on its own input decided alike; a call unpacking a
     mapping into a model's keywords (`model(**batch)`) leaves it to the batch. Likewise an optional input whose
     value every such call sets alike on every rank -- a literal per call site (`mode="text"` for one pass,
-    `mode="fusion"` for the next: every rank runs both), a setting, or the caller's own option decided alike --, or
+    `mode="fusion"` for the next: every rank runs both; a module constant bound once to a literal, `mode=MODE_TEXT`,
+    is one), a setting, or the caller's own option decided alike --, or
     that no call of the run hands over at all (Megatron's `enc_hidden_states`, passed by no training step) when the
     run builds the class, every call of the run's models is seen (no `model(**batch)`, `model(*inputs)` or
     transformers/TRL Trainer) and at least one call of the model or of its engine is (`engine(batch["ids"])`: an
     engine handed to a loop of an installed package shows nothing of what that loop passes): it keeps its default
     on every rank. A model built by a factory function (`get_language_model()` called in a
-    holder module's `__init__`) is trained where the holder is built.
+    holder module's `__init__`) is trained where the holder is built. A holder reaching into a sub-module's
+    attribute on some paths only (a cache built layer by layer from optional prefixes, `layer.k_proj(h)`) is an
+    extra use when every path of the holder's forward runs the sub-module's own forward (through the fields it
+    builds, `nn.ModuleList([Layer(...) ...])`) and that forward uses the attribute on every path; a holder is a
+    class whose constructions resolve to the class, through its file's definitions and imports -- not another
+    file's class of the same name.
     Not judged through a subclass that the run builds only through a flag-chosen class (`Inf if for_inference
     else Base`) set only by files that train nothing (generation scripts); not an attribute that is a Parameter
     only under a constructor flag every construction settles the other way (`Rotary(dim, learnable=False)`);

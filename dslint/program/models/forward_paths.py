@@ -1110,7 +1110,7 @@ def uniform_inputs(facts, cls, depth: int = 0, project=None) -> frozenset:
     uniform = set(names) | set(kwonly)
     for container in containers:
         holders = {a.name for c in container.mro() for a in c.attrs.values() if a.ctor in instances}
-        if not holders and project is not None and _creates_another(project, container, cls, facts):
+        if not holders and project is not None and creates_another(project, container, cls, facts):
             continue                # it builds another class of the same name (another package's TransformerEncoder)
         if not holders:
             return frozenset()      # created some other way (a ModuleList, a local): its calls are not found
@@ -1158,7 +1158,7 @@ def uniform_inputs(facts, cls, depth: int = 0, project=None) -> frozenset:
     return frozenset(uniform)
 
 
-def _creates_another(project, container, cls, facts) -> bool:
+def creates_another(project, container, cls, facts) -> bool:
     """Do all of `container`'s constructions of a class named like `cls` (or a subclass) resolve, through its
     file's imports, to classes other than those? `containers` matches creators by short name."""
     outline = container.src.outline

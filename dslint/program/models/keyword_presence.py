@@ -32,13 +32,15 @@ are not sites. Undecided (False) when no call passes the input: the existing ana
 
 from __future__ import annotations
 
+import re
+
 import builtins
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from dslint.program.facts import dotted_name
-from dslint.program.hyperparams import memo
+from dslint.program.hyperparams import memo, module_assignments
 from dslint.program.models.batch_keys import _reads, visited
 from dslint.sources.cstwalk import visit as cst_visit
 
@@ -669,13 +671,29 @@ def _value_uniform(project: "ProjectView", src: "PythonSource", fn: Optional[cst
     parameter's name, its position): the function hands on its own input, which its callers decide -- an option
     parameter too (`mode="multimodal"` as its default: its own callers may pass data); False otherwise (a batch
     field, a value computed from the data)."""
-    if _literal(value):
+    if _literal(value) or _module_literal(src, fn, value):
         return True
     if isinstance(value, cst.Name) and fn is not None:
         handed_on = _value_present(fn, value)
         if isinstance(handed_on, tuple):
             return handed_on
     return _setting_test(project, src, fn, value)
+
+
+def _module_literal(src: "PythonSource", fn: Optional[cst.FunctionDef], value: cst.BaseExpression) -> bool:
+    """A name the calling function neither takes nor binds that its file binds once, at module level, to a literal
+    (`MODE_HYPER = "hyper"`, then `mode=MODE_HYPER`): a constant, the same on every rank."""
+    if not isinstance(value, cst.Name) or value.value in ("None", "True", "False"):
+        return False
+    name = value.value
+    if fn is not None:
+        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        if name in params or _assignments(fn, name):
+            return False
+    if re.search(r"\bglobal\b[^\n]*\b%s\b" % re.escape(name), src.text):
+        return False                # rebound from a function
+    values = module_assignments(src, name)
+    return len(values) == 1 and _literal(values[0])
 
 
 def _literal(node: cst.BaseExpression) -> bool:
