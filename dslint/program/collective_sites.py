@@ -534,9 +534,11 @@ class CollectiveSites:
                 continue
             inner = self._tested(*hit)
             for name, mine in switches.handed_params(c.node, info, hit[1]).items():
-                for truth in (True, False):
-                    if (f"param:{hit[1].qualname}:{name}", truth) in inner:
-                        out.add((f"param:{info.qualname}:{mine}", truth))
+                theirs = f"param:{hit[1].qualname}:{name}"
+                for flag, truth in inner:
+                    # the parameter, a field of it, or a comparison of either with literals (`switches.MEMBER`)
+                    if flag == theirs or flag.startswith((theirs + ".", theirs + switches.MEMBER)):
+                        out.add((f"param:{info.qualname}:{mine}" + flag[len(theirs):], truth))
         return out
 
     def _switched(self, src: "PythonSource", call: cst.Call, hit, assumed: frozenset, on_self: bool) -> frozenset:
@@ -554,9 +556,12 @@ class CollectiveSites:
         passed |= switches.literal_flags(call, hit[1], tested)
         if info is not None:
             passed |= switches.handed_flags(call, info, hit[1], around, tested)
-        # only what the callee (or a function it calls) can test: an unrelated flag would split the memo
+        # only what the callee (or a function it calls) can test: an unrelated flag would split the memo (a
+        # comparison's subject is enough: `local_rank in (-1, 0)` decides the callee's `local_rank == 1`)
+        wanted = switches.subjects(tested)
         return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or f in tested
-                         or (f[0], not f[1]) in tested)
+                         or (f[0], not f[1]) in tested or switches.MEMBER in f[0] and f[0].partition(
+                             switches.MEMBER)[0] in wanted)
 
     def _with_target(self, src: "PythonSource", call: cst.Call):
         scope = self._scope_of(src, call)
@@ -992,7 +997,7 @@ class CollectiveSites:
         once = once_initialized_calls(info.node) if isinstance(info.node, cst.FunctionDef) else set()
         try:
             for call in info.calls:
-                if assumed and any((flag, not truth) in assumed for flag, truth in self.settled(src, call.node)):
+                if assumed and switches.contradicts(assumed, self.settled(src, call.node)):
                     continue
                 if id(call.node) in once:
                     continue
