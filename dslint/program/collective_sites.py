@@ -563,6 +563,24 @@ class CollectiveSites:
                          or (f[0], not f[1]) in tested or switches.MEMBER in f[0] and f[0].partition(
                              switches.MEMBER)[0] in wanted)
 
+    def reached_beyond(self, src: "PythonSource", call: cst.Call, cls: Optional[str], facts: frozenset,
+                       block: cst.CSTNode) -> bool:
+        """Does the checked function `call` runs still reach a collective where the caller's unqualified `facts`
+        hold (`switches.handed_facts`: through the names it passes as they are, and its literal arguments)?
+        True where nothing settles the callee's tests."""
+        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func), cls))
+        if hit is None:
+            return True
+        tested = self._tested(*hit)
+        mapped = switches.handed_facts(call, hit[1], facts, block)
+        wanted = switches.subjects(tested)
+        mapped = frozenset(f for f in mapped if switches.MEMBER not in f[0] and (f in tested or (f[0], not f[1])
+                                                                                 in tested)
+                           or switches.MEMBER in f[0] and f[0].partition(switches.MEMBER)[0] in wanted)
+        if not mapped:
+            return True
+        return self.reaches(*hit, assumed=mapped | switches.literal_flags(call, hit[1], tested)) is not None
+
     def _with_target(self, src: "PythonSource", call: cst.Call):
         scope = self._scope_of(src, call)
         info = src.facts.functions.get(scope)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from dslint.program.facts import FunctionInfo, dotted_name
-from dslint.program.statement_walks import MEMBER, iter_assigns, statement_expressions, sub_statements
+from dslint.program.statement_walks import MEMBER, branch_facts, iter_assigns, statement_expressions, sub_statements
 from dslint.program.rank.reaching_ranks import iter_calls
 from dslint.sources.literals import UNKNOWN, literal_value
 
@@ -196,6 +196,45 @@ def handed_flags(call: cst.Call, caller: FunctionInfo, callee: FunctionInfo, aro
                 handed = f"param:{callee.qualname}:{name}" + flag[len(theirs):]
                 if _subject(handed) in wanted:
                     out.add((handed, truth))
+    return frozenset(out)
+
+
+def uniform_facts(test: cst.BaseExpression, truth: bool, uniform) -> frozenset:
+    """`branch_facts` of `test` evaluated to `truth`, from its operands that take one value on every rank only
+    (`uniform(operand)`): what holds on the ranks that skip `if test:`'s body, as far as it is the same on all."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, truth = test.expression, not truth
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And) == truth:
+            return uniform_facts(test.left, truth, uniform) | uniform_facts(test.right, truth, uniform)
+        return frozenset()
+    return branch_facts(test, truth) if uniform(test) else frozenset()
+
+
+def handed_facts(call: cst.Call, callee: FunctionInfo, facts: frozenset, block: cst.CSTNode) -> frozenset:
+    """The caller's unqualified facts ("name:x", "name:x.f", comparisons of either: `statements.branch_facts`)
+    as facts of the callee's parameters, for the names the call passes as they are (`f(x, flag=x)`) and that
+    `block` (the statements between the test and the call) never rebinds."""
+    given = bound_arguments(call, callee)
+    if not given or not facts:
+        return frozenset()
+    rebound = set()
+    for node in iter_assigns(block):
+        for t in node.targets:
+            for el in (t.target.elements if isinstance(t.target, (cst.Tuple, cst.List)) else ()):
+                rebound.add(dotted_name(el.value) or "")
+            rebound.add(dotted_name(t.target) or "")
+    out = set()
+    for name, arg in given.items():
+        if not isinstance(arg, cst.Name):
+            continue
+        mine = "name:" + arg.value
+        for flag, truth in facts:
+            if flag == mine or flag.startswith((mine + ".", mine + MEMBER)):
+                subject = _subject(flag)[5:]
+                if any(subject == r or subject.startswith(r + ".") for r in rebound if r):
+                    continue
+                out.add((f"param:{callee.qualname}:{name}" + flag[len(mine):], truth))
     return frozenset(out)
 
 
