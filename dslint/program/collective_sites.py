@@ -534,11 +534,11 @@ class CollectiveSites:
                 continue
             inner = self._tested(*hit)
             for name, mine in switches.handed_params(c.node, info, hit[1]).items():
-                theirs = f"param:{hit[1].qualname}:{name}"
                 for flag, truth in inner:
                     # the parameter, a field of it, or a comparison of either with literals (`switches.MEMBER`)
-                    if flag == theirs or flag.startswith((theirs + ".", theirs + switches.MEMBER)):
-                        out.add((f"param:{info.qualname}:{mine}" + flag[len(theirs):], truth))
+                    handed = switches.rebased(flag, f"param:{hit[1].qualname}:{name}", f"param:{info.qualname}:{mine}")
+                    if handed is not None:
+                        out.add((handed, truth))
         return out
 
     def _switched(self, src: "PythonSource", call: cst.Call, hit, assumed: frozenset, on_self: bool) -> frozenset:
@@ -558,10 +558,7 @@ class CollectiveSites:
             passed |= switches.handed_flags(call, info, hit[1], around, tested)
         # only what the callee (or a function it calls) can test: an unrelated flag would split the memo (a
         # comparison's subject is enough: `local_rank in (-1, 0)` decides the callee's `local_rank == 1`)
-        wanted = switches.subjects(tested)
-        return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or f in tested
-                         or (f[0], not f[1]) in tested or switches.MEMBER in f[0] and f[0].partition(
-                             switches.MEMBER)[0] in wanted)
+        return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or switches.testable(f, tested))
 
     def reached_beyond(self, src: "PythonSource", call: cst.Call, cls: Optional[str], facts: frozenset,
                        block: cst.CSTNode) -> bool:
@@ -572,11 +569,7 @@ class CollectiveSites:
         if hit is None:
             return True
         tested = self._tested(*hit)
-        mapped = switches.handed_facts(call, hit[1], facts, block)
-        wanted = switches.subjects(tested)
-        mapped = frozenset(f for f in mapped if switches.MEMBER not in f[0] and (f in tested or (f[0], not f[1])
-                                                                                 in tested)
-                           or switches.MEMBER in f[0] and f[0].partition(switches.MEMBER)[0] in wanted)
+        mapped = frozenset(f for f in switches.handed_facts(call, hit[1], facts, block) if switches.testable(f, tested))
         if not mapped:
             return True
         return self.reaches(*hit, assumed=mapped | switches.literal_flags(call, hit[1], tested)) is not None

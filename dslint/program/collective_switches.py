@@ -137,6 +137,14 @@ def literal_members(key: str) -> tuple:
     return ast.literal_eval(key.partition(MEMBER)[2])
 
 
+def rebased(flag: str, theirs: str, mine: str) -> Optional[str]:
+    """`flag` about `theirs` (the name itself, a field of it -- `args.local_rank` --, or a comparison of either
+    with literals) as the same flag about `mine`; None for a flag about something else."""
+    if flag == theirs or flag.startswith((theirs + ".", theirs + MEMBER)):
+        return mine + flag[len(theirs):]
+    return None
+
+
 def _subject(key: str) -> str:
     return key.partition(MEMBER)[0]
 
@@ -164,6 +172,14 @@ def contradicts(assumed: frozenset, flags: frozenset) -> bool:
     return False
 
 
+def testable(flag: tuple, tested: frozenset) -> bool:
+    """Can the callee (or a function it calls) test `flag`: the flag itself, or for a comparison any comparison
+    of its subject (`local_rank in (-1, 0)` decides the callee's `local_rank == 1`)?"""
+    if flag in tested or (flag[0], not flag[1]) in tested:
+        return True
+    return MEMBER in flag[0] and _subject(flag[0]) in subjects(tested)
+
+
 def subjects(flags) -> set:
     """The subjects of comparison flags (and the plain flags), to match a caller's flags with a callee's tests."""
     return {_subject(f[0]) for f in flags}
@@ -189,13 +205,10 @@ def handed_flags(call: cst.Call, caller: FunctionInfo, callee: FunctionInfo, aro
     out = set()
     wanted = subjects(tested)
     for name, mine in handed_params(call, caller, callee).items():
-        theirs = f"param:{caller.qualname}:{mine}"
         for flag, truth in around:
-            # the parameter itself, a field of it (`args.local_rank`), or a comparison of either with literals
-            if flag == theirs or flag.startswith((theirs + ".", theirs + MEMBER)):
-                handed = f"param:{callee.qualname}:{name}" + flag[len(theirs):]
-                if _subject(handed) in wanted:
-                    out.add((handed, truth))
+            handed = rebased(flag, f"param:{caller.qualname}:{mine}", f"param:{callee.qualname}:{name}")
+            if handed is not None and _subject(handed) in wanted:
+                out.add((handed, truth))
     return frozenset(out)
 
 
@@ -228,13 +241,11 @@ def handed_facts(call: cst.Call, callee: FunctionInfo, facts: frozenset, block: 
     for name, arg in given.items():
         if not isinstance(arg, cst.Name):
             continue
-        mine = "name:" + arg.value
         for flag, truth in facts:
-            if flag == mine or flag.startswith((mine + ".", mine + MEMBER)):
-                subject = _subject(flag)[5:]
-                if any(subject == r or subject.startswith(r + ".") for r in rebound if r):
-                    continue
-                out.add((f"param:{callee.qualname}:{name}" + flag[len(mine):], truth))
+            handed = rebased(flag, "name:" + arg.value, f"param:{callee.qualname}:{name}")
+            subject = _subject(flag)[5:]
+            if handed is not None and not any(subject == r or subject.startswith(r + ".") for r in rebound if r):
+                out.add((handed, truth))
     return frozenset(out)
 
 
