@@ -170,16 +170,14 @@ def _compared_flag(test: cst.Comparison):
             and literal_value(right) is UNKNOWN:
         left, right = right, left
     if isinstance(op, (cst.Equal, cst.NotEqual)):
-        value = literal_value(right)
-        if value is UNKNOWN or isinstance(value, (list, tuple, dict, set)) or value is None:
-            return None
-        values = (value,)
+        values = (literal_value(right),)
     elif isinstance(op, (cst.In, cst.NotIn)) and isinstance(right, (cst.List, cst.Tuple, cst.Set)):
         values = literal_value(right)
-        if not isinstance(values, (list, tuple)) or not values or any(
-                v is UNKNOWN or v is None or isinstance(v, (list, tuple, dict, set)) for v in values):
-            return None
     else:
+        return None
+    # plain scalars only: the key spells them and `collective_switches.literal_members` reads them back
+    if not isinstance(values, (list, tuple)) or not values or any(type(v) not in (str, int, float, bool, bytes)
+                                                                  for v in values):
         return None
     parts = []
     while isinstance(left, cst.Attribute):
