@@ -554,9 +554,11 @@ class CollectiveSites:
                 continue
             inner = self._tested(*hit)
             for name, mine in switches.handed_params(c.node, info, hit[1]).items():
-                for truth in (True, False):
-                    if (f"param:{hit[1].qualname}:{name}", truth) in inner:
-                        out.add((f"param:{info.qualname}:{mine}", truth))
+                for flag, truth in inner:
+                    # the parameter, a field of it, or a comparison of either with literals (`switches.MEMBER`)
+                    handed = switches.rebased(flag, f"param:{hit[1].qualname}:{name}", f"param:{info.qualname}:{mine}")
+                    if handed is not None:
+                        out.add((handed, truth))
         return out
 
     def _switched(self, src: "PythonSource", call: cst.Call, hit, assumed: frozenset, on_self: bool) -> frozenset:
@@ -574,9 +576,23 @@ class CollectiveSites:
         passed |= switches.literal_flags(call, hit[1], tested)
         if info is not None:
             passed |= switches.handed_flags(call, info, hit[1], around, tested)
-        # only what the callee (or a function it calls) can test: an unrelated flag would split the memo
-        return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or f in tested
-                         or (f[0], not f[1]) in tested)
+        # only what the callee (or a function it calls) can test: an unrelated flag would split the memo (a
+        # comparison's subject is enough: `local_rank in (-1, 0)` decides the callee's `local_rank == 1`)
+        return frozenset(f for f in passed if f[0].startswith(("global:", "self.")) or switches.testable(f, tested))
+
+    def reached_beyond(self, src: "PythonSource", call: cst.Call, cls: Optional[str], facts: frozenset,
+                       block: cst.CSTNode) -> bool:
+        """Does the checked function `call` runs still reach a collective where the caller's unqualified `facts`
+        hold (`switches.handed_facts`: through the names it passes as they are, and its literal arguments)?
+        True where nothing settles the callee's tests."""
+        hit = self.taint.function_info(self.taint.call_source(src, src.facts.resolve_expr(call.func), cls))
+        if hit is None:
+            return True
+        tested = self._tested(*hit)
+        mapped = frozenset(f for f in switches.handed_facts(call, hit[1], facts, block) if switches.testable(f, tested))
+        if not mapped:
+            return True
+        return self.reaches(*hit, assumed=mapped | switches.literal_flags(call, hit[1], tested)) is not None
 
     def _with_target(self, src: "PythonSource", call: cst.Call):
         scope = self._scope_of(src, call)
@@ -1097,7 +1113,7 @@ class CollectiveSites:
         once = once_initialized_calls(info.node) if isinstance(info.node, cst.FunctionDef) else set()
         try:
             for call in info.calls:
-                if assumed and any((flag, not truth) in assumed for flag, truth in self.settled(src, call.node)):
+                if assumed and switches.contradicts(assumed, self.settled(src, call.node)):
                     continue
                 if id(call.node) in once:
                     continue

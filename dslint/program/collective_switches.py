@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.program.facts import FunctionInfo
-from dslint.program.statement_walks import (_bound_names, branch_facts, iter_assigns, iter_calls, own_nodes,
+from dslint.program.facts import FunctionInfo, dotted_name
+from dslint.program.statement_walks import (MEMBER, _bound_names, branch_facts, iter_assigns, iter_calls, own_nodes,
                                             statement_expressions, sub_statements)
 from dslint.sources.literals import UNKNOWN, literal_value
 
@@ -44,6 +44,8 @@ def _bound_locally(info: FunctionInfo) -> tuple[set[str], set[str]]:
                     assigned.add(t.target.value)
                 elif isinstance(t.target, (cst.Tuple, cst.List)):
                     assigned.update(el.value.value for el in t.target.elements if isinstance(el.value, cst.Name))
+                elif isinstance(t.target, cst.Attribute) and dotted_name(t.target) is not None:
+                    assigned.add(dotted_name(t.target))        # `args.split = ...`: that field is rebound
         declared = {n.name.value for node in _globals(info.node) for n in node.names}
         memo = info.__dict__["_switch_binds"] = (assigned, declared)
     return memo
@@ -72,15 +74,19 @@ def qualify(src: "PythonSource", info: Optional[FunctionInfo], flags: frozenset)
         if not flag.startswith("name:"):
             out.add((flag, truth))
             continue
-        name = flag[5:]
+        name, _, test = flag[5:].partition(MEMBER)
+        test = MEMBER + test if test else ""
         if info is None:
             continue
         assigned, declared = _bound_locally(info)
-        if name in info.params and name not in assigned:
-            out.add((f"param:{info.qualname}:{name}", truth))
-        elif name not in info.params and name not in assigned and name not in declared \
-                and name not in src.facts.imports:
-            out.add((f"global:{src.path}:{name}", truth))
+        root = name.split(".", 1)[0]
+        if name != root and (name in assigned or any(name.startswith(a + ".") for a in assigned if "." in a)):
+            continue                    # a field of the object the function rebinds: its test says nothing else
+        if root in info.params and root not in assigned:
+            out.add((f"param:{info.qualname}:{name}{test}", truth))
+        elif name == root and root not in info.params and root not in assigned and root not in declared \
+                and root not in src.facts.imports:
+            out.add((f"global:{src.path}:{name}{test}", truth))
     return frozenset(out)
 
 
@@ -101,7 +107,9 @@ def bound_arguments(call: cst.Call, info: FunctionInfo) -> Optional[dict[str, cs
 def literal_flags(call: cst.Call, info: FunctionInfo, tested: frozenset) -> frozenset:
     """("param:<qualname>:<p>", truth) for the parameters of the callee its own branches test (`tested`) that
     this call settles with a literal argument, or leaves at a literal default."""
-    wanted = {f[0].rsplit(":", 1)[-1] for f in tested if f[0].startswith(f"param:{info.qualname}:")}
+    prefix = f"param:{info.qualname}:"
+    wanted = {f[0][len(prefix):] for f in tested if f[0].startswith(prefix)}
+    wanted = {w for w in wanted if "." not in w.partition(MEMBER)[0]}
     if not wanted:
         return frozenset()
     given = bound_arguments(call, info)
@@ -111,11 +119,71 @@ def literal_flags(call: cst.Call, info: FunctionInfo, tested: frozenset) -> froz
                                                                *info.node.params.kwonly_params)
                 if p.default is not None}
     out = set()
-    for name in wanted:
+    for key in wanted:
+        name, _, test = key.partition(MEMBER)
         value = literal_value(given[name]) if name in given else defaults.get(name, UNKNOWN)
-        if value is not UNKNOWN:
-            out.add((f"param:{info.qualname}:{name}", bool(value)))
+        if value is UNKNOWN:
+            continue
+        if not test:
+            out.add((prefix + key, bool(value)))
+        elif not isinstance(value, (list, tuple, dict, set)):
+            # `split="dev"` decides the callee's `split == "train"` (false) and `split != "train"` (true)
+            out.add((prefix + key, value in literal_members(key)))
     return frozenset(out)
+
+
+def literal_members(key: str) -> tuple:
+    """The literal values of a comparison flag's key (`statements.member_key`)."""
+    import ast
+    return ast.literal_eval(key.partition(MEMBER)[2])
+
+
+def rebased(flag: str, theirs: str, mine: str) -> Optional[str]:
+    """`flag` about `theirs` (the name itself, a field of it -- `args.local_rank` --, or a comparison of either
+    with literals) as the same flag about `mine`; None for a flag about something else."""
+    if flag == theirs or flag.startswith((theirs + ".", theirs + MEMBER)):
+        return mine + flag[len(theirs):]
+    return None
+
+
+def _subject(key: str) -> str:
+    return key.partition(MEMBER)[0]
+
+
+def contradicts(assumed: frozenset, flags: frozenset) -> bool:
+    """Does some (flag, truth) of `flags` fail wherever `assumed` holds? The same flag with the other truth, or a
+    comparison of the same subject with literals that `assumed` already excludes (`split` one of ("dev",) leaves
+    `split == "train"` false; `local_rank in (-1, 0)` leaves `local_rank not in (-1, 0)` false)."""
+    for flag, truth in flags:
+        if (flag, not truth) in assumed:
+            return True
+        if MEMBER not in flag:
+            continue
+        subject, mine = _subject(flag), None
+        for known, held in assumed:
+            if MEMBER not in known or _subject(known) != subject or known == flag:
+                continue
+            if mine is None:
+                mine = frozenset(literal_members(flag))
+            theirs = frozenset(literal_members(known))
+            if held and (truth and not theirs & mine or not truth and theirs <= mine):
+                return True
+            if not held and truth and mine <= theirs:
+                return True
+    return False
+
+
+def testable(flag: tuple, tested: frozenset) -> bool:
+    """Can the callee (or a function it calls) test `flag`: the flag itself, or for a comparison any comparison
+    of its subject (`local_rank in (-1, 0)` decides the callee's `local_rank == 1`)?"""
+    if flag in tested or (flag[0], not flag[1]) in tested:
+        return True
+    return MEMBER in flag[0] and _subject(flag[0]) in subjects(tested)
+
+
+def subjects(flags) -> set:
+    """The subjects of comparison flags (and the plain flags), to match a caller's flags with a callee's tests."""
+    return {_subject(f[0]) for f in flags}
 
 
 def handed_params(call: cst.Call, caller: FunctionInfo, callee: FunctionInfo) -> dict[str, str]:
@@ -136,12 +204,49 @@ def handed_flags(call: cst.Call, caller: FunctionInfo, callee: FunctionInfo, aro
     if not any(f[0].startswith(f"param:{callee.qualname}:") for f in tested):
         return frozenset()
     out = set()
+    wanted = subjects(tested)
     for name, mine in handed_params(call, caller, callee).items():
-        for truth in (True, False):
-            if (f"param:{caller.qualname}:{mine}", truth) in around:
-                flag = (f"param:{callee.qualname}:{name}", truth)
-                if flag in tested or (flag[0], not truth) in tested:
-                    out.add(flag)
+        for flag, truth in around:
+            handed = rebased(flag, f"param:{caller.qualname}:{mine}", f"param:{callee.qualname}:{name}")
+            if handed is not None and _subject(handed) in wanted:
+                out.add((handed, truth))
+    return frozenset(out)
+
+
+def uniform_facts(test: cst.BaseExpression, truth: bool, uniform) -> frozenset:
+    """`branch_facts` of `test` evaluated to `truth`, from its operands that take one value on every rank only
+    (`uniform(operand)`): what holds on the ranks that skip `if test:`'s body, as far as it is the same on all."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, truth = test.expression, not truth
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And) == truth:
+            return uniform_facts(test.left, truth, uniform) | uniform_facts(test.right, truth, uniform)
+        return frozenset()
+    return branch_facts(test, truth) if uniform(test) else frozenset()
+
+
+def handed_facts(call: cst.Call, callee: FunctionInfo, facts: frozenset, block: cst.CSTNode) -> frozenset:
+    """The caller's unqualified facts ("name:x", "name:x.f", comparisons of either: `statements.branch_facts`)
+    as facts of the callee's parameters, for the names the call passes as they are (`f(x, flag=x)`) and that
+    `block` (the statements between the test and the call) never rebinds."""
+    given = bound_arguments(call, callee)
+    if not given or not facts:
+        return frozenset()
+    rebound = set()
+    for node in iter_assigns(block):
+        for t in node.targets:
+            for el in (t.target.elements if isinstance(t.target, (cst.Tuple, cst.List)) else ()):
+                rebound.add(dotted_name(el.value) or "")
+            rebound.add(dotted_name(t.target) or "")
+    out = set()
+    for name, arg in given.items():
+        if not isinstance(arg, cst.Name):
+            continue
+        for flag, truth in facts:
+            handed = rebased(flag, "name:" + arg.value, f"param:{callee.qualname}:{name}")
+            subject = _subject(flag)[5:]
+            if handed is not None and not any(subject == r or subject.startswith(r + ".") for r in rebound if r):
+                out.add((handed, truth))
     return frozenset(out)
 
 

@@ -148,12 +148,59 @@ def code_of(node: cst.CSTNode, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# a comparison flag's key: the subject's key, MEMBER, the literal values (`split == "train"`: "name:split∈('train',)")
+MEMBER = "\u2208"
+
+
+def member_key(subject: str, values) -> str:
+    """The key of the flag "`subject` holds one of `values`"."""
+    return f"{subject}{MEMBER}{tuple(sorted(values, key=repr))!r}"
+
+
+def _compared_flag(test: cst.Comparison):
+    """("<subject key>∈<values>", polarity) for a comparison of a bare name or of a dotted name rooted at one
+    (`split == "train"`, `args.local_rank not in [-1, 0]`, `self.mode != "eval"`) with literals: the test holds
+    exactly where the subject is one of the values (polarity True), or none of them (False)."""
+    if len(test.comparisons) != 1:
+        return None
+    from dslint.sources.literals import UNKNOWN, literal_value
+    op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+    left = test.left
+    if isinstance(op, (cst.Equal, cst.NotEqual)) and literal_value(left) is not UNKNOWN \
+            and literal_value(right) is UNKNOWN:
+        left, right = right, left
+    if isinstance(op, (cst.Equal, cst.NotEqual)):
+        values = (literal_value(right),)
+    elif isinstance(op, (cst.In, cst.NotIn)) and isinstance(right, (cst.List, cst.Tuple, cst.Set)):
+        values = literal_value(right)
+    else:
+        return None
+    # plain scalars only: the key spells them and `collective_switches.literal_members` reads them back
+    if not isinstance(values, (list, tuple)) or not values or any(type(v) not in (str, int, float, bool, bytes)
+                                                                  for v in values):
+        return None
+    parts = []
+    while isinstance(left, cst.Attribute):
+        parts.append(left.attr.value)
+        left = left.value
+    if not isinstance(left, cst.Name) or left.value in ("True", "False", "None"):
+        return None
+    subject = ("self." if left.value == "self" else "name:" + left.value + ("." if parts else "")) + \
+        ".".join(reversed(parts))
+    if subject == "self.":
+        return None
+    return member_key(subject, values), isinstance(op, (cst.Equal, cst.In))
+
+
 def _settled_flag(test: cst.BaseExpression):
     """(`self.x.y`, polarity) for a test that is an attribute of `self` (possibly negated): a flag of the object
-    that a method and the methods it calls on `self` read alike."""
+    that a method and the methods it calls on `self` read alike; a comparison with literals (`_compared_flag`)."""
     polarity = True
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, polarity = test.expression, not polarity
+    if isinstance(test, cst.Comparison):
+        flag = _compared_flag(test)
+        return (flag[0], flag[1] == polarity) if flag else None
     parts = []
     while isinstance(test, cst.Attribute):
         parts.append(test.attr.value)

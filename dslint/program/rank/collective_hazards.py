@@ -27,7 +27,8 @@ from dslint.program.rank.function_summaries import Origin, ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.fixed_values import known_truth, parsed_setting, truth_of
 from dslint.program.hyperparams import launch_option_value
-from dslint.program.statement_walks import iter_assigns, iter_calls
+from dslint.program import collective_switches as switches
+from dslint.program.statement_walks import contains, iter_assigns, iter_calls
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         self.seq_balanced_chains: dict[int, cst.If] = {}
         self._seq_heads: dict[int, cst.If] = {}
         self._seq_prev: Optional[cst.If] = None
+        self._if_of_test: dict[int, cst.If] = {}
 
     def run_body(self, stmts) -> None:
         """The walk, then the sequence decisions on the body (dslint/program/rank/collective_sequences.py)."""
@@ -163,6 +165,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         return super().stmt(node, guards)
 
     def enter_if(self, node: cst.If) -> None:
+        self._if_of_test[id(node.test)] = node
         prev = self._seq_prev
         self._seq_heads[id(node.test)] = self._seq_heads.get(id(prev.test), prev) \
             if prev is not None and prev.orelse is node else node
@@ -293,6 +296,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                          for backend, note, at, where in self._configured(site) if backend in site.backends]
                 if shown:
                     site = replace(site, evidence=[*site.evidence, *shown[:1]])
+        if len(conds) == 1 and site.kind == "function" and self._all_run_where_reached(call, conds[0]):
+            conds = []
         if conds:
             self._record(("DSL101", id(call)), Hazard("DSL101", call, site, conds[-1], self.scope,
                                                       conds=tuple(conds)))
@@ -305,6 +310,19 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                 self._record(("DSL102", id(g.node)), Hazard("DSL102", g.node, site, g, self.scope))
         if site.kind == "generate" and not conds:
             self._generate(call, site, guards)
+
+    def _all_run_where_reached(self, call: cst.Call, g: Guard) -> bool:
+        """`if load_on_all_ranks or rank == 0: load(path, load_on_all_ranks=load_on_all_ranks)` where `load`
+        reaches its collective only under `if load_on_all_ranks:`: what the ranks that skip the call share (the
+        operands of the failed test that take one value on every rank: `load_on_all_ranks` false), handed to the
+        callee, leaves it no collective -- so wherever the collective is reached, those operands make the test
+        hold on every rank, and every rank makes the call (issue 30, item 4)."""
+        node = self._if_of_test.get(id(g.node))
+        if node is None or g.condition or not isinstance(node.body, cst.IndentedBlock) or \
+                not contains(node.body, call):
+            return False
+        facts = switches.uniform_facts(node.test, False, lambda leaf: self.eval_test(leaf) is None)
+        return bool(facts) and not self.sites.reached_beyond(self.src, call, self.cls, facts, node.body)
 
     def on_loop_exit(self, node: cst.CSTNode, exits: list[Guard]) -> None:
         """`for …: all_reduce(x); if rank == 0: break`: the ranks that leave skip the next pass's collectives,

@@ -220,6 +220,11 @@ class ProjectTaint:
                 if self._building:
                     self._missed.add(e.attr.value)
                 return None
+        if src.outline is not None and self.launches_worker_in_parent(src):
+            # read in a function that starts the workers: the workers' own stores are not seen there
+            entries = [x for x in entries if not self._worker_store(src, e, x[1])]
+            if not entries:
+                return None
         origin = entries[0][1]
         where = f"{origin.source.path}:{origin.source.span(origin.node).line}"
         return Origin(origin.kind, e, src, axes=origin.axes,
@@ -1045,6 +1050,7 @@ class ProjectTaint:
         memo = self.__dict__.get("_launched_memo")
         if memo is None:
             memo = self.__dict__["_launched_memo"] = {}
+            parents = self.__dict__["_launched_parents"] = {}
             for other in self.project.mentioning("spawn", "start_processes"):
                 if other.outline is None or not any(
                         callee in PROCESS_LAUNCHERS for callee, _ in other.outline.calls):
@@ -1062,7 +1068,44 @@ class ProjectTaint:
                                            scope=call.scope)
                     if hit is not None:
                         memo.setdefault((id(hit[0]), hit[1]), (other, call.node))
+                        parents.setdefault(id(other), []).append((call.scope, hit))
         return memo
+
+    def _launching(self, src: "PythonSource") -> list[tuple[frozenset, list]]:
+        """The functions of `src` that hand a checked worker to a process launcher (the launching process, one
+        per launch: `def main(): ... mp.spawn(main_worker, ...)`): (the ids of their nodes; per worker they
+        start, its file and the ids of its nodes), memoised per file."""
+        self._launched
+        memo = self.__dict__.setdefault("_launching_memo", {})
+        out = memo.get(id(src))
+        if out is None:
+            by_scope: dict[str, list] = {}
+            for scope, hit in self.__dict__["_launched_parents"].get(id(src), ()):
+                by_scope.setdefault(scope, []).append(hit)
+            out = []
+            for scope, workers in by_scope.items():
+                info = src.facts.functions.get(scope)
+                found = [w for w in (self.function_info(h) for h in workers) if w is not None]
+                if info is not None and found:
+                    out.append((_node_ids(info.node), [(w, _node_ids(i.node)) for w, i in found]))
+            memo[id(src)] = out
+        return out
+
+    def _worker_store(self, src: "PythonSource", e: cst.Attribute, origin: "Origin") -> bool:
+        """Is `origin` (a rank id stored in a field) stored inside a worker that the function reading `e` starts
+        through a process launcher? The launching function runs in the parent process, before (or without) any
+        worker: a worker's store into its own copy of the object never reaches the parent's reads."""
+        for ids, workers in self._launching(src):
+            if id(e) in ids and any(wsrc is origin.source and id(origin.node) in inside for wsrc, inside in workers):
+                return True
+        return False
+
+    def launches_worker_in_parent(self, src: "PythonSource") -> bool:
+        """Does a function of `src` start a checked worker through a process launcher?"""
+        if "spawn" not in src.text and "start_processes" not in src.text:
+            return False
+        self._launched
+        return id(src) in self.__dict__["_launched_parents"]
 
     def launches_worker_in(self, src: "PythonSource") -> bool:
         """Is a function of `src` a process launcher's worker (its first parameter a rank id)?"""
@@ -1669,3 +1712,15 @@ def _test_names(test: cst.BaseExpression) -> set[str]:
         elif isinstance(t, cst.Comparison) and len(t.comparisons) == 1:
             stack.extend((t.left, t.comparisons[0].comparator))
     return out
+
+
+
+def _node_ids(node: cst.CSTNode) -> frozenset:
+    """The ids of every node under `node` (nested functions' included)."""
+    ids = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        ids.add(id(n))
+        stack.extend(n.children)
+    return frozenset(ids)
