@@ -54,8 +54,9 @@ def test_same_children_as_libcst_on_every_node():
         stack = [module]
         while stack:
             node = stack.pop()
-            theirs = list(node.children)
+            theirs = list(cstwalk._LIBCST_CHILDREN(node))       # libcst's own property (fast_children replaces it)
             mine = lib_children(node)
+            assert all(a is b for a, b in zip(node.children, mine)) and len(node.children) == len(mine)
             assert len(mine) == len(theirs) and all(a is b for a, b in zip(mine, theirs)), (path, node)
             nodes += 1
             stack.extend(theirs)

@@ -46,7 +46,6 @@ def fast_type_checks() -> None:
             kind.__class__ = _NodeMeta
 
 
-fast_type_checks()
 
 
 def child_fields(kind: type) -> tuple[str, ...]:
@@ -270,10 +269,32 @@ def lib_children(node: cst.CSTNode) -> list:
     if order is _UNKNOWN:
         order = _visit_order(kind)
         if order is not None:
-            mine, theirs = _in_order(node, order), list(node.children)
+            mine, theirs = _in_order(node, order), list(_LIBCST_CHILDREN(node))
             if len(mine) != len(theirs) or any(a is not b for a, b in zip(mine, theirs)):
                 order = None
         _VISIT_ORDER[kind] = order
     if order is None:
-        return list(node.children)
+        return list(_LIBCST_CHILDREN(node))
     return _in_order(node, order)
+
+
+_CHILDREN_NOW = cst.CSTNode.__dict__["children"]
+_LIBCST_CHILDREN = getattr(_CHILDREN_NOW, "libcst_fget", _CHILDREN_NOW.fget)       # libcst's own, even on a reload
+
+
+def fast_children() -> None:
+    """`CSTNode.children` answered by `lib_children` for the process (the analyses' many `node.children`, in
+    `dslint.program.rank` and elsewhere): the same list, without rebuilding each node on the way. Leaf nodes
+    keep libcst's own (an empty sequence)."""
+    if not isinstance(cst.CSTNode.__dict__["children"], _FastChildren):
+        fast = _FastChildren(lib_children)
+        fast.libcst_fget = _LIBCST_CHILDREN
+        cst.CSTNode.children = fast
+
+
+class _FastChildren(property):
+    libcst_fget = None
+
+
+fast_type_checks()
+fast_children()
