@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from dslint.sources.cstwalk import children, is_node_type
+from dslint.sources.cstwalk import children, is_node_type, lib_children
 
 if TYPE_CHECKING:
     from dslint.program.facts import FunctionInfo
@@ -31,7 +31,7 @@ _FIELDS: dict[type, tuple[str, ...]] = {
 def sub_expressions(node: cst.CSTNode):
     fields = _FIELDS.get(type(node))
     if fields is None:
-        yield from node.children
+        yield from lib_children(node)
         return
     for name in fields:
         value = getattr(node, name, None)
@@ -368,7 +368,7 @@ def name_nodes(node: cst.CSTNode):
         n = stack.pop()
         if isinstance(n, cst.Name):
             yield n
-        stack.extend(n.children)
+        stack.extend(lib_children(n))
 
 
 def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
@@ -378,7 +378,7 @@ def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
         n = stack.pop()
         if n is target:
             return True
-        stack.extend(n.children)
+        stack.extend(lib_children(n))
     return False
 
 
@@ -398,13 +398,13 @@ def names_reached(flows, reached: set[str]) -> set[str]:
 def own_nodes(func: cst.CSTNode):
     """The nodes of a function's body (or under another node), not inside the functions, lambdas and classes
     nested in it (those nodes themselves are yielded, not their insides)."""
-    todo = list(func.body.children if isinstance(func, cst.FunctionDef) else func.children)
+    todo = lib_children(func.body if isinstance(func, cst.FunctionDef) else func)
     while todo:
         n = todo.pop()
         yield n
         if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        todo.extend(n.children)
+        todo.extend(lib_children(n))
 
 
 def ends_in_exit(stmt: cst.CSTNode) -> bool:
@@ -426,7 +426,7 @@ def in_loop_or_handler(root: cst.CSTNode, node: cst.CSTNode) -> bool:
     def search(n: cst.CSTNode, inside: bool):
         if n is node:
             return inside
-        for child in n.children:
+        for child in lib_children(n):
             if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 continue
             found = search(child, inside or isinstance(child, (cst.For, cst.While, cst.ExceptHandler)))

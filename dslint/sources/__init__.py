@@ -83,6 +83,7 @@ def parse_module(text: str):
     the code of every tree parsed so with the file)."""
     import libcst as cst
     from libcst._nodes.base import CSTNode
+    import dslint.sources.cstwalk       # noqa: F401  (libcst's node classes' fast type checks)
     current = CSTNode.__dict__.get("__post_init__")
     if current is not _no_validation:
         _VALIDATING.append(current)

@@ -7,6 +7,7 @@ fields directly, skipping whitespace and punctuation.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Iterator, Optional
 
@@ -17,6 +18,34 @@ _SKIP = frozenset({"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines
                    "rbracket", "first_line", "empty_lines", "trailing_whitespace", "indent",
                    "asynchronous", "default_indent", "default_newline", "encoding", "arrow", "semicolon"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+class _NodeMeta(abc.ABCMeta):
+    """libcst's node classes' metaclass with `type`'s own (C) instance and subclass checks in place of
+    `ABCMeta`'s (a Python-level call into the ABC registry caches on every `isinstance(x, cst.Name)` that is
+    not an exact type match: a fifth of a corpus repository's CPU). The answers are the same wherever no class
+    is registered as a virtual subclass of a libcst node class and none defines `__subclasshook__` -- libcst
+    does neither; `tests/test_cstwalk.py` checks it."""
+
+    __instancecheck__ = type.__instancecheck__
+    __subclasscheck__ = type.__subclasscheck__
+
+
+def fast_type_checks() -> None:
+    """Give every libcst node class `_NodeMeta` (once per process; later subclasses inherit it). Like the
+    validation switched off in `dslint.sources.parse_module`, a process-wide change of libcst that changes
+    no answer."""
+    dump = getattr(abc, "_get_dump", None)     # CPython's C `_abc` (the pure-Python fallback has no registry dump)
+    if type(cst.CSTNode) is _NodeMeta or dump is None:
+        return
+    todo = [cst.CSTNode]
+    while todo:
+        kind = todo.pop()
+        todo.extend(kind.__subclasses__())
+        if type(kind) is abc.ABCMeta and not dump(kind)[0] and "__subclasshook__" not in kind.__dict__:
+            kind.__class__ = _NodeMeta
+
+
 
 
 def child_fields(kind: type) -> tuple[str, ...]:
@@ -186,3 +215,86 @@ def visit(node: cst.CSTNode, visitor: object) -> None:
                 stack.extend((k, True) for k in kids)
         elif hook:
             getattr(visitor, hook)(n)
+
+
+# ------------------------------------------------------------------- libcst's own `children`, without the rebuild
+
+_UNKNOWN = object()
+_VISIT_ORDER: dict[type, object] = {}      # node type → its fields in libcst's visit order, or None: ask libcst
+
+
+def _visit_order(kind: type) -> Optional[tuple[str, ...]]:
+    """The fields that `kind._visit_and_replace_children` visits, in its order: the field-name strings it passes
+    to libcst's `visit_*` helpers, read from its code object's constants (every one of them is a field name of
+    the node, in the order the method's source has them). None where that cannot be read."""
+    method = None
+    for base in kind.__mro__:
+        method = base.__dict__.get("_visit_and_replace_children")
+        if method is not None:
+            break
+    code = getattr(method, "__code__", None)
+    if code is None or not dataclasses.is_dataclass(kind):
+        return None
+    fields = {f.name for f in dataclasses.fields(kind)}
+    order: list[str] = []
+    for const in code.co_consts:
+        if type(const) is str and const in fields and const not in order:
+            order.append(const)
+    return tuple(order)
+
+
+def _in_order(node: cst.CSTNode, order: tuple[str, ...]) -> list:
+    out: list = []
+    for name in order:
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is tuple or kind is list:
+            for item in value:
+                if is_node_type(type(item)):
+                    out.append(item)
+        elif is_node_type(kind):
+            out.append(value)
+    return out
+
+
+def lib_children(node: cst.CSTNode) -> list:
+    """`node.children` exactly -- the same nodes (whitespace and punctuation included) in the same order -- read
+    from the node's fields in the order libcst's `_visit_and_replace_children` visits them, instead of running
+    that method (which rebuilds and validates a copy of the node: ~20x the cost). The order of a node type is
+    checked against libcst's own answer on the first node of that type seen by the process; a type whose
+    order cannot be read, or whose first node disagrees, is answered by libcst (`tests/test_cstwalk.py` compares
+    the two on every node of the fixture tree)."""
+    kind = type(node)
+    order = _VISIT_ORDER.get(kind, _UNKNOWN)
+    if order is _UNKNOWN:
+        order = _visit_order(kind)
+        if order is not None:
+            mine, theirs = _in_order(node, order), list(_LIBCST_CHILDREN(node))
+            if len(mine) != len(theirs) or any(a is not b for a, b in zip(mine, theirs)):
+                order = None
+        _VISIT_ORDER[kind] = order
+    if order is None:
+        return list(_LIBCST_CHILDREN(node))
+    return _in_order(node, order)
+
+
+_CHILDREN_NOW = cst.CSTNode.__dict__["children"]
+_LIBCST_CHILDREN = getattr(_CHILDREN_NOW, "libcst_fget", _CHILDREN_NOW.fget)       # libcst's own, even on a reload
+
+
+def fast_children() -> None:
+    """`CSTNode.children` answered by `lib_children` for the process (the analyses' many `node.children`, in
+    `dslint.program.rank` and elsewhere): the same list, without rebuilding each node on the way. Leaf nodes
+    keep libcst's own (an empty sequence)."""
+    if not isinstance(cst.CSTNode.__dict__["children"], _FastChildren):
+        fast = _FastChildren(lib_children)
+        fast.libcst_fget = _LIBCST_CHILDREN
+        cst.CSTNode.children = fast
+
+
+class _FastChildren(property):
+    libcst_fget = None
+
+
+fast_type_checks()
+fast_children()

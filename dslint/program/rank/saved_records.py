@@ -29,6 +29,7 @@ the items whole, or cut by another amount than the one it stores, leaves the sum
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from dslint.sources import PythonSource
 
 _CODE = cst.Module(body=[])
+# A prefilter (a superset): the pad `R[K2][I]` is a subscript of a subscript, so the text holds a `]` followed by
+# a `[` with at most whitespace, comments and line continuations between; and the relation is an addition.
+_DOUBLE_SUBSCRIPT = re.compile(r"\](?:\s|\\|#[^\r\n]*[\r\n])*\[")    # each character taken one way only: linear
 
 
 def _bindings(info) -> dict:
@@ -57,7 +61,8 @@ def restored_sizes(src: "PythonSource") -> dict[int, cst.BaseExpression]:
     if memo is None:
         memo = {}
         try:
-            memo = _find(src)
+            if "+" in src.text and _DOUBLE_SUBSCRIPT.search(src.text):
+                memo = _find(src)
         except Exception:       # a shape not foreseen: no relation, never a crash of the lattice
             memo = {}
         src.facts.__dict__["_restored_sizes"] = memo
