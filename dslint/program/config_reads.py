@@ -50,7 +50,32 @@ def config_keys_written(view: "ProjectView", config: "JsonSource") -> frozenset:
 
 
 def _keys_read(view: "ProjectView", config: "JsonSource") -> set:
-    return _over_loads(view, config, lambda view, src, call, bound, body: _string_keys_read(body, bound))
+    out = _over_loads(view, config, lambda view, src, call, bound, body: _string_keys_read(body, bound))
+    return out | _entry_keys_of_users(view, config)
+
+
+def _entry_keys_of_users(view: "ProjectView", config: "JsonSource") -> set:
+    """The keys the project's own DeepSpeed reads (`entry_keys_read`) where a script that uses `config`
+    initialises DeepSpeed through it (`from msamp import deepspeed; deepspeed.initialize(args=args, ...)` with
+    the file passed by `--deepspeed_config`): the files the script imports included."""
+    from dslint.dsconfig.usage import scripts_using
+    from dslint.program.config_handoffs import _hands_config
+    from dslint.program.pyconfig import _takes_config
+    program = view.run_program
+    out: set = set()
+    seen: set = set()
+    for script in scripts_using(view, config):
+        for src in program.closure(script):
+            if id(src) in seen:
+                continue
+            seen.add(id(src))
+            outline = src.outline
+            if outline is None or not any(c and _takes_config(c) for c, _ in outline.calls):
+                continue
+            for call in src.facts.calls:
+                if _hands_config(call):
+                    out |= entry_keys_read(view, src, call)
+    return out
 
 
 def _over_loads(view: "ProjectView", config: "JsonSource", collect) -> set:
@@ -364,3 +389,235 @@ class _DictWrites(cst.CSTVisitor):
         if self._callees is None:
             self._callees = {id(c.node): c.callee for c in self.src.facts.calls}
         return self._callees.get(id(node))
+
+
+# --- keys the project's own DeepSpeed reads ----------------------------------------------------------------
+
+# DeepSpeed's config class: `DeepSpeedConfig(config, mpu)` loads the dict (or the file a path names) and hands it
+# to `self._initialize_params(param_dict)`; its methods read it as `self._param_dict` too (deepspeed/runtime/
+# config.py). A subclass of the checked files that overrides the hook reads its own keys from the same dict.
+_DS_CONFIG_CLASSES = frozenset({"deepspeed.runtime.config.DeepSpeedConfig", "deepspeed.DeepSpeedConfig"})
+_DS_CONFIG_HOOKS = ("__init__", "_initialize_params")       # the method whose first parameter holds the config
+_DS_CONFIG_SELF = "self._param_dict"
+# DeepSpeed's getters (deepspeed/runtime/config_utils.py): `get_scalar_param(param_dict, name, default)` reads
+# `param_dict[name]`
+_DS_GETTERS = frozenset({"deepspeed.runtime.config_utils.get_scalar_param",
+                         "deepspeed.runtime.config_utils.get_list_param",
+                         "deepspeed.runtime.config_utils.get_dict_param"})
+_ENTRY_DEPTH = 3
+
+
+def entry_keys_read(view: "ProjectView", src: "PythonSource", call, config_expr=None) -> frozenset:
+    """The key paths that the project's own DeepSpeed reads from the config handed to `call` (a
+    `deepspeed.initialize`-like call whose callee resolves to a function of the checked files: `from msamp import
+    deepspeed; deepspeed.initialize(config=cfg)` runs MS-AMP's wrapper, not DeepSpeed's): the keys that wrapper
+    reads from the parameter `config_expr` arrives as, followed through the checked functions it hands the dict to,
+    and the keys every subclass of DeepSpeed's `DeepSpeedConfig` that it builds reads from the dict DeepSpeed hands
+    to it (`_initialize_params(param_dict)`, `self._param_dict`). Keys are string constants, also module constants
+    (`param_dict[MSAMP]` with `MSAMP = "msamp"`). A call of DeepSpeed itself reads nothing here: its keys are
+    the table's."""
+    view = view.run_view or view        # the wrapper's modules, whichever files a context was given
+    key = ("entry_keys", id(call.node), id(config_expr))
+    return view.memo(key, lambda: frozenset(_entry_keys(view, src, call, config_expr)))
+
+
+def _entry_keys(view: "ProjectView", src: "PythonSource", call, config_expr) -> set:
+    hit = view.function_for_callee(src, call.callee)
+    if hit is None:
+        return set()
+    other, qual = hit
+    info = other.facts.functions.get(qual)
+    if info is None:
+        return set()
+    reads = _Reads(view)
+    if config_expr is not None:
+        param = _param_receiving(call.node, info, config_expr)
+        if param is not None:
+            reads.function(other, info, {param: ()}, 0)
+    for cls_src, cls in _config_classes_built(view, other, info, 0, set()):
+        reads.config_class(cls_src, cls)
+    return reads.out
+
+
+def _param_receiving(call: cst.Call, info, expr) -> Optional[str]:
+    """The parameter of `info` that the argument `expr` of `call` binds to."""
+    params = list(info.params)
+    if params and params[0] in ("self", "cls") and info.class_name:
+        params = params[1:]
+    positional = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.value is expr:
+            if arg.keyword is not None:
+                return arg.keyword.value if arg.keyword.value in info.params else None
+            return params[positional] if positional < len(params) else None
+        if arg.keyword is None:
+            positional += 1
+    return None
+
+
+def _derives_from_ds_config(view: "ProjectView", src: "PythonSource", cls, depth: int = 0) -> bool:
+    for base in cls.bases:
+        if base in _DS_CONFIG_CLASSES:
+            return True
+        if depth < _ENTRY_DEPTH:
+            hit = view.class_for_callee(src, base)
+            info = hit[0].facts.classes.get(hit[1]) if hit is not None else None
+            if info is not None and info is not cls and _derives_from_ds_config(view, hit[0], info, depth + 1):
+                return True
+    return False
+
+
+def _config_classes_built(view: "ProjectView", src: "PythonSource", info, depth: int, seen: set):
+    """The subclasses of DeepSpeed's `DeepSpeedConfig` of the checked files that `info` (or a checked function it
+    calls, through at most `_ENTRY_DEPTH` calls) constructs."""
+    if id(info) in seen:
+        return
+    seen.add(id(info))
+    for c in info.calls:
+        hit = view.class_for_callee(src, c.callee)
+        if hit is not None:
+            cls = hit[0].facts.classes.get(hit[1])
+            if cls is not None and _derives_from_ds_config(view, hit[0], cls):
+                yield hit[0], cls
+            continue
+        if depth < _ENTRY_DEPTH:
+            fn = view.function_for_callee(src, c.callee)
+            callee = fn[0].facts.functions.get(fn[1]) if fn is not None else None
+            if callee is not None:
+                yield from _config_classes_built(view, fn[0], callee, depth + 1, seen)
+
+
+def _constant_key(view: "ProjectView", src: "PythonSource", node: cst.BaseExpression) -> Optional[str]:
+    """A string key: a literal, or a module constant (`MSAMP` bound once to a string in its module or the module
+    it is imported from)."""
+    key = _key(node)
+    if key is not None or not isinstance(node, cst.Name):
+        return key
+    from dslint.program.hyperparams import module_assignments
+    for _ in range(2):
+        values = module_assignments(src, node.value)
+        if values:
+            return _key(values[0]) if len(values) == 1 else None
+        module, _, name = (src.facts.imports.get(node.value) or "").rpartition(".")
+        found = _modules(view).get(module) if module else None
+        if found is None:
+            return None
+        src, node = found, cst.Name(name)
+    return None
+
+
+def _modules(view: "ProjectView") -> dict:
+    """Dotted module name -> source over every Python file of the run (a constants module holds nothing the
+    run's own file selection keeps)."""
+    return view.memo("config_reads.modules", lambda: {
+        src.module_name: src for src in reversed(view.run_program.python) if src.module_name})
+
+
+class _Reads:
+    """The key paths read from a config dict, from the names (and `self.` attributes) that hold it or a section
+    of it, through the checked functions it is handed to."""
+
+    def __init__(self, view: "ProjectView") -> None:
+        self.view, self.out, self._seen = view, set(), set()
+
+    def config_class(self, src: "PythonSource", cls) -> None:
+        for name, method in cls.methods.items():
+            roots = {_DS_CONFIG_SELF: ()}
+            params = list(method.params)
+            if name in _DS_CONFIG_HOOKS and len(params) > 1:
+                roots[params[1]] = ()
+            self.function(src, method, roots, 0)
+
+    def function(self, src: "PythonSource", info, roots: dict, depth: int) -> None:
+        key = (id(info), tuple(sorted(roots.items())))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        aliases = dict(roots)
+        view = self.view
+
+        def path_of(node) -> Optional[tuple]:
+            keys = []
+            while isinstance(node, cst.Subscript):
+                if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+                    return None
+                k = _constant_key(view, src, node.slice[0].slice.value)
+                if k is None:
+                    return None
+                keys.append(k)
+                node = node.value
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    node.func.attr.value in ("keys", "copy") and not node.args:
+                node = node.func.value          # `MSAMP in param_dict.keys()`
+            from dslint.program.facts import dotted_name
+            root = dotted_name(node)
+            if root is None or root not in aliases:
+                return None
+            return aliases[root] + tuple(reversed(keys))
+
+        reads = self
+
+        written: set = set()
+
+        class Find(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                held = path_of(node.value)
+                for t in node.targets:
+                    if isinstance(t.target, cst.Name) and held is not None:
+                        aliases[t.target.value] = held
+                    elif isinstance(t.target, cst.Subscript):
+                        written.add(id(t.target))       # a key the wrapper sets is no key it reads
+
+            def visit_Subscript(self, node: cst.Subscript) -> None:
+                path = None if id(node) in written else path_of(node)
+                if path:
+                    reads.out.add(path)
+
+            def visit_Comparison(self, node: cst.Comparison) -> None:
+                for target in node.comparisons:
+                    if isinstance(target.operator, (cst.In, cst.NotIn)):
+                        base = path_of(target.comparator)
+                        k = _constant_key(view, src, node.left)
+                        if base is not None and k is not None:
+                            reads.out.add(base + (k,))
+
+            def visit_Call(self, node: cst.Call) -> None:
+                f = node.func
+                if isinstance(f, cst.Attribute) and f.attr.value in ("get", "pop", "setdefault") and node.args:
+                    base = path_of(f.value)
+                    k = _constant_key(view, src, node.args[0].value)
+                    if base is not None and k is not None:
+                        reads.out.add(base + (k,))
+                held = [(a, path_of(a.value)) for a in node.args]
+                held = [(a, p) for a, p in held if p is not None and not a.star]
+                if held:
+                    reads._handed(src, node, held, depth)
+
+        info.node.body.visit(Find())
+
+    def _handed(self, src: "PythonSource", node: cst.Call, held: list, depth: int) -> None:
+        """The dict (or a section) handed to a call: DeepSpeed's getters read their key argument; a checked
+        function reads from the parameter it arrives as."""
+        from dslint.program.facts import dotted_name
+        callee = src.facts.resolve(dotted_name(node.func))
+        if callee in _DS_GETTERS:
+            if len(node.args) > 1 and node.args[0].keyword is None and held[0][0] is node.args[0]:
+                k = _constant_key(self.view, src, node.args[1].value)
+                if k is not None:
+                    self.out.add(held[0][1] + (k,))
+            return
+        if depth >= _ENTRY_DEPTH:
+            return
+        hit = self.view.function_for_callee(src, callee)
+        info = hit[0].facts.functions.get(hit[1]) if hit is not None else None
+        if info is None:
+            return
+        roots = {}
+        for arg, path in held:
+            param = _param_receiving(node, info, arg.value)
+            if param is not None:
+                roots[param] = path
+        if roots:
+            self.function(hit[0], info, roots, depth + 1)

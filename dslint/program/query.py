@@ -281,6 +281,12 @@ class Program:
         from dslint.program.config_reads import config_keys_read
         return config_keys_read(self.view, config)
 
+    def entry_keys_read(self, pyconfig) -> frozenset:
+        """The key paths of a dict built in Python that the project's own DeepSpeed reads, where the call it is
+        handed to resolves to the checked files (`dslint.program.config_reads.entry_keys_read`)."""
+        from dslint.program.config_reads import entry_keys_read
+        return entry_keys_read(self.view, pyconfig.src, pyconfig.call, pyconfig.expr)
+
     def config_keys_written(self, config: "JsonSource") -> frozenset:
         """The key paths of `config` that a script it is handed to writes into (or removes from) the loaded dict
         before handing it to DeepSpeed (`dslint.program.config_reads`): DeepSpeed never sees the file's value."""

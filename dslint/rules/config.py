@@ -391,8 +391,11 @@ class UnknownConfigKey(ConfigRule):
     def problems(self, subject: Subject) -> Iterable[tuple]:
         analysis = subject.analysis
         # keys the program reads from the same file itself (`cfg = json.load(open(args.deepspeed_config))`,
-        # `cfg.get("precision")`): DeepSpeed ignores them, but they are the program's own settings
-        consumed = subject.ctx.program.config_keys_read(subject.ctx.source) if subject.py is None else ()
+        # `cfg.get("precision")`), or that its own DeepSpeed wrapper reads (`from msamp import deepspeed`):
+        # stock DeepSpeed ignores them, but they are the program's own settings
+        program = subject.ctx.program
+        consumed = program.config_keys_read(subject.ctx.source) if subject.py is None else \
+            program.entry_keys_read(subject.py)
         for p in analysis.of("unknown"):
             if tuple(p.path) in consumed:
                 continue
