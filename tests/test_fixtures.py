@@ -41,7 +41,7 @@ def _options(files: list[Path]) -> dict:
         for m in re.finditer(r"#\s*dslint-fixture:\s*(.*)", f.read_text()):
             for key, value in re.findall(r"([\w-]+)=(\S+)", m.group(1)):
                 opts[key.replace("-", "_")] = int(value) if value.isdigit() else \
-                    {"true": True, "false": False}.get(value, value)
+                    {"true": True, "false": False, "none": None}.get(value, value)
     return opts
 
 

@@ -996,7 +996,74 @@ class ProjectView:
             tree = deepspeed_tree_of(Path(src.path), self.root)
             if tree is not None:
                 return tree[0]
+            if not self.deepspeed_version_override and (self.run_view or self)._all_pins:
+                pin, _ = self.deepspeed_pin_for(src)
+                return pin[0] if pin else installed_version("deepspeed")
         return self.deepspeed_version
+
+    def deepspeed_pin_for(self, src: AnySource) -> tuple[Optional[tuple[str, str]], Optional[str]]:
+        """(pin, other): the DeepSpeed pin of the project `src` belongs to, and where no pin applies the file of
+        another sub-project's pin that does not (None when none was passed over). The pin of the project that holds
+        the code: the nearest pin file up the tree from `src` (for a JSON config, also from each script that
+        uses it), up to the root; else one in a folder that holds no Python file of the run (a `docker/` or
+        `env/` folder beside the code). A pin in a folder that holds code of its own, not above `src`, is
+        another sub-project's (a monorepo: `sofa/requirements.txt` does not pin `mPLUG/`'s DeepSpeed)."""
+        run = self.run_view or self
+        pins = run._all_pins
+        starts = [Path(src.path).resolve()]
+        if isinstance(src, JsonSource):
+            from dslint.dsconfig.usage import scripts_using
+            starts += [Path(s.path).resolve() for s in scripts_using(run, src)]
+        root = self.root.resolve()
+        by_folder = {folder: pin for folder, pin in pins}
+        for start in starts:
+            for folder in _ancestors(start, root, limit=32):
+                if folder in by_folder:
+                    return by_folder[folder], None
+        code = run._code_folders
+        for folder, pin in pins:
+            if folder not in code:
+                return pin, None
+        return None, pins[0][1][1] if pins else None
+
+    def deepspeed_version_note(self, src: Optional[AnySource]) -> Optional[str]:
+        """Where `src`'s project pins no DeepSpeed but another sub-project of the repository does
+        (`deepspeed_pin_for`): what `deepspeed_version_for` judges it at instead, in words."""
+        if self.deepspeed_version_override or src is None or not getattr(src, "path", None) or \
+                not (self.run_view or self)._all_pins or deepspeed_tree_of(Path(src.path), self.root) is not None:
+            return None
+        pin, other = self.deepspeed_pin_for(src)
+        if pin is not None or other is None:
+            return None
+        found = installed_version("deepspeed")
+        return (f"judged at the installed DeepSpeed {found}" if found else "judged at the newest release of "
+                "dslint's table") + \
+            f": the DeepSpeed pin in {os.path.relpath(other, self.root.resolve())} belongs to another sub-project"
+
+    @cached_property
+    def _all_pins(self) -> list[tuple[Path, tuple[str, str]]]:
+        """(folder, (version, file)) of every DeepSpeed pin in the folders `deepspeed_pin` searches, in its order."""
+        out = []
+        for folder in self._project_folders():
+            for path in _pin_files(folder):
+                found = pin_in_file(path)
+                if found:
+                    out.append((folder, (found, str(path))))
+                    break
+        return out
+
+    @cached_property
+    def _code_folders(self) -> frozenset:
+        """The folders (and their parents up to the root) that hold a Python file of the run."""
+        root = self.root.resolve()
+        program = self.run_program
+        out: set = set()
+        for src in program.python:
+            for folder in _ancestors(Path(src.path).resolve(), root, limit=32):
+                if folder in out:
+                    break
+                out.add(folder)
+        return frozenset(out)
 
     def settings_summary(self) -> dict:
         """What `--format json` reports under `settings`: the DeepSpeed version and its source."""

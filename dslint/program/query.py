@@ -58,6 +58,11 @@ class Program:
         DeepSpeed's own tests and examples), else the run's (`deepspeed_version`)."""
         return self.view.deepspeed_version_for(src)
 
+    def version_note(self, src) -> Optional[str]:
+        """Where `src`'s project pins no DeepSpeed but another sub-project of the repository does: what its
+        config findings are judged at instead (`ProjectView.deepspeed_version_note`), for their message."""
+        return self.view.deepspeed_version_note(src)
+
     @property
     def transformers_version(self) -> Optional[str]:
         return self.view.transformers_version

@@ -68,6 +68,12 @@ class Subject:
         at the nearest release at or below it."""
         return self.ctx.program.deepspeed_version_for(self.py.src if self.py is not None else self.ctx.source)
 
+    def noted(self, message: str) -> str:
+        """`message`, saying which release it was judged at where the project's own pin was not found but another
+        sub-project's was (`Program.version_note`)."""
+        note = self.ctx.program.version_note(self.py.src if self.py is not None else self.ctx.source)
+        return f"{message} ({note})" if note else message
+
     @property
     def analysis(self) -> "Analysis":
         version = self.version
@@ -265,7 +271,7 @@ class ConfigRule(Rule):
                 if subject.overwrites(path):
                     continue
                 fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
-                yield Diagnostic(message, path, severity=severity, fix=fix)
+                yield Diagnostic(subject.noted(message), path, severity=severity, fix=fix)
             return
         seen = set()
         for cfg in ctx.program.configs_written_in(ctx.source):
@@ -280,7 +286,7 @@ class ConfigRule(Rule):
                     continue
                 seen.add((id(node), message))
                 fix = change[0].python_fix(ctx.source, cfg, path) if change and change[0] else None
-                yield Diagnostic(message, node, severity=severity, fix=fix)
+                yield Diagnostic(subject.noted(message), node, severity=severity, fix=fix)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         raise NotImplementedError
