@@ -323,13 +323,25 @@ def _known(value: str) -> bool:
     return bool(value) and "$" not in value and "`" not in value
 
 
-def _slots(include: str) -> Optional[tuple[int, int]]:
+# the env key (no shell name can hold it) under which an array assignment leaves how many devices one element names
+_ELEMENT = "[]"
+_ARRAY_ELEMENT = re.compile(r"\$\{([A-Za-z_]\w*)\[[^\]]*\]\}")
+
+
+def _slots(include: str, env: Optional[dict[str, str]] = None) -> Optional[tuple[int, int]]:
     """(processes, hosts) of a deepspeed `--include` filter that names its slots on every host
     (`localhost:0,1`, `node1:0,1@node2:2,3`); None where a host takes all its GPUs (`node1`) or a slot list
-    is not literal (`localhost:$GPUS`)."""
+    is not literal (`localhost:$GPUS`). One element of an array of literal device lists (`localhost:${GPULIST[$IDX]}`
+    with `GPULIST=(0 1 2 3)`, a loop starting one job per device) names as many as its largest element, whichever
+    element the index picks."""
     total, hosts = 0, 0
     for host in include.split("@"):
         name, colon, slots = host.partition(":")
+        element = _ARRAY_ELEMENT.fullmatch(slots.strip("'\"")) if colon else None
+        if element is not None and env and (env.get(element.group(1) + _ELEMENT) or "").isdigit():
+            total += int(env[element.group(1) + _ELEMENT])
+            hosts += 1
+            continue
         if not colon or not _known(slots) or not all(s.strip().isdigit() for s in slots.split(",")):
             return None
         total += len(set(slots.split(",")))
@@ -355,7 +367,7 @@ def _processes(launcher: str, opts: dict[str, str], prefix: list[str], env: dict
         nodes = _int(opts.get("--num_nodes", opts.get("--num-nodes")))
         include = opts.get("--include", opts.get("-i"))
         if gpus is None and include is not None:
-            found = _slots(include)
+            found = _slots(include, env)
             if found is None:
                 return None, nodes
             total, hosts = found
@@ -364,8 +376,9 @@ def _processes(launcher: str, opts: dict[str, str], prefix: list[str], env: dict
                 k in opts for k in ("--exclude", "-e", "--hostfile", "-H")):
             # deepspeed's runner turns CUDA_VISIBLE_DEVICES into `--include localhost:<devices>` (runner.py)
             visible = local.get("CUDA_VISIBLE_DEVICES")
-            if visible is not None and _known(visible) and all(d.strip().isdigit() for d in visible.split(",")):
-                return len(set(visible.split(","))), 1
+            found = _slots(f"localhost:{visible}", local) if visible is not None else None
+            if found is not None:
+                return found[0], 1
         return gpus, nodes
     if launcher == "torchrun":
         # torch.distributed.run: --nproc-per-node defaults to 1 and --nnodes to 1 (or PET_NPROC_PER_NODE /
@@ -605,6 +618,14 @@ class _Reader:
             self.env[name] = ""
             return
         if value.type == "array":
+            # `GPULIST=(0 1 2 3)`: what one element `${GPULIST[$i]}` may hold, for a deepspeed `--include` slot list
+            # (`_slots`): the most devices any element names, when every element is a literal device list
+            elements = [_expand(kid.text.decode("utf-8", "replace"), self.env).strip("'\"")
+                        for kid in value.named_children if kid.type != "comment"]
+            lists = [e.split(",") for e in elements]
+            self.env.pop(name + _ELEMENT, None)
+            if lists and all(d.strip().isdigit() for devices in lists for d in devices):
+                self.env[name + _ELEMENT] = str(max(len(set(devices)) for devices in lists))
             return
         raw = value.text.decode("utf-8", "replace")
         expanded = _expand(raw, self.env)
