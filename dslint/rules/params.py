@@ -926,6 +926,7 @@ class RequiresGradAfterInit(Rule):
             if _never_trained(src, ec.call.node, body):
                 continue
             finder = _AfterInit(ec.call.node, names)
+            finder.filtered = _FilterOnNames(ctx.program, src, scope, body, ec.call.node, model)
             cst_visit(body, finder)
             for node, what in finder.hits:
                 yield Diagnostic(
@@ -998,7 +999,100 @@ def _root_name(expr: cst.BaseExpression) -> Optional[str]:
     return expr.value if isinstance(expr, cst.Name) else None
 
 
+class _FilterOnNames:
+    """A `named_parameters()` loop over the model handed to `deepspeed.initialize` (or its engine's `.module`)
+    whose every requires_grad change sits under `if` tests on the parameter's name that no parameter of that
+    model satisfies (`if name.startswith("1."):` on a bare `nn.Linear`: `weight`, `bias`): it changes nothing.
+    Decided only where the model's parameter names are all known (`param_groups.built_parameter_names`: a torch.nn
+    layer, a Sequential of them, a class of the run)."""
+
+    def __init__(self, program, src, scope, body: cst.CSTNode, init_call: cst.Call, model) -> None:
+        self.program, self.src, self.scope, self.body, self.init_call = program, src, scope, body, init_call
+        self.model = model
+        self._names = False
+
+    def names(self):
+        if self._names is False:
+            from dslint.program.models.param_groups import built_parameter_names
+            value = _value_before(self.body, self.model.value, self.init_call) \
+                if isinstance(self.model, cst.Name) else self.model
+            self._names = built_parameter_names(self.program.models(), self.src, value) if value is not None else None
+        return self._names
+
+    def changes_nothing(self, loop: cst.For, changes: list) -> bool:
+        from dslint.program.models.param_groups import _single_value, filter_rejects_all
+        target = loop.target
+        it = loop.iter
+        if not (isinstance(target, cst.Tuple) and len(target.elements) == 2 and
+                all(isinstance(e.value, cst.Name) for e in target.elements)) or \
+                not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and
+                     it.func.attr.value == "named_parameters" and not it.args):
+            return False
+        receiver = _code(it.func.value).split(".")
+        if len(receiver) > 2 or len(receiver) == 2 and receiver[1] != "module":
+            return False
+        names = self.names()
+        if not names:
+            return False
+        name_var, param_var = (e.value.value for e in target.elements)
+        parents = self.src._parents
+        for change in changes:
+            tests, child, up = [], change, parents.get(id(change))
+            while up is not None and up is not loop:
+                if isinstance(up, cst.If):
+                    if child is not up.body:
+                        return False            # an `else` / `elif` side: not the test's own branch
+                    tests.append(up.test)
+                elif isinstance(up, (cst.For, cst.While)) and child is not up.body:
+                    return False
+                child, up = up, parents.get(id(up))
+            if up is None or not tests:
+                return False
+            cond = tests[0]
+            for t in tests[1:]:
+                cond = cst.BooleanOperation(cond, cst.And(), t)
+            if not filter_rejects_all(cond, name_var, param_var, names,
+                                      lambda n: _single_value(self.src, self.scope, n)):
+                return False
+        return True
+
+
+def _value_before(body: cst.CSTNode, name: str, call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The value last bound to the plain `name` in `body` before `call` (in source order), None when unknown."""
+    found: list = [None, False]
+
+    class Walk(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if found[1]:
+                return False
+            if node is call:
+                found[1] = True
+                return False
+            if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name
+                                                    for t in node.targets):
+                found[0] = node.value if len(node.targets) == 1 else None
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.With)) and \
+                    name in {n.value for n in _names_in(getattr(node, "target", None))}:
+                found[0] = None
+            return True
+
+    body.visit(Walk())
+    return found[0] if found[1] else None
+
+
+def _names_in(node) -> list:
+    if node is None:
+        return []
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for e in node.elements for n in _names_in(e.value)]
+    return []
+
+
 class _AfterInit(cst.CSTVisitor):
+    filtered: Optional[_FilterOnNames] = None
+
     def __init__(self, init_call: cst.Call, models: set[str]) -> None:
         self.init_call = init_call
         self.models = set(models)
@@ -1045,8 +1139,10 @@ class _AfterInit(cst.CSTVisitor):
                 cst_visit(node.body, self)
                 self.param_loops.pop()
                 if len(self.hits) > before:      # report the loop once, on its header
+                    changes = [hit for hit, _ in self.hits[before:]]
                     del self.hits[before:]
-                    self.hits.append((node, f"changing requires_grad of `{_code(node.iter)}`"))
+                    if self.filtered is None or not self.filtered.changes_nothing(node, changes):
+                        self.hits.append((node, f"changing requires_grad of `{_code(node.iter)}`"))
                 return False
         return True
 

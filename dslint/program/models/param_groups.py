@@ -494,3 +494,52 @@ def optimizer_excluded(facts, project) -> frozenset:
                 here.add(id(attr))
         excluded = here if excluded is None else excluded & here
     return frozenset(excluded or ())
+
+
+# torch.nn modules that create no parameter (torch's API): a `Sequential` of these and known layers names them all
+_PARAMETER_FREE = frozenset({"ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "Identity",
+                             "Flatten", "LeakyReLU", "ELU", "Mish", "Hardswish", "MaxPool1d", "MaxPool2d", "AvgPool1d",
+                             "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"})
+
+
+def built_parameter_names(facts, src: PythonSource, value: Optional[cst.BaseExpression], depth: int = 0
+                          ) -> Optional[list[ParamName]]:
+    """The parameter names of the module the expression `value` builds: a `torch.nn` layer (`nn.Linear(4, 4)`:
+    `weight`, `bias`), an `nn.Sequential` of layers and parameter-free modules (`0.weight`, ...), or a class of
+    the run (`parameter_names`). None when not known."""
+    if not isinstance(value, cst.Call) or depth > 3:
+        return None
+    callee = src.facts.resolve_expr(value.func) or ""
+    module, _, last = callee.rpartition(".")
+    if module == "torch.nn":
+        if last in _LAYER_PARAMS:
+            no_bias = any(a.keyword is not None and a.keyword.value == "bias" and literal_value(a.value) is False
+                          for a in value.args)
+            return [ParamName(p, nd, True) for p, nd in _LAYER_PARAMS[last] if not (p == "bias" and no_bias)]
+        if last in _PARAMETER_FREE:
+            return []
+        if last == "Sequential" and all(a.keyword is None and not a.star for a in value.args):
+            out: list[ParamName] = []
+            for i, arg in enumerate(value.args):
+                inner = built_parameter_names(facts, src, arg.value, depth + 1)
+                if inner is None:
+                    return None
+                out += [ParamName(f"{i}.{pn.name}", pn.ndim, pn.complete) for pn in inner]
+            return out
+        return None
+    hits = facts.by_name.get(last or callee, []) if callee else []
+    if len(hits) != 1:
+        return None
+    names = parameter_names(facts, hits[0])
+    return names if names and all(pn.complete for pn in names) else None
+
+
+def filter_rejects_all(condition: cst.BaseExpression, name_var: str, param_var: str, names: list[ParamName],
+                       consts) -> bool:
+    """Does the filter `condition` on a `named_parameters()` loop's `(name_var, param_var)` hold for none of
+    `names` (every one known), whatever its unreadable parts are?"""
+    if not names or not all(pn.complete for pn in names):
+        return False
+    cond = condition.visit(_Rename({name_var: NAME_VAR, param_var: PARAM_VAR}))
+    rejected = uncovered_names([Group(cond, "", name_var, param_var)], names, consts)
+    return len(rejected) == len(names)
