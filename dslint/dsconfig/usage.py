@@ -18,15 +18,7 @@ MOE_CLASSES = ("deepspeed.moe.layer.MoE", "deepspeed.moe.MoE", "deepspeed.MoE")
 def scripts_using(project: ProjectView, config: JsonSource) -> list[PythonSource]:
     """The scripts of `project` whose configs (`ProjectView.configs_for`) include `config`, in the view's order:
     one index of the view's JSON configs to their scripts, built on the first question."""
-    return list(project.memo("dsconfig.usage.scripts_using", lambda: _users(project)).get(id(config), ()))
-
-
-def _users(project: ProjectView) -> dict[int, list[PythonSource]]:
-    users: dict[int, list[PythonSource]] = {}
-    for py in project.python:
-        for key in dict.fromkeys(id(config) for config in project.json_configs_for(py)):
-            users.setdefault(key, []).append(py)
-    return users
+    return project.scripts_using(config)
 
 
 def _hf_entry_call(project: ProjectView, src: PythonSource, callee: str | None) -> bool:

@@ -58,13 +58,12 @@ def _entry_keys_of_users(view: "ProjectView", config: "JsonSource") -> set:
     """The keys the project's own DeepSpeed reads (`entry_keys_read`) where a script that uses `config`
     initialises DeepSpeed through it (`from msamp import deepspeed; deepspeed.initialize(args=args, ...)` with
     the file passed by `--deepspeed_config`): the files the script imports included."""
-    from dslint.dsconfig.usage import scripts_using
     from dslint.program.config_handoffs import _hands_config
     from dslint.program.pyconfig import _takes_config
     program = view.run_program
     out: set = set()
     seen: set = set()
-    for script in scripts_using(view, config):
+    for script in view.scripts_using(config):
         for src in program.closure(script):
             if id(src) in seen:
                 continue

@@ -678,6 +678,17 @@ class ProjectView:
             hit = memo[id(src)] = self._configs_for(src)
         return list(hit)
 
+    def scripts_using(self, config: JsonSource) -> list[PythonSource]:
+        """The scripts whose configs (`json_configs_for`) include `config`, in the view's order: one index of the
+        view's JSON configs to their scripts, built on the first question."""
+        def users() -> dict[int, list[PythonSource]]:
+            out: dict[int, list[PythonSource]] = {}
+            for py in self.python:
+                for key in dict.fromkeys(id(c) for c in self.json_configs_for(py)):
+                    out.setdefault(key, []).append(py)
+            return out
+        return list(self.memo("dsconfig.usage.scripts_using", users).get(id(config), ()))
+
     def json_configs_for(self, src: PythonSource) -> list[JsonSource]:
         """The JSON configs among `configs_for(src)`, without evaluating the config expressions of a file that
         cannot name a ".json" path (`may_name_json`: its dict-literal configs are not parsed, evaluated or
@@ -1012,8 +1023,7 @@ class ProjectView:
         pins = run._all_pins
         starts = [Path(src.path).resolve()]
         if isinstance(src, JsonSource):
-            from dslint.dsconfig.usage import scripts_using
-            starts += [Path(s.path).resolve() for s in scripts_using(run, src)]
+            starts += [Path(s.path).resolve() for s in run.scripts_using(src)]
         root = self.root.resolve()
         by_folder = {folder: pin for folder, pin in pins}
         for start in starts:

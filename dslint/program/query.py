@@ -569,6 +569,19 @@ class Program:
         return returns_value(fn.node)
 
     # ---- nn.Module models ---------------------------------------------------------------------------------
+    def parameter_names_built(self, src: "PythonSource", value) -> Optional[list]:
+        """The parameter names of the module the expression `value` builds (`param_groups.built_parameter_names`:
+        a torch.nn layer, a Sequential of them, a class of the run); None when not all known."""
+        from dslint.program.models.param_groups import built_parameter_names
+        return built_parameter_names(self.models(), src, value)
+
+    @staticmethod
+    def filter_rejects_all(src: "PythonSource", scope, condition, name_var: str, param_var: str, names: list) -> bool:
+        """Does the name filter `condition` of a `named_parameters()` loop hold for none of `names`
+        (`param_groups.filter_rejects_all`; names bound once in `scope` read as their value)?"""
+        from dslint.program.models.param_groups import _single_value, filter_rejects_all
+        return filter_rejects_all(condition, name_var, param_var, names, lambda n: _single_value(src, scope, n))
+
     def models(self) -> ModelFacts:
         """The run's `nn.Module` classes, the parameters/submodules they create, and what the scripts freeze."""
         from dslint.program.models.modules import model_facts

@@ -1013,14 +1013,12 @@ class _FilterOnNames:
 
     def names(self):
         if self._names is False:
-            from dslint.program.models.param_groups import built_parameter_names
             value = _value_before(self.body, self.model.value, self.init_call) \
                 if isinstance(self.model, cst.Name) else self.model
-            self._names = built_parameter_names(self.program.models(), self.src, value) if value is not None else None
+            self._names = self.program.parameter_names_built(self.src, value) if value is not None else None
         return self._names
 
     def changes_nothing(self, loop: cst.For, changes: list) -> bool:
-        from dslint.program.models.param_groups import _single_value, filter_rejects_all
         target = loop.target
         it = loop.iter
         if not (isinstance(target, cst.Tuple) and len(target.elements) == 2 and
@@ -1051,8 +1049,7 @@ class _FilterOnNames:
             cond = tests[0]
             for t in tests[1:]:
                 cond = cst.BooleanOperation(cond, cst.And(), t)
-            if not filter_rejects_all(cond, name_var, param_var, names,
-                                      lambda n: _single_value(self.src, self.scope, n)):
+            if not self.program.filter_rejects_all(self.src, self.scope, cond, name_var, param_var, names):
                 return False
         return True
 
