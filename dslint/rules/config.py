@@ -18,7 +18,7 @@ from dslint.dsconfig.semantics import (batch_findings, moe_zero_findings, offloa
                                        precision_findings)
 from dslint.findings import Fix, Severity
 from dslint.program.query import Program
-from dslint.rules.base import Clue, Diagnostic, Example, Rule, RuleContext
+from dslint.rules.base import Diagnostic, Example, Rule, RuleContext
 
 if TYPE_CHECKING:
     from dslint.dsconfig.check import Analysis
@@ -67,12 +67,6 @@ class Subject:
         (its own tests and examples), else the one the project uses (option, pin or installed); the table judges
         at the nearest release at or below it."""
         return self.ctx.program.deepspeed_version_for(self.py.src if self.py is not None else self.ctx.source)
-
-    def version_clues(self) -> list:
-        """Evidence saying which release the config was judged at where its project pins no DeepSpeed but another
-        sub-project does (`Program.version_note`: that pin does not apply)."""
-        note = self.ctx.program.version_note(self.py.src if self.py is not None else self.ctx.source)
-        return [Clue("version", note)] if note else []
 
     @property
     def analysis(self) -> "Analysis":
@@ -271,7 +265,7 @@ class ConfigRule(Rule):
                 if subject.overwrites(path):
                     continue
                 fix = change[0].json_fix(ctx.source, path) if change and change[0] else None
-                yield Diagnostic(message, path, severity=severity, fix=fix, evidence=subject.version_clues())
+                yield Diagnostic(message, path, severity=severity, fix=fix)
             return
         seen = set()
         for cfg in ctx.program.configs_written_in(ctx.source):
@@ -286,7 +280,7 @@ class ConfigRule(Rule):
                     continue
                 seen.add((id(node), message))
                 fix = change[0].python_fix(ctx.source, cfg, path) if change and change[0] else None
-                yield Diagnostic(message, node, severity=severity, fix=fix, evidence=subject.version_clues())
+                yield Diagnostic(message, node, severity=severity, fix=fix)
 
     def problems(self, subject: Subject) -> Iterable[tuple]:
         raise NotImplementedError

@@ -331,14 +331,18 @@ def stage_clues(program: "Program", src: "AnySource") -> list[Clue]:
 
 
 def config_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
-    """A config finding: the config (the file, or the dict built in a script) and what hands it to DeepSpeed."""
+    """A config finding: the config (the file, or the dict built in a script) and what hands it to DeepSpeed; where
+    its project pins no DeepSpeed but another sub-project does, the release it was judged at instead
+    (`Program.version_note`)."""
+    note = program.version_note(src)
+    version = [Clue("version", note)] if note else []
     if getattr(src, "kind", "") != "json":
-        return [Clue("config", "DeepSpeed config built in Python", diag.at)]
+        return [Clue("config", "DeepSpeed config built in Python", diag.at)] + version
     out = [Clue("config", "read as a DeepSpeed config", None, src)]
     consumers = consumer_clues(program, src)
     out += consumers or [unseen("consumer", "no launcher or script seen handing it to DeepSpeed: a DeepSpeed config "
                                             "by its keys")]
-    return out
+    return out + version
 
 
 def consumer_clues(program: "Program", config: "AnySource") -> list[Clue]:
