@@ -335,7 +335,7 @@ def config_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
     its project pins no DeepSpeed but another sub-project does, the release it was judged at instead
     (`Program.version_note`)."""
     note = program.version_note(src)
-    version = [Clue("version", note)] if note else []
+    version = [Clue("deepspeed-version", note)] if note else []
     if getattr(src, "kind", "") != "json":
         return [Clue("config", "DeepSpeed config built in Python", diag.at)] + version
     out = [Clue("config", "read as a DeepSpeed config", None, src)]
