@@ -317,12 +317,20 @@ class FlowWalk:
             self._uncorrelate(names)
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
-        elif isinstance(value, cst.Call) and self._payload_call(value):
+        elif isinstance(value, cst.Subscript) and self._payload_expr(value) and isinstance(target, cst.Name):
+            self._fresh.add(target.value)   # `item = outputs[0]` of the list `scatter_object_list` filled
+        elif isinstance(value, cst.Call) and (source := self._payload_source(value)) is not None:
             # `data = self._scatter_object_list(data)`: what a helper hands back from its collective, on every
-            # branch that calls it (`returns_payload`); a received item keeps its own origin (`Origin.present`)
+            # branch that calls it (`returns_payload`): the payload as the helper's own walk holds it -- uniform,
+            # or this rank's received item, whose None-ness is alike on every rank or not (`Origin.present`)
             self._fresh.update(names)
-            if isinstance(target, cst.Name) and origin is not None and origin.present:
-                self.env[target.value] = origin
+            if isinstance(target, cst.Name):
+                handed = self.taint.analysis.payload_origin(source)
+                if handed is None:
+                    self.env.pop(target.value, None)
+                else:
+                    self.env[target.value] = replace(handed, via_call=(self.taint.src, value),
+                                                     via=handed.via or "returned by a helper of its collective")
         else:
             self._fresh.difference_update(names)
         for name, o in self.env.items():
@@ -987,13 +995,18 @@ class FlowWalk:
         return world_size_group(e)
 
     def _payload_call(self, call: cst.Call) -> bool:
-        """Does `call` run a checked function that hands back its collective's payload? (Which function a call
-        runs is a lookup a module's environment may be kept with, `view_free`; the rest asks the view, and only
-        for a checked function.)"""
+        """Does `call` run a checked function that hands back its collective's payload?"""
+        return self._payload_source(call) is not None
+
+    def _payload_source(self, call: cst.Call):
+        """The checked function (source, qualified name) `call` runs when it hands back its collective's payload
+        -- a method of a `self.` field's object included (`self.collector.collect(...)`); None otherwise. (Which
+        function a call runs is a lookup a module's environment may be kept with, `view_free`; the rest asks the
+        view, and only for a checked function.)"""
         analysis = self.taint.analysis
         callee = self.taint.facts.resolve_expr(call.func)
-        source = analysis.call_source(self.taint.src, callee, self.cls, fields=False) if callee else None
-        return source is not None and analysis.returns_payload(source)
+        source = analysis.call_source(self.taint.src, callee, self.cls) if callee else None
+        return source if source is not None and analysis.returns_payload(source) else None
 
     def _payload_expr(self, e: cst.BaseExpression) -> bool:
         """Is `e` a collective's payload here: a name a collective set (`_fresh`), or an item of one at a literal
@@ -1028,7 +1041,10 @@ class FlowWalk:
         if name is None:
             return
         alike = sent is not None and self.taint.analysis.scatters_alike(self.taint.src, self.scope, sent, call)
-        self.env[name] = Origin("item", call, self.taint.src, present=alike)
+        # the output list holds one item, this rank's: a display of one element (`Origin.elements`), so `item =
+        # outputs[0]` reads the item itself and keeps whether its None-ness is alike
+        self.env[name] = Origin("item", call, self.taint.src, display=True,
+                                elements=(Origin("item", call, self.taint.src, present=alike),))
         self.env.pop(name + "[]", None)
         self._fresh.add(name)
 
