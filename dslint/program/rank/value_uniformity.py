@@ -777,6 +777,9 @@ class RankTaint:
             # key of the mapping by the view's meaning
             key = keyed_target.value
             inner = {k: v for k, v in env.items() if k.split(".", 1)[0].split("[", 1)[0] != key}
+            if value is not None:
+                # the value target is the field itself: a test reading it (`v.sum() > 0`) reads its content
+                self.bind(value, None, element_of(self.eval(e.for_in.iter, env, cls)), inner, cls)
             return all(self.eval(i.test, inner, cls) is None for i in e.for_in.ifs)
         target, mapping = e.for_in.target, dotted_name(e.for_in.iter)
         if not isinstance(target, cst.Name) or mapping is None:
