@@ -209,3 +209,35 @@ def test_library_tables_name_torch_api():
     assert all(hasattr(x, a) for a in TENSOR_PLACEMENT_ATTRS | TENSOR_PLACEMENT_METHODS)
     assert all(callable(getattr(torch.nn.Module, m)) for m in MODULE_METHODS_WITHOUT_FORWARD)
     assert not {"forward", "__call__", "_call_impl"} & MODULE_METHODS_WITHOUT_FORWARD
+
+
+STRUCTURE_TEXT = """\
+import torch.distributed as dist
+
+
+def run(rows, outputs, ignore, a, b):
+    mine = rows[dist.get_rank()::dist.get_world_size()]
+    chosen = (a, b) if dist.get_rank() == 0 else a
+    probe = (len(mine.shape), len(mine.size()), mine.shape[0], len(chosen.shape),
+             len(tuple(v for k, v in outputs.items() if k not in ignore)),
+             len(tuple(v for k, v in outputs.items() if v.sum() > 0)))
+"""
+
+
+def test_structure_is_uniform_sizes_are_not():
+    """What a value IS (its number of dimensions, the fields kept by a test of their key) is the same on every rank
+    for per-rank data; its sizes, a structure chosen by a rank test, and fields kept by their contents are not."""
+    src = PythonSource("m.py", STRUCTURE_TEXT)
+    project = ProjectView([src])
+    func = src.facts.functions["run"]
+    probe = [s for s in func.node.body.body if isinstance(s, cst.SimpleStatementLine)
+             and getattr(s.body[0].targets[0].target, "value", "") == "probe"][0]
+    e = [el.value for el in probe.body[0].value.elements]
+    env = {"outputs": batch_origin(e[0], src, "argument `outputs` of run()")}
+    got = [uniformity(project, src, x, "run") for x in e[:4]] + \
+        [uniformity(project, src, x, "run", env=env) for x in e[4:]]
+    assert got[0] is UNIFORM and got[1] is UNIFORM     # len(mine.shape), len(mine.size()): dimensions
+    assert isinstance(got[2], Varying)                  # mine.shape[0]: this rank's row count
+    assert isinstance(got[3], Varying)                  # a structure chosen by a rank test
+    assert got[4] is UNIFORM                            # fields kept by their key: the batch's structure
+    assert isinstance(got[5], Varying)                  # fields kept by their values

@@ -70,7 +70,18 @@ def returns_payload(analysis, source: tuple["PythonSource", str]) -> bool:
                             cls=info.class_name)
             walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
             memo[key] = bool(walk.payload_returns)
+            if memo[key]:
+                analysis.__dict__.setdefault("_payload_origin", {})[key] = walk.returned
     return memo[key]
+
+
+def payload_origin(analysis, source: tuple["PythonSource", str]):
+    """What a payload-returning helper (`returns_payload`) hands back, as its own walk saw it: None for a
+    uniform payload (a reduced or broadcast buffer), this rank's item for a `scatter_object_list` item (alike
+    in None-ness on every rank or not, `Origin.present`)."""
+    if not returns_payload(analysis, source):
+        return None
+    return analysis.__dict__.get("_payload_origin", {}).get((id(source[0]), source[1]))
 
 
 def _over_whole_groups(src: "PythonSource", info: FunctionInfo) -> bool:
@@ -133,24 +144,99 @@ def _argument(call: cst.Call, info: FunctionInfo, param: str) -> Optional[cst.Ba
 
 
 def _bound_alike(src: "PythonSource", info: FunctionInfo, name: str, at: cst.CSTNode) -> bool:
-    """Every binding of `name` in `info` that comes before `at` (a superset of those reaching it) is a list of
-    items alike in None-ness, and there is one; no other kind of binding (a loop target, `+=`) does."""
-    from dslint.program.process_groups import _binds_otherwise
-    line = src.span(at).line
-    values = [node.value for node in iter_assigns(info.node.body) for t in node.targets
-              if dotted_name(t.target) == name and src.span(node).line < line]
-    if not values or _binds_otherwise(info.node.body, name):
+    """Every binding of `name` in `info` that may reach `at` (`_reaching_values`: those before it in the text
+    that no later plain binding of the same block, still before it, overwrites) is a list of items alike in
+    None-ness, or None (a rank holding None sends nothing: it only receives, and on the source
+    `scatter_object_list` raises), and one is a list; no other kind of binding (a loop target, `+=`) does."""
+    values = _reaching_values(src, info.node.body, name, src.span(at).line)
+    if values is None:
         return False
     iterators = {dotted_name(t.target) for node in iter_assigns(info.node.body) for t in node.targets
                  if isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)
                  and node.value.func.value == "iter"}
-    return all(_alike_items(v, iterators) for v in values)
+    lists = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+    return bool(lists) and all(_alike_items(v, iterators) for v in lists)
+
+
+def _reaching_values(src: "PythonSource", body: cst.CSTNode, name: str, line: int
+                     ) -> Optional[list[cst.BaseExpression]]:
+    """The values of the plain bindings of `name` (`name = v`, `name: T = v`) before `line` that no later plain
+    binding of the same statement block, also before `line`, overwrites (a superset of those reaching `line`);
+    None when there is none, or when another kind of binding of `name` (a loop target, `+=`, `with … as`, an
+    unpacking) comes before `line`."""
+    from dslint.program.process_groups import _binds_otherwise
+    from dslint.program.statement_walks import sub_statements
+    out: list = []
+    todo = [body]
+    while todo:
+        block = todo.pop()
+        last: Optional[cst.BaseExpression] = None
+        for stmt in sub_statements(block):
+            if src.span(stmt).line >= line:
+                break
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                if _binds_otherwise(_header_only(stmt), name):
+                    return None
+                todo.extend(_blocks_in(stmt))
+                continue
+            for small in stmt.body:
+                value = _plain_value(small, name)
+                if value is not None:
+                    last = value                # overwrites the block's earlier binding
+                elif _binds_otherwise(small, name) or isinstance(small, cst.Assign) and any(
+                        name in _names_in(t.target) for t in small.targets):
+                    return None
+        if last is not None:
+            out.append(last)
+    return out or None
+
+
+def _plain_value(small: cst.CSTNode, name: str) -> Optional[cst.BaseExpression]:
+    """`v` of `name = v` / `name: T = v`."""
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and dotted_name(small.targets[0].target) == name:
+        return small.value
+    if isinstance(small, cst.AnnAssign) and small.value is not None and dotted_name(small.target) == name:
+        return small.value
+    return None
+
+
+def _names_in(target: cst.BaseExpression) -> set:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for el in target.elements for n in _names_in(el.value)}
+    if isinstance(target, cst.StarredElement):
+        return _names_in(target.value)
+    name = dotted_name(target)
+    return {name} if name else set()
+
+
+def _header_only(stmt: cst.CSTNode) -> cst.CSTNode:
+    """A compound statement without its nested blocks (what binds in its header: `for x in`, `with … as x`)."""
+    if isinstance(stmt, cst.For):
+        return cst.For(target=stmt.target, iter=stmt.iter, body=cst.IndentedBlock(body=[]))
+    if isinstance(stmt, cst.With):
+        return cst.With(items=stmt.items, body=cst.IndentedBlock(body=[]))
+    return cst.Pass()
+
+
+def _blocks_in(stmt: cst.CSTNode) -> list:
+    """The statement blocks a compound statement nests (its body, `else`, handlers, `finally`), each once."""
+    from dslint.program.statement_walks import sub_statements
+    out, todo = [], list(sub_statements(stmt))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            out.append(n)
+        elif not isinstance(n, (cst.BaseSmallStatement, cst.SimpleStatementLine, cst.BaseExpression)):
+            todo.extend(sub_statements(n))
+    return out
 
 
 def _alike_items(e: cst.BaseExpression, iterators: Optional[set]) -> bool:
     """A list whose items are all None or none is: `[x] * n` (one object repeated), a comprehension of
-    `next(it)` over an iterator the function made with `iter(...)` or of a literal, a display of literals all
-    None or all other."""
+    `next(it)` over an iterator the function made with `iter(...)`, of slices (`xs[i:j]`, never None) or of a
+    literal, a display of literals all None or all other."""
     if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Multiply):
         return any(isinstance(side, cst.List) and len(side.elements) == 1 and not
                    isinstance(side.elements[0], cst.StarredElement) for side in (e.left, e.right))
@@ -159,6 +245,9 @@ def _alike_items(e: cst.BaseExpression, iterators: Optional[set]) -> bool:
         if isinstance(item, cst.Call) and isinstance(item.func, cst.Name) and item.func.value == "next" and \
                 len(item.args) == 1 and iterators and dotted_name(item.args[0].value) in iterators:
             return True
+        if isinstance(item, cst.Subscript) and item.slice and all(isinstance(el.slice, cst.Slice)
+                                                                  for el in item.slice):
+            return True             # `[data[i:j] for i, j in ...]`: slices, never None
         return literal_value(item) is not UNKNOWN
     if isinstance(e, (cst.List, cst.Tuple)) and e.elements:
         values = [literal_value(el.value) if not isinstance(el, cst.StarredElement) else UNKNOWN

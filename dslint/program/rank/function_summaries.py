@@ -537,6 +537,11 @@ class ProjectTaint:
         from dslint.program.rank.collective_payloads import returns_payload
         return returns_payload(self, source)
 
+    def payload_origin(self, source: tuple["PythonSource", str]) -> Optional[Origin]:
+        """What a payload-returning helper hands back (None: uniform; this rank's scattered item otherwise)."""
+        from dslint.program.rank.collective_payloads import payload_origin
+        return payload_origin(self, source)
+
     def scatters_alike(self, src: "PythonSource", scope: str, sent: cst.BaseExpression, call: cst.Call) -> bool:
         """Does every list the source rank can scatter at `call` hold items alike in None-ness?"""
         from dslint.program.rank.collective_payloads import scatters_alike

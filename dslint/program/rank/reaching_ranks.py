@@ -88,6 +88,10 @@ class FlowWalk:
         # name in `_fresh`, or an item of one: `return outputs[0]` after `scatter_object_list(outputs, ...)`); None
         # before any such return (`ProjectTaint.returns_payload`)
         self.payload_returns: Optional[bool] = None
+        # name → the names whose value it holds in another form (`torch.save(obj, buffer)`, `buffer =
+        # torch.ByteTensor(buffer.getbuffer())`, `encoded = pickle.dumps(obj)`): what the source rank sends when it
+        # broadcasts the buffer (`_sent_from_source`, `faithful_source`)
+        self._encodes: dict[str, frozenset] = {}
         # names bound to the size of a process group (`tp_world_size = dist.get_world_size(tp_group)`): name → the
         # group as code ("" for the world), for the tests that say the group holds one rank (`_single_rank`)
         self._sizes: dict[str, str] = {}
@@ -317,14 +321,33 @@ class FlowWalk:
             self._uncorrelate(names)
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
-        elif isinstance(value, cst.Call) and self._payload_call(value):
+        elif isinstance(value, cst.Subscript) and self._payload_expr(value) and isinstance(target, cst.Name):
+            self._fresh.add(target.value)   # `item = outputs[0]` of the list `scatter_object_list` filled
+        elif isinstance(target, cst.Name) and value is not None and \
+                (held := faithful_source(self.taint.facts, value)) is not None and held in self._fresh:
+            # `obj = torch.load(io.BytesIO(buffer.cpu().numpy()))` of a received buffer: the payload, decoded
+            self._fresh.add(target.value)
+        elif isinstance(value, cst.Call) and (source := self._payload_source(value)) is not None:
             # `data = self._scatter_object_list(data)`: what a helper hands back from its collective, on every
-            # branch that calls it (`returns_payload`); a received item keeps its own origin (`Origin.present`)
+            # branch that calls it (`returns_payload`): the payload as the helper's own walk holds it -- uniform,
+            # or this rank's received item, whose None-ness is alike on every rank or not (`Origin.present`)
             self._fresh.update(names)
-            if isinstance(target, cst.Name) and origin is not None and origin.present:
-                self.env[target.value] = origin
+            if isinstance(target, cst.Name):
+                handed = self.taint.analysis.payload_origin(source)
+                if handed is None:
+                    self.env.pop(target.value, None)
+                else:
+                    self.env[target.value] = replace(handed, via_call=(self.taint.src, value),
+                                                     via=handed.via or "returned by a helper of its collective")
         else:
             self._fresh.difference_update(names)
+        held = faithful_source(self.taint.facts, value) if isinstance(target, cst.Name) and value is not None \
+            and not isinstance(value, cst.Name) else None
+        encoded = self._encodes.get(held, frozenset()) | ({held} - {target.value}) if held is not None else None
+        for name in names:
+            self._encodes.pop(name, None)
+        if encoded:
+            self._encodes[target.value] = encoded       # `buffer = torch.ByteTensor(buffer.getbuffer())` included
         for name, o in self.env.items():
             self.ever_bound.setdefault(name, o)
 
@@ -702,6 +725,9 @@ class FlowWalk:
                                          lambda subject: self._setting_at(value, subject))
             if name:
                 self._fresh.add(name)
+            written = serialized_into(self.taint.facts, value)
+            if written is not None:
+                self._encodes[written[1]] = self._encodes.get(written[0], frozenset()) | {written[0]}
             self._sent_from_source(value)
             self._scattered(value)
         elif isinstance(value, cst.Await) and isinstance(value.expression, cst.Call):
@@ -987,13 +1013,18 @@ class FlowWalk:
         return world_size_group(e)
 
     def _payload_call(self, call: cst.Call) -> bool:
-        """Does `call` run a checked function that hands back its collective's payload? (Which function a call
-        runs is a lookup a module's environment may be kept with, `view_free`; the rest asks the view, and only
-        for a checked function.)"""
+        """Does `call` run a checked function that hands back its collective's payload?"""
+        return self._payload_source(call) is not None
+
+    def _payload_source(self, call: cst.Call):
+        """The checked function (source, qualified name) `call` runs when it hands back its collective's payload
+        -- a method of a `self.` field's object included (`self.collector.collect(...)`); None otherwise. (Which
+        function a call runs is a lookup a module's environment may be kept with, `view_free`; the rest asks the
+        view, and only for a checked function.)"""
         analysis = self.taint.analysis
         callee = self.taint.facts.resolve_expr(call.func)
-        source = analysis.call_source(self.taint.src, callee, self.cls, fields=False) if callee else None
-        return source is not None and analysis.returns_payload(source)
+        source = analysis.call_source(self.taint.src, callee, self.cls) if callee else None
+        return source if source is not None and analysis.returns_payload(source) else None
 
     def _payload_expr(self, e: cst.BaseExpression) -> bool:
         """Is `e` a collective's payload here: a name a collective set (`_fresh`), or an item of one at a literal
@@ -1028,7 +1059,10 @@ class FlowWalk:
         if name is None:
             return
         alike = sent is not None and self.taint.analysis.scatters_alike(self.taint.src, self.scope, sent, call)
-        self.env[name] = Origin("item", call, self.taint.src, present=alike)
+        # the output list holds one item, this rank's: a display of one element (`Origin.elements`), so `item =
+        # outputs[0]` reads the item itself and keeps whether its None-ness is alike
+        self.env[name] = Origin("item", call, self.taint.src, display=True,
+                                elements=(Origin("item", call, self.taint.src, present=alike),))
         self.env.pop(name + "[]", None)
         self._fresh.add(name)
 
@@ -1038,7 +1072,16 @@ class FlowWalk:
         they are uniform after the chain's join (the other ranks unpack the received list,
         `broadcast_join_uniform.py`). Outside such a branch the names of a literal list keep their values on the
         receiving ranks."""
-        if not call.args or not isinstance(call.args[0].value, (cst.List, cst.Tuple)) or not self._ifs:
+        if not call.args or not self._ifs:
+            return
+        sent = call.args[0].value
+        if isinstance(sent, (cst.List, cst.Tuple)):
+            names = [dotted_name(el.value) for el in sent.elements]
+        elif isinstance(sent, cst.Name) and sent.value in self._encodes:
+            # `broadcast(buffer, src)` of a buffer holding `obj` serialized (`torch.save(obj, buffer)`): the source
+            # sends `obj`, which the others decode from what they receive (`faithful_source`)
+            names = sorted(self._encodes[sent.value])
+        else:
             return
         last = self.taint.facts.resolve_expr(call.func) or ""
         if last.rsplit(".", 1)[-1] not in ("broadcast_object_list", "broadcast") or \
@@ -1048,15 +1091,19 @@ class FlowWalk:
                    call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None)
         source = literal_value(src) if src is not None else 0
         test = self._ifs[-1].test
-        if not self._holds[-1] or not isinstance(source, int) or not isinstance(test, cst.Comparison) or \
+        if not self._holds[-1] or not isinstance(test, cst.Comparison) or \
                 len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
             return
         sides = (test.left, test.comparisons[0].comparator)
-        for rank, lit in (sides, sides[::-1]):
+        for rank, other in (sides, sides[::-1]):
             hit = self.eval(rank)
-            if hit is not None and hit.kind == "rank" and hit.axes is None and literal_value(lit) == source:
-                for el in call.args[0].value.elements:
-                    name = dotted_name(el.value)
+            # the rank compared with the call's source: a literal equal to it, or the very name the call passes
+            # as `src` (`if get_rank(group) == src_rank: ... broadcast(buffer, src=src_rank, group=group)`)
+            same = literal_value(other) == source if isinstance(source, int) else \
+                isinstance(other, cst.Name) and isinstance(src, cst.Name) and other.value == src.value and \
+                self.eval(other) is None
+            if hit is not None and hit.kind == "rank" and hit.axes is None and same:
+                for name in names:
                     if name:
                         self.env.pop(name, None)
                         self._fresh.add(name)
@@ -1995,3 +2042,51 @@ def _without_axes(origin: Origin, axes: frozenset, taint: RankTaint) -> Optional
     if not rest:
         return None
     return replace(origin, axes=frozenset(rest), by_setting=None)
+
+
+# serializations and the conversions that keep every byte of a value (`torch.ByteTensor(buffer.getbuffer())`,
+# `.to(device)`, `io.BytesIO(buffer.cpu().numpy())`, `torch.load(...)`): what comes out holds what went in, in
+# another form (`faithful_source`)
+_SERIALIZING = {"torch.save", "pickle.dump", "pickle.dumps", "cloudpickle.dumps", "dill.dumps", "torch.load",
+                "pickle.load", "pickle.loads", "cloudpickle.loads", "dill.loads"}
+_KEEPING_FUNCTIONS = {"torch.ByteTensor", "torch.tensor", "torch.as_tensor", "torch.frombuffer", "torch.from_numpy",
+                      "torch.cuda.ByteTensor", "torch.ByteStorage.from_buffer", "io.BytesIO", "bytearray", "bytes",
+                      "numpy.frombuffer", "np.frombuffer", "numpy.array", "np.array", "numpy.asarray", "np.asarray"}
+_KEEPING_METHODS = {"getbuffer", "getvalue", "to", "cuda", "cpu", "numpy", "tobytes", "contiguous", "clone",
+                    "detach", "tolist"}
+
+
+def faithful_source(facts, e: cst.BaseExpression) -> Optional[str]:
+    """The one name whose whole value `e` holds in another form -- a serialization, a deserialization, or a
+    conversion that keeps every byte (`torch.ByteTensor(buffer.getbuffer()).to(device)` → "buffer"); None when
+    `e` is none of those (a length, a sum, any other call)."""
+    for _ in range(8):
+        if isinstance(e, cst.Name):
+            return e.value
+        if not isinstance(e, cst.Call):
+            return None
+        positional = [a for a in e.args if a.keyword is None and not a.star]
+        if isinstance(e.func, cst.Attribute) and e.func.attr.value in _KEEPING_METHODS and \
+                (facts.resolve_expr(e.func) or "") not in _KEEPING_FUNCTIONS | _SERIALIZING:
+            if e.func.attr.value not in ("to", "cuda") and positional:
+                return None
+            e = e.func.value
+            continue
+        callee = facts.resolve_expr(e.func) or ""
+        if callee in _KEEPING_FUNCTIONS or callee in _SERIALIZING and callee.endswith(("load", "loads", "dumps")):
+            if not positional:
+                return None
+            e = positional[0].value
+            continue
+        return None
+    return None
+
+
+def serialized_into(facts, call: cst.Call) -> Optional[tuple[str, str]]:
+    """(object, file) of `torch.save(obj, buffer)` / `pickle.dump(obj, buffer)`: the file now holds the object."""
+    callee = facts.resolve_expr(call.func) or ""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if callee in ("torch.save", "pickle.dump") and len(positional) >= 2 and \
+            isinstance(positional[0], cst.Name) and isinstance(positional[1], cst.Name):
+        return positional[0].value, positional[1].value
+    return None

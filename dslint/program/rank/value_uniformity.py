@@ -306,6 +306,9 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
         return b
     if b is None:
         return a
+    if a.present or b.present:
+        # computed from both: whether it is None is no longer either one's (`Origin.present`)
+        a, b = replace(a, present=False), replace(b, present=False)
     if a.rows and a.kind == "item" or b.rows and b.kind == "item":
         # a padded list (`FlowWalk._padded_to`) combined with another varying value: its length is no longer known
         a, b = replace(a, rows=a.rows and a.kind != "item"), replace(b, rows=b.rows and b.kind != "item")
@@ -391,6 +394,16 @@ _TYPE_ATTRS = TENSOR_PLACEMENT_ATTRS | {"ndim"}
 _TYPE_METHODS = TENSOR_PLACEMENT_METHODS | {"dim", "ndimension"}
 
 
+def _shape_of(e: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`x` of `x.shape` / `x.size()` (the whole size, no dimension asked): its length is x's number of
+    dimensions, what x IS rather than what it holds (`_TYPE_ATTRS`)."""
+    if isinstance(e, cst.Attribute) and e.attr.value == "shape":
+        return e.value
+    if isinstance(e, cst.Call) and not e.args and isinstance(e.func, cst.Attribute) and e.func.attr.value == "size":
+        return e.func.value
+    return None
+
+
 def _typed(origin: Optional[Origin]) -> Optional[Origin]:
     return None if origin is not None and origin.kind != "rank" else origin
 
@@ -444,6 +457,8 @@ def element_of(origin: Optional[Origin]) -> Optional[Origin]:
         for part in origin.elements:
             out = join(out, part)
         return out
+    if origin is not None and origin.present:
+        origin = replace(origin, present=False)     # the whole's None-ness says nothing of an element's
     if origin is not None and origin.rows:
         return replace(origin, rows=False)
     if origin is not None and origin.stream:
@@ -715,9 +730,13 @@ class RankTaint:
                 inner = dict(env)
                 if e.for_in.ifs:
                     # kept by a test of its key alone: the target is a key of the batch, the collator's, the same on
-                    # every rank (`batch[k]` then reads the batch's field as the batch holds it, table and all)
+                    # every rank (`batch[k]` then reads the batch's field as the batch holds it, table and all); of
+                    # `for k, v in batch.items()`, `v` is the field itself
+                    key, value = _mapping_view_targets(e.for_in)
                     for name in _target_names(e.for_in.target):
                         inner.pop(name.value, None)
+                    if value is not None:
+                        self.bind(value, None, element_of(over), inner, cls)
                 else:
                     self.bind(e.for_in.target, None, element_of(over), inner, cls)
                 hit = self._any(parts, inner, cls)
@@ -752,6 +771,16 @@ class RankTaint:
         a key of the mapping (the comprehension reads `batch[k]`), and every `if` is uniform with the key taken as
         uniform -- a batch's keys are the collator's, the same on every rank -- so the same fields pass on every
         rank. A test that reads a field's content (`batch[k].sum() > 0`) still varies."""
+        keyed_target, value = _mapping_view_targets(e.for_in)
+        if keyed_target is not None:
+            # `for k, v in batch.items() if k not in ignore_keys` / `for k in batch.keys() if ...`: the target is a
+            # key of the mapping by the view's meaning
+            key = keyed_target.value
+            inner = {k: v for k, v in env.items() if k.split(".", 1)[0].split("[", 1)[0] != key}
+            if value is not None:
+                # the value target is the field itself: a test reading it (`v.sum() > 0`) reads its content
+                self.bind(value, None, element_of(self.eval(e.for_in.iter, env, cls)), inner, cls)
+            return all(self.eval(i.test, inner, cls) is None for i in e.for_in.ifs)
         target, mapping = e.for_in.target, dotted_name(e.for_in.iter)
         if not isinstance(target, cst.Name) or mapping is None:
             return False
@@ -1306,6 +1335,10 @@ class RankTaint:
                 # `isinstance(result, torch.Tensor)` of this rank's share or of what a function made of it: per-rank
                 # data differs in its values and sizes, not in its type (`_typed`)
                 return None
+        if last == "len" and len(e.args) == 1:
+            dims = _shape_of(e.args[0].value)
+            if dims is not None:
+                return _typed(self.eval(dims, env, cls))    # `len(x.shape)`: x's number of dimensions, as `x.dim()`
         if last in FIRST_ARG_ONLY:
             first = next((a for a in e.args if a.keyword is None), None)
             hit = self.eval(first.value, env, cls) if first is not None else None
@@ -1792,6 +1825,16 @@ class RankTaint:
                 out.update(n for t in node.targets if (n := dotted_name(t.target)))
         return out
 
+    def _element_read(self, value: cst.BaseExpression, env: Env, cls: Optional[str]) -> bool:
+        """`xs[0]` at a literal index of a display whose elements the origin keeps (`Origin.elements`): the
+        element itself, not a value computed from it."""
+        if not (isinstance(value, cst.Subscript) and len(value.slice) == 1 and
+                isinstance(value.slice[0].slice, cst.Index) and
+                isinstance(literal_value(value.slice[0].slice.value), int)):
+            return False
+        base = self.eval(value.value, env, cls)
+        return base is not None and base.elements is not None
+
     # --- binding -----------------------------------------------------------------------------------
     def bind(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression], origin: Optional[Origin],
              env: Env, cls: Optional[str] = None) -> None:
@@ -1809,8 +1852,9 @@ class RankTaint:
                 for t, o in zip(items, elems):
                     self.bind(t, None, o, env, cls)
             else:
+                whole = replace(origin, present=False) if origin is not None and origin.present else origin
                 for t in items:
-                    self.bind(t, None, origin, env, cls)
+                    self.bind(t, None, whole, env, cls)
             return
         if isinstance(target, cst.StarredElement):
             self.bind(target.value, None, origin, env, cls)
@@ -1860,8 +1904,11 @@ class RankTaint:
         if origin is not None and isinstance(value, (cst.Tuple, cst.List)) and not any(
                 isinstance(el, cst.StarredElement) for el in value.elements):
             origin = replace(origin, elements=tuple(self.eval(el.value, env, cls) for el in value.elements))
-        if origin is not None and origin.present and not isinstance(value, (cst.IfExp, cst.Name)):
-            origin = replace(origin, present=False)     # computed from such a value: None or not, its own affair
+        if origin is not None and origin.present and value is not None and \
+                not isinstance(value, (cst.IfExp, cst.Name)) and not self._element_read(value, env, cls):
+            # computed from such a value: None or not, its own affair (an element read as it is -- `item =
+            # out[0]` of a display, an unpacked element, `value` None -- is the element itself)
+            origin = replace(origin, present=False)
         if origin is not None and origin.items is not None and not isinstance(value, (cst.IfExp, cst.Name)):
             origin = replace(origin, items=None)        # what a call makes of such an object iterates its own way
         if origin is not None and origin.rendered and not (isinstance(value, cst.Name) or _renders(value)):
@@ -2146,6 +2193,21 @@ def _comp_fors(node: Optional[cst.CompFor]) -> list[cst.CompFor]:
     return out
 
 
+
+
+def _mapping_view_targets(comp: cst.CompFor) -> tuple[Optional[cst.Name], Optional[cst.BaseExpression]]:
+    """(key name, value target) of `for k, v in m.items()` / (key name, None) of `for k in m.keys()`: the names a
+    comprehension binds to a mapping's keys (and values) through its views; (None, None) otherwise."""
+    it, target = comp.iter, comp.target
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args):
+        return None, None
+    view = it.func.attr.value
+    if view == "keys" and isinstance(target, cst.Name):
+        return target, None
+    if view == "items" and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2 and \
+            isinstance(target.elements[0].value, cst.Name) and not isinstance(target.elements[0], cst.StarredElement):
+        return target.elements[0].value, target.elements[1].value
+    return None, None
 
 
 def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
