@@ -197,6 +197,19 @@ class ProjectView:
             return None
         return {id(s): k for k, s in enumerate(self.python)}
 
+    def files_where(self, key: Any, test: Callable[[PythonSource], bool]) -> list[PythonSource]:
+        """`[s for s in self.python if test(s)]`, where `test` reads the file alone (its text, its outline) and
+        `key` names it with whatever parameters it reads. A launch unit's view (`_run_order`) restricts the run's
+        list of the files passing it, kept on the program model under `key`, instead of testing every file it
+        holds again."""
+        if self._run_order is None:
+            return [s for s in self.python if test(s)]
+        table = self.program.__dict__.setdefault("_files_where", {})
+        hits = table.get(key)
+        if hits is None:
+            hits = table[key] = [s for s in self.program.python if s.compiles and test(s)]
+        return self._in_view_order(hits)
+
     def _in_view_order(self, hits: list) -> list:
         """`hits` (files of the program model, in its order) that this view holds, in the view's order."""
         order = self._run_order
