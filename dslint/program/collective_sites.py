@@ -258,10 +258,10 @@ class CollectiveSites:
         return RoleAnalysis.of(self.project)
 
     def _scope_of(self, src: "PythonSource", call: cst.Call) -> str:
-        memo = self.__dict__.setdefault("_call_scopes", {})
-        table = memo.get(id(src))
+        # a fact of the file's tree: kept on the source for every launch unit's view
+        table = src.__dict__.get("_dslint_call_scopes")
         if table is None:
-            table = memo[id(src)] = {id(c.node): c.scope for c in src.facts.calls}
+            table = src.__dict__["_dslint_call_scopes"] = {id(c.node): c.scope for c in src.facts.calls}
         return table.get(id(call), MODULE_SCOPE)
 
     def _role_site(self, src: "PythonSource", call: cst.Call, func: cst.BaseExpression,

@@ -548,10 +548,24 @@ class ProjectView:
             return src, callee
         if "." not in callee and callee not in src.outline.imports:
             return None
-        index = self.memo("class-index", lambda: {
-            (f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
-            for other in self.python if other.outline is not None for qual in other.outline.classes})
+        index = self.memo("class-index", self._class_index)
         return self._look_up(index, callee, src.module_name)
+
+    def _class_index(self) -> dict[str, tuple[PythonSource, str]]:
+        """Fully qualified class name → (source, name within it), as `_function_index` for functions."""
+        if self._run_order is not None:
+            program = self.program
+            entries = program.__dict__.get("_class_entries")
+            if entries is None:
+                entries = program.__dict__["_class_entries"] = {}
+                for other in program.python:
+                    if other.outline is not None:
+                        for qual in other.outline.classes:
+                            key = f"{other.module_name}.{qual}" if other.module_name else qual
+                            entries.setdefault(key, []).append((other, qual))
+            return ViewIndex(entries, self._run_order)
+        return {(f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
+                for other in self.python if other.outline is not None for qual in other.outline.classes}
 
     def function_for_callee(self, src: PythonSource, callee: Optional[str]) -> Optional[tuple[PythonSource, str]]:
         """`ProjectTaint.function_for_call` outside a class (no `self.` method lookup), on the outlines."""
