@@ -321,20 +321,26 @@ class ProjectView:
         outlines: no file is parsed with libcst to build it. A launch unit's view reads the run's entries
         restricted to its files (`ViewIndex`)."""
         if self._run_order is not None:
-            program = self.program
-            entries = program.__dict__.get("_function_entries")
-            if entries is None:
-                entries = program.__dict__["_function_entries"] = {}
-                for src in program.python:
-                    if src.compiles:
-                        for key, qual in _qualified_functions(src):
-                            entries.setdefault(key, []).append((src, qual))
-            return ViewIndex(entries, self._run_order)
+            return ViewIndex(self._run_table("_function_entries", _qualified_functions), self._run_order)
         out: dict[str, tuple[PythonSource, str]] = {}
         for src in self.python:
             for key, qual in _qualified_functions(src):
                 out[key] = (src, qual)
         return out
+
+    def _run_table(self, name: str, pairs: Callable[[PythonSource], list[tuple[str, str]]]
+                   ) -> dict[str, list[tuple[PythonSource, str]]]:
+        """key → [(source, name within it)] over every Python file of the program model, from `pairs(src)` (the
+        (key, name) pairs of one file), built once per run and kept on the program model under `name`."""
+        program = self.program
+        table = program.__dict__.get(name)
+        if table is None:
+            table = program.__dict__[name] = {}
+            for src in program.python:
+                if src.compiles:
+                    for key, qual in pairs(src):
+                        table.setdefault(key, []).append((src, qual))
+        return table
 
     def methods_named(self, method: str) -> list[tuple[PythonSource, str]]:
         """Every method called `method` of a class of the view's files (source, qualified name within it), on
@@ -350,14 +356,7 @@ class ProjectView:
             return index.get(method, [])
         hit = index.get(method)
         if hit is None:
-            program = self.program
-            table = program.__dict__.get("_methods_by_name")
-            if table is None:
-                table = program.__dict__["_methods_by_name"] = {}
-                for src in program.python:
-                    if src.compiles:
-                        for name, qual in _class_methods(src):
-                            table.setdefault(name, []).append((src, qual))
+            table = self._run_table("_methods_by_name", _class_methods)
             order = self._run_order
             # a stable sort by file: each file's methods stay in its own order
             hit = index[method] = sorted((e for e in table.get(method, ()) if id(e[0]) in order),
@@ -554,18 +553,8 @@ class ProjectView:
     def _class_index(self) -> dict[str, tuple[PythonSource, str]]:
         """Fully qualified class name → (source, name within it), as `_function_index` for functions."""
         if self._run_order is not None:
-            program = self.program
-            entries = program.__dict__.get("_class_entries")
-            if entries is None:
-                entries = program.__dict__["_class_entries"] = {}
-                for other in program.python:
-                    if other.outline is not None:
-                        for qual in other.outline.classes:
-                            key = f"{other.module_name}.{qual}" if other.module_name else qual
-                            entries.setdefault(key, []).append((other, qual))
-            return ViewIndex(entries, self._run_order)
-        return {(f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
-                for other in self.python if other.outline is not None for qual in other.outline.classes}
+            return ViewIndex(self._run_table("_class_entries", _qualified_classes), self._run_order)
+        return {key: (other, qual) for other in self.python for key, qual in _qualified_classes(other)}
 
     def function_for_callee(self, src: PythonSource, callee: Optional[str]) -> Optional[tuple[PythonSource, str]]:
         """`ProjectTaint.function_for_call` outside a class (no `self.` method lookup), on the outlines."""
@@ -1438,6 +1427,13 @@ def _class_methods(src: PythonSource) -> list[tuple[str, str]]:
                     memo.append((name, qual))
         src.__dict__["_dslint_class_methods"] = memo
     return memo
+
+
+def _qualified_classes(src: PythonSource) -> list[tuple[str, str]]:
+    """(fully qualified name, name within the file) of each class of the outline."""
+    if src.outline is None:
+        return []
+    return [(f"{src.module_name}.{qual}" if src.module_name else qual, qual) for qual in src.outline.classes]
 
 
 def _qualified_functions(src: PythonSource) -> list[tuple[str, str]]:
