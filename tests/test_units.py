@@ -237,3 +237,53 @@ def test_editing_the_script_that_loads_a_plugin_reanalyses_the_plugin(tmp_path, 
     (tmp_path / "convert.py").write_text((fixture / "plugin_tool_process_group" / "convert.py").read_text())
     second = Checker(settings, cache_dir=tmp_path / "cache", jobs=1).check_paths([Path(".")])
     assert [(f.path, f.code) for f in second.findings] == [("convert_loader_megatron.py", "DSL101")]
+
+
+def test_views_of_many_units_read_the_runs_tables_as_a_table_of_their_own_files_would_answer():
+    """Issue 33: a launch unit's view restricts the run's tables to its files, in its order (`mentioning`,
+    `files_where`, the function and class indexes, `methods_named`, the module-like classes) instead of walking
+    every file it holds; each answers what the same view without the run's tables (its own scans, same files,
+    same order) answers. `ViewIndex`: of a name's entries, the one of the file latest in the view's order."""
+    from dslint.program.models.modules import _module_like
+    from dslint.program.project_view import ProjectView, ViewIndex, _qualified_functions
+    files = {"pkg/__init__.py": "",
+             "pkg/comm.py": "import torch.distributed as dist\ndef sync(t):\n    dist.all_reduce(t)\n",
+             "pkg/model.py": ("import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                              "class Mixin:\n    def save(self):\n        pass\nclass Net(Block, Mixin):\n"
+                              "    def forward(self, x):\n        return x\n"),
+             "pkg/loop.py": "from pkg import comm\ndef train(engine, t):\n    comm.sync(t)\n    engine.module.forward = None\n",
+             "run.sh": "deepspeed --num_gpus 1 a.py\ndeepspeed --num_gpus 2 b.py\n"}
+    for name in ("a", "b", "c"):
+        files[f"{name}.py"] = (f"import deepspeed\nfrom pkg import loop, model\nfrom pkg.comm import sync\n"
+                               f"class Runner:\n    def save(self):\n        pass\n"
+                               f"def main_{name}(t):\n    net = model.Net()\n"
+                               f"    engine, *_ = deepspeed.initialize(model=net)\n    loop.train(engine, t)\n\n"
+                               f"if __name__ == '__main__':\n    main_{name}(None)\n")
+    program, sources = _program(files)
+    run = ProjectView(list(sources.values()), program=program)
+    views = [run.context_view(ctx) for ctx in program.contexts()]
+    keys = {k for s in sources.values() if s.kind == "python" for k, _ in _qualified_functions(s)} | {"absent"}
+    classes = {f"{s.module_name}.{q}" for s in sources.values() if s.kind == "python" for q in s.outline.classes}
+
+    def has_class(src) -> bool:
+        return bool(src.outline.classes)
+    assert len(views) >= 4
+    for view in views:
+        own = ProjectView(list(view.sources))       # the same files in the same order, no run tables
+        assert view._run_order is not None and own._run_order is None
+        for words in (("dist",), (".forward =", ".forward="), ("save", "Block"), ("absent",)):
+            assert view.mentioning(*words) == own.mentioning(*words), words
+        assert view.files_where("has-class", has_class) == own.files_where("has-class", has_class)
+        assert isinstance(view._function_index, ViewIndex) and isinstance(own._function_index, dict)
+        for key in keys:
+            assert view._function_index.get(key) == own._function_index.get(key), key
+            assert (key in view._function_index) == (key in own._function_index)
+        for key in classes | {"absent"}:
+            assert view._class_index().get(key) == own._class_index().get(key), key
+        for name in ("forward", "save", "absent"):
+            assert view.methods_named(name) == own.methods_named(name), name
+        assert _module_like(view) == _module_like(own)
+    one, two = sources["a.py"], sources["b.py"]
+    index = ViewIndex({"k": [(one, "f"), (two, "f")]}, {id(one): 1, id(two): 0})
+    assert index.get("k") == (one, "f") and index["k"] == (one, "f") and "k" in index and "j" not in index
+    assert ViewIndex({"k": [(one, "f")]}, {id(two): 0}).get("k") is None

@@ -214,6 +214,11 @@ def _is_moe_layer(callee: Optional[str]) -> bool:
                              or callee == "deepspeed.moe.MoE")
 
 
+def _may_make_moe_layer(src: "PythonSource") -> bool:
+    return src.may_call(MOE_NAME) and (src.outline is None or any(
+        _is_moe_layer(callee) for callee, _ in src.outline.calls))
+
+
 def _may_bind_role(src: "PythonSource", moe_classes: set[str]) -> bool:
     """Has the file a call whose name `roles` can take for a role (`_ROLE_NAMES`, `…Trainer`, an MoE holder,
     the class under `X.from_pretrained`)? Decided on the outline."""
@@ -253,10 +258,10 @@ class CollectiveSites:
         return RoleAnalysis.of(self.project)
 
     def _scope_of(self, src: "PythonSource", call: cst.Call) -> str:
-        memo = self.__dict__.setdefault("_call_scopes", {})
-        table = memo.get(id(src))
+        # a fact of the file's tree: kept on the source for every launch unit's view
+        table = src.__dict__.get("_dslint_call_scopes")
         if table is None:
-            table = memo[id(src)] = {id(c.node): c.scope for c in src.facts.calls}
+            table = src.__dict__["_dslint_call_scopes"] = {id(c.node): c.scope for c in src.facts.calls}
         return table.get(id(call), MODULE_SCOPE)
 
     def _role_site(self, src: "PythonSource", call: cst.Call, func: cst.BaseExpression,
@@ -326,11 +331,12 @@ class CollectiveSites:
         statements."""
         out = []
         moe_names = self.moe_classes | self._moe_builder_names
-        for src in self.project.python:
-            text = src.text
-            if not (any(c in text for c in moe_names) or src.may_call(_ROLE_NAMES)
-                    or src.may_call(TRAINER, suffix=True)) or not _may_bind_role(src, moe_names):
-                continue            # no call that can bind a role: the file is not parsed
+
+        def may_bind(src: "PythonSource") -> bool:
+            return (any(c in src.text for c in moe_names) or src.may_call(_ROLE_NAMES)
+                    or src.may_call(TRAINER, suffix=True)) and _may_bind_role(src, moe_names)
+        # the others have no call that can bind a role: they are not parsed
+        for src in self.project.files_where(("roles.assignments", frozenset(moe_names)), may_bind):
             out.extend((src, *row) for row in _file_assignments(src))
         return out
 
@@ -354,11 +360,8 @@ class CollectiveSites:
     @cached_property
     def moe_layers(self) -> list[tuple["PythonSource", cst.Call]]:
         out = []
-        for src in self.project.python:
-            if not src.may_call(MOE_NAME) or src.outline is not None and not any(
-                    _is_moe_layer(callee) for callee, _ in src.outline.calls):
-                continue            # decided on the outline: the file is not parsed
-            for call in src.facts.calls:
+        for src in self.project.files_where("moe_layers", _may_make_moe_layer):    # on the outline: the others
+            for call in src.facts.calls:                                            # are not parsed
                 if _is_moe_layer(call.callee):
                     out.append((src, call.node))
         return out

@@ -175,11 +175,45 @@ class ProjectView:
                     for word in identifiers(src):
                         shared.setdefault(word, []).append(src)
             program.__dict__["_identifier_index"] = shared
-            program.__dict__["_identifier_ids"] = {id(s) for s in program.python}
-        known = program.__dict__["_identifier_ids"]
+        order = self._run_order
+        if order is None:
+            return None
+        return shared, order
+
+    @cached_property
+    def _run_order(self) -> Optional[dict[int, int]]:
+        """For a view of one launch-unit context whose Python files are all the program model's: id(file) → its
+        position in this view's order of its files; the key to the run-wide indexes that such a view reads
+        restricted to its files (`using_identifier`, `mentioning`, `_function_index`, `methods_named`) instead of
+        building its own over every file it holds (issue 33: U views over one package of M files were U x M
+        work). None for any other view (the run's own, a view built by hand), which builds its own."""
+        program = self.program
+        if program is None or self.run_view is None:
+            return None
+        known = program.__dict__.get("_program_ids")
+        if known is None:
+            known = program.__dict__["_program_ids"] = {id(s) for s in program.python}
         if not all(id(s) in known for s in self.python):
             return None
-        return shared, {id(s): k for k, s in enumerate(self.python)}
+        return {id(s): k for k, s in enumerate(self.python)}
+
+    def files_where(self, key: Any, test: Callable[[PythonSource], bool]) -> list[PythonSource]:
+        """`[s for s in self.python if test(s)]`, where `test` reads the file alone (its text, its outline) and
+        `key` names it with whatever parameters it reads. A launch unit's view (`_run_order`) restricts the run's
+        list of the files passing it, kept on the program model under `key`, instead of testing every file it
+        holds again."""
+        if self._run_order is None:
+            return [s for s in self.python if test(s)]
+        table = self.program.__dict__.setdefault("_files_where", {})
+        hits = table.get(key)
+        if hits is None:
+            hits = table[key] = [s for s in self.program.python if s.compiles and test(s)]
+        return self._in_view_order(hits)
+
+    def _in_view_order(self, hits: list) -> list:
+        """`hits` (files of the program model, in its order) that this view holds, in the view's order."""
+        order = self._run_order
+        return sorted((s for s in hits if id(s) in order), key=lambda s: order[id(s)])
 
     def using_identifier(self, name: str) -> list[PythonSource]:
         """Python sources in which `name` occurs as a whole identifier (an index lookup: scans that run once
@@ -215,8 +249,19 @@ class ProjectView:
         """Python sources whose text contains one of `words`: a scan over the whole project filters with this
         first, so that files which cannot matter to it are never parsed."""
         # memoised per view: scans ask the same words again and again (2,000 times per re-check of a 250-file
-        # workspace, each scanning every text); a copy, so that no caller changes the memo
-        return list(self.memo(("mentioning", words), lambda: [s for s in self.python if _mentions(s, words)]))
+        # workspace, each scanning every text); a copy, so that no caller changes the memo. A launch unit's view
+        # restricts the run's list of the files mentioning them (`_run_order`)
+        return list(self.memo(("mentioning", words), lambda: self._mentioning(words)))
+
+    def _mentioning(self, words: tuple[str, ...]) -> list[PythonSource]:
+        if self._run_order is None:
+            return [s for s in self.python if _mentions(s, words)]
+        program = self.program
+        table = program.__dict__.setdefault("_mentioning", {})
+        hits = table.get(words)
+        if hits is None:
+            hits = table[words] = [s for s in program.python if s.compiles and _mentions(s, words)]
+        return self._in_view_order(hits)
 
     @cached_property
     def json_sources(self) -> list[JsonSource]:
@@ -273,12 +318,50 @@ class ProjectView:
     @cached_property
     def _function_index(self) -> dict[str, tuple[PythonSource, str]]:
         """Fully qualified function name (`pkg.mod.Class.method`) → (source, name within it), from the
-        outlines: no file is parsed with libcst to build it."""
+        outlines: no file is parsed with libcst to build it. A launch unit's view reads the run's entries
+        restricted to its files (`ViewIndex`)."""
+        if self._run_order is not None:
+            return ViewIndex(self._run_table("_function_entries", _qualified_functions), self._run_order)
         out: dict[str, tuple[PythonSource, str]] = {}
         for src in self.python:
             for key, qual in _qualified_functions(src):
                 out[key] = (src, qual)
         return out
+
+    def _run_table(self, name: str, pairs: Callable[[PythonSource], list[tuple[str, str]]]
+                   ) -> dict[str, list[tuple[PythonSource, str]]]:
+        """key → [(source, name within it)] over every Python file of the program model, from `pairs(src)` (the
+        (key, name) pairs of one file), built once per run and kept on the program model under `name`."""
+        program = self.program
+        table = program.__dict__.get(name)
+        if table is None:
+            table = program.__dict__[name] = {}
+            for src in program.python:
+                if src.compiles:
+                    for key, qual in pairs(src):
+                        table.setdefault(key, []).append((src, qual))
+        return table
+
+    def methods_named(self, method: str) -> list[tuple[PythonSource, str]]:
+        """Every method called `method` of a class of the view's files (source, qualified name within it), on
+        the outlines, in the view's order of its files and each file's order of its functions."""
+        index = self.__dict__.get("_methods_by_name")
+        if index is None:
+            index = self.__dict__["_methods_by_name"] = {}
+            if self._run_order is None:
+                for src in self.python:
+                    for name, qual in _class_methods(src):
+                        index.setdefault(name, []).append((src, qual))
+        if self._run_order is None:
+            return index.get(method, [])
+        hit = index.get(method)
+        if hit is None:
+            table = self._run_table("_methods_by_name", _class_methods)
+            order = self._run_order
+            # a stable sort by file: each file's methods stay in its own order
+            hit = index[method] = sorted((e for e in table.get(method, ()) if id(e[0]) in order),
+                                         key=lambda e: order[id(e[0])])
+        return hit
 
     def find_function(self, qualified: Optional[str], near: Optional[PythonSource] = None
                       ) -> Optional[tuple[PythonSource, FunctionInfo]]:
@@ -349,7 +432,12 @@ class ProjectView:
         run = self.run_view or self
         table = run.__dict__.setdefault("_suffix_names", {})
         seen = run.__dict__.setdefault("_suffix_keys", set())
-        absorbed = self.__dict__.setdefault("_suffix_absorbed", {})
+        if isinstance(index, ViewIndex):
+            # the run's entries, whose keys hold every view's: absorbed once for the run
+            index = index.entries
+            absorbed = run.__dict__.setdefault("_suffix_absorbed", {})
+        else:
+            absorbed = self.__dict__.setdefault("_suffix_absorbed", {})
         if id(index) not in absorbed:
             absorbed[id(index)] = index           # held, so that the id stays this index's
             for key in index:
@@ -459,10 +547,14 @@ class ProjectView:
             return src, callee
         if "." not in callee and callee not in src.outline.imports:
             return None
-        index = self.memo("class-index", lambda: {
-            (f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
-            for other in self.python if other.outline is not None for qual in other.outline.classes})
+        index = self.memo("class-index", self._class_index)
         return self._look_up(index, callee, src.module_name)
+
+    def _class_index(self) -> dict[str, tuple[PythonSource, str]]:
+        """Fully qualified class name → (source, name within it), as `_function_index` for functions."""
+        if self._run_order is not None:
+            return ViewIndex(self._run_table("_class_entries", _qualified_classes), self._run_order)
+        return {key: (other, qual) for other in self.python for key, qual in _qualified_classes(other)}
 
     def function_for_callee(self, src: PythonSource, callee: Optional[str]) -> Optional[tuple[PythonSource, str]]:
         """`ProjectTaint.function_for_call` outside a class (no `self.` method lookup), on the outlines."""
@@ -1357,6 +1449,68 @@ def _mentions(src: PythonSource, words: tuple[str, ...]) -> bool:
     if hit is None:
         hit = memo[words] = any(w in src.text for w in words)
     return hit
+
+
+class ViewIndex:
+    """What a dict of fully qualified name → (source, name within it), built over a view's files in the view's
+    order (a later file's entry replacing an earlier one's), answers, read from the run's entries of every
+    file (`entries`: name → [(source, name within it)], one per file defining it) and the view's order of its
+    files (`order`: id(file) → position): among a name's entries, that of the view's file latest in its order.
+    Answers are memoised per name. `get`, `in` and `[]`; no iteration (`ProjectView._suffix_table` reads
+    `entries`)."""
+
+    __slots__ = ("entries", "order", "_memo")
+
+    def __init__(self, entries: dict[str, list[tuple[PythonSource, str]]], order: dict[int, int]) -> None:
+        self.entries = entries
+        self.order = order
+        self._memo: dict[str, Optional[tuple[PythonSource, str]]] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        memo = self._memo
+        if key in memo:
+            hit = memo[key]
+        else:
+            hit, best = None, -1
+            order = self.order
+            for entry in self.entries.get(key, ()):
+                at = order.get(id(entry[0]))
+                if at is not None and at > best:
+                    hit, best = entry, at
+            memo[key] = hit
+        return default if hit is None else hit
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def __getitem__(self, key: str) -> tuple[PythonSource, str]:
+        hit = self.get(key)
+        if hit is None:
+            raise KeyError(key)
+        return hit
+
+
+def _class_methods(src: PythonSource) -> list[tuple[str, str]]:
+    """(method name, qualified name within the file) of each method of a class of the outline, kept on the
+    source for every view's `methods_named`."""
+    memo = src.__dict__.get("_dslint_class_methods")
+    if memo is None:
+        memo = []
+        outline = src.outline
+        if outline is not None:
+            for qual in outline.functions:
+                owner, _, name = qual.rpartition(".")
+                if owner and owner in outline.classes:
+                    memo.append((name, qual))
+        src.__dict__["_dslint_class_methods"] = memo
+    return memo
+
+
+def _qualified_classes(src: PythonSource) -> list[tuple[str, str]]:
+    """(fully qualified name, name within the file) of each class of the outline."""
+    if src.outline is None:
+        return []
+    return [(f"{src.module_name}.{qual}" if src.module_name else qual, qual) for qual in src.outline.classes]
 
 
 def _qualified_functions(src: PythonSource) -> list[tuple[str, str]]:

@@ -315,8 +315,7 @@ class RoleAnalysis:
         """The files that build an engine (on the outlines). Every other file is read only when a role reaches
         it: passed into one of its functions or classes, or exported (returned, kept on a field, a module
         global) to a file that calls, constructs or imports it (`_importers`)."""
-        return [s for s in self.project.python if s.outline is not None and (
-            builds_engine(s.outline) or _may_use_engine(s))]
+        return self.project.files_where("roles.seeds", _seed_file)
 
     def _solve(self, seeds: list["PythonSource"]) -> None:
         batch = list(seeds)
@@ -910,6 +909,10 @@ ENGINE_MEMBERS = frozenset({"module", "save_checkpoint", "load_checkpoint", "zer
 _BACKWARD_WITH_ARG = re.compile(r"\.backward\(\s*[^)\s]")
 _STEP_WITHOUT_ARG = re.compile(r"\.step\(\s*\)")
 _ENGINE_MEMBER = re.compile(r"\.(?:" + "|".join(sorted(ENGINE_MEMBERS)) + r")\b")
+
+
+def _seed_file(src: "PythonSource") -> bool:
+    return src.outline is not None and (builds_engine(src.outline) or _may_use_engine(src))
 
 
 def _may_use_engine(src: "PythonSource") -> bool:

@@ -275,6 +275,22 @@ def _module_like(project: "ProjectView") -> list[tuple[PythonSource, ClassOutlin
     """Classes that are nn.Module-like (a base is one, possibly another checked class) or a mixin of one,
     found on the outlines (same names and resolved bases as the libcst facts)."""
     infos = [(src, c) for src in project.python if src.outline is not None for c in src.outline.classes.values()]
+    # which classes are module-like is decided by the set of classes alone (both fixed points only add): a
+    # launch unit's view (`ProjectView._run_order`) takes the answer of an earlier view holding the same files
+    # with classes, kept on the run's program model, and lists the classes in its own order
+    shared = project.program.__dict__.setdefault("_module_like", {}) if project._run_order is not None else None
+    key = frozenset(id(src) for src in project.python if src.outline is not None and src.outline.classes) \
+        if shared is not None else None
+    module_like = shared.get(key) if shared is not None else None
+    if module_like is None:
+        module_like = _module_like_ids(infos)
+        if shared is not None:
+            shared[key] = module_like
+    return [(src, c) for src, c in infos if id(c) in module_like]
+
+
+def _module_like_ids(infos: list[tuple[PythonSource, ClassOutline]]) -> set[int]:
+    """ids of the module-like classes among `infos` (`_module_like`)."""
     short: dict[str, list] = {}
     for src, c in infos:
         short.setdefault(c.name, []).append(c)
@@ -298,7 +314,7 @@ def _module_like(project: "ProjectView") -> list[tuple[PythonSource, ClassOutlin
             if id(c) not in module_like and c.name in wanted:
                 module_like.add(id(c))
                 changed = True
-    return [(src, c) for src, c in infos if id(c) in module_like]
+    return module_like
 
 
 def _same_path(base: str, cls: "ModuleClass") -> bool:

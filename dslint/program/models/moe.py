@@ -83,12 +83,15 @@ def _settings(project: "ProjectView", src: PythonSource, call: CallSite, scope: 
     return settings, nodes
 
 
+def _may_construct_moe(src: PythonSource) -> bool:
+    return src.may_call(MOE_NAME) and (src.outline is None or any(
+        is_moe_ctor(callee) for callee, _ in src.outline.calls))
+
+
 def _build(project: "ProjectView") -> MoEFacts:
     sites: list[MoESite] = []
-    for src in project.python:
-        if not src.may_call(MOE_NAME) or src.outline is not None and not any(
-                is_moe_ctor(callee) for callee, _ in src.outline.calls):
-            continue                # decided on the outline's resolved calls: the file is not parsed
+    # decided on the outline's resolved calls: the other files are not parsed
+    for src in project.files_where("moe.ctor", _may_construct_moe):
         for call in src.facts.calls:
             if is_moe_ctor(call.callee):
                 scope = src.facts.functions.get(call.scope)
@@ -222,11 +225,16 @@ class EngineCall:
         return call_arg(self.call, name, INITIALIZE_POSITIONAL if self.kind == "initialize" else ())
 
 
+def may_hold_engine_calls(src: PythonSource) -> bool:
+    """`engine_calls`' test on the text: a call written `….initialize(`, `…Trainer(` or through an alias."""
+    return src.may_call(_ENGINE_BUILDERS) or src.may_call(TRAINER, suffix=True)
+
+
 def engine_calls(project: "ProjectView", src: PythonSource) -> list[EngineCall]:
     def build():
         out = []
         # the callees below are written `….initialize(`, `…Trainer(` or reached through an imported alias
-        if not src.may_call(_ENGINE_BUILDERS) and not src.may_call(TRAINER, suffix=True):
+        if not may_hold_engine_calls(src):
             return out
         if src.outline is not None and not _may_hold_engine_calls(src.outline, project, src):
             return out          # decided on the outline's resolved calls: the file is not parsed

@@ -229,6 +229,11 @@ def may_construct_optimizer(src: PythonSource) -> bool:
     return found
 
 
+def _may_hand_parameters(src: PythonSource) -> bool:
+    from dslint.program.models.moe import may_hold_engine_calls
+    return may_construct_optimizer(src) or may_hold_engine_calls(src)
+
+
 def optimizer_constructions(src: PythonSource):
     """(call, scope) of every optimizer construction in a file."""
     if not may_construct_optimizer(src):
@@ -463,7 +468,9 @@ def optimizer_excluded(facts, project) -> frozenset:
     groups or model cannot be read."""
     from dslint.program.models.moe import engine_calls
     sites = []
-    for src in project.python:
+    # the files that may construct an optimizer or build an engine (`engine_calls`' own prefilter): the others
+    # add nothing
+    for src in project.files_where("optimizer_or_engine", _may_hand_parameters):
         for call, scope, arg in optimizer_constructions(src):
             sites.append((src, scope, arg))
         for ec in engine_calls(project, src):

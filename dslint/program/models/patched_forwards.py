@@ -407,9 +407,9 @@ def _patches(project: "ProjectView") -> list[tuple[str, ModuleClass, str, int, "
     handed in)."""
     def build():
         out = []
-        for src in project.python:
-            if ".forward =" not in src.text and ".forward=" not in src.text:
-                continue        # prefilter only: the assignments are read from the tree below
+        # prefilter only (the files whose text holds one, as `".forward =" in src.text`): the assignments are
+        # read from the tree below
+        for src in project.mentioning(".forward =", ".forward="):
             tree = _tree(project, src)
             if tree is None:
                 continue

@@ -182,7 +182,9 @@ class ProjectTaint:
 
     def _collect_rank_fields(self, table: dict[str, list]) -> None:
         for src in self.project.mentioning(*_FIELD_SOURCE_WORDS):
-            if src.outline is None or not _TAINT_WORDS.search(src.text):
+            # no word of a taint source in the text (`seeded_tops` is empty exactly then: kept on the source,
+            # where a search of the text was made again by every launch unit's view)
+            if src.outline is None or seeded_tops(src) == set():
                 continue
             done: list = []
 
@@ -420,18 +422,7 @@ class ProjectTaint:
         """Every method called `method` of a class of the view's files (source, qualified name within it), on the
         outlines: what a call of that method on an object whose class dslint cannot tell (`self.strategy`, handed
         in) may run, if the object is one of the checked classes'."""
-        index = self.__dict__.get("_methods_by_name")
-        if index is None:
-            index = self.__dict__["_methods_by_name"] = {}
-            for src in self.project.python:
-                outline = src.outline
-                if outline is None:
-                    continue
-                for qual in outline.functions:
-                    owner, _, name = qual.rpartition(".")
-                    if owner and owner in outline.classes:
-                        index.setdefault(name, []).append((src, qual))
-        return index.get(method, [])
+        return self.project.methods_named(method)
 
     def _field_method(self, src: "PythonSource", cls: str, attr: str, method: str
                       ) -> Optional[tuple["PythonSource", str]]:
