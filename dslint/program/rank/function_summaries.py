@@ -289,8 +289,11 @@ class ProjectTaint:
         no `__init__` of the checked files, an argument into *args/**kwargs, or a varying argument handed on to
         another call whose effect on `self` is not followed (`super().__init__(rank)`)."""
         src, cls = found
-        if src.outline is None:
-            return None
+        checked = self.__dict__.get("_checked_ids")
+        if checked is None:
+            checked = self.__dict__["_checked_ids"] = frozenset(id(s) for s in self.project.python)
+        if src.outline is None or id(src) not in checked:
+            return None                 # a library class (`installed_class`): the object varies as a whole
         method = self._method_of(src, cls, "__init__")
         info = method[0].facts.functions.get(method[1]) if method is not None else None
         if info is None:

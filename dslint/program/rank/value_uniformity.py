@@ -591,6 +591,8 @@ class ProjectLevel(Protocol):
 
     def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]: ...
 
+    def class_of(self, src: "PythonSource", callee: Optional[str]) -> Optional[tuple["PythonSource", str]]: ...
+
     def constructed_fields(self, call: cst.Call, found: tuple["PythonSource", str],
                            origins: list[Optional["Origin"]]) -> Optional[dict[str, "Origin"]]: ...
 
@@ -1270,12 +1272,10 @@ class RankTaint:
         if not e.args:
             return None
         callee = self.facts.resolve_expr(e.func)
-        if not callee:
+        if not callee or callee in _BUILTIN_NAMES:
             return None
-        found = self.analysis.project.class_for_callee(self.src, callee)
-        if found is None and self.src.outline is not None and callee in self.src.outline.classes:
-            found = (self.src, callee)
-        if found is None or found[0].outline is None:
+        found = self.analysis.class_of(self.src, callee)     # a lookup `view_free` lets through
+        if found is None:
             return None
         origins = [self.eval(a.value, env, cls) for a in e.args]
         if any(o is not None and (a.star or o.kind in _DATA_KINDS) for a, o in zip(e.args, origins)):
