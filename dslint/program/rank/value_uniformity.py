@@ -1483,6 +1483,12 @@ class RankTaint:
             if trace_example(callee, e, arg):
                 continue        # `torch.jit.trace(model, example_kwarg_inputs=batch)`: the module, traced
             hit = self.eval(arg.value, env, cls)
+            if hit is not None and hit.fields is not None:
+                # an object whose fields vary one by one (`Origin.fields`) handed to a call no summary follows
+                # (`cb.on_step_end(self.state, self.control)` of callbacks in a list): its result is taken as no
+                # value made of the object -- as for an object whose class only stores the varying arguments
+                # (`object_fields`); a checked callee reads the fields themselves (`param_taint`)
+                continue
             if hit is not None and hit.rendered:
                 hit = self._rendered_name(e, last, arg, hit, env, cls)
             if hit is not None and hit.stream:
