@@ -283,9 +283,8 @@ class ProjectTaint:
         local_rank)` whose `__init__` computes `self.is_main = local_rank == 0` and `self.device` from it): per
         field, the origin of what its stores put there -- `__init__` walked with the parameters bound to this
         construction's arguments, and every other store of the class family (`self_attrs`: method stores,
-        collective results, counts kept in lockstep). A field varies only when some store's value does; the
-        object itself (its identity, None-ness, the fields set from configuration) is the same on every rank.
-        The varying fields (dotted below the object → origin); None when the construction is not followed:
+        collective results, counts kept in lockstep; `_method_stores`). A field varies only when some store's value
+        does (`Origin.fields`; the object's own identity and None-ness keep the construction's taint). The varying fields (dotted below the object → origin); None when the construction is not followed:
         no `__init__` of the checked files, an argument into *args/**kwargs, or a varying argument handed on to
         another call whose effect on `self` is not followed (`super().__init__(rank)`)."""
         src, cls = found
@@ -304,28 +303,32 @@ class ProjectTaint:
             return None
         # per construction site: the fields' origins name this call's arguments
         key = ("fields", id(call)) + (self._args_key(call, (where, info), origins) or ())
-        memo = self.__dict__.setdefault("_constructed_fields", {})
+
+        def fields(walk: FlowWalk) -> Optional[dict[str, Origin]]:
+            if _hands_on(where, info, walk.ever_bound, self.taint(where)):
+                return None
+            out: dict[str, Origin] = {}
+            for name, o in (*walk.ever_bound.items(), *self.self_attrs(src, cls).items()):
+                if name.startswith("self.") and o is not None:
+                    out.setdefault(name[5:], o)
+            for name, o in self._method_stores(src, cls).items():
+                out.setdefault(name, o)
+            return out
+        return self._memo_walk("_constructed_fields", key, where, info, {**self.globals_for(where, info), **bound},
+                               fields)
+
+    def _memo_walk(self, memo_name: str, key: tuple, where: "PythonSource", info: FunctionInfo, env: Env, result):
+        """`result(walk)` of `info`'s body walked from `env` (memoised under `key`; None while it is under way)."""
+        memo = self.__dict__.setdefault(memo_name, {})
         if key in memo:
             return memo[key]
         if key in self._in_progress:
             return None
         self._in_progress.add(key)
-        out: Optional[dict[str, Origin]] = None
         try:
-            walk = FlowWalk(self.taint(where), scope=info.qualname, env={**self.globals_for(where, info), **bound},
-                            cls=info.class_name)
-            body = info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body]
-            walk.run(body)
-            if not _hands_on(where, info, walk.ever_bound, self.taint(where)):
-                out = {}
-                for name, o in walk.ever_bound.items():
-                    if name.startswith("self.") and o is not None:
-                        out.setdefault(name[5:], o)
-                for name, o in self.self_attrs(src, cls).items():
-                    if name.startswith("self.") and o is not None:
-                        out.setdefault(name[5:], o)
-                for name, o in self._method_stores(src, cls).items():
-                    out.setdefault(name, o)
+            walk = FlowWalk(self.taint(where), scope=info.qualname, env=env, cls=info.class_name)
+            walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+            out = result(walk)
         finally:
             self._in_progress.discard(key)
         memo[key] = out
@@ -379,23 +382,13 @@ class ProjectTaint:
             return bound                # into *args/**kwargs: not followed, keep the argument's taint
         key = (id(other), info.qualname, tuple(sorted((k, id(o.node), o.kind, o.axes) for k, o in fields.items())),
                tuple(sorted((k, id(o.node), o.kind, o.axes) for k, o in bound.items())))
-        memo = self.__dict__.setdefault("_returns_with_fields", {})
-        if key in memo:
-            return memo[key]
-        if key in self._in_progress:
-            return None
-        self._in_progress.add(key)
-        try:
-            env = {**self.globals_for(other, info), **{f"self.{k}": o for k, o in fields.items()}, **bound}
-            walk = FlowWalk(self.taint(other), scope=info.qualname, env=env, cls=info.class_name)
-            walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+
+        def returned(walk: FlowWalk) -> Optional[Origin]:
             hit = walk.returned
-            if hit is not None:
-                hit = replace(hit, via=f"{info.name}()", via_call=None, group=_group_out(hit))
-        finally:
-            self._in_progress.discard(key)
-        memo[key] = hit
-        return hit
+            return replace(hit, via=f"{info.name}()", via_call=None, group=_group_out(hit)) if hit is not None else None
+        return self._memo_walk("_returns_with_fields", key, other, info,
+                               {**self.globals_for(other, info), **{f"self.{k}": o for k, o in fields.items()}, **bound},
+                               returned)
 
     def class_of(self, src: "PythonSource", callee: Optional[str]) -> Optional[tuple["PythonSource", str]]:
         """The class a constructor call names: a checked class (`ProjectView.class_for_callee`), a class of this
