@@ -241,3 +241,61 @@ def test_structure_is_uniform_sizes_are_not():
     assert isinstance(got[3], Varying)                  # a structure chosen by a rank test
     assert got[4] is UNIFORM                            # fields kept by their key: the batch's structure
     assert isinstance(got[5], Varying)                  # fields kept by their values
+
+
+FIELDS_TEXT = """\
+import os
+import torch
+import torch.distributed as dist
+
+
+class Tracker:
+    def __init__(self, cfg, local_rank):
+        self.device = torch.device("cuda", local_rank)
+        self.flag = local_rank == 0
+        self.every = cfg.every
+        self.step = 0
+        self.seen = 0
+        self.total = 0
+
+    def tick(self):
+        self.step += 1
+
+    def count(self, n):
+        self.seen += n
+
+    def sync(self, n):
+        t = torch.tensor(n)
+        dist.all_reduce(t)
+        self.total = t.item()
+
+    def due(self):
+        return self.step % self.every == 0
+
+    def first(self):
+        return self.flag
+
+
+def run(cfg):
+    tracker = Tracker(cfg, int(os.environ["LOCAL_RANK"]))
+    probe = (tracker.every, tracker.step, tracker.total, tracker.due(), tracker.flag, tracker.first(), tracker.seen,
+             tracker is None)
+"""
+
+
+def test_object_fields_of_a_rank_built_object():
+    """An object of a checked class built with a rank id varies field by field (`Origin.fields`): the fields its
+    stores set from uniform values -- configuration, a count kept in lockstep, an all-reduced total -- and a method
+    reading only them are uniform; the field computed from the rank, a method returning it, and a field a method
+    adds its (possibly per-rank) argument to vary; the object's None-ness keeps the object's own taint."""
+    src = PythonSource("m.py", FIELDS_TEXT)
+    project = ProjectView([src])
+    func = src.facts.functions["run"]
+    assign = [s for s in func.node.body.body if isinstance(s, cst.SimpleStatementLine)
+              and getattr(s.body[0].targets[0].target, "value", "") == "probe"]
+    e = [el.value for el in assign[0].body[0].value.elements]
+    u = [uniformity(project, src, x, "run") for x in e]
+    assert u[:4] == [UNIFORM] * 4, u[:4]
+    assert isinstance(u[4], Varying) and u[4].origin.kind == "rank"
+    assert u[5] and u[6], (u[5], u[6])
+    assert u[7], "the object's None-ness keeps the object's taint"

@@ -13,7 +13,7 @@ import libcst as cst
 from dslint.program.rank.reaching_ranks import FlowWalk
 from dslint.program.rank.setting_domains import _rebinding as domains_rebinding
 from dslint.program.rank.setting_domains import attr_domain as domains_attr, subjects as domains_subjects
-from dslint.program.statement_walks import if_path, iter_returns, sub_statements
+from dslint.program.statement_walks import if_path, iter_calls, iter_returns, sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
                                         scope_classes, seeded_tops)
@@ -278,6 +278,119 @@ class ProjectTaint:
                             if isinstance(t.target, cst.Attribute) and dotted_name(t.target.value) == "self")
         memo[key] = ({k: tuple(v) for k, v in stored.items() if v}, tuple(order))
         return memo[key]
+
+    def constructed_fields(self, call: cst.Call, found: tuple["PythonSource", str],
+                           origins: list[Optional[Origin]]) -> Optional[dict[str, Origin]]:
+        """Field sensitivity for an object of a checked class built with rank-varying arguments (`Tracker(cfg,
+        local_rank)` whose `__init__` computes `self.is_main = local_rank == 0` and `self.device` from it): per
+        field, the origin of what its stores put there -- `__init__` walked with the parameters bound to this
+        construction's arguments, and every other store of the class family (`self_attrs`: method stores,
+        collective results, counts kept in lockstep; `_method_stores`). A field varies only when some store's value
+        does (`Origin.fields`; the object's own identity and None-ness keep the construction's taint). The varying fields (dotted below the object → origin); None when the construction is not followed:
+        no `__init__` of the checked files, an argument into *args/**kwargs, or a varying argument handed on to
+        another call whose effect on `self` is not followed (`super().__init__(rank)`)."""
+        src, cls = found
+        checked = self.__dict__.get("_checked_ids")
+        if checked is None:
+            checked = self.__dict__["_checked_ids"] = frozenset(id(s) for s in self.project.python)
+        if src.outline is None or id(src) not in checked:
+            return None                 # a library class (`installed_class`): the object varies as a whole
+        method = self._method_of(src, cls, "__init__")
+        info = method[0].facts.functions.get(method[1]) if method is not None else None
+        if info is None:
+            return None
+        where = method[0]
+        bound = self._bound_params(call, info, origins)
+        if not isinstance(bound, dict) or not bound:
+            return None
+        # per construction site: the fields' origins name this call's arguments
+        key = ("fields", id(call)) + (self._args_key(call, (where, info), origins) or ())
+
+        def fields(walk: FlowWalk) -> Optional[dict[str, Origin]]:
+            if _hands_on(where, info, walk.ever_bound, self.taint(where)):
+                return None
+            out: dict[str, Origin] = {}
+            for name, o in (*walk.ever_bound.items(), *self.self_attrs(src, cls).items()):
+                if name.startswith("self.") and o is not None:
+                    out.setdefault(name[5:], o)
+            for name, o in self._method_stores(src, cls).items():
+                out.setdefault(name, o)
+            return out
+        return self._memo_walk("_constructed_fields", key, where, info, {**self.globals_for(where, info), **bound},
+                               fields)
+
+    def _memo_walk(self, memo_name: str, key: tuple, where: "PythonSource", info: FunctionInfo, env: Env, result):
+        """`result(walk)` of `info`'s body walked from `env` (memoised under `key`; None while it is under way)."""
+        memo = self.__dict__.setdefault(memo_name, {})
+        if key in memo:
+            return memo[key]
+        if key in self._in_progress:
+            return None
+        self._in_progress.add(key)
+        try:
+            walk = FlowWalk(self.taint(where), scope=info.qualname, env=env, cls=info.class_name)
+            walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+            out = result(walk)
+        finally:
+            self._in_progress.discard(key)
+        memo[key] = out
+        return out
+
+    def _method_stores(self, src: "PythonSource", cls: str) -> dict[str, Origin]:
+        """The fields the methods of a checked class family other than `__init__` may store rank-varying values
+        in: each method walked with every parameter taken as possibly varying (what its callers hand it is not
+        asked: their walks may be the ones asking), so `def count(self, n): self.total += n` may vary while
+        `self.step += 1` and `self.total = t.item()` after `dist.all_reduce(t)` do not. Field → origin
+        (memoised per class)."""
+        memo = self.__dict__.setdefault("_method_stores_memo", {})
+        key = (id(src), cls)
+        if key in memo:
+            return memo[key]
+        memo[key] = {}
+        out: dict[str, Origin] = {}
+        for where, owner in self._class_family(src, cls):
+            for info in where.facts.functions.values():
+                if info.class_name != owner or info.name == "__init__" or "self." not in code_of(info.node, 10**6):
+                    continue
+                params = info.params[1:] if info.params[:1] in (["self"], ["cls"]) else info.params
+                nodes = {p.name.value: p.name for p in (*info.node.params.posonly_params, *info.node.params.params,
+                                                          *info.node.params.kwonly_params)}
+                env = {**self.globals_for(where, info),
+                       **{p: Origin("derived", nodes[p], where, via=f"argument `{p}` of {info.name}()")
+                          for p in params if p in nodes}}
+                walk = FlowWalk(self.taint(where), scope=info.qualname, env=env, cls=info.class_name)
+                walk.run(info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else [info.node.body])
+                for name, o in walk.ever_bound.items():
+                    if name.startswith("self.") and o is not None:
+                        out.setdefault(name[5:], o)
+        memo[key] = out
+        return out
+
+    def method_of(self, src: "PythonSource", cls: str, method: str) -> Optional[tuple["PythonSource", str]]:
+        """The checked method `method` of the class `cls` or of a base of it (source, qualified name)."""
+        return self._method_of(src, cls, method) if src.outline is not None else None
+
+    def returns_with_fields(self, call: cst.Call, method: tuple["PythonSource", str], fields: dict[str, Origin],
+                            origins: list[Optional[Origin]]) -> Optional[Origin]:
+        """What a method returns on an object whose fields vary one by one (`constructed_fields`), handed these
+        arguments (`origins`): its body walked with `self.F` bound to each varying field and the parameters to the
+        varying arguments, so `return self.is_main` varies and `return self.step % self.every` does not."""
+        target = self.function_info(method)
+        if target is None:
+            return None
+        other, info = target
+        bound = self._bound_params(call, info, origins)
+        if isinstance(bound, Origin):
+            return bound                # into *args/**kwargs: not followed, keep the argument's taint
+        key = (id(other), info.qualname, tuple(sorted((k, id(o.node), o.kind, o.axes) for k, o in fields.items())),
+               tuple(sorted((k, id(o.node), o.kind, o.axes) for k, o in bound.items())))
+
+        def returned(walk: FlowWalk) -> Optional[Origin]:
+            hit = walk.returned
+            return replace(hit, via=f"{info.name}()", via_call=None, group=_group_out(hit)) if hit is not None else None
+        return self._memo_walk("_returns_with_fields", key, other, info,
+                               {**self.globals_for(other, info), **{f"self.{k}": o for k, o in fields.items()}, **bound},
+                               returned)
 
     def class_of(self, src: "PythonSource", callee: Optional[str]) -> Optional[tuple["PythonSource", str]]:
         """The class a constructor call names: a checked class (`ProjectView.class_for_callee`), a class of this
@@ -1720,3 +1833,20 @@ def _node_ids(node: cst.CSTNode) -> frozenset:
         ids.add(id(n))
         stack.extend(n.children)
     return frozenset(ids)
+
+
+def _hands_on(src: "PythonSource", info: FunctionInfo, env: Env, taint: "RankTaint") -> bool:
+    """Does `__init__` hand a rank-varying value to a call whose effect on `self` is not followed: a base class's
+    constructor (`super().__init__(rank)`, `Base.__init__(self, rank)`) or a method of `self` (`self.setup(rank)`)?"""
+    for node in iter_calls(info.node.body):
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        receiver = func.value
+        on_self = isinstance(receiver, cst.Name) and receiver.value == "self"
+        on_base = func.attr.value == "__init__"
+        if not (on_self or on_base):
+            continue
+        if any(taint.eval(a.value, env, info.class_name) is not None for a in node.args):
+            return True
+    return False

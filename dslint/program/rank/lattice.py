@@ -3,7 +3,9 @@
     Uniform                the same on every rank (a constant, a config/argparse/environment value that is no rank
                            id, the result of a collective -- all_reduce, all_gather*, broadcast*, accelerate's
                            gather/reduce --, what a broadcast's receive buffer holds afterwards, an attribute set
-                           only from uniform values, a tensor's dtype/ndim/device type whatever its content)
+                           only from uniform values -- per field on an object of a checked class built with
+                           rank-varying arguments, `Origin.fields` --, a tensor's dtype/ndim/device type whatever
+                           its content)
     Varying(origin)        differs from rank to rank for a known reason: `origin.kind` is "rank" (a rank id or a
                            rank-0 test), "shard" (this rank's share of the data: its length varies), "item" (this
                            rank's item or batch: its content varies; `origin.batch`: the structure -- keys,

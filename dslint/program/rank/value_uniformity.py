@@ -273,6 +273,14 @@ class Origin:
     # itself under a rank-dependent test (`FlowWalk._none_returned`), where its other returns are opaque; None:
     # whether it is None is the outside call's affair alone
     none_by: Optional["Origin"] = None
+    # an object of a checked class built with rank-varying arguments (`Tracker(cfg, local_rank)`): its varying
+    # fields, each (field, dotted below the object; its Origin) -- what the stores of the class put there
+    # (`ProjectTaint.constructed_fields`) -- and `object_class` (source, class) its methods are looked up in. A
+    # field not listed holds what every rank stores alike (configuration, a count kept in lockstep, a collective's
+    # result); the object as a whole (its identity, None-ness) varies as the origin says. Kept by a name or field
+    # bound to the object; an operation, container or other call made of it is a value of its own (`RankTaint.eval`)
+    fields: Optional[tuple] = None
+    object_class: Optional[tuple] = None
 
     def text(self, limit: int = 60) -> str:
         return code_of(self.node, limit)
@@ -295,6 +303,16 @@ class Origin:
 Env = dict[str, Origin]
 
 
+def field_origin(obj: Origin, attr: str) -> Optional[Origin]:
+    """`obj.attr` of an object with per-field origins (`Origin.fields`): that field's origin (None: uniform); a
+    field holding an object whose own fields vary (`self.state.F`) is that object, with those fields."""
+    fields = dict(obj.fields or ())
+    if attr in fields:
+        return fields[attr]
+    below = tuple((k[len(attr) + 1:], o) for k, o in obj.fields or () if k.startswith(attr + "."))
+    return replace(below[0][1], fields=below, object_class=None) if below else None
+
+
 def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Optional[Origin]:
     """The origin of a value computed from both: `a`'s report, the union of their axes. `either`: `a or b` of
     two membership predicates (`is_pipeline_first_stage() or is_pipeline_last_stage()`) keeps both names."""
@@ -309,6 +327,9 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
     if a.present or b.present:
         # computed from both: whether it is None is no longer either one's (`Origin.present`)
         a, b = replace(a, present=False), replace(b, present=False)
+    if a.fields is not None or b.fields is not None:
+        # a value computed from an object with per-field origins and another value is neither object
+        a, b = replace(a, fields=None, object_class=None), replace(b, fields=None, object_class=None)
     if a.rows and a.kind == "item" or b.rows and b.kind == "item":
         # a padded list (`FlowWalk._padded_to`) combined with another varying value: its length is no longer known
         a, b = replace(a, rows=a.rows and a.kind != "item"), replace(b, rows=b.rows and b.kind != "item")
@@ -585,6 +606,16 @@ class ProjectLevel(Protocol):
 
     def stored_fields(self, src: "PythonSource", cls: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]: ...
 
+    def class_of(self, src: "PythonSource", callee: Optional[str]) -> Optional[tuple["PythonSource", str]]: ...
+
+    def constructed_fields(self, call: cst.Call, found: tuple["PythonSource", str],
+                           origins: list[Optional["Origin"]]) -> Optional[dict[str, "Origin"]]: ...
+
+    def method_of(self, src: "PythonSource", cls: str, method: str) -> Optional[tuple["PythonSource", str]]: ...
+
+    def returns_with_fields(self, call: cst.Call, method: tuple["PythonSource", str], fields: dict[str, "Origin"],
+                            origins: list[Optional["Origin"]]) -> Optional["Origin"]: ...
+
     def call_source(self, src: "PythonSource", callee: Optional[str], cls: Optional[str], fields: bool = True,
                     scope: Optional[str] = None) -> Optional[tuple["PythonSource", str]]: ...
 
@@ -632,6 +663,8 @@ class RankTaint:
             # `Origin.none_by` is whether that very value is None: a name holding it, or the checked function
             # returning it; a container, a field, an operation or another call made of it is a value of its own
             out = replace(out, none_by=None)
+        if out is not None and out.fields is not None and not isinstance(e, (cst.Name, cst.Attribute, cst.Call)):
+            out = replace(out, fields=None, object_class=None)  # an operation on the object: a value of its own
         return out
 
     def _eval(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None) -> Optional[Origin]:
@@ -1115,6 +1148,8 @@ class RankTaint:
             # (varying only if the class's methods set it from a rank value)
             return field if declared else held
         hit = self.eval(e.value, env, cls)
+        if hit is not None and hit.fields is not None:
+            return field_origin(hit, attr)     # `tracker.total` of `Tracker(cfg, local_rank)`: that field's stores
         if hit is not None and hit.stream:
             return None     # `loader.batch_size`, `loader.dataset`: the loader's own settings, alike on every rank
         if hit is not None and hit.kind == "rank" and self.analysis.constant_field(attr):
@@ -1238,6 +1273,46 @@ class RankTaint:
         return hit
 
     def _call(self, e: cst.Call, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        if isinstance(e.func, cst.Attribute):
+            receiver = self.eval(e.func.value, env, cls)
+            if receiver is not None and receiver.fields is not None and receiver.object_class is not None:
+                # `tracker.due()` on an object whose fields vary one by one: the method's return as the fields it
+                # reads and the arguments it is handed make it (`ProjectTaint.returns_with_fields`)
+                method = self.analysis.method_of(*receiver.object_class, e.func.attr.value)
+                if method is not None:
+                    return self.analysis.returns_with_fields(
+                        e, method, dict(receiver.fields), [self.eval(a.value, env, cls) for a in e.args])
+        hit = self._call_value(e, env, cls)
+        if hit is None:
+            return None
+        if hit.kind not in _DATA_KINDS:
+            built = self.constructed_fields(e, env, cls)
+            if built is not None:
+                return replace(hit, fields=tuple(sorted(built[1].items())), object_class=built[0])
+        # what another call returns is a value of its own, not an object handed to it
+        return replace(hit, fields=None, object_class=None) if hit.fields is not None else hit
+
+    def constructed_fields(self, e: cst.Call, env: Env, cls: Optional[str]
+                           ) -> Optional[tuple[tuple["PythonSource", str], dict[str, Origin]]]:
+        """`Tracker(cfg, local_rank)`: a class of the checked files constructed with rank-varying arguments (rank
+        ids or values computed from them: per-rank data kept on an object is that data), which the object keeps
+        field by field -- (the class, its varying fields: `ProjectTaint.constructed_fields`). None when the call
+        is no such construction, or a library class's (today's model: the object varies as a whole)."""
+        if not e.args:
+            return None
+        callee = self.facts.resolve_expr(e.func)
+        if not callee or callee in _BUILTIN_NAMES:
+            return None
+        found = self.analysis.class_of(self.src, callee)     # a lookup `view_free` lets through
+        if found is None:
+            return None
+        origins = [self.eval(a.value, env, cls) for a in e.args]
+        if any(o is not None and (a.star or o.kind in _DATA_KINDS) for a, o in zip(e.args, origins)):
+            return None
+        fields = self.analysis.constructed_fields(e, found, origins)
+        return (found, fields) if fields is not None else None
+
+    def _call_value(self, e: cst.Call, env: Env, cls: Optional[str]) -> Optional[Origin]:
         callee = self.facts.resolve_expr(e.func)
         last = _last(callee, e.func)
         if last in RANK_CALLS:
@@ -1441,6 +1516,12 @@ class RankTaint:
             if trace_example(callee, e, arg):
                 continue        # `torch.jit.trace(model, example_kwarg_inputs=batch)`: the module, traced
             hit = self.eval(arg.value, env, cls)
+            if hit is not None and hit.fields is not None:
+                # an object whose fields vary one by one (`Origin.fields`) handed to a call no summary follows
+                # (`cb.on_step_end(self.state, self.control)` of callbacks in a list): its result is taken as no
+                # value made of the object -- as for an object whose class only stores the varying arguments
+                # (`object_fields`); a checked callee reads the fields themselves (`param_taint`)
+                continue
             if hit is not None and hit.rendered:
                 hit = self._rendered_name(e, last, arg, hit, env, cls)
             if hit is not None and hit.stream:
