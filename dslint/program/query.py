@@ -509,6 +509,12 @@ class Program:
             cache[id(cls)] = uniform_inputs(self.models(), cls, project=self.view)
         return cache[id(cls)]
 
+    def input_origins(self, cls: ModuleClass) -> dict:
+        """Input of `cls.forward` -> what its call sites hand it: batch data, a value uniform per call site, or
+        unknown (`input_origins.forward_origins`, memoised per class)."""
+        from dslint.program.models.input_origins import forward_origins
+        return forward_origins(self.view, self.models(), cls)
+
     def inputs_set_by_callers(self, cls: ModuleClass) -> frozenset:
         """Optional forward parameters of `cls` whose value is the same on every rank at every call of the run that
         hands them over -- a literal per call site, a run setting, an option of the caller -- or that no call hands
