@@ -148,8 +148,10 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                         if by_callers:
                             walker = ForwardPaths(root, names - shadowed, program.view)
                             paths = walker.root(found[1].node, uniform | by_callers, program.caller_keys(root))
-                        fed = _fed_walk(program, root, found[1].node, names - shadowed, uniform | by_callers,
-                                        walker, paths)
+                        if _trained_across_ranks(program):
+                            # (a model file checked alone: nothing calls it, the config is its evidence)
+                            fed = _fed_walk(program, root, found[1].node, names - shadowed, uniform | by_callers,
+                                            walker, paths)
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
@@ -161,7 +163,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     cond = deciding_condition(walker, pair)
                     fed_clue = None
                     if fed is not None and cond is not None:
-                        fed_clue, fed_cond = _fed_evidence(fed, attr.name, root, found[1].node)
+                        fed_clue, fed_cond = _fed_evidence(fed, attr.name, root, found[1].node, cond)
                         cond = fed_cond or cond
                     if cond is None or program.never_created(attr):
                         continue            # (a Parameter only under a constructor flag the run never sets)
@@ -187,37 +189,35 @@ def _fed_walk(program, root, fn, interesting: frozenset, fixed: frozenset, walke
     inputs no call feeds from the batch -- never passed, a literal or setting per call site, a layer index, or no
     call seen -- are held fixed and the paths walked again: (origins, walker, paths); the first walk's when every
     input that is not already fixed is fed from the batch."""
-    from dslint.program.models.input_origins import VARYING
-    origins = program.input_origins(root)
-    held = frozenset(p for p, o in origins.items() if o.kind != VARYING) - fixed
-    if not held:
-        return origins, walker, paths
-    walker = ForwardPaths(root, interesting, program.view)
-    paths = walker.root(fn, fixed | held, program.caller_keys(root))
-    return origins, walker, paths
+    try:
+        held = program.inputs_not_fed(root) - fixed
+        if not held:
+            return program, walker, paths
+        walker = ForwardPaths(root, interesting, program.view)
+        paths = walker.root(fn, fixed | held, program.caller_keys(root))
+    except (TooManyPaths, RecursionError):
+        return None         # no evidence either way: the first walk stands
+    return program, walker, paths
 
 
-def _fed_evidence(fed, attr: str, root, fn):
+def _fed_evidence(fed, attr: str, root, fn, first):
     """(Clue, condition) for `attr` from the walk with only batch-fed inputs as data (`_fed_walk`): found, with
     the call site feeding the batch, when the use still diverges on that walk (the condition deciding it there);
     missing, naming what arrives at the tested inputs, when it diverges only on inputs no call feeds from the
     batch."""
-    from dslint.program.models.forward_paths import _derived
-    from dslint.program.models.input_origins import VARYING
     from dslint.rules.evidence import Clue
-    origins, walker, paths = fed
+    program, walker, paths = fed
     pair = divergent(paths, attr)
     cond = deciding_condition(walker, pair) if pair is not None else None
     if cond is None:
-        held = [f"`{p}`: {o.what}" for p, o in origins.items() if o.kind != VARYING]
-        return Clue("batch-input", f"no call of `{root.name}` the run shows feeds the tested input from the batch ("
-                                   + "; ".join(held[:3]) + ")", found=False), None
-    reads = set(cond.inputs)
-    for p, o in origins.items():
-        if o.kind == VARYING and (p in reads or reads & _derived(fn, {p})):
-            return Clue("batch-input", f"`{p}` of `{root.name}.forward` is fed from the batch: {o.what}", o.at,
-                        o.src), cond
-    return None, cond
+        held = [f"`{p}`: {o.what}" for p, o in program.inputs_behind(root, fn, first.inputs)]
+        return Clue("batch-input", f"no call of `{root.name}` the run shows feeds the tested input from the batch"
+                                   + (" (" + "; ".join(held[:3]) + ")" if held else ""), found=False), None
+    hit = next(iter(program.inputs_behind(root, fn, cond.inputs)), None)
+    if hit is None or hit[1].kind != "varying":
+        return None, cond
+    p, o = hit
+    return Clue("batch-input", f"`{p}` of `{root.name}.forward` is fed from the batch: {o.what}", o.at, o.src), cond
 
 
 def _zero_severity(program) -> Optional[tuple[Optional[Severity], str]]:

@@ -51,6 +51,19 @@ class Origin:
     at: object = None           # a libcst node of `src`, or a line number
 
 
+def not_fed(origins: dict) -> frozenset:
+    """The inputs no call feeds from the batch (uniform or unknown)."""
+    return frozenset(p for p, o in origins.items() if o.kind != VARYING)
+
+
+def behind(origins: dict, fn: cst.FunctionDef, names) -> list:
+    """(input, Origin) of each input of `fn` that the locals `names` are, or are computed from; batch-fed first."""
+    from dslint.program.models.forward_paths import _derived
+    names = set(names)
+    out = [(p, o) for p, o in origins.items() if p in names or names & _derived(fn, {p})]
+    return sorted(out, key=lambda t: _RANK[t[1].kind])
+
+
 def _join(a: Optional[Origin], b: Origin) -> Origin:
     return b if a is None or _RANK[b.kind] < _RANK[a.kind] else a
 
@@ -278,15 +291,40 @@ def _holder_sites(facts, cls):
             yield container, "forward", None, (f"{container.name} builds a `{cls.name}` but keeps it where its "
                                                f"calls are not followed")
             continue
+        running = _forward_methods(container)
         for owner in container.mro():
             for mname in sorted(owner.methods):
                 finder = _FieldCalls(fields)
                 cst_visit(owner.info.methods[mname].node, finder)
                 for call in finder.calls:
                     yield container, mname, call, ""
-                if finder.other:
+                # handed on where the holder's forward runs (`checkpoint(custom_forward(layer), ...)`); not a
+                # weight-tying or initialising helper of another method, which runs no forward with data
+                if finder.other and mname in running:
                     yield container, mname, None, (f"{container.name}.{mname} hands its `{cls.name}` on "
                                                    f"(`{finder.other}`): what that call passes is not followed")
+
+
+def _forward_methods(cls) -> set:
+    """`forward` and the methods it calls through `self.` (transitively): the code a call of the module runs."""
+    todo, seen = ["forward"], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        found = cls.find_method(name)
+        if found is None:
+            continue
+
+        class Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                f = node.func
+                if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == "self":
+                    todo.append(f.attr.value)
+
+        cst_visit(found[1].node, Calls())
+    return seen
 
 
 def _self_calls(cls, method: str):
@@ -403,6 +441,11 @@ def _entry_sites(project, facts, cls, fn: cst.FunctionDef, out: dict) -> int:
     from dslint.program.models.trained_chain import model_calls
     calls = model_calls(project, facts, cls)
     library = _library_loop(project, facts, cls)
+    if calls is None and library is None and _sink(project, facts, cls) is None:
+        for n in out:
+            out[n] = _join(out[n], Origin(UNKNOWN, f"no call of a `{cls.name}` object is seen, nor a training call "
+                                                   f"it reaches"))
+        return 1
     if calls is None or library is not None:
         what = (f"`{cls.name}` is handed to {library.what}, whose training step calls it with the batch"
                 if library is not None else
@@ -466,14 +509,22 @@ def _library_loop(project, facts, cls):
     """The sink of `cls`'s training chain when it is a library's loop that calls the model itself (a
     transformers/TRL Trainer, a class of the run derived from one): not `deepspeed.initialize`, a DDP/FSDP wrapper
     or accelerate's `prepare`, whose engine the run's own code calls. None otherwise."""
-    from dslint.program.models.trained_chain import _PREPARE, _WRAPPERS, trained_chain
+    from dslint.program.models.trained_chain import _PREPARE, _WRAPPERS
     from dslint.program.outline import engine_builder
     cache = memo(project, "input-origins.library", dict)
     if id(cls) not in cache:
-        sink = trained_chain(project, facts, cls)
+        sink = _sink(project, facts, cls)
         name = sink.what.strip("`") if sink is not None else ""
         last = name.rsplit(".", 1)[-1]
         own = sink is None or engine_builder(name) == "initialize" or last in _WRAPPERS or last in _PREPARE or \
             name.startswith("a call of the model")
         cache[id(cls)] = None if own else sink
+    return cache[id(cls)]
+
+
+def _sink(project, facts, cls):
+    from dslint.program.models.trained_chain import trained_chain
+    cache = memo(project, "input-origins.sink", dict)
+    if id(cls) not in cache:
+        cache[id(cls)] = trained_chain(project, facts, cls)
     return cache[id(cls)]
