@@ -223,20 +223,9 @@ def _roots(method: cst.FunctionDef, value: cst.BaseExpression, params: list[str]
 def _guards(method: cst.FunctionDef, call: cst.Call) -> list:
     """The tests deciding whether `call` runs in `method`: enclosing `if`/`elif`/`while` tests, conditional
     expressions and comprehension conditions (not a test the call itself sits in)."""
-    from dslint.sources.cstwalk import children
-    path: list = []
-
-    def find(node: cst.CSTNode) -> bool:
-        if node is call:
-            return True
-        for kid in children(node):
-            path.append(node)
-            if find(kid):
-                return True
-            path.pop()
-        return False
-
-    if not find(method):
+    from dslint.sources.cstwalk import ancestors
+    path = ancestors(method, call)
+    if path is None:
         return []
     out = []
     for i, node in enumerate(path):
