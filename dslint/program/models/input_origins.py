@@ -41,6 +41,8 @@ VARYING, UNKNOWN, UNIFORM = "varying", "unknown", "uniform"
 _RANK = {VARYING: 0, UNKNOWN: 1, UNIFORM: 2}
 MAX_DEPTH = 6
 _LIST_CTORS = frozenset({"ModuleList", "Sequential", "ModuleDict"})
+# Python builtins that look at an object without calling it: `len(self.layer)` runs no layer's forward
+_INSPECTING = frozenset({"len", "isinstance", "hasattr", "getattr", "id", "type", "print", "repr", "str"})
 
 
 @dataclass(frozen=True)
@@ -410,7 +412,7 @@ class _FieldCalls(cst.CSTVisitor):
         elif self._is_held(f):
             self.calls.append(node)
             self._ok.add(id(f))
-        else:
+        elif not (isinstance(f, cst.Name) and f.value in _INSPECTING):
             for a in node.args:
                 if self._is_held(a.value) and id(a.value) not in self._ok and not self.other:
                     self.other = _code(node)
