@@ -27,7 +27,6 @@ import libcst as cst
 
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.statement_walks import code_of, iter_assigns
-from dslint.sources.cstwalk import children
 
 if TYPE_CHECKING:
     from dslint.sources import PythonSource
@@ -223,19 +222,9 @@ def _tests_dtensor(src: "PythonSource", test: cst.BaseExpression, receiver: str)
 
 def _guards(body: cst.CSTNode, target: cst.CSTNode) -> list[cst.BaseExpression]:
     """The tests whose true branch holds `target` inside `body` (`if t:` bodies, `a if t else b`'s `a`)."""
-    path: list[cst.CSTNode] = []
-
-    def find(node: cst.CSTNode) -> bool:
-        if node is target:
-            return True
-        for kid in children(node):
-            path.append(node)
-            if find(kid):
-                return True
-            path.pop()
-        return False
-
-    if not find(body):
+    from dslint.sources.cstwalk import ancestors
+    path = ancestors(body, target)
+    if path is None:
         return []
     out = []
     for i, node in enumerate(path):

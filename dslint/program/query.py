@@ -520,6 +520,23 @@ class Program:
             cache[id(cls)] = uniform_inputs(self.models(), cls, project=self.view)
         return cache[id(cls)]
 
+    def input_origins(self, cls: ModuleClass) -> dict:
+        """Input of `cls.forward` -> what its call sites hand it: batch data, a value uniform per call site, or
+        unknown (`input_origins.forward_origins`, memoised per class)."""
+        from dslint.program.models.input_origins import forward_origins
+        return forward_origins(self.view, self.models(), cls)
+
+    def inputs_not_fed(self, cls: ModuleClass) -> frozenset:
+        """Inputs of `cls.forward` that no call of the run feeds from the batch (`input_origins.not_fed`)."""
+        from dslint.program.models.input_origins import not_fed
+        return not_fed(self.input_origins(cls))
+
+    def inputs_behind(self, cls: ModuleClass, fn, names) -> list:
+        """(input, Origin) of each input of `cls.forward` (`fn`) the locals `names` come from, batch-fed ones first
+        (`input_origins.behind`)."""
+        from dslint.program.models.input_origins import behind
+        return behind(self.input_origins(cls), fn, names)
+
     def inputs_set_by_callers(self, cls: ModuleClass) -> frozenset:
         """Optional forward parameters of `cls` whose value is the same on every rank at every call of the run that
         hands them over -- a literal per call site, a run setting, an option of the caller -- or that no call hands

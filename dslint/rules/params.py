@@ -137,6 +137,7 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                         continue
                 walker = ForwardPaths(root, names - shadowed, program.view)
                 uniform = program.uniform_inputs(root)
+                fed = None              # the walk with only the inputs some call feeds from the batch left as data
                 try:
                     paths = walker.root(found[1].node, uniform, program.caller_keys(root))
                     if any(divergent(paths, a.name) is not None for a in attrs if a.name in interesting and
@@ -147,6 +148,10 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                         if by_callers:
                             walker = ForwardPaths(root, names - shadowed, program.view)
                             paths = walker.root(found[1].node, uniform | by_callers, program.caller_keys(root))
+                        if _trained_across_ranks(program):
+                            # (a model file checked alone: nothing calls it, the config is its evidence)
+                            fed = _fed_walk(program, root, found[1].node, names - shadowed, uniform | by_callers,
+                                            walker, paths)
                 except (TooManyPaths, RecursionError):
                     continue
                 for attr in attrs:
@@ -156,6 +161,10 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     if pair is None:
                         continue
                     cond = deciding_condition(walker, pair)
+                    fed_clue = None
+                    if fed is not None and cond is not None:
+                        fed_clue, fed_cond = _fed_evidence(fed, attr.name, root, found[1].node, cond)
+                        cond = fed_cond or cond
                     if cond is None or program.never_created(attr):
                         continue            # (a Parameter only under a constructor flag the run never sets)
                     if program.never_trained(cls) and program.trained_chain(root) is None:
@@ -169,10 +178,46 @@ def conditional_uses(ctx: RuleContext) -> list[tuple]:
                     # a subclass reached only through a flag-chosen class value of a function no call of the run
                     # reaches: whether a training script builds it is undecidable
                     proven = root is cls or not program.flag_choice_unseen(root)
-                    out.append((attr, root, found[0], cond, use, proven))
+                    out.append((attr, root, found[0], cond, use, proven, fed_clue))
         return out
 
     return program.memo(f"conditional-uses:{id(src)}", build)
+
+
+def _fed_walk(program, root, fn, interesting: frozenset, fixed: frozenset, walker, paths):
+    """Issue 30 items 5 and 6: the forward's inputs followed back through their call sites (`input_origins`). The
+    inputs no call feeds from the batch -- never passed, a literal or setting per call site, a layer index, or no
+    call seen -- are held fixed and the paths walked again: (origins, walker, paths); the first walk's when every
+    input that is not already fixed is fed from the batch."""
+    try:
+        held = program.inputs_not_fed(root) - fixed
+        if not held:
+            return program, walker, paths
+        walker = ForwardPaths(root, interesting, program.view)
+        paths = walker.root(fn, fixed | held, program.caller_keys(root))
+    except (TooManyPaths, RecursionError):
+        return None         # no evidence either way: the first walk stands
+    return program, walker, paths
+
+
+def _fed_evidence(fed, attr: str, root, fn, first):
+    """(Clue, condition) for `attr` from the walk with only batch-fed inputs as data (`_fed_walk`): found, with
+    the call site feeding the batch, when the use still diverges on that walk (the condition deciding it there);
+    missing, naming what arrives at the tested inputs, when it diverges only on inputs no call feeds from the
+    batch."""
+    from dslint.rules.evidence import Clue
+    program, walker, paths = fed
+    pair = divergent(paths, attr)
+    cond = deciding_condition(walker, pair) if pair is not None else None
+    if cond is None:
+        held = [f"`{p}`: {o.what}" for p, o in program.inputs_behind(root, fn, first.inputs)]
+        return Clue("batch-input", f"no call of `{root.name}` the run shows feeds the tested input from the batch"
+                                   + (" (" + "; ".join(held[:3]) + ")" if held else ""), found=False), None
+    hit = next(iter(program.inputs_behind(root, fn, cond.inputs)), None)
+    if hit is None or hit[1].kind != "varying":
+        return None, cond
+    p, o = hit
+    return Clue("batch-input", f"`{p}` of `{root.name}.forward` is fed from the batch: {o.what}", o.at, o.src), cond
 
 
 def _zero_severity(program) -> Optional[tuple[Optional[Severity], str]]:
@@ -497,6 +542,15 @@ class ConditionallyUsedParam(Rule):
     the use, the pair whose data decisions differ least (an early `return` for generation, `if
     "past_key_values" in kwargs:`, is not the branch that skips the mask decoder on training batches).
 
+    Evidence that batch data reaches the test (issue 30 items 5 and 6): each input of the forward is followed back
+    through its call sites -- its holders' calls (`self.emb(ids, aux)`, `self.layer[i](h, i)`, `for layer in
+    self.layers: layer(h)`), a helper method's callers, and the run's calls of the trained model (`engine(ids,
+    aux=batch.get("aux"))`, `model(**batch)`) or a library loop that feeds it the batch. An input no call feeds
+    from the batch -- never passed (StructBERT's `adv_embedding`), a literal or setting per call site, a layer
+    index, or one whose calls are not seen (a layer handed to `checkpoint(custom_forward(layer), ...)`) -- is held
+    fixed and the paths compared again; the finding is proven only when the use still differs between data paths,
+    and its evidence names the call site that feeds the batch; otherwise it is unproven.
+
     Evidence before a finding (issue 30): a class's finding is proven only when an object built from it -- the
     class, a subclass or a class holding it, through factories that return it, class values (`Inf if flag else
     Cls`), functions, methods and classes it is handed to, and the `self.` fields it lands in -- is seen reaching
@@ -546,6 +600,9 @@ class ConditionallyUsedParam(Rule):
                      "a patched-in forward whose patch is applied to every class alike (not chosen by a test of the "
                      "model handed in) and no file that trains builds the patched class: a layer's inputs are what "
                      "the library's enclosing forward hands it (cross-attention states, caches), not the batch",
+                     "no call of the forward the run shows feeds the tested input from the batch: every call leaves "
+                     "it out or passes a literal, a setting, a layer index or a value uniform at its own callers, or "
+                     "a holder hands the module on where its calls are not followed",
                      "the branch tests a batch field named as a string (`\"k\" in batch`, `batch.get(\"k\") is None`, "
                      "an input every caller reads from one) and no file of the run writes that key on some samples or "
                      "batches and not on others (no writer found: the batch is built outside the run's files, or the "
@@ -749,7 +806,7 @@ class ConditionallyUsedParam(Rule):
         if zero is None:
             return              # ZeRO-0 / DDP only
         severity, stage_text = zero
-        for attr, root, owner, cond, use, proven in conditional_uses(ctx):
+        for attr, root, owner, cond, use, proven, fed_clue in conditional_uses(ctx):
             where = f"{root.name}.forward" if owner is root else f"{root.name}.forward (via {owner.name})"
             trace = [Trace(f"data-dependent branch in {cond.method}(): `{_code(cond.node)}`", cond.node, cond.src)]
             if use is not None:
@@ -769,6 +826,9 @@ class ConditionallyUsedParam(Rule):
                 unseen = (f" (unproven: `{_code(cond.node)}` is an empty-input guard, and every call of "
                           f"`{root.name}` the run shows runs once per element of its input (`{loop}`): a rank "
                           f"skips it only when every element of its batch is empty, which nothing shows)")
+            if fed_clue is not None and not fed_clue.found and proven:
+                proven = False
+                unseen = f" (unproven: {fed_clue.note})"
             chain_clue = _chain_evidence(ctx, root)
             if not chain_clue.found and proven:
                 proven = False
@@ -785,7 +845,8 @@ class ConditionallyUsedParam(Rule):
             # the rule's own clues beside the family's (the engine adds the family's only to a bare diagnostic)
             from dslint.rules.evidence import family_evidence
             clues, family_proven = family_evidence("DSL303", ctx, diag)
-            diag.evidence = [*clues, *([key_clue] if key_clue is not None else []), chain_clue]
+            diag.evidence = [*clues, *([key_clue] if key_clue is not None else []),
+                             *([fed_clue] if fed_clue is not None else []), chain_clue]
             if family_proven is not None:
                 diag.proven = diag.proven and family_proven
             yield diag

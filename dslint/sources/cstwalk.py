@@ -298,3 +298,21 @@ class _FastChildren(property):
 
 fast_type_checks()
 fast_children()
+
+
+def ancestors(root: cst.CSTNode, target: cst.CSTNode) -> Optional[list]:
+    """The nodes from `root` down to `target`'s parent (found by identity), outermost first; None when `target`
+    is not inside `root`."""
+    path: list = []
+
+    def find(node: cst.CSTNode) -> bool:
+        if node is target:
+            return True
+        for kid in children(node):
+            path.append(node)
+            if find(kid):
+                return True
+            path.pop()
+        return False
+
+    return path if find(root) else None
