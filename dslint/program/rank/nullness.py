@@ -503,7 +503,8 @@ def _calls_unguarded(program: Program, name: str, store: Optional[tuple] = None)
 def _call_skips(info: FunctionInfo, node: cst.CSTNode, call: cst.Call) -> bool:
     """Does `call` of the function `info` leave `node` unreached: an `if` of the function enclosing it tests a
     conjunction one of whose parts is `p is not None` (or `p` alone) of a parameter whose default is None and
-    that the call passes neither by name nor by position (nor through `*`/`**`)?"""
+    that the call passes neither by name nor by position (nor through `*`/`**`) and that the function never binds
+    again?"""
     if any(a.star for a in call.args):
         return False
     params = info.node.params
@@ -515,6 +516,8 @@ def _call_skips(info: FunctionInfo, node: cst.CSTNode, call: cst.Call) -> bool:
     unset = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
              if p.default is not None and isinstance(p.default, cst.Name) and p.default.value == "None"
              and p.name.value not in passed}
+    # a parameter the function binds again (`arg_overrides = arg_overrides or {}`) is no longer what was passed
+    unset = {name for name in unset if not any(_binds_anywhere(n, name) for n in own_nodes(info.node))}
     if not unset:
         return False
     for test in _enclosing_tests(info.node, node):
