@@ -56,6 +56,21 @@ _CALLING_BUILTINS = frozenset({"map", "filter", "sorted", "min", "max", "iter", 
 _BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 
 
+# library calls that wrap a function handed to them into a new callable and run nothing themselves
+_WRAPS_ONLY = frozenset({"functools.partial", "functools.partialmethod"})
+
+
+def _handed_name(src: "PythonSource", value: cst.BaseExpression) -> Optional[cst.Name]:
+    """The function name an argument hands over: the name itself, or the function a partial application of it
+    wraps (`pool.submit(functools.partial(step, model), x)` hands `step`, run where the partial is)."""
+    if isinstance(value, cst.Name):
+        return value
+    if isinstance(value, cst.Call) and value.args and value.args[0].keyword is None and not value.args[0].star \
+            and isinstance(value.args[0].value, cst.Name) and src.facts.resolve_expr(value.func) in _WRAPS_ONLY:
+        return value.args[0].value
+    return None
+
+
 def _builtin_not_calling(src: "PythonSource", func: cst.BaseExpression) -> bool:
     """Is `func` a builtin of the language -- a bare name the file neither imports nor defines -- that never
     calls a function handed to it?"""
@@ -705,8 +720,11 @@ class CollectiveSites:
         `executor.submit(step)`): the outside code runs it, so the call reaches what the function reaches --
         zero or more times, as a loop does. The outline pre-filters follow the same hand-overs (`Outline.name_args`,
         `_handed_targets`): a function whose only collective is a callback's is among `site_units`."""
+        if src.facts.resolve_expr(call.func) in _WRAPS_ONLY:
+            return None         # `functools.partial(f, model)` builds a callable: what calls it runs `f`
         handed = [] if _builtin_not_calling(src, call.func) else \
-            [(arg.value.value, False) for arg in call.args if isinstance(arg.value, cst.Name) and not arg.star]
+            [(name.value, False) for arg in call.args if not arg.star
+             for name in (_handed_name(src, arg.value),) if name is not None]
         if call.args and not call.args[0].star and runs_code_text(src.facts.resolve_expr(call.func)):
             text = literal_value(call.args[0].value)
             if isinstance(text, str):       # `cProfile.runctx("train()", ...)`: run once, here (code_strings.py)

@@ -207,7 +207,7 @@ def _decide_field(program: Program, src: "PythonSource", cls: str, attr: str) ->
     target = f"self.{attr}"
     stores = 0
     for where, owner in program._class_family(src, cls):
-        if "setattr" in where.text and _sets_by_name(where, attr):
+        if "setattr" in where.text and _sets_by_name(program, where, attr):
             return False
         for info in where.facts.functions.values():
             if info.class_name != owner:
@@ -342,16 +342,48 @@ def _unpacked(targets: cst.BaseExpression, value: cst.BaseExpression, target: st
     return hits[0]
 
 
-def _sets_by_name(src: "PythonSource", attr: str) -> bool:
-    """A `setattr(obj, name, value)` of the file that may set `attr`: its name is that literal, or no literal."""
+def _sets_by_name(program: Program, src: "PythonSource", attr: str) -> bool:
+    """A `setattr(obj, name, value)` of the file that may set `attr` (its name is that literal, or no literal)
+    and may set it unlike on different ranks (`_alike_setattr` does not hold)."""
     from dslint.sources.literals import literal_value
     for call in src.facts.calls:
         func = call.node.func
         if isinstance(func, cst.Name) and func.value == "setattr" and len(call.node.args) >= 2:
             name = literal_value(call.node.args[1].value)
-            if not isinstance(name, str) or name == attr:
+            if (not isinstance(name, str) or name == attr) and not _alike_setattr(program, src, call.node):
                 return True
     return False
+
+
+def _alike_setattr(program: Program, src: "PythonSource", call: cst.Call) -> bool:
+    """Does `setattr(obj, name, value)` store alike on every rank, so that it keeps a field None alike (or not)
+    on every rank whatever field it names? fairseq's `for k, v in arg_overrides.items(): setattr(args, k, v)`
+    applies overrides parsed from the run's options. It does when the name and the value are the same on every
+    rank (the rank walk of its function, with what its callers pass, finds neither rank-varying) or the value is
+    never None, and the store runs on every rank that runs its function: no rank-dependent test or exit before
+    it (`guarded`), and every call of the function unguarded too -- or, where a call is guarded, the store is
+    out of that call's reach (`_call_skips`: an enclosing test needs a parameter that call leaves at its None
+    default). A dynamic store in a nested function, or one the walk never reaches, is not judged."""
+    args = call.args
+    if len(args) != 3 or any(a.star or a.keyword is not None for a in args):
+        return False
+    info = _function_holding(src, call)
+    if info is False:
+        return False
+    walk = _guard_walk(program, src, info)
+    holder = _holder(info.node if info is not None else src.module, call)
+    env = walk.env_at.get(id(holder)) if holder is not None else None
+    if env is None:
+        return False
+    cls = info.class_name if info is not None else None
+    taint = program.taint(src)
+    if taint.eval(args[1].value, env, cls) is not None:
+        return False                    # which field it sets differs per rank
+    if taint.eval(args[2].value, env, cls) is not None and not never_none(program, src, args[2].value, cls):
+        return False
+    if guarded(program, src, info, call):
+        return False
+    return info is None or info.name == "__init__" or _calls_unguarded(program, info.name, (info, call))
 
 
 def _declares_object(func: cst.FunctionDef) -> bool:
@@ -450,8 +482,9 @@ class _GuardWalk(FlowWalk):
         return super().small(node, guards)
 
 
-def _calls_unguarded(program: Program, name: str) -> bool:
-    """Every call spelled `<x>.name(...)` or `name(...)` in the checked files runs unguarded in its scope."""
+def _calls_unguarded(program: Program, name: str, store: Optional[tuple] = None) -> bool:
+    """Every call spelled `<x>.name(...)` or `name(...)` in the checked files runs unguarded in its scope -- or,
+    given `store` (the called function, a node of it), does not reach that node (`_call_skips`)."""
     for other in program._files_calling(name):
         for call in other.facts.calls:
             func = call.node.func
@@ -461,9 +494,66 @@ def _calls_unguarded(program: Program, name: str) -> bool:
             info = other.facts.functions.get(call.scope) if call.scope != MODULE_SCOPE else None
             if call.scope != MODULE_SCOPE and info is None:
                 return False
-            if guarded(program, other, info, call.node):
+            if guarded(program, other, info, call.node) and not (
+                    store is not None and _call_skips(store[0], store[1], call.node)):
                 return False
     return True
+
+
+def _call_skips(info: FunctionInfo, node: cst.CSTNode, call: cst.Call) -> bool:
+    """Does `call` of the function `info` leave `node` unreached: an `if` of the function enclosing it tests a
+    conjunction one of whose parts is `p is not None` (or `p` alone) of a parameter whose default is None and
+    that the call passes neither by name nor by position (nor through `*`/`**`) and that the function never binds
+    again?"""
+    if any(a.star for a in call.args):
+        return False
+    params = info.node.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    if info.class_name is not None and positional and positional[0] in ("self", "cls"):
+        positional = positional[1:]
+    passed = {a.keyword.value for a in call.args if a.keyword is not None}
+    passed |= set(positional[:sum(1 for a in call.args if a.keyword is None)])
+    unset = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+             if p.default is not None and isinstance(p.default, cst.Name) and p.default.value == "None"
+             and p.name.value not in passed}
+    # a parameter the function binds again (`arg_overrides = arg_overrides or {}`) is no longer what was passed
+    unset = {name for name in unset if not any(_binds_anywhere(n, name) for n in own_nodes(info.node))}
+    if not unset:
+        return False
+    for test in _enclosing_tests(info.node, node):
+        for part in _conjuncts(test):
+            if isinstance(part, cst.Name) and part.value in unset:
+                return True
+            if isinstance(part, cst.Comparison) and len(part.comparisons) == 1 and \
+                    isinstance(part.comparisons[0].operator, cst.IsNot) and isinstance(part.left, cst.Name) and \
+                    part.left.value in unset and isinstance(part.comparisons[0].comparator, cst.Name) and \
+                    part.comparisons[0].comparator.value == "None":
+                return True
+    return False
+
+
+def _enclosing_tests(root: cst.CSTNode, node: cst.CSTNode) -> list:
+    """The tests of the `if` statements of `root` whose body (not `else`) holds `node`."""
+    out: list = []
+
+    def search(n: cst.CSTNode) -> bool:
+        if n is node:
+            return True
+        for child in n.children:
+            if search(child):
+                if isinstance(n, cst.If) and child is n.body:
+                    out.append(n.test)
+                return True
+        return False
+
+    search(root)
+    return out
+
+
+def _conjuncts(e: cst.BaseExpression) -> list:
+    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
 
 
 # --- a local name: None on every path, or on none, of the paths the ranks can be spread over --------------------
@@ -822,7 +912,7 @@ def _decide_rank_field(program: Program, attr: str) -> bool:
     stores = 0
     store = re.compile(rf"\.{re.escape(attr)}\s*(?:[-+*/%|&^@]|//|\*\*|>>|<<)?=(?!=)|\b{re.escape(attr)}\b\s*[,)\]]")
     for where in program.project.mentioning(attr):
-        if "setattr" in where.text and _sets_by_name(where, attr):
+        if "setattr" in where.text and _sets_by_name(program, where, attr):
             return False
         if not store.search(where.text):
             continue                    # no store of the attribute, nor unpacking into it: nothing to walk
