@@ -2,6 +2,7 @@
 assignments, unpacking, containers, attributes, parameters and returns; the query rules call; hand-off traces;
 files read on demand."""
 
+import pytest
 import textwrap
 
 import libcst as cst
@@ -288,6 +289,7 @@ def _state(analysis: RoleAnalysis):
              for loc, roles in analysis.values.items()}, sorted(analysis._loaded), analysis.tails)
 
 
+@pytest.mark.timeout(900)   # two role analyses of dslint itself and of every fixture folder: minutes on a loaded machine
 def test_the_worklist_reaches_the_state_of_running_every_scope_every_round():
     """A scope runs again only when a location it read gained a role: the same roles, in the same order (the
     MAX_ROLES cap keeps the first ones), on the fixtures, dslint itself and the examples -- one project of them
