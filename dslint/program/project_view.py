@@ -452,9 +452,6 @@ class ProjectView:
         looked up as `find_function_source` looks up functions, on the outlines."""
         if not callee or src.outline is None:
             return None
-        last = callee.rsplit(".", 1)[-1]
-        if not last[:1].isupper():
-            return None
         if callee in src.outline.classes:
             return src, callee
         if "." not in callee and callee not in src.outline.imports:

@@ -220,7 +220,7 @@ def _handed(taint: "RankTaint", name: str, scope: str) -> Iterable[tuple["RankTa
             yield taint, default, owner if owner in taint.facts.functions else MODULE_SCOPE
         params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
         at = params.index(name)
-        for other, call, caller in taint.analysis.calls_of(taint.src, info):
+        for other, call, caller in _calls(taint, info):
             if any(a.star for a in call.args):
                 continue
             positional = [a for a in call.args if a.keyword is None]
@@ -230,3 +230,19 @@ def _handed(taint: "RankTaint", name: str, scope: str) -> Iterable[tuple["RankTa
             if arg is not None:
                 yield taint.analysis.taint(other), arg, caller.qualname if caller is not None else MODULE_SCOPE
         return
+
+
+def _calls(taint: "RankTaint", info) -> list:
+    """(file, call node, calling function or None) of the calls in the checked files that run `info`: its calls
+    (`calls_of`), or for a constructor the calls of its class (`Evaluator(model, loader)`)."""
+    if info.name != "__init__" or not info.class_name:
+        return taint.analysis.calls_of(taint.src, info)
+    name = info.class_name.rsplit(".", 1)[-1]
+    if taint.analysis.count_calls_named(name) > 64:
+        return []
+    out = []
+    for other in taint.analysis._files_calling(name):
+        for call in other.facts.calls:
+            if call.attr == name and taint.analysis.class_of(other, call.callee) == (taint.src, info.class_name):
+                out.append((other, call.node, other.facts.functions.get(call.scope)))
+    return out

@@ -128,11 +128,11 @@ _TORCH_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.Da
 _SAMPLER_RANK = ".<sampler rank>"
 
 
-# HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
-# `training_step(model, inputs)` → `self._prepare_inputs(inputs)`, `compute_loss(model, inputs)`,
-# `prediction_step(model, inputs, ...)` in `evaluation_loop`)
-TRAINER_BATCH_HOOKS = {"training_step": "inputs", "compute_loss": "inputs", "prediction_step": "inputs",
-                       "_prepare_inputs": None}     # None: its first parameter
+# HF Trainer hooks that receive this rank's batch, and the position of the parameter that holds it (self at 0):
+# transformers' Trainer calls them positionally -- `self.training_step(model, inputs, ...)` then
+# `self._prepare_inputs(inputs)`, `self.compute_loss(model, inputs, ...)`, `self.prediction_step(model, inputs,
+# prediction_loss_only, ...)` in `evaluation_loop` -- so the position says which one it is, whatever it is called
+TRAINER_BATCH_HOOKS = {"training_step": 2, "compute_loss": 2, "prediction_step": 2, "_prepare_inputs": 1}
 
 
 # every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
