@@ -6,7 +6,7 @@ parameters, functions, methods, classes, attributes it assigns -- to a neutral t
 (path, line, code) must be the ones its `# expect:` comments announce, as for the original. Left alone: names
 the case imports from a library and every attribute name of the libraries it talks to (torch, DeepSpeed,
 transformers, accelerate: `engine.step`, `Trainer.training_step` are the library's API, not the author's words),
-builtins, dunders, `self`/`cls`, import aliases and module names, and every name some string literal of the case
+builtins, dunders, `self`/`cls`, pytest's `test_*`/`Test*`, import aliases and module names, and every name some string literal of the case
 spells whole (`"--local_rank"`, `getattr(x, "loader")`, dict keys: a string is data, not a name). A call keyword
 is renamed with the parameter it names when the callee is one of the case's own functions or classes.
 
@@ -57,7 +57,7 @@ def library_names() -> frozenset[str]:
     objects += [torch.nn.Module, torch.Tensor, torch.optim.Optimizer, torch.utils.data.DataLoader,
                 torch.utils.data.Dataset, torch.utils.data.DistributedSampler, torch.optim.lr_scheduler.LRScheduler,
                 argparse_namespace_parser()]
-    for path in ("deepspeed.DeepSpeedEngine", "deepspeed.runtime.pipe.engine.PipelineEngine",
+    for path in ("deepspeed.DeepSpeedEngine", "transformers.GenerationMixin", "deepspeed.runtime.pipe.engine.PipelineEngine",
                  "deepspeed.runtime.pipe.module.PipelineModule", "transformers.Trainer",
                  "transformers.PreTrainedModel", "transformers.TrainingArguments", "accelerate.Accelerator"):
         mod, _, attr = path.rpartition(".")
@@ -203,7 +203,8 @@ def rename_case(files: list[Path], base: Path, only: Optional[set[str]] = None) 
         trees[f] = cst.parse_module(f.read_text())
         trees[f].visit(seen)
     keep = _KEEP | lib | seen.imported | seen.strings | modules
-    names = sorted(d for d in seen.defs if d not in keep and not (d.startswith("__") and d.endswith("__")))
+    names = sorted(d for d in seen.defs if d not in keep and not (d.startswith("__") and d.endswith("__"))
+                   and not d.startswith(("test_", "Test")))     # pytest's names: its API, not the author's words
     table = {d: f"v{i}" for i, d in enumerate(names) if only is None or d in only}
     out = {}
     for f, tree in trees.items():
