@@ -31,7 +31,96 @@ from dslint.engine import Checker
 from test_fixtures import CASES, ROOT, _files, _options, _want
 
 # case (relative to ROOT) -> the function that decides on a name (strict xfail)
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    'collectives/batch_broadcast_over_mp_reduced_over_dp_cp_setting.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/batch_broadcast_over_mp_reduced_over_dp_with_cp.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/batch_sampler_global_rank_reduced_over_dp.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/batch_unbroadcast_reduced_over_dp.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/engine_agent_loop.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/engine_object_module.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/engine_object_reexported_module':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/handed_forward_step_own_batch.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/hf_trainer_subclass_generate':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/loader_batch_values_stored.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/loader_global_per_setting_reduced_per_setting.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/loader_per_setting_scaled_in_loop.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/loader_per_setting_scaled_on_else_path.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/loader_sampler_rank_per_path_reduced_over_dp.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/loader_world_sampler_reduced_over_dp.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/rank_exception_filtered.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/reduced_per_setting_fallthrough.py':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'params/constant_loss_on_empty_rank':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'config/deepspeed_source_tree':
+        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
+    'collectives/accelerate_backend_disjunct_fsdp':
+        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'collectives/zero3_gather_ddp_launch':
+        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'config/accelerate_deepspeed_config_file':
+        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'config/accelerate_overwrites_steps_per_print':
+        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'config/accelerate_sibling_unreferenced':
+        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'config/accelerate_sibling_unreferenced_direct':
+        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'moe/qwen3_moe_by_id_zero3':
+        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'collectives/eval_steps_option_set_or_len.py':
+        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
+    'moe/cifar_moe_ep_mismatch':
+        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
+    'moe/padding_eval_class_not_built':
+        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
+    'moe/batch_loop_skips_experts':
+        "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
+    'moe/sparse_block_zero3':
+        "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
+    'moe/patched_gate_capacity_allreduced':
+        "moe_gating: a gate argument is the config's drop_tokens when it is spelled `<x>.drop_tokens`",
+    'collectives/callback_from_provider_gathered.py':
+        'not traced: renaming `summary_writer` (a keyword parameter of a nested callback the caller passes by keyword) adds a DSL101',
+    'collectives/embedding_group_stage_ends.py':
+        "not traced: renaming the `ranks` parameter of a project wrapper around dist.new_group (called with ranks=...) adds DSL103s: the group's members are read by torch's keyword name on the wrapper",
+    'units/published_library_export':
+        "renaming limitation: the package's exported API is named in pyproject/imports of the example; not a name decision of dslint (kept to be looked at)",
+    'params/decoder_head_initialised_passed_per_batch':
+        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`encoder_states`); not traced further",
+    'params/dummy_images_every_batch':
+        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`images`); not traced further",
+    'params/optional_input_passed_through':
+        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`token_type_ids`); not traced further",
+    'params/tower_left_out_of_optimizer':
+        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`vision`); not traced further",
+    'params/held_decoder_label_path':
+        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name; only a combination of renames changes it, not traced",
+    'params/held_decoder_nested_path':
+        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name; only a combination of renames changes it, not traced",
+    'params/llava_text_only_batches':
+        'models/modules._classify: a callee named build_*/make_*/create_* is taken to build a module (renamed, the project factory is not followed to what it returns)',
+    'params/same_name_encoder_in_list':
+        'models/modules: attributes are matched by name across classes (`layer`)',
+    'params/unused_param_model_inspected':
+        'DSL302: renaming the class `Example` adds findings; not traced',
+}
 
 _KEEP = {"self", "cls", "_"}
 _IDENT = re.compile(r"-*([A-Za-z_][A-Za-z0-9_]*)")
@@ -200,7 +289,10 @@ def rename_case(files: list[Path], base: Path, only: Optional[set[str]] = None) 
     modules = {f.stem for f in py} | {p.name for f in py for p in f.relative_to(base).parents if p.name}
     trees, seen = {}, _Defined()
     for f in py:
-        trees[f] = cst.parse_module(f.read_text())
+        try:
+            trees[f] = cst.parse_module(f.read_text())
+        except cst.ParserSyntaxError:
+            continue        # a notebook export with shell magics: left as it is
         trees[f].visit(seen)
     keep = _KEEP | lib | seen.imported | seen.strings | modules
     names = sorted(d for d in seen.defs if d not in keep and not (d.startswith("__") and d.endswith("__"))
