@@ -456,6 +456,12 @@ class ProjectView:
             return src, callee
         if "." not in callee and callee not in src.outline.imports:
             return None
+        # no checked class has this name: most calls are of functions (decided by the classes there are, not by
+        # how the name is spelled)
+        if callee.rsplit(".", 1)[-1] not in self.memo("class-names", lambda: frozenset(
+                qual.rsplit(".", 1)[-1] for other in self.python if other.outline is not None
+                for qual in other.outline.classes)):
+            return None
         index = self.memo("class-index", lambda: {
             (f"{other.module_name}.{qual}" if other.module_name else qual): (other, qual)
             for other in self.python if other.outline is not None for qual in other.outline.classes})

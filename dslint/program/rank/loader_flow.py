@@ -18,15 +18,16 @@ The walk is bounded (`_DEPTH` steps) and memoised per project; a cycle of bindin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import libcst as cst
 
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.statement_walks import iter_assigns, iter_returns
 
-if TYPE_CHECKING:
-    from dslint.program.rank.value_uniformity import RankTaint
+# the callers' `RankTaint` (dslint.program.rank.value_uniformity, which imports this module): its `analysis`,
+# `facts` and `src` are read
+RankTaint = Any
 
 # loader classes of the libraries, by their resolved path
 LOADER_CLASSES = frozenset({
@@ -50,7 +51,7 @@ _TRAINING_DATA_AT = 4
 _DEPTH = 8
 
 
-def is_loader(taint: "RankTaint", e: Optional[cst.BaseExpression], scope: Optional[str], depth: int = 0) -> bool:
+def is_loader(taint: RankTaint, e: Optional[cst.BaseExpression], scope: Optional[str], depth: int = 0) -> bool:
     """Does `e`, an expression of `taint`'s file evaluated in `scope`, hold a data loader (module docstring)?"""
     if e is None or depth > _DEPTH:
         return False
@@ -63,7 +64,7 @@ def is_loader(taint: "RankTaint", e: Optional[cst.BaseExpression], scope: Option
     return out
 
 
-def _is_loader(taint: "RankTaint", e: cst.BaseExpression, scope: str, depth: int) -> bool:
+def _is_loader(taint: RankTaint, e: cst.BaseExpression, scope: str, depth: int) -> bool:
     if isinstance(e, cst.IfExp):
         return is_loader(taint, e.body, scope, depth + 1) or is_loader(taint, e.orelse, scope, depth + 1)
     if isinstance(e, cst.Call):
@@ -75,7 +76,7 @@ def _is_loader(taint: "RankTaint", e: cst.BaseExpression, scope: str, depth: int
         or any(is_loader(other, arg, where, depth + 1) for other, arg, where in _handed(taint, name, scope))
 
 
-def _bound_loader(taint: "RankTaint", value: cst.BaseExpression, at: Optional[int], scope: str, depth: int) -> bool:
+def _bound_loader(taint: RankTaint, value: cst.BaseExpression, at: Optional[int], scope: str, depth: int) -> bool:
     """Is element `at` (None: the whole value) of what an assignment binds a loader?"""
     if at is None:
         return is_loader(taint, value, scope, depth + 1)
@@ -108,7 +109,7 @@ def _is_prepare(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "prepare"
 
 
-def _loader_call(taint: "RankTaint", call: cst.Call, scope: str, depth: int) -> bool:
+def _loader_call(taint: RankTaint, call: cst.Call, scope: str, depth: int) -> bool:
     callee = taint.facts.resolve_expr(call.func)
     if callee in LOADER_CLASSES or callee in _LOADER_BUILDERS:
         return True
@@ -130,7 +131,7 @@ def _loader_call(taint: "RankTaint", call: cst.Call, scope: str, depth: int) -> 
     return False
 
 
-def _loader_class(taint: "RankTaint", callee: Optional[str], depth: int) -> bool:
+def _loader_class(taint: RankTaint, callee: Optional[str], depth: int) -> bool:
     """A checked class deriving (through checked classes) from a library loader class."""
     found = taint.analysis.class_of(taint.src, callee) if callee else None
     if found is None or depth > _DEPTH:
@@ -145,7 +146,7 @@ def _loader_class(taint: "RankTaint", callee: Optional[str], depth: int) -> bool
     return False
 
 
-def _targets(taint: "RankTaint", callee: Optional[str], scope: str) -> list:
+def _targets(taint: RankTaint, callee: Optional[str], scope: str) -> list:
     if not callee:
         return []
     out = []
@@ -156,7 +157,7 @@ def _targets(taint: "RankTaint", callee: Optional[str], scope: str) -> list:
     return out
 
 
-def _scope_chain(taint: "RankTaint", scope: str) -> Iterable:
+def _scope_chain(taint: RankTaint, scope: str) -> Iterable:
     parts = scope.split(".") if scope != MODULE_SCOPE else []
     for i in range(len(parts), 0, -1):
         info = taint.facts.functions.get(".".join(parts[:i]))
@@ -176,7 +177,7 @@ def _targets_of(node: cst.Assign, name: str) -> Iterable[Optional[int]]:
                     yield i
 
 
-def _bindings(taint: "RankTaint", name: str, scope: str) -> Iterable[tuple[cst.BaseExpression, Optional[int], str]]:
+def _bindings(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[cst.BaseExpression, Optional[int], str]]:
     """(value, element index or None, scope) of every assignment that may bind `name` as read in `scope`: a
     local of the innermost function that binds it (or has it as a parameter), a `self.` field of the scope's
     class in any of its methods, else a module global."""
@@ -203,7 +204,7 @@ def _bindings(taint: "RankTaint", name: str, scope: str) -> Iterable[tuple[cst.B
                     yield node.value, at, MODULE_SCOPE
 
 
-def _handed(taint: "RankTaint", name: str, scope: str) -> Iterable[tuple["RankTaint", cst.BaseExpression, str]]:
+def _handed(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[RankTaint, cst.BaseExpression, str]]:
     """(caller's taint, argument, caller's scope) of what the callers in the checked files (and the default) hand
     the parameter `name` of the innermost function of `scope` that binds it."""
     if "." in name:
@@ -232,7 +233,7 @@ def _handed(taint: "RankTaint", name: str, scope: str) -> Iterable[tuple["RankTa
         return
 
 
-def _calls(taint: "RankTaint", info) -> list:
+def _calls(taint: RankTaint, info) -> list:
     """(file, call node, calling function or None) of the calls in the checked files that run `info`: its calls
     (`calls_of`), or for a constructor the calls of its class (`Evaluator(model, loader)`)."""
     if info.name != "__init__" or not info.class_name:
