@@ -220,6 +220,8 @@ def _handed(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[RankTaint
         if default is not None:
             yield taint, default, owner if owner in taint.facts.functions else MODULE_SCOPE
         params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+        if name not in params:
+            return          # the instance itself (`for x in self`): its callers hand no argument for it
         at = params.index(name)
         for other, call, caller in _calls(taint, info):
             if any(a.star for a in call.args):
