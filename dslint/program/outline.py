@@ -156,6 +156,7 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
     # body the node is in directly) or [expressions, scope]: expressions whose calls are to be recorded at that
     # point of the walk
     stack: list = [(tree, (), MODULE_SCOPE, None)]
+    classes = frozenset(n.name for n in tree.body if type(n) is ast.ClassDef)    # the file's top-level classes
     while stack:
         item = stack.pop()
         if type(item) is list:
@@ -193,7 +194,7 @@ def build_outline(tree: ast.Module, package: str = "") -> Outline:
             _record_field(node, scopes, out)
         if kind is ast.Assign and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
                 isinstance(node.value, (ast.Call, ast.IfExp)):
-            _record_instance(node, fscope, out)
+            _record_instance(node, fscope, out, classes)
         if not scopes and kind in _DEFS:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             out.tops.append((node.name, first, node.end_lineno or node.lineno))
@@ -285,20 +286,26 @@ def _record_field(node, scopes: tuple, out: Outline) -> None:
                 known.append(callee)
 
 
-def _record_instance(node: ast.Assign, fscope: str, out: Outline) -> None:
+def _record_instance(node: ast.Assign, fscope: str, out: Outline, local: frozenset[str] = frozenset()) -> None:
     """`trainer = Trainer(...)` in a scope: the name may hold a `Trainer` (`Outline.instances`); a class chosen by
-    a ternary (`cls = A if c else B`) is kept under "scope:cls()" and read when the name is called."""
+    a ternary (`cls = A if c else B`) is kept under "scope:cls()" and read when the name is called. Kept for a
+    class of the file (`local`, whatever its name) and, to keep the outline small, for another callee spelled
+    like a class (a capital): a call of a function is not recorded."""
     name = node.targets[0].id
     value = node.value
+
+    def classlike(callee: Optional[str]) -> bool:
+        return bool(callee) and (callee in local or callee.rsplit(".", 1)[-1][:1].isupper())
+
     if isinstance(value, ast.IfExp):
-        classes = [out.resolve(dotted_name(v)) for v in (value.body, value.orelse)]
-        if all(c and c.rsplit(".", 1)[-1][:1].isupper() for c in classes):
+        names = [dotted_name(v) for v in (value.body, value.orelse)]
+        classes = [out.resolve(n) for n in names]
+        if all(c and classlike(n) for n, c in zip(names, classes)):
             out.instances[f"{fscope}:{name}()"] = classes
         return
     callee = dotted_name(value.func)
     chosen = out.instances.get(f"{fscope}:{callee}()") if callee and "." not in callee else None
-    # classes by their names' convention (a capital): a call of a function keeps the outline small
-    targets = chosen or ([out.resolve(callee)] if callee and callee.rsplit(".", 1)[-1][:1].isupper() else [])
+    targets = chosen or ([out.resolve(callee)] if classlike(callee) else [])
     if targets and all(targets):
         known = out.instances.setdefault(f"{fscope}:{name}", [])
         known.extend(t for t in targets if t not in known)

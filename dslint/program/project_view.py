@@ -540,12 +540,15 @@ class ProjectView:
         looked up as `find_function_source` looks up functions, on the outlines."""
         if not callee or src.outline is None:
             return None
-        last = callee.rsplit(".", 1)[-1]
-        if not last[:1].isupper():
-            return None
         if callee in src.outline.classes:
             return src, callee
         if "." not in callee and callee not in src.outline.imports:
+            return None
+        # no checked class has this name: most calls are of functions (decided by the classes there are, not by
+        # how the name is spelled)
+        if callee.rsplit(".", 1)[-1] not in self.memo("class-names", lambda: frozenset(
+                qual.rsplit(".", 1)[-1] for other in self.python if other.outline is not None
+                for qual in other.outline.classes)):
             return None
         index = self.memo("class-index", self._class_index)
         return self._look_up(index, callee, src.module_name)

@@ -1277,8 +1277,9 @@ class ProjectTaint:
         rank, contents of its own (`Origin` kind "item")."""
         if info.name not in TRAINER_BATCH_HOOKS or not info.class_name or info.params[:1] != ["self"]:
             return {}
-        param = TRAINER_BATCH_HOOKS[info.name] or (info.params[1] if len(info.params) > 1 else None)
-        if param is None or param not in info.params:
+        at = TRAINER_BATCH_HOOKS[info.name]
+        param = info.params[at] if at < len(info.params) else None
+        if param is None:
             return {}
         if not self.is_hf_trainer_class(src, info.class_name):
             return {}

@@ -1405,7 +1405,7 @@ class FlowWalk:
                 # one element of this rank's share
                 item = replace(origin, kind="item")
             if origin is None:
-                item = self.taint.loader_batch(node.iter, self.env, self.cls)   # a batch of a uniform loader
+                item = self.taint.loader_batch(node.iter, self.env, self.cls, self.scope)   # a batch of a uniform loader
             self.bind(node.target, None, item)
             head: cst.CSTNode = node
         else:

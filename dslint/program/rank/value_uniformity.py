@@ -36,6 +36,7 @@ from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PLACEMENT_METHODS, DatasetTyping,
                                                accelerate_typing, display_only, item_preserving_arg, item_source,
                                                same_items, server_role, trace_example)
+from dslint.program.rank.loader_flow import is_loader
 from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.program.rank.saved_records import restored_sizes
 from dslint.sources.literals import literal_value
@@ -114,15 +115,12 @@ _ENGINE_BUILDERS = {"initialize", "init_inference"}
 _SAMPLER_KWARGS = {"sampler", "batch_sampler"}
 _RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
                   "split_between", "RANK", "generate", "local_process", "_stage", "stage_id",
-                  # the batches of the script's own data loaders (`RankTaint.loader_batch`)
-                  "loader", "Loader")
-# a data loader: a name whose last part says so (`train_dataloader`, `self.loader`), or a call building one
-_LOADER_WORD = "loader"
+                  # the batches of the script's own data loaders (`RankTaint.loader_batch`): the words of the
+                  # library APIs a loader comes from (`loader_flow`), never the name it is bound to
+                  "Loader", "dataloader", "deepspeed_io", "prepare", "training_data")
 # builders of a sharded map-style loader whose batches number the same on every rank
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _TORCH_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
-_UNIFORM_LOADER_CALLS = {"deepspeed_io", "prepare", "prepare_data_loader", "get_train_dataloader",
-                         "get_eval_dataloader", "get_test_dataloader"}
 
 
 # the key under which `bind` keeps the rank a distributed sampler bound to a name draws by (`RankTaint.sampler_axes`);
@@ -130,11 +128,11 @@ _UNIFORM_LOADER_CALLS = {"deepspeed_io", "prepare", "prepare_data_loader", "get_
 _SAMPLER_RANK = ".<sampler rank>"
 
 
-# HF Trainer hooks that receive this rank's batch, and the parameter that holds it (transformers' Trainer:
-# `training_step(model, inputs)` → `self._prepare_inputs(inputs)`, `compute_loss(model, inputs)`,
-# `prediction_step(model, inputs, ...)` in `evaluation_loop`)
-TRAINER_BATCH_HOOKS = {"training_step": "inputs", "compute_loss": "inputs", "prediction_step": "inputs",
-                       "_prepare_inputs": None}     # None: its first parameter
+# HF Trainer hooks that receive this rank's batch, and the position of the parameter that holds it (self at 0):
+# transformers' Trainer calls them positionally -- `self.training_step(model, inputs, ...)` then
+# `self._prepare_inputs(inputs)`, `self.compute_loss(model, inputs, ...)`, `self.prediction_step(model, inputs,
+# prediction_loss_only, ...)` in `evaluation_loop` -- so the position says which one it is, whatever it is called
+TRAINER_BATCH_HOOKS = {"training_step": 2, "compute_loss": 2, "prediction_step": 2, "_prepare_inputs": 1}
 
 
 # every word a taint source is spelled with (rank names, attributes, calls, environment keys, sampled
@@ -1439,7 +1437,7 @@ class RankTaint:
                 hit = self.eval(e.func.value, env, cls)
                 return replace(hit, batch=False) if hit is not None and hit.batch and last in _VALUE_METHODS else hit
             if hit is None and last == "next" and first is not None:
-                return self.loader_batch(first.value, env, cls)     # `batch = next(self.dataloader)`
+                return self.loader_batch(first.value, env, cls, self._call_scopes.get(id(e)))  # `next(self.dataloader)`
             # a display keeps its length through `list`/`tuple`/`sorted`/`iter`/…, not through `set` (equal items
             # fold) nor a conversion of it
             return _counted(hit) if last == "len" else undisplayed(hit) if last in _NOT_LENGTH_KEEPING else hit
@@ -1624,7 +1622,8 @@ class RankTaint:
                 out[attr] = hit
         return out
 
-    def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str], _depth: int = 0) -> Optional[Origin]:
+    def loader_batch(self, e: cst.BaseExpression, env: Env, cls: Optional[str], scope: Optional[str] = None,
+                     _depth: int = 0) -> Optional[Origin]:
         """A batch of the script's own data loader (`for batch in train_dataloader`, `next(self.dataloader)`,
         through `iter`/`tqdm`/`enumerate`), when the loader itself is the same on every rank: in data parallelism
         each rank gets other samples, so the batch's CONTENT varies (its tensors' values, masks, token counts,
@@ -1632,31 +1631,32 @@ class RankTaint:
         count the loader's (`Origin.batch`, kind "item": sizes uniform). A loader whose batch count or lengths
         vary is a per-rank value itself (kind "shard": built over a shard or from a rank id) and is not asked.
         A rank-dependent choice of the display only (`tqdm(enumerate(loader)) if is_main else enumerate(loader)`,
-        or a name bound to one: `Origin.items`) draws what the iterable it wraps draws."""
+        or a name bound to one: `Origin.items`) draws what the iterable it wraps draws. Whether the iterated value
+        is a loader is data flow from its bindings in `scope` (`loader_flow.is_loader`), never its name."""
         inner = e
         if isinstance(inner, cst.IfExp):
             source = self._items_choice(inner) if _depth < 8 else None
-            return self.loader_batch(source, env, cls, _depth + 1) if source is not None else None
+            return self.loader_batch(source, env, cls, scope, _depth + 1) if source is not None else None
         if isinstance(inner, (cst.Name, cst.Attribute)) and _depth < 8:
             held = env.get(dotted_name(inner) or "")
             if held is not None and held.items is not None and held.items[1] is not None:
-                return self.loader_batch(held.items[1], env, cls, _depth + 1)
+                return self.loader_batch(held.items[1], env, cls, scope, _depth + 1)
         while isinstance(inner, cst.Call) and _last(None, inner.func) in ("iter", "tqdm", "enumerate", "zip") \
                 and inner.args and inner.args[0].keyword is None:
             wrapper = _last(None, inner.func)
             if wrapper == "enumerate":      # (step, batch) pairs
-                hit = self.loader_batch(inner.args[0].value, env, cls, _depth + 1)
+                hit = self.loader_batch(inner.args[0].value, env, cls, scope, _depth + 1)
                 return replace(hit, elements=(None, hit)) if hit is not None else None
             if wrapper == "zip":            # a batch of each loader zipped (`zip(prompt_loader, unsup_loader)`)
-                elems = tuple(self.loader_batch(a.value, env, cls) if self.eval(a.value, env, cls) is None else None
+                elems = tuple(self.loader_batch(a.value, env, cls, scope) if self.eval(a.value, env, cls) is None else None
                               for a in inner.args if a.keyword is None)
                 hit = next((o for o in elems if o is not None), None)
                 return replace(hit, elements=elems) if hit is not None else None
             inner = inner.args[0].value
+        if not is_loader(self, inner, scope):
+            return None
         name = dotted_name(inner)
         if name is not None:
-            if _LOADER_WORD not in name.rsplit(".", 1)[-1].lower():
-                return None
             if name in self._list_names:
                 return None     # `for name, loader in dataloaders` of a list the file builds: loaders, no batch
             if self.replicated_loader_name(name):
@@ -1664,8 +1664,6 @@ class RankTaint:
             what = f"`{name}`"
         elif isinstance(inner, cst.Call):
             last = _last(self.facts.resolve_expr(inner.func), inner.func) or ""
-            if _LOADER_WORD not in last.lower() and last not in _UNIFORM_LOADER_CALLS:
-                return None
             what = f"`{last}(...)`"
         else:
             return None
