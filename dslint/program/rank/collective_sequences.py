@@ -1339,8 +1339,42 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     _drop_balanced_suffixes(walk, analysis, scope, body, tested, where)
     _drop_balanced_windows(walk, analysis, scope, body, tested, where)
     _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found], where)
+    note = _classes_differ(walk, trees)
+    if note is not None:
+        for key, h in tested:
+            if key in walk.found and h.code == "DSL101" and note not in h.notes:
+                h.notes.append(note)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
+
+
+def _classes_differ(walk, trees: Optional[list]) -> Optional[str]:
+    """The rank classes whose sequences through the body differ, in words, with the first collective they differ
+    in: `rank 0 calls `barrier` (line 12) where rank 1 calls no further collective` (None: trees unknown or
+    holding a split of the ranks no representative decides)."""
+    if trees is None or any(_has_split(t) for _, t in trees):
+        return None
+    classes: dict = {}
+    for r, tree in trees:
+        classes.setdefault(tree, []).append(r)
+    if len(classes) < 2:
+        return None
+    (a, ranks_a), (b, ranks_b) = sorted(classes.items(), key=lambda kv: kv[1][0])[:2]
+    at = 0
+    while at < min(len(a), len(b)) and a[at] == b[at]:
+        at += 1
+
+    def what(tree: tuple) -> str:
+        toks = tokens(tree[at:at + 1])
+        if not toks:
+            return "no further collective" if at >= len(tree) else "no collective there"
+        t = toks[0]
+        return f"`{t.op}` (line {walk.src.span(t.call).line})"
+
+    def who(ranks: list) -> str:
+        return f"rank {ranks[0]}" if len(ranks) == 1 else f"rank {ranks[0]} (as {', '.join(map(str, ranks[1:]))})"
+    return (f"through this body {who(ranks_a)} calls {what(a)} where {who(ranks_b)} calls {what(b)}: the first "
+            f"collective their sequences differ in")
 
 
 def _balanced_at_callers(analysis: "SequenceAnalysis", src: "PythonSource", info: Optional["FunctionInfo"], body,
