@@ -1368,8 +1368,13 @@ def _classes_differ(walk, trees: Optional[list]) -> Optional[str]:
         toks = tokens(tree[at:at + 1])
         if not toks:
             return "no further collective" if at >= len(tree) else "no collective there"
-        t = toks[0]
-        return f"`{t.op}` (line {walk.src.span(t.call).line})"
+        t, item = toks[0], tree[at]
+        where = f"`{t.op}` (line {walk.src.span(t.call).line})"
+        if isinstance(item, Token):
+            return where
+        if item[0] == "choice":
+            return f"{where} on one side of `{item[1]}`"
+        return f"{where} in a loop" if item[0] == "loop" else where
 
     def who(ranks: list) -> str:
         return f"rank {ranks[0]}" if len(ranks) == 1 else f"rank {ranks[0]} (as {', '.join(map(str, ranks[1:]))})"
