@@ -100,6 +100,26 @@ def test_branches_reaching_different_collectives_name_what_the_other_side_runs()
     assert "does not hold" in by_line[9].message
 
 
+def test_unpaired_first_process_barrier_names_the_rank_classes():
+    """A "first process" pair missing its second half: the finding names the rank classes whose sequences differ
+    and the first collective they differ in."""
+    script = """\
+import argparse, torch.distributed as dist
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=-1)
+    args = parser.parse_args()
+    dist.init_process_group(backend="nccl")
+    if args.local_rank not in [-1, 0]:
+        dist.barrier()
+    print("loaded")
+"""
+    found = _findings({"train.py": script}, "DSL101")
+    assert [f.line for f in found] == [9]
+    assert "rank 0 calls no further collective where rank 1 calls `barrier` (line 9)" in found[0].message
+
+
 def test_same_sequence_through_a_helper_is_balanced():
     script = SEQUENCE_SCRIPT.replace("dist.all_reduce(t)", "dist.broadcast(t, 0)")
     assert _findings({"train.py": script, "helpers.py": SEQUENCE_HELPERS}, "DSL101") == []

@@ -26,7 +26,9 @@ module compares the sequences, for the cases presence gets wrong:
 Three decisions follow (`HazardWalk` applies them after its walk of a body, `apply`):
 - a body whose trees are known and equal for every representative is balanced: its DSL101 findings under its
   tests, and its DSL103 findings for a `return`/exit outside loops under them, are dropped (the "rank 0 first" barrier pair, `torch_distributed_zero_first`; for a
-  generator the `yield` markers are left out: the caller's `with` body sits between its halves);
+  generator the `yield` markers are left out: the caller's `with` body sits between its halves); so are those of
+  a function body every call of which sits in a balanced caller (`_balanced_at_callers`: the pair split across
+  a caller and a callee, or across two helpers);
 - an early `return` under a rank test is the `if`/`else` it spells (`_drop_paired_exits`): the ranks that leave
   and those that go on through the rest of the body agree when, for one value of each uniform test (the same on
   every rank), all run the same non-empty sequence -- the presence rule's and `_report_chain`'s reading of the
@@ -1328,7 +1330,8 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
         trees = _trees_per_rank(analysis, scope, body)
     except RecursionError:
         return
-    if balanced(trees):
+    if balanced(trees) or tested and _balanced_at_callers(analysis, walk.src, walk.src.facts.functions.get(
+            walk.scope), body, trees):
         for key, _ in tested:
             del walk.found[key]
         return
@@ -1336,8 +1339,88 @@ def apply(walk, body: Sequence[cst.CSTNode], hazard_cls) -> None:
     _drop_balanced_suffixes(walk, analysis, scope, body, tested, where)
     _drop_balanced_windows(walk, analysis, scope, body, tested, where)
     _drop_paired_exits(walk, analysis, scope, body, [(k, h) for k, h in tested if k in walk.found], where)
+    note = _classes_differ(walk, trees)
+    if note is not None:
+        for key, h in tested:
+            if key in walk.found and h.code == "DSL101" and note not in h.notes:
+                h.notes.append(note)
     for head in chains.values():
         _report_chain(walk, analysis, scope, head, hazard_cls)
+
+
+def _classes_differ(walk, trees: Optional[list]) -> Optional[str]:
+    """The rank classes whose sequences through the body differ, in words, with the first collective they differ
+    in: `rank 0 calls `barrier` (line 12) where rank 1 calls no further collective` (None: trees unknown or
+    holding a split of the ranks no representative decides)."""
+    if trees is None or any(_has_split(t) for _, t in trees):
+        return None
+    classes: dict = {}
+    for r, tree in trees:
+        classes.setdefault(tree, []).append(r)
+    if len(classes) < 2:
+        return None
+    (a, ranks_a), (b, ranks_b) = sorted(classes.items(), key=lambda kv: kv[1][0])[:2]
+    at = 0
+    while at < min(len(a), len(b)) and a[at] == b[at]:
+        at += 1
+
+    def what(tree: tuple) -> str:
+        toks = tokens(tree[at:at + 1])
+        if not toks:
+            return "no further collective" if at >= len(tree) else "no collective there"
+        t, item = toks[0], tree[at]
+        where = f"`{t.op}` (line {walk.src.span(t.call).line})"
+        if isinstance(item, Token):
+            return where
+        if item[0] == "choice":
+            return f"{where} on one side of `{item[1]}`"
+        return f"{where} in a loop" if item[0] == "loop" else where
+
+    def who(ranks: list) -> str:
+        return f"rank {ranks[0]}" if len(ranks) == 1 else f"rank {ranks[0]} (as {', '.join(map(str, ranks[1:]))})"
+    return (f"through this body {who(ranks_a)} calls {what(a)} where {who(ranks_b)} calls {what(b)}: the first "
+            f"collective their sequences differ in")
+
+
+def _balanced_at_callers(analysis: "SequenceAnalysis", src: "PythonSource", info: Optional["FunctionInfo"], body,
+                         trees: Optional[list], depth: int = 0) -> bool:
+    """A function whose ranks run different sequences, every call of which sits in a caller whose ranks all run
+    one sequence through the caller's whole body, this function's summary inlined (`_trees_per_rank`): the pair
+    split across a caller and a callee (`if local_rank not in [-1, 0]: barrier()` in the caller, `if local_rank
+    == 0: barrier()` at the end of the loader it calls; `wait_for_first(args)` ... `release_others(args)`, each
+    helper holding one half). A caller that is itself unbalanced is judged at its own callers (two levels). No
+    caller found (an entry point, a callback) or a call from module code: not balanced. The callers inline the
+    function's summary (`function_tree`, built from a walk with the callers' parameter taint): it must be the
+    trees this walk built, rank by rank -- a test this walk finds rank-varying (a field stored on some ranks)
+    that the summary's walk takes for uniform would make the callers agree on a choice the ranks do not share.
+    The function's trees must differ by rank class only (no `RankSplit`: a test no representative decides), and
+    each caller's trees must hold a collective of the call (a call the builder does not follow inlines nothing)."""
+    if info is None or depth > 2 or trees is None or any(_has_split(t) for _, t in trees) or \
+            not isinstance(info.node.body, cst.IndentedBlock) or body is not info.node.body.body:
+        return False
+    for r, tree in trees:
+        summary = analysis.function_tree(src, info, r)
+        if summary is None or _commuted(_strip_yields(summary)) != tree:
+            return False
+    calls = analysis.taint.calls_of(src, info)
+    if not calls or len(calls) > 8:
+        return False
+    for other, call, caller in calls:
+        if caller is None or caller is info or not isinstance(caller.node.body, cst.IndentedBlock):
+            return False
+        scope = analysis.function_scope(other, caller)
+        if scope is None:
+            return False
+        try:
+            at_caller = _trees_per_rank(analysis, scope, caller.node.body.body)
+        except RecursionError:
+            return False
+        if at_caller is None or not any(t.call is call for _, tree in at_caller for t in tokens(tree)):
+            return False            # the caller's trees do not hold this call's collectives (not followed)
+        if not balanced(at_caller) and not _balanced_at_callers(analysis, other, caller, caller.node.body.body,
+                                                                at_caller, depth + 1):
+            return False
+    return True
 
 
 def balanced(trees: Optional[list]) -> bool:

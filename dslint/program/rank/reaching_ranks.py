@@ -870,15 +870,20 @@ class FlowWalk:
             if final and not dead or not final and not covered and not self._falls_through_never(links):
                 envs.append(self.env)
                 freshes.append(self._fresh)
-            if not chain and len(links) == 1 and len(envs) == 2:
-                # `if world_size > 1: broadcast_object_list(query, 0)`: the side a run of one process takes holds
-                # no value another rank could differ in, so only the distributed side's values count
+            single = False
+            if len(links) == 1 and len(envs) == 2:
+                # `if world_size > 1: broadcast_object_list(query, 0)`, `if args.local_rank != -1: all_reduce(stop)`:
+                # the side a run of one process takes holds no value another rank could differ in (one process:
+                # every value is uniform), so only the distributed side's values count -- the join of "reduced"
+                # and "single process" is uniform. A rank id's "not launched" test is the same on every rank of a
+                # distributed run: its sides bind nothing rank-dependent (no `_join_after`)
                 side = _distributed_truth(self, links[0].test)
                 if side is not None:
                     envs, freshes = [envs[0 if side else 1]], [freshes[0 if side else 1]]
+                    single = True
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
-            if chain and not (len(links) == 1 and not final and self._rank_turn(node)):
+            if chain and not single and not (len(links) == 1 and not final and self._rank_turn(node)):
                 alike = (self._bound_alike(bodies, final, envs[:len(links)] + [else_env]) |
                          self._same_effect(bodies, final, envs[:len(links)] + [else_env])) if final else set()
                 self._join_after(chain[0][1], [*bodies[first_varying:], final], alike, before=saved)
@@ -1912,6 +1917,16 @@ def _distributed_truth(walk: "FlowWalk", test: cst.BaseExpression, depth: int = 
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = _distributed_truth(walk, test.expression, depth)
         return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        # in a distributed run: `a and b` is false when one is, `a or b` true when one is
+        left, right = _distributed_truth(walk, test.left, depth), _distributed_truth(walk, test.right, depth)
+        known = isinstance(test.operator, cst.Or)
+        if left is known or right is known:
+            return known
+        return None if left is None or right is None else not known
+    if isinstance(test, cst.Name):
+        value = _one_value(walk, test)
+        return _distributed_truth(walk, value, depth + 1) if value is not None else None
     if isinstance(test, cst.Call):
         callee = walk.taint.facts.resolve_expr(test.func) or ""
         if callee.rsplit(".", 1)[-1] == "is_initialized" and callee.startswith(("torch.distributed", "deepspeed.comm")):
@@ -1921,6 +1936,12 @@ def _distributed_truth(walk: "FlowWalk", test: cst.BaseExpression, depth: int = 
         return None
     op = type(test.comparisons[0].operator)
     right = literal_value(test.comparisons[0].comparator)
+    if right == -1 and op in (cst.Equal, cst.NotEqual):
+        # `local_rank != -1`: -1 is the value a rank id has when no distributed launch set it (argparse's
+        # `--local_rank` default, `int(os.environ.get("LOCAL_RANK", -1))`): false on every rank of a distributed run
+        hit = walk.eval(test.left)
+        if hit is not None and hit.kind == "rank" and hit.axes is None:
+            return op is cst.NotEqual
     if not isinstance(right, int) or isinstance(right, bool) or op not in _COMPARE or \
             not _world_size_value(walk, test.left, depth):
         return None
@@ -1949,17 +1970,29 @@ def _world_size_value(walk: "FlowWalk", e: cst.BaseExpression, depth: int) -> bo
     if isinstance(e, cst.Subscript) and (dotted_name(e.value) or "").endswith("environ") and len(e.slice) == 1 \
             and isinstance(e.slice[0].slice, cst.Index):
         return literal_value(e.slice[0].slice.value) == "WORLD_SIZE"
+    if isinstance(e, cst.IfExp) and depth < 3:
+        # `dist.get_world_size() if dist.is_initialized() else 1`: the world size on the distributed side of a
+        # test that asks whether the run is distributed, 1 (one process) on the other
+        side = _distributed_truth(walk, e.test, depth + 1)
+        if side is None:
+            return False
+        many, one = (e.body, e.orelse) if side else (e.orelse, e.body)
+        return literal_value(one) == 1 and _world_size_value(walk, many, depth + 1)
     if isinstance(e, cst.Name) and depth < 3:
-        from dslint.program.process_groups import reaching_value
-        info = walk.taint.src.facts.functions.get(walk.scope)
-        if info is not None:
-            value = reaching_value(info.node, e, e.value)
-        else:                   # module-level code: the file's one assignment of the name
-            values = [a.value for a in iter_assigns(walk.taint.src.module)
-                      if any(dotted_name(t.target) == e.value for t in a.targets)]
-            value = values[0] if len(values) == 1 else None
+        value = _one_value(walk, e)
         return value is not None and _world_size_value(walk, value, depth + 1)
     return False
+
+
+def _one_value(walk: "FlowWalk", e: cst.Name) -> Optional[cst.BaseExpression]:
+    """The one assignment of the name `e` reaching here (the file's one assignment, in module-level code)."""
+    from dslint.program.process_groups import reaching_value
+    info = walk.taint.src.facts.functions.get(walk.scope)
+    if info is not None:
+        return reaching_value(info.node, e, e.value)
+    values = [a.value for a in iter_assigns(walk.taint.src.module)
+              if any(dotted_name(t.target) == e.value for t in a.targets)]
+    return values[0] if len(values) == 1 else None
 
 
 def _members(origin: Optional[Origin]) -> frozenset:
