@@ -82,7 +82,7 @@ def _conditional_uses(paths, filtered: bool, monkeypatch):
     project = ProjectView([s for s in sources if s.compiles])
     out = []
     for src in project.python:
-        for attr, root, owner, cond, use, _proven in conditional_uses(RuleContext(src, project)):
+        for attr, root, owner, cond, use, *_rest in conditional_uses(RuleContext(src, project)):
             out.append((src.path, attr.owner.qualname, attr.name, root.qualname, owner.qualname,
                         cond.src.path, cond.node.__class__.__name__, cond.method))
     monkeypatch.undo()
