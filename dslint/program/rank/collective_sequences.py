@@ -47,7 +47,7 @@ import libcst as cst
 
 from dslint.program.collective_sites import CollectiveSites, Site
 from dslint.program.process_groups import uniform_over
-from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
+from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard, distributed_truth_of
 from dslint.program.rank.handed_ranks import HANDED_RANK
 from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
@@ -1208,20 +1208,10 @@ class SequenceAnalysis:
         on a single process no collective can leave another waiting, so only the distributed side counts."""
         if depth > 3 or test is None:
             return None
+        return distributed_truth_of(test, lambda leaf, at: self._distributed_leaf(scope, leaf, at), depth)
+
+    def _distributed_leaf(self, scope: Scope, test: cst.BaseExpression, depth: int) -> Optional[bool]:
         kind = type(test)
-        if kind is cst.UnaryOperation and isinstance(test.operator, cst.Not):
-            inner = self.distributed_truth(scope, test.expression, depth)
-            return None if inner is None else not inner
-        if kind is cst.BooleanOperation:
-            left = self.distributed_truth(scope, test.left, depth)
-            right = self.distributed_truth(scope, test.right, depth)
-            if isinstance(test.operator, cst.And):
-                if left is False or right is False:
-                    return False
-                return True if left and right else None
-            if left is True or right is True:
-                return True
-            return False if left is False and right is False else None
         if kind is cst.Name:
             bound = scope.bound.get(test.value)
             if isinstance(bound, tuple) and len(bound) == 1:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
@@ -1908,22 +1908,35 @@ def _excludes(test: cst.BaseExpression, earlier: cst.BaseExpression) -> bool:
     return any(negation(a, b) or negation(b, a) for a in mine for b in theirs)
 
 
+def distributed_truth_of(test: cst.BaseExpression, leaf: Callable[[cst.BaseExpression, int], Optional[bool]],
+                         depth: int = 0) -> Optional[bool]:
+    """Three-valued: the value in a distributed run of a test built with `not`/`and`/`or` from leaves that
+    `leaf(test, depth)` answers (True, False, or None: not a question of whether the run is distributed). In a
+    distributed run `a and b` is false when one is, `a or b` true when one is. Shared by the flow walk
+    (`_distributed_truth`) and the sequence analysis (`SequenceAnalysis.distributed_truth`), which differ only
+    in how a leaf is looked up."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = distributed_truth_of(test.expression, leaf, depth)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = distributed_truth_of(test.left, leaf, depth), distributed_truth_of(test.right, leaf, depth)
+        known = isinstance(test.operator, cst.Or)
+        if left is known or right is known:
+            return known
+        return None if left is None or right is None else not known
+    return leaf(test, depth)
+
+
 def _distributed_truth(walk: "FlowWalk", test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
     """The value, in a run of more than one process, of a test that asks whether the run is distributed:
     `dist.is_initialized()`, `get_world_size() > 1`, or the launcher's `WORLD_SIZE` environment variable compared
     so (`world_size = int(os.environ.get("WORLD_SIZE", 1))`, then `if world_size > 1:`); None for any other."""
     if depth > 3:
         return None
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _distributed_truth(walk, test.expression, depth)
-        return None if inner is None else not inner
-    if isinstance(test, cst.BooleanOperation):
-        # in a distributed run: `a and b` is false when one is, `a or b` true when one is
-        left, right = _distributed_truth(walk, test.left, depth), _distributed_truth(walk, test.right, depth)
-        known = isinstance(test.operator, cst.Or)
-        if left is known or right is known:
-            return known
-        return None if left is None or right is None else not known
+    return distributed_truth_of(test, lambda leaf, at: _distributed_leaf(walk, leaf, at), depth)
+
+
+def _distributed_leaf(walk: "FlowWalk", test: cst.BaseExpression, depth: int) -> Optional[bool]:
     if isinstance(test, cst.Name):
         value = _one_value(walk, test)
         return _distributed_truth(walk, value, depth + 1) if value is not None else None
