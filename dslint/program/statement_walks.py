@@ -522,3 +522,60 @@ def if_path(links, holds, elif_of: dict) -> tuple:
             out.append((prev.test, False))
             prev = elif_of.get(id(prev))
     return tuple(out)
+
+
+class BindingOrder:
+    """Where a function binds its local names, in source order: a name whose every binding comes before a node
+    keeps one value from the last binding a path ran to the node, however many times it was bound before
+    (`flag = False; if split == "train": flag = True` ... `if flag and rank != 0:` ... `if flag and rank == 0:`):
+    nothing between two such nodes of one pass rebinds it."""
+
+    def __init__(self, func: cst.FunctionDef) -> None:
+        self.order: dict[int, int] = {}             # id of a node → its preorder position
+        self.binds: dict[str, list[int]] = {}       # name → the positions of its bindings
+        self.opaque: set[str] = set()               # global / nonlocal: bound elsewhere too
+        for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params,
+                  func.params.star_arg, func.params.star_kwarg):
+            if isinstance(p, cst.Param):
+                self.binds.setdefault(p.name.value, []).append(-1)
+        todo: list = [func.body]
+        while todo:
+            n = todo.pop()
+            at = self.order[id(n)] = len(self.order)
+            for t in self._targets(n):
+                for name in _bound_names(t):
+                    self.binds.setdefault(name, []).append(at)
+            if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                todo.extend(reversed(lib_children(n)))
+
+    def _targets(self, n: cst.CSTNode) -> list:
+        if isinstance(n, cst.Assign):
+            return [t.target for t in n.targets]
+        if isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            return [n.target]
+        if isinstance(n, cst.WithItem) and n.asname is not None:
+            return [n.asname.name]
+        if isinstance(n, cst.ExceptHandler) and n.name is not None:
+            return [n.name.name]
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            return [n.name]
+        if isinstance(n, cst.Del):
+            return [n.target]
+        if isinstance(n, (cst.Global, cst.Nonlocal)):
+            self.opaque.update(item.name.value for item in n.names)
+        elif isinstance(n, (cst.Import, cst.ImportFrom)) and not isinstance(n.names, cst.ImportStar):
+            out = []
+            for alias in n.names:
+                if alias.asname is not None:
+                    out.append(alias.asname.name)
+                elif isinstance(alias.name, cst.Name):
+                    out.append(alias.name)
+                else:
+                    self.opaque.add(code_of(alias.name, 200).split(".")[0])
+            return out
+        return []
+
+    def settled_at(self, name: str, node: cst.CSTNode) -> bool:
+        """Is every binding of `name` before `node` (a loop's later passes rebind it only before `node` too)?"""
+        at = self.order.get(id(node))
+        return at is not None and name not in self.opaque and all(pos < at for pos in self.binds.get(name, ()))

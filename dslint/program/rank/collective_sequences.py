@@ -51,7 +51,7 @@ from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard, dist
 from dslint.program.rank.handed_ranks import HANDED_RANK
 from dslint.program.rank.value_uniformity import LAUNCHER_OPTION, RANK_ENV_KEYS
 from dslint.program.facts import dotted_name
-from dslint.program.statement_walks import code_of, iter_calls, name_nodes, sub_expressions
+from dslint.program.statement_walks import BindingOrder, code_of, iter_calls, name_nodes, sub_expressions
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -510,25 +510,31 @@ _NEGATED = {cst.IsNot: "is", cst.NotEqual: "==", cst.NotIn: "in"}
 _PLAIN = {cst.Is: "is", cst.Equal: "==", cst.In: "in"}
 
 
-def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict, depth: int) -> None:
-    """Classify the leaves of test `e` (see `path_implies`) into `leaves` (id of the node → what it is)."""
+def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict, depth: int,
+            held: bool = False) -> None:
+    """Classify the leaves of test `e` (see `path_implies`) into `leaves` (id of the node → what it is). `held`:
+    a name bound once, before the test, to a value a later evaluation could change (a call: `use_barrier = not
+    os.path.exists(path)`) is a leaf of its own -- the value it holds, read alike by every test -- rather than
+    that value's code."""
     if depth > 6 or id(e) in leaves:
         return
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-        _leaves(walk, e.expression, consts, atoms, leaves, depth + 1)
+        _leaves(walk, e.expression, consts, atoms, leaves, depth + 1, held)
         return
     if isinstance(e, cst.BooleanOperation):
-        _leaves(walk, e.left, consts, atoms, leaves, depth + 1)
-        _leaves(walk, e.right, consts, atoms, leaves, depth + 1)
+        _leaves(walk, e.left, consts, atoms, leaves, depth + 1, held)
+        _leaves(walk, e.right, consts, atoms, leaves, depth + 1, held)
         return
     bound = getattr(walk, "seq_bound", {})
     if isinstance(e, cst.Name) and e.value not in ("True", "False", "None"):
         value = bound.get(e.value)
         if value is not _MULTI and value is not _FROM_ENV and isinstance(value, tuple) and len(value) == 1 \
                 and isinstance(value[0], (cst.BooleanOperation, cst.UnaryOperation, cst.Comparison, cst.Call,
-                                          cst.Attribute, cst.Name)):
+                                          cst.Attribute, cst.Name)) and \
+                not (held and not _stable(walk, value[0]) and rank_formula(e, walk, set()) is None
+                     and _settled(walk, walk.taint.src.facts.functions.get(walk.scope), e)):
             leaves[id(e)] = ("name", value[0])
-            _leaves(walk, value[0], consts, atoms, leaves, depth + 1)
+            _leaves(walk, value[0], consts, atoms, leaves, depth + 1, held)
             return
     mine: set = set()
     formula = rank_formula(e, walk, mine)
@@ -643,7 +649,7 @@ def mixed_formula(walk, e: cst.BaseExpression) -> Optional[MixedFormula]:
     consts: set = set()
     atoms: dict[str, None] = {}
     leaves: dict[int, object] = {}
-    _leaves(walk, e, consts, atoms, leaves, 0)
+    _leaves(walk, e, consts, atoms, leaves, 0, held=True)
     if not atoms or len(atoms) > MAX_ATOMS or not any(
             isinstance(leaf, tuple) and leaf[0] == "rank" for leaf in leaves.values()):
         return None
@@ -667,20 +673,48 @@ def mixed_formula(walk, e: cst.BaseExpression) -> Optional[MixedFormula]:
 
 
 def _stable(walk, e: cst.BaseExpression) -> bool:
-    """A uniform leaf whose value the body cannot change between two tests: no call, no name bound more than once
-    in the body, no parameter the body binds again."""
+    """A uniform leaf whose value the body cannot change between two tests: no call but `getattr` of a literal
+    field (a read, like `cfg.field`), and no name bound more than once in the body nor parameter the body binds
+    again -- unless every binding of it comes before the test, in no loop holding the test (`BindingOrder`:
+    `flag = False; if split == "train": flag = True`, then `if flag and rank != 0:` … `if flag and rank == 0:`)."""
     info = walk.taint.src.facts.functions.get(walk.scope)
     params = set(info.params) if info is not None else set()
     todo = [e]
     while todo:
         n = todo.pop()
+        if isinstance(n, cst.Call) and _field_read(walk, n):
+            todo.extend(a.value for a in n.args)
+            continue
         if isinstance(n, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr)):
             return False
-        if isinstance(n, cst.Name) and (walk.seq_bound.get(n.value) in (_MULTI, _FROM_ENV)
-                                        or n.value in params and n.value in walk.seq_bound):
+        if isinstance(n, cst.Name) and _rebound(walk, params, n.value) and not _settled(walk, info, n):
             return False
         todo.extend(n.children)
     return True
+
+
+def _rebound(walk, params: set, name: str) -> bool:
+    bound = walk.seq_bound.get(name)
+    return bound in (_MULTI, _FROM_ENV) or isinstance(bound, tuple) and len(bound) > 1 or \
+        name in params and bound is not None
+
+
+def _field_read(walk, call: cst.Call) -> bool:
+    """`getattr(obj, "field")` / `getattr(obj, "field", default)`: the builtin, a literal field name."""
+    return isinstance(call.func, cst.Name) and call.func.value == "getattr" and \
+        walk.taint.src.facts.resolve_expr(call.func) in (None, "getattr") and \
+        len(call.args) in (2, 3) and all(a.keyword is None and not a.star for a in call.args) and \
+        isinstance(literal_value(call.args[1].value), str)
+
+
+def _settled(walk, info: Optional["FunctionInfo"], name: cst.Name) -> bool:
+    if info is None:
+        return False
+    memo = walk.__dict__.setdefault("_binding_order", {})
+    order = memo.get(id(info.node))
+    if order is None:
+        order = memo[id(info.node)] = (BindingOrder(info.node), info.node)
+    return order[0].settled_at(name.value, name)
 
 
 # --- trees ---------------------------------------------------------------------------------------------------
