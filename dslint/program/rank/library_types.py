@@ -312,6 +312,50 @@ def same_items(src: "PythonSource", sides: list) -> Optional[cst.BaseExpression]
     return min(plain, key=lambda b: len(cst.Module(body=[]).code_for_node(b)))
 
 
+def _builtin(src: "PythonSource", e: cst.BaseExpression, name: str) -> bool:
+    facts = src.facts
+    return isinstance(e, cst.Name) and e.value == name and name not in facts.imports and \
+        name not in facts.functions and name not in facts.classes
+
+
+def _counted_range(src: "PythonSource", e: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`range(len(xs))` (under item-preserving wrappers, `trange(len(xs))` too): `xs`; None otherwise."""
+    e = item_source(src, e)
+    e = _trange_as_range(src, e) or e
+    if not (isinstance(e, cst.Call) and _builtin(src, e.func, "range") and len(e.args) == 1):
+        return None
+    arg = e.args[0]
+    if arg.keyword is not None or arg.star or not isinstance(arg.value, cst.Call):
+        return None
+    inner = arg.value
+    if not (_builtin(src, inner.func, "len") and len(inner.args) == 1 and inner.args[0].keyword is None
+            and not inner.args[0].star):
+        return None
+    return inner.args[0].value
+
+
+def same_count(src: "PythonSource", sides: list) -> Optional[cst.BaseExpression]:
+    """The sized iterable whose passes every one of two `sides` makes, when one side walks it (itself, `iter` or
+    an item-preserving wrapper of it, `enumerate` of it) and the other counts them off (`range(len(xs))`):
+    `iter(loader) if is_leader else range(len(loader))` -- the leader takes the batches, the others a dummy
+    index "to keep step counts aligned"; Python's `len` of a sized container is the number of items its
+    iteration yields (a map-style DataLoader's, of its batches). Items differ, passes do not. None otherwise."""
+    if len(sides) != 2:
+        return None
+    for walked, counted in (sides, sides[::-1]):
+        xs = _counted_range(src, counted)
+        if xs is None or _counted_range(src, walked) is not None:
+            continue
+        bare = item_source(src, walked)
+        numbered = _numbering(src, bare)
+        if numbered is not None:
+            bare = item_source(src, numbered.args[0].value)
+        key = items_key(src, xs)
+        if key is not None and items_key(src, bare) == key:
+            return xs
+    return None
+
+
 # accelerate's process-state objects: `Accelerator`, `PartialState`, `AcceleratorState` (their `gather`,
 # `gather_for_metrics`, `reduce`, `pad_across_processes` are collectives whose result every process shares)
 _ACCELERATE_STATES = {"Accelerator", "PartialState", "AcceleratorState"}

@@ -35,7 +35,7 @@ from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.hyperparams import evaluate
 from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PLACEMENT_METHODS, DatasetTyping,
                                                accelerate_typing, display_only, item_preserving_arg, item_source,
-                                               same_items, server_role, trace_example)
+                                               same_count, same_items, server_role, trace_example)
 from dslint.program.rank.loader_flow import is_loader
 from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.program.rank.saved_records import restored_sizes
@@ -835,8 +835,10 @@ class RankTaint:
     def _items_choice(self, e: cst.IfExp) -> Optional[cst.BaseExpression]:
         """The iterable both sides of `e` walk, each side that iterable or an item-preserving wrapper of it
         (`tqdm(xs) if is_main else xs`, `tqdm(enumerate(loader)) if is_main else enumerate(loader)`:
-        `library_types.same_items`); None otherwise."""
-        return same_items(self.src, [e.body, e.orelse])
+        `library_types.same_items`), or that iterable's passes counted off on the other side (`iter(loader) if
+        is_leader else range(len(loader))`, `library_types.same_count`: as many passes, the dummy side's items
+        taken for the iterable's -- a superset of what they may be); None otherwise."""
+        return same_items(self.src, [e.body, e.orelse]) or same_count(self.src, [e.body, e.orelse])
 
     def iterated(self, e: Optional[cst.BaseExpression], env: Env, cls: Optional[str] = None,
                  evaluate=None) -> Optional[Origin]:
