@@ -159,3 +159,30 @@ def test_generate_on_a_served_engine_object_is_no_forward():
         call = next(c for c in fire.facts.calls if c.callee and c.callee.endswith("generate"))
         found = sites.classify(fire, call.node, "FireRollout")
         assert (found is not None) is expected, folder
+
+
+ROLLOUT = """\
+import torch
+class Rollout:
+    def __init__(self, engine, tokenizer):
+        self.engine = engine
+    @torch.no_grad()
+    def generate(self, ids, sampling):
+        module = self.engine.module
+        do_sample = sampling.temperature > 0.0
+        return module.generate(ids, max_new_tokens=sampling.max_new_tokens, do_sample=do_sample%s)
+"""
+
+
+def test_generate_on_a_local_alias_of_an_engine_parameter_is_a_site_unproven():
+    """DeepSpeed's HybridEngineRollout (issue #8262): the engine reaches the class only as a parameter, its model
+    is read into a local before `generate`, and nothing shows an engine -- an unproven DSL104 (hidden by default);
+    the fix's `eos_token_id=None` runs `max_new_tokens` steps on every rank: no finding."""
+    def run(extra, show):
+        report = check_texts({"rollout.py": ROLLOUT % extra},
+                             Settings(deepspeed_version="0.19.8", select=["DSL104"], show_unproven=show))
+        return [f for f in report.findings if f.code == "DSL104"]
+    [f] = run("", True)
+    assert f.line == 9 and not f.proven and "do_sample=do_sample" in f.message
+    assert run("", False) == []
+    assert run(", eos_token_id=None", True) == []

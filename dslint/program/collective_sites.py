@@ -31,7 +31,7 @@ from dslint.program.library_collectives import datapipe_iteration, dtensor_gathe
 from dslint.program.code_strings import called_names, runs_code_text
 from dslint.program import collective_switches as switches
 from dslint.program.statement_walks import argument_for as _argument_for, iter_returns, once_initialized_calls, \
-    settled_flags
+    settled_flags, sole_binding
 from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
 from dslint.program.rank.function_summaries import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -679,6 +679,8 @@ class CollectiveSites:
         if last in ("generate", "forward") and owner is not None and self._is_model(owner) \
                 and not self._built_as_non_module(owner):
             return self._forward_site(src, call, "generate" if last == "generate" else "forward", last)
+        if last == "generate" and isinstance(owner, cst.Name) and self._is_model(self._alias(src, call, owner)):
+            return self._forward_site(src, call, "generate", last)
         target = self.taint.call_source(src, callee, cls)
         if target is None:
             return self._callback_site(src, call, cls)
@@ -935,7 +937,13 @@ class CollectiveSites:
         top = qualified.split(".", 1)[0]
         return top not in self.project.checked_tops
 
-    def _is_model(self, expr: cst.BaseExpression) -> bool:
+    def _alias(self, src: "PythonSource", call: cst.Call, name: cst.Name) -> Optional[cst.BaseExpression]:
+        """What a local of the calling function is bound to when the function binds it once, by a plain `=`, and
+        it is no parameter (`module = self.engine.module` before `module.generate(...)`): the receiver is that
+        expression's object. None otherwise."""
+        return sole_binding(src.facts.functions.get(self._scope_of(src, call)), name.value)
+
+    def _is_model(self, expr: Optional[cst.BaseExpression]) -> bool:
         """`engine`, `model` (wrapped by deepspeed.initialize), an MoE model, or `engine.module`."""
         tail = _tail(expr)
         if self.role(tail) in _MODEL_ROLES:
@@ -1176,7 +1184,8 @@ class CollectiveSites:
                 owner_owner_tail is None or owner_owner_tail in tails))):
             return True
         return last in ("generate", "forward") and attr and (
-            owner_role in _MODEL_ROLES or owner_tail == "module" and self.role(owner_owner_tail) == "engine")
+            owner_role in _MODEL_ROLES or owner_tail == "module" and self.role(owner_owner_tail) == "engine") \
+            or last == "generate" and attr and owner_owner_tail is None    # a local alias (`_alias`)
 
     def _call_targets(self, src: "PythonSource", callee: Optional[str], scope: str):
         return ((id(s), q) for s, q in self.taint.call_targets(src, callee, scope))

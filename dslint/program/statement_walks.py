@@ -500,6 +500,13 @@ def local_bindings(info) -> dict:
     return out
 
 
+def sole_binding(info, name: str) -> Optional[cst.BaseExpression]:
+    """The value of the one plain `=` binding a local of the function `info` (`local_bindings`); None for a
+    parameter, a name bound more than once or otherwise, or not bound there."""
+    value = local_bindings(info).get(name)
+    return None if value is MANY else value
+
+
 def _bound_names(target) -> list[str]:
     if isinstance(target, cst.Name):
         return [target.value]

@@ -14,6 +14,7 @@ from dslint.program.query import Hazard, Program, code_of
 from dslint.findings import Fix, Severity
 from dslint.rules.base import Clue, Diagnostic, Example, Rule, RuleContext, Trace
 from dslint.rules.evidence import dedupe, group_clues, group_created_between, launch_clues, site_clues
+from dslint.sources.literals import literal_value
 
 _Z3_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
 _Z2_CONFIG = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n'
@@ -187,8 +188,10 @@ def _ends_the_job(h: Hazard, ctx: RuleContext) -> bool:
 
 
 def _fixed_step_count(h: Hazard) -> bool:
-    """`generate(..., max_new_tokens=1)`, or `min_new_tokens` and `max_new_tokens` given the same value: every rank
-    runs the same number of generation steps (EOS cannot end one earlier), so none waits in a forward collective
+    """`generate(..., max_new_tokens=1)`, `min_new_tokens` and `max_new_tokens` given the same value, or
+    `eos_token_id=None` beside `max_new_tokens` (no EOS stops a sequence; no stopping criterion, stop string or
+    generation config passed beside it): every rank runs the same number of generation steps (EOS cannot end one
+    earlier), so none waits in a forward collective
     the others have left -- the DSL104 hazard is the per-rank step count. (How many `generate` calls each rank
     makes is a loop's trip count, DSL102's question.)"""
     call = h.at
@@ -200,7 +203,14 @@ def _fixed_step_count(h: Hazard) -> bool:
         return True             # a `**inputs` beside it cannot pass max_new_tokens again, and one step always runs
     if any(a.star == "**" for a in call.args):
         return False            # it may pass a stopping criterion that ends one rank's generation early
+    if most is not None and "eos_token_id" in kwargs and literal_value(kwargs["eos_token_id"]) is None and \
+            literal_value(most) is not None and not _STOPPERS & kwargs.keys():
+        return True             # no EOS to stop at: every rank runs `max_new_tokens` steps (DeepSpeed #8264)
     return most is not None and least is not None and code_of(most, 200) == code_of(least, 200)
+
+
+# generate() keywords that can end a rank's generation before `max_new_tokens` other than its EOS token
+_STOPPERS = frozenset({"stopping_criteria", "stop_strings", "generation_config", "custom_generate"})
 
 
 def _several_ranks(h: Hazard, ctx: RuleContext) -> bool:
@@ -662,8 +672,9 @@ class GenerateNotSynced(_CollectiveRule):
     model)` called with the engine) or a helper's return; its own DeepSpeed config decides, and the finding's
     trace shows the hand-offs ("engine created by deepspeed.initialize at a.py:12 → stored on self.actor …").
 
-    Not flagged: a `generate` that runs a fixed number of steps on every rank (`max_new_tokens=1`, or
-    `min_new_tokens` equal to `max_new_tokens`). Unproven (hidden unless `--show-unproven`): a generating loop
+    Not flagged: a `generate` that runs a fixed number of steps on every rank (`max_new_tokens=1`,
+    `min_new_tokens` equal to `max_new_tokens`, or `eos_token_id=None` beside `max_new_tokens`: no EOS ends a
+    rank's generation early). Unproven (hidden unless `--show-unproven`): a generating loop
     fed by the terminal (`input()`), or a `generate` in a program that serves a web UI (the entry of every
     program holding the file starts a gradio app's server, `demo.launch()`: the page's requests reach that one
     process), with nothing showing a second process -- no launcher line of its program, no `--world-size`, no

@@ -28,7 +28,7 @@ from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.fixed_values import known_truth, parsed_setting, truth_of
 from dslint.program.hyperparams import launch_option_value
 from dslint.program import collective_switches as switches
-from dslint.program.statement_walks import contains, iter_assigns, iter_calls
+from dslint.program.statement_walks import contains, iter_assigns, iter_calls, sole_binding
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -608,7 +608,13 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             return                      # a method of an HF Trainer: the only collective a generate step can
                                         # hold without MoE is ZeRO-3's, and transformers syncs it there
         sample = next((a for a in call.args if a.keyword is not None and a.keyword.value == "do_sample"), None)
-        sampled = sample is not None and literal_value(sample.value) is True
+        drawn = False
+        if sample is not None:          # `do_sample=flag` after `flag = False` is greedy; any other expression may hold
+            value = sample.value
+            if isinstance(value, cst.Name):
+                value = sole_binding(self.src.facts.functions.get(self.scope), value.value) or value
+            drawn = literal_value(value)
+        sampled = drawn is True or drawn is UNKNOWN      # `do_sample=<expr>`: sampling whenever it holds
         tainted = next((self.eval(a.value) for a in call.args if self.eval(a.value) is not None), None)
         loops = {id(node.iter): node for node in self._loops if isinstance(node, cst.For)}
         per_rank_loop = any(it is None or not _same_items_everywhere(self.src, it) and not self._replicated_items(it)
@@ -617,7 +623,9 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             return                      # greedy generation of the same prompts on every rank
         notes = []
         if sampled:
-            notes.append("`do_sample=True` draws a different continuation on each rank")
+            notes.append("`do_sample=True` draws a different continuation on each rank" if drawn is True else
+                         f"`do_sample={code_of(sample.value, 60)}` draws a different continuation on each rank "
+                         f"whenever it holds")
         if tainted is not None:
             notes.append(f"its input is rank-dependent: {tainted.describe()}")
         if per_rank_loop and not notes:
