@@ -237,6 +237,201 @@ def _membership_test(test: cst.CSTNode, ranks: str) -> bool:
         and code_of(test.comparisons[0].comparator, 400) == ranks
 
 
+# the global rank of this process: what `new_group(ranks)` counts its members in
+_GLOBAL_RANK_CALLS = {"torch.distributed.get_rank", "deepspeed.comm.get_rank", "torch.distributed.distributed_c10d.get_rank"}
+
+
+def interval_membership(src: "PythonSource", scope_node: Optional[cst.CSTNode], test: cst.CSTNode, ranks: str,
+                        uniform) -> bool:
+    """Is `test` true exactly on the members of `new_group(ranks)` when those are a range of global ranks
+    (`new_group(list(range(n)))`, `ranks = range(start, end)` bound once in the function): the test bounds the
+    global rank (`dist.get_rank()`, a name bound once to it) by the same bounds -- `rank < n`, `start <= rank <
+    end`, `rank >= start and rank < end`, `rank in range(start, end)` -- the same code, its names not bound again
+    in the function between (names bound more than once there: unknown); its other `and` operands are uniform
+    (`uniform(expr)`). Then every member takes the branch and no other rank does: the collective on that group
+    under it is reached by all its members."""
+    bounds = _range_bounds(src, scope_node, ranks)
+    if bounds is None:
+        return False
+    lo, hi = bounds
+    if not _bounds_fixed(scope_node, bounds):
+        return False
+    found_lo, found_hi = lo is None, False
+    for part in _and_operands(test):
+        got = _rank_bounds(src, scope_node, part)
+        if got is None:
+            if not uniform(part):
+                return False
+            continue
+        for side, code in got:
+            if side == "hi" and code == hi:
+                found_hi = True
+            elif side == "lo" and code == lo:
+                found_lo = True
+            elif side == "lo" and code == "0":
+                continue                # `0 <= rank`: every rank
+            else:
+                return False
+    return found_lo and found_hi
+
+
+def interval_exclusion(src: "PythonSource", scope_node: Optional[cst.CSTNode], test: cst.CSTNode, ranks: str,
+                       uniform) -> bool:
+    """Is `test` true exactly on the ranks outside `new_group(ranks)` of a range of global ranks (an early exit
+    `if dist.get_rank() >= n: return` before a collective on `new_group(list(range(n)))`): `not` of a membership
+    test (`interval_membership`), or an `or` of the rank's comparisons with the range's bounds from outside
+    (`rank >= end`, `rank < start`), each bound of the range present."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return interval_membership(src, scope_node, test.expression, ranks, uniform)
+    bounds = _range_bounds(src, scope_node, ranks)
+    if bounds is None:
+        return False
+    parts: list = []
+    stack = [test]
+    while stack:
+        part = stack.pop()
+        if isinstance(part, cst.BooleanOperation) and isinstance(part.operator, cst.Or):
+            stack.extend([part.left, part.right])
+        else:
+            parts.append(part)
+    wanted = {("lo", bounds[1])} | ({("hi", bounds[0])} if bounds[0] is not None else set())
+    seen: set = set()
+    for part in parts:
+        got = _rank_bounds(src, scope_node, part)
+        if got is None or len(got) != 1:
+            return False
+        seen.add(got[0])        # `rank >= end` bounds the rank from below by the end: outside the range
+    return seen == wanted and _bounds_fixed(scope_node, bounds)
+
+
+def _bounds_fixed(scope_node: Optional[cst.CSTNode], bounds: tuple) -> bool:
+    """The names of the range's bounds hold one value in the function: bound at most once (a parameter, or
+    one `=`)."""
+    if scope_node is None:
+        return True
+    counts: dict[str, int] = {}
+    for node in iter_assigns(scope_node):
+        for t in node.targets:
+            for n in _names_in(t.target):
+                counts[n.value] = counts.get(n.value, 0) + 1
+    for name in _other_targets(scope_node):
+        counts[name] = counts.get(name, 0) + 1
+    return not any(code is not None and any(counts.get(n.value, 0) > 1 for n in _names_in(cst.parse_expression(code)))
+                   for code in bounds)
+
+
+def _and_operands(test: cst.CSTNode) -> list:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _and_operands(test.left) + _and_operands(test.right)
+    return [test]
+
+
+def _single_binding(scope_node: Optional[cst.CSTNode], name: str) -> Optional[cst.BaseExpression]:
+    if scope_node is None:
+        return None
+    values = [node.value for node in iter_assigns(scope_node) for t in node.targets
+              if isinstance(t.target, cst.Name) and t.target.value == name]
+    targets = [t for t in _other_targets(scope_node) if t == name]
+    return values[0] if len(values) == 1 and not targets else None
+
+
+def _other_targets(scope_node: cst.CSTNode) -> list[str]:
+    """Names bound otherwise than by `=` in a function: loop targets, `+=`, `with ... as`, parameters."""
+    out: list[str] = []
+    stack: list[cst.CSTNode] = [scope_node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.For, cst.CompFor)):
+            out.extend(n.value for n in _names_in(node.target))
+        elif isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            out.append(node.target.value)
+        elif isinstance(node, cst.AsName):
+            out.extend(n.value for n in _names_in(node.name))
+        elif isinstance(node, cst.Param):
+            out.append(node.name.value)
+        elif isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+            out.append(node.target.value)
+        stack.extend(node.children)
+    return out
+
+
+def _names_in(node: cst.CSTNode) -> list:
+    if isinstance(node, cst.Name):
+        return [node]
+    return [n for child in node.children for n in _names_in(child)]
+
+
+def _range_bounds(src: "PythonSource", scope_node: Optional[cst.CSTNode], ranks: str
+                  ) -> Optional[tuple[Optional[str], str]]:
+    """(start, end) of the ranks a group holds when its ranks are `range(end)` / `range(start, end)` (or a
+    `list(...)` of one), directly or through a name bound once in the function; start None for 0."""
+    try:
+        expr = cst.parse_expression(ranks)
+    except Exception:
+        return None
+    for _ in range(3):
+        if isinstance(expr, cst.Name):
+            expr = _single_binding(scope_node, expr.value)
+            continue
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
+                and len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
+            expr = expr.args[0].value
+            continue
+        break
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "range") or \
+            any(a.keyword is not None or a.star for a in expr.args) or len(expr.args) not in (1, 2):
+        return None
+    if scope_node is not None and src.facts.resolve("range") not in (None, "range", "builtins.range"):
+        return None
+    codes = [code_of(a.value, 400) for a in expr.args]
+    if len(codes) == 1:
+        return None, codes[0]
+    return (None if codes[0] == "0" else codes[0]), codes[1]
+
+
+def _global_rank(src: "PythonSource", scope_node: Optional[cst.CSTNode], e: cst.BaseExpression) -> bool:
+    if isinstance(e, cst.Name):
+        bound = _single_binding(scope_node, e.value)
+        return bound is not None and not isinstance(bound, cst.Name) and _global_rank(src, scope_node, bound)
+    return isinstance(e, cst.Call) and not e.args and src.facts.resolve(dotted_name(e.func) or "") in _GLOBAL_RANK_CALLS
+
+
+def _rank_bounds(src: "PythonSource", scope_node: Optional[cst.CSTNode], part: cst.CSTNode
+                 ) -> Optional[list[tuple[str, str]]]:
+    """The bounds one comparison puts on the global rank: [("lo", code) for `rank >= code`, ("hi", code) for
+    `rank < code`, ...]; None when it is no such comparison."""
+    if not isinstance(part, cst.Comparison):
+        return None
+    items = [part.left, *(c.comparator for c in part.comparisons)]
+    ops = [c.operator for c in part.comparisons]
+    at = [i for i, item in enumerate(items) if _global_rank(src, scope_node, item)]
+    if len(at) != 1:
+        return None
+    i = at[0]
+    out: list[tuple[str, str]] = []
+    if len(ops) == 1 and i == 0 and isinstance(ops[0], cst.In):
+        bounds = _range_bounds(src, scope_node, code_of(items[1], 400))
+        if bounds is None:
+            return None
+        return ([("lo", bounds[0])] if bounds[0] is not None else []) + [("hi", bounds[1])]
+    for j, op in enumerate(ops):
+        left, right = items[j], items[j + 1]
+        if j == i - 1:        # `a <= rank`, `b > rank`
+            other, flip = left, True
+        elif j == i:          # `rank < b`, `rank >= a`
+            other, flip = right, False
+        else:
+            return None
+        code = code_of(other, 400)
+        if isinstance(op, cst.LessThan if not flip else cst.GreaterThan):
+            out.append(("hi", code))
+        elif isinstance(op, cst.GreaterThanEqual if not flip else cst.LessThanEqual):
+            out.append(("lo", code))
+        else:
+            return None
+    return out
+
+
 def _last(expr: cst.BaseExpression) -> Optional[str]:
     if isinstance(expr, cst.Attribute):
         return expr.attr.value

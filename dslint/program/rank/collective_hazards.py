@@ -17,7 +17,7 @@ import libcst as cst
 from dslint.program.collective_sites import CollectiveSites, Fact, Hop, Site, assignments
 from dslint.program.rank.library_types import item_source
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
-from dslint.program.process_groups import uniform_over
+from dslint.program.process_groups import interval_exclusion, interval_membership, uniform_over
 from dslint.program.rank.stage_positions import FAMILY_ENDS, tests_group_ends
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
 from dslint.program.rank.addressed_plans import drop_balanced_sides
@@ -507,6 +507,16 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             kept = tuple(g for g in kept if not tests_group_ends(
                 self.taint, g.node if g.kind == "cond" else g.test if g.kind == "exit" else None, self.env, self.cls,
                 self.scope, group))
+        if group.ranks is not None and any(g.kind in ("cond", "exit") for g in kept):
+            # `if dist.get_rank() < n: all_reduce(t, group=new_group(list(range(n))))`: the test is the membership
+            # (an exit's test, `if dist.get_rank() >= n: return`, the non-members')
+            info = self.src.facts.functions.get(self.scope)
+            scope_node = info.node if info is not None else None
+            uniform = lambda e: self.eval(e) is None    # noqa: E731
+            kept = tuple(g for g in kept if not (
+                g.kind == "cond" and interval_membership(self.src, scope_node, g.node, group.ranks, uniform) or
+                g.kind == "exit" and g.test is not None and
+                interval_exclusion(self.src, scope_node, g.test, group.ranks, uniform)))
         if any(g.kind == "cond" for g in kept):
             members = self._group_creators(site)
             if members is not None:

@@ -104,6 +104,11 @@ class FlowWalk:
         # ([(the branch's path, its value there), ...], the varying value the join gave it); a later branch whose
         # path implies one of those (`if self.rank == 0:` again) is run only by ranks that bound it there
         self._correlated: dict[str, tuple] = {}
+        # names a rank-dependent chain binds to one value on the ranks of one branch and to None on every other
+        # (`if rank < n: model = create_model(...) else: model = None`, `x = build() if is_first else None`): name
+        # → (that branch's value, the varying value the join gave it); where a later test says the name is not
+        # None, the ranks there are those of that branch and hold its value (`_present_side`)
+        self._present: dict[str, tuple] = {}
         self._test_names: dict[int, frozenset] = {}     # id(test node) -> the names it reads (`_uncorrelate`)
         # what a name says about the length of a list (`_length_fact`), by the code of that list: ("len", xs) holds
         # len(xs) on this rank (`n = torch.tensor([len(xs)])`), ("gathered", xs) every rank's len(xs) (filled by
@@ -317,7 +322,7 @@ class FlowWalk:
         group = world_size_group(value)
         if isinstance(target, cst.Name) and group is not None:
             self._sizes[target.value] = group
-        if self._correlated:
+        if self._correlated or self._present:
             self._uncorrelate(names)
         if origin is None and isinstance(value, cst.Name) and value.value in self._fresh:
             self._fresh.update(names)       # `text, stop = payload` of a received buffer
@@ -353,6 +358,8 @@ class FlowWalk:
 
     def _uncorrelate(self, names: list[str]) -> None:
         """`names` are bound again: their records, and those whose path reads one of them, no longer hold."""
+        for name in names:
+            self._present.pop(name, None)
         for name in list(self._correlated):
             paths = [path for path, _ in self._correlated[name][0]]
             if name in names or any(not self._reads(test).isdisjoint(names) for path in paths for test, _ in path):
@@ -826,6 +833,7 @@ class FlowWalk:
                                             if not (g.kind.startswith("cond") and id(g.node) in ruled_out))
                 self.env = self._single_rank(dict(saved), link.test, True)
                 self._none_side(self.env, links[:i + 1], uniform_tests, i)
+                self._present_side(self.env, links[:i + 1], i)
                 self._fresh = set(saved_fresh)
                 negated = self.negated
                 self.negated = negated | false_before | _negated_members(self, link.test)
@@ -850,6 +858,7 @@ class FlowWalk:
                 else_guards = outer[:at] + (replace(top, condition=_none_of(tests)),) + outer[at + 1:]
             self.env = self._single_rank(dict(saved), links[0].test, False) if len(links) == 1 else dict(saved)
             self._none_side(self.env, links, uniform_tests, None)
+            self._present_side(self.env, links, None)
             self._fresh = set(saved_fresh)
             negated = self.negated
             self.negated = negated | false_before
@@ -883,6 +892,8 @@ class FlowWalk:
                     single = True
             self._fresh = set.intersection(*freshes) if freshes else set(saved_fresh)
             self._merge(*envs)
+            if len(links) == 1 and not final and bodies[0] and self._leaves_here(bodies[0][-1]):
+                self._present_after_exit(links[0].test, else_env)
             if chain and not single and not (len(links) == 1 and not final and self._rank_turn(node)):
                 alike = (self._bound_alike(bodies, final, envs[:len(links)] + [else_env]) |
                          self._same_effect(bodies, final, envs[:len(links)] + [else_env])) if final else set()
@@ -970,6 +981,43 @@ class FlowWalk:
             is_none = isinstance(link.test.comparisons[0].operator, cst.Is)
             if holds == is_none:
                 env.pop(link.test.left.value, None)
+
+    def _present_side(self, env: Env, links: list, holding: Optional[int]) -> None:
+        """The branch of an `if` chain where link `holding` holds (None: the `else`) and the links before it do
+        not: a name an earlier rank-dependent chain bound to one value on the ranks of one branch and to None on
+        the others (`_present`) and that a test here says is not None (`if model is not None:` holding, `if model
+        is None:` not holding) holds, on every rank taking this branch, the value of that one branch: these are
+        its ranks (`model = create_model(cfg)` on the ranks a placement gives the model: its config fields are
+        the ones every holder built alike). The test itself still varies across ranks (a collective under it is
+        reached by the holders only); only what the name holds is settled."""
+        if not self._present:
+            return
+        for i, link in enumerate(links):
+            if not _none_test_of(link.test):
+                continue
+            name = link.test.left.value
+            held = self._present.get(name)
+            if held is None or env.get(name) is not held[1]:
+                continue
+            if (i == holding) != isinstance(link.test.comparisons[0].operator, cst.Is):
+                if held[0] is None:
+                    env.pop(name, None)
+                else:
+                    env[name] = held[0]
+
+    def _present_after_exit(self, test: cst.BaseExpression, else_env: Env) -> None:
+        """After `if model is None: return` (a body that leaves): the ranks going on are those the test said
+        hold the one branch's value (`_present_side` gave it to the fall-through's environment)."""
+        if not self._present or not _none_test_of(test) or not isinstance(test.comparisons[0].operator, cst.Is):
+            return
+        name = test.left.value
+        held = self._present.get(name)
+        if held is None or else_env.get(name) is not held[0]:
+            return
+        if held[0] is None:
+            self.env.pop(name, None)
+        else:
+            self.env[name] = held[0]
 
     def _single_rank(self, env: Env, test: cst.BaseExpression, holds: bool) -> Env:
         """The environment of a branch where `test` (`holds`: its true side, else its false side) says a process
@@ -1346,8 +1394,12 @@ class FlowWalk:
         the test, `buf` is that side's value (`if rank == 0: … for item in buf:` reads the list)."""
         if self.eval_test(value.test) is None:
             return
-        path = self.branch_path()
         joined = self.env.get(name)
+        sides = [_is_none(value.body), _is_none(value.orelse)]
+        if joined is not None and sides.count(True) == 1 and name not in {n.value for n in _names_of(value)}:
+            # `model = build(cfg) if is_first else None`: not None on the ranks of the built side alone
+            self._present[name] = (self.eval(value.orelse if sides[0] else value.body), joined)
+        path = self.branch_path()
         if path is None or joined is None:
             return
         self._correlated[name] = ([(path + ((value.test, True),), self.eval(value.body)),
@@ -1356,6 +1408,7 @@ class FlowWalk:
     def _correlate(self, bodies: list, final, envs: list, paths: list, first: int) -> None:
         """Record the names one branch of the chain alone binds, with that branch's path and value
         (`_recorrelate`); a name another branch binds too holds one of several values on those ranks."""
+        self._note_present(bodies, final, envs)
         if len(paths) != len(bodies) + 1 or not all(paths[first:]):
             return
         per_branch = [set(_bound_names([body])) for body in [*bodies, final]]
@@ -1366,6 +1419,24 @@ class FlowWalk:
                         any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
                     continue
                 self._correlated[name] = ([(paths[i], envs[i].get(name))], joined)
+
+    def _note_present(self, bodies: list, final, envs: list) -> None:
+        """Record (`_present`) the names every branch of the chain (an `else` needed) binds once, in a statement
+        of its own body, one branch to a value other than None and every other to None: after the chain the
+        name is not None exactly on the ranks that took that branch."""
+        if not final or len(envs) != len(bodies) + 1:
+            return
+        branches, bound, every, _ = _bound_in_every(bodies, final)
+        for name in every:
+            if "." in name or any(names.count(name) != 1 for names in bound):
+                continue
+            values = [_top_binding(body, name) for body in branches]
+            if any(v is None for v in values):
+                continue
+            built = [i for i, v in enumerate(values) if not _is_none(v)]
+            joined = self.env.get(name)
+            if len(built) == 1 and joined is not None and name not in self._fresh:
+                self._present[name] = (envs[built[0]].get(name), joined)
 
     def match_stmt(self, node: cst.Match, guards: tuple[Guard, ...]) -> list[Guard]:
         """`match subject: case p: …`: a case runs when the subject matches its pattern (and its guard holds) and
