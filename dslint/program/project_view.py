@@ -531,6 +531,13 @@ class ProjectView:
             hit = index.get(target)
             if hit:
                 return hit
+            # a target in a folder the checked files do not name as a package (`from .language_model.llama
+            # import M` into a folder with no `__init__.py`): by its tail, as `_look_up` finds a name as written
+            tail = target.split(".")
+            for n in range(len(tail) - 2, 0, -1):
+                hit = index.get(".".join(tail[-n - 1:]))
+                if hit:
+                    return hit
             seen.add(target)
             qualified = target
         return None
@@ -543,15 +550,28 @@ class ProjectView:
         if callee in src.outline.classes:
             return src, callee
         if "." not in callee and callee not in src.outline.imports:
+            # `from models import *`: a class of a star-imported module of the checked files (as
+            # `function_for_callee` finds functions)
+            if callee in src.outline.functions or not _star_imports(src) or callee not in self._class_names():
+                return None
+            index = self.memo("class-index", self._class_index)
+            for module in _star_imports(src):
+                hit = self._look_up(index, f"{module}.{callee}", src.module_name)
+                if hit is not None and hit[1] == callee:
+                    return hit
             return None
         # no checked class has this name: most calls are of functions (decided by the classes there are, not by
         # how the name is spelled)
-        if callee.rsplit(".", 1)[-1] not in self.memo("class-names", lambda: frozenset(
-                qual.rsplit(".", 1)[-1] for other in self.python if other.outline is not None
-                for qual in other.outline.classes)):
+        if callee.rsplit(".", 1)[-1] not in self._class_names():
             return None
         index = self.memo("class-index", self._class_index)
         return self._look_up(index, callee, src.module_name)
+
+    def _class_names(self) -> frozenset:
+        """The short names of the checked classes."""
+        return self.memo("class-names", lambda: frozenset(
+            qual.rsplit(".", 1)[-1] for other in self.python if other.outline is not None
+            for qual in other.outline.classes))
 
     def _class_index(self) -> dict[str, tuple[PythonSource, str]]:
         """Fully qualified class name → (source, name within it), as `_function_index` for functions."""

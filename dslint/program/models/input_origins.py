@@ -294,6 +294,71 @@ def _holder_sites(facts, cls):
                 if finder.other and mname in running:
                     yield container, mname, None, (f"{container.name}.{mname} hands its `{cls.name}` on "
                                                    f"(`{finder.other}`): what that call passes is not followed")
+        yield from _outer_sites(facts, cls, container, fields)
+
+
+def _outer_sites(facts, cls, container, fields: set):
+    """Uses of the holder's `fields` that a class holding the holder makes through the holder object: its field
+    (`self.model.f(...)`), a getter method returning that field (`self.get_model().f(...)`, as a LLaVA-style mixin
+    reaches its inner model's sub-modules) or a property, and a local bound to one of those."""
+    holders = {c.name for c in [container, *facts.subclasses(container)]}
+    for outer in facts.containers(container):
+        inner = {a.name for c in outer.mro() for a in c.attrs.values() if a.ctor in holders}
+        if not inner:
+            continue
+        getters, props = _getters(outer, inner)
+        running = _forward_methods(outer)
+        for owner in outer.mro():
+            for mname in sorted(owner.methods):
+                finder = _FieldCalls(fields, _HolderOf(inner, getters, props))
+                cst_visit(owner.info.methods[mname].node, finder)
+                for call in finder.calls:
+                    yield outer, mname, call, ""
+                if finder.other and mname in running:
+                    yield outer, mname, None, (f"{outer.name}.{mname} hands the `{cls.name}` of its "
+                                               f"{container.name} on (`{finder.other}`): what that call passes is "
+                                               f"not followed")
+
+
+def _getters(cls, fields: set) -> tuple[set, set]:
+    """(methods, properties) of `cls` whose whole body returns one of its `fields` (`return self.model`), as the
+    class's method resolution finds them (a mixin's abstract `get_model` is overridden by the concrete one)."""
+    methods, props = set(), set()
+    for name in {m for c in cls.mro() for m in c.methods}:
+        found = cls.find_method(name)
+        fn = found[1].node if found is not None else None
+        if not isinstance(fn, cst.FunctionDef) or len(_param_names(fn)) or \
+                not isinstance(fn.body, cst.IndentedBlock):
+            continue
+        body = [s for s in fn.body.body if not (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1
+                                                and isinstance(s.body[0], cst.Expr)
+                                                and isinstance(s.body[0].value, (cst.SimpleString,
+                                                                                 cst.ConcatenatedString)))]
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+            continue
+        ret = body[0].body[0]
+        if not isinstance(ret, cst.Return) or ret.value is None or not _self_field(ret.value, fields) or \
+                isinstance(ret.value, cst.Subscript):
+            continue
+        if any(isinstance(d.decorator, cst.Name) and d.decorator.value == "property" for d in fn.decorators):
+            props.add(name)
+        elif not fn.decorators:
+            methods.add(name)
+    return methods, props
+
+
+class _HolderOf:
+    """Expressions that are the holder object inside a class holding it: `self.<field>`, `self.<getter>()`,
+    `self.<property>`."""
+
+    def __init__(self, fields: set, getters: set, props: set) -> None:
+        self.fields, self.getters, self.props = fields, getters, props
+
+    def __call__(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Call):
+            return not node.args and _self_field(node.func, self.getters) and not isinstance(node.func,
+                                                                                              cst.Subscript)
+        return _self_field(node, self.fields | self.props) and not isinstance(node, cst.Subscript)
 
 
 def _forward_methods(cls) -> set:
@@ -362,12 +427,16 @@ def _builds(attr, instances: set) -> bool:
     return bool(hit)
 
 
-def _self_field(node: cst.BaseExpression, fields: set) -> bool:
-    """`self.<field>`, `self.<field>[i]`, `self.<field>[a:b]`."""
+def _self_field(node: cst.BaseExpression, fields: set, base=None) -> bool:
+    """`self.<field>`, `self.<field>[i]`, `self.<field>[a:b]`; with `base`, `<holder>.<field>...` for an
+    expression `base` says is the holder object instead of `self`."""
     while isinstance(node, cst.Subscript):
         node = node.value
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self" \
-        and node.attr.value in fields
+    if not (isinstance(node, cst.Attribute) and node.attr.value in fields):
+        return False
+    if base is not None:
+        return base(node.value)
+    return isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
 class _FieldCalls(cst.CSTVisitor):
@@ -375,15 +444,19 @@ class _FieldCalls(cst.CSTVisitor):
     bound to it (`layer = self.f[i]`, `for layer in self.f`, `for i, layer in enumerate(self.f)`) then called --
     and the first other use that may run it out of sight (`create_custom_forward(layer)`, `run(self.f)`)."""
 
-    def __init__(self, fields: set) -> None:
+    def __init__(self, fields: set, holder=None) -> None:
         self.fields = fields
+        self.holder = holder          # None: the holder is `self`; else a test of the expression that is it
+        self.holders: set[str] = set()  # locals bound to the holder object (`m = self.get_model()`)
         self.aliases: set[str] = set()
         self.calls: list[cst.Call] = []
         self.other: str = ""
         self._ok: set[int] = set()
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if isinstance(target, cst.Name) and _self_field(value, self.fields):
+        if isinstance(target, cst.Name) and self.holder is not None and self.holder(value):
+            self.holders.add(target.value)
+        elif isinstance(target, cst.Name) and _self_field(value, self.fields, self._base):
             self.aliases.add(target.value)
             self._ok.add(id(value))
 
@@ -402,7 +475,12 @@ class _FieldCalls(cst.CSTVisitor):
     def _is_held(self, node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Name):
             return node.value in self.aliases
-        return _self_field(node, self.fields)
+        return _self_field(node, self.fields, self._base)
+
+    def _base(self, node: cst.BaseExpression) -> bool:
+        if self.holder is None:
+            return isinstance(node, cst.Name) and node.value == "self"
+        return (isinstance(node, cst.Name) and node.value in self.holders) or self.holder(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         f = node.func
