@@ -111,6 +111,12 @@ class FlowWalk:
         # max of a "gathered" list): padding xs to it gives every rank the same length (`_padded_to`)
         self._lengths: dict[str, tuple] = {}   # also ("floor", (xs, n)) and ("multiple", n): `_floor_multiple`
         self._stmt_names: dict[int, Counter] = {}       # id(statement) -> its names counted (`_item_binding`)
+        # counts measured on one side of a rank test (`count = torch.tensor([len(xs)])` under `if rank == 0:`):
+        # name -> (code of xs, the path of tests it was measured under, broadcast since); and the names bound on
+        # the other side to an object yielding that many items (`xs = FakeDataloader(count[0].item())`): name ->
+        # the `if` link the binding's side is of (`announced_counts`, `_note_measured`)
+        self._measured: dict[str, tuple[str, tuple, bool]] = {}
+        self._agreed: dict[str, int] = {}
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -264,6 +270,80 @@ class FlowWalk:
             fact = self._length_fact(positional[1])
             if fact is not None and fact[0] == "len":
                 self._lengths[positional[0].value] = ("gathered", fact[1])
+
+    # --- counts agreed through a broadcast (dslint/program/rank/announced_counts.py) ------------------------
+    def _path(self) -> tuple:
+        return tuple(zip(self._ifs, self._holds))
+
+    def _note_measured(self, target: cst.BaseExpression, value: cst.BaseExpression) -> Optional[str]:
+        """Keep `_measured` for the binding `target = value`; the name, when it binds on the other side of the
+        test a count was measured under an object that yields as many items as that count, broadcast since."""
+        from dslint.program.rank.announced_counts import counted_by, measured, opposite_sides, placeholder, read_back
+        name = dotted_name(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+        if name is None:
+            for n in _target_names_of(target):
+                self._forget_measured(n)
+            return None
+        xs = measured(value)
+        if not self._measured and not self._agreed and xs is None:
+            return None
+        path = self._path()
+
+        def other_side(where: tuple) -> bool:
+            return bool(path) and len(where) == len(path) and all(
+                a[0] is b[0] and a[1] == b[1] for a, b in zip(where[:-1], path[:-1])) and \
+                opposite_sides((where[-1][0].test, where[-1][1]), (path[-1][0].test, path[-1][1]))
+        agreed = None
+        if isinstance(value, cst.Call) and len(value.args) == 1:
+            entry = self._measured.get(read_back(value.args[0].value) or "")
+            if entry is not None and entry[2] and entry[0] == name and other_side(entry[1]) and \
+                    self.eval(value.args[0].value) is None and counted_by(self.taint.analysis, self.taint.src, value):
+                agreed = name
+        kept = self._measured.get(name)
+        self._forget_measured(name)
+        if kept is not None and not kept[2] and placeholder(value) and other_side(kept[1]):
+            self._measured[name] = kept         # the others' placeholder (`count = torch.tensor([0])`)
+        if xs is not None and path:
+            self._measured[name] = (xs, path, False)
+        source = read_back(value)
+        if source is not None and source != name and source in self._measured and self._measured[source][2]:
+            self._measured[name] = self._measured[source]       # `args.n = count[0].item()` of a received count
+        return agreed
+
+    def _forget_measured(self, name: str) -> None:
+        for key, (base, _, _) in list(self._measured.items()):
+            if key == name or base == name:
+                del self._measured[key]
+        self._agreed.pop(name, None)
+
+    def _note_sent(self, call: cst.Call) -> None:
+        """`broadcast(count, src, group)` after the test a count was measured under: every rank of the group
+        holds the measured count now."""
+        if not self._measured or not (self.taint.facts.resolve_expr(call.func) or "").startswith(
+                ("torch.distributed.", "deepspeed.comm.")) or \
+                (self.taint.facts.resolve_expr(call.func) or "").rsplit(".", 1)[-1] != "broadcast":
+            return
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        name = dotted_name(positional[0]) if positional else None
+        entry = self._measured.get(name or "")
+        path = self._path()
+        if entry is not None and not entry[2] and len(entry[1]) == len(path) + 1 and all(
+                a[0] is b[0] and a[1] == b[1] for a, b in zip(entry[1], path)):
+            self._measured[name] = (entry[0], entry[1], True)
+
+    def _count_agreed(self, links: list) -> None:
+        """After the chain whose side bound `xs` to an object yielding the broadcast count of the other side's
+        `xs`: every rank iterates `xs` as often -- the object varies, its length does not (an "item" value)."""
+        ids = {id(link) for link in links}
+        for name, at in list(self._agreed.items()):
+            if at not in ids:
+                continue
+            del self._agreed[name]
+            held = self.env.get(name)
+            if held is not None and held.kind in TRIP_COUNT_KINDS:
+                # not None anywhere: the source took its len(), the others built it
+                self.env[name] = replace(held, kind="item", stream=False, items=None, elements=None, present=True,
+                                         rows=True)
 
     def eval_iter(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
         """What a `for` over `e` walks (`RankTaint.iterated`), through this walk's own `eval`."""
@@ -499,8 +579,11 @@ class FlowWalk:
             origin = self.eval(node.value)
             if origin is None and isinstance(node.value, cst.Name) and node.value.value in ("None", "True", "False"):
                 origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
+            agreed = self._note_measured(node.targets[0].target, node.value) if len(node.targets) == 1 else None
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
+            if agreed is not None:
+                self._agreed[agreed] = id(self._ifs[-1])
             if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 fact = self._length_fact(node.value)
                 if fact is not None:
@@ -532,6 +615,7 @@ class FlowWalk:
             value = node.value
             if isinstance(value, cst.Call):
                 self._note_lengths(value)
+                self._note_sent(value)
                 func = value.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "extend" and len(value.args) == 1 and \
                         value.args[0].keyword is None and not value.args[0].star:
@@ -888,6 +972,8 @@ class FlowWalk:
                          self._same_effect(bodies, final, envs[:len(links)] + [else_env])) if final else set()
                 self._join_after(chain[0][1], [*bodies[first_varying:], final], alike, before=saved)
                 self._correlate(bodies, final, envs[:len(links)] + [else_env], paths, first_varying)
+            if self._agreed:
+                self._count_agreed(links)
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
                 orelse = final if i == len(links) - 1 else links[i + 1:]
