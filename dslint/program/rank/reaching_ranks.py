@@ -809,6 +809,12 @@ class FlowWalk:
                                          lambda subject: self._setting_at(value, subject))
             if name:
                 self._fresh.add(name)
+            elif (wrapped := self._wrapped(value)) is not None and (name := dotted_name(wrapped[1])):
+                # the project's own wrapper writing its argument with a collective (`broadcast(buffer, src,
+                # group)`): the argument as a collective leaves it (over the group it is handed)
+                self.env.pop(name, None)
+                self.env.pop(name + "[]", None)
+                self._fresh.add(name)
             written = serialized_into(self.taint.facts, value)
             if written is not None:
                 self._encodes[written[1]] = self._encodes.get(written[0], frozenset()) | {written[0]}
@@ -1157,6 +1163,18 @@ class FlowWalk:
         self.env.pop(name + "[]", None)
         self._fresh.add(name)
 
+    def _wrapped(self, call: cst.Call):
+        """`collective_payloads.collective_wrapper` of a call of a checked function (a file mentioning an in-place
+        collective holds it: decided on the outlines before anything is parsed)."""
+        callee = self.taint.facts.resolve_expr(call.func)
+        if not callee or not call.args or callee.startswith(("torch.", "deepspeed.")):
+            return None
+        analysis = self.taint.analysis
+        source = analysis.call_source(self.taint.src, callee, self.cls)
+        if source is None or id(source[0]) not in _in_place_files(analysis):
+            return None
+        return analysis.collective_wrapper(self.taint.src, call, self.cls)
+
     def _sent_from_source(self, call: cst.Call) -> None:
         """`broadcast_object_list([text, stop])` in the branch of the source rank (`if get_rank() == 0:`, the
         call's `src`, 0 by default): what that rank holds in the names it sends is what every rank receives, so
@@ -1165,7 +1183,18 @@ class FlowWalk:
         receiving ranks."""
         if not call.args or not self._ifs:
             return
-        sent = call.args[0].value
+        last = self.taint.facts.resolve_expr(call.func) or ""
+        if last.startswith(("torch.distributed", "deepspeed.comm")):
+            if last.rsplit(".", 1)[-1] not in ("broadcast_object_list", "broadcast"):
+                return
+            sent = call.args[0].value
+            src = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "src"),
+                       call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None)
+        else:
+            wrapped = self._wrapped(call)
+            if wrapped is None or wrapped[0] != "broadcast" or wrapped[2] is None:
+                return
+            _, sent, src = wrapped
         if isinstance(sent, (cst.List, cst.Tuple)):
             names = [dotted_name(el.value) for el in sent.elements]
         elif isinstance(sent, cst.Name) and sent.value in self._encodes:
@@ -1174,12 +1203,6 @@ class FlowWalk:
             names = sorted(self._encodes[sent.value])
         else:
             return
-        last = self.taint.facts.resolve_expr(call.func) or ""
-        if last.rsplit(".", 1)[-1] not in ("broadcast_object_list", "broadcast") or \
-                not last.startswith(("torch.distributed", "deepspeed.comm")):
-            return
-        src = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "src"),
-                   call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None)
         source = literal_value(src) if src is not None else 0
         test = self._ifs[-1].test
         if not self._holds[-1] or not isinstance(test, cst.Comparison) or \
@@ -1866,6 +1889,16 @@ def _top_binding(body, name: str) -> Optional[cst.BaseExpression]:
                     isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
                 return small.value
     return None
+
+
+def _in_place_files(analysis) -> set:
+    """Ids of the files that mention an in-place collective (`broadcast`, `all_reduce`): where a wrapper of one
+    can be (`FlowWalk._wrapped`). Memoised on the analysis."""
+    memo = analysis.__dict__.get("_in_place_files")
+    if memo is None:
+        memo = analysis.__dict__["_in_place_files"] = {id(src) for src in analysis.project.mentioning(
+            "broadcast", "all_reduce")}
+    return memo
 
 
 def _target_names_of(target: cst.BaseExpression) -> list[str]:

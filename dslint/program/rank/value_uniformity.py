@@ -625,6 +625,10 @@ class ProjectLevel(Protocol):
 
     def returns_of_source(self, source: tuple["PythonSource", str]) -> Optional["Origin"]: ...
 
+    def calls_payload_collective(self, source: tuple["PythonSource", str]) -> bool: ...
+
+    def collective_wrapper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> Optional[tuple]: ...
+
     def function_info(self, source: Optional[tuple["PythonSource", str]]) -> Optional[tuple["PythonSource", Any]]: ...
 
     def returns_for_args(self, call: cst.Call, target: tuple["PythonSource", Any],
@@ -1001,9 +1005,8 @@ class RankTaint:
         left uniform), so their metrics dicts stay out."""
         if not callee or not callee.startswith("self.") or callee.count(".") != 2 or cls is None:
             return None
-        from dslint.program.rank.collective_payloads import payload_scopes
         source = self.analysis.call_source(self.src, callee, cls)
-        if source is None or (id(source[0]), source[1]) not in payload_scopes(self.analysis):
+        if source is None or not self.analysis.calls_payload_collective(source):
             return None
         hit = self.analysis.returns_of_source(source)
         if hit is None:
