@@ -303,12 +303,21 @@ class FlowWalk:
         self._forget_measured(name)
         if kept is not None and not kept[2] and placeholder(value) and other_side(kept[1]):
             self._measured[name] = kept         # the others' placeholder (`count = torch.tensor([0])`)
-        if xs is not None and path:
+        if xs is not None and path and not self._varying_length(xs, value):
+            # (a length that varies on the measuring side itself -- a shard of its own -- agrees with nothing)
             self._measured[name] = (xs, path, False)
         source = read_back(value)
         if source is not None and source != name and source in self._measured and self._measured[source][2]:
             self._measured[name] = self._measured[source]       # `args.n = count[0].item()` of a received count
         return agreed
+
+    def _varying_length(self, xs: str, value: cst.BaseExpression) -> bool:
+        """Does the measured `xs` (the `len(...)` argument inside `value`) have a rank-dependent length here?"""
+        for node in _calls_of_len(value):
+            if code_of(node.args[0].value, 400) == xs:
+                held = self.eval(node.args[0].value)
+                return held is not None and held.kind in TRIP_COUNT_KINDS
+        return True
 
     def _forget_measured(self, name: str) -> None:
         for key, (base, _, _) in list(self._measured.items()):
@@ -1889,6 +1898,12 @@ def _top_binding(body, name: str) -> Optional[cst.BaseExpression]:
                     isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
                 return small.value
     return None
+
+
+def _calls_of_len(value: cst.BaseExpression) -> list:
+    """The `len(...)` calls of one argument in an expression."""
+    return [node for node in iter_calls(value) if isinstance(node.func, cst.Name) and node.func.value == "len"
+            and len(node.args) == 1]
 
 
 def _in_place_files(analysis) -> set:
