@@ -643,13 +643,16 @@ class FlowWalk:
                 return self._exit(node, "exit", guards)
             return []
         if isinstance(node, cst.Return):
-            if not self._single_process_path():
+            single = self._single_process_path()
+            if not single:
                 here = node.value is not None and self._payload_expr(node.value)
                 self.payload_returns = here if self.payload_returns is None else self.payload_returns and here
             self._none_returned(node.value, guards)
             if node.value is not None:
                 self.expr(node.value, guards)
-                self.returned = join(self.returned, self.eval(node.value))
+                # (on the side only a run of one process takes, `if not dist.is_initialized(): return value`, no
+                # other rank can hold another value)
+                self.returned = join(self.returned, None if single else self.eval(node.value))
                 if self._none_origin is not None and self.returned is not None and self.returned.opaque:
                     self.returned = replace(self.returned, none_by=join(self.returned.none_by, self._none_origin))
             self._return_elements(node.value)
@@ -1135,6 +1138,16 @@ class FlowWalk:
     def _payload_expr(self, e: cst.BaseExpression) -> bool:
         """Is `e` a collective's payload here: a name a collective set (`_fresh`), or an item of one at a literal
         index (`outputs[0]` of the list `scatter_object_list` filled)?"""
+        for _ in range(4):
+            # a one-item tensor read back (`int(t.item())`, `t.tolist()`, `float(t)`): the same value in another form
+            if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and \
+                    e.func.attr.value in _SCALAR_CONVERSIONS and not e.args:
+                e = e.func.value
+            elif isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value in ("int", "float", "bool") \
+                    and len(e.args) == 1 and e.args[0].keyword is None and not e.args[0].star:
+                e = e.args[0].value
+            else:
+                break
         if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
                 isinstance(literal_value(e.slice[0].slice.value), int):
             e = e.value
@@ -2076,9 +2089,12 @@ def _distributed_leaf(walk: "FlowWalk", test: cst.BaseExpression, depth: int) ->
         return _distributed_truth(walk, value, depth + 1) if value is not None else None
     if isinstance(test, cst.Call):
         callee = walk.taint.facts.resolve_expr(test.func) or ""
-        if callee.rsplit(".", 1)[-1] == "is_initialized" and callee.startswith(("torch.distributed", "deepspeed.comm")):
+        if callee.rsplit(".", 1)[-1] in ("is_initialized", "is_available") and \
+                callee.startswith(("torch.distributed", "deepspeed.comm")):
             return True
-        return None
+        if callee in ("bool", "builtins.bool") and len(test.args) == 1 and test.args[0].keyword is None:
+            return _distributed_truth(walk, test.args[0].value, depth + 1)
+        return _helper_truth(walk, test, callee, depth) if not test.args and callee else None
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return None
     op = type(test.comparisons[0].operator)
@@ -2094,6 +2110,52 @@ def _distributed_leaf(walk: "FlowWalk", test: cst.BaseExpression, depth: int) ->
         return None
     many, one = _COMPARE[op](2, right), _COMPARE[op](1, right)    # a distributed run: 2 or more processes
     return many if many == _COMPARE[op](1 << 20, right) and many != one else None
+
+
+def _helper_truth(walk: "FlowWalk", call: cst.Call, callee: str, depth: int) -> Optional[bool]:
+    """`_dist_active()`: a checked function of no arguments whose every return outside an `except` handler (the
+    side a failed import or call takes) asks whether the run is distributed, all alike (`return
+    bool(dist.is_available() and dist.is_initialized())`): that answer. Memoised per function."""
+    analysis = walk.taint.analysis
+    source = analysis.call_source(walk.taint.src, callee, walk.cls)
+    if source is None:
+        return None
+    memo = analysis.__dict__.setdefault("_helper_truths", {})
+    key = (id(source[0]), source[1])
+    if key in memo:
+        return memo[key]
+    memo[key] = None
+    hit = analysis.function_info(source)
+    if hit is None or hit[1].params:
+        return None
+    other, info = hit
+    returns = _plain_returns(info.node.body)
+    if not returns or any(r.value is None for r in returns):
+        return None
+    inner = FlowWalk(analysis.taint(other), scope=info.qualname, env={}, cls=info.class_name)
+    truths = {_distributed_truth(inner, r.value, depth + 1) for r in returns}
+    memo[key] = truths.pop() if len(truths) == 1 else None
+    return memo[key]
+
+
+def _plain_returns(body: cst.CSTNode) -> list:
+    """The `return` statements of a function body outside `except` handlers and nested functions."""
+    found: list = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+        def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+            return False
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+    body.visit(_Find())
+    return found
 
 
 _COMPARE = {cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambda a, b: a >= b,
