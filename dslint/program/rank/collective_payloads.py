@@ -46,10 +46,18 @@ def payload_scopes(analysis) -> set:
     the outlines: no file is parsed for it. Memoised on the analysis."""
     memo = analysis.__dict__.get("_payload_scopes")
     if memo is None:
-        memo = analysis.__dict__["_payload_scopes"] = {
-            (id(other), scope) for other in analysis.project.mentioning(*sorted(PAYLOAD_COLLECTIVES))
-            for callee, scope in (other.outline.calls if other.outline is not None else ())
-            if callee and callee.startswith(_MODULES) and callee.rsplit(".", 1)[-1] in PAYLOAD_COLLECTIVES}
+        files = analysis.project.mentioning(*sorted(PAYLOAD_COLLECTIVES))
+        calls = [(other, callee, scope) for other in files
+                 for callee, scope in (other.outline.calls if other.outline is not None else ()) if callee]
+        memo = {(id(other), scope) for other, callee, scope in calls
+                if callee.startswith(_MODULES) and callee.rsplit(".", 1)[-1] in PAYLOAD_COLLECTIVES}
+        # and those calling a function of these files that writes its argument with an in-place collective itself
+        # (a candidate by its name only: `collective_wrapper` decides, when the walk meets the call)
+        wrappers = {scope.rsplit(".", 1)[-1] for other, callee, scope in calls
+                    if callee.startswith(_MODULES) and callee.rsplit(".", 1)[-1] in _IN_PLACE}
+        memo |= {(id(other), scope) for other, callee, scope in calls
+                 if not callee.startswith(_MODULES) and callee.rsplit(".", 1)[-1] in wrappers}
+        analysis.__dict__["_payload_scopes"] = memo
     return memo
 
 
@@ -254,3 +262,150 @@ def _alike_items(e: cst.BaseExpression, iterators: Optional[set]) -> bool:
                   for el in e.elements]
         return UNKNOWN not in values and len({v is None for v in values}) == 1
     return False
+
+
+# --- the project's own wrappers of an in-place collective -------------------------------------------------------
+_IN_PLACE = ("broadcast", "all_reduce")
+
+
+def collective_wrapper(analysis, src: "PythonSource", call: cst.Call, cls: Optional[str]
+                       ) -> Optional[tuple[str, cst.BaseExpression, Optional[cst.BaseExpression]]]:
+    """`broadcast(buffer, src=src_rank, group=group)` where `broadcast` is a checked function that, on every path
+    of its body, writes its first parameter in place with a collective (`dist.broadcast(tensor, src=src, group=
+    group)`, or on another path `tensor.zero_()` on the other ranks and an all_reduce of it -- fairseq's XLA
+    form -- through `dist` or another such wrapper): (the collective, "broadcast" when some path broadcasts the
+    parameter and "all_reduce" otherwise; the caller's argument written; for a broadcast, the caller's argument
+    for the parameter the wrapper passes as `src`, None when it passes none of them). None for any other call."""
+    callee = analysis.taint(src).facts.resolve_expr(call.func)
+    if not callee or callee.startswith(_MODULES):
+        return None
+    source = analysis.call_source(src, callee, cls)
+    hit = _wrapper_of(analysis, source, 0) if source is not None else None
+    if hit is None:
+        return None
+    op, src_param, info = hit
+    written = _argument(call, info, info.params[1 if info.class_name and info.params[:1] in (["self"], ["cls"])
+                                                else 0])
+    if written is None:
+        return None
+    return op, written, (_argument(call, info, src_param) if src_param is not None else None)
+
+
+def _wrapper_of(analysis, source: tuple["PythonSource", str], depth: int
+                ) -> Optional[tuple[str, Optional[str], FunctionInfo]]:
+    """`collective_wrapper` of the function itself: (collective, its parameter passed as `src`, its info).
+    Memoised per function."""
+    memo = analysis.__dict__.setdefault("_collective_wrappers", {})
+    key = (id(source[0]), source[1])
+    if key in memo:
+        return memo[key]
+    memo[key] = None                # while its own calls ask
+    hit = analysis.function_info(source)
+    if hit is None or depth > 3:
+        return None
+    other, info = hit
+    params = info.params[1:] if info.class_name and info.params[:1] in (["self"], ["cls"]) else info.params
+    if not params or not isinstance(info.node.body, cst.IndentedBlock):
+        return None
+    param = params[0]
+    found: dict[str, Optional[str]] = {}     # collective -> the parameter passed as `src`
+
+    def writes(stmt: cst.CSTNode) -> bool:
+        """Does the statement call a collective writing `param` in place?"""
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return False
+        for small in stmt.body:
+            value = small.value if isinstance(small, cst.Expr) else None
+            if not isinstance(value, cst.Call) or not value.args or value.args[0].keyword is not None or \
+                    dotted_name(value.args[0].value) != param:
+                continue
+            resolved = other.facts.resolve_expr(value.func) or ""
+            if resolved.startswith(_MODULES) and resolved.rsplit(".", 1)[-1] in _IN_PLACE:
+                op = resolved.rsplit(".", 1)[-1]
+                if op == "broadcast":
+                    sent = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "src"),
+                                value.args[1].value if len(value.args) > 1 and value.args[1].keyword is None
+                                else None)
+                    found[op] = sent.value if isinstance(sent, cst.Name) and sent.value in params else None
+                else:
+                    found.setdefault(op, None)
+                return True
+            inner = analysis.call_source(other, resolved, info.class_name) if resolved else None
+            nested = _wrapper_of(analysis, inner, depth + 1) if inner is not None else None
+            if nested is not None:
+                found.setdefault(nested[0], None)
+                return True
+        return False
+
+    def every_path(stmts) -> bool:
+        """Does every path through `stmts` write `param` before it returns? A path that raises never returns; one
+        that returns having made no torch.distributed call at all is another backend's (XLA's `xm.all_reduce`),
+        outside the runs modelled here."""
+        for stmt in stmts:
+            if writes(stmt):
+                return True
+            if isinstance(stmt, cst.SimpleStatementLine):
+                if any(isinstance(s, cst.Raise) for s in stmt.body):
+                    return True
+                if any(isinstance(s, cst.Return) for s in stmt.body):
+                    return False
+                continue
+            if isinstance(stmt, cst.If):
+                branches, link = [], stmt
+                while True:
+                    branches.append(link.body.body)
+                    if isinstance(link.orelse, cst.If):
+                        link = link.orelse
+                        continue
+                    branches.append(link.orelse.body.body if isinstance(link.orelse, cst.Else) else ())
+                    break
+                done = [every_path(b) or _foreign(other, b) for b in branches]
+                if all(done):
+                    return True
+                if any(not ok and any(_returns_in(st) for st in b) for ok, b in zip(done, branches)):
+                    return False
+                continue
+            if _returns_in(stmt):
+                return False
+        return False
+
+    if not every_path(info.node.body.body) or not found:
+        return None
+    op = "broadcast" if "broadcast" in found else "all_reduce"
+    memo[key] = (op, found.get("broadcast"), info)
+    return memo[key]
+
+
+def _foreign(src: "PythonSource", stmts) -> bool:
+    """A branch that returns having called nothing of torch.distributed / deepspeed.comm itself."""
+    if not any(_returns_in(st) for st in stmts):
+        return False
+    return not any((src.facts.resolve_expr(c.func) or "").startswith(_MODULES)
+                   for st in stmts for c in _calls_in(st))
+
+
+def _calls_in(stmt: cst.CSTNode) -> list:
+    found: list = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            found.append(node)
+    stmt.visit(_Find())
+    return found
+
+
+def _returns_in(stmt: cst.CSTNode) -> bool:
+    """Does a `return` (or `raise`) sit anywhere in the compound statement?"""
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+        def visit_Raise(self, node: cst.Raise) -> None:
+            found.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+    stmt.visit(_Find())
+    return bool(found)

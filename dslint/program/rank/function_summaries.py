@@ -641,6 +641,18 @@ class ProjectTaint:
         from dslint.program.rank.collective_payloads import returns_payload
         return returns_payload(self, source)
 
+    def calls_payload_collective(self, source: tuple["PythonSource", str]) -> bool:
+        """Does this checked function call a collective whose payload it can hand back itself (on the outlines,
+        `collective_payloads.payload_scopes`)?"""
+        from dslint.program.rank.collective_payloads import payload_scopes
+        return (id(source[0]), source[1]) in payload_scopes(self)
+
+    def collective_wrapper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]):
+        """`collective_payloads.collective_wrapper`: a call of the project's own wrapper of an in-place
+        collective -- (the collective, the argument written, the argument naming the source rank) -- or None."""
+        from dslint.program.rank.collective_payloads import collective_wrapper
+        return collective_wrapper(self, src, call, cls)
+
     def payload_origin(self, source: tuple["PythonSource", str]) -> Optional[Origin]:
         """What a payload-returning helper hands back (None: uniform; this rank's scattered item otherwise)."""
         from dslint.program.rank.collective_payloads import payload_origin

@@ -116,6 +116,12 @@ class FlowWalk:
         # max of a "gathered" list): padding xs to it gives every rank the same length (`_padded_to`)
         self._lengths: dict[str, tuple] = {}   # also ("floor", (xs, n)) and ("multiple", n): `_floor_multiple`
         self._stmt_names: dict[int, Counter] = {}       # id(statement) -> its names counted (`_item_binding`)
+        # counts measured on one side of a rank test (`count = torch.tensor([len(xs)])` under `if rank == 0:`):
+        # name -> (code of xs, the path of tests it was measured under, broadcast since); and the names bound on
+        # the other side to an object yielding that many items (`xs = FakeDataloader(count[0].item())`): name ->
+        # the `if` link the binding's side is of (`announced_counts`, `_note_measured`)
+        self._measured: dict[str, tuple[str, tuple, bool]] = {}
+        self._agreed: dict[str, int] = {}
 
     # --- hooks ---------------------------------------------------------------------------------------
     def on_call(self, call: cst.Call, guards: tuple[Guard, ...]) -> None:
@@ -269,6 +275,89 @@ class FlowWalk:
             fact = self._length_fact(positional[1])
             if fact is not None and fact[0] == "len":
                 self._lengths[positional[0].value] = ("gathered", fact[1])
+
+    # --- counts agreed through a broadcast (dslint/program/rank/announced_counts.py) ------------------------
+    def _path(self) -> tuple:
+        return tuple(zip(self._ifs, self._holds))
+
+    def _note_measured(self, target: cst.BaseExpression, value: cst.BaseExpression) -> Optional[str]:
+        """Keep `_measured` for the binding `target = value`; the name, when it binds on the other side of the
+        test a count was measured under an object that yields as many items as that count, broadcast since."""
+        from dslint.program.rank.announced_counts import counted_by, measured, opposite_sides, placeholder, read_back
+        name = dotted_name(target) if isinstance(target, (cst.Name, cst.Attribute)) else None
+        if name is None:
+            for n in _target_names_of(target):
+                self._forget_measured(n)
+            return None
+        xs = measured(value)
+        if not self._measured and not self._agreed and xs is None:
+            return None
+        path = self._path()
+
+        def other_side(where: tuple) -> bool:
+            return bool(path) and len(where) == len(path) and all(
+                a[0] is b[0] and a[1] == b[1] for a, b in zip(where[:-1], path[:-1])) and \
+                opposite_sides((where[-1][0].test, where[-1][1]), (path[-1][0].test, path[-1][1]))
+        agreed = None
+        if isinstance(value, cst.Call) and len(value.args) == 1:
+            entry = self._measured.get(read_back(value.args[0].value) or "")
+            if entry is not None and entry[2] and entry[0] == name and other_side(entry[1]) and \
+                    self.eval(value.args[0].value) is None and counted_by(self.taint.analysis, self.taint.src, value):
+                agreed = name
+        kept = self._measured.get(name)
+        self._forget_measured(name)
+        if kept is not None and not kept[2] and placeholder(value) and other_side(kept[1]):
+            self._measured[name] = kept         # the others' placeholder (`count = torch.tensor([0])`)
+        if xs is not None and path and not self._varying_length(xs, value):
+            # (a length that varies on the measuring side itself -- a shard of its own -- agrees with nothing)
+            self._measured[name] = (xs, path, False)
+        source = read_back(value)
+        if source is not None and source != name and source in self._measured and self._measured[source][2]:
+            self._measured[name] = self._measured[source]       # `args.n = count[0].item()` of a received count
+        return agreed
+
+    def _varying_length(self, xs: str, value: cst.BaseExpression) -> bool:
+        """Does the measured `xs` (the `len(...)` argument inside `value`) have a rank-dependent length here?"""
+        for node in _calls_of_len(value):
+            if code_of(node.args[0].value, 400) == xs:
+                held = self.eval(node.args[0].value)
+                return held is not None and held.kind in TRIP_COUNT_KINDS
+        return True
+
+    def _forget_measured(self, name: str) -> None:
+        for key, (base, _, _) in list(self._measured.items()):
+            if key == name or base == name:
+                del self._measured[key]
+        self._agreed.pop(name, None)
+
+    def _note_sent(self, call: cst.Call) -> None:
+        """`broadcast(count, src, group)` after the test a count was measured under: every rank of the group
+        holds the measured count now."""
+        if not self._measured or not (self.taint.facts.resolve_expr(call.func) or "").startswith(
+                ("torch.distributed.", "deepspeed.comm.")) or \
+                (self.taint.facts.resolve_expr(call.func) or "").rsplit(".", 1)[-1] != "broadcast":
+            return
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        name = dotted_name(positional[0]) if positional else None
+        entry = self._measured.get(name or "")
+        path = self._path()
+        if entry is not None and not entry[2] and len(entry[1]) == len(path) + 1 and all(
+                a[0] is b[0] and a[1] == b[1] for a, b in zip(entry[1], path)):
+            self._measured[name] = (entry[0], entry[1], True)
+
+    def _count_agreed(self, links: list) -> None:
+        """After the chain whose side bound `xs` to an object yielding the broadcast count of the other side's
+        `xs`: every rank iterates `xs` as often -- the object varies, its length does not (an "item" value)."""
+        ids = {id(link) for link in links}
+        for name, at in list(self._agreed.items()):
+            if at not in ids:
+                continue
+            del self._agreed[name]
+            held = self.env.get(name)
+            if held is not None and held.kind in TRIP_COUNT_KINDS:
+                # not None anywhere: the source took its len(), the others built it
+                self.env[name] = replace(held, kind="item", stream=False, items=None, elements=None, present=True,
+                                         rows=True)
 
     def eval_iter(self, e: Optional[cst.BaseExpression]) -> Optional[Origin]:
         """What a `for` over `e` walks (`RankTaint.iterated`), through this walk's own `eval`."""
@@ -506,8 +595,11 @@ class FlowWalk:
             origin = self.eval(node.value)
             if origin is None and isinstance(node.value, cst.Name) and node.value.value in ("None", "True", "False"):
                 origin = self._none_under(guards)       # `has_images = True` under a per-rank test: the flag varies
+            agreed = self._note_measured(node.targets[0].target, node.value) if len(node.targets) == 1 else None
             for target in node.targets:
                 self.bind(target.target, node.value, origin)
+            if agreed is not None:
+                self._agreed[agreed] = id(self._ifs[-1])
             if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
                 fact = self._length_fact(node.value)
                 if fact is not None:
@@ -539,6 +631,7 @@ class FlowWalk:
             value = node.value
             if isinstance(value, cst.Call):
                 self._note_lengths(value)
+                self._note_sent(value)
                 func = value.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "extend" and len(value.args) == 1 and \
                         value.args[0].keyword is None and not value.args[0].star:
@@ -557,13 +650,16 @@ class FlowWalk:
                 return self._exit(node, "exit", guards)
             return []
         if isinstance(node, cst.Return):
-            if not self._single_process_path():
+            single = self._single_process_path()
+            if not single:
                 here = node.value is not None and self._payload_expr(node.value)
                 self.payload_returns = here if self.payload_returns is None else self.payload_returns and here
             self._none_returned(node.value, guards)
             if node.value is not None:
                 self.expr(node.value, guards)
-                self.returned = join(self.returned, self.eval(node.value))
+                # (on the side only a run of one process takes, `if not dist.is_initialized(): return value`, no
+                # other rank can hold another value)
+                self.returned = join(self.returned, None if single else self.eval(node.value))
                 if self._none_origin is not None and self.returned is not None and self.returned.opaque:
                     self.returned = replace(self.returned, none_by=join(self.returned.none_by, self._none_origin))
             self._return_elements(node.value)
@@ -732,6 +828,12 @@ class FlowWalk:
                                          lambda subject: self._setting_at(value, subject))
             if name:
                 self._fresh.add(name)
+            elif (wrapped := self._wrapped(value)) is not None and (name := dotted_name(wrapped[1])):
+                # the project's own wrapper writing its argument with a collective (`broadcast(buffer, src,
+                # group)`): the argument as a collective leaves it (over the group it is handed)
+                self.env.pop(name, None)
+                self.env.pop(name + "[]", None)
+                self._fresh.add(name)
             written = serialized_into(self.taint.facts, value)
             if written is not None:
                 self._encodes[written[1]] = self._encodes.get(written[0], frozenset()) | {written[0]}
@@ -899,6 +1001,8 @@ class FlowWalk:
                          self._same_effect(bodies, final, envs[:len(links)] + [else_env])) if final else set()
                 self._join_after(chain[0][1], [*bodies[first_varying:], final], alike, before=saved)
                 self._correlate(bodies, final, envs[:len(links)] + [else_env], paths, first_varying)
+            if self._agreed:
+                self._count_agreed(links)
             for i in range(len(links) - 1, -1, -1):
                 pending = pendings[i]
                 orelse = final if i == len(links) - 1 else links[i + 1:]
@@ -1082,6 +1186,16 @@ class FlowWalk:
     def _payload_expr(self, e: cst.BaseExpression) -> bool:
         """Is `e` a collective's payload here: a name a collective set (`_fresh`), or an item of one at a literal
         index (`outputs[0]` of the list `scatter_object_list` filled)?"""
+        for _ in range(4):
+            # a one-item tensor read back (`int(t.item())`, `t.tolist()`, `float(t)`): the same value in another form
+            if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute) and \
+                    e.func.attr.value in _SCALAR_CONVERSIONS and not e.args:
+                e = e.func.value
+            elif isinstance(e, cst.Call) and isinstance(e.func, cst.Name) and e.func.value in ("int", "float", "bool") \
+                    and len(e.args) == 1 and e.args[0].keyword is None and not e.args[0].star:
+                e = e.args[0].value
+            else:
+                break
         if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
                 isinstance(literal_value(e.slice[0].slice.value), int):
             e = e.value
@@ -1119,6 +1233,18 @@ class FlowWalk:
         self.env.pop(name + "[]", None)
         self._fresh.add(name)
 
+    def _wrapped(self, call: cst.Call):
+        """`collective_payloads.collective_wrapper` of a call of a checked function (a file mentioning an in-place
+        collective holds it: decided on the outlines before anything is parsed)."""
+        callee = self.taint.facts.resolve_expr(call.func)
+        if not callee or not call.args or callee.startswith(("torch.", "deepspeed.")):
+            return None
+        analysis = self.taint.analysis
+        source = analysis.call_source(self.taint.src, callee, self.cls)
+        if source is None or id(source[0]) not in _in_place_files(analysis):
+            return None
+        return analysis.collective_wrapper(self.taint.src, call, self.cls)
+
     def _sent_from_source(self, call: cst.Call) -> None:
         """`broadcast_object_list([text, stop])` in the branch of the source rank (`if get_rank() == 0:`, the
         call's `src`, 0 by default): what that rank holds in the names it sends is what every rank receives, so
@@ -1127,7 +1253,18 @@ class FlowWalk:
         receiving ranks."""
         if not call.args or not self._ifs:
             return
-        sent = call.args[0].value
+        last = self.taint.facts.resolve_expr(call.func) or ""
+        if last.startswith(("torch.distributed", "deepspeed.comm")):
+            if last.rsplit(".", 1)[-1] not in ("broadcast_object_list", "broadcast"):
+                return
+            sent = call.args[0].value
+            src = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "src"),
+                       call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None)
+        else:
+            wrapped = self._wrapped(call)
+            if wrapped is None or wrapped[0] != "broadcast" or wrapped[2] is None:
+                return
+            _, sent, src = wrapped
         if isinstance(sent, (cst.List, cst.Tuple)):
             names = [dotted_name(el.value) for el in sent.elements]
         elif isinstance(sent, cst.Name) and sent.value in self._encodes:
@@ -1136,12 +1273,6 @@ class FlowWalk:
             names = sorted(self._encodes[sent.value])
         else:
             return
-        last = self.taint.facts.resolve_expr(call.func) or ""
-        if last.rsplit(".", 1)[-1] not in ("broadcast_object_list", "broadcast") or \
-                not last.startswith(("torch.distributed", "deepspeed.comm")):
-            return
-        src = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "src"),
-                   call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else None)
         source = literal_value(src) if src is not None else 0
         test = self._ifs[-1].test
         if not self._holds[-1] or not isinstance(test, cst.Comparison) or \
@@ -1853,6 +1984,22 @@ def _top_binding(body, name: str) -> Optional[cst.BaseExpression]:
     return None
 
 
+def _calls_of_len(value: cst.BaseExpression) -> list:
+    """The `len(...)` calls of one argument in an expression."""
+    return [node for node in iter_calls(value) if isinstance(node.func, cst.Name) and node.func.value == "len"
+            and len(node.args) == 1]
+
+
+def _in_place_files(analysis) -> set:
+    """Ids of the files that mention an in-place collective (`broadcast`, `all_reduce`): where a wrapper of one
+    can be (`FlowWalk._wrapped`). Memoised on the analysis."""
+    memo = analysis.__dict__.get("_in_place_files")
+    if memo is None:
+        memo = analysis.__dict__["_in_place_files"] = {id(src) for src in analysis.project.mentioning(
+            "broadcast", "all_reduce")}
+    return memo
+
+
 def _target_names_of(target: cst.BaseExpression) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for el in target.elements for n in _target_names_of(el.value)]
@@ -2013,9 +2160,12 @@ def _distributed_leaf(walk: "FlowWalk", test: cst.BaseExpression, depth: int) ->
         return _distributed_truth(walk, value, depth + 1) if value is not None else None
     if isinstance(test, cst.Call):
         callee = walk.taint.facts.resolve_expr(test.func) or ""
-        if callee.rsplit(".", 1)[-1] == "is_initialized" and callee.startswith(("torch.distributed", "deepspeed.comm")):
+        if callee.rsplit(".", 1)[-1] in ("is_initialized", "is_available") and \
+                callee.startswith(("torch.distributed", "deepspeed.comm")):
             return True
-        return None
+        if callee in ("bool", "builtins.bool") and len(test.args) == 1 and test.args[0].keyword is None:
+            return _distributed_truth(walk, test.args[0].value, depth + 1)
+        return _helper_truth(walk, test, callee, depth) if not test.args and callee else None
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return None
     op = type(test.comparisons[0].operator)
@@ -2031,6 +2181,52 @@ def _distributed_leaf(walk: "FlowWalk", test: cst.BaseExpression, depth: int) ->
         return None
     many, one = _COMPARE[op](2, right), _COMPARE[op](1, right)    # a distributed run: 2 or more processes
     return many if many == _COMPARE[op](1 << 20, right) and many != one else None
+
+
+def _helper_truth(walk: "FlowWalk", call: cst.Call, callee: str, depth: int) -> Optional[bool]:
+    """`_dist_active()`: a checked function of no arguments whose every return outside an `except` handler (the
+    side a failed import or call takes) asks whether the run is distributed, all alike (`return
+    bool(dist.is_available() and dist.is_initialized())`): that answer. Memoised per function."""
+    analysis = walk.taint.analysis
+    source = analysis.call_source(walk.taint.src, callee, walk.cls)
+    if source is None:
+        return None
+    memo = analysis.__dict__.setdefault("_helper_truths", {})
+    key = (id(source[0]), source[1])
+    if key in memo:
+        return memo[key]
+    memo[key] = None
+    hit = analysis.function_info(source)
+    if hit is None or hit[1].params:
+        return None
+    other, info = hit
+    returns = _plain_returns(info.node.body)
+    if not returns or any(r.value is None for r in returns):
+        return None
+    inner = FlowWalk(analysis.taint(other), scope=info.qualname, env={}, cls=info.class_name)
+    truths = {_distributed_truth(inner, r.value, depth + 1) for r in returns}
+    memo[key] = truths.pop() if len(truths) == 1 else None
+    return memo[key]
+
+
+def _plain_returns(body: cst.CSTNode) -> list:
+    """The `return` statements of a function body outside `except` handlers and nested functions."""
+    found: list = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+        def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+            return False
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+    body.visit(_Find())
+    return found
 
 
 _COMPARE = {cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambda a, b: a >= b,

@@ -568,6 +568,12 @@ def _env_read(e: cst.BaseExpression) -> bool:
     return isinstance(e, cst.Subscript) and (dotted_name(e.value) or "").endswith("environ")
 
 
+def _scatter_item(origin: Optional[Origin]) -> bool:
+    """Is `origin` this rank's item of a `scatter_object_list` (`FlowWalk._scattered`)?"""
+    return origin is not None and origin.kind == "item" and isinstance(origin.node, cst.Call) and \
+        (dotted_name(origin.node.func) or "").rsplit(".", 1)[-1] == "scatter_object_list"
+
+
 def _last(callee: Optional[str], func: cst.BaseExpression) -> Optional[str]:
     if callee:
         return callee.rsplit(".", 1)[-1]
@@ -618,6 +624,10 @@ class ProjectLevel(Protocol):
                     scope: Optional[str] = None) -> Optional[tuple["PythonSource", str]]: ...
 
     def returns_of_source(self, source: tuple["PythonSource", str]) -> Optional["Origin"]: ...
+
+    def calls_payload_collective(self, source: tuple["PythonSource", str]) -> bool: ...
+
+    def collective_wrapper(self, src: "PythonSource", call: cst.Call, cls: Optional[str]) -> Optional[tuple]: ...
 
     def function_info(self, source: Optional[tuple["PythonSource", str]]) -> Optional[tuple["PythonSource", Any]]: ...
 
@@ -988,6 +998,26 @@ class RankTaint:
         if out is None:
             return None
         return replace(out, keys=frozenset(keys), batch=True, elements=None, rows=False)
+
+    def _field_scatter_item(self, callee: Optional[str], cls: Optional[str]) -> Optional[Origin]:
+        """`data, info = self.collector.collect(...)` where the method of the `self.` field's object scatters
+        itself (`scatter_object_list`) and hands back the received item: this rank's item, whose None-ness is
+        alike on every rank or not (`Origin.present`), whatever the arguments. Such methods are otherwise not
+        followed for their returns (`_call_value`); only the scattered item is kept (a tuple's other elements are
+        left uniform), so their metrics dicts stay out."""
+        if not callee or not callee.startswith("self.") or callee.count(".") != 2 or cls is None:
+            return None
+        source = self.analysis.call_source(self.src, callee, cls)
+        if source is None or not self.analysis.calls_payload_collective(source):
+            return None
+        hit = self.analysis.returns_of_source(source)
+        if hit is None:
+            return None
+        if _scatter_item(hit):
+            return hit
+        if hit.elements is not None and any(_scatter_item(o) for o in hit.elements):
+            return replace(hit, elements=tuple(o if _scatter_item(o) else None for o in hit.elements))
+        return None
 
     def _agreed_by_method(self, e: cst.Call, env: Env, cls: Optional[str]) -> bool:
         """`self.strategy.all_gather(ready)` on an object whose class dslint cannot tell (a field stored from a
@@ -1377,6 +1407,8 @@ class RankTaint:
         # parameters and its collectives, not for what it returns: its results are mostly dicts of metrics and
         # outputs, whose per-key taint a return summary cannot keep (one rank-varying key would taint them all)
         source = self.analysis.call_source(self.src, callee, cls, fields=False)
+        if source is None and (scattered := self._field_scatter_item(callee, cls)) is not None:
+            return scattered
         if source is not None:
             hit = self.analysis.returns_of_source(source)
             if hit is not None:
