@@ -72,7 +72,8 @@ def _is_loader(taint: RankTaint, e: cst.BaseExpression, scope: str, depth: int) 
     name = dotted_name(e)
     if name is None:
         return False
-    return any(_bound_loader(taint, value, at, where, depth) for value, at, where in _bindings(taint, name, scope)) \
+    return any(_bound_loader(owner, value, at, where, depth)
+               for owner, value, at, where in _bindings(taint, name, scope)) \
         or any(is_loader(other, arg, where, depth + 1) for other, arg, where in _handed(taint, name, scope))
 
 
@@ -177,17 +178,20 @@ def _targets_of(node: cst.Assign, name: str) -> Iterable[Optional[int]]:
                     yield i
 
 
-def _bindings(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[cst.BaseExpression, Optional[int], str]]:
-    """(value, element index or None, scope) of every assignment that may bind `name` as read in `scope`: a
-    local of the innermost function that binds it (or has it as a parameter), a `self.` field of the scope's
-    class in any of its methods, else a module global."""
+def _bindings(taint: RankTaint, name: str, scope: str
+              ) -> Iterable[tuple[RankTaint, cst.BaseExpression, Optional[int], str]]:
+    """(the binding file's taint, value, element index or None, scope) of every assignment that may bind `name` as
+    read in `scope`: a local of the innermost function that binds it (or has it as a parameter), a `self.` field
+    of the scope's class or of a checked base class (in any of their methods, in whatever file: the instance's
+    inherited `__init__` sets it), else a module global."""
     if name.startswith("self.") and name.count(".") == 1:
         cls = next((info.class_name for info in _scope_chain(taint, scope) if info.class_name), None)
-        for info in taint.facts.functions.values():
-            if cls is not None and info.class_name == cls:
-                for node in iter_assigns(info.node.body):
-                    for at in _targets_of(node, name):
-                        yield node.value, at, info.qualname
+        for owner, qual in _class_and_bases(taint, cls) if cls is not None else ():
+            for info in owner.facts.functions.values():
+                if info.class_name == qual:
+                    for node in iter_assigns(info.node.body):
+                        for at in _targets_of(node, name):
+                            yield owner, node.value, at, info.qualname
         return
     if "." in name:
         return
@@ -195,13 +199,31 @@ def _bindings(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[cst.Bas
         found = [(node.value, at) for node in iter_assigns(info.node.body) for at in _targets_of(node, name)]
         if found or name in info.params:
             for value, at in found:
-                yield value, at, info.qualname
+                yield taint, value, at, info.qualname
             return
     for stmt in taint.src.module.body:
         if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             for node in iter_assigns(stmt):
                 for at in _targets_of(node, name):
-                    yield node.value, at, MODULE_SCOPE
+                    yield taint, node.value, at, MODULE_SCOPE
+
+
+def _class_and_bases(taint: RankTaint, cls: str) -> list[tuple[RankTaint, str]]:
+    """(taint of its file, qualified name) of a class and of its checked base classes, through files (class
+    hierarchy by resolved bases, at most `_DEPTH` deep)."""
+    out, todo, seen = [], [(taint, cls)], set()
+    while todo and len(out) <= _DEPTH:
+        owner, qual = todo.pop(0)
+        if (id(owner.src), qual) in seen:
+            continue
+        seen.add((id(owner.src), qual))
+        out.append((owner, qual))
+        info = owner.facts.classes.get(qual)
+        for base in info.bases if info is not None else ():
+            found = owner.analysis.class_of(owner.src, owner.facts.resolve(base))
+            if found is not None and getattr(found[0], "facts", None) is not None:
+                todo.append((owner.analysis.taint(found[0]), found[1]))
+    return out
 
 
 def _handed(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[RankTaint, cst.BaseExpression, str]]:
