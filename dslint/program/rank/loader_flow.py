@@ -2,8 +2,8 @@
 
 `RankTaint.loader_batch` binds a loop's item to "a batch of the script's own data loader" (other samples on each
 rank) when the loop iterates a loader. Whether it does is decided here from where the iterated value comes from,
-never from what it is called: the binding of the name (a local, a `self.` field, a module global, a free variable
-of a nested function) reaches
+never from what it is called: the binding of the name (a local, a `self.` field -- set by the class or a checked
+base class, in any file --, a module global, a free variable of a nested function) reaches
 
 - a loader construction, by the resolved import (`torch.utils.data.DataLoader`, a project class deriving from
   one, the loader classes of accelerate, DeepSpeed, torchdata -- `_LOADER_CLASSES`);
