@@ -13,7 +13,6 @@ from typing import Optional
 
 import libcst as cst
 
-from dslint.program.models.moe import builds_library_trainer
 from dslint.program.query import (ForwardPaths, ModelFacts, ModuleClass, Program, TooManyPaths, deciding_condition,
                                   divergent)
 from dslint.sources.cstwalk import visit as cst_visit
@@ -248,7 +247,7 @@ def _trained_across_ranks(program) -> bool:
             if outline is None:
                 continue
             if any(callee and (callee.rsplit(".", 1)[-1] in _MULTI_RANK_TRAINING
-                               or builds_library_trainer(program.view, src, callee)) for callee, _ in outline.calls):
+                               or program.builds_library_trainer(src, callee)) for callee, _ in outline.calls):
                 return True
         return False
     return program.memo("params.trained_across_ranks", build)

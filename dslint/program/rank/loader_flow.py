@@ -49,6 +49,8 @@ _INITIALIZE = frozenset({"deepspeed.initialize"})
 _INITIALIZE_LOADER_AT = 2
 _TRAINING_DATA_AT = 4
 _DEPTH = 8
+# class hierarchy analysis answers for a method name only when at most this many checked classes define it
+_CHA_LIMIT = 3
 
 
 def is_loader(taint: RankTaint, e: Optional[cst.BaseExpression], scope: Optional[str], depth: int = 0) -> bool:
@@ -88,7 +90,7 @@ def _bound_loader(taint: RankTaint, value: cst.BaseExpression, at: Optional[int]
     if not isinstance(value, cst.Call):
         return False
     callee = taint.facts.resolve_expr(value.func)
-    targets = _targets(taint, callee, scope)
+    targets = _targets(taint, callee, scope, value)
     if targets:
         return any(isinstance(r.value, (cst.Tuple, cst.List)) and
                    _bound_loader(other, r.value, at, info.qualname, depth + 1)
@@ -114,7 +116,7 @@ def _loader_call(taint: RankTaint, call: cst.Call, scope: str, depth: int) -> bo
     callee = taint.facts.resolve_expr(call.func)
     if callee in LOADER_CLASSES or callee in _LOADER_BUILDERS:
         return True
-    targets = _targets(taint, callee, scope)
+    targets = _targets(taint, callee, scope, call)
     if targets:         # a checked function: what it returns decides
         return any(is_loader(other, r.value, info.qualname, depth + 1)
                    for other, info in targets for r in iter_returns(info.node.body))
@@ -147,15 +149,36 @@ def _loader_class(taint: RankTaint, callee: Optional[str], depth: int) -> bool:
     return False
 
 
-def _targets(taint: RankTaint, callee: Optional[str], scope: str) -> list:
-    if not callee:
-        return []
+def _targets(taint: RankTaint, callee: Optional[str], scope: str, call: Optional[cst.Call] = None) -> list:
+    """The checked functions a call may run: its resolved targets; else, for a method called on an object whose
+    class dslint cannot tell (`loader_factory = registry[name](...)`, handed in), the methods of that name the
+    checked classes define (class hierarchy analysis: the object is an instance of one of them), when few do."""
     out = []
-    for target in taint.analysis.call_targets(taint.src, callee, scope):
+    for target in taint.analysis.call_targets(taint.src, callee, scope) if callee else ():
+        hit = taint.analysis.function_info(target)
+        if hit is not None:
+            out.append((taint.analysis.taint(hit[0]), hit[1]))
+    if out or call is None or not isinstance(call.func, cst.Attribute) or _library_receiver(taint, call.func.value):
+        return out
+    candidates = taint.analysis.methods_named(call.func.attr.value)
+    if not 0 < len(candidates) <= _CHA_LIMIT:
+        return out
+    for target in candidates:
         hit = taint.analysis.function_info(target)
         if hit is not None:
             out.append((taint.analysis.taint(hit[0]), hit[1]))
     return out
+
+
+def _library_receiver(taint: RankTaint, receiver: cst.BaseExpression) -> bool:
+    """Is the receiver a module or a library's name (`torch.utils`, `self.accelerator` excluded: not a module),
+    whose methods no checked class defines? `self`/`cls` (resolved by `call_targets`) count too."""
+    root = receiver
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return False
+    return root.value in ("self", "cls", "super") or root.value in taint.facts.imports
 
 
 def _scope_chain(taint: RankTaint, scope: str) -> Iterable:
