@@ -7,7 +7,9 @@ base class, in any file --, a module global, a free variable of a nested functio
 
 - a loader construction, by the resolved import (`torch.utils.data.DataLoader`, a project class deriving from
   one, the loader classes of accelerate, DeepSpeed, torchdata -- `_LOADER_CLASSES`);
-- a checked function or method whose `return` gives one (followed into its file);
+- a checked function or method whose `return` gives one (followed into its file); a method called on an object
+  whose class is unknown (built from a registry, handed in) is any of the few checked methods of that name
+  (class hierarchy analysis, `_CHA_LIMIT`);
 - a library API whose result is a loader: DeepSpeed's `engine.deepspeed_io(dataset)` and the third result of
   `deepspeed.initialize(..., training_data=...)`, transformers' `Trainer.get_train_dataloader()` (and eval/test),
   accelerate's `prepare(...)` (result i is argument i prepared) and `prepare_data_loader`;
@@ -171,8 +173,8 @@ def _targets(taint: RankTaint, callee: Optional[str], scope: str, call: Optional
 
 
 def _library_receiver(taint: RankTaint, receiver: cst.BaseExpression) -> bool:
-    """Is the receiver a module or a library's name (`torch.utils`, `self.accelerator` excluded: not a module),
-    whose methods no checked class defines? `self`/`cls` (resolved by `call_targets`) count too."""
+    """Is the receiver rooted at an imported name (a module, a library's object) or at `self`/`cls`/`super`
+    (resolved by `call_targets` already)? Class hierarchy analysis is for objects of unknown class only."""
     root = receiver
     while isinstance(root, cst.Attribute):
         root = root.value
