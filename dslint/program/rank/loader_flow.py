@@ -163,6 +163,11 @@ def _targets(taint: RankTaint, callee: Optional[str], scope: str, call: Optional
     if out or call is None or not isinstance(call.func, cst.Attribute) or _library_receiver(taint, call.func.value):
         return out
     candidates = taint.analysis.methods_named(call.func.attr.value)
+    run = getattr(taint.analysis.project, "run_view", None)
+    if not candidates and run is not None:
+        # a registry's classes are imported by no file of the unit (registered when the package is walked at
+        # run time): the run's classes answer
+        candidates = run.methods_named(call.func.attr.value)
     if not 0 < len(candidates) <= _CHA_LIMIT:
         return out
     for target in candidates:
