@@ -34,10 +34,10 @@ from test_fixtures import CASES, ROOT, _files, _options, _want
 KNOWN: dict[str, str] = {
     'config/key_read_by_own_deepspeed':
         "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
-    'config/pin_of_own_project':
-        "not traced (merged this session with the per-project pin of cfgkeys12): with the fixture's names renamed the config is no longer linked to the script whose project pins DeepSpeed",
     'params/ids_or_embeddings_own_projection':
         "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
+    'collectives/batch_sampler_group_rank_reduced_over_dp.py':
+        "value_uniformity.RankTaint._sampler_call: a project's batch sampler counts as distributed when its class name holds 'Distributed' and 'Sampler' (renamed, its data-parallel rank argument is no longer read and the loss's `break` becomes a DSL103); surfaced when the engine stopped being one by its name (names12): to decide by the class hierarchy (a torch.utils.data sampler subclass) and the rank it is handed",
     'collectives/eval_steps_option_set_or_len.py':
         'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
     'moe/cifar_moe_ep_mismatch':
@@ -54,8 +54,6 @@ KNOWN: dict[str, str] = {
         'not traced: renaming `summary_writer` (a keyword parameter of a nested callback the caller passes by keyword) adds a DSL101',
     'collectives/embedding_group_stage_ends.py':
         "not traced: renaming the `ranks` parameter of a project wrapper around dist.new_group (called with ranks=...) adds DSL103s: the group's members are read by torch's keyword name on the wrapper",
-    'units/published_library_export':
-        "renaming limitation: the package's exported API is named in pyproject/imports of the example; not a name decision of dslint (kept to be looked at)",
     'params/decoder_head_initialised_passed_per_batch':
         "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`encoder_states`); not traced further",
     'params/dummy_images_every_batch':
