@@ -34,62 +34,10 @@ from test_fixtures import CASES, ROOT, _files, _options, _want
 KNOWN: dict[str, str] = {
     'config/key_read_by_own_deepspeed':
         "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
-    'config/pin_of_own_project':
-        "not traced (merged this session with the per-project pin of cfgkeys12): with the fixture's names renamed the config is no longer linked to the script whose project pins DeepSpeed",
     'params/ids_or_embeddings_own_projection':
         "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
-    'collectives/batch_broadcast_over_mp_reduced_over_dp_cp_setting.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/batch_broadcast_over_mp_reduced_over_dp_with_cp.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/batch_sampler_global_rank_reduced_over_dp.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/batch_unbroadcast_reduced_over_dp.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/engine_agent_loop.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/engine_object_module.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/engine_object_reexported_module':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/handed_forward_step_own_batch.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/hf_trainer_subclass_generate':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/loader_batch_values_stored.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/loader_global_per_setting_reduced_per_setting.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/loader_per_setting_scaled_in_loop.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/loader_per_setting_scaled_on_else_path.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/loader_sampler_rank_per_path_reduced_over_dp.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/loader_world_sampler_reduced_over_dp.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/rank_exception_filtered.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/reduced_per_setting_fallthrough.py':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'params/constant_loss_on_empty_rank':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'config/deepspeed_source_tree':
-        "collective_sites.CollectiveSites.role: an object whose name holds 'engine' (or ends in 'trainer', or is 'accelerator') takes that role without a binding to deepspeed.initialize/a Trainer/Accelerator in sight (the unproven engine-by-name of --show-unproven)",
-    'collectives/accelerate_backend_disjunct_fsdp':
-        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
-    'collectives/zero3_gather_ddp_launch':
-        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
-    'config/accelerate_deepspeed_config_file':
-        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
-    'config/accelerate_overwrites_steps_per_print':
-        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
-    'config/accelerate_sibling_unreferenced':
-        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
-    'config/accelerate_sibling_unreferenced_direct':
-        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
-    'moe/qwen3_moe_by_id_zero3':
-        "units._RUNS_AT_TOP / the program model: a file runs by itself when a module-level call is named main/train/fit/...; with its functions and locals renamed the script's config or launcher link changes (deciding function not yet traced further)",
+    'collectives/batch_sampler_group_rank_reduced_over_dp.py':
+        "value_uniformity.RankTaint._sampler_call: a project's batch sampler counts as distributed when its class name holds 'Distributed' and 'Sampler' (renamed, its data-parallel rank argument is no longer read and the loss's `break` becomes a DSL103); surfaced when the engine stopped being one by its name (names12): to decide by the class hierarchy (a torch.utils.data sampler subclass) and the rank it is handed",
     'collectives/eval_steps_option_set_or_len.py':
         'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
     'moe/cifar_moe_ep_mismatch':
@@ -106,8 +54,6 @@ KNOWN: dict[str, str] = {
         'not traced: renaming `summary_writer` (a keyword parameter of a nested callback the caller passes by keyword) adds a DSL101',
     'collectives/embedding_group_stage_ends.py':
         "not traced: renaming the `ranks` parameter of a project wrapper around dist.new_group (called with ranks=...) adds DSL103s: the group's members are read by torch's keyword name on the wrapper",
-    'units/published_library_export':
-        "renaming limitation: the package's exported API is named in pyproject/imports of the example; not a name decision of dslint (kept to be looked at)",
     'params/decoder_head_initialised_passed_per_batch':
         "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`encoder_states`); not traced further",
     'params/dummy_images_every_batch':
@@ -182,6 +128,8 @@ class _Defined(cst.CSTVisitor):
         self.imported: set[str] = set()
         self.strings: set[str] = set()
         self.attr_receivers: dict[str, set[str]] = {}
+        self.params: dict[str, set[str]] = {}
+        self.bases: dict[str, list[str]] = {}
 
     def _target(self, t):
         if isinstance(t, cst.Name):
@@ -197,10 +145,29 @@ class _Defined(cst.CSTVisitor):
     def visit_FunctionDef(self, n):
         self.defs.add(n.name.value)
         self.callables.add(n.name.value)
+        self.params.setdefault(n.name.value, set()).update(_param_names(n))
 
     def visit_ClassDef(self, n):
         self.defs.add(n.name.value)
         self.callables.add(n.name.value)
+        # the keywords a construction names: its own `__init__`'s parameters, its annotated fields (dataclasses),
+        # and those of its bases of the case (a base of a library names the library's parameters: kept)
+        own = self.params.setdefault(n.name.value, set())
+        for stmt in n.body.body if isinstance(n.body, cst.IndentedBlock) else ():
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+                own.update(_param_names(stmt))
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                own.update(s.target.value for s in stmt.body
+                           if isinstance(s, cst.AnnAssign) and isinstance(s.target, cst.Name))
+        self.bases[n.name.value] = [b.value.value for b in n.bases if isinstance(b.value, cst.Name)]
+
+    def keywords_of(self, name: str, depth: int = 0) -> set[str]:
+        """The parameter names a call of the case's own function or class can name by keyword."""
+        out = set(self.params.get(name, ()))
+        if depth < 8:
+            for base in self.bases.get(name, ()):
+                out |= self.keywords_of(base, depth + 1)
+        return out
 
     def visit_Param(self, n):
         self.defs.add(n.name.value)
@@ -244,9 +211,16 @@ class _Defined(cst.CSTVisitor):
             self.strings.add(m.group(1))
 
 
+def _param_names(fn: cst.FunctionDef) -> set[str]:
+    p = fn.params
+    return {q.name.value for q in (*p.posonly_params, *p.params, *p.kwonly_params)}
+
+
 class _Rename(cst.CSTTransformer):
-    def __init__(self, table: dict[str, str], callables: set[str], project_modules: set[str]):
+    def __init__(self, table: dict[str, str], callables: set[str], project_modules: set[str],
+                 keywords: Optional[dict[str, set[str]]] = None):
         self.table, self.callables, self.project_modules = table, callables, project_modules
+        self.keywords = keywords
 
     def _new(self, name: str) -> str:
         return self.table.get(name, name)
@@ -258,14 +232,15 @@ class _Rename(cst.CSTTransformer):
         return n.with_changes(attr=cst.Name(self._new(o.attr.value)))
 
     def leave_Arg(self, o, n):
-        # a keyword names the callee's parameter: renamed with it only when the callee is the case's own
-        return n if o.keyword is None or o.keyword.value in self.table and self._own_callee else \
-            n.with_changes(keyword=o.keyword)
+        # a keyword names the callee's parameter: renamed with it only when the callee is the case's own and
+        # declares it (a class of the case on a library base, `Mine(model=m)`, names the library's parameter)
+        return n if o.keyword is None or o.keyword.value in self.table and self._own_callee and (
+            self.keywords is None or o.keyword.value in self._stack[-1][1]) else n.with_changes(keyword=o.keyword)
 
     def visit_Call(self, node):
         f = node.func
         last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
-        self._stack.append(last in self.callables)
+        self._stack.append((last in self.callables, self.keywords.get(last, set()) if self.keywords else set()))
 
     def leave_Call(self, o, n):
         self._stack.pop()
@@ -273,7 +248,7 @@ class _Rename(cst.CSTTransformer):
 
     @property
     def _own_callee(self) -> bool:
-        return bool(self._stack) and self._stack[-1]
+        return bool(self._stack) and self._stack[-1][0]
 
     _stack: list
 
@@ -306,7 +281,7 @@ def rename_case(files: list[Path], base: Path, only: Optional[set[str]] = None) 
     table = {d: f"v{i}" for i, d in enumerate(names) if only is None or d in only}
     out = {}
     for f, tree in trees.items():
-        t = _Rename(table, seen.callables, modules)
+        t = _Rename(table, seen.callables, modules, {c: seen.keywords_of(c) for c in seen.callables})
         t._stack = []
         out[f] = tree.visit(t).code
     return out
@@ -324,7 +299,10 @@ def test_renamed_fixture(case, tmp_path, monkeypatch, request):
     base = case if case.is_dir() else case.parent
     want = _want(files, base)
     texts = rename_case(files, base)
-    for f in files:
+    # every file of a folder case travels (an accelerate YAML, a vendored tree's version.txt: read by the
+    # program model though the checked list leaves them out), the Python ones renamed
+    others = [p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts] if case.is_dir() else []
+    for f in sorted(set(files) | set(others)):
         dest = tmp_path / f.relative_to(base)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if f in texts:

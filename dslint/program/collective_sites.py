@@ -10,11 +10,13 @@ engine(x)`).
 
 Who is an engine is asked first of the value roles (dslint/program/roles.py): an engine or the model it wraps
 followed through attributes, parameters, returns and containers, with the config of the script that built it
-(`_role_site`; the site keeps the hand-offs for the trace). Otherwise it is read from names: targets of
+(`_role_site`; the site keeps the hand-offs for the trace). Otherwise it is read from bindings: targets of
 `deepspeed.initialize(...)`/`init_inference`, the `model=` they wrapped, instances of classes that build
-`deepspeed.moe.layer.MoE`, `*Trainer(...)`, `Accelerator(...)`, and names that say so (`model_engine`,
-`trainer`, `accelerator`). Matching is by the last name component (`self.engine` and `engine` are one role) — a
-deliberate over-approximation across functions.
+`deepspeed.moe.layer.MoE`, `*Trainer(...)`, `Accelerator(...)` or a function of the checked files returning one,
+and `self.accelerator` of a class on a transformers/TRL Trainer base (the library keeps its Accelerator there).
+Never from how a name is spelled (issue 30 item 9: `model_engine` known by its name only is no engine).
+Matching is by the last name component (`self.engine` and `engine` are one role) — a deliberate
+over-approximation across functions.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dslint.program.code_strings import called_names, runs_code_text
 from dslint.program import collective_switches as switches
 from dslint.program.statement_walks import argument_for as _argument_for, iter_returns, once_initialized_calls, \
     settled_flags, sole_binding
-from dslint.program.models.moe import MOE_NAME, TRAINER, moe_facts, returns_moe_model
+from dslint.program.models.moe import MOE_NAME, TRAINER, builds_library_trainer, moe_facts, returns_moe_model
 from dslint.program.rank.function_summaries import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources.literals import literal_value
@@ -116,9 +118,6 @@ TRAINER_ALWAYS = {"train": "Trainer.train runs DeepSpeed/DDP gradient reductions
 _INIT_CALLS = ("deepspeed.initialize", "deepspeed.init_inference")
 _ENGINE_BUILDERS = ("initialize", "init_inference")
 _MODEL_ROLES = ("engine", "wrapped", "moe")
-# words of a name that make an "…engine" an inference server's (vLLM's `llm_engine`, SGLang), not DeepSpeed's:
-# its `generate` is a request to another process, no collective of the training ranks
-_SERVING_WORDS = ("vllm", "llm_engine", "sglang")
 # `_built_as_non_module` reads the bindings of a name in at most this many files
 _NON_MODULE_FILES = 40
 # packages whose engines serve their own model (no `nn.Module` a DeepSpeed engine runs): a construction of one of
@@ -347,13 +346,49 @@ class CollectiveSites:
         out = []
         moe_names = self.moe_classes | self._moe_builder_names
 
+        builders = frozenset(self._accelerator_builders)
+
         def may_bind(src: "PythonSource") -> bool:
             return (any(c in src.text for c in moe_names) or src.may_call(_ROLE_NAMES)
-                    or src.may_call(TRAINER, suffix=True)) and _may_bind_role(src, moe_names)
+                    or src.may_call(TRAINER, suffix=True) or bool(builders) and src.may_call(builders)) \
+                and _may_bind_role(src, moe_names | builders)
         # the others have no call that can bind a role: they are not parsed
         for src in self.project.files_where(("roles.assignments", frozenset(moe_names)), may_bind):
             out.extend((src, *row) for row in _file_assignments(src))
         return out
+
+    @cached_property
+    def _accelerator_builders(self) -> dict[str, list[tuple["PythonSource", str]]]:
+        """Last name → the functions of the checked files (not methods) that return an `accelerate.Accelerator`
+        they build (`return Accelerator(...)`, or a local bound to one): a call of one hands its caller an
+        Accelerator, whatever either is called."""
+        out: dict[str, list[tuple["PythonSource", str]]] = {}
+        for src in self.project.mentioning("Accelerator"):
+            if not src.may_call(frozenset({"Accelerator"})):
+                continue
+            for qual, info in src.facts.functions.items():
+                if info.class_name is None and _returns_accelerator(src, info.node):
+                    out.setdefault(info.name, []).append((src, qual))
+        return out
+
+    def _builds_accelerator(self, src: "PythonSource", callee: Optional[str]) -> bool:
+        """Does a call of `callee` run one of `_accelerator_builders` (resolved, not matched by name)?"""
+        last = (callee or "").rsplit(".", 1)[-1]
+        if last not in self._accelerator_builders:
+            return False
+        hit = self.project.find_function_source(callee, near=src)
+        return hit is not None and hit in self._accelerator_builders[last]
+
+    @cached_property
+    def _library_trainer_accelerators(self) -> bool:
+        """Does a class of the checked files that is a transformers/TRL Trainer (`builds_library_trainer` on its
+        bases) read `self.accelerator`, the `Accelerator` the library's Trainer builds and keeps there?"""
+        for src in self.project.mentioning("self.accelerator"):
+            outline = src.outline
+            if outline is not None and any(builds_library_trainer(self.project, src, base)
+                                           for cls in outline.classes.values() for base in cls.bases if base):
+                return True
+        return False
 
     @cached_property
     def _moe_builder_names(self) -> set[str]:
@@ -417,7 +452,7 @@ class CollectiveSites:
                             wrapped.add(_tail(arg.value))
             elif last.endswith("Trainer"):
                 trainer.add(tail)
-            elif last == "Accelerator":
+            elif last == "Accelerator" or self._builds_accelerator(src, callee):
                 accel.add(tail)
             elif isinstance(target, cst.Attribute) and _is_moe_layer(callee):
                 # `model.mlp = MoE(...)`: the object the layer is attached to holds MoE layers (`self.` is the
@@ -432,23 +467,23 @@ class CollectiveSites:
                     and (_tail(call.args[0].value) in moe or isinstance(call.args[0].value, cst.Call)
                          and self._holds_moe(src, call.args[0].value))):
                 moe.add(tail)
+        if self._library_trainer_accelerators:
+            accel.add("accelerator")        # the library Trainer's own attribute (`self.accelerator`)
         return {"engine": engine, "wrapped": wrapped, "trainer": trainer, "accelerator": accel, "moe": moe}
 
     def role(self, tail: Optional[str]) -> Optional[str]:
         if not tail:
             return None
         r = self.roles
-        low = tail.lower()
-        if tail in r["engine"] or "engine" in low and not any(w in low for w in _SERVING_WORDS) \
-                or low in ("ds_model", "dsmodel"):
+        if tail in r["engine"]:
             return "engine"
         if tail in r["moe"]:
             return "moe"
         if tail in r["wrapped"]:
             return "wrapped"
-        if tail in r["trainer"] or low.endswith("trainer"):
+        if tail in r["trainer"]:
             return "trainer"
-        if tail in r["accelerator"] or low == "accelerator":
+        if tail in r["accelerator"]:
             return "accelerator"
         return None
 
@@ -1657,6 +1692,18 @@ def _file_assignments(src: "PythonSource") -> list:
             if tail:
                 rows.append((tail, callee, value, first, t))
     return rows
+
+
+def _returns_accelerator(src: "PythonSource", fn: cst.FunctionDef) -> bool:
+    """Does the function return an `accelerate.Accelerator` it builds: `return Accelerator(...)`, or a name the
+    function binds to one (`acc = Accelerator(...); ...; return acc`)?"""
+    def built(value) -> bool:
+        return isinstance(value, cst.Call) and (src.facts.resolve_expr(value.func) or "") in (
+            "accelerate.Accelerator", "accelerate.accelerator.Accelerator")
+    bound = {t.target.value for node in assignments(fn) if built(node.value) for t in node.targets
+             if isinstance(t.target, cst.Name)}
+    return any(built(r.value) or isinstance(r.value, cst.Name) and r.value.value in bound
+               for r in iter_returns(fn.body))
 
 
 def _binds_name(target: cst.BaseExpression, name: str) -> bool:

@@ -58,6 +58,12 @@ class Program:
         DeepSpeed's own tests and examples), else the run's (`deepspeed_version`)."""
         return self.view.deepspeed_version_for(src)
 
+    def builds_library_trainer(self, src, callee: Optional[str]) -> bool:
+        """Does a call of `callee` construct a transformers/TRL Trainer (the library's class, or a checked class
+        on such a base: `dslint.program.models.moe.builds_library_trainer`)?"""
+        from dslint.program.models.moe import builds_library_trainer
+        return builds_library_trainer(self.view, src, callee)
+
     def version_note(self, src) -> Optional[str]:
         """Where `src`'s project pins no DeepSpeed but another sub-project of the repository does: what its
         config findings are judged at instead (`ProjectView.deepspeed_version_note`), for their message."""

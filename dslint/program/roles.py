@@ -505,14 +505,19 @@ class RoleAnalysis:
         """An object on which `.backward(loss)` (with an argument), `.step()` (without an optimizer) and a member
         only a DeepSpeed engine has (`.module`, `save_checkpoint`, `zero_optimization_stage()` ...) are used is a
         DeepSpeed engine, wherever it came from (a constructor's or function's parameter, a field): decided from
-        the engine's method set, never from its name. A plain module trained with a torch optimizer
+        the engine's method set, never from its name. So is one handed, by `.backward(...)`, the loss its own
+        forward computed (`loss = engine(x)`, or a call it is handed to: `loss = forward_step(batch, engine)`;
+        `_own_loss`) and then stepped: a mixed-precision optimizer wrapper or an Accelerator back-propagates
+        another object's (the model's) loss. A plain module trained with a torch optimizer
         (`loss.backward(); opt.step()`) never has `backward` called with a loss on it."""
         if id(src) in self._use_seeded or id(src) not in self.scopes or not may_use_engine(src.text):
             return
         self._use_seeded.add(id(src))
         uses: dict[tuple, dict[str, tuple[int, int]]] = {}
         for sc in self.scopes[id(src)].values():
-            for node in _own_nodes(sc.node):
+            nodes = list(_own_nodes(sc.node))
+            made = _made_from(nodes)
+            for node in nodes:
                 if not isinstance(node, ast.Attribute):
                     continue
                 parent_call = getattr(node, "_dslint_call", None)
@@ -520,15 +525,21 @@ class RoleAnalysis:
                 if what is None:
                     continue
                 loc = self._use_location(sc, node.value)
-                if loc is not None:
-                    uses.setdefault(loc, {}).setdefault(what, (node.lineno, node.col_offset + 1))
+                if loc is None:
+                    continue
+                uses.setdefault(loc, {}).setdefault(what, (node.lineno, node.col_offset + 1))
+                if what == "backward" and _own_loss(node.value, parent_call.args[0], made):
+                    uses[loc].setdefault("own loss", (node.lineno, node.col_offset + 1))
         for loc, seen in uses.items():
-            members = [m for m in seen if m not in ("backward", "step")]
-            if "backward" not in seen or "step" not in seen or not members:
+            members = [m for m in seen if m not in ("backward", "step", "own loss")]
+            if "backward" not in seen or "step" not in seen or not (members or "own loss" in seen):
                 continue
+            if not members:
+                members = ["own loss"]
             line, col = seen["backward"]
-            shown = ", ".join(f"`.{m}" + ("(loss)" if m == "backward" else "()" if m == "step" else "")
-                              + f"` line {seen[m][0]}" for m in ("backward", "step", *members[:2]))
+            shown = ", ".join((f"`.{m}" + ("(loss)" if m == "backward" else "()" if m == "step" else "") + "`"
+                               if m != "own loss" else "the loss its own forward computed")
+                              + f" line {seen[m][0]}" for m in ("backward", "step", *members[:2]))
             role = Role(ENGINE, ("use", id(src), line, col), src,
                         (Step(f"DeepSpeed engine by its use ({shown})", src, line, col),), builder="use")
             self._add(loc, {role.key: role})
@@ -908,7 +919,6 @@ ENGINE_MEMBERS = frozenset({"module", "save_checkpoint", "load_checkpoint", "zer
                             "zero_optimization", "train_batch_size", "gradient_accumulation_steps"})
 _BACKWARD_WITH_ARG = re.compile(r"\.backward\(\s*[^)\s]")
 _STEP_WITHOUT_ARG = re.compile(r"\.step\(\s*\)")
-_ENGINE_MEMBER = re.compile(r"\.(?:" + "|".join(sorted(ENGINE_MEMBERS)) + r")\b")
 
 
 def _seed_file(src: "PythonSource") -> bool:
@@ -925,10 +935,48 @@ def _may_use_engine(src: "PythonSource") -> bool:
 
 
 def may_use_engine(text: str) -> bool:
-    """Text pre-filter of `RoleAnalysis._seed_uses`: `.backward(<arg>)`, `.step()` and an engine-only member all
-    occur (a superset of the files where one object has all three)."""
+    """Text pre-filter of `RoleAnalysis._seed_uses`: `.backward(<arg>)` and `.step()` occur (a superset of the
+    files where one object has both, with an engine-only member or the loss of its own forward)."""
     return ".backward(" in text and ".step(" in text and _BACKWARD_WITH_ARG.search(text) is not None \
-        and _STEP_WITHOUT_ARG.search(text) is not None and _ENGINE_MEMBER.search(text) is not None
+        and _STEP_WITHOUT_ARG.search(text) is not None
+
+
+def _made_from(nodes) -> dict[str, list[ast.AST]]:
+    """name -> the values a scope's own plain assignments give it (`loss = engine(batch)`, `out = f(x, engine)`)."""
+    made: dict[str, list[ast.AST]] = {}
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for name in ([t] if isinstance(t, ast.Name) else t.elts if isinstance(t, (ast.Tuple, ast.List))
+                             else []):
+                    if isinstance(name, ast.Name):
+                        made.setdefault(name.id, []).append(node.value)
+    return made
+
+
+def _own_loss(receiver: ast.AST, loss: ast.AST, made: dict[str, list[ast.AST]], depth: int = 0) -> bool:
+    """Is the value handed to `receiver.backward(...)` computed by a call that runs the receiver itself -- called
+    (`loss = engine(x)`), or handed to the function that computes it (`loss = forward_step(batch, engine)`),
+    through the scope's plain assignments and attribute/subscript reads (`out = engine(x); out.loss`)? That is
+    the DeepSpeed engine's API (`engine.backward(loss)` of its own forward); a torch optimizer or an Accelerator
+    is handed the loss of another object, the model."""
+    want = ast.dump(receiver)
+    todo, seen = [loss], 0
+    while todo and seen < 16:
+        expr = todo.pop()
+        seen += 1
+        while isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            todo.extend(made.get(expr.id, ()) if depth < 4 else ())
+            depth += 1
+            continue
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and any(ast.dump(part) == want for part in (
+                    node.func, *node.args, *(k.value for k in node.keywords))):
+                return True
+    return False
 
 
 def _own_nodes(root: ast.AST):

@@ -247,7 +247,7 @@ def _trained_across_ranks(program) -> bool:
             if outline is None:
                 continue
             if any(callee and (callee.rsplit(".", 1)[-1] in _MULTI_RANK_TRAINING
-                               or callee.rsplit(".", 1)[-1].endswith("Trainer")) for callee, _ in outline.calls):
+                               or program.builds_library_trainer(src, callee)) for callee, _ in outline.calls):
                 return True
         return False
     return program.memo("params.trained_across_ranks", build)

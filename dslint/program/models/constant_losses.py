@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from dslint.program.models.patched_forwards import data_names, reads_of, tree_of
+from dslint.program.models.moe import builds_library_trainer
 
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
@@ -127,12 +128,13 @@ def _callee(call: ast.AST, cls: Optional[str], funcs: dict) -> Optional[str]:
     return None
 
 
-def _roots(funcs: dict) -> dict[str, str]:
-    """Functions whose return value is a loss: name → why."""
+def _roots(funcs: dict, trainers: frozenset = frozenset()) -> dict[str, str]:
+    """Functions whose return value is a loss: name → why. `trainers`: the file's classes that are Trainers
+    (`builds_library_trainer`), whose `compute_loss(model, inputs, ...)` override the library back-propagates."""
     roots: dict[str, str] = {}
     for name, (fn, cls) in funcs.items():
         args = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-        if cls and fn.name == "compute_loss" and args[1:3] == ["model", "inputs"]:
+        if cls in trainers and fn.name == "compute_loss" and len(args) >= 3:
             roots[name] = _TRAINER_WHY
         # values handed to a backward in this function, bound from a call of a function of the file
         bound: dict[str, str] = {}
@@ -175,8 +177,11 @@ def constant_losses(project: "ProjectView", src: "PythonSource") -> list[Constan
         imports = _imports_torch(tree)
         if "torch" not in imports.values() and not any(v.startswith("torch.") for v in imports.values()):
             return []
+        outline = src.outline
+        trainers = frozenset(name for name, cls in (outline.classes.items() if outline is not None else ())
+                             if any(builds_library_trainer(project, src, base) for base in cls.bases if base))
         out = []
-        for name, why in _roots(funcs).items():
+        for name, why in _roots(funcs, trainers).items():
             fn, cls = funcs[name]
             out.extend(_in_function(fn, cls, why, imports, why.endswith(_TRAINER_WHY)))
         return out

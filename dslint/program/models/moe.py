@@ -265,6 +265,23 @@ def _trainer_classes(bases_by_class) -> set[str]:
     return {name for name, bases in bases_by_class if any(b.rsplit(".", 1)[-1].endswith("Trainer") for b in bases if b)}
 
 
+def builds_library_trainer(project: "ProjectView", src: PythonSource, callee: Optional[str], depth: int = 0) -> bool:
+    """Does a call of `callee` (or a class statement on that base) make a transformers/TRL-style Trainer: a
+    library's `…Trainer` class (`transformers.Trainer`, `trl.SFTTrainer`), or a class of the checked files whose
+    bases lead to one (`class Mine(Trainer)`)? The project's own classes are decided by their hierarchy, never by
+    how they are spelled."""
+    if not callee:
+        return False
+    found = project.class_for_callee(src, callee) if depth <= 6 else None
+    if found is None or found[0].outline is None:
+        # a library's class (its module is none of the checked packages), named by the library
+        return "." in callee and callee.split(".", 1)[0] not in project.checked_tops \
+            and callee.rsplit(".", 1)[-1].endswith("Trainer")
+    cls = found[0].outline.classes.get(found[1])
+    return cls is not None and any(base and builds_library_trainer(project, found[0], base, depth + 1)
+                                   for base in cls.bases)
+
+
 def _may_hold_engine_calls(outline, project=None, src=None) -> bool:
     """`engine_calls` finds something in the file: decided on the outline's calls and classes, which resolve
     callees and bases as `FileFacts` does."""

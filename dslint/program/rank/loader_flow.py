@@ -2,12 +2,14 @@
 
 `RankTaint.loader_batch` binds a loop's item to "a batch of the script's own data loader" (other samples on each
 rank) when the loop iterates a loader. Whether it does is decided here from where the iterated value comes from,
-never from what it is called: the binding of the name (a local, a `self.` field, a module global, a free variable
-of a nested function) reaches
+never from what it is called: the binding of the name (a local, a `self.` field -- set by the class or a checked
+base class, in any file --, a module global, a free variable of a nested function) reaches
 
 - a loader construction, by the resolved import (`torch.utils.data.DataLoader`, a project class deriving from
   one, the loader classes of accelerate, DeepSpeed, torchdata -- `_LOADER_CLASSES`);
-- a checked function or method whose `return` gives one (followed into its file);
+- a checked function or method whose `return` gives one (followed into its file); a method called on an object
+  whose class is unknown (built from a registry, handed in) is any of the few checked methods of that name
+  (class hierarchy analysis, `_CHA_LIMIT`);
 - a library API whose result is a loader: DeepSpeed's `engine.deepspeed_io(dataset)` and the third result of
   `deepspeed.initialize(..., training_data=...)`, transformers' `Trainer.get_train_dataloader()` (and eval/test),
   accelerate's `prepare(...)` (result i is argument i prepared) and `prepare_data_loader`;
@@ -49,6 +51,8 @@ _INITIALIZE = frozenset({"deepspeed.initialize"})
 _INITIALIZE_LOADER_AT = 2
 _TRAINING_DATA_AT = 4
 _DEPTH = 8
+# class hierarchy analysis answers for a method name only when at most this many checked classes define it
+_CHA_LIMIT = 3
 
 
 def is_loader(taint: RankTaint, e: Optional[cst.BaseExpression], scope: Optional[str], depth: int = 0) -> bool:
@@ -72,7 +76,8 @@ def _is_loader(taint: RankTaint, e: cst.BaseExpression, scope: str, depth: int) 
     name = dotted_name(e)
     if name is None:
         return False
-    return any(_bound_loader(taint, value, at, where, depth) for value, at, where in _bindings(taint, name, scope)) \
+    return any(_bound_loader(owner, value, at, where, depth)
+               for owner, value, at, where in _bindings(taint, name, scope)) \
         or any(is_loader(other, arg, where, depth + 1) for other, arg, where in _handed(taint, name, scope))
 
 
@@ -87,7 +92,7 @@ def _bound_loader(taint: RankTaint, value: cst.BaseExpression, at: Optional[int]
     if not isinstance(value, cst.Call):
         return False
     callee = taint.facts.resolve_expr(value.func)
-    targets = _targets(taint, callee, scope)
+    targets = _targets(taint, callee, scope, value)
     if targets:
         return any(isinstance(r.value, (cst.Tuple, cst.List)) and
                    _bound_loader(other, r.value, at, info.qualname, depth + 1)
@@ -113,7 +118,7 @@ def _loader_call(taint: RankTaint, call: cst.Call, scope: str, depth: int) -> bo
     callee = taint.facts.resolve_expr(call.func)
     if callee in LOADER_CLASSES or callee in _LOADER_BUILDERS:
         return True
-    targets = _targets(taint, callee, scope)
+    targets = _targets(taint, callee, scope, call)
     if targets:         # a checked function: what it returns decides
         return any(is_loader(other, r.value, info.qualname, depth + 1)
                    for other, info in targets for r in iter_returns(info.node.body))
@@ -146,15 +151,41 @@ def _loader_class(taint: RankTaint, callee: Optional[str], depth: int) -> bool:
     return False
 
 
-def _targets(taint: RankTaint, callee: Optional[str], scope: str) -> list:
-    if not callee:
-        return []
+def _targets(taint: RankTaint, callee: Optional[str], scope: str, call: Optional[cst.Call] = None) -> list:
+    """The checked functions a call may run: its resolved targets; else, for a method called on an object whose
+    class dslint cannot tell (`loader_factory = registry[name](...)`, handed in), the methods of that name the
+    checked classes define (class hierarchy analysis: the object is an instance of one of them), when few do."""
     out = []
-    for target in taint.analysis.call_targets(taint.src, callee, scope):
+    for target in taint.analysis.call_targets(taint.src, callee, scope) if callee else ():
+        hit = taint.analysis.function_info(target)
+        if hit is not None:
+            out.append((taint.analysis.taint(hit[0]), hit[1]))
+    if out or call is None or not isinstance(call.func, cst.Attribute) or _library_receiver(taint, call.func.value):
+        return out
+    candidates = taint.analysis.methods_named(call.func.attr.value)
+    run = getattr(taint.analysis.project, "run_view", None)
+    if not candidates and run is not None:
+        # a registry's classes are imported by no file of the unit (registered when the package is walked at
+        # run time): the run's classes answer
+        candidates = run.methods_named(call.func.attr.value)
+    if not 0 < len(candidates) <= _CHA_LIMIT:
+        return out
+    for target in candidates:
         hit = taint.analysis.function_info(target)
         if hit is not None:
             out.append((taint.analysis.taint(hit[0]), hit[1]))
     return out
+
+
+def _library_receiver(taint: RankTaint, receiver: cst.BaseExpression) -> bool:
+    """Is the receiver rooted at an imported name (a module, a library's object) or at `self`/`cls`/`super`
+    (resolved by `call_targets` already)? Class hierarchy analysis is for objects of unknown class only."""
+    root = receiver
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return False
+    return root.value in ("self", "cls", "super") or root.value in taint.facts.imports
 
 
 def _scope_chain(taint: RankTaint, scope: str) -> Iterable:
@@ -177,17 +208,20 @@ def _targets_of(node: cst.Assign, name: str) -> Iterable[Optional[int]]:
                     yield i
 
 
-def _bindings(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[cst.BaseExpression, Optional[int], str]]:
-    """(value, element index or None, scope) of every assignment that may bind `name` as read in `scope`: a
-    local of the innermost function that binds it (or has it as a parameter), a `self.` field of the scope's
-    class in any of its methods, else a module global."""
+def _bindings(taint: RankTaint, name: str, scope: str
+              ) -> Iterable[tuple[RankTaint, cst.BaseExpression, Optional[int], str]]:
+    """(the binding file's taint, value, element index or None, scope) of every assignment that may bind `name` as
+    read in `scope`: a local of the innermost function that binds it (or has it as a parameter), a `self.` field
+    of the scope's class or of a checked base class (in any of their methods, in whatever file: the instance's
+    inherited `__init__` sets it), else a module global."""
     if name.startswith("self.") and name.count(".") == 1:
         cls = next((info.class_name for info in _scope_chain(taint, scope) if info.class_name), None)
-        for info in taint.facts.functions.values():
-            if cls is not None and info.class_name == cls:
-                for node in iter_assigns(info.node.body):
-                    for at in _targets_of(node, name):
-                        yield node.value, at, info.qualname
+        for owner, qual in _class_and_bases(taint, cls) if cls is not None else ():
+            for info in owner.facts.functions.values():
+                if info.class_name == qual:
+                    for node in iter_assigns(info.node.body):
+                        for at in _targets_of(node, name):
+                            yield owner, node.value, at, info.qualname
         return
     if "." in name:
         return
@@ -195,13 +229,31 @@ def _bindings(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[cst.Bas
         found = [(node.value, at) for node in iter_assigns(info.node.body) for at in _targets_of(node, name)]
         if found or name in info.params:
             for value, at in found:
-                yield value, at, info.qualname
+                yield taint, value, at, info.qualname
             return
     for stmt in taint.src.module.body:
         if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             for node in iter_assigns(stmt):
                 for at in _targets_of(node, name):
-                    yield node.value, at, MODULE_SCOPE
+                    yield taint, node.value, at, MODULE_SCOPE
+
+
+def _class_and_bases(taint: RankTaint, cls: str) -> list[tuple[RankTaint, str]]:
+    """(taint of its file, qualified name) of a class and of its checked base classes, through files (class
+    hierarchy by resolved bases, at most `_DEPTH` deep)."""
+    out, todo, seen = [], [(taint, cls)], set()
+    while todo and len(out) <= _DEPTH:
+        owner, qual = todo.pop(0)
+        if (id(owner.src), qual) in seen:
+            continue
+        seen.add((id(owner.src), qual))
+        out.append((owner, qual))
+        info = owner.facts.classes.get(qual)
+        for base in info.bases if info is not None else ():
+            found = owner.analysis.class_of(owner.src, owner.facts.resolve(base))
+            if found is not None and getattr(found[0], "facts", None) is not None:
+                todo.append((owner.analysis.taint(found[0]), found[1]))
+    return out
 
 
 def _handed(taint: RankTaint, name: str, scope: str) -> Iterable[tuple[RankTaint, cst.BaseExpression, str]]:
