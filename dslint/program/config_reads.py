@@ -90,6 +90,7 @@ def _over_loads(view: "ProjectView", config: "JsonSource", collect) -> set:
     targets = {id(launch): target for _, launch, target in program.launch_targets}
     launches = use.launches if use.by_use else view.launches
     out: set = set()
+    done: set = set()       # (file, flags) already read: many launch lines run scripts over one package
     for sh, launch in launches:
         target = targets.get(id(launch))
         if target is None:
@@ -100,8 +101,12 @@ def _over_loads(view: "ProjectView", config: "JsonSource", collect) -> set:
                      for c in view.launch_json_files(sh, launch, value))}
         if not dests:
             continue
+        flags = frozenset(dests)
         for src in program.closure(target):
-            out |= _loads_in(view, src, dests, collect)
+            # what a file's loads give is a function of the file and the flags: read once (a union)
+            if (id(src), flags) not in done:
+                done.add((id(src), flags))
+                out |= _loads_in(view, src, dests, collect)
     return out
 
 

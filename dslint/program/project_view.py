@@ -936,6 +936,17 @@ class ProjectView:
     def world_size_for(self, src: Optional[AnySource] = None) -> Optional[int]:
         if self.world_size_override:
             return self.world_size_override
+        if src is None:
+            return self._world_size_of(None)
+        # memoised per view and file: the launcher check asks it of a config once per launcher line naming it,
+        # and each answer reads every launcher line of the view (launch lines x launch lines on a monorepo)
+        memo = self.__dict__.setdefault("_world_sizes", {})
+        key = id(src)
+        if key not in memo:
+            memo[key] = self._world_size_of(src)
+        return memo[key]
+
+    def _world_size_of(self, src: Optional[AnySource]) -> Optional[int]:
         sizes = set()
         if isinstance(src, PythonSource):
             sizes = {launch.world_size for _, launch in self._launches_for(src) if launch.world_size}
@@ -1080,7 +1091,7 @@ class ProjectView:
         by nothing seen, or spawns; with `--world-size` given; or for a file no unit reaches."""
         if self.world_size_override or not isinstance(src, PythonSource) or not self.units:
             return []
-        reaching = [u for u in self.units if any(f is src for f in u.files)]
+        reaching = self._units_reaching.get(id(src), [])     # the view's units holding it, in `units`' order
         if not reaching or any(u.launches or not u.python_runs for u in reaching):
             return []
         for unit in reaching:

@@ -8,6 +8,7 @@ so the four rules share one pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import re
@@ -684,10 +685,11 @@ class RankHazards:
     def sequences(self) -> SequenceAnalysis:
         return SequenceAnalysis.of(self.project)
 
-    @property
+    @cached_property
     def hf_zero3_auto_sync(self) -> bool:
         """An HfDeepSpeedConfig kept alive (bound to a name), or a Trainer/accelerate run: transformers
-        (generation/utils.py, `is_deepspeed_zero3_enabled()`) then sets synced_gpus itself under ZeRO-3."""
+        (generation/utils.py, `is_deepspeed_zero3_enabled()`) then sets synced_gpus itself under ZeRO-3. A fact
+        of the view (its roles and assignments), memoised: every generate site of every file asked it again."""
         roles = self.sites.roles
         if roles["accelerator"]:
             return True

@@ -208,7 +208,9 @@ def _world_size(analysis, src, cls, scope) -> Optional[int]:
     size = _harness_world_size(analysis, src, cls, scope) if cls else None
     if size is None:
         project = getattr(analysis, "project", None)
-        units = [u for u in (getattr(project, "units", None) or ()) if any(f is src for f in u.files)]
+        reaching = getattr(project, "_units_reaching", None)    # a view's index: its units holding each file
+        units = reaching.get(id(src), []) if isinstance(reaching, dict) else \
+            [u for u in (getattr(project, "units", None) or ()) if any(f is src for f in u.files)]
         sizes = [u.world_size for u in units]
         if sizes and all(isinstance(n, int) for n in sizes):
             size = max(sizes)

@@ -960,8 +960,13 @@ class ProjectTaint:
 
     # --- arguments: `evaluate(engine, batches[rank::world])` taints `evaluate`'s parameter ------------------
     def count_calls_named(self, name: str) -> int:
-        """How many calls across the checked files have a callee ending in `name`, from the outlines."""
-        return sum(src.outline.call_attrs[name] for src in self._files_calling(name))
+        """How many calls across the checked files have a callee ending in `name`, from the outlines. Memoised:
+        every function's parameter taint asks it, and in a view of many launch scripts each sum is over them all."""
+        memo = self.__dict__.setdefault("_calls_named_memo", {})
+        count = memo.get(name)
+        if count is None:
+            count = memo[name] = sum(src.outline.call_attrs[name] for src in self._files_calling(name))
+        return count
 
     def _files_calling(self, name: str) -> list["PythonSource"]:
         memo = self.__dict__.setdefault("_files_calling_memo", {})
