@@ -1030,6 +1030,13 @@ class CollectiveSites:
             evidence = evidence + [Fact("tensor-parallel", "init_inference splits the model over the ranks "
                                                            "(mp_size): every forward all-reduces across them",
                                         tensor_parallel[0].at, tensor_parallel[0].source)]
+        if engine and not tensor_parallel and fwd.status != "yes" and kind != "gather" and \
+                all(f.kind == "init_inference" and _inference_runs_locally(f) for f in engine):
+            # issue 30, init-inference-mp-size-one: an inference engine that keeps the whole model on each rank
+            # (`mp_size` 1, no config or tensor-parallel setting that could split it) holds no collective in
+            # its forward -- the InferenceEngine never partitions parameters (its `zero` setting is unused) --,
+            # and no ZeRO-3 config or MoE layer reaches this model: each rank generates on its own
+            return None
         proven = fwd.status == "yes" or kind == "gather" or bool(tensor_parallel)
         shipped = None
         if not proven and engine:
@@ -1601,6 +1608,32 @@ def _splits_model(fact: Fact) -> bool:
             size = value.get("tp_size") if isinstance(value, dict) else None
             return size != 1
     return False
+
+
+def _inference_runs_locally(fact: Fact) -> bool:
+    """Does the `deepspeed.init_inference` call an evidence fact names keep the whole model on every rank, by its
+    arguments alone: `mp_size` a literal 1 or not given, `tensor_parallel` not given or a literal `tp_size` of 1,
+    and nothing else that could set them (no `config=`, no second positional argument, no `**` argument, no
+    expert-parallel setting: `ep_size`, `moe`)? Then its forward runs no collective of DeepSpeed's."""
+    call, src = fact.at, fact.source
+    if isinstance(call, int) and src is not None:
+        call = next((c.node for c in src.facts.calls if (c.callee or "").endswith("init_inference")
+                     and src.span(c.node).line == call), None)
+    if not isinstance(call, cst.Call):
+        return False
+    for position, arg in enumerate(call.args):
+        if arg.star or (arg.keyword is None and position > 0):
+            return False
+        name = arg.keyword.value if arg.keyword is not None else None
+        if name in ("config", "ep_size", "moe", "moe_experts", "ep_group", "tp_group", "mpu", "training_mp_size"):
+            return False
+        if name == "mp_size" and literal_value(arg.value) != 1:
+            return False
+        if name == "tensor_parallel":
+            value = literal_value(arg.value)
+            if not (isinstance(value, dict) and value.get("tp_size", 1) == 1):
+                return False
+    return True
 
 
 def role_evidence(role) -> list[Fact]:

@@ -663,7 +663,12 @@ class GenerateNotSynced(_CollectiveRule):
     trace shows the hand-offs ("engine created by deepspeed.initialize at a.py:12 → stored on self.actor …").
 
     Not flagged: a `generate` that runs a fixed number of steps on every rank (`max_new_tokens=1`, or
-    `min_new_tokens` equal to `max_new_tokens`). Unproven (hidden unless `--show-unproven`): a generating loop
+    `min_new_tokens` equal to `max_new_tokens`); a model under `deepspeed.init_inference` that keeps the whole
+    model on each rank (`mp_size=1` or none, no `config=`/tensor-parallel/expert setting: kernel injection
+    only -- the InferenceEngine partitions no parameter) with no ZeRO-3 config or MoE layer reaching it, whose
+    forward holds no collective; a greedy `generate` in a loop whose every pass encodes the same literal text
+    (`ids = tok(["hello"] * batch_size)["input_ids"].cuda()`: a tensor-parallel benchmark, every rank feeds
+    the same prompt). Unproven (hidden unless `--show-unproven`): a generating loop
     fed by the terminal (`input()`), or a `generate` in a program that serves a web UI (the entry of every
     program holding the file starts a gradio app's server, `demo.launch()`: the page's requests reach that one
     process), with nothing showing a second process -- no launcher line of its program, no `--world-size`, no
