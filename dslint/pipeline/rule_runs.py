@@ -156,7 +156,7 @@ class RuleRun:
                             diag.evidence = list(diag.evidence) + unreached
                     if diag.proven and not (diag.code or rule.code).startswith("DSL0"):
                         from dslint.rules.evidence import dead_branch_clues
-                        dead = dead_branch_clues(source, diag)
+                        dead = dead_branch_clues(ctx.program, source, diag)
                         if dead:
                             diag.proven = False
                             diag.evidence = list(diag.evidence) + dead

@@ -122,18 +122,17 @@ def unreached_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
                               f"names it")]
 
 
-def dead_branch_clues(src: "AnySource", diag) -> list[Clue]:
+def dead_branch_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
     """Where the finding lies in a branch no execution takes -- an `if` whose test its data flow decides, a
     switch bound only to a literal (`using_hat_freeze = False` then `if using_hat_freeze:`), `if False:`
     (`dslint.program.dead_branches`) -- the clue that says so: the hazard is in code the file never runs as it
     stands (issue 30, dead-literal-switch). Empty otherwise."""
-    from dslint.program.dead_branches import dead_branch
     from dslint.rules.base import span_of
     where = diag.source or src
     if getattr(where, "kind", "") != "python" or diag.at is None:
         return []
     try:
-        branch = dead_branch(where, span_of(where, diag.at).line)
+        branch = program.dead_branch(where, span_of(where, diag.at).line)
     except Exception:
         return []
     if branch is None:
