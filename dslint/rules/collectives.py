@@ -764,7 +764,9 @@ class RankDependentException(_CollectiveRule):
     **Not flagged**: any test of the value before the operation (`if not answers:`, `if len(answers) == 0`,
     `if x is None`, `assert answers`, `answers and ...`) — what that test does is the user's decision (whether
     the test itself is rank-dependent is DSL103's concern); an operation inside `try` with handlers; a filter
-    over data that is the same on every rank; no collective after the operation. A collective under a config
+    over data that is the same on every rank; no collective after the operation; a list grown on both sides of
+    a per-rank `continue`/`break`/`return` (the exiting branch appends before it leaves, the path that stays
+    appends after): every pass adds an item, the test decides which. A collective under a config
     dslint cannot confirm makes the finding a warning.
     """
 
