@@ -930,13 +930,18 @@ class ProjectView:
             if isinstance(src, JsonSource):
                 # issue 30, world-size-from-unrelated-launcher: no launch is seen to hand this config. A config
                 # known by its keys alone (nothing names it: an editor's autosave copy) belongs to no launch of
-                # the run; one a script names may run under a launch dslint cannot pin -- any but those that
-                # hand another config of the run (theirs is that config, not this one)
+                # the run; one a script names runs under that script's launches, or under one dslint cannot pin
+                # -- any but those that hand another config of the run (theirs is that config, not this one)
                 use = self.json_use(src)
                 if use is None or not use.by_use:
                     return None
-                sizes = {launch.world_size for sh, launch in self.launches
-                         if launch.world_size and not self._hands_other_config(sh, launch, src)}
+                # the launcher lines of the scripts that name it (`deepspeed.initialize(config="ds.json")` in
+                # a script `deepspeed --num_gpus 2 train.py` starts), else the run's that hand no other config
+                sizes = {launch.world_size for script in self.scripts_using(src)
+                         for _, launch in self._launches_for(script) if launch.world_size}
+                if not sizes:
+                    sizes = {launch.world_size for sh, launch in self.launches
+                             if launch.world_size and not self._hands_other_config(sh, launch, src)}
             else:
                 sizes = {launch.world_size for _, launch in self.launches if launch.world_size}
             if len(sizes) > 1:
