@@ -1588,15 +1588,21 @@ def _default_of(callee: FunctionInfo, param: str) -> Optional[cst.BaseExpression
     return None
 
 
-def _splits_model(fact: Fact) -> bool:
-    """Does the `deepspeed.init_inference` call an evidence fact names split the model over the ranks (an
-    `mp_size` other than a literal 1, or a `tensor_parallel` argument: DeepSpeed's tensor parallelism, whose
-    every forward all-reduces across the group)?"""
+def _inference_call(fact: Fact) -> Optional[cst.Call]:
+    """The `deepspeed.init_inference` call an evidence fact names (by node, or by its line in its file)."""
     call, src = fact.at, fact.source
     if isinstance(call, int) and src is not None:
         call = next((c.node for c in src.facts.calls if (c.callee or "").endswith("init_inference")
                      and src.span(c.node).line == call), None)
-    if not isinstance(call, cst.Call):
+    return call if isinstance(call, cst.Call) else None
+
+
+def _splits_model(fact: Fact) -> bool:
+    """Does the `deepspeed.init_inference` call an evidence fact names split the model over the ranks (an
+    `mp_size` other than a literal 1, or a `tensor_parallel` argument: DeepSpeed's tensor parallelism, whose
+    every forward all-reduces across the group)?"""
+    call = _inference_call(fact)
+    if call is None:
         return False
     for arg in call.args:
         if arg.keyword is None:
@@ -1615,11 +1621,8 @@ def _inference_runs_locally(fact: Fact) -> bool:
     arguments alone: `mp_size` a literal 1 or not given, `tensor_parallel` not given or a literal `tp_size` of 1,
     and nothing else that could set them (no `config=`, no second positional argument, no `**` argument, no
     expert-parallel setting: `ep_size`, `moe`)? Then its forward runs no collective of DeepSpeed's."""
-    call, src = fact.at, fact.source
-    if isinstance(call, int) and src is not None:
-        call = next((c.node for c in src.facts.calls if (c.callee or "").endswith("init_inference")
-                     and src.span(c.node).line == call), None)
-    if not isinstance(call, cst.Call):
+    call = _inference_call(fact)
+    if call is None:
         return False
     for position, arg in enumerate(call.args):
         if arg.star or (arg.keyword is None and position > 0):

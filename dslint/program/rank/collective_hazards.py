@@ -865,15 +865,8 @@ def _reads_loop_values(call: cst.Call, loop: Optional[cst.For], src: "PythonSour
     fixed = {name for name, values in bindings.items() if name not in names and all(
         v is not None and _literal_text_each_pass(v, src, bindings, names, set()) for v in values)}
     names.update(name for name in bindings if name not in fixed)
-    stack = [a.value for a in call.args]
-    if isinstance(call.func, cst.Attribute):
-        stack.append(call.func.value)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name) and n.value in names:
-            return True
-        stack.extend(n.children)
-    return False
+    read = [a.value for a in call.args] + ([call.func.value] if isinstance(call.func, cst.Attribute) else [])
+    return any(_reads_any(expr, names) for expr in read)
 
 
 def _literal_text_each_pass(expr: cst.BaseExpression, src: "PythonSource", bindings: dict, varying: set,
