@@ -1609,33 +1609,44 @@ def _splits_model(fact: Fact) -> bool:
             continue
         if arg.keyword.value == "mp_size":
             return literal_value(arg.value) != 1
-        if arg.keyword.value == "tensor_parallel":
+        if arg.keyword.value in ("tensor_parallel", "tp"):      # `tp`: the config field's alias
             value = literal_value(arg.value)
             size = value.get("tp_size") if isinstance(value, dict) else None
             return size != 1
     return False
 
 
+# init_inference settings that never split the model nor form a process group (DeepSpeedInferenceConfig 0.19.8):
+# precision, kernel injection and its policy, checkpoint loading, CUDA graphs, token bounds
+_LOCAL_INFERENCE_SETTINGS = frozenset({
+    "dtype", "replace_with_kernel_inject", "kernel_inject", "injection_policy", "injection_dict", "replace_method",
+    "checkpoint", "base_dir", "save_mp_checkpoint_path", "checkpoint_config", "enable_cuda_graph", "use_triton",
+    "triton_autotune", "triangular_masking", "tm", "return_tuple", "max_out_tokens", "max_tokens", "min_out_tokens",
+    "min_tokens", "quant", "keep_module_on_host", "set_empty_params", "transposed_mode", "use_cuda_events"})
+
+
 def _inference_runs_locally(fact: Fact) -> bool:
     """Does the `deepspeed.init_inference` call an evidence fact names keep the whole model on every rank, by its
-    arguments alone: `mp_size` a literal 1 or not given, `tensor_parallel` not given or a literal `tp_size` of 1,
-    and nothing else that could set them (no `config=`, no second positional argument, no `**` argument, no
-    expert-parallel setting: `ep_size`, `moe`)? Then its forward runs no collective of DeepSpeed's."""
+    arguments alone: `mp_size` a literal 1 or not given, `tensor_parallel`/`tp` not given or a literal `tp_size`
+    of 1, and every other keyword one of the settings that split nothing (`_LOCAL_INFERENCE_SETTINGS`: no
+    `config=`, second positional argument or `**` argument, no expert-parallel or group setting)? Then its
+    forward runs no collective of DeepSpeed's."""
     call = _inference_call(fact)
     if call is None:
         return False
     for position, arg in enumerate(call.args):
-        if arg.star or (arg.keyword is None and position > 0):
+        if arg.star or arg.keyword is None and position > 0:
             return False
         name = arg.keyword.value if arg.keyword is not None else None
-        if name in ("config", "ep_size", "moe", "moe_experts", "ep_group", "tp_group", "mpu", "training_mp_size"):
-            return False
-        if name == "mp_size" and literal_value(arg.value) != 1:
-            return False
-        if name == "tensor_parallel":
-            value = literal_value(arg.value)
-            if not (isinstance(value, dict) and value.get("tp_size", 1) == 1):
-                return False
+        if name is None or name in _LOCAL_INFERENCE_SETTINGS:
+            continue
+        if name == "mp_size" and literal_value(arg.value) == 1:
+            continue
+        value = literal_value(arg.value) if name in ("tensor_parallel", "tp") else None
+        if isinstance(value, dict) and set(value) <= {"enabled", "tp_size"} and value.get("tp_size", 1) == 1:
+            continue
+        return False                    # a setting that may split the model or form a group (config, mp_size,
+                                        # tensor_parallel/tp, moe, ep_size, mpu, ...), or one not known here
     return True
 
 
