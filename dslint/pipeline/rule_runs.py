@@ -154,6 +154,12 @@ class RuleRun:
                         if unreached:
                             diag.proven = False
                             diag.evidence = list(diag.evidence) + unreached
+                    if diag.proven and not (diag.code or rule.code).startswith("DSL0"):
+                        from dslint.rules.evidence import dead_branch_clues
+                        dead = dead_branch_clues(ctx.program, source, diag)
+                        if dead:
+                            diag.proven = False
+                            diag.evidence = list(diag.evidence) + dead
             except Exception as exc:  # a broken rule must not lose the other rules' findings
                 report.errors.append(_internal_error(rule, source.path, exc))
                 continue

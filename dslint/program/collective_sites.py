@@ -1073,6 +1073,13 @@ class CollectiveSites:
             evidence = evidence + [Fact("tensor-parallel", "init_inference splits the model over the ranks "
                                                            "(mp_size): every forward all-reduces across them",
                                         tensor_parallel[0].at, tensor_parallel[0].source)]
+        if engine and not tensor_parallel and fwd.status != "yes" and kind != "gather" and \
+                all(f.kind == "init_inference" and _inference_runs_locally(f) for f in engine):
+            # issue 30, init-inference-mp-size-one: an inference engine that keeps the whole model on each rank
+            # (`mp_size` 1, no config or tensor-parallel setting that could split it) holds no collective in
+            # its forward -- the InferenceEngine never partitions parameters (its `zero` setting is unused) --,
+            # and no ZeRO-3 config or MoE layer reaches this model: each rank generates on its own
+            return None
         proven = fwd.status == "yes" or kind == "gather" or bool(tensor_parallel)
         shipped = None
         if not proven and engine:
@@ -1625,26 +1632,66 @@ def _default_of(callee: FunctionInfo, param: str) -> Optional[cst.BaseExpression
     return None
 
 
-def _splits_model(fact: Fact) -> bool:
-    """Does the `deepspeed.init_inference` call an evidence fact names split the model over the ranks (an
-    `mp_size` other than a literal 1, or a `tensor_parallel` argument: DeepSpeed's tensor parallelism, whose
-    every forward all-reduces across the group)?"""
+def _inference_call(fact: Fact) -> Optional[cst.Call]:
+    """The `deepspeed.init_inference` call an evidence fact names (by node, or by its line in its file)."""
     call, src = fact.at, fact.source
     if isinstance(call, int) and src is not None:
         call = next((c.node for c in src.facts.calls if (c.callee or "").endswith("init_inference")
                      and src.span(c.node).line == call), None)
-    if not isinstance(call, cst.Call):
+    return call if isinstance(call, cst.Call) else None
+
+
+def _splits_model(fact: Fact) -> bool:
+    """Does the `deepspeed.init_inference` call an evidence fact names split the model over the ranks (an
+    `mp_size` other than a literal 1, or a `tensor_parallel` argument: DeepSpeed's tensor parallelism, whose
+    every forward all-reduces across the group)?"""
+    call = _inference_call(fact)
+    if call is None:
         return False
     for arg in call.args:
         if arg.keyword is None:
             continue
         if arg.keyword.value == "mp_size":
             return literal_value(arg.value) != 1
-        if arg.keyword.value == "tensor_parallel":
+        if arg.keyword.value in ("tensor_parallel", "tp"):      # `tp`: the config field's alias
             value = literal_value(arg.value)
             size = value.get("tp_size") if isinstance(value, dict) else None
             return size != 1
     return False
+
+
+# init_inference settings that never split the model nor form a process group (DeepSpeedInferenceConfig 0.19.8):
+# precision, kernel injection and its policy, checkpoint loading, CUDA graphs, token bounds
+_LOCAL_INFERENCE_SETTINGS = frozenset({
+    "dtype", "replace_with_kernel_inject", "kernel_inject", "injection_policy", "injection_dict", "replace_method",
+    "checkpoint", "base_dir", "save_mp_checkpoint_path", "checkpoint_config", "enable_cuda_graph", "use_triton",
+    "triton_autotune", "triangular_masking", "tm", "return_tuple", "max_out_tokens", "max_tokens", "min_out_tokens",
+    "min_tokens", "quant", "keep_module_on_host", "set_empty_params", "transposed_mode", "use_cuda_events"})
+
+
+def _inference_runs_locally(fact: Fact) -> bool:
+    """Does the `deepspeed.init_inference` call an evidence fact names keep the whole model on every rank, by its
+    arguments alone: `mp_size` a literal 1 or not given, `tensor_parallel`/`tp` not given or a literal `tp_size`
+    of 1, and every other keyword one of the settings that split nothing (`_LOCAL_INFERENCE_SETTINGS`: no
+    `config=`, second positional argument or `**` argument, no expert-parallel or group setting)? Then its
+    forward runs no collective of DeepSpeed's."""
+    call = _inference_call(fact)
+    if call is None:
+        return False
+    for position, arg in enumerate(call.args):
+        if arg.star or arg.keyword is None and position > 0:
+            return False
+        name = arg.keyword.value if arg.keyword is not None else None
+        if name is None or name in _LOCAL_INFERENCE_SETTINGS:
+            continue
+        if name == "mp_size" and literal_value(arg.value) == 1:
+            continue
+        value = literal_value(arg.value) if name in ("tensor_parallel", "tp") else None
+        if isinstance(value, dict) and set(value) <= {"enabled", "tp_size"} and value.get("tp_size", 1) == 1:
+            continue
+        return False                    # a setting that may split the model or form a group (config, mp_size,
+                                        # tensor_parallel/tp, moe, ep_size, mpu, ...), or one not known here
+    return True
 
 
 def role_evidence(role) -> list[Fact]:

@@ -157,18 +157,21 @@ def _passed_values(launch, flags: tuple[str, ...], kind: Optional[str], default:
 
 def launch_option_value(project: "ProjectView", attr: str, sh, launch) -> Value:
     """`args.<attr>` in the process one launcher line starts: the value that line passes its script, else the
-    argparse default (one option of that dest in the run, as `option_value`); UNKNOWN otherwise."""
+    argparse default (one option of that dest in the run, as `option_value`); UNKNOWN otherwise. Options of
+    that dest that differ in their default only (scripts of the run declaring `--world_size` each with its own
+    default) still read the value a line passes: the default matters only where it passes none."""
     options = memo(project, "argparse", lambda: _argparse_options(project)).get(attr)
-    if not options or len({(o.flags, o.default) for o in options}) != 1:
+    if not options or len({(o.flags, o.kind) for o in options}) != 1:
         return UNKNOWN_VALUE
     opt = options[0]
     if opt.kind == "list":
         return UNKNOWN_VALUE
-    passed = _passed_values(launch, opt.flags, opt.kind, opt.default)
+    passed = _passed_values(launch, opt.flags, opt.kind, opt.default if len(options) == 1 else UNKNOWN)
     if passed:
         value = passed.pop() if len(passed) == 1 else UNKNOWN
         return Value(value, f"{opt.flags[-1]} of {sh.path}:{launch.line}") if value is not UNKNOWN else UNKNOWN_VALUE
-    if opt.default is UNKNOWN or _spreads_words(launch.script_args):
+    if len({(o.flags, o.default) for o in options}) != 1 or opt.default is UNKNOWN \
+            or _spreads_words(launch.script_args):
         return UNKNOWN_VALUE
     return Value(opt.default, f"default of {opt.flags[-1]} ({opt.source.path}:{_line(opt.source, opt.node)}), "
                               f"not passed by {sh.path}:{launch.line}")

@@ -958,10 +958,42 @@ class ProjectView:
             use = self.json_use(src)
             sizes |= {launch.world_size for _, launch in (use.launches if use is not None else ()) if launch.world_size}
         if not sizes and src is not None:
-            sizes = {launch.world_size for _, launch in self.launches if launch.world_size}
+            if isinstance(src, JsonSource):
+                # issue 30, world-size-from-unrelated-launcher: no launch is seen to hand this config. A config
+                # known by its keys alone (nothing names it: an editor's autosave copy) belongs to no launch of
+                # the run; one a script names runs under that script's launches, or under one dslint cannot pin
+                # -- any but those that hand another config of the run (theirs is that config, not this one)
+                use = self.json_use(src)
+                if use is None or not use.by_use:
+                    return None
+                # the launcher lines of the scripts that name it (`deepspeed.initialize(config="ds.json")` in
+                # a script `deepspeed --num_gpus 2 train.py` starts), else the run's that hand no other config
+                sizes = {launch.world_size for script in self.scripts_using(src)
+                         for _, launch in self._launches_for(script) if launch.world_size}
+                if not sizes:
+                    sizes = {launch.world_size for sh, launch in self.launches
+                             if launch.world_size and not self._hands_other_config(sh, launch, src)}
+            else:
+                sizes = {launch.world_size for _, launch in self.launches if launch.world_size}
             if len(sizes) > 1:
                 return None
         return sizes.pop() if len(sizes) == 1 else None
+
+    def _hands_other_config(self, sh: ShellSource, launch, src: JsonSource) -> bool:
+        """Does this launcher line hand DeepSpeed a config of the run other than `src` (a config flag naming it,
+        or a config whose use lists the line)?"""
+        if any(c is not src for r in launch.config_paths for c in self.launch_json(sh, launch, r)):
+            return True
+        run = self.run_view or self
+        claimed = run.__dict__.get("_launch_configs")
+        if claimed is None:             # id(launch) -> ids of the configs whose use lists it, once per run
+            claimed = run.__dict__["_launch_configs"] = {}
+            for cfg in run.json_sources:
+                use = self.json_uses.get(id(cfg))
+                if use is not None and use.is_config:
+                    for _, l in use.launches:
+                        claimed.setdefault(id(l), set()).add(id(cfg))
+        return bool(claimed.get(id(launch), set()) - {id(src)})
 
     def program_launches(self, src: PythonSource) -> list:
         """The launcher lines of the programs that hold `src`: those that run it, and those of every launch unit

@@ -140,6 +140,17 @@ class Program:
         from dslint.program.reach import unreached_definition
         return unreached_definition(self.view.run_program, src, line)
 
+    def dead_branch(self, src: "PythonSource", line: int):
+        """The branch of `src` holding `line` that no execution takes -- an `if` whose test its data flow decides
+        (`dslint.program.dead_branches.DeadBranch`) --, or None."""
+        from dslint.program.dead_branches import dead_branch
+        return dead_branch(src, line)
+
+    def launch_option_value(self, attr: str, sh, launch):
+        """`args.<attr>` in the process one launcher line starts (`hyperparams.launch_option_value`): a `Value`."""
+        from dslint.program.hyperparams import launch_option_value
+        return launch_option_value(self.view, attr, sh, launch)
+
     def named_by(self, src: "PythonSource", line: int, files: list) -> bool:
         """Is the module-scope function or class of `src` holding `line` named in code by one of `files` (the
         files of one program): constructed, called, subclassed or handed on (`dslint.program.reach.named_by`)?"""

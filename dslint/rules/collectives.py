@@ -674,7 +674,12 @@ class GenerateNotSynced(_CollectiveRule):
 
     Not flagged: a `generate` that runs a fixed number of steps on every rank (`max_new_tokens=1`,
     `min_new_tokens` equal to `max_new_tokens`, or `eos_token_id=None` beside `max_new_tokens`: no EOS ends a
-    rank's generation early). Unproven (hidden unless `--show-unproven`): a generating loop
+    rank's generation early); a model under `deepspeed.init_inference` that keeps the whole
+    model on each rank (`mp_size=1` or none, no `config=`/tensor-parallel/expert setting: kernel injection
+    only -- the InferenceEngine partitions no parameter) with no ZeRO-3 config or MoE layer reaching it, whose
+    forward holds no collective; a greedy `generate` in a loop whose every pass encodes the same literal text
+    (`ids = tok(["hello"] * batch_size)["input_ids"].cuda()`: a tensor-parallel benchmark, every rank feeds
+    the same prompt). Unproven (hidden unless `--show-unproven`): a generating loop
     fed by the terminal (`input()`), or a `generate` in a program that serves a web UI (the entry of every
     program holding the file starts a gradio app's server, `demo.launch()`: the page's requests reach that one
     process), with nothing showing a second process -- no launcher line of its program, no `--world-size`, no
@@ -770,7 +775,9 @@ class RankDependentException(_CollectiveRule):
     **Not flagged**: any test of the value before the operation (`if not answers:`, `if len(answers) == 0`,
     `if x is None`, `assert answers`, `answers and ...`) — what that test does is the user's decision (whether
     the test itself is rank-dependent is DSL103's concern); an operation inside `try` with handlers; a filter
-    over data that is the same on every rank; no collective after the operation. A collective under a config
+    over data that is the same on every rank; no collective after the operation; a list grown on both sides of
+    a per-rank `continue`/`break`/`return` (the exiting branch appends before it leaves, the path that stays
+    appends after): every pass adds an item, the test decides which. A collective under a config
     dslint cannot confirm makes the finding a warning.
     """
 

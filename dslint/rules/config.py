@@ -646,6 +646,10 @@ class BatchSizeMismatch(ConfigRule):
     DeepSpeed's `train_batch_size == micro × accumulation × data-parallel size`: impossible for any world size
     (train_batch_size not a multiple of micro × accumulation), or wrong for the known world size
     (`--world-size`, `[tool.dslint] world-size`, `deepspeed --num_gpus`/`torchrun --nproc-per-node` lines).
+    A launcher line's world size applies to the configs it hands over (a config flag, or the script it starts
+    naming the config); where none is seen to hand one, to a config a script names, from the run's launcher
+    lines that hand no other config -- never to a config nothing names (known by its keys alone: an editor's
+    autosave copy), which belongs to no launch of the run.
 
     The data-parallel size is the world size divided by `sequence_parallel_size` and
     `tensor_parallel.autotp_size` when set (or `data_parallel_size` with `sequence_parallel_size`); a `pipeline`

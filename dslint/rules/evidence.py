@@ -122,6 +122,26 @@ def unreached_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
                               f"names it")]
 
 
+def dead_branch_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
+    """Where the finding lies in a branch no execution takes -- an `if` whose test its data flow decides, a
+    switch bound only to a literal (`using_hat_freeze = False` then `if using_hat_freeze:`), `if False:`
+    (`dslint.program.dead_branches`) -- the clue that says so: the hazard is in code the file never runs as it
+    stands (issue 30, dead-literal-switch). Empty otherwise."""
+    from dslint.rules.base import span_of
+    where = diag.source or src
+    if getattr(where, "kind", "") != "python" or diag.at is None:
+        return []
+    try:
+        branch = program.dead_branch(where, span_of(where, diag.at).line)
+    except Exception:
+        return []
+    if branch is None:
+        return []
+    part = "body" if not branch.value else "`else` part"
+    return [unseen("program", f"the {part} of the `if` at {where.path}:{branch.test_line} never runs: its test is "
+                              f"always {branch.value} ({branch.why})")]
+
+
 def group_creations(src: "PythonSource", scope: Optional[str] = None) -> list:
     """The calls of `src` (of one scope) that create the default process group, in order."""
     return [c for c in src.facts.calls if (scope is None or c.scope == scope) and _creates_group(c.callee)]

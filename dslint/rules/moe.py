@@ -62,7 +62,10 @@ class MoEGroupsNotInitialised(Rule):
     Not flagged: a single-process script (no launcher line, no process-group setup), a script that passes the
     model to `deepspeed.initialize` or to an HF `Trainer` (a subclass another file defines included) with a
     DeepSpeed config -- in its `TrainingArguments` or on the command line of the launch lines that start its
-    program (`deepspeed train_mem.py --deepspeed zero2.json`) --, and `ep_size=1` on DeepSpeed ≥ 0.19.1.
+    program (`deepspeed train_mem.py --deepspeed zero2.json`) --, `ep_size=1` on DeepSpeed ≥ 0.19.1, and layers
+    whose `ep_size` equals the world size on every launcher line that runs the script (a literal, or
+    `args.world_size` where each line passes the option the number of ranks it starts): their one expert group
+    is every rank, so the WORLD group the all_to_all falls back to is the group they ask for.
     """
 
     code = "DSL201"
@@ -163,7 +166,10 @@ class MoEGroupsNotInitialised(Rule):
                 consumers.append(call)
         if not consumers or not _distributed(ctx):
             return
-        eps = {s.get("ep_size").value if s.get("ep_size").known else None for s in facts.sites}
+        open_sites = [s for s in facts.sites if not _expert_group_is_world(ctx, s)]
+        if not open_sites:
+            return      # every layer asks for one expert group of all ranks: WORLD is that group
+        eps = {s.get("ep_size").value if s.get("ep_size").known else None for s in open_sites}
         version = _ds_version(ctx)
         fixed = version is not None and version >= (0, 19, 1)
         if eps == {1} and fixed:
@@ -204,6 +210,28 @@ class MoEGroupsNotInitialised(Rule):
                                                         "would make the Trainer call deepspeed.initialize")]
             diag.proven = False
         yield diag
+
+
+def _expert_group_is_world(ctx: RuleContext, site: MoESite) -> bool:
+    """Issue 30 (ep-size-equals-world-size): does the MoE layer's `ep_size` equal the world size on every
+    launcher line that runs the checked script -- `ep_size=args.world_size` where each line passes the option the
+    same number of ranks it starts (`deepspeed --num_gpus $N train.py --world_size $N`)? Its one expert group is
+    then every rank: the WORLD group its all_to_all falls back to is the group `deepspeed.initialize` would have
+    created, and no token goes to a rank outside its expert group."""
+    import libcst as cst
+    node = site.arg_nodes.get("ep_size")
+    fixed = site.get("ep_size")
+    if not fixed.known and not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)):
+        return False
+    launches = ctx.program.launches_for(ctx.source)
+    if not launches:
+        return False
+    for sh, launch in launches:
+        world = launch.world_size
+        value = fixed if fixed.known else ctx.program.launch_option_value(node.attr.value, sh, launch)
+        if not world or world == 1 or not value.known or value.value != world:
+            return False
+    return True
 
 
 def _same_texts_everywhere(ctx: RuleContext, pad) -> bool:

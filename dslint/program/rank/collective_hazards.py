@@ -629,7 +629,7 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         tainted = next((self.eval(a.value) for a in call.args if self.eval(a.value) is not None), None)
         loops = {id(node.iter): node for node in self._loops if isinstance(node, cst.For)}
         per_rank_loop = any(it is None or not _same_items_everywhere(self.src, it) and not self._replicated_items(it)
-                            and _reads_loop_values(call, loops.get(id(it))) for it in self.loop_iters)
+                            and _reads_loop_values(call, loops.get(id(it)), self.src) for it in self.loop_iters)
         if not (sampled or tainted or per_rank_loop):
             return                      # greedy generation of the same prompts on every rank
         notes = []
@@ -867,20 +867,77 @@ def _backend_names(backends) -> str:
     return "/".join(sorted(backends)) or "none"
 
 
-def _reads_loop_values(call: cst.Call, loop: Optional[cst.For]) -> bool:
+def _reads_loop_values(call: cst.Call, loop: Optional[cst.For], src: "PythonSource") -> bool:
     """Do the call's arguments read what the loop hands each pass: its target, or a name its body binds
     (`for prompt in prompts: enc = tok(prompt); model.generate(**enc)`)? A generate on the function's own
     arguments in a warm-up loop (`for _ in range(warm_up): model.generate(*args, **kwargs)`) gets the same
-    inputs every pass: the loop says nothing about what differs between ranks. (Unknown loop: yes.)"""
+    inputs every pass: the loop says nothing about what differs between ranks. Nor does a name the body binds
+    to literal text run through an object of the program (`ids = tok(["hello"] * n)["input_ids"].cuda()`,
+    `_literal_text_each_pass`): every pass, and every rank, encodes the same words. (Unknown loop: yes.)"""
     if loop is None:
         return True
     names = {n.value for n in _names(loop.target)}
+    bindings: dict[str, list] = {}
     for node in iter_assigns(loop.body):
         for t in node.targets:
-            names.update(n.value for n in _names(t.target))
-    stack = [a.value for a in call.args]
-    if isinstance(call.func, cst.Attribute):
-        stack.append(call.func.value)
+            for n in _names(t.target):
+                bindings.setdefault(n.value, []).append(node.value if isinstance(t.target, cst.Name) else None)
+    fixed = {name for name, values in bindings.items() if name not in names and all(
+        v is not None and _literal_text_each_pass(v, src, bindings, names, set()) for v in values)}
+    names.update(name for name in bindings if name not in fixed)
+    read = [a.value for a in call.args] + ([call.func.value] if isinstance(call.func, cst.Attribute) else [])
+    return any(_reads_any(expr, names) for expr in read)
+
+
+def _literal_text_each_pass(expr: cst.BaseExpression, src: "PythonSource", bindings: dict, varying: set,
+                            seen: set) -> bool:
+    """Is `expr`, bound in a loop's body, the same value on every pass and every rank because it is literal text
+    run through the program's own objects: its data root a string literal (or a list/tuple of them, repeated:
+    `["hello"] * batch_size`), reached through subscripts, methods of the value (`.to(device)`, `.cuda()`) and
+    calls of a name the file binds by assignment (a tokenizer object: `tok(text, ...)`), not by an import (a
+    module's function may draw at random: `random.choice(["a", "b"])`); and reading no name the loop hands
+    each pass (`varying`: its target) nor a body name bound otherwise. Numbers are no such root (a benchmark's
+    `torch.randint(0, vocab, shape)` draws new ids)."""
+    if isinstance(expr, cst.Name):
+        if expr.value in varying or expr.value in seen:
+            return False
+        values = bindings.get(expr.value)
+        if values is None:
+            return False                    # bound outside the loop: not literal text by itself
+        return all(v is not None and _literal_text_each_pass(v, src, bindings, varying, seen | {expr.value})
+                   for v in values)
+    if _reads_any(expr, varying | {n for n in bindings if n in seen}):
+        return False
+    if _is_text_literal(expr):
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        return any(_literal_text_each_pass(side, src, bindings, varying, seen) for side in (expr.left, expr.right))
+    if isinstance(expr, cst.Subscript):
+        return _literal_text_each_pass(expr.value, src, bindings, varying, seen)
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and _literal_text_each_pass(expr.func.value, src, bindings, varying,
+                                                                           seen):
+            return True                     # a method of the literal-rooted value
+        root = expr.func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        first = next((a.value for a in expr.args if a.keyword is None and not a.star), None)
+        return isinstance(root, cst.Name) and root.value not in src.facts.imports and first is not None and \
+            _literal_text_each_pass(first, src, bindings, varying, seen)
+    return False
+
+
+def _is_text_literal(expr: cst.BaseExpression) -> bool:
+    value = literal_value(expr)
+    if isinstance(value, str):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def _reads_any(expr: cst.CSTNode, names: set) -> bool:
+    if not names:
+        return False
+    stack = [expr]
     while stack:
         n = stack.pop()
         if isinstance(n, cst.Name) and n.value in names:

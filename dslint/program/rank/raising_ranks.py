@@ -342,7 +342,8 @@ class ExceptionTracking:
         conds = _conditioning(guards)
         if name not in self.empty_init:
             level = self._grown_at.get(name)
-            if level is not None and len(conds) <= level and self._adds_items(call):
+            if level is not None and self._adds_items(call) and \
+                    len([g for g in conds if not self._exit_grew(g, name)]) <= level:
                 # grown under a test, then on every rank that got to its binding (`outputs.append(done)` under
                 # `if finished:`, then `outputs.extend(rest)`): not empty past here, whatever the test decided
                 self._forget(name)
@@ -352,7 +353,8 @@ class ExceptionTracking:
             # else: xs.append(zeros)`) decide what is appended, not whether: it grows on every rank there
             level = len(conds)
             chain = self._growing_chain(name)
-            while level and chain and conds[level - 1].kind != "exit" and id(conds[level - 1].node) in chain:
+            while level and (chain and conds[level - 1].kind != "exit" and id(conds[level - 1].node) in chain
+                             or self._exit_grew(conds[level - 1], name)):
                 level -= 1
             if level > self.empty_init[name]:
                 g = conds[level - 1]
@@ -374,6 +376,25 @@ class ExceptionTracking:
         name = dotted_name(arg) or _comp_source(arg)
         return not name or not (name in self.maybe or name in self.empty_init or
                                 any(name in pending for pending in self._deferred))
+
+    def _exit_grew(self, guard, name: str) -> bool:
+        """Issue 30 (complement-extend-not-counted): is `guard` an exit (`continue`, `break`, `return`) whose own
+        branch grew `name` before leaving -- `if num_images == 0: xs.append(e); continue` -- so that a growth
+        past it (`xs.append(other)` on the path that stays) completes, not conditions, the list's growth: every
+        pass that reaches either side adds an item, and the test decides which item, not whether."""
+        if guard.kind != "exit" or guard.test is None:
+            return False
+        holder = self.src._parents.get(id(guard.test))
+        if not isinstance(holder, cst.If) or holder.test is not guard.test:
+            return False
+        blocks = [holder.body] + ([holder.orelse.body] if isinstance(holder.orelse, cst.Else) else [])
+        for block in blocks:
+            statements = list(getattr(block, "body", ()))
+            for i, stmt in enumerate(statements):
+                smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ()
+                if stmt is guard.node or any(small is guard.node for small in smalls):
+                    return any(_grows(before, name) for before in statements[:i])
+        return False
 
     def _growing_chain(self, name: str) -> set:
         """The tests (ids) of the innermost `if` chain being walked when every one of its branches, a final `else`
