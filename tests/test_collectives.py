@@ -176,15 +176,16 @@ class Rollout:
 """
 
 
-def test_generate_on_a_local_alias_of_an_engine_parameter_is_a_site_unproven():
-    """DeepSpeed's HybridEngineRollout (issue #8262): the engine reaches the class only as a parameter, its model
-    is read into a local before `generate`, and nothing shows an engine -- an unproven DSL104 (hidden by default);
-    the fix's `eos_token_id=None` runs `max_new_tokens` steps on every rank: no finding."""
+def test_generate_on_a_local_alias_of_an_engine_parameter_known_by_name_only_is_no_finding():
+    """DeepSpeed's HybridEngineRollout (issue #8262): the engine reaches the class only as a parameter named
+    `engine`, its model is read into a local before `generate`. Nothing hands the class an engine (no caller, no
+    `deepspeed.initialize`): known by its name only, it is no engine (issue 30 item 9), shown or unproven. The
+    alias itself is followed where an engine really arrives: fixtures collectives/generate_engine_alias_sampled
+    (DSL104) and generate_engine_alias_fixed_steps (its `eos_token_id=None` twin, clean)."""
     def run(extra, show):
         report = check_texts({"rollout.py": ROLLOUT % extra},
                              Settings(deepspeed_version="0.19.8", select=["DSL104"], show_unproven=show))
         return [f for f in report.findings if f.code == "DSL104"]
-    [f] = run("", True)
-    assert f.line == 9 and not f.proven and "do_sample=do_sample" in f.message
+    assert run("", True) == []
     assert run("", False) == []
     assert run(", eos_token_id=None", True) == []
