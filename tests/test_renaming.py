@@ -221,6 +221,7 @@ class _Rename(cst.CSTTransformer):
                  keywords: Optional[dict[str, set[str]]] = None):
         self.table, self.callables, self.project_modules = table, callables, project_modules
         self.keywords = keywords
+        self._library_aliases: set[str] = set()
 
     def _new(self, name: str) -> str:
         return self.table.get(name, name)
@@ -237,10 +238,32 @@ class _Rename(cst.CSTTransformer):
         return n if o.keyword is None or o.keyword.value in self.table and self._own_callee and (
             self.keywords is None or o.keyword.value in self._stack[-1][1]) else n.with_changes(keyword=o.keyword)
 
+    def visit_Import(self, node):
+        # names a library import binds (`import torch.distributed as dist`): `dist.broadcast(..., src=...)` calls
+        # the library's function even where the case defines its own `broadcast`
+        for alias in node.names:
+            name = alias.asname.name if alias.asname is not None else alias.name
+            while isinstance(name, cst.Attribute):
+                name = name.value
+            if isinstance(name, cst.Name) and name.value.split(".")[0] not in self.project_modules:
+                self._library_aliases.add(name.value)
+
+    def visit_ImportFrom(self, node):
+        module = cst.Module([]).code_for_node(node.module) if node.module is not None else ""
+        if node.relative or module.split(".")[0] in self.project_modules or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(name, cst.Name):
+                self._library_aliases.add(name.value)
+
     def visit_Call(self, node):
         f = node.func
         last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
-        self._stack.append((last in self.callables, self.keywords.get(last, set()) if self.keywords else set()))
+        library = isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
+            f.value.value in self._library_aliases
+        self._stack.append((last in self.callables and not library,
+                            self.keywords.get(last, set()) if self.keywords else set()))
 
     def leave_Call(self, o, n):
         self._stack.pop()
