@@ -266,10 +266,11 @@ def _trainer_classes(bases_by_class) -> set[str]:
 
 
 def builds_library_trainer(project: "ProjectView", src: PythonSource, callee: Optional[str], depth: int = 0) -> bool:
-    """Does a call of `callee` (or a class statement on that base) make a transformers/TRL-style Trainer: a
-    library's `…Trainer` class (`transformers.Trainer`, `trl.SFTTrainer`), or a class of the checked files whose
-    bases lead to one (`class Mine(Trainer)`)? The project's own classes are decided by their hierarchy, never by
-    how they are spelled."""
+    """Does a call of `callee` (or a class statement on that base) make a library Trainer: a class of an installed
+    library (a module outside the checked packages) that the library names `…Trainer` (`transformers.Trainer`,
+    `trl.SFTTrainer`, also `lightning.Trainer`: every such class runs its own distributed training loop), or a class
+    of the checked files whose bases lead to one (`class Mine(Trainer)`)? The library's own class name is its API;
+    the project's classes are decided by their hierarchy, never by how they are spelled."""
     if not callee:
         return False
     found = project.class_for_callee(src, callee) if depth <= 6 else None
