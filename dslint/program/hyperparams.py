@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
-from dslint.sources.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import nodes_of, visit as cst_visit
 from dslint.program.facts import FunctionInfo, dotted_name
+from dslint.program.statement_walks import iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -300,3 +301,121 @@ def evaluate(project: "ProjectView", src: PythonSource, expr: Optional[cst.BaseE
                 or base.endswith("args"):
             return option_value(project, expr.attr.value, script or src)
     return UNKNOWN_VALUE
+
+
+def _str_set(node: Optional[cst.BaseExpression]) -> Optional[frozenset]:
+    """The strings of a literal list/tuple/set display of strings only (no starred item), else None."""
+    if not isinstance(node, (cst.List, cst.Tuple, cst.Set)) or \
+            not all(isinstance(el, cst.Element) for el in node.elements):
+        return None
+    values = [literal_value(el.value) for el in node.elements]
+    return frozenset(values) if values and all(isinstance(v, str) for v in values) else None
+
+
+def _declared_choices(option: Option) -> Optional[frozenset]:
+    """The values an argparse option can hold: its literal `choices` and its literal default (argparse checks
+    the command line against `choices`, never the default); None when it declares no literal choices or its
+    default is no literal string (None: the option absent)."""
+    call = option.node
+    if not isinstance(call, cst.Call):
+        return None
+    given = next((a for a in call.args if a.keyword is not None and a.keyword.value == "choices"), None)
+    choices = _str_set(given.value) if given is not None else None
+    if choices is None or option.kind == "list":
+        return None
+    if option.default is None or isinstance(option.default, str):
+        return choices | ({option.default} if isinstance(option.default, str) else frozenset())
+    return None
+
+
+def _field_choices(stmt: cst.CSTNode) -> Optional[frozenset]:
+    """The values a dataclass field read by `HfArgumentParser` can hold: `Literal["a", "b"]` (or `Optional[...]`
+    of it) as its annotation, or `field(metadata={"choices": [...]})`, with a literal string (or None) default;
+    None otherwise."""
+    if not isinstance(stmt, cst.AnnAssign):
+        return None
+    choices = None
+    ann = stmt.annotation.annotation
+    if isinstance(ann, cst.Subscript) and (dotted_name(ann.value) or "").split(".")[-1] == "Optional" and \
+            len(ann.slice) == 1 and isinstance(ann.slice[0].slice, cst.Index):
+        ann = ann.slice[0].slice.value
+    if isinstance(ann, cst.Subscript) and (dotted_name(ann.value) or "").split(".")[-1] == "Literal":
+        values = [literal_value(el.slice.value) if isinstance(el.slice, cst.Index) else None for el in ann.slice]
+        if values and all(isinstance(v, str) for v in values):
+            choices = frozenset(values)
+    default: Any = UNKNOWN
+    value = stmt.value
+    if isinstance(value, cst.Call) and (dotted_name(value.func) or "").split(".")[-1] == "field":
+        for arg in value.args:
+            if arg.keyword is None:
+                return None
+            if arg.keyword.value == "default":
+                default = literal_value(arg.value)
+            elif arg.keyword.value == "metadata":
+                if not isinstance(arg.value, cst.Dict):
+                    return None
+                for el in arg.value.elements:
+                    if not isinstance(el, cst.DictElement):
+                        return None
+                    if literal_value(el.key) == "choices":
+                        choices = _str_set(el.value)
+                        if choices is None:
+                            return None
+            elif arg.keyword.value == "default_factory":
+                return None
+    elif value is not None:
+        default = literal_value(value)
+    if choices is None:
+        return None
+    if default is UNKNOWN and value is not None and not isinstance(value, cst.Call):
+        return None
+    if default is UNKNOWN or default is None:
+        return choices
+    return choices | {default} if isinstance(default, str) else None
+
+
+def _attribute_stored(project: "ProjectView", attr: str) -> bool:
+    """Is an attribute spelled `attr` assigned anywhere in the project (`args.metric = ...`, `setattr(args,
+    "metric", ...)`), or built into a namespace (`Namespace(metric=...)`): then what it holds is not only what the
+    option's declaration allows."""
+    for src in project.mentioning(attr):
+        for node in iter_assigns(src.module):
+            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attr for t in node.targets):
+                return True
+        aug, ann = nodes_of(src.module, (cst.AugAssign, cst.AnnAssign))
+        if any(isinstance(stmt.target, cst.Attribute) and stmt.target.attr.value == attr for stmt in aug + ann):
+            return True
+        for call in src.facts.calls:
+            if call.attr == "setattr" and len(call.node.args) > 1 and \
+                    literal_value(call.node.args[1].value) == attr:
+                return True
+            if call.attr in ("Namespace", "SimpleNamespace", "set_defaults", "replace") and \
+                    call.keyword(attr) is not None:
+                return True
+    return False
+
+
+def option_domain(project: "ProjectView", attr: str) -> Optional[frozenset]:
+    """The strings `<args>.<attr>` can hold where `attr` is the destination of the command line's options
+    (argparse `add_argument(..., choices=[...])`, an `HfArgumentParser` dataclass field with `Literal[...]` or
+    `metadata={"choices": [...]}`), their defaults included: the union over every option and field of that
+    destination in the project. None where one of them declares no literal choices, none exists, or the
+    attribute is also assigned anywhere in the project (`_attribute_stored`). Memoised per view."""
+    def build() -> Optional[frozenset]:
+        options = memo(project, "argparse", lambda: _argparse_options(project)).get(attr, [])
+        fields = memo(project, "dataclass-fields", lambda: _dataclass_fields(project)).get(attr, [])
+        if not options and not fields:
+            return None
+        out: frozenset = frozenset()
+        for option in options:
+            got = _declared_choices(option)
+            if got is None:
+                return None
+            out |= got
+        for _, _, stmt in fields:
+            got = _field_choices(stmt)
+            if got is None:
+                return None
+            out |= got
+        return None if _attribute_stored(project, attr) else out
+    return memo(project, ("option-domain", attr), build)

@@ -1149,6 +1149,20 @@ class RankTaint:
             return True, None
         return True, replace(container, keys=None, batch=False)
 
+    def _option_keys(self, key: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[frozenset]:
+        """The strings a key that is no literal can be: `args.metric` where `metric` is the destination of
+        command-line options that all declare their literal choices (`hyperparams.option_domain`: argparse
+        `choices=`, an `HfArgumentParser` field's `Literal[...]` or `metadata={"choices": ...}`, defaults
+        included, the attribute assigned nowhere) -- the same on every rank; None for anything else."""
+        if not isinstance(key, cst.Attribute) or not isinstance(key.value, (cst.Name, cst.Attribute)) or \
+                self.eval(key, env, cls) is not None:
+            return None
+        project = getattr(self.analysis, "project", None)
+        if project is None:
+            return None
+        from dslint.program.hyperparams import option_domain
+        return option_domain(project, key.attr.value)
+
     def _attribute(self, e: cst.Attribute, env: Env, cls: Optional[str]) -> Optional[Origin]:
         name = dotted_name(e)
         if name is not None:
@@ -1225,6 +1239,12 @@ class RankTaint:
             return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
         base_origin = self.eval(e.value, env, cls)
         if base_origin is not None and base_origin.keys is not None:
+            if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+                domain = self._option_keys(e.slice[0].slice.value, env, cls)
+                if domain and not domain & base_origin.keys:
+                    # `results[args.metric]` where the option's choices never name a varying item (issue 30,
+                    # collective-result-uniform: a metrics mapping holding this rank's loss beside gathered metrics)
+                    return None
             # `batch[k]` of a mapping varying at some literal keys, at a key that is no literal: any of its items,
             # the varying ones included -- an item, not the mapping (its `keys` say nothing of the item's own)
             return replace(base_origin, keys=None, batch=False)
@@ -1376,7 +1396,11 @@ class RankTaint:
             return replace(held, axes=frozenset(rest), keys=None, elements=None, present=False,
                            by_setting=None) if rest else None
         if last in ("get", "pop") and isinstance(e.func, cst.Attribute) and e.args and e.args[0].keyword is None:
-            decided, item = self.keyed_item(self.eval(e.func.value, env, cls), literal_value(e.args[0].value))
+            container = self.eval(e.func.value, env, cls)
+            decided, item = self.keyed_item(container, literal_value(e.args[0].value))
+            if not decided and container is not None and container.keys is not None and \
+                    (domain := self._option_keys(e.args[0].value, env, cls)) and not domain & container.keys:
+                decided = True          # `results.get(args.metric)`: the option never names a varying item
             if decided:                 # `info.get("save_interval", default)` of a mapping varying elsewhere
                 held = dotted_name(e.func.value)
                 if item is not None and held is not None:
