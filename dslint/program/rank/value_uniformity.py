@@ -2124,6 +2124,9 @@ class RankTaint:
                     # the key walked: every rank reduces the item at it in the same pass, so the keys are alike
                     name, key = keyed
                     env.pop(key, None)
+                elif (item := _literal_item(call.args[0].value)) is not None:
+                    self._uniformize_item(call, last, callee, env, domain_of, *item)
+                    return None
             if name:
                 names = [name]
                 if name.endswith(".data"):
@@ -2143,6 +2146,41 @@ class RankTaint:
                                              by_setting=None)
                 return names[-1] if len(names) > 1 else name
         return None
+
+
+    def _uniformize_item(self, call: cst.Call, last: Optional[str], callee: str, env: Env, domain_of,
+                         container: str, key: str) -> None:
+        """`dist.all_reduce(stats["loss"])` of a mapping varying at some literal keys only (`Origin.keys`): the
+        collective writes that item in place, so the mapping no longer varies at that key -- where the
+        collective leaves nothing varying (over WORLD, or a group whose axes cover what the mapping varies by:
+        `process_groups.remaining_axes`); once no key is left the mapping is the same on every rank. A mapping
+        varying at unknown keys, or a reduction leaving some axes, is left as it is (its items' axes are not
+        kept per key)."""
+        held = env.get(container)
+        if held is None or held.keys is None or key not in held.keys or container + "[]" in env:
+            return
+        group = resolve_group(self.src, group_argument(call, last), None, at=call) \
+            if callee.startswith(_COLLECTIVE_MODULES[:2]) else WORLD
+        if group.axes is not None:
+            axes = _axes_under(held, domain_of)
+            if remaining_axes((axes if axes is not None else ALL_AXES) - group.axes,
+                              getattr(self.analysis, "project", None)):
+                return
+        left = held.keys - {key}
+        if left:
+            env[container] = replace(held, keys=frozenset(left))
+        else:
+            env.pop(container, None)
+
+
+def _literal_item(arg: cst.BaseExpression) -> Optional[tuple[str, str]]:
+    """`stats["loss"]` (or its `.data`) of a dotted name at a literal string key: (the name, the key)."""
+    if isinstance(arg, cst.Attribute) and arg.attr.value == "data":
+        arg = arg.value
+    if not isinstance(arg, cst.Subscript) or len(arg.slice) != 1 or not isinstance(arg.slice[0].slice, cst.Index):
+        return None
+    container, key = dotted_name(arg.value), literal_value(arg.slice[0].slice.value)
+    return (container, key) if container is not None and isinstance(key, str) else None
 
 
 # library helpers that broadcast their data argument from the first rank of a model-parallel group to the group
