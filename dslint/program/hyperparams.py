@@ -375,9 +375,31 @@ def _field_choices(stmt: cst.CSTNode) -> Optional[frozenset]:
 
 
 def _attribute_stored(project: "ProjectView", attr: str) -> bool:
-    """Is an attribute spelled `attr` assigned anywhere in the project (`args.metric = ...`, `setattr(args,
-    "metric", ...)`), or built into a namespace (`Namespace(metric=...)`): then what it holds is not only what the
-    option's declaration allows."""
+    """Can something other than the command line put a value into an attribute spelled `attr`: an assignment
+    anywhere in the project (`args.metric = ...`, `setattr(args, "metric", ...)`), a call passing a keyword of
+    that name (`Namespace(metric=...)`, `Options(metric=...)`, `set_defaults(metric=...)`, `replace(...)`), or a
+    store at a key that is no literal (`setattr(args, key, value)`, `vars(args).update(d)`, `args.__dict__[k] =
+    v`, `Namespace(**d)`): then what it holds is not only what the option's declaration allows."""
+    def opaque_store(src) -> bool:
+        for call in src.facts.calls:
+            args = call.node.args
+            if call.attr == "setattr" and len(args) > 1 and not isinstance(literal_value(args[1].value), str):
+                return True
+            if call.attr == "update" and isinstance(call.node.func, cst.Attribute) and (
+                    isinstance(call.node.func.value, cst.Attribute) and call.node.func.value.attr.value == "__dict__"
+                    or isinstance(call.node.func.value, cst.Call)
+                    and dotted_name(call.node.func.value.func) == "vars"):
+                return True
+            if call.attr in ("Namespace", "SimpleNamespace", "set_defaults", "replace") and \
+                    any(a.star == "**" for a in args):
+                return True
+        return any(isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Attribute)
+                   and t.target.value.attr.value == "__dict__" for node in iter_assigns(src.module)
+                   for t in node.targets)
+    if memo(project, "opaque-attribute-stores", lambda: any(
+            opaque_store(src) for src in project.mentioning("setattr", "__dict__", "vars(", "Namespace",
+                                                            "set_defaults", "replace("))):
+        return True
     for src in project.mentioning(attr):
         for node in iter_assigns(src.module):
             if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attr for t in node.targets):
@@ -389,9 +411,26 @@ def _attribute_stored(project: "ProjectView", attr: str) -> bool:
             if call.attr == "setattr" and len(call.node.args) > 1 and \
                     literal_value(call.node.args[1].value) == attr:
                 return True
-            if call.attr in ("Namespace", "SimpleNamespace", "set_defaults", "replace") and \
-                    call.keyword(attr) is not None:
+            if call.attr != "add_argument" and call.keyword(attr) is not None:
                 return True
+    return False
+
+
+def _constructed_directly(project: "ProjectView", fields: list) -> bool:
+    """Is a dataclass holding one of these fields called with positional or spread arguments anywhere in the
+    project (`Options("eval_loss")`, `Options(**d)`): `HfArgumentParser` checks the declared choices, a direct
+    construction does not (keywords of the field's name count as stores: `_attribute_stored`)."""
+    names = set()
+    for _, src, stmt in fields:
+        for info in src.facts.classes.values():
+            body = info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ()
+            if any(isinstance(line, cst.SimpleStatementLine) and stmt in line.body for line in body):
+                names.add(info.node.name.value)
+    for name in names:
+        for src in project.mentioning(name):
+            for call in src.facts.calls:
+                if call.attr == name and any(a.keyword is None for a in call.node.args):
+                    return True
     return False
 
 
@@ -417,5 +456,7 @@ def option_domain(project: "ProjectView", attr: str) -> Optional[frozenset]:
             if got is None:
                 return None
             out |= got
+        if fields and _constructed_directly(project, fields):
+            return None
         return None if _attribute_stored(project, attr) else out
     return memo(project, ("option-domain", attr), build)
