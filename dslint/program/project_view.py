@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # keyword/positional places where a DeepSpeed config (a path or a dict) is handed over
 from dslint.program.config_handoffs import (_CONFIG_CALLS, _CONFIG_KEYWORD_TEXT, _CONFIG_KEYWORDS,  # noqa: F401
-                                    _CONFIG_SUFFIXES, _hands_config)
+                                    _CONFIG_SUFFIXES, _hands_config, takes_config)
 
 _CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`
 
@@ -753,7 +753,7 @@ class ProjectView:
         if outline is None:
             known = False
         else:
-            known = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
+            known = any(takes_config(c) for c, _ in outline.calls) \
                 and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
             known = known or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
         src.__dict__["_may_hand_configs"] = known
@@ -842,7 +842,10 @@ class ProjectView:
                 add_json(self.launch_json(sh, launch, ref))
         add_json(self.configs_reached_through(src))
         for value, node in self.literal_configs(src):
-            if isinstance(value, str) and value.endswith(".json"):
+            written = self.written_config(src, value)
+            if written is not None:
+                found.append(written)
+            elif isinstance(value, str) and value.endswith(".json"):
                 add_json(self._configs_by_reference(value, Path(src.path).parent))
             elif isinstance(value, dict):
                 line = src.span(node).line
@@ -889,7 +892,8 @@ class ProjectView:
                 args = self._bound_value(src, args.value, call.scope)
             if not isinstance(args, cst.Call):
                 return None
-            if not (dotted_name(args.func) or "").endswith("TrainingArguments"):
+            made = src.facts.resolve_expr(args.func) or dotted_name(args.func) or ""
+            if not (made.endswith("TrainingArguments") or takes_config(made)):
                 return None
             return next((a.value for a in args.args if a.keyword is not None and a.keyword.value == "deepspeed"),
                         None)
@@ -907,11 +911,23 @@ class ProjectView:
             return None
         if isinstance(value, dict):
             return [ConfigView(value, f"{src.path}:{src.span(expr).line}")]
+        written = self.written_config(src, value)
+        if written is not None:
+            return [written]
         if isinstance(value, str) and value.endswith(".json"):
             hits = [ConfigView(c.data, c.path, c) for c in self._configs_by_reference(value, Path(src.path).parent)
                     if isinstance(c.data, dict)]
             return hits or None
         return None
+
+    def written_config(self, src: PythonSource, value: Any) -> Optional[ConfigView]:
+        """The config a path handed over in `src` names when `src` itself writes a dict there with `json.dump`
+        (`dslint.program.written_configs`): that dict, whatever file of the repository bears the name."""
+        if not isinstance(value, str) or not value.endswith(".json"):
+            return None
+        from dslint.program.written_configs import written_configs
+        hit = written_configs(self, src).get(_norm(value))
+        return ConfigView(hit[0], f"{src.path}:{hit[1]}") if hit is not None else None
 
     def _bound_value(self, src: PythonSource, name: str, scope: str):
         """The expression last assigned to `name` in `scope` (else at module level), or None."""
