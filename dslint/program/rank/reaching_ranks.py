@@ -901,9 +901,16 @@ class FlowWalk:
         paths: list = []                             # per branch (the links', then the else's): its path
         uniform_tests: list[bool] = []               # per link walked: its test is the same on every rank
         first_varying: Optional[int] = None          # the first link whose test varies
+        # the records of earlier chains (`_correlated`) as each branch starts: a name one branch binds again
+        # drops them there (`_uncorrelate`), not on the branches beside it, whose rank took another way
+        correlated_before = dict(self._correlated)
+        correlated_after: list[dict] = []
         try:
             for i, link in enumerate(links):
                 self.env = dict(saved) if i else saved
+                if i:
+                    correlated_after.append(self._correlated)
+                    self._correlated = dict(correlated_before)
                 self.enter_if(link)
                 entered += 1
                 self.expr(link.test, outer)
@@ -962,6 +969,8 @@ class FlowWalk:
             self._none_side(self.env, links, uniform_tests, None)
             self._present_side(self.env, links, None)
             self._fresh = set(saved_fresh)
+            correlated_after.append(self._correlated)
+            self._correlated = dict(correlated_before)
             negated = self.negated
             self.negated = negated | false_before
             self._ifs.append(links[-1])
@@ -976,6 +985,8 @@ class FlowWalk:
                 self._holds.pop()
                 self.negated = negated
             else_env = self.env
+            correlated_after.append(self._correlated)
+            self._correlated = _correlated_join(correlated_before, correlated_after)
             if covered and leaves:
                 self._left_for_fixed = True
             if final and not dead or not final and not covered and not self._falls_through_never(links):
@@ -1546,8 +1557,16 @@ class FlowWalk:
         for i in range(first, len(per_branch)):
             for name in per_branch[i]:
                 joined = self.env.get(name)
-                if joined is None or name in self._fresh or \
-                        any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
+                if joined is None or name in self._fresh:
+                    continue
+                if any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
+                    # bound on several branches (`if load_on_all_ranks or rank == 0: state = load(path) else:
+                    # state = None`): each branch's ranks hold that branch's value, so a later path implying one
+                    # branch's (the side of `if not load_on_all_ranks: state = broadcast(state)` not taken, where
+                    # `load_on_all_ranks` holds: every rank took the loading branch) holds its value there
+                    alternatives = [(paths[j], envs[j].get(name)) for j in range(first, len(per_branch))
+                                    if name in per_branch[j]]
+                    self._correlated[name] = (alternatives, joined)
                     continue
                 self._correlated[name] = ([(paths[i], envs[i].get(name))], joined)
 
@@ -2143,6 +2162,18 @@ def distributed_truth_of(test: cst.BaseExpression, leaf: Callable[[cst.BaseExpre
             return known
         return None if left is None or right is None else not known
     return leaf(test, depth)
+
+
+def _correlated_join(before: dict, after: list[dict]) -> dict:
+    """The records (`FlowWalk._correlated`) after an `if` chain whose branches left `after`: an earlier record
+    that a branch dropped or replaced (it bound the name, or a name its path reads, again) is gone; what a branch
+    recorded anew stays (a later branch's record of the same name replaces an earlier one's)."""
+    out = {k: v for k, v in before.items() if all(d.get(k) is v for d in after)}
+    for d in after:
+        for k, v in d.items():
+            if before.get(k) is not v:
+                out[k] = v
+    return out
 
 
 def _distributed_truth(walk: "FlowWalk", test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
