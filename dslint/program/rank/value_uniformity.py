@@ -671,7 +671,8 @@ class RankTaint:
             # `Origin.none_by` is whether that very value is None: a name holding it, or the checked function
             # returning it; a container, a field, an operation or another call made of it is a value of its own
             out = replace(out, none_by=None)
-        if out is not None and out.fields is not None and not isinstance(e, (cst.Name, cst.Attribute, cst.Call)):
+        if out is not None and out.fields is not None and not isinstance(e, (cst.Name, cst.Attribute, cst.Call,
+                                                                              cst.Subscript)):
             out = replace(out, fields=None, object_class=None)  # an operation on the object: a value of its own
         return out
 
@@ -1201,16 +1202,23 @@ class RankTaint:
         return hit
 
     def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
-        base = self.facts.resolve_expr(e.value)
-        if base in ("os.environ", "environ") and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
-            if literal_value(e.slice[0].slice.value) in RANK_ENV_KEYS:
-                return Origin("rank", e, self.src)
         if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
             base_origin = self.eval(e.value, env, cls)
             if base_origin is not None and base_origin.elements is not None:
                 at = literal_value(e.slice[0].slice.value)
                 if isinstance(at, int) and -len(base_origin.elements) <= at < len(base_origin.elements):
+                    # the element of a display (`model = [model]`, then `model[0]`): that value again, an object
+                    # with per-field origins (`Origin.fields`) with them
                     return base_origin.elements[at]
+        out = self._subscript_item(e, env, cls)
+        # any other item of an object with per-field origins: a value of its own
+        return replace(out, fields=None, object_class=None) if out is not None and out.fields is not None else out
+
+    def _subscript_item(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        base = self.facts.resolve_expr(e.value)
+        if base in ("os.environ", "environ") and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+            if literal_value(e.slice[0].slice.value) in RANK_ENV_KEYS:
+                return Origin("rank", e, self.src)
         for el in e.slice:
             s = el.slice
             if isinstance(s, cst.Slice):
@@ -1339,8 +1347,26 @@ class RankTaint:
             built = self.constructed_fields(e, env, cls)
             if built is not None:
                 return replace(hit, fields=tuple(sorted(built[1].items())), object_class=built[0])
+        if hit.fields is not None and self._checked_return(e, cls):
+            # a checked function (or one a parameter is handed) returning the object it built or was handed
+            # (Megatron's `get_model(model_provider)` returning `model_provider(pre_process=...)`): its return
+            # summary was walked with these rules, so the fields it keeps are that object's (`returns_for_args`)
+            return hit
         # what another call returns is a value of its own, not an object handed to it
         return replace(hit, fields=None, object_class=None) if hit.fields is not None else hit
+
+    def _checked_return(self, e: cst.Call, cls: Optional[str]) -> bool:
+        """Is `e`'s value what a function of the checked files returns: a call the analysis resolves to one
+        (`call_source`), or of a parameter the callers hand checked functions (`_handed_returns`)?"""
+        callee = self.facts.resolve_expr(e.func)
+        if self.analysis.call_source(self.src, callee, cls, fields=False) is not None:
+            return True
+        if not (isinstance(e.func, cst.Name) and self._handed_callable(e.func)):
+            return False
+        scope = self._call_scopes.get(id(e))
+        info = self.facts.functions.get(scope) if scope is not None else None
+        finder = getattr(self.analysis, "_function_value", None)
+        return info is not None and finder is not None and bool(finder(self.src, info, e.func, 0))
 
     def constructed_fields(self, e: cst.Call, env: Env, cls: Optional[str]
                            ) -> Optional[tuple[tuple["PythonSource", str], dict[str, Origin]]]:
