@@ -577,13 +577,13 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         key = (id(src), cls, attr)
         if key not in memo:
             memo[key] = None
-            stores = [(value, path) for info in src.facts.functions.values() if info.class_name == cls
+            stores = [(value, path, info) for info in src.facts.functions.values() if info.class_name == cls
                       for value, path in _attribute_stores(info.node.body, attr, ())]
-            made = [(value, path) for value, path in stores
+            made = [(value, path, info) for value, path, info in stores
                     if not (isinstance(value, cst.Name) and value.value == "None")]
-            if made and all(path and isinstance(value, cst.Call) for value, path in made):
+            if made and all(path and _made_here(src, info, value) for value, path, info in made):
                 members: set = set()
-                for _, path in made:
+                for _, path, _info in made:
                     taking = ranks_taking(None, path)
                     if taking is None:
                         members = None
@@ -1050,6 +1050,26 @@ def rank_hazards(project: "ProjectView", src: "PythonSource") -> list[Hazard]:
 
 
 __all__ = ["Hazard", "Hop", "rank_hazards", "UNKNOWN"]
+
+
+def _made_here(src: "PythonSource", info, value: cst.BaseExpression) -> bool:
+    """Is a value stored into a group field one that the storing rank makes or names for itself, not a group other
+    ranks hold too: the result of a call that builds one (a helper, torch's `init_process_group(..., rank=0)`, a
+    stateless group's constructor -- not a getter of the job's grid, `new_group`, a mapping's `.get`, which
+    `resolve_group` names), or the name of a group given as a string (`self._group = group_name` after
+    `group_name = "openrlhf"`, the key `ray.util.collective` groups are reached by: a string is no torch group
+    object that other ranks could share through it)."""
+    from dslint.program.process_groups import HANDED_IN, resolve_group
+    if isinstance(value, cst.Call):
+        return resolve_group(src, value, info.node, at=value) is HANDED_IN
+    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(value, cst.Name):
+        bound = [node.value for node in iter_assigns(info.node) for t in node.targets
+                 if isinstance(t.target, cst.Name) and t.target.value == value.value]
+        return bool(bound) and value.value not in info.params and all(
+            isinstance(b, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) for b in bound)
+    return False
 
 
 def _attribute_stores(block, attr: str, path: tuple):
