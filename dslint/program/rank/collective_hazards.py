@@ -577,8 +577,9 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         key = (id(src), cls, attr)
         if key not in memo:
             memo[key] = None
-            stores = [(value, path, info) for info in src.facts.functions.values() if info.class_name == cls
-                      for value, path in _attribute_stores(info.node.body, attr, ())]
+            stores = [(value, full, info) for info in src.facts.functions.values() if info.class_name == cls
+                      for value, path in _attribute_stores(info.node.body, attr, ())
+                      for full in ([path] if path else self._caller_paths(src, cls, info, 0))]
             made = [(value, path, info) for value, path, info in stores
                     if not (isinstance(value, cst.Name) and value.value == "None")]
             if made and all(path and _made_here(src, info, value) for value, path, info in made):
@@ -591,6 +592,34 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                     members |= taking
                 memo[key] = members
         return memo[key]
+
+    def _caller_paths(self, src: "PythonSource", cls: str, info, depth: int) -> list:
+        """The rank-test paths under which a method of `cls` runs, read from its callers when its own body
+        stores outside any test (`if engines is not None and get_rank() == 0: self._init_sync_group(...)`, the
+        helper storing the group unconditionally): one path per call, each the caller's `if` tests around the
+        `self.<method>(...)` statement (followed up to three callers deep while a caller's call is itself outside
+        tests). `[()]` -- a store on every rank that runs it -- when a call is elsewhere (another class, a plain
+        function, an `if` test or a nested function), the method is called nowhere or too often to follow, or
+        the callers go deeper."""
+        calls = self.analysis.taint.calls_of(src, info) if depth < 3 else []
+        out: list = []
+        for other, call, caller in calls:
+            func = call.func
+            if other is not src or caller is None or caller.class_name != cls or not (
+                    isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and
+                    func.value.value == "self"):
+                return [()]
+            paths = list(_statement_paths(caller.node.body, call, ()))
+            if len(paths) != 1:
+                return [()]
+            if paths[0]:
+                out.append(paths[0])
+            else:
+                deeper = self._caller_paths(src, cls, caller, depth + 1)
+                if () in deeper:
+                    return [()]
+                out.extend(deeper)
+        return out or [()]
 
     def _selects(self, test: cst.BaseExpression, members: set) -> bool:
         """Does the rank test hold on every member of the group and on no other rank?"""
@@ -1070,6 +1099,33 @@ def _made_here(src: "PythonSource", info, value: cst.BaseExpression) -> bool:
         return bool(bound) and value.value not in info.params and all(
             isinstance(b, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) for b in bound)
     return False
+
+
+def _statement_paths(block, target: cst.CSTNode, path: tuple):
+    """The `if` path (as `_attribute_stores`) of each simple statement of a body holding `target` (not in nested
+    functions or classes, not in a compound statement's header)."""
+    stmts = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if contains(stmt, target):
+                yield path
+        elif isinstance(stmt, cst.If):
+            before: tuple = ()
+            link = stmt
+            while isinstance(link, cst.If):
+                yield from _statement_paths(link.body, target, path + before + ((link.test, True),))
+                before = before + ((link.test, False),)
+                link = link.orelse
+            if isinstance(link, cst.Else):
+                yield from _statement_paths(link.body, target, path + before)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            for child in stmt.children:
+                if isinstance(child, cst.BaseSuite):
+                    yield from _statement_paths(child, target, path)
+                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally)):
+                    yield from _statement_paths(child.body, target, path)
 
 
 def _attribute_stores(block, attr: str, path: tuple):
