@@ -553,6 +553,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
             return self._field_group_creators(self.src, self.cls, arg.attr.value) if self.cls else None
         info = self.src.facts.functions.get(self.scope)
+        if isinstance(arg, cst.Name) and info is not None and arg.value not in info.params:
+            return _local_group_creators(self.src, info, arg.value)
         if not isinstance(arg, cst.Name) or info is None or arg.value not in info.params or \
                 arg.value in ("self", "cls") or any(isinstance(t.target, cst.Name) and t.target.value == arg.value
                                                     for node in iter_assigns(info.node.body) for t in node.targets):
@@ -1101,6 +1103,50 @@ def _made_here(src: "PythonSource", info, value: cst.BaseExpression) -> bool:
     return False
 
 
+def _local_group_creators(src: "PythonSource", info, name: str) -> Optional[set]:
+    """`_group_creators` of a local of the function holding the collective (`if get_rank() == 0: group =
+    init_process_group(..., rank=0)`, then `if get_rank() == 0: broadcast(t, 0, group=group)`): the ranks on
+    which its assignments -- each a group made here (`_made_here`) under rank tests, None left out -- run. None
+    when the name is bound any other way (a loop or `with` target, a tuple, a `global`, a walrus)."""
+    from dslint.program.rank.raising_ranks import ranks_taking
+    for node in _walk_nodes(info.node.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in node.names) or \
+                isinstance(node, (cst.For, cst.CompFor)) and contains_name(node.target, name) or \
+                isinstance(node, cst.AsName) and contains_name(node.name, name) or \
+                isinstance(node, cst.NamedExpr) and contains_name(node.target, name) or \
+                isinstance(node, (cst.AugAssign,)) and contains_name(node.target, name):
+            return None
+    bound = [t.target for node in iter_assigns(info.node.body) for t in node.targets if contains_name(t.target, name)]
+    stores = list(_attribute_stores(info.node.body, name, (), local=True))
+    if len(stores) != len(bound) or any(not isinstance(t, cst.Name) for t in bound):
+        return None
+    made = [(value, path) for value, path in stores if not (isinstance(value, cst.Name) and value.value == "None")]
+    if not made or not all(path and _made_here(src, info, value) for value, path in made):
+        return None
+    members: set = set()
+    for _, path in made:
+        taking = ranks_taking(None, path)
+        if taking is None:
+            return None
+        members |= taking
+    return members
+
+
+def _walk_nodes(node):
+    """Every node under `node` (a statement list or a node), not inside nested functions, classes or lambdas."""
+    stack = list(node) if isinstance(node, (list, tuple)) else [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(n.children)
+
+
+def contains_name(node, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in _walk_nodes(node))
+
+
 def _statement_paths(block, target: cst.CSTNode, path: tuple):
     """The `if` path (as `_attribute_stores`) of each simple statement of a body holding `target` (not in nested
     functions or classes, not in a compound statement's header)."""
@@ -1128,9 +1174,9 @@ def _statement_paths(block, target: cst.CSTNode, path: tuple):
                     yield from _statement_paths(child.body, target, path)
 
 
-def _attribute_stores(block, attr: str, path: tuple):
-    """(value, path) of each `self.<attr> = value` in a body (not in nested functions or classes), the path the
-    enclosing `if` tests with the side taken (an `elif`'s earlier links false)."""
+def _attribute_stores(block, attr: str, path: tuple, local: bool = False):
+    """(value, path) of each `self.<attr> = value` (`local`: `<attr> = value`) in a body (not in nested functions
+    or classes), the path the enclosing `if` tests with the side taken (an `elif`'s earlier links false)."""
     stmts = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
     for stmt in stmts:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -1138,26 +1184,27 @@ def _attribute_stores(block, attr: str, path: tuple):
                 if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
                     targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                     for t in targets:
-                        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and \
+                        if local and isinstance(t, cst.Name) and t.value == attr or \
+                                not local and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and \
                                 t.value.value == "self" and t.attr.value == attr:
                             yield small.value, path
         elif isinstance(stmt, cst.If):
             before: tuple = ()
             link = stmt
             while isinstance(link, cst.If):
-                yield from _attribute_stores(link.body, attr, path + before + ((link.test, True),))
+                yield from _attribute_stores(link.body, attr, path + before + ((link.test, True),), local)
                 before = before + ((link.test, False),)
                 link = link.orelse
             if isinstance(link, cst.Else):
-                yield from _attribute_stores(link.body, attr, path + before)
+                yield from _attribute_stores(link.body, attr, path + before, local)
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             continue
         else:                   # loops, `with`, `try` (and their `else`/handlers/`finally`): the same path
             for child in stmt.children:
                 if isinstance(child, cst.BaseSuite):
-                    yield from _attribute_stores(child, attr, path)
+                    yield from _attribute_stores(child, attr, path, local)
                 elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally)):
-                    yield from _attribute_stores(child.body, attr, path)
+                    yield from _attribute_stores(child.body, attr, path, local)
 
 
 def _iterated(it: cst.BaseExpression) -> Optional[cst.BaseExpression]:
