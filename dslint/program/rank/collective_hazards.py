@@ -1111,12 +1111,12 @@ def _local_group_creators(src: "PythonSource", info, name: str) -> Optional[set]
     from dslint.program.rank.raising_ranks import ranks_taking
     for node in _walk_nodes(info.node.body):
         if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in node.names) or \
-                isinstance(node, (cst.For, cst.CompFor)) and contains_name(node.target, name) or \
-                isinstance(node, cst.AsName) and contains_name(node.name, name) or \
-                isinstance(node, cst.NamedExpr) and contains_name(node.target, name) or \
-                isinstance(node, (cst.AugAssign,)) and contains_name(node.target, name):
+                isinstance(node, (cst.For, cst.CompFor)) and _contains_name(node.target, name) or \
+                isinstance(node, cst.AsName) and _contains_name(node.name, name) or \
+                isinstance(node, cst.NamedExpr) and _contains_name(node.target, name) or \
+                isinstance(node, (cst.AugAssign,)) and _contains_name(node.target, name):
             return None
-    bound = [t.target for node in iter_assigns(info.node.body) for t in node.targets if contains_name(t.target, name)]
+    bound = [t.target for node in iter_assigns(info.node.body) for t in node.targets if _contains_name(t.target, name)]
     stores = list(_attribute_stores(info.node.body, name, (), local=True))
     if len(stores) != len(bound) or any(not isinstance(t, cst.Name) for t in bound):
         return None
@@ -1143,7 +1143,8 @@ def _walk_nodes(node):
         stack.extend(n.children)
 
 
-def contains_name(node, name: str) -> bool:
+def _contains_name(node, name: str) -> bool:
+    """Does a Name `name` occur in `node` (outside nested functions, classes, lambdas)?"""
     return any(isinstance(n, cst.Name) and n.value == name for n in _walk_nodes(node))
 
 
