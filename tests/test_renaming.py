@@ -36,8 +36,6 @@ KNOWN: dict[str, str] = {
         "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
     'params/ids_or_embeddings_own_projection':
         "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
-    'collectives/batch_sampler_group_rank_reduced_over_dp.py':
-        "value_uniformity.RankTaint._sampler_call: a project's batch sampler counts as distributed when its class name holds 'Distributed' and 'Sampler' (renamed, its data-parallel rank argument is no longer read and the loss's `break` becomes a DSL103); surfaced when the engine stopped being one by its name (names12): to decide by the class hierarchy (a torch.utils.data sampler subclass) and the rank it is handed",
     'collectives/eval_steps_option_set_or_len.py':
         'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
     'moe/cifar_moe_ep_mismatch':
