@@ -36,12 +36,6 @@ KNOWN: dict[str, str] = {
         "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
     'params/ids_or_embeddings_own_projection':
         "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
-    'collectives/eval_steps_option_set_or_len.py':
-        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
-    'moe/cifar_moe_ep_mismatch':
-        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
-    'moe/padding_eval_class_not_built':
-        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
     'moe/batch_loop_skips_experts':
         "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
     'moe/sparse_block_zero3':
