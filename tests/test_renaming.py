@@ -40,8 +40,6 @@ KNOWN: dict[str, str] = {
         "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
     'moe/sparse_block_zero3':
         "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
-    'moe/patched_gate_capacity_allreduced':
-        "moe_gating: a gate argument is the config's drop_tokens when it is spelled `<x>.drop_tokens`",
     'collectives/callback_from_provider_gathered.py':
         'not traced: renaming `summary_writer` (a keyword parameter of a nested callback the caller passes by keyword) adds a DSL101',
     'collectives/embedding_group_stage_ends.py':
@@ -103,6 +101,17 @@ def library_names() -> frozenset[str]:
             names |= set(dir(obj))
         except Exception:       # noqa: BLE001
             continue
+    # the fields and submodules a library object's constructor stores (not in its class's dir): DeepSpeed's MoE
+    # layer, its `deepspeed_moe` and that one's `gate`, whose `drop_tokens`/`capacity_factor`/`min_capacity` a
+    # project's patched gate forward reads off the gate it is handed -- renaming them reads fields the library
+    # object does not have
+    try:
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=4, expert=torch.nn.Linear(4, 4), num_experts=2, ep_size=1, k=1)
+        for module in (layer, layer.deepspeed_moe, layer.deepspeed_moe.gate):
+            names |= {n for n in (*vars(module), *module._modules) if not n.startswith("_")}
+    except Exception:           # noqa: BLE001 -- a library absent here names nothing
+        pass
     return frozenset(names)
 
 
