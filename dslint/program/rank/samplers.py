@@ -9,11 +9,12 @@ Decided from what the class is and does, never from how the project spells it:
   its API meaning;
 - a checked class by its hierarchy and its code: it derives (through checked classes, a few levels) from such a
   library distributed sampler, or it is an iterable (`__iter__` in the family, or a torch.utils.data sampler
-  base) one of whose methods selects items by a value it was handed -- a slice bound or step, a subscript, or a
-  `range(...)` argument reading `self.<attr>` that `__init__` stores from one of its parameters
-  (`batch[self.rank * bs:(self.rank + 1) * bs]`, `indices[self.rank::self.num_replicas]`). Which rank that
-  parameter receives is the caller's argument (`RankTaint._sampler_rank`); a class that selects by no handed
-  value is a plain sampler, whatever its name.
+  base) one of whose methods selects this rank's share by a position and a stride it was handed -- a slice's
+  bounds and step, or a `range(...)`'s arguments, read two or more attributes together, at least one stored by
+  `__init__` from its parameters, the others from its parameters too or by the library base's constructor
+  (`batch[self.rank * self.batch_size:(self.rank + 1) * self.batch_size]`, `indices[self.rank::self.num_replicas]`).
+  Which rank that parameter receives is the caller's argument (`RankTaint._sampler_rank`); a class that selects by
+  no handed values is a plain sampler, whatever its name (`batch[:self.batch_size]` reads one).
 
 Limit: a checked class that shards by a rank it reads itself (`dist.get_rank()` in `__init__` with no
 parameter) and stores in no attribute read by a selection is not recognised (its loader then varies on every
