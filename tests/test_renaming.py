@@ -36,10 +36,6 @@ KNOWN: dict[str, str] = {
         "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
     'params/ids_or_embeddings_own_projection':
         "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
-    'moe/batch_loop_skips_experts':
-        "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
-    'moe/sparse_block_zero3':
-        "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
     'collectives/callback_from_provider_gathered.py':
         'not traced: renaming `summary_writer` (a keyword parameter of a nested callback the caller passes by keyword) adds a DSL101',
     'collectives/embedding_group_stage_ends.py':
@@ -101,15 +97,15 @@ def library_names() -> frozenset[str]:
             names |= set(dir(obj))
         except Exception:       # noqa: BLE001
             continue
-    # the fields and submodules a library object's constructor stores (not in its class's dir): DeepSpeed's MoE
-    # layer, its `deepspeed_moe` and that one's `gate`, whose `drop_tokens`/`capacity_factor`/`min_capacity` a
-    # project's patched gate forward reads off the gate it is handed -- renaming them reads fields the library
-    # object does not have
+    # the fields a library object's constructor stores (not in its class's dir): DeepSpeed's MoE gate
+    # (`layer.deepspeed_moe.gate`, a TopKGate), whose `drop_tokens`/`capacity_factor`/`min_capacity` a project's
+    # patched gate forward reads off the gate it is handed -- renaming them reads fields the library object does
+    # not have. Only the gate's: the layer's other submodules (`experts`) are words projects use for their own
+    # fields, which the renamer must keep renaming
     try:
         from deepspeed.moe.layer import MoE
         layer = MoE(hidden_size=4, expert=torch.nn.Linear(4, 4), num_experts=2, ep_size=1, k=1)
-        for module in (layer, layer.deepspeed_moe, layer.deepspeed_moe.gate):
-            names |= {n for n in (*vars(module), *module._modules) if not n.startswith("_")}
+        names |= {"gate"} | {n for n in vars(layer.deepspeed_moe.gate) if not n.startswith("_")}
     except Exception:           # noqa: BLE001 -- a library absent here names nothing
         pass
     return frozenset(names)
