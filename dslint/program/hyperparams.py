@@ -296,9 +296,14 @@ def evaluate(project: "ProjectView", src: PythonSource, expr: Optional[cst.BaseE
         return _module_constant(src, expr.value)
     if isinstance(expr, cst.Attribute):
         base = dotted_name(expr.value) or ""
-        if base.split(".")[-1] in ("args", "opt", "opts", "cmd_args", "flags", "hparams", "model_args",
-                                   "training_args", "data_args", "moe_args", "config_args", "arguments") \
-                or base.endswith("args"):
+        held = options_holder(project, src, base) if isinstance(expr.value, cst.Name) else None
+        if held is None:
+            # not followed (`self.args`, a name this file never binds, a parameter no checked call fills): the
+            # holder's conventional names stand in for the binding that could not be read
+            held = base.split(".")[-1] in ("args", "opt", "opts", "cmd_args", "flags", "hparams", "model_args",
+                                           "training_args", "data_args", "moe_args", "config_args",
+                                           "arguments") or base.endswith("args")
+        if held:
             return option_value(project, expr.attr.value, script or src)
     return UNKNOWN_VALUE
 
@@ -460,3 +465,128 @@ def option_domain(project: "ProjectView", attr: str) -> Optional[frozenset]:
             return None
         return None if _attribute_stored(project, attr) else out
     return memo(project, ("option-domain", attr), build)
+
+
+# the parsers' calls that return the parsed options: argparse's namespace (`parse_known_args`: (namespace,
+# rest)), HfArgumentParser's dataclasses
+_PARSE_CALLS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args",
+                          "parse_args_into_dataclasses", "parse_dict", "parse_json_file", "parse_yaml_file"})
+_HOLDER_DEPTH = 2
+
+
+def options_holder(project: "ProjectView", src: PythonSource, name: str, depth: int = 0) -> Optional[bool]:
+    """Is the bare name `name`, wherever this file binds it, the parsed command-line options -- decided from its
+    bindings, not its spelling: True when a binding is a parser's result (`parser.parse_args()`, an element of
+    `HfArgumentParser(...).parse_args_into_dataclasses()`), a call of a checked function returning one
+    (`args = add_argument()`), or a parameter that a checked call fills with such a name (`evaluate(model, rows,
+    args)`, `model.initialize_moe_modules(model_args=model_args)`: followed `_HOLDER_DEPTH` callers deep); False
+    when every binding is followed and none is; None when the file binds it nowhere, or only as parameters no
+    checked call was found to fill. Memoised per (file, name)."""
+    table = memo(project, "options-holders", dict)
+    key = (id(src), name)
+    if key in table:
+        return table[key] if table[key] is not _IN_PROGRESS or depth else None
+    table[key] = _IN_PROGRESS       # the same name handed back to itself (`args` passed as `args`): no evidence
+    table[key] = _options_holder(project, src, name, depth)
+    return table[key]
+
+
+_IN_PROGRESS = object()
+
+
+def _options_holder(project: "ProjectView", src: PythonSource, name: str, depth: int) -> Optional[bool]:
+    if src.facts is None or name not in src.text:
+        return None
+    values: list[cst.BaseExpression] = []
+    elementwise: list[cst.BaseExpression] = []
+
+    class Bindings(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if isinstance(t.target, cst.Name) and t.target.value == name:
+                    values.append(node.value)
+                elif isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                        isinstance(el.value, cst.Name) and el.value.value == name for el in t.target.elements):
+                    elementwise.append(node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name) and node.target.value == name and node.value is not None:
+                values.append(node.value)
+
+    cst_visit(src.module, Bindings())
+    verdicts: list[Optional[bool]] = [_parsed(project, src, v) for v in values + elementwise]
+    for info in src.facts.functions.values():
+        if name in info.params:
+            verdicts.append(_handed_options(project, src, info, name, depth))
+    if any(v is True for v in verdicts):
+        return True
+    if not verdicts or any(v is None for v in verdicts):
+        return None
+    return False
+
+
+def _parsed(project: "ProjectView", src: PythonSource, value: cst.BaseExpression) -> Optional[bool]:
+    """A value is the parsed options: a parser's call (or an element of its result), or a call of a checked
+    function every `return` of which is one."""
+    if isinstance(value, cst.Subscript):
+        value = value.value
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS:
+        return True
+    callee = src.facts.resolve_expr(value.func)
+    if project.class_for_callee(src, callee) is not None:
+        return False                # an object of a checked class: what its constructor stores, not the options
+    found = project.function_for_callee(src, callee)
+    info = found[0].facts.functions.get(found[1]) if found is not None and found[0].facts is not None else None
+    if info is None:
+        return None
+    returns: list[cst.BaseExpression] = []
+
+    class Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is info.node
+
+        def visit_Return(self, node: cst.Return) -> None:
+            if node.value is not None:
+                returns.append(node.value)
+
+    cst_visit(info.node, Returns())
+    return bool(returns) and all(isinstance(r, cst.Call) and isinstance(r.func, cst.Attribute)
+                                 and r.func.attr.value in _PARSE_CALLS for r in returns)
+
+
+def _handed_options(project: "ProjectView", src: PythonSource, info: FunctionInfo, param: str,
+                    depth: int) -> Optional[bool]:
+    """A parameter filled, at some checked call of its function, with a name the caller's file binds to the
+    parsed options. None when no call is found or none passes a bare name there."""
+    if depth >= _HOLDER_DEPTH or info.name.startswith("__"):
+        return None
+    at = info.params.index(param)
+    if info.class_name is not None:
+        at -= 1                     # `obj.method(x)`: self is the receiver
+    verdicts: list[Optional[bool]] = []
+    for other in project.mentioning(info.name):
+        if other.facts is None:
+            continue
+        for call in other.facts.calls:
+            if call.attr != info.name:
+                continue
+            if info.class_name is None:
+                hit = project.function_for_callee(other, call.callee)
+                if hit is None or hit[0] is not src or hit[1] != info.qualname:
+                    continue
+            elif not isinstance(call.node.func, cst.Attribute):
+                continue
+            kw = call.keyword(param)
+            positional = [a for a in call.node.args if a.keyword is None and not a.star]
+            arg = kw.value if kw is not None else positional[at].value if 0 <= at < len(positional) else None
+            if isinstance(arg, cst.Name):
+                held = options_holder(project, other, arg.value, depth + 1)
+                # the name being decided, handed on as itself: its value is that of its other bindings
+                verdicts.append(False if held is _IN_PROGRESS else held)
+    if any(v is True for v in verdicts):
+        return True
+    if not verdicts or any(v is None for v in verdicts):
+        return None
+    return False

@@ -37,6 +37,7 @@ from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PL
                                                accelerate_typing, display_only, item_preserving_arg, item_source,
                                                same_count, same_items, server_role, trace_example)
 from dslint.program.rank.loader_flow import is_loader
+from dslint.program.rank.samplers import distributed_sampler_class, library_distributed_sampler
 from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.program.rank.saved_records import restored_sizes
 from dslint.sources.literals import literal_value
@@ -1933,8 +1934,12 @@ class RankTaint:
 
     def _sampler_call(self, e: cst.BaseExpression) -> bool:
         if isinstance(e, cst.Call):
-            last = _last(self.facts.resolve_expr(e.func), e.func) or ""
-            return "Distributed" in last and "Sampler" in last
+            # a checked class by its hierarchy and code, a library class by its API name (`rank.samplers`)
+            resolved = self.facts.resolve_expr(e.func)
+            decided = distributed_sampler_class(self.analysis, self.src, resolved)
+            if decided is not None:
+                return decided
+            return library_distributed_sampler(_last(resolved, e.func))
         if isinstance(e, cst.IfExp):
             return self._sampler_call(e.body) or self._sampler_call(e.orelse)
         return False
@@ -1980,8 +1985,8 @@ class RankTaint:
 
     @cached_property
     def _sampler_names(self) -> set[str]:
-        if "Sampler" not in self.src.text:
-            return set()
+        if "ampler" not in self.src.text:
+            return set()        # a sampler reaches a loader by its `sampler=`/`batch_sampler=` keyword
         out = set()
         for node in _assignments(self.src.module):
             if self._sampler_call(node.value):
