@@ -1195,6 +1195,8 @@ class RankTaint:
             return field if declared else held
         hit = self.eval(e.value, env, cls)
         if hit is not None and hit.fields is not None:
+            if hit.kind == "rank" and self.analysis.constant_field(attr):
+                return None     # one value on every object, whichever a rank test picked (below)
             return field_origin(hit, attr)     # `tracker.total` of `Tracker(cfg, local_rank)`: that field's stores
         if hit is not None and hit.stream:
             return None     # `loader.batch_size`, `loader.dataset`: the loader's own settings, alike on every rank
