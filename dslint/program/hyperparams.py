@@ -567,7 +567,9 @@ def _handed_options(project: "ProjectView", src: PythonSource, info: FunctionInf
         at -= 1                     # `obj.method(x)`: self is the receiver
     verdicts: list[Optional[bool]] = []
     for other in project.mentioning(info.name):
-        if other.facts is None:
+        # decided on the outline first: a file that calls no function of that name is not parsed for it
+        if other.outline is None or not any(callee and callee.rsplit(".", 1)[-1] == info.name
+                                            for callee, _ in other.outline.calls) or other.facts is None:
             continue
         for call in other.facts.calls:
             if call.attr != info.name:

@@ -1656,12 +1656,16 @@ class FlowWalk:
         if len(paths) != len(bodies) + 1 or not all(paths[first:]):
             return
         per_branch = [set(_bound_names([body])) for body in [*bodies, final]]
+        several: set[str] = set()
         for i in range(first, len(per_branch)):
             for name in per_branch[i]:
                 joined = self.env.get(name)
-                if joined is None or name in self._fresh:
+                if joined is None or name in self._fresh or name in several:
                     continue
                 if any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
+                    several.add(name)
+                    if len(per_branch) > _MAX_CORRELATED_BRANCHES:
+                        continue        # a long `elif` chain: each later path would be checked against every branch
                     # bound on several branches (`if load_on_all_ranks or rank == 0: state = load(path) else:
                     # state = None`): each branch's ranks hold that branch's value, so a later path implying one
                     # branch's (the side of `if not load_on_all_ranks: state = broadcast(state)` not taken, where
@@ -2264,6 +2268,9 @@ def distributed_truth_of(test: cst.BaseExpression, leaf: Callable[[cst.BaseExpre
             return known
         return None if left is None or right is None else not known
     return leaf(test, depth)
+
+
+_MAX_CORRELATED_BRANCHES = 8    # a name several branches bind is recorded per branch for chains this long at most
 
 
 def _and_operands(e: cst.BaseExpression, out: list) -> None:
