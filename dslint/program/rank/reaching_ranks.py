@@ -1165,8 +1165,7 @@ class FlowWalk:
         that group's rank alone uniform (`_one_rank_world`) -- and the side holds the join of the worlds (fairseq's
         `if is_distributed and not load_on_all_ranks: state = broadcast(state)`: where `load_on_all_ranks` holds
         every rank loaded the file, where the data-parallel group holds one rank its rank 0 loaded it)."""
-        conjuncts: list[cst.BaseExpression] = []
-        _and_operands(test, conjuncts)
+        conjuncts = _conjuncts(test)
         if not 2 <= len(conjuncts) <= 4 or not path:
             return
         start = self.env
@@ -2271,14 +2270,6 @@ def distributed_truth_of(test: cst.BaseExpression, leaf: Callable[[cst.BaseExpre
 
 
 _MAX_CORRELATED_BRANCHES = 8    # a name several branches bind is recorded per branch for chains this long at most
-
-
-def _and_operands(e: cst.BaseExpression, out: list) -> None:
-    if isinstance(e, cst.BooleanOperation) and isinstance(e.operator, cst.And):
-        _and_operands(e.left, out)
-        _and_operands(e.right, out)
-    else:
-        out.append(e)
 
 
 def _correlated_join(before: dict, after: list[dict]) -> dict:
