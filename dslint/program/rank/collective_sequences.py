@@ -548,9 +548,7 @@ def _leaves(walk, e: cst.BaseExpression, consts: set, atoms: dict, leaves: dict,
         leaves[id(e)] = ("const", walk.seq_sentinels[id(e)])
         return
     analysis = getattr(getattr(walk, "analysis", None), "sequences", None)
-    if analysis is None and getattr(walk, "taint", None) is not None and not getattr(walk, "seq_local", False):
-        # a function's recording walk (not the walk that records the environments at calls, `_CallSiteWalk`:
-        # the sequence analysis is built on what that walk finds)
+    if analysis is None and getattr(walk, "taint", None) is not None:     # a function's recording walk
         analysis = SequenceAnalysis.of(walk.taint.analysis.project)
     if analysis is not None:
         scope = Scope(walk.taint.src, walk.cls, walk.seq_tests, walk.seq_bound, set(), walk.seq_sentinels, walk)

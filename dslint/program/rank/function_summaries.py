@@ -1381,9 +1381,6 @@ class _CallSiteWalk(FlowWalk):
         self._continues: list[list[Env]] = []       # per loop of that walk: the environments at its `continue`s
         self._elif_of: dict[int, cst.If] = {}       # an `elif` link → the link it is the `orelse` of
         self.seq_bound: dict = {}                   # (`path_implies` reads names through it: not tracked here)
-        self.seq_tests: dict = {}
-        self.seq_sentinels: dict = {}
-        self.seq_local = True                       # `path_implies` asks no project-wide analysis
 
     # a name one branch of a rank test alone binds holds that branch's value on a later path implying it (`if
     # rank == 0: texts = read(f)` … `if rank == 0: generate(texts)` hands rank 0's own list: `_recorrelate`)
@@ -1399,15 +1396,7 @@ class _CallSiteWalk(FlowWalk):
         """Every test of `assigned` is on `use` too, with the same side, and reads nothing that could change in
         between (`_same_each_time`; a name read is rebound: `_uncorrelate` drops the record)."""
         taken = {(code_of(t, 10000), h) for t, h in use}
-        if all(self._same_each_time(t) and (code_of(t, 10000), h) in taken for t, h in assigned):
-            return True
-        # else by the tests' logic (`raising_ranks.path_implies`: `not load_on_all_ranks` false on the side of
-        # `if is_distributed and not load_on_all_ranks:` not taken implies `load_on_all_ranks or rank == 0`), when
-        # every test of both paths is evaluated alike wherever it is written
-        if not all(self._same_each_time(t) for t, _ in (*use, *assigned)):
-            return False
-        from dslint.program.rank.raising_ranks import path_implies
-        return path_implies(self, use, assigned)
+        return all(self._same_each_time(t) and (code_of(t, 10000), h) in taken for t, h in assigned)
 
     def _same_each_time(self, e: cst.BaseExpression) -> bool:
         """Is `e` made of names, literals, comparisons, `and`/`or`/`not` and rank-id calls without arguments
