@@ -132,7 +132,7 @@ class SparseBlock:
 
 _UNIFORM_ITER = re.compile(r"^(range\((len\()?(self\.)?\w+(\.\w+)*\)?\)|range\(\d+\))$")
 # the routing calls of a top-k gate: which experts each token goes to
-_ROUTING = frozenset({"topk", "argmax", "argsort"})
+_ROUTING = frozenset({"topk", "argmax"})
 _CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict"})
 
 
@@ -250,10 +250,9 @@ class _DataSkip(cst.CSTVisitor):
             self.reason = self.reason or f"`if {test.strip()}` skips experts that received no tokens"
 
 
-def _routes(tree: cst.CSTNode) -> bool:
-    """The code routes tokens: it calls a top-k gate's selection (`torch.topk`, `.topk(...)`, `argmax`,
-    `argsort` of the chosen ids)."""
-    for n in walk(tree):
+def _routes(method) -> bool:
+    """The method routes tokens: it calls a top-k gate's selection (`torch.topk`, `.topk(...)`, `argmax`)."""
+    for n in walk(method.node):
         if isinstance(n, cst.Call):
             f = n.func
             last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
@@ -262,19 +261,11 @@ def _routes(tree: cst.CSTNode) -> bool:
     return False
 
 
-def routed(src: PythonSource) -> bool:
-    """Some code of the file routes tokens by a top-k selection (`_routes`), memoised per file."""
-    hit = src.__dict__.get("_moe_routed")
-    if hit is None:
-        hit = src.__dict__["_moe_routed"] = any(w in src.text for w in _ROUTING) and _routes(src.module)
-    return hit
-
-
 def sparse_blocks(project: "ProjectView") -> list[SparseBlock]:
     """The module classes whose forward runs a module container's members in a loop that skips some of them by
     the routing (a sparse MoE block: `for i in range(E): ... if top_x.shape[0] == 0: continue`), or loops over
     the routed experts only -- the container a torch `ModuleList`/`ModuleDict` field, the routing a top-k gate's
-    selection in the same file; decided by the library classes and calls, not by fields named `experts`."""
+    selection in the same method; decided by the library classes and calls, not by fields named `experts`."""
     def build():
         out = []
         for cls in model_facts(project).classes:
@@ -282,11 +273,11 @@ def sparse_blocks(project: "ProjectView") -> list[SparseBlock]:
                 continue
             methods = list(cls.info.methods.values())
             lists = module_lists(cls.src, methods)
-            # the routing may sit in the block's method or in a gate module of the same file (DeepSeek's
-            # `MoEGate.forward` returns the top-k ids `moe_infer` loops over)
-            if not lists or not routed(cls.src):
+            if not lists:
                 continue
             for method in methods:
+                if not _routes(method):
+                    continue
                 loops = _ExpertLoops(lists)
                 cst_visit(method.node, loops)
                 for loop, reason in loops.hits:
