@@ -552,8 +552,19 @@ def _parsed(project: "ProjectView", src: PythonSource, value: cst.BaseExpression
                 returns.append(node.value)
 
     cst_visit(info.node, Returns())
-    return bool(returns) and all(isinstance(r, cst.Call) and isinstance(r.func, cst.Attribute)
-                                 and r.func.attr.value in _PARSE_CALLS for r in returns)
+    verdicts: list[Optional[bool]] = []
+    for r in returns:
+        if isinstance(r, cst.Call) and isinstance(r.func, cst.Attribute) and r.func.attr.value in _PARSE_CALLS:
+            verdicts.append(True)
+        elif isinstance(r, cst.Name):
+            # `args = parser.parse_args(); ...; return args`: the name's bindings in the callee's file decide
+            held = options_holder(project, found[0], r.value, _HOLDER_DEPTH - 1)
+            verdicts.append(None if held is _IN_PROGRESS else held)
+        else:
+            verdicts.append(False)
+    if not verdicts or any(v is False for v in verdicts):
+        return False
+    return None if any(v is None for v in verdicts) else True
 
 
 def _handed_options(project: "ProjectView", src: PythonSource, info: FunctionInfo, param: str,
