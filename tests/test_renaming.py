@@ -36,20 +36,6 @@ KNOWN: dict[str, str] = {
         "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
     'params/ids_or_embeddings_own_projection':
         "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
-    'collectives/batch_sampler_group_rank_reduced_over_dp.py':
-        "value_uniformity.RankTaint._sampler_call: a project's batch sampler counts as distributed when its class name holds 'Distributed' and 'Sampler' (renamed, its data-parallel rank argument is no longer read and the loss's `break` becomes a DSL103); surfaced when the engine stopped being one by its name (names12): to decide by the class hierarchy (a torch.utils.data sampler subclass) and the rank it is handed",
-    'collectives/eval_steps_option_set_or_len.py':
-        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
-    'moe/cifar_moe_ep_mismatch':
-        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
-    'moe/padding_eval_class_not_built':
-        'hyperparams.evaluate: `x.attr` is read as a command-line option when `x` is called args/opt/model_args/... (its argparse binding is not followed)',
-    'moe/batch_loop_skips_experts':
-        "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
-    'moe/sparse_block_zero3':
-        "moe_usage (DSL206 loops over experts): a loop is over the experts when its iterable's code says 'experts'",
-    'moe/patched_gate_capacity_allreduced':
-        "moe_gating: a gate argument is the config's drop_tokens when it is spelled `<x>.drop_tokens`",
     'collectives/callback_from_provider_gathered.py':
         'not traced: renaming `summary_writer` (a keyword parameter of a nested callback the caller passes by keyword) adds a DSL101',
     'collectives/embedding_group_stage_ends.py':
@@ -111,6 +97,17 @@ def library_names() -> frozenset[str]:
             names |= set(dir(obj))
         except Exception:       # noqa: BLE001
             continue
+    # the fields a library object's constructor stores (not in its class's dir): DeepSpeed's MoE gate
+    # (`layer.deepspeed_moe.gate`, a TopKGate), whose `drop_tokens`/`capacity_factor`/`min_capacity` a project's
+    # patched gate forward reads off the gate it is handed -- renaming them reads fields the library object does
+    # not have. Only the gate's: the layer's other submodules (`experts`) are words projects use for their own
+    # fields, which the renamer must keep renaming
+    try:
+        from deepspeed.moe.layer import MoE
+        layer = MoE(hidden_size=4, expert=torch.nn.Linear(4, 4), num_experts=2, ep_size=1, k=1)
+        names |= {"gate"} | {n for n in vars(layer.deepspeed_moe.gate) if not n.startswith("_")}
+    except Exception:           # noqa: BLE001 -- a library absent here names nothing
+        pass
     return frozenset(names)
 
 

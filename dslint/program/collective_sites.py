@@ -1096,10 +1096,11 @@ class CollectiveSites:
                                                   "object used as one) is seen to run this model", found=False)]
         if fwd.status != "yes" and kind != "gather" and shipped is None:
             evidence = evidence + [Fact("zero-stage", "no DeepSpeed config with a known ZeRO stage reaches this "
-                                                      "code: collective only under ZeRO-3 or MoE", found=False)]
+                                                      "code: ZeRO-3 assumed (collective only under ZeRO-3 or MoE)",
+                                        found=False)]
         if kind not in ("forward", "generate"):
             why = (f"{what}: ZeRO-3 in {fwd.origin}" if fwd.origin else what) if fwd.status == "yes" and fwd.zero3 else \
-                f"{what} when ZeRO-3 is on; no DeepSpeed config was found to tell"
+                f"{what} when ZeRO-3 is on (assumed: no DeepSpeed config was found to tell)"
             if fwd.status == "yes" and not fwd.zero3:
                 why = f"{what} when ZeRO-3 is on"
             return Site(call, src, why, fwd.status == "yes" and fwd.zero3, kind, handoff=handoff, forward=fwd,

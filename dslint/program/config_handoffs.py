@@ -15,10 +15,19 @@ _CONFIG_SUFFIXES = tuple("." + c for c in _CONFIG_CALLS)
 _CONFIG_KEYWORD_TEXT = re.compile(r"\b(%s)\s*=(?!=)" % "|".join(sorted(_CONFIG_KEYWORDS)))
 
 
+def takes_config(callee: str) -> bool:
+    """Does a call of `callee` take a DeepSpeed config: `deepspeed.initialize`, transformers' `TrainingArguments`
+    and the like, or one of TRL's training configurations (`trl.SFTConfig`, `DPOConfig`, `GRPOConfig`, ...: TRL
+    defines each as a `transformers.TrainingArguments` subclass, whose `deepspeed=` field is the config that
+    its Trainer hands to DeepSpeed)? Decided on the library's API (its module and class), not on a project's
+    spelling."""
+    return bool(callee) and (callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
+                             or callee.startswith("trl.") and callee.rsplit(".", 1)[-1].endswith("Config"))
+
+
 def _hands_config(call) -> bool:
     """`deepspeed.initialize(config=...)`, `TrainingArguments(deepspeed=...)` and the like."""
-    callee = call.callee or ""
-    return callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
+    return takes_config(call.callee or "")
 
 
 # Keys a consumer writes into the config before DeepSpeed reads it, whatever the file holds: accelerate's

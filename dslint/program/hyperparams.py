@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import libcst as cst
 
-from dslint.sources.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import nodes_of, visit as cst_visit
 from dslint.program.facts import FunctionInfo, dotted_name
+from dslint.program.statement_walks import iter_assigns
 from dslint.sources.literals import UNKNOWN, literal_value
 
 if TYPE_CHECKING:
@@ -295,8 +296,310 @@ def evaluate(project: "ProjectView", src: PythonSource, expr: Optional[cst.BaseE
         return _module_constant(src, expr.value)
     if isinstance(expr, cst.Attribute):
         base = dotted_name(expr.value) or ""
-        if base.split(".")[-1] in ("args", "opt", "opts", "cmd_args", "flags", "hparams", "model_args",
-                                   "training_args", "data_args", "moe_args", "config_args", "arguments") \
-                or base.endswith("args"):
+        held = options_holder(project, src, base) if isinstance(expr.value, cst.Name) else None
+        if held is None:
+            # not followed (`self.args`, a name this file never binds, a parameter no checked call fills): the
+            # holder's conventional names stand in for the binding that could not be read
+            held = base.split(".")[-1] in ("args", "opt", "opts", "cmd_args", "flags", "hparams", "model_args",
+                                           "training_args", "data_args", "moe_args", "config_args",
+                                           "arguments") or base.endswith("args")
+        if held:
             return option_value(project, expr.attr.value, script or src)
     return UNKNOWN_VALUE
+
+
+def _str_set(node: Optional[cst.BaseExpression]) -> Optional[frozenset]:
+    """The strings of a literal list/tuple/set display of strings only (no starred item), else None."""
+    if not isinstance(node, (cst.List, cst.Tuple, cst.Set)) or \
+            not all(isinstance(el, cst.Element) for el in node.elements):
+        return None
+    values = [literal_value(el.value) for el in node.elements]
+    return frozenset(values) if values and all(isinstance(v, str) for v in values) else None
+
+
+def _declared_choices(option: Option) -> Optional[frozenset]:
+    """The values an argparse option can hold: its literal `choices` and its literal default (argparse checks
+    the command line against `choices`, never the default); None when it declares no literal choices or its
+    default is no literal string (None: the option absent)."""
+    call = option.node
+    if not isinstance(call, cst.Call):
+        return None
+    given = next((a for a in call.args if a.keyword is not None and a.keyword.value == "choices"), None)
+    choices = _str_set(given.value) if given is not None else None
+    if choices is None or option.kind == "list":
+        return None
+    if option.default is None or isinstance(option.default, str):
+        return choices | ({option.default} if isinstance(option.default, str) else frozenset())
+    return None
+
+
+def _field_choices(stmt: cst.CSTNode) -> Optional[frozenset]:
+    """The values a dataclass field read by `HfArgumentParser` can hold: `Literal["a", "b"]` (or `Optional[...]`
+    of it) as its annotation, or `field(metadata={"choices": [...]})`, with a literal string (or None) default;
+    None otherwise."""
+    if not isinstance(stmt, cst.AnnAssign):
+        return None
+    choices = None
+    ann = stmt.annotation.annotation
+    if isinstance(ann, cst.Subscript) and (dotted_name(ann.value) or "").split(".")[-1] == "Optional" and \
+            len(ann.slice) == 1 and isinstance(ann.slice[0].slice, cst.Index):
+        ann = ann.slice[0].slice.value
+    if isinstance(ann, cst.Subscript) and (dotted_name(ann.value) or "").split(".")[-1] == "Literal":
+        values = [literal_value(el.slice.value) if isinstance(el.slice, cst.Index) else None for el in ann.slice]
+        if values and all(isinstance(v, str) for v in values):
+            choices = frozenset(values)
+    default: Any = UNKNOWN
+    value = stmt.value
+    if isinstance(value, cst.Call) and (dotted_name(value.func) or "").split(".")[-1] == "field":
+        for arg in value.args:
+            if arg.keyword is None:
+                return None
+            if arg.keyword.value == "default":
+                default = literal_value(arg.value)
+            elif arg.keyword.value == "metadata":
+                if not isinstance(arg.value, cst.Dict):
+                    return None
+                for el in arg.value.elements:
+                    if not isinstance(el, cst.DictElement):
+                        return None
+                    if literal_value(el.key) == "choices":
+                        choices = _str_set(el.value)
+                        if choices is None:
+                            return None
+            elif arg.keyword.value == "default_factory":
+                return None
+    elif value is not None:
+        default = literal_value(value)
+    if choices is None:
+        return None
+    if default is UNKNOWN and value is not None and not isinstance(value, cst.Call):
+        return None
+    if default is UNKNOWN or default is None:
+        return choices
+    return choices | {default} if isinstance(default, str) else None
+
+
+def _attribute_stored(project: "ProjectView", attr: str) -> bool:
+    """Can something other than the command line put a value into an attribute spelled `attr`: an assignment
+    anywhere in the project (`args.metric = ...`, `setattr(args, "metric", ...)`), a call passing a keyword of
+    that name (`Namespace(metric=...)`, `Options(metric=...)`, `set_defaults(metric=...)`, `replace(...)`), or a
+    store at a key that is no literal (`setattr(args, key, value)`, `vars(args).update(d)`, `args.__dict__[k] =
+    v`, `Namespace(**d)`): then what it holds is not only what the option's declaration allows."""
+    def opaque_store(src) -> bool:
+        for call in src.facts.calls:
+            args = call.node.args
+            if call.attr == "setattr" and len(args) > 1 and not isinstance(literal_value(args[1].value), str):
+                return True
+            if call.attr == "update" and isinstance(call.node.func, cst.Attribute) and (
+                    isinstance(call.node.func.value, cst.Attribute) and call.node.func.value.attr.value == "__dict__"
+                    or isinstance(call.node.func.value, cst.Call)
+                    and dotted_name(call.node.func.value.func) == "vars"):
+                return True
+            if call.attr in ("Namespace", "SimpleNamespace", "set_defaults", "replace") and \
+                    any(a.star == "**" for a in args):
+                return True
+        return any(isinstance(t.target, cst.Subscript) and isinstance(t.target.value, cst.Attribute)
+                   and t.target.value.attr.value == "__dict__" for node in iter_assigns(src.module)
+                   for t in node.targets)
+    if memo(project, "opaque-attribute-stores", lambda: any(
+            opaque_store(src) for src in project.mentioning("setattr", "__dict__", "vars(", "Namespace",
+                                                            "set_defaults", "replace("))):
+        return True
+    for src in project.mentioning(attr):
+        for node in iter_assigns(src.module):
+            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attr for t in node.targets):
+                return True
+        aug, ann = nodes_of(src.module, (cst.AugAssign, cst.AnnAssign))
+        if any(isinstance(stmt.target, cst.Attribute) and stmt.target.attr.value == attr for stmt in aug + ann):
+            return True
+        for call in src.facts.calls:
+            if call.attr == "setattr" and len(call.node.args) > 1 and \
+                    literal_value(call.node.args[1].value) == attr:
+                return True
+            if call.attr != "add_argument" and call.keyword(attr) is not None:
+                return True
+    return False
+
+
+def _constructed_directly(project: "ProjectView", fields: list) -> bool:
+    """Is a dataclass holding one of these fields called with positional or spread arguments anywhere in the
+    project (`Options("eval_loss")`, `Options(**d)`): `HfArgumentParser` checks the declared choices, a direct
+    construction does not (keywords of the field's name count as stores: `_attribute_stored`)."""
+    names = set()
+    for _, src, stmt in fields:
+        for info in src.facts.classes.values():
+            body = info.node.body.body if isinstance(info.node.body, cst.IndentedBlock) else ()
+            if any(isinstance(line, cst.SimpleStatementLine) and stmt in line.body for line in body):
+                names.add(info.node.name.value)
+    for name in names:
+        for src in project.mentioning(name):
+            for call in src.facts.calls:
+                if call.attr == name and any(a.keyword is None for a in call.node.args):
+                    return True
+    return False
+
+
+def option_domain(project: "ProjectView", attr: str) -> Optional[frozenset]:
+    """The strings `<args>.<attr>` can hold where `attr` is the destination of the command line's options
+    (argparse `add_argument(..., choices=[...])`, an `HfArgumentParser` dataclass field with `Literal[...]` or
+    `metadata={"choices": [...]}`), their defaults included: the union over every option and field of that
+    destination in the project. None where one of them declares no literal choices, none exists, or the
+    attribute is also assigned anywhere in the project (`_attribute_stored`). Memoised per view."""
+    def build() -> Optional[frozenset]:
+        options = memo(project, "argparse", lambda: _argparse_options(project)).get(attr, [])
+        fields = memo(project, "dataclass-fields", lambda: _dataclass_fields(project)).get(attr, [])
+        if not options and not fields:
+            return None
+        out: frozenset = frozenset()
+        for option in options:
+            got = _declared_choices(option)
+            if got is None:
+                return None
+            out |= got
+        for _, _, stmt in fields:
+            got = _field_choices(stmt)
+            if got is None:
+                return None
+            out |= got
+        if fields and _constructed_directly(project, fields):
+            return None
+        return None if _attribute_stored(project, attr) else out
+    return memo(project, ("option-domain", attr), build)
+
+
+# the parsers' calls that return the parsed options: argparse's namespace (`parse_known_args`: (namespace,
+# rest)), HfArgumentParser's dataclasses
+_PARSE_CALLS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args",
+                          "parse_args_into_dataclasses", "parse_dict", "parse_json_file", "parse_yaml_file"})
+_HOLDER_DEPTH = 2
+
+
+def options_holder(project: "ProjectView", src: PythonSource, name: str, depth: int = 0) -> Optional[bool]:
+    """Is the bare name `name`, wherever this file binds it, the parsed command-line options -- decided from its
+    bindings, not its spelling: True when a binding is a parser's result (`parser.parse_args()`, an element of
+    `HfArgumentParser(...).parse_args_into_dataclasses()`), a call of a checked function returning one
+    (`args = add_argument()`), or a parameter that a checked call fills with such a name (`evaluate(model, rows,
+    args)`, `model.initialize_moe_modules(model_args=model_args)`: followed `_HOLDER_DEPTH` callers deep); False
+    when every binding is followed and none is; None when the file binds it nowhere, or only as parameters no
+    checked call was found to fill. Memoised per (file, name)."""
+    table = memo(project, "options-holders", dict)
+    key = (id(src), name)
+    if key in table:
+        return table[key] if table[key] is not _IN_PROGRESS or depth else None
+    table[key] = _IN_PROGRESS       # the same name handed back to itself (`args` passed as `args`): no evidence
+    table[key] = _options_holder(project, src, name, depth)
+    return table[key]
+
+
+_IN_PROGRESS = object()
+
+
+def _options_holder(project: "ProjectView", src: PythonSource, name: str, depth: int) -> Optional[bool]:
+    if src.facts is None or name not in src.text:
+        return None
+    values: list[cst.BaseExpression] = []
+    elementwise: list[cst.BaseExpression] = []
+
+    class Bindings(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if isinstance(t.target, cst.Name) and t.target.value == name:
+                    values.append(node.value)
+                elif isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                        isinstance(el.value, cst.Name) and el.value.value == name for el in t.target.elements):
+                    elementwise.append(node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name) and node.target.value == name and node.value is not None:
+                values.append(node.value)
+
+    cst_visit(src.module, Bindings())
+    verdicts: list[Optional[bool]] = [_parsed(project, src, v) for v in values + elementwise]
+    for info in src.facts.functions.values():
+        if name in info.params:
+            verdicts.append(_handed_options(project, src, info, name, depth))
+    if any(v is True for v in verdicts):
+        return True
+    if not verdicts or any(v is None for v in verdicts):
+        return None
+    return False
+
+
+def _parsed(project: "ProjectView", src: PythonSource, value: cst.BaseExpression) -> Optional[bool]:
+    """A value is the parsed options: a parser's call (or an element of its result), or a call of a checked
+    function every `return` of which is one."""
+    if isinstance(value, cst.Subscript):
+        value = value.value
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value in _PARSE_CALLS:
+        return True
+    callee = src.facts.resolve_expr(value.func)
+    if project.class_for_callee(src, callee) is not None:
+        return False                # an object of a checked class: what its constructor stores, not the options
+    found = project.function_for_callee(src, callee)
+    info = found[0].facts.functions.get(found[1]) if found is not None and found[0].facts is not None else None
+    if info is None:
+        return None
+    returns: list[cst.BaseExpression] = []
+
+    class Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is info.node
+
+        def visit_Return(self, node: cst.Return) -> None:
+            if node.value is not None:
+                returns.append(node.value)
+
+    cst_visit(info.node, Returns())
+    verdicts: list[Optional[bool]] = []
+    for r in returns:
+        if isinstance(r, cst.Call) and isinstance(r.func, cst.Attribute) and r.func.attr.value in _PARSE_CALLS:
+            verdicts.append(True)
+        elif isinstance(r, cst.Name):
+            # `args = parser.parse_args(); ...; return args`: the name's bindings in the callee's file decide
+            held = options_holder(project, found[0], r.value, _HOLDER_DEPTH - 1)
+            verdicts.append(None if held is _IN_PROGRESS else held)
+        else:
+            verdicts.append(False)
+    if not verdicts or any(v is False for v in verdicts):
+        return False
+    return None if any(v is None for v in verdicts) else True
+
+
+def _handed_options(project: "ProjectView", src: PythonSource, info: FunctionInfo, param: str,
+                    depth: int) -> Optional[bool]:
+    """A parameter filled, at some checked call of its function, with a name the caller's file binds to the
+    parsed options. None when no call is found or none passes a bare name there."""
+    if depth >= _HOLDER_DEPTH or info.name.startswith("__"):
+        return None
+    at = info.params.index(param)
+    if info.class_name is not None:
+        at -= 1                     # `obj.method(x)`: self is the receiver
+    verdicts: list[Optional[bool]] = []
+    for other in project.mentioning(info.name):
+        # decided on the outline first: a file that calls no function of that name is not parsed for it
+        if other.outline is None or not any(callee and callee.rsplit(".", 1)[-1] == info.name
+                                            for callee, _ in other.outline.calls) or other.facts is None:
+            continue
+        for call in other.facts.calls:
+            if call.attr != info.name:
+                continue
+            if info.class_name is None:
+                hit = project.function_for_callee(other, call.callee)
+                if hit is None or hit[0] is not src or hit[1] != info.qualname:
+                    continue
+            elif not isinstance(call.node.func, cst.Attribute):
+                continue
+            kw = call.keyword(param)
+            positional = [a for a in call.node.args if a.keyword is None and not a.star]
+            arg = kw.value if kw is not None else positional[at].value if 0 <= at < len(positional) else None
+            if isinstance(arg, cst.Name):
+                held = options_holder(project, other, arg.value, depth + 1)
+                # the name being decided, handed on as itself: its value is that of its other bindings
+                verdicts.append(False if held is _IN_PROGRESS else held)
+    if any(v is True for v in verdicts):
+        return True
+    if not verdicts or any(v is None for v in verdicts):
+        return None
+    return False

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # keyword/positional places where a DeepSpeed config (a path or a dict) is handed over
 from dslint.program.config_handoffs import (_CONFIG_CALLS, _CONFIG_KEYWORD_TEXT, _CONFIG_KEYWORDS,  # noqa: F401
-                                    _CONFIG_SUFFIXES, _hands_config)
+                                    _CONFIG_SUFFIXES, _hands_config, takes_config)
 
 _CONFIG_FLAG = re.compile(r"""["'][-\w]*(deepspeed|ds_config)["']""")    # an argparse flag `--deepspeed_config`
 
@@ -118,7 +118,7 @@ class ProjectView:
                     found += self.launch_json(sh, launch, ref)
             facts = program.facts.get(id(f))
             for ref in facts.config_refs if facts is not None else ():
-                found += self._json_by_reference(ref, Path(f.path).parent)
+                found += self.script_configs_by_reference(f, ref)
             found = [c for c in found if self.is_deepspeed_config(c)] + self.configs_reached_through(f)
             if not found and len(self.json_configs) == 1 and _beside(self.json_configs[0], f):
                 found = list(self.json_configs)     # the run's one config, beside the script or above it
@@ -613,6 +613,38 @@ class ProjectView:
         """`_json_by_reference`, DeepSpeed configs only."""
         return [c for c in self._json_by_reference(ref, base) if self.is_deepspeed_config(c)]
 
+    def script_configs_by_reference(self, src: PythonSource, ref: str) -> list[JsonSource]:
+        """The DeepSpeed configs a relative path written in `src` names, resolved against every folder the process
+        may run in (Python opens it relative to the working directory): the folders the launcher lines that run
+        `src` `cd` into first (`Launch.cwd`); where some launch leaves the folder unknown, also the script's own
+        folder and the root (`_configs_by_reference`). Where a launcher's folder holds the file, a file found by
+        name alone elsewhere is not the one; where several folders hold one, each is a candidate."""
+        if Path(ref).is_absolute():
+            return self._configs_by_reference(ref, Path(src.path).parent)
+        by_path = self._json_index[0]
+        hits: list[JsonSource] = []
+        elsewhere = False           # a launch whose folder is not known: the script's folder or the root may be it
+        for sh, launch in self._launches_for(src):
+            if launch.cwd is None:
+                elsewhere = True
+                continue
+            anchor, path = launch.cwd
+            folder = Path(sh.path).parent
+            for base in (folder / path,) + ((self.root / path, Path(path)) if anchor == "start" else ()):
+                hit = by_path.get(_norm(str(base / ref)))
+                if hit is not None and hit not in hits and self.is_deepspeed_config(hit):
+                    hits.append(hit)
+                    break
+        if not hits:
+            return self._configs_by_reference(ref, Path(src.path).parent)
+        if not elsewhere:
+            return hits
+        for candidate in (Path(src.path).parent / ref, Path(ref), self.root / ref):
+            hit = by_path.get(_norm(str(candidate)))
+            if hit is not None and hit not in hits and self.is_deepspeed_config(hit):
+                hits.append(hit)
+        return hits
+
     def launch_json_files(self, sh: ShellSource, launch, ref: str) -> list[JsonSource]:
         """The configs a launcher line's path names, resolved as the shell would: in the folder the script
         `cd`-ed into before the launch (`Launch.cwd`: relative to the script's folder, or for a `cd` from the
@@ -753,7 +785,7 @@ class ProjectView:
         if outline is None:
             known = False
         else:
-            known = any(c and (c in _CONFIG_CALLS or c.endswith(_CONFIG_SUFFIXES)) for c, _ in outline.calls) \
+            known = any(takes_config(c) for c, _ in outline.calls) \
                 and _CONFIG_KEYWORD_TEXT.search(src.text) is not None      # the text search costs more
             known = known or bool(outline.call_attrs["add_argument"] and _CONFIG_FLAG.search(src.text))
         src.__dict__["_may_hand_configs"] = known
@@ -823,8 +855,8 @@ class ProjectView:
         add_json(self.configs_reached_through(src))
         if self.may_hand_configs(src) and self.may_name_json(src):
             for value, _ in self.literal_configs(src):
-                if isinstance(value, str) and value.endswith(".json"):
-                    add_json(self._configs_by_reference(value, Path(src.path).parent))
+                if isinstance(value, str) and value.endswith(".json") and self.written_config(src, value) is None:
+                    add_json(self.script_configs_by_reference(src, value))
         return out
 
     def _configs_for(self, src: PythonSource) -> list[ConfigView]:
@@ -842,8 +874,11 @@ class ProjectView:
                 add_json(self.launch_json(sh, launch, ref))
         add_json(self.configs_reached_through(src))
         for value, node in self.literal_configs(src):
-            if isinstance(value, str) and value.endswith(".json"):
-                add_json(self._configs_by_reference(value, Path(src.path).parent))
+            written = self.written_config(src, value)
+            if written is not None:
+                found.append(written)
+            elif isinstance(value, str) and value.endswith(".json"):
+                add_json(self.script_configs_by_reference(src, value))
             elif isinstance(value, dict):
                 line = src.span(node).line
                 found.append(ConfigView(value, f"{src.path}:{line}"))
@@ -889,7 +924,8 @@ class ProjectView:
                 args = self._bound_value(src, args.value, call.scope)
             if not isinstance(args, cst.Call):
                 return None
-            if not (dotted_name(args.func) or "").endswith("TrainingArguments"):
+            made = src.facts.resolve_expr(args.func) or dotted_name(args.func) or ""
+            if not (made.endswith("TrainingArguments") or takes_config(made)):
                 return None
             return next((a.value for a in args.args if a.keyword is not None and a.keyword.value == "deepspeed"),
                         None)
@@ -907,11 +943,23 @@ class ProjectView:
             return None
         if isinstance(value, dict):
             return [ConfigView(value, f"{src.path}:{src.span(expr).line}")]
+        written = self.written_config(src, value)
+        if written is not None:
+            return [written]
         if isinstance(value, str) and value.endswith(".json"):
-            hits = [ConfigView(c.data, c.path, c) for c in self._configs_by_reference(value, Path(src.path).parent)
+            hits = [ConfigView(c.data, c.path, c) for c in self.script_configs_by_reference(src, value)
                     if isinstance(c.data, dict)]
             return hits or None
         return None
+
+    def written_config(self, src: PythonSource, value: Any) -> Optional[ConfigView]:
+        """The config a path handed over in `src` names when `src` itself writes a dict there with `json.dump`
+        (`dslint.program.written_configs`): that dict, whatever file of the repository bears the name."""
+        if not isinstance(value, str) or not value.endswith(".json"):
+            return None
+        from dslint.program.written_configs import written_configs
+        hit = written_configs(self, src).get(_norm(value))
+        return ConfigView(hit[0], f"{src.path}:{hit[1]}") if hit is not None else None
 
     def _bound_value(self, src: PythonSource, name: str, scope: str):
         """The expression last assigned to `name` in `scope` (else at module level), or None."""

@@ -249,6 +249,18 @@ class ConfigEvaluator:
                 except (ArithmeticError, ValueError, OverflowError):
                     return UNKNOWN
             return literal_value(expr)
+        if isinstance(expr, cst.IfExp):
+            # `"ds_config.json" if use_deepspeed else None`: where one side hands no config (None: DeepSpeed is
+            # off), the config DeepSpeed runs under is the other side's; two sides alike are that value
+            body = self.value(src, expr.body, scope, upto, depth + 1)
+            orelse = self.value(src, expr.orelse, scope, upto, depth + 1)
+            if orelse is None and body is not UNKNOWN:
+                return body
+            if body is None and orelse is not UNKNOWN:
+                return orelse
+            if isinstance(body, str) and body == orelse:
+                return body
+            return UNKNOWN
         if isinstance(expr, (cst.List, cst.Tuple)):
             items = [self.value(src, e.value, scope, upto, depth) for e in expr.elements
                      if isinstance(e, cst.Element)]
@@ -687,8 +699,8 @@ def python_configs(project: Any) -> list[PyConfig]:
 
 
 def _takes_config(callee: str) -> bool:
-    from dslint.program.config_handoffs import _CONFIG_CALLS, _CONFIG_SUFFIXES
-    return callee in _CONFIG_CALLS or callee.endswith(_CONFIG_SUFFIXES)
+    from dslint.program.config_handoffs import takes_config
+    return takes_config(callee)
 
 
 def configs_written_in(project: Any, src: Any) -> list[PyConfig]:

@@ -1001,7 +1001,7 @@ class Zero3DataDependentExperts(Rule):
     def check(self, ctx: RuleContext):
         yield from self._library_models(ctx)
         program = ctx.program
-        if "experts[" not in ctx.source.text and "expert(" not in ctx.source.text:
+        if "ModuleList" not in ctx.source.text and "ModuleDict" not in ctx.source.text:
             return                  # no sparse block of this file (`sparse_blocks` reads only such files)
         blocks = [b for b in program.sparse_blocks() if b.src is ctx.source]
         if not blocks:

@@ -11,7 +11,7 @@ import libcst as cst
 
 from dslint.program.models.modules import model_facts
 from dslint.program.hyperparams import memo
-from dslint.sources.cstwalk import visit as cst_visit
+from dslint.sources.cstwalk import visit as cst_visit, walk
 from dslint.program.facts import CallSite, dotted_name
 from dslint.sources.literals import UNKNOWN, literal_value
 from dslint.program.project_view import ConfigView
@@ -130,88 +130,155 @@ class SparseBlock:
     reason: str
 
 
-_UNIFORM_ITER = re.compile(r"^(range\((len\()?(self\.)?\w+(\.\w+)*\)?\)|(enumerate\()?self\.experts\)?|"
-                           r"range\(\d+\))$")
+_UNIFORM_ITER = re.compile(r"^(range\((len\()?(self\.)?\w+(\.\w+)*\)?\)|range\(\d+\))$")
+# the routing calls of a top-k gate: which experts each token goes to
+_ROUTING = frozenset({"topk", "argmax"})
+_CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.ModuleDict"})
+
+
+def _self_field(n: cst.CSTNode) -> Optional[str]:
+    if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value == "self":
+        return n.attr.value
+    return None
+
+
+def module_lists(src: PythonSource, methods) -> frozenset:
+    """The fields of a class its methods store a torch `ModuleList`/`ModuleDict` in: the containers whose
+    members a forward calls (the experts of a sparse block), by the library class, not the field's name."""
+    out = set()
+    for method in methods:
+        for n in walk(method.node):
+            if isinstance(n, cst.Assign) and isinstance(n.value, cst.Call) \
+                    and src.facts.resolve_expr(n.value.func) in _CONTAINERS:
+                out.update(f for t in n.targets if (f := _self_field(t.target)) is not None)
+    return frozenset(out)
+
+
+def _over(it: cst.CSTNode, lists: frozenset) -> bool:
+    """An iterable over a module container (`self.experts`, `enumerate(self.experts)`, `self.experts.items()`)."""
+    return any(_self_field(n) in lists for n in walk(it))
+
+
+def _member_names(tree: cst.CSTNode, lists: frozenset) -> set:
+    """The loop variables bound to the container's members by the `for` loops in `tree` over it."""
+    out = set()
+    for n in walk(tree):
+        if isinstance(n, (cst.For, cst.CompFor)) and _over(n.iter, lists):
+            out.update(x.value for x in walk(n.target) if isinstance(x, cst.Name))
+    return out
+
+
+def _calls_member(tree: cst.CSTNode, lists: frozenset, names: set) -> bool:
+    """A call of a member of the container: `self.experts[i](x)`, or `expert(x)` with `expert` a loop variable
+    over it."""
+    for n in walk(tree):
+        if isinstance(n, cst.Call):
+            f = n.func
+            if isinstance(f, cst.Subscript) and _self_field(f.value) in lists:
+                return True
+            if isinstance(f, cst.Name) and f.value in names:
+                return True
+    return False
 
 
 class _ExpertLoops(cst.CSTVisitor):
-    def __init__(self) -> None:
+    def __init__(self, lists: frozenset) -> None:
         self.hits: list[tuple[cst.For, str]] = []
+        self.lists = lists
 
     def visit_For(self, node: cst.For) -> None:
-        body = cst.Module([]).code_for_node(node.body)
-        if not _uses_experts(body):
+        names = _member_names(node, self.lists)
+        if not _calls_member(node.body, self.lists, names):
             return
         # a loop whose experts are all run by a loop nested in it over the experts themselves (`for b in
         # range(x.shape[0]): for i, expert in enumerate(self.experts): ...`, CuMo) iterates something else -- the
         # batch: every iteration runs every expert; the nested loop is the expert loop, judged on its own
-        inner = _NestedExpertLoops()
+        inner = _NestedExpertLoops(self.lists)
         cst_visit(node.body, inner)
-        if inner.loops and not _uses_experts("\n".join(inner.outside)):
+        if inner.loops and not any(_calls_member(n, self.lists, names) for n in inner.outside):
             return
         it = cst.Module([]).code_for_node(node.iter).replace(" ", "")
-        if not _UNIFORM_ITER.match(it) and "experts" not in it:
+        if not _UNIFORM_ITER.match(it) and not _over(node.iter, self.lists):
             self.hits.append((node, f"the loop runs only over `{it}` (the experts that received tokens)"))
             return
-        skips = _DataSkip()
+        skips = _DataSkip(self.lists, names)
         cst_visit(node.body, skips)
         if skips.reason:
             self.hits.append((node, skips.reason))
 
 
-def _uses_experts(code: str) -> bool:
-    return "experts[" in code or "self.experts" in code or "expert(" in code
-
-
 class _NestedExpertLoops(cst.CSTVisitor):
     """The `for` loops whose iterable is the experts container (`self.experts`, `enumerate(self.experts)`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lists: frozenset) -> None:
+        self.lists = lists
         self.loops: list[cst.For] = []
-        self.outside: list[str] = []        # the code of the other statements (tests and headers included)
+        self.outside: list[cst.CSTNode] = []        # the other statements (tests and headers included)
 
     def visit_For(self, node: cst.For) -> bool:
-        code = cst.Module([]).code_for_node
-        if "experts" in code(node.iter):
+        if _over(node.iter, self.lists):
             self.loops.append(node)
             return False
-        self.outside.append(code(node.iter))
+        self.outside.append(node.iter)
         return True
 
     def visit_If(self, node: cst.If) -> None:
-        self.outside.append(cst.Module([]).code_for_node(node.test))
+        self.outside.append(node.test)
 
     def visit_While(self, node: cst.While) -> None:
-        self.outside.append(cst.Module([]).code_for_node(node.test))
+        self.outside.append(node.test)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
-        self.outside.append(cst.Module([]).code_for_node(node))
+        self.outside.append(node)
         return False
 
 
 class _DataSkip(cst.CSTVisitor):
     """An `if` on the routed token count that skips an expert (`if top_x.shape[0] == 0: continue`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lists: frozenset = frozenset(), names: Optional[set] = None) -> None:
         self.reason = ""
+        self.lists = lists
+        self.names = names or set()
 
     def visit_If(self, node: cst.If) -> None:
         test = cst.Module([]).code_for_node(node.test)
         body = cst.Module([]).code_for_node(node.body)
         if re.fullmatch(r"\s*(not\s+)?self\.\w+(\.\w+)*\s*", test):
             return
-        if re.search(r"\bcontinue\b", body) or "expert" in body:
+        if re.search(r"\bcontinue\b", body) or _calls_member(node.body, self.lists, self.names):
             self.reason = self.reason or f"`if {test.strip()}` skips experts that received no tokens"
 
 
+def _routes(method) -> bool:
+    """The method routes tokens: it calls a top-k gate's selection (`torch.topk`, `.topk(...)`, `argmax`)."""
+    for n in walk(method.node):
+        if isinstance(n, cst.Call):
+            f = n.func
+            last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
+            if last in _ROUTING:
+                return True
+    return False
+
+
 def sparse_blocks(project: "ProjectView") -> list[SparseBlock]:
+    """The module classes whose forward runs a module container's members in a loop that skips some of them by
+    the routing (a sparse MoE block: `for i in range(E): ... if top_x.shape[0] == 0: continue`), or loops over
+    the routed experts only -- the container a torch `ModuleList`/`ModuleDict` field, the routing a top-k gate's
+    selection in the same method; decided by the library classes and calls, not by fields named `experts`."""
     def build():
         out = []
         for cls in model_facts(project).classes:
-            if "experts[" not in cls.src.text and "expert(" not in cls.src.text:
+            if "ModuleList" not in cls.src.text and "ModuleDict" not in cls.src.text:
                 continue
-            for method in cls.info.methods.values():
-                loops = _ExpertLoops()
+            methods = list(cls.info.methods.values())
+            lists = module_lists(cls.src, methods)
+            if not lists:
+                continue
+            for method in methods:
+                if not _routes(method):
+                    continue
+                loops = _ExpertLoops(lists)
                 cst_visit(method.node, loops)
                 for loop, reason in loops.hits:
                     out.append(SparseBlock(cls.src, cls.name, loop, reason))

@@ -553,6 +553,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
             return self._field_group_creators(self.src, self.cls, arg.attr.value) if self.cls else None
         info = self.src.facts.functions.get(self.scope)
+        if isinstance(arg, cst.Name) and info is not None and arg.value not in info.params:
+            return _local_group_creators(self.src, info, arg.value)
         if not isinstance(arg, cst.Name) or info is None or arg.value not in info.params or \
                 arg.value in ("self", "cls") or any(isinstance(t.target, cst.Name) and t.target.value == arg.value
                                                     for node in iter_assigns(info.node.body) for t in node.targets):
@@ -577,13 +579,14 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         key = (id(src), cls, attr)
         if key not in memo:
             memo[key] = None
-            stores = [(value, path) for info in src.facts.functions.values() if info.class_name == cls
-                      for value, path in _attribute_stores(info.node.body, attr, ())]
-            made = [(value, path) for value, path in stores
+            stores = [(value, full, info) for info in src.facts.functions.values() if info.class_name == cls
+                      for value, path in _attribute_stores(info.node.body, attr, ())
+                      for full in ([path] if path else self._caller_paths(src, cls, info, 0))]
+            made = [(value, path, info) for value, path, info in stores
                     if not (isinstance(value, cst.Name) and value.value == "None")]
-            if made and all(path and isinstance(value, cst.Call) for value, path in made):
+            if made and all(path and _made_here(src, info, value) for value, path, info in made):
                 members: set = set()
-                for _, path in made:
+                for _, path, _info in made:
                     taking = ranks_taking(None, path)
                     if taking is None:
                         members = None
@@ -591,6 +594,34 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
                     members |= taking
                 memo[key] = members
         return memo[key]
+
+    def _caller_paths(self, src: "PythonSource", cls: str, info, depth: int) -> list:
+        """The rank-test paths under which a method of `cls` runs, read from its callers when its own body
+        stores outside any test (`if engines is not None and get_rank() == 0: self._init_sync_group(...)`, the
+        helper storing the group unconditionally): one path per call, each the caller's `if` tests around the
+        `self.<method>(...)` statement (followed up to three callers deep while a caller's call is itself outside
+        tests). `[()]` -- a store on every rank that runs it -- when a call is elsewhere (another class, a plain
+        function, an `if` test or a nested function), the method is called nowhere or too often to follow, or
+        the callers go deeper."""
+        calls = self.analysis.taint.calls_of(src, info) if depth < 3 else []
+        out: list = []
+        for other, call, caller in calls:
+            func = call.func
+            if other is not src or caller is None or caller.class_name != cls or not (
+                    isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and
+                    func.value.value == "self"):
+                return [()]
+            paths = list(_statement_paths(caller.node.body, call, ()))
+            if len(paths) != 1:
+                return [()]
+            if paths[0]:
+                out.append(paths[0])
+            else:
+                deeper = self._caller_paths(src, cls, caller, depth + 1)
+                if () in deeper:
+                    return [()]
+                out.extend(deeper)
+        return out or [()]
 
     def _selects(self, test: cst.BaseExpression, members: set) -> bool:
         """Does the rank test hold on every member of the group and on no other rank?"""
@@ -1052,9 +1083,101 @@ def rank_hazards(project: "ProjectView", src: "PythonSource") -> list[Hazard]:
 __all__ = ["Hazard", "Hop", "rank_hazards", "UNKNOWN"]
 
 
-def _attribute_stores(block, attr: str, path: tuple):
-    """(value, path) of each `self.<attr> = value` in a body (not in nested functions or classes), the path the
-    enclosing `if` tests with the side taken (an `elif`'s earlier links false)."""
+def _made_here(src: "PythonSource", info, value: cst.BaseExpression) -> bool:
+    """Is a value stored into a group field one that the storing rank makes or names for itself, not a group other
+    ranks hold too: the result of a call that builds one (a helper, torch's `init_process_group(..., rank=0)`, a
+    stateless group's constructor -- not a getter of the job's grid, `new_group`, a mapping's `.get`, which
+    `resolve_group` names), or the name of a group given as a string (`self._group = group_name` after
+    `group_name = "openrlhf"`, the key `ray.util.collective` groups are reached by: a string is no torch group
+    object that other ranks could share through it)."""
+    from dslint.program.process_groups import HANDED_IN, resolve_group
+    if isinstance(value, cst.Call):
+        return resolve_group(src, value, info.node, at=value) is HANDED_IN
+    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(value, cst.Name):
+        bound = [node.value for node in iter_assigns(info.node) for t in node.targets
+                 if isinstance(t.target, cst.Name) and t.target.value == value.value]
+        return bool(bound) and value.value not in info.params and all(
+            isinstance(b, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) for b in bound)
+    return False
+
+
+def _local_group_creators(src: "PythonSource", info, name: str) -> Optional[set]:
+    """`_group_creators` of a local of the function holding the collective (`if get_rank() == 0: group =
+    init_process_group(..., rank=0)`, then `if get_rank() == 0: broadcast(t, 0, group=group)`): the ranks on
+    which its assignments -- each a group made here (`_made_here`) under rank tests, None left out -- run. None
+    when the name is bound any other way (a loop or `with` target, a tuple, a `global`, a walrus)."""
+    from dslint.program.rank.raising_ranks import ranks_taking
+    for node in _walk_nodes(info.node.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in node.names) or \
+                isinstance(node, (cst.For, cst.CompFor)) and _contains_name(node.target, name) or \
+                isinstance(node, cst.AsName) and _contains_name(node.name, name) or \
+                isinstance(node, cst.NamedExpr) and _contains_name(node.target, name) or \
+                isinstance(node, (cst.AugAssign,)) and _contains_name(node.target, name):
+            return None
+    bound = [t.target for node in iter_assigns(info.node.body) for t in node.targets if _contains_name(t.target, name)]
+    stores = list(_attribute_stores(info.node.body, name, (), local=True))
+    if len(stores) != len(bound) or any(not isinstance(t, cst.Name) for t in bound):
+        return None
+    made = [(value, path) for value, path in stores if not (isinstance(value, cst.Name) and value.value == "None")]
+    if not made or not all(path and _made_here(src, info, value) for value, path in made):
+        return None
+    members: set = set()
+    for _, path in made:
+        taking = ranks_taking(None, path)
+        if taking is None:
+            return None
+        members |= taking
+    return members
+
+
+def _walk_nodes(node):
+    """Every node under `node` (a statement list or a node), not inside nested functions, classes or lambdas."""
+    stack = list(node) if isinstance(node, (list, tuple)) else [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(n.children)
+
+
+def _contains_name(node, name: str) -> bool:
+    """Does a Name `name` occur in `node` (outside nested functions, classes, lambdas)?"""
+    return any(isinstance(n, cst.Name) and n.value == name for n in _walk_nodes(node))
+
+
+def _statement_paths(block, target: cst.CSTNode, path: tuple):
+    """The `if` path (as `_attribute_stores`) of each simple statement of a body holding `target` (not in nested
+    functions or classes, not in a compound statement's header)."""
+    stmts = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if contains(stmt, target):
+                yield path
+        elif isinstance(stmt, cst.If):
+            before: tuple = ()
+            link = stmt
+            while isinstance(link, cst.If):
+                yield from _statement_paths(link.body, target, path + before + ((link.test, True),))
+                before = before + ((link.test, False),)
+                link = link.orelse
+            if isinstance(link, cst.Else):
+                yield from _statement_paths(link.body, target, path + before)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            for child in stmt.children:
+                if isinstance(child, cst.BaseSuite):
+                    yield from _statement_paths(child, target, path)
+                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally)):
+                    yield from _statement_paths(child.body, target, path)
+
+
+def _attribute_stores(block, attr: str, path: tuple, local: bool = False):
+    """(value, path) of each `self.<attr> = value` (`local`: `<attr> = value`) in a body (not in nested functions
+    or classes), the path the enclosing `if` tests with the side taken (an `elif`'s earlier links false)."""
     stmts = block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
     for stmt in stmts:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -1062,26 +1185,27 @@ def _attribute_stores(block, attr: str, path: tuple):
                 if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
                     targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                     for t in targets:
-                        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and \
+                        if local and isinstance(t, cst.Name) and t.value == attr or \
+                                not local and isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and \
                                 t.value.value == "self" and t.attr.value == attr:
                             yield small.value, path
         elif isinstance(stmt, cst.If):
             before: tuple = ()
             link = stmt
             while isinstance(link, cst.If):
-                yield from _attribute_stores(link.body, attr, path + before + ((link.test, True),))
+                yield from _attribute_stores(link.body, attr, path + before + ((link.test, True),), local)
                 before = before + ((link.test, False),)
                 link = link.orelse
             if isinstance(link, cst.Else):
-                yield from _attribute_stores(link.body, attr, path + before)
+                yield from _attribute_stores(link.body, attr, path + before, local)
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             continue
         else:                   # loops, `with`, `try` (and their `else`/handlers/`finally`): the same path
             for child in stmt.children:
                 if isinstance(child, cst.BaseSuite):
-                    yield from _attribute_stores(child, attr, path)
+                    yield from _attribute_stores(child, attr, path, local)
                 elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally)):
-                    yield from _attribute_stores(child.body, attr, path)
+                    yield from _attribute_stores(child.body, attr, path, local)
 
 
 def _iterated(it: cst.BaseExpression) -> Optional[cst.BaseExpression]:

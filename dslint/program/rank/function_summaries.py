@@ -1412,6 +1412,10 @@ class _CallSiteWalk(FlowWalk):
         if isinstance(e, cst.Call) and not e.args:
             origin = self.taint.eval(e, {}, self.cls)
             return origin is not None and origin.kind == "rank" and origin.node is e
+        if isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self":
+            # a rank id the class reads through a property (`self.data_parallel_rank`)
+            origin = self.taint.eval(e, {}, self.cls)
+            return origin is not None and origin.kind == "rank" and not origin.opaque
         return False
 
     def bind(self, target, value, origin) -> None:

@@ -468,14 +468,14 @@ class FlowWalk:
             hit = self._test_names[id(test)] = frozenset(n.value for n in _names_of(test))
         return hit
 
-    def _recorrelate(self) -> None:
+    def _recorrelate(self, path: Optional[tuple] = None) -> None:
         """Entering a branch: a name bound by one branch of an earlier rank-dependent chain alone holds, for the
         ranks taking this path when it implies that branch's, the value it had there (`if self.rank == 0:
         model_config = …` … `if self.rank == 0: if "X" in model_config.architectures[0]: …`): inside that
         branch it was the value of the ranks that run it, and these are the same ranks."""
         if not self._correlated:
             return
-        path = self.branch_path()
+        path = self.branch_path() if path is None else path
         if not path:
             return
         for name, (alternatives, joined) in self._correlated.items():
@@ -901,9 +901,16 @@ class FlowWalk:
         paths: list = []                             # per branch (the links', then the else's): its path
         uniform_tests: list[bool] = []               # per link walked: its test is the same on every rank
         first_varying: Optional[int] = None          # the first link whose test varies
+        # the records of earlier chains (`_correlated`) as each branch starts: a name one branch binds again
+        # drops them there (`_uncorrelate`), not on the branches beside it, whose rank took another way
+        correlated_before = dict(self._correlated)
+        correlated_after: list[dict] = []
         try:
             for i, link in enumerate(links):
                 self.env = dict(saved) if i else saved
+                if i:
+                    correlated_after.append(self._correlated)
+                    self._correlated = dict(correlated_before)
                 self.enter_if(link)
                 entered += 1
                 self.expr(link.test, outer)
@@ -962,12 +969,16 @@ class FlowWalk:
             self._none_side(self.env, links, uniform_tests, None)
             self._present_side(self.env, links, None)
             self._fresh = set(saved_fresh)
+            correlated_after.append(self._correlated)
+            self._correlated = dict(correlated_before)
             negated = self.negated
             self.negated = negated | false_before
             self._ifs.append(links[-1])
             self._holds.append(False)
             paths.append(self.branch_path())
             self._recorrelate()
+            if len(links) == 1 and uniform_tests == [True] and self._correlated:
+                self._else_worlds(links[0].test, paths[-1])
             dead = bool(final) and bool(chain) and self.chain_covers_ranks(links)
             try:
                 more = [] if dead else self.block(final, else_guards)
@@ -976,6 +987,8 @@ class FlowWalk:
                 self._holds.pop()
                 self.negated = negated
             else_env = self.env
+            correlated_after.append(self._correlated)
+            self._correlated = _correlated_join(correlated_before, correlated_after)
             if covered and leaves:
                 self._left_for_fixed = True
             if final and not dead or not final and not covered and not self._falls_through_never(links):
@@ -1143,6 +1156,105 @@ class FlowWalk:
         if group is None:
             return env
         return {k: o for k, o in env.items() if not (o.kind == "rank" and o.group == group)}
+
+    def _else_worlds(self, test: cst.BaseExpression, path: Optional[tuple]) -> None:
+        """The side of a uniform `c1 and c2 and …` (up to four conjuncts) not taken: some conjunct is false there,
+        the same one on every rank. Each such world is walked into apart -- where `ci` is false, a record of an
+        earlier rank-dependent chain whose branch that implies (`_recorrelate`) gives its value, and a size test
+        that says a group holds one rank (`self.data_parallel_world_size > 1` false) makes the values varying by
+        that group's rank alone uniform (`_one_rank_world`) -- and the side holds the join of the worlds (fairseq's
+        `if is_distributed and not load_on_all_ranks: state = broadcast(state)`: where `load_on_all_ranks` holds
+        every rank loaded the file, where the data-parallel group holds one rank its rank 0 loaded it)."""
+        conjuncts = _conjuncts(test)
+        if not 2 <= len(conjuncts) <= 4 or not path:
+            return
+        start = self.env
+        names = [n for n, (_, joined) in self._correlated.items() if start.get(n) is joined]
+        if not names:
+            return
+        worlds: list[Env] = []
+        for part in conjuncts:
+            self.env = self._one_rank_world(dict(start), part, False)
+            self._recorrelate(path + ((part, False),))
+            worlds.append(self.env)
+        self.env = start
+        for name in names:
+            values = [world.get(name) for world in worlds]
+            if all(v is None for v in values):
+                start.pop(name, None)
+            elif all(v is values[0] for v in values):
+                start[name] = values[0]
+
+    def _one_rank_world(self, env: Env, test: cst.BaseExpression, holds: bool, depth: int = 0) -> Env:
+        """`env` where `test` has the truth `holds` and that says a group holds one rank (`size > 1` false,
+        `size == 1` true, a name bound once to such a test; the size a group's, through the checked files'
+        properties and helpers: `_size_coordinate`): the values varying by that group's rank alone are the same
+        on every rank (its rank is 0 everywhere)."""
+        if depth > 3:
+            return env
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._one_rank_world(env, test.expression, not holds, depth + 1)
+        if isinstance(test, cst.Name):
+            value = _one_value(self, test)
+            return self._one_rank_world(env, value, holds, depth + 1) if value is not None else env
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return env
+        left, (comp,) = test.left, test.comparisons
+        right, op = comp.comparator, comp.operator
+        bound = literal_value(right)
+        if type(bound) is not int or type(literal_value(left)) is int:
+            return env
+        one = {cst.Equal: bound == 1, cst.LessThanEqual: bound == 1, cst.LessThan: bound == 2} if holds else \
+            {cst.NotEqual: bound == 1, cst.GreaterThan: bound == 1, cst.GreaterThanEqual: bound == 2}
+        if not one.get(type(op), False):
+            return env
+        coordinate = self._size_coordinate(left, depth)
+        if coordinate is None:
+            return env
+        kind, which = coordinate
+        if kind == "group" and which == "":
+            return {}               # the world holds one process: nothing differs between ranks
+        if kind == "axes":
+            return {k: narrowed for k, o in env.items()
+                    if (narrowed := _without_axes(o, which, self.taint)) is not None}
+        return {k: o for k, o in env.items() if not (o.kind == "rank" and o.group == which)}
+
+    def _size_coordinate(self, e: cst.BaseExpression, depth: int = 0) -> Optional[tuple]:
+        """The group whose size `e` is, as `stage_positions._group_of` names it (`("axes", …)` / `("group",
+        code)`): a name bound to a group's size, a getter call, or a property / no-argument method of the
+        checked files every return of which is that size or the literal 1 (a run of one process: a group of one
+        rank, whichever): fairseq's `data_parallel_world_size`."""
+        from dslint.program.rank.stage_positions import _group_of
+        if depth > 3:
+            return None
+        if isinstance(e, cst.Name):
+            if e.value in self._sizes:
+                return ("group", self._sizes[e.value])
+            value = _one_value(self, e)
+            return self._size_coordinate(value, depth + 1) if value is not None else None
+        found = _group_of(self.taint, e, self.cls, "size", 0)
+        if found is not None or not isinstance(e, (cst.Attribute, cst.Call)):
+            return found
+        if isinstance(e, cst.Call) and e.args:
+            return None
+        analysis = self.taint.analysis
+        callee = self.taint.facts.resolve_expr(e.func if isinstance(e, cst.Call) else e)
+        hit = analysis.function_info(analysis.call_source(self.taint.src, callee, self.cls, fields=False)) \
+            if callee else None
+        if hit is None:
+            return None
+        other, info = hit
+        if info.params and [p for p in info.params if p not in ("self", "cls")]:
+            return None
+        own = analysis.taint(other)
+        groups = set()
+        for ret in _plain_returns(info.node.body):
+            if ret.value is None:
+                return None
+            if literal_value(ret.value) == 1:
+                continue
+            groups.add(_group_of(own, ret.value, info.class_name, "size", 0))
+        return groups.pop() if len(groups) == 1 and None not in groups else None
 
     def _one_rank_group(self, test: cst.BaseExpression, holds: bool) -> Optional[str]:
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -1543,11 +1655,23 @@ class FlowWalk:
         if len(paths) != len(bodies) + 1 or not all(paths[first:]):
             return
         per_branch = [set(_bound_names([body])) for body in [*bodies, final]]
+        several: set[str] = set()
         for i in range(first, len(per_branch)):
             for name in per_branch[i]:
                 joined = self.env.get(name)
-                if joined is None or name in self._fresh or \
-                        any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
+                if joined is None or name in self._fresh or name in several:
+                    continue
+                if any(name in per_branch[j] for j in range(len(per_branch)) if j != i):
+                    several.add(name)
+                    if len(per_branch) > _MAX_CORRELATED_BRANCHES:
+                        continue        # a long `elif` chain: each later path would be checked against every branch
+                    # bound on several branches (`if load_on_all_ranks or rank == 0: state = load(path) else:
+                    # state = None`): each branch's ranks hold that branch's value, so a later path implying one
+                    # branch's (the side of `if not load_on_all_ranks: state = broadcast(state)` not taken, where
+                    # `load_on_all_ranks` holds: every rank took the loading branch) holds its value there
+                    alternatives = [(paths[j], envs[j].get(name)) for j in range(first, len(per_branch))
+                                    if name in per_branch[j]]
+                    self._correlated[name] = (alternatives, joined)
                     continue
                 self._correlated[name] = ([(paths[i], envs[i].get(name))], joined)
 
@@ -2143,6 +2267,21 @@ def distributed_truth_of(test: cst.BaseExpression, leaf: Callable[[cst.BaseExpre
             return known
         return None if left is None or right is None else not known
     return leaf(test, depth)
+
+
+_MAX_CORRELATED_BRANCHES = 8    # a name several branches bind is recorded per branch for chains this long at most
+
+
+def _correlated_join(before: dict, after: list[dict]) -> dict:
+    """The records (`FlowWalk._correlated`) after an `if` chain whose branches left `after`: an earlier record
+    that a branch dropped or replaced (it bound the name, or a name its path reads, again) is gone; what a branch
+    recorded anew stays (a later branch's record of the same name replaces an earlier one's)."""
+    out = {k: v for k, v in before.items() if all(d.get(k) is v for d in after)}
+    for d in after:
+        for k, v in d.items():
+            if before.get(k) is not v:
+                out[k] = v
+    return out
 
 
 def _distributed_truth(walk: "FlowWalk", test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:

@@ -37,6 +37,7 @@ from dslint.program.rank.library_types import (TENSOR_PLACEMENT_ATTRS, TENSOR_PL
                                                accelerate_typing, display_only, item_preserving_arg, item_source,
                                                same_count, same_items, server_role, trace_example)
 from dslint.program.rank.loader_flow import is_loader
+from dslint.program.rank.samplers import distributed_sampler_class, library_distributed_sampler
 from dslint.program.rank.stage_positions import single_rank_conjunction
 from dslint.program.rank.saved_records import restored_sizes
 from dslint.sources.literals import literal_value
@@ -671,7 +672,8 @@ class RankTaint:
             # `Origin.none_by` is whether that very value is None: a name holding it, or the checked function
             # returning it; a container, a field, an operation or another call made of it is a value of its own
             out = replace(out, none_by=None)
-        if out is not None and out.fields is not None and not isinstance(e, (cst.Name, cst.Attribute, cst.Call)):
+        if out is not None and out.fields is not None and not isinstance(e, (cst.Name, cst.Attribute, cst.Call,
+                                                                              cst.Subscript)):
             out = replace(out, fields=None, object_class=None)  # an operation on the object: a value of its own
         return out
 
@@ -1149,6 +1151,20 @@ class RankTaint:
             return True, None
         return True, replace(container, keys=None, batch=False)
 
+    def _option_keys(self, key: cst.BaseExpression, env: Env, cls: Optional[str]) -> Optional[frozenset]:
+        """The strings a key that is no literal can be: `args.metric` where `metric` is the destination of
+        command-line options that all declare their literal choices (`hyperparams.option_domain`: argparse
+        `choices=`, an `HfArgumentParser` field's `Literal[...]` or `metadata={"choices": ...}`, defaults
+        included, the attribute assigned nowhere) -- the same on every rank; None for anything else."""
+        if not isinstance(key, cst.Attribute) or not isinstance(key.value, (cst.Name, cst.Attribute)) or \
+                self.eval(key, env, cls) is not None:
+            return None
+        project = getattr(self.analysis, "project", None)
+        if project is None:
+            return None
+        from dslint.program.hyperparams import option_domain
+        return option_domain(project, key.attr.value)
+
     def _attribute(self, e: cst.Attribute, env: Env, cls: Optional[str]) -> Optional[Origin]:
         name = dotted_name(e)
         if name is not None:
@@ -1179,6 +1195,8 @@ class RankTaint:
             return field if declared else held
         hit = self.eval(e.value, env, cls)
         if hit is not None and hit.fields is not None:
+            if hit.kind == "rank" and self.analysis.constant_field(attr):
+                return None     # one value on every object, whichever a rank test picked (below)
             return field_origin(hit, attr)     # `tracker.total` of `Tracker(cfg, local_rank)`: that field's stores
         if hit is not None and hit.stream:
             return None     # `loader.batch_size`, `loader.dataset`: the loader's own settings, alike on every rank
@@ -1187,16 +1205,23 @@ class RankTaint:
         return hit
 
     def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
-        base = self.facts.resolve_expr(e.value)
-        if base in ("os.environ", "environ") and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
-            if literal_value(e.slice[0].slice.value) in RANK_ENV_KEYS:
-                return Origin("rank", e, self.src)
         if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
             base_origin = self.eval(e.value, env, cls)
             if base_origin is not None and base_origin.elements is not None:
                 at = literal_value(e.slice[0].slice.value)
                 if isinstance(at, int) and -len(base_origin.elements) <= at < len(base_origin.elements):
+                    # the element of a display (`model = [model]`, then `model[0]`): that value again, an object
+                    # with per-field origins (`Origin.fields`) with them
                     return base_origin.elements[at]
+        out = self._subscript_item(e, env, cls)
+        # any other item of an object with per-field origins: a value of its own
+        return replace(out, fields=None, object_class=None) if out is not None and out.fields is not None else out
+
+    def _subscript_item(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        base = self.facts.resolve_expr(e.value)
+        if base in ("os.environ", "environ") and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+            if literal_value(e.slice[0].slice.value) in RANK_ENV_KEYS:
+                return Origin("rank", e, self.src)
         for el in e.slice:
             s = el.slice
             if isinstance(s, cst.Slice):
@@ -1225,6 +1250,12 @@ class RankTaint:
             return env[name + "[]"]     # what was stored in it at a uniform key (`bind`)
         base_origin = self.eval(e.value, env, cls)
         if base_origin is not None and base_origin.keys is not None:
+            if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
+                domain = self._option_keys(e.slice[0].slice.value, env, cls)
+                if domain and not domain & base_origin.keys:
+                    # `results[args.metric]` where the option's choices never name a varying item (issue 30,
+                    # collective-result-uniform: a metrics mapping holding this rank's loss beside gathered metrics)
+                    return None
             # `batch[k]` of a mapping varying at some literal keys, at a key that is no literal: any of its items,
             # the varying ones included -- an item, not the mapping (its `keys` say nothing of the item's own)
             return replace(base_origin, keys=None, batch=False)
@@ -1319,8 +1350,26 @@ class RankTaint:
             built = self.constructed_fields(e, env, cls)
             if built is not None:
                 return replace(hit, fields=tuple(sorted(built[1].items())), object_class=built[0])
+        if hit.fields is not None and self._checked_return(e, cls):
+            # a checked function (or one a parameter is handed) returning the object it built or was handed
+            # (Megatron's `get_model(model_provider)` returning `model_provider(pre_process=...)`): its return
+            # summary was walked with these rules, so the fields it keeps are that object's (`returns_for_args`)
+            return hit
         # what another call returns is a value of its own, not an object handed to it
         return replace(hit, fields=None, object_class=None) if hit.fields is not None else hit
+
+    def _checked_return(self, e: cst.Call, cls: Optional[str]) -> bool:
+        """Is `e`'s value what a function of the checked files returns: a call the analysis resolves to one
+        (`call_source`), or of a parameter the callers hand checked functions (`_handed_returns`)?"""
+        callee = self.facts.resolve_expr(e.func)
+        if self.analysis.call_source(self.src, callee, cls, fields=False) is not None:
+            return True
+        if not (isinstance(e.func, cst.Name) and self._handed_callable(e.func)):
+            return False
+        scope = self._call_scopes.get(id(e))
+        info = self.facts.functions.get(scope) if scope is not None else None
+        finder = getattr(self.analysis, "_function_value", None)
+        return info is not None and finder is not None and bool(finder(self.src, info, e.func, 0))
 
     def constructed_fields(self, e: cst.Call, env: Env, cls: Optional[str]
                            ) -> Optional[tuple[tuple["PythonSource", str], dict[str, Origin]]]:
@@ -1376,7 +1425,11 @@ class RankTaint:
             return replace(held, axes=frozenset(rest), keys=None, elements=None, present=False,
                            by_setting=None) if rest else None
         if last in ("get", "pop") and isinstance(e.func, cst.Attribute) and e.args and e.args[0].keyword is None:
-            decided, item = self.keyed_item(self.eval(e.func.value, env, cls), literal_value(e.args[0].value))
+            container = self.eval(e.func.value, env, cls)
+            decided, item = self.keyed_item(container, literal_value(e.args[0].value))
+            if not decided and container is not None and container.keys is not None and \
+                    (domain := self._option_keys(e.args[0].value, env, cls)) and not domain & container.keys:
+                decided = True          # `results.get(args.metric)`: the option never names a varying item
             if decided:                 # `info.get("save_interval", default)` of a mapping varying elsewhere
                 held = dotted_name(e.func.value)
                 if item is not None and held is not None:
@@ -1883,8 +1936,12 @@ class RankTaint:
 
     def _sampler_call(self, e: cst.BaseExpression) -> bool:
         if isinstance(e, cst.Call):
-            last = _last(self.facts.resolve_expr(e.func), e.func) or ""
-            return "Distributed" in last and "Sampler" in last
+            # a checked class by its hierarchy and code, a library class by its API name (`rank.samplers`)
+            resolved = self.facts.resolve_expr(e.func)
+            decided = distributed_sampler_class(self.analysis, self.src, resolved)
+            if decided is not None:
+                return decided
+            return library_distributed_sampler(_last(resolved, e.func))
         if isinstance(e, cst.IfExp):
             return self._sampler_call(e.body) or self._sampler_call(e.orelse)
         return False
@@ -1930,8 +1987,8 @@ class RankTaint:
 
     @cached_property
     def _sampler_names(self) -> set[str]:
-        if "Sampler" not in self.src.text:
-            return set()
+        if "ampler" not in self.src.text:
+            return set()        # a sampler reaches a loader by its `sampler=`/`batch_sampler=` keyword
         out = set()
         for node in _assignments(self.src.module):
             if self._sampler_call(node.value):
@@ -2100,6 +2157,9 @@ class RankTaint:
                     # the key walked: every rank reduces the item at it in the same pass, so the keys are alike
                     name, key = keyed
                     env.pop(key, None)
+                elif (item := _literal_item(call.args[0].value)) is not None:
+                    self._uniformize_item(call, last, callee, env, domain_of, *item)
+                    return None
             if name:
                 names = [name]
                 if name.endswith(".data"):
@@ -2119,6 +2179,41 @@ class RankTaint:
                                              by_setting=None)
                 return names[-1] if len(names) > 1 else name
         return None
+
+
+    def _uniformize_item(self, call: cst.Call, last: Optional[str], callee: str, env: Env, domain_of,
+                         container: str, key: str) -> None:
+        """`dist.all_reduce(stats["loss"])` of a mapping varying at some literal keys only (`Origin.keys`): the
+        collective writes that item in place, so the mapping no longer varies at that key -- where the
+        collective leaves nothing varying (over WORLD, or a group whose axes cover what the mapping varies by:
+        `process_groups.remaining_axes`); once no key is left the mapping is the same on every rank. A mapping
+        varying at unknown keys, or a reduction leaving some axes, is left as it is (its items' axes are not
+        kept per key)."""
+        held = env.get(container)
+        if held is None or held.keys is None or key not in held.keys or container + "[]" in env:
+            return
+        group = resolve_group(self.src, group_argument(call, last), None, at=call) \
+            if callee.startswith(_COLLECTIVE_MODULES[:2]) else WORLD
+        if group.axes is not None:
+            axes = _axes_under(held, domain_of)
+            if remaining_axes((axes if axes is not None else ALL_AXES) - group.axes,
+                              getattr(self.analysis, "project", None)):
+                return
+        left = held.keys - {key}
+        if left:
+            env[container] = replace(held, keys=frozenset(left))
+        else:
+            env.pop(container, None)
+
+
+def _literal_item(arg: cst.BaseExpression) -> Optional[tuple[str, str]]:
+    """`stats["loss"]` (or its `.data`) of a dotted name at a literal string key: (the name, the key)."""
+    if isinstance(arg, cst.Attribute) and arg.attr.value == "data":
+        arg = arg.value
+    if not isinstance(arg, cst.Subscript) or len(arg.slice) != 1 or not isinstance(arg.slice[0].slice, cst.Index):
+        return None
+    container, key = dotted_name(arg.value), literal_value(arg.slice[0].slice.value)
+    return (container, key) if container is not None and isinstance(key, str) else None
 
 
 # library helpers that broadcast their data argument from the first rank of a model-parallel group to the group
