@@ -1205,6 +1205,8 @@ class RankTaint:
         return hit
 
     def _subscript(self, e: cst.Subscript, env: Env, cls: Optional[str]) -> Optional[Origin]:
+        if self.facts.resolve_expr(e.value) in ("os.environ", "environ"):
+            return self._subscript_item(e, env, cls)   # the environment is no display: decided without the view
         if len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index):
             base_origin = self.eval(e.value, env, cls)
             if base_origin is not None and base_origin.elements is not None:
@@ -1938,6 +1940,11 @@ class RankTaint:
         if isinstance(e, cst.Call):
             # a checked class by its hierarchy and code, a library class by its API name (`rank.samplers`)
             resolved = self.facts.resolve_expr(e.func)
+            # the view is asked only in a file that can hand a sampler to a loader (`sampler=` /
+            # `batch_sampler=`, the same text prefilter as `_sampler_names`): elsewhere a call is no sampler
+            # of any loader here, and the file's module environment stays view-free (`view_free.per_source`)
+            if "ampler" not in self.src.text:
+                return False
             decided = distributed_sampler_class(self.analysis, self.src, resolved)
             if decided is not None:
                 return decided
