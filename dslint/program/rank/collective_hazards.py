@@ -626,21 +626,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         member: a rank holding None has no such group (`_selects` then requires the rank test to rule it out).
         None otherwise (a store of anything else or outside such tests, an argument that is not such a field)."""
         from dslint.program.collective_sites import _argument_for
-        from dslint.program.process_groups import group_argument
-        if site.source is not self.src:
-            return None
-        if site.kind == "explicit":
-            func = site.call.func
-            op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-            arg = group_argument(site.call, op)
-        elif site.kind == "function" and site.function is not None:
-            fixed, params = self.sites._function_groups(*site.function)
-            if fixed is not None or len(params) != 1:
-                return None
-            found, arg = _argument_for(site.call, site.function[1], next(iter(params)))
-            if not found:
-                return None
-        else:
+        arg = self._group_arg(site)
+        if arg is None:
             return None
         if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
             return self._field_group_creators(self.src, self.cls, arg.attr.value) if self.cls else None
