@@ -20,6 +20,7 @@ from dslint.program.rank.library_types import item_source
 from dslint.program.rank.reaching_ranks import EXIT_CALLS, FlowWalk, Guard
 from dslint.program.process_groups import interval_exclusion, interval_membership, uniform_over
 from dslint.program.rank.stage_positions import FAMILY_ENDS, tests_group_ends
+from dslint.program.rank.member_lists import constant_on_members, field_is_global_rank, field_member_list
 from dslint.program.rank.raising_ranks import ExceptionTracking, RaisingOp
 from dslint.program.rank.addressed_plans import drop_balanced_sides
 from dslint.program.rank.group_sides import drop_paired_sides
@@ -522,7 +523,98 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
             members = self._group_creators(site)
             if members is not None:
                 kept = tuple(g for g in kept if not (g.kind == "cond" and self._selects(g.node, members)))
+        if any(g.kind in ("cond", "exit") for g in kept):
+            # `if self.rank not in self.members: return` before a collective on `self.group`, made while the
+            # object was built as `new_group(ranks=self.members)` (dslint/program/rank/member_lists.py)
+            listed = self._kept_member_list(site)
+            if listed is not None:
+                uniform = lambda e: self.eval(e) is None    # noqa: E731
+                kept = tuple(g for g in kept if not (
+                    (g.kind == "cond" or g.kind == "exit" and g.test is not None) and constant_on_members(
+                        g.node if g.kind == "cond" else g.test, listed, self._global_rank, uniform)))
         return kept
+
+    def _group_arg(self, site: Site) -> Optional[cst.BaseExpression]:
+        """The expression, in this walk's scope, of the group a site's collective runs on: the group argument
+        of an explicit collective, or the argument handed to the one group parameter of a checked function the
+        call reaches (`all_ready(self._saver_group, ok)`); None otherwise."""
+        from dslint.program.collective_sites import _argument_for
+        from dslint.program.process_groups import group_argument
+        if site.source is not self.src:
+            return None
+        if site.kind == "explicit":
+            func = site.call.func
+            op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            return group_argument(site.call, op)
+        if site.kind == "function" and site.function is not None:
+            fixed, params = self.sites._function_groups(*site.function)
+            if fixed is not None or len(params) != 1:
+                return None
+            found, arg = _argument_for(site.call, site.function[1], next(iter(params)))
+            return arg if found else None
+        return None
+
+    def _kept_member_list(self, site: Site) -> Optional[str]:
+        """The member list a site's group field `self.<attr>` was made of (`member_lists.field_member_list`):
+        the field handed to the collective (or to the one group parameter of the function called), or the one
+        field every collective of a method of the class called on `self` runs on (`self._get_max_size(t)`
+        gathering on `self._backup_group`)."""
+        if not self.cls or site.source is not self.src:
+            return None
+        arg = self._group_arg(site)
+        if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
+            fields = {arg.attr.value}
+        elif site.kind == "function" and site.function is not None and site.function[0] is self.src and \
+                isinstance(site.call.func, cst.Attribute) and isinstance(site.call.func.value, cst.Name) and \
+                site.call.func.value.value == "self" and site.function[1].class_name == self.cls:
+            fields = self._method_group_fields(site.function[1], 0)
+        else:
+            return None
+        if not fields or len(fields) != 1:
+            return None
+        return field_member_list(self.analysis.taint, self.src, self.cls, next(iter(fields)))
+
+    def _method_group_fields(self, info, depth: int) -> Optional[set]:
+        """The fields `self.<attr>` every collective a method of this walk's class reaches runs on: its explicit
+        collectives' group arguments, and those of the methods of the class it calls on `self` (three calls deep);
+        None when one runs on anything else or through another kind of call."""
+        from dslint.program.process_groups import group_argument
+        if depth > 3:
+            return None
+        out: set = set()
+        for call in info.calls:
+            site = self.sites.classify(self.src, call.node, info.class_name)
+            if site is None:
+                continue
+            func = site.call.func
+            if site.kind == "explicit":
+                op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+                arg = group_argument(site.call, op)
+                if not (isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and
+                        arg.value.value == "self"):
+                    return None
+                out.add(arg.attr.value)
+            elif site.kind == "function" and site.function is not None and site.function[0] is self.src and \
+                    site.function[1].class_name == self.cls and isinstance(func, cst.Attribute) and \
+                    isinstance(func.value, cst.Name) and func.value.value == "self":
+                inner = self._method_group_fields(site.function[1], depth + 1)
+                if inner is None:
+                    return None
+                out |= inner
+            else:
+                return None
+        return out
+
+    def _global_rank(self, e: cst.BaseExpression) -> bool:
+        """Is `e` this process's global rank (what `new_group(ranks)` counts its members in), or the same value
+        on every rank (a membership test of that is uniform too)? A field is read from its stores when its origin
+        has lost the group its rank is in (`member_lists.field_is_global_rank`)."""
+        origin = self.eval(e)
+        if origin is None or origin.kind == "rank" and origin.axes is None and origin.group == "":
+            return True
+        return bool(self.cls and isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and
+                    e.value.value == "self" and
+                    field_is_global_rank(self.analysis.taint, self.src, self.cls, e.attr.value))
 
     def _group_creators(self, site: Site) -> Optional[set]:
         """The (representative) ranks that hold the group a collective runs on, when that group is a field some
@@ -534,21 +626,8 @@ class HazardWalk(Records, ExceptionTracking, FlowWalk):
         member: a rank holding None has no such group (`_selects` then requires the rank test to rule it out).
         None otherwise (a store of anything else or outside such tests, an argument that is not such a field)."""
         from dslint.program.collective_sites import _argument_for
-        from dslint.program.process_groups import group_argument
-        if site.source is not self.src:
-            return None
-        if site.kind == "explicit":
-            func = site.call.func
-            op = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-            arg = group_argument(site.call, op)
-        elif site.kind == "function" and site.function is not None:
-            fixed, params = self.sites._function_groups(*site.function)
-            if fixed is not None or len(params) != 1:
-                return None
-            found, arg = _argument_for(site.call, site.function[1], next(iter(params)))
-            if not found:
-                return None
-        else:
+        arg = self._group_arg(site)
+        if arg is None:
             return None
         if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == "self":
             return self._field_group_creators(self.src, self.cls, arg.attr.value) if self.cls else None
