@@ -20,7 +20,7 @@ from dslint.program.rank import setting_domains as domains
 from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source, items_key, same_items
 from dslint.program.rank.stage_positions import one_rank_coordinates, single_rank_conjunction
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of,
-                                       is_display, join, world_size_group)
+                                       is_display, join, world_size_group, written_paths_met)
 from dslint.program.process_groups import ALL_AXES, remaining_axes
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
@@ -533,6 +533,7 @@ class FlowWalk:
                     # on one path, by the global rank on another), under each value of its setting too
                     # (`Origin.by_setting`: a batch scaled by the model-parallel rank on one path)
                     merged[k] = join(seen, v)
+        written_paths_met(merged, envs)
         self.env = merged
 
     def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:
