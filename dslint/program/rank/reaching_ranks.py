@@ -20,7 +20,7 @@ from dslint.program.rank import setting_domains as domains
 from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source, items_key, same_items
 from dslint.program.rank.stage_positions import one_rank_coordinates, single_rank_conjunction
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of,
-                                       is_display, join, world_size_group, written_paths_met)
+                                       is_display, join, world_size_group, written_paths_met, WRITTEN)
 from dslint.program.process_groups import ALL_AXES, remaining_axes
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
@@ -443,7 +443,8 @@ class FlowWalk:
         if encoded:
             self._encodes[target.value] = encoded       # `buffer = torch.ByteTensor(buffer.getbuffer())` included
         for name, o in self.env.items():
-            self.ever_bound.setdefault(name, o)
+            if not name.endswith(WRITTEN):      # a mark, no value (`uniformize`)
+                self.ever_bound.setdefault(name, o)
 
     def _uncorrelate(self, names: list[str]) -> None:
         """`names` are bound again: their records, and those whose path reads one of them, no longer hold."""
