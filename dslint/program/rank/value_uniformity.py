@@ -321,6 +321,12 @@ def field_origin(obj: Origin, attr: str) -> Optional[Origin]:
 _WRITTEN_MARK = Origin("written", cst.Name("written"), None)
 
 
+def mark_written(env: dict, path: str) -> None:
+    """`path` was written in place by a collective: an attribute path reads as uniform (`WRITTEN`)."""
+    if "." in path:
+        env[path + WRITTEN] = _WRITTEN_MARK
+
+
 def written_paths_met(merged: dict, envs) -> None:
     """A join of several paths' environments (`FlowWalk._merge`): an attribute path's `WRITTEN` mark stays only
     where every path holds it -- a path that did not run the collective leaves the base object's value there."""
@@ -2203,7 +2209,7 @@ class RankTaint:
                         # mark it would read as its base object again; what it held is what the base gave it
                         if held is None and n == name:
                             held = self.eval(call.args[0].value, env, cls)
-                        env[n + WRITTEN] = _WRITTEN_MARK
+                        mark_written(env, n)
                     if held is not None and group.axes is not None:
                         # uniform over the group's members only: it still varies in the coordinates they share
                         axes = _axes_under(held, domain_of)
