@@ -1332,7 +1332,8 @@ class FlowWalk:
         payload; every other leaf is a literal; its calls are methods of such values (`tensor.view(meta["size"])
         .to(meta["device"])`), `len`/`enumerate`/`zip`/`range`/`int`/`float`/`bool`/`tuple`/`list` of such values,
         or a checked function of such arguments whose result the lattice calls uniform
-        (`_put_tensors_in_obj(obj, tensors)`). `iterated`: `e` is a loop's iterable."""
+        (`_put_tensors_in_obj(obj, tensors)`) -- where no enclosing test of the walk varies. `iterated`: `e` is a
+        loop's iterable."""
         reads: list[bool] = []
 
         def ok(x: cst.BaseExpression) -> bool:
@@ -1363,7 +1364,10 @@ class FlowWalk:
                     self.eval(x) is None
             return False
 
-        return ok(e) and any(reads) and (iterated or self.eval(e) is None)
+        # under a rank-dependent test, another branch may compute something else from the same payloads
+        # (`payload + 1` here, `payload + 2` there): only where every enclosing test is the same on every rank
+        return ok(e) and any(reads) and (iterated or self.eval(e) is None) and \
+            all(self.eval_test(link.test) is None for link in self._ifs)
 
     def _append_payload(self, call: cst.Call) -> None:
         """`out.append(tensor)` of a list bound empty in this walk (`_filling`): while only payloads are appended,
