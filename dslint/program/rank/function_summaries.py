@@ -16,7 +16,7 @@ from dslint.program.rank.setting_domains import attr_domain as domains_attr, sub
 from dslint.program.statement_walks import if_path, iter_calls, iter_returns, sub_statements
 from dslint.program.rank.value_uniformity import *  # noqa: F401,F403  (the expression level, re-exported)
 from dslint.program.rank.value_uniformity import (LAUNCHER_OPTION, _TAINT_WORDS, Origin, code_of, RankTaint, _assignments, _enclosing, _unit,
-                                        scope_classes, seeded_tops)
+                                        scope_classes, seeded_tops, WRITTEN)
 from dslint.program.facts import MODULE_SCOPE, FunctionInfo, dotted_name
 from dslint.program.view_free import per_source
 from dslint.program.rank.handed_ranks import HANDED_RANK, HANDED_VIA, handed_rank_fields, handed_rank_params
@@ -1423,7 +1423,8 @@ class _CallSiteWalk(FlowWalk):
         super().bind(target, value, origin)
         if self._loop_bound is not None:
             for name, o in self.env.items():
-                self._loop_bound.setdefault(name, o)
+                if not name.endswith(WRITTEN):     # written by one pass: not yet at the calls before it
+                    self._loop_bound.setdefault(name, o)
 
     def loop(self, node, guards):
         if self._head_pass:
@@ -1439,7 +1440,8 @@ class _CallSiteWalk(FlowWalk):
             bound, calls = self._loop_bound, self._loop_calls
             self._loop_bound, self._loop_calls = None, []
         for name, o in self.env.items():
-            bound.setdefault(name, o)
+            if not name.endswith(WRITTEN):
+                bound.setdefault(name, o)
         for name, o in self.ever_bound.items():
             if name not in ever_before:     # set by the walk itself inside the loop (a branch's varying names)
                 bound.setdefault(name, o)

@@ -20,7 +20,7 @@ from dslint.program.rank import setting_domains as domains
 from dslint.program.rank.library_types import accelerate_typing, fetch_only, item_source, items_key, same_items
 from dslint.program.rank.stage_positions import one_rank_coordinates, single_rank_conjunction
 from dslint.program.rank.value_uniformity import (_DEVICE_MOVES, TRIP_COUNT_KINDS, Env, Origin, RankTaint, element_of,
-                                       is_display, join, world_size_group)
+                                       is_display, join, mark_written, world_size_group, written_paths_met, WRITTEN)
 from dslint.program.process_groups import ALL_AXES, remaining_axes
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.sources.literals import literal_value
@@ -84,6 +84,8 @@ class FlowWalk:
         # names whose value here came out of a collective (all-reduced, sent by the source rank, unpacked from a
         # received buffer): the same on every rank even when each branch of a rank test binds them (`_join_after`)
         self._fresh: set[str] = set()
+        # empty lists bound in this walk (`out = []`) that only payloads were appended to so far (`_append_payload`)
+        self._filling: set[str] = set()
         # every value this walk returned so far on a path a distributed run takes is a collective's payload (a
         # name in `_fresh`, or an item of one: `return outputs[0]` after `scatter_object_list(outputs, ...)`); None
         # before any such return (`ProjectTaint.returns_payload`)
@@ -433,8 +435,15 @@ class FlowWalk:
                 else:
                     self.env[target.value] = replace(handed, via_call=(self.taint.src, value),
                                                      via=handed.via or "returned by a helper of its collective")
+        elif origin is None and value is not None and self._derived_payload(value):
+            # `tensor = tensor.view(meta["size"]).to(meta["device"])` of received values: computed from payloads
+            # alone, the same on every rank whichever branch computed it
+            self._fresh.update(names)
         else:
             self._fresh.difference_update(names)
+        self._filling.difference_update(names)
+        if isinstance(target, cst.Name) and isinstance(value, cst.List) and not value.elements:
+            self._filling.add(target.value)     # `out = []`: a payload once only payloads are appended to it
         held = faithful_source(self.taint.facts, value) if isinstance(target, cst.Name) and value is not None \
             and not isinstance(value, cst.Name) else None
         encoded = self._encodes.get(held, frozenset()) | ({held} - {target.value}) if held is not None else None
@@ -443,7 +452,8 @@ class FlowWalk:
         if encoded:
             self._encodes[target.value] = encoded       # `buffer = torch.ByteTensor(buffer.getbuffer())` included
         for name, o in self.env.items():
-            self.ever_bound.setdefault(name, o)
+            if not name.endswith(WRITTEN):      # a mark, no value (`uniformize`)
+                self.ever_bound.setdefault(name, o)
 
     def _uncorrelate(self, names: list[str]) -> None:
         """`names` are bound again: their records, and those whose path reads one of them, no longer hold."""
@@ -533,6 +543,7 @@ class FlowWalk:
                     # on one path, by the global rank on another), under each value of its setting too
                     # (`Origin.by_setting`: a batch scaled by the model-parallel rank on one path)
                     merged[k] = join(seen, v)
+        written_paths_met(merged, envs)
         self.env = merged
 
     def stmt(self, node: cst.CSTNode, guards: tuple[Guard, ...]) -> list[Guard]:
@@ -646,6 +657,7 @@ class FlowWalk:
                     self.bind(arg, None, join(self.eval(arg), origin))
                 # `outs.append(logits)`, `data.update(inputs)`: a local container holds the varying values put in
                 self.taint.fill(value, self.env, self.cls)
+                self._append_payload(value)
             if isinstance(value, cst.Call) and self.taint.facts.resolve_expr(value.func) in EXIT_CALLS:
                 return self._exit(node, "exit", guards)
             return []
@@ -833,6 +845,7 @@ class FlowWalk:
                 # group)`): the argument as a collective leaves it (over the group it is handed)
                 self.env.pop(name, None)
                 self.env.pop(name + "[]", None)
+                mark_written(self.env, name)
                 self._fresh.add(name)
             written = serialized_into(self.taint.facts, value)
             if written is not None:
@@ -1311,7 +1324,70 @@ class FlowWalk:
         if isinstance(e, cst.Subscript) and len(e.slice) == 1 and isinstance(e.slice[0].slice, cst.Index) and \
                 isinstance(literal_value(e.slice[0].slice.value), int):
             e = e.value
-        return isinstance(e, cst.Name) and e.value in self._fresh
+        return isinstance(e, cst.Name) and e.value in self._fresh or self._derived_payload(e)
+
+    def _derived_payload(self, e: cst.BaseExpression, iterated: bool = False) -> bool:
+        """Is `e` computed from payloads alone (`_fresh`, the names a collective set or an earlier such value),
+        so that it is the same on every rank whichever branch of a rank test computed it? It reads at least one
+        payload; every other leaf is a literal; its calls are methods of such values (`tensor.view(meta["size"])
+        .to(meta["device"])`), `len`/`enumerate`/`zip`/`range`/`int`/`float`/`bool`/`tuple`/`list` of such values,
+        or a checked function of such arguments whose result the lattice calls uniform
+        (`_put_tensors_in_obj(obj, tensors)`) -- where no enclosing test of the walk varies. `iterated`: `e` is a
+        loop's iterable."""
+        reads: list[bool] = []
+
+        def ok(x: cst.BaseExpression) -> bool:
+            if isinstance(x, cst.Name):
+                if x.value in self._fresh:
+                    reads.append(True)
+                    return True
+                return x.value in ("None", "True", "False")
+            if isinstance(x, (cst.Integer, cst.Float, cst.SimpleString)):
+                return True
+            if isinstance(x, cst.Attribute):
+                return ok(x.value)
+            if isinstance(x, cst.Subscript):
+                return ok(x.value) and all(isinstance(el.slice, cst.Index) and ok(el.slice.value) for el in x.slice)
+            if isinstance(x, (cst.Tuple, cst.List)):
+                return all(not isinstance(el, cst.StarredElement) and ok(el.value) for el in x.elements)
+            if isinstance(x, cst.Call):
+                if any(a.star for a in x.args) or not all(ok(a.value) for a in x.args):
+                    return False
+                if isinstance(x.func, cst.Attribute):
+                    return ok(x.func.value)
+                if isinstance(x.func, cst.Name) and x.func.value in _PAYLOAD_BUILTINS and \
+                        self.taint.facts.resolve_expr(x.func) in (None, x.func.value):
+                    return True
+                callee = self.taint.facts.resolve_expr(x.func)
+                return bool(callee) and \
+                    self.taint.analysis.call_source(self.taint.src, callee, self.cls) is not None and \
+                    self.eval(x) is None
+            return False
+
+        # under a rank-dependent test, another branch may compute something else from the same payloads
+        # (`payload + 1` here, `payload + 2` there): only where every enclosing test is the same on every rank
+        return ok(e) and any(reads) and (iterated or self.eval(e) is None) and \
+            all(self.eval_test(link.test) is None for link in self._ifs)
+
+    def _append_payload(self, call: cst.Call) -> None:
+        """`out.append(tensor)` of a list bound empty in this walk (`_filling`): while only payloads are appended,
+        each where every enclosing test and `for` loop of the walk is the same on every rank (as many appends
+        everywhere; under a `while`, no), the list is a payload too; anything else appended to it leaves it the rank's own."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.attr.value == "append"):
+            return
+        name = func.value.value
+        if name not in self._filling:
+            return
+        alike = len(call.args) == 1 and not call.args[0].star and call.args[0].keyword is None and \
+            self._payload_expr(call.args[0].value) and \
+            all(self.eval_test(link.test) is None for link in self._ifs) and \
+            all(it is not None and self.eval_iter(it) is None for it in self.loop_iters)
+        if alike:
+            self._fresh.add(name)
+        else:
+            self._filling.discard(name)
+            self._fresh.discard(name)
 
     def _single_process_path(self) -> bool:
         """Is the statement being walked on the side of a test only a run of one process takes (`if not
@@ -1383,10 +1459,14 @@ class FlowWalk:
             # `broadcast(buffer, src)` of a buffer holding `obj` serialized (`torch.save(obj, buffer)`): the source
             # sends `obj`, which the others decode from what they receive (`faithful_source`)
             names = sorted(self._encodes[sent.value])
+        elif self._ifs and self._holds[-1] and (held := self._sending_name(sent)) is not None:
+            # `tensor = tensors[i]`, then `broadcast(tensors[i].to(device), src)`: the source sends the values
+            # that name holds (a device move keeps them), which the others receive into their buffer
+            names = [held]
         else:
             return
         source = literal_value(src) if src is not None else 0
-        test = self._ifs[-1].test
+        test = self._bound_test(self._ifs[-1].test)
         if not self._holds[-1] or not isinstance(test, cst.Comparison) or \
                 len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
             return
@@ -1404,6 +1484,50 @@ class FlowWalk:
                         self.env.pop(name, None)
                         self._fresh.add(name)
                 return
+
+    def _sending_name(self, sent: cst.BaseExpression) -> Optional[str]:
+        """The name the source's branch bound to the very value `sent` carries: `sent` stripped of conversions
+        that keep every value (`.to(device)`, `.cuda()`, `.contiguous()`, `.clone()`, `.detach()`) is code-equal
+        to the value of the branch's one binding of a name (`tensor = tensors[i]`), a binding of the branch's own
+        block -- where nothing else in the block binds that name or a name the value reads."""
+        for _ in range(8):
+            if isinstance(sent, cst.Call) and isinstance(sent.func, cst.Attribute) and \
+                    sent.func.attr.value in ("to", "cuda", "contiguous", "clone", "detach") and \
+                    (self.taint.facts.resolve_expr(sent.func) or "") not in _KEEPING_FUNCTIONS | _SERIALIZING:
+                sent = sent.func.value
+                continue
+            break
+        body = self._ifs[-1].body
+        if isinstance(sent, cst.Name) or not isinstance(body, cst.IndentedBlock):
+            return None
+        text = code_of(sent)
+        read = {n.value for n in _names_in(sent)}
+        bound: dict[str, list] = {}
+        for node in iter_assigns(body):
+            for t in node.targets:
+                for n in _names_in(t.target):
+                    bound.setdefault(n.value, []).append(node.value if isinstance(t.target, cst.Name) else None)
+        for target in _other_targets(body):
+            for n in _names_in(target):
+                bound.setdefault(n.value, []).append(None)
+        for name, values in bound.items():
+            if len(values) == 1 and values[0] is not None and code_of(values[0]) == text and \
+                    not any(r in bound for r in read):
+                return name
+        return None
+
+    def _bound_test(self, test: cst.BaseExpression) -> cst.BaseExpression:
+        """A test that is a local bound once in this function (`is_src_rank = get_rank(group) == src_rank`, then
+        `if is_src_rank:`): the expression it was bound to; any other test itself."""
+        info = self.taint.src.facts.functions.get(self.scope)
+        if not isinstance(test, cst.Name) or info is None or test.value in info.params:
+            return test
+        values = [node.value for node in iter_assigns(info.node.body) for t in node.targets
+                  if any(n.value == test.value for n in _names_in(t.target))]
+        if len(values) == 1 and all(isinstance(t.target, cst.Name) for node in iter_assigns(info.node.body)
+                                    for t in node.targets if any(n.value == test.value for n in _names_in(t.target))):
+            return values[0]
+        return test
 
     def _never_holds(self, test: cst.BaseExpression) -> bool:
         """A test false for every value its parameter takes at the calls found (`if norm_type == inf:` in a
@@ -1738,6 +1862,9 @@ class FlowWalk:
             if origin is None:
                 item = self.taint.loader_batch(node.iter, self.env, self.cls, self.scope)   # a batch of a uniform loader
             self.bind(node.target, None, item)
+            if origin is None and self._derived_payload(node.iter, iterated=True):
+                # `for i, meta in enumerate(metadata)` of a received list: the same passes and items on every rank
+                self._fresh.update(_target_names_of(node.target))
             head: cst.CSTNode = node
         else:
             self.expr(node.test, guards)
@@ -2542,3 +2669,45 @@ def serialized_into(facts, call: cst.Call) -> Optional[tuple[str, str]]:
             isinstance(positional[0], cst.Name) and isinstance(positional[1], cst.Name):
         return positional[0].value, positional[1].value
     return None
+
+
+# builtins that compute from their arguments alone (`_derived_payload`)
+_PAYLOAD_BUILTINS = frozenset({"len", "enumerate", "zip", "range", "int", "float", "bool", "tuple", "list"})
+
+
+def _names_in(node: cst.CSTNode) -> list:
+    """Every `cst.Name` in `node` (a target or an expression), itself included."""
+    out: list = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            out.append(n)
+
+    node.visit(_Collect())
+    return out
+
+
+
+def _other_targets(node: cst.CSTNode) -> list:
+    """The targets of the bindings in `node` that `iter_assigns` does not list: `x += ...`, `x: T = ...`,
+    `for x in ...`, `with ... as x`, `(x := ...)`."""
+    out: list = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_AugAssign(self, n: cst.AugAssign) -> None:
+            out.append(n.target)
+
+        def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
+            out.append(n.target)
+
+        def visit_For(self, n: cst.For) -> None:
+            out.append(n.target)
+
+        def visit_AsName(self, n: cst.AsName) -> None:
+            out.append(n.name)
+
+        def visit_NamedExpr(self, n: cst.NamedExpr) -> None:
+            out.append(n.target)
+
+    node.visit(_Collect())
+    return out

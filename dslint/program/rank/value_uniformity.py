@@ -127,6 +127,11 @@ _TORCH_LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.Da
 # the key under which `bind` keeps the rank a distributed sampler bound to a name draws by (`RankTaint.sampler_axes`);
 # removed with the name's other fields when the name is bound again
 _SAMPLER_RANK = ".<sampler rank>"
+# the key under which `uniformize` marks an attribute path a collective wrote in place (`dist.all_reduce(rt.tensor)`):
+# the path reads as uniform (over the collective's group: the axes it leaves are kept at the path itself) although
+# its base object varies; the mark goes when the path or its base is bound again, and survives a join only where
+# every path holds it (`written_paths_met`)
+WRITTEN = ".<written>"
 
 
 # HF Trainer hooks that receive this rank's batch, and the position of the parameter that holds it (self at 0):
@@ -310,6 +315,24 @@ def field_origin(obj: Origin, attr: str) -> Optional[Origin]:
         return fields[attr]
     below = tuple((k[len(attr) + 1:], o) for k, o in obj.fields or () if k.startswith(attr + "."))
     return replace(below[0][1], fields=below, object_class=None) if below else None
+
+
+# the value under a `WRITTEN` key: only its presence counts
+_WRITTEN_MARK = Origin("written", cst.Name("written"), None)
+
+
+def mark_written(env: dict, path: str) -> None:
+    """`path` was written in place by a collective: an attribute path reads as uniform (`WRITTEN`)."""
+    if "." in path:
+        env[path + WRITTEN] = _WRITTEN_MARK
+
+
+def written_paths_met(merged: dict, envs) -> None:
+    """A join of several paths' environments (`FlowWalk._merge`): an attribute path's `WRITTEN` mark stays only
+    where every path holds it -- a path that did not run the collective leaves the base object's value there."""
+    for key in [k for k in merged if k.endswith(WRITTEN)]:
+        if not all(key in env for env in envs):
+            del merged[key]
 
 
 def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Optional[Origin]:
@@ -1170,6 +1193,8 @@ class RankTaint:
         if name is not None:
             if name in env:
                 return env[name]
+            if name + WRITTEN in env:
+                return None     # written in place by a collective (`uniformize`): what it holds now is alike
             if name.startswith("self.") and cls is not None:
                 hit = self.analysis.self_attrs(self.src, cls).get(name)
                 if hit is not None:
@@ -2096,6 +2121,9 @@ class RankTaint:
             if form is not origin.affine:
                 origin = replace(origin, affine=form)
         held = self._sampler_rank(value, env, cls) if value is not None and self._sampler_call(value) else None
+        env.pop(name + WRITTEN, None)
+        for key in [k for k in env if k.endswith(WRITTEN) and k.startswith(name + ".")]:
+            del env[key]                # another object (or value) at the path: no collective wrote this one
         if value is not None:
             # bound to a new value (`results = {}` after the gather): what was stored in the old one is gone
             env.pop(name + "[]", None)
@@ -2176,6 +2204,12 @@ class RankTaint:
                     if callee.startswith(_COLLECTIVE_MODULES[:2]) else WORLD
                 for n in names:
                     held = join(env.pop(n, None), env.pop(n + "[]", None))
+                    if "." in n and n + WRITTEN not in env:
+                        # an attribute path (`rt.tensor` of an object built from this rank's device): without a
+                        # mark it would read as its base object again; what it held is what the base gave it
+                        if held is None and n == name:
+                            held = self.eval(call.args[0].value, env, cls)
+                        mark_written(env, n)
                     if held is not None and group.axes is not None:
                         # uniform over the group's members only: it still varies in the coordinates they share
                         axes = _axes_under(held, domain_of)
