@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import os
 import posixpath
+import re
 from typing import Optional
 
 from dslint.program.outline import parse_tree
@@ -44,12 +45,17 @@ def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[st
     if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
         return None
     ctx = run.context_of(src)
-    if ctx is None or not ctx.units or any(u.entry is src for u in ctx.units):
+    if ctx is None or any(u.entry is src for u in ctx.units):
         return None
     outline = getattr(src, "outline", None)
     if outline is None:
         return None
     top = next(((name, first, last) for name, first, last in outline.tops if first <= line <= last), None)
+    if not ctx.units:
+        # a file no program imports: decided only when nothing can load the module at all (`unloaded_module`)
+        if not unloaded_module(run, src):
+            return None
+        return (top[0], top[1]) if top is not None else (src.module_name or posixpath.basename(src.path), 1)
     if top is None:
         return None                       # module-scope code: runs when the module is imported
     name, first, last = top
@@ -60,6 +66,171 @@ def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[st
         hit = memo[key] = not _reached(run, src, name, first, last, ctx.files, importers=True) \
             and not published(run, src, name)
     return (name, first) if hit else None
+
+
+def unloaded_module(run, src: PythonSource) -> bool:
+    """Can nothing load the module `src` (issue 30, class-never-instantiated)? The run has programs (launch
+    units), none of which imports `src`, and:
+
+    * `src` is no program of its own and nothing a tool starts by its file name: not an entry (launched, an
+      `if __name__ == "__main__":` guard, training work at module scope), not a package's `__init__.py` /
+      `__main__.py`, not a file pytest collects (`test_*.py`, `*_test.py`, `conftest.py`), no `setup.py`; and
+      its module-scope code calls none of its own functions or classes (a script run by hand);
+    * no other file under the checked folder -- Python, shell, configs (YAML, JSON, TOML, INI), notebooks,
+      documentation -- spells the module's file stem as a word: an import statement (`from .clap import X`,
+      `import pkg.clap`), a string import (`importlib.import_module("pkg.clap")`, a registry's
+      `custom_imports`, a Hydra `_target_`), a command line (`python -m pkg.clap`) or an entry point all spell it;
+    * no Python file of the run imports modules by a computed name while listing a folder (`os.listdir` /
+      `glob` / `pkgutil.iter_modules` beside `importlib.import_module(name)`: a plugin folder's auto-import, as
+      fairseq's `models/__init__.py` registers every model module it finds).
+
+    Then no code of the module ever runs in the repository, and a hazard there is no program's (a leftover
+    experiment beside the module the model is built from). Limits: the words are searched in the files on disk
+    under the folder holding every checked file (a file outside it, or an importer that assembles the stem
+    from pieces, is not seen); a module of a distribution is still importable by its users -- where its
+    package sits beside a setup file, nothing is decided."""
+    if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
+        return False
+    memo = run.__dict__.setdefault("_unloaded_memo", {})
+    hit = memo.get(id(src))
+    if hit is None:
+        hit = memo[id(src)] = _unloaded(run, src)
+    return hit
+
+
+_ENTRY_FILES = ("__init__.py", "__main__.py", "conftest.py", "setup.py")
+
+
+def _unloaded(run, src: PythonSource) -> bool:
+    path = src.path.replace("\\", "/")
+    base = posixpath.basename(path)
+    if not base.endswith(".py") or base in _ENTRY_FILES or base.startswith("test_") or base.endswith("_test.py"):
+        return False
+    if run.runs_by_itself(src) or not os.path.isfile(src.path):
+        return False
+    ctx = run.context_of(src)
+    if ctx is None or ctx.units:
+        return False
+    root = run._package_root(src)
+    if root is not None:
+        package, _, top = root.rpartition(":")
+        if _distribution_folder(run, posixpath.dirname(package), top):
+            return False                  # a distribution's module: its users may import it
+    stem = base[:-3]
+    mentions = _stem_mentions(run)
+    if mentions is None:
+        return False
+    own = os.path.normcase(os.path.abspath(src.path))
+    if any(other != own for other in mentions.get(stem, ())):
+        return False
+    if _works_at_module_scope(src) or _auto_imports(run):
+        return False
+    return True
+
+
+# files whose text may name a module: code, launch scripts, configs, notebooks, documentation
+_TEXT_SUFFIXES = frozenset({".py", ".pyi", ".sh", ".bash", ".zsh", ".yaml", ".yml", ".json", ".jsonnet", ".toml",
+                            ".cfg", ".ini", ".conf", ".txt", ".md", ".rst", ".ipynb", ".slurm", ".sbatch", ".pbs",
+                            ".mk", ".env"})
+_TEXT_NAMES = frozenset({"Makefile", "Dockerfile", "Procfile", "Justfile"})
+_MAX_TEXT_BYTES = 2_000_000
+_MAX_WALKED = 200_000
+_STEM_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _stem_mentions(run) -> Optional[dict[str, set]]:
+    """Module file stem of the run's Python files → the files (absolute, at most two) under the folder holding
+    every checked file whose text spells it as a word; None when that folder cannot be read whole (too many
+    files). One pass over the disk per run, only for the stems the run's modules have."""
+    memo = run.__dict__
+    if "_stem_mentions" in memo:
+        return memo["_stem_mentions"]
+    found: Optional[dict[str, set]] = None
+    try:
+        folders = [os.path.dirname(os.path.abspath(s.path)) for s in run.python] + \
+            [os.path.dirname(os.path.abspath(s.path)) for s in getattr(run, "shell", ())]
+        top = os.path.commonpath(folders) if folders else None
+    except ValueError:
+        top = None
+    if top is not None and os.path.isdir(top):
+        stems = {posixpath.basename(s.path.replace("\\", "/"))[:-3] for s in run.python if s.path.endswith(".py")}
+        found, walked = {}, 0
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
+            walked += len(files)
+            if walked > _MAX_WALKED:
+                found = None
+                break
+            for name in files:
+                if name not in _TEXT_NAMES and os.path.splitext(name)[1].lower() not in _TEXT_SUFFIXES:
+                    continue
+                full = os.path.join(folder, name)
+                try:
+                    if os.path.getsize(full) > _MAX_TEXT_BYTES:
+                        continue
+                    with open(full, encoding="utf-8", errors="ignore") as fh:
+                        words = set(_STEM_WORD.findall(fh.read()))
+                except OSError:
+                    continue
+                key = os.path.normcase(full)
+                for word in words & stems:
+                    seen = found.setdefault(word, set())
+                    if len(seen) < 2:
+                        seen.add(key)
+    memo["_stem_mentions"] = found
+    return found
+
+
+def _works_at_module_scope(src: PythonSource) -> bool:
+    """Does module-scope code of `src` call a function or class `src` defines (a script run by hand, with no
+    `__main__` guard)?"""
+    tree = _tree(src)
+    if tree is None:
+        return True
+    own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own:
+                return True
+    return False
+
+
+# calls that import a module by name, and calls that list a folder's files
+_IMPORT_BY_NAME = frozenset({"import_module", "__import__", "spec_from_file_location", "load_source", "run_path",
+                             "run_module", "SourceFileLoader", "find_spec", "load_module", "exec_module"})
+_LISTS_FILES = frozenset({"listdir", "scandir", "walk", "glob", "iglob", "rglob", "iterdir", "iter_modules",
+                          "walk_packages"})
+
+
+def _auto_imports(run) -> bool:
+    """Does some Python file of the run import modules by a computed name and list a folder's files (a plugin
+    folder's auto-import), or walk packages (`pkgutil.walk_packages`)?"""
+    memo = run.__dict__
+    if "_auto_imports" not in memo:
+        memo["_auto_imports"] = any(_imports_listed_files(src) for src in run.python)
+    return memo["_auto_imports"]
+
+
+def _imports_listed_files(src: PythonSource) -> bool:
+    text = src.text
+    if not any(word in text for word in _IMPORT_BY_NAME):
+        return False
+    tree = _tree(src)
+    if tree is None:
+        return True
+    computed = lists = False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name in _IMPORT_BY_NAME and not (node.args and isinstance(node.args[0], ast.Constant)):
+            computed = True
+        elif name in _LISTS_FILES:
+            lists = True
+    return computed and lists
 
 
 _DISTRIBUTION_FILES = ("setup.py", "pyproject.toml", "setup.cfg")
