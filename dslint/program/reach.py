@@ -74,7 +74,8 @@ def unloaded_module(run, src: PythonSource) -> bool:
 
     * `src` is no program of its own and nothing a tool starts by its file name: not an entry (launched, an
       `if __name__ == "__main__":` guard, training work at module scope), not a package's `__init__.py` /
-      `__main__.py`, not a file pytest collects (`test_*.py`, `*_test.py`, `conftest.py`), no `setup.py`; and
+      `__main__.py`, not a file pytest collects (`test_*.py`, `*_test.py`, `conftest.py`), no `setup.py`,
+      `hubconf.py` or other file a tool loads by name (`_ENTRY_FILES`); and
       its module-scope code calls none of its own functions or classes (a script run by hand);
     * no other file under the checked folder -- Python, shell, configs (YAML, JSON, TOML, INI), notebooks,
       documentation -- spells the module's file stem as a word: an import statement (`from .clap import X`,
@@ -98,7 +99,10 @@ def unloaded_module(run, src: PythonSource) -> bool:
     return hit
 
 
-_ENTRY_FILES = ("__init__.py", "__main__.py", "conftest.py", "setup.py")
+# files a tool loads by their file name, not by an import: packages, pytest, setuptools, torch.hub, nox/invoke/
+# fabric task files, Sphinx, the interpreter's site hooks
+_ENTRY_FILES = ("__init__.py", "__main__.py", "conftest.py", "setup.py", "hubconf.py", "noxfile.py", "tasks.py",
+                "fabfile.py", "conf.py", "sitecustomize.py", "usercustomize.py")
 
 
 def _unloaded(run, src: PythonSource) -> bool:
