@@ -30,6 +30,7 @@ import ast
 import os
 import posixpath
 import re
+import stat
 from typing import Optional
 
 from dslint.program.outline import parse_tree
@@ -170,11 +171,12 @@ def _stem_mentions(run) -> Optional[dict[str, set]]:
                     continue
                 full = os.path.join(folder, name)
                 try:
-                    if os.path.getsize(full) > _MAX_TEXT_BYTES:
+                    info = os.lstat(full)         # regular files only: no FIFO, device or link is opened
+                    if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_TEXT_BYTES:
                         continue
                     with open(full, encoding="utf-8", errors="ignore") as fh:
-                        words = set(_STEM_WORD.findall(fh.read()))
-                except OSError:
+                        words = set(_STEM_WORD.findall(fh.read(_MAX_TEXT_BYTES)))
+                except (OSError, ValueError):
                     continue
                 key = os.path.normcase(full)
                 for word in words & stems:
@@ -186,18 +188,40 @@ def _stem_mentions(run) -> Optional[dict[str, set]]:
 
 
 def _works_at_module_scope(src: PythonSource) -> bool:
-    """Does module-scope code of `src` call a function or class `src` defines (a script run by hand, with no
-    `__main__` guard)?"""
+    """Does module-scope code of `src` do work beyond defining things -- a call as a statement (`main()`,
+    `dist.barrier()`), a loop or `with` block, an `if` whose body does more than import, assign or define (a
+    script run by hand, with no `__main__` guard) -- or call a function or class `src` defines?"""
     tree = _tree(src)
     if tree is None:
         return True
     own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        if _defines_only(stmt):
             continue
+        if isinstance(stmt, (ast.Expr, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If,
+                             ast.Try)):
+            return True
         for node in ast.walk(stmt):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own:
                 return True
+    return False
+
+
+def _defines_only(stmt: ast.stmt) -> bool:
+    """A module-scope statement that only defines: an import, a def or class, an assignment, a docstring, and
+    an `if`/`try` made of those (`if TYPE_CHECKING:`, `try: import x except ImportError: x = None`)."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                         ast.Pass)):
+        return True
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, ast.Constant)
+    if isinstance(stmt, ast.If):
+        return all(_defines_only(s) for s in (*stmt.body, *stmt.orelse))
+    if isinstance(stmt, ast.Try):
+        return all(_defines_only(s) for s in (*stmt.body, *stmt.orelse, *stmt.finalbody,
+                                              *(s for h in stmt.handlers for s in h.body)))
     return False
 
 
