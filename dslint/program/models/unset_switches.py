@@ -177,30 +177,36 @@ def _unset_read(project, src, tree, fn, node: ast.expr) -> Optional[str]:
 
 
 def _unset_field(project, src, tree, cls: ast.ClassDef, attr: str, depth: int) -> Optional[str]:
-    """The unset key every assignment of `self.attr` in `cls` reads (or a falsy literal), None otherwise."""
+    """The unset key that keeps `self.attr` false: every assignment of an attribute named `attr` in the file is
+    `self.attr = v` in a method, `v` never true there (a read of an unset key, or a falsy literal) -- the class's
+    own, and those of any other class of the file (a subclass may set it) --, at least one in `cls`; no
+    `setattr`, and no other file assigns an attribute of that name. None otherwise."""
     key = None
-    for method in cls.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    in_cls = False
+    for owner in ast.walk(tree):
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "setattr":
+            return None
+        if not isinstance(owner, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             continue
-        for node in ast.walk(method):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-            for t in targets:
-                if isinstance(t, ast.Attribute) and t.attr == attr:
-                    if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(t.value, ast.Name)
-                            and t.value.id == "self" and node.value is not None):
-                        return None
-                    value = node.value
-                    if isinstance(value, ast.Constant) and value.value in _FALSY:
-                        continue
-                    found = _never_true(project, src, tree, None, method, value, depth + 1)
-                    if found is None:
-                        return None
-                    key = key or found
-                elif isinstance(t, (ast.Tuple, ast.List)) and any(
-                        isinstance(e, ast.Attribute) and e.attr == attr for e in ast.walk(t)):
-                    return None
-    if key is None:
+        targets = owner.targets if isinstance(owner, ast.Assign) else [owner.target]
+        if not any(isinstance(e, ast.Attribute) and e.attr == attr for t in targets for e in ast.walk(t)):
+            continue
+        if not (isinstance(owner, (ast.Assign, ast.AnnAssign)) and owner.value is not None and len(targets) == 1
+                and isinstance(targets[0], ast.Attribute) and isinstance(targets[0].value, ast.Name)
+                and targets[0].value.id == "self"):
+            return None
+        method = _method_holding(tree, owner)
+        if method is None:
+            return None
+        value = owner.value
+        if isinstance(value, ast.Constant) and value.value in _FALSY:
+            continue
+        found = _never_true(project, src, tree, None, method, value, depth + 1)
+        if found is None:
+            return None
+        key = key or found
+        in_cls = in_cls or _spans_node(cls, owner)
+    if key is None or not in_cls:
         return None
     # no other file sets an attribute of that name (`model.layer.use_ds = True`, `setattr(m, "use_ds", ...)`)
     assign = re.compile(r"\.%s\s*=[^=]|[\"']%s[\"']" % (re.escape(attr), re.escape(attr)))
@@ -208,6 +214,23 @@ def _unset_field(project, src, tree, cls: ast.ClassDef, attr: str, depth: int) -
         if other is not src and assign.search(other.text):
             return None
     return key
+
+
+def _method_holding(tree: ast.Module, node: ast.AST):
+    """The function directly inside a class whose body holds `node` (None: elsewhere)."""
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and _spans_node(cls, node):
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _spans_node(fn, node):
+                    return fn
+    return None
+
+
+def _spans_node(outer: ast.AST, node: ast.AST) -> bool:
+    """Does `node` lie inside `outer` (by lines)?"""
+    line = getattr(node, "lineno", None)
+    return line is not None and outer.lineno <= line <= (getattr(node, "end_lineno", None) or line) \
+        <= (outer.end_lineno or outer.lineno)
 
 
 def _key_unset(project, src: PythonSource, tree: ast.Module, key: str, const: Optional[str]) -> bool:
