@@ -76,10 +76,10 @@ def unloaded_module(run, src: PythonSource) -> bool:
     * `src` is no program of its own and nothing a tool starts by its file name: not an entry (launched, an
       `if __name__ == "__main__":` guard, training work at module scope), not a package's `__init__.py` /
       `__main__.py`, not a file pytest collects (`test_*.py`, `*_test.py`, `conftest.py`), no `setup.py`,
-      `hubconf.py` or other file a tool loads by name (`_ENTRY_FILES`); and
-      its module-scope code calls none of its own functions or classes (a script run by hand);
-    * no other file under the checked folder -- Python, shell, configs (YAML, JSON, TOML, INI), notebooks,
-      documentation -- spells the module's file stem as a word: an import statement (`from .clap import X`,
+      `hubconf.py` or other file a tool loads by name (`_ENTRY_FILES`); and its module-scope code only
+      defines (imports, defs, classes, assignments: a call statement or a loop is a script run by hand);
+    * no file of the run imports it, and no other file under its project folder -- Python, shell, configs
+      (YAML, JSON, TOML, INI), notebooks, documentation -- spells the module's file stem as a word: an import statement (`from .clap import X`,
       `import pkg.clap`), a string import (`importlib.import_module("pkg.clap")`, a registry's
       `custom_imports`, a Hydra `_target_`), a command line (`python -m pkg.clap`) or an entry point all spell it;
     * no Python file of the run imports modules by a computed name while listing a folder (`os.listdir` /
@@ -88,8 +88,9 @@ def unloaded_module(run, src: PythonSource) -> bool:
 
     Then no code of the module ever runs in the repository, and a hazard there is no program's (a leftover
     experiment beside the module the model is built from). Limits: the words are searched in the files on disk
-    under the folder holding every checked file (a file outside it, or an importer that assembles the stem
-    from pieces, is not seen); a module of a distribution is still importable by its users -- where its
+    under the module's project folder -- the folder holding its top-level package, else its own folder, so that
+    the verdict does not depend on what else is checked (a text outside it, or an importer that assembles the
+    stem from pieces, is not seen); a module of a distribution is still importable by its users -- where its
     package sits beside a setup file, nothing is decided."""
     if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
         return False
@@ -121,16 +122,19 @@ def _unloaded(run, src: PythonSource) -> bool:
         package, _, top = root.rpartition(":")
         if _distribution_folder(run, posixpath.dirname(package), top):
             return False                  # a distribution's module: its users may import it
-    stem = base[:-3]
-    mentions = _stem_mentions(run)
+    if any(src in run.imports_of(other) for other in run.python if other is not src):
+        return False                      # a file of the run imports it (an orphan script, a notebook's copy)
+    if _works_at_module_scope(src) or _auto_imports(run):
+        return False
+    # the project folder of the module: the folder holding its top-level package, else its own folder
+    scope = os.path.dirname(os.path.abspath(src.path))
+    if root is not None:
+        scope = os.path.dirname(os.path.abspath(root.rpartition(":")[0] or "."))
+    mentions = _stem_mentions(run, scope)
     if mentions is None:
         return False
     own = os.path.normcase(os.path.abspath(src.path))
-    if any(other != own for other in mentions.get(stem, ())):
-        return False
-    if _works_at_module_scope(src) or _auto_imports(run):
-        return False
-    return True
+    return not any(other != own for other in mentions.get(base[:-3], ()))
 
 
 # files whose text may name a module: code, launch scripts, configs, notebooks, documentation
@@ -143,21 +147,16 @@ _MAX_WALKED = 200_000
 _STEM_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _stem_mentions(run) -> Optional[dict[str, set]]:
-    """Module file stem of the run's Python files → the files (absolute, at most two) under the folder holding
-    every checked file whose text spells it as a word; None when that folder cannot be read whole (too many
-    files). One pass over the disk per run, only for the stems the run's modules have."""
-    memo = run.__dict__
-    if "_stem_mentions" in memo:
-        return memo["_stem_mentions"]
+def _stem_mentions(run, top: str) -> Optional[dict[str, set]]:
+    """Module file stem of the run's Python files → the files (absolute, at most two) under the folder `top`
+    (the module's project folder: what is decided does not depend on what else is checked) whose text spells it
+    as a word; None when that folder cannot be read whole (too many files). One walk per folder and run, only
+    for the stems the run's modules have."""
+    memo = run.__dict__.setdefault("_stem_mentions", {})
+    if top in memo:
+        return memo[top]
     found: Optional[dict[str, set]] = None
-    try:
-        folders = [os.path.dirname(os.path.abspath(s.path)) for s in run.python] + \
-            [os.path.dirname(os.path.abspath(s.path)) for s in getattr(run, "shell", ())]
-        top = os.path.commonpath(folders) if folders else None
-    except ValueError:
-        top = None
-    if top is not None and os.path.isdir(top):
+    if os.path.isdir(top):
         stems = {posixpath.basename(s.path.replace("\\", "/"))[:-3] for s in run.python if s.path.endswith(".py")}
         found, walked = {}, 0
         for folder, dirs, files in os.walk(top):
@@ -183,7 +182,7 @@ def _stem_mentions(run) -> Optional[dict[str, set]]:
                     seen = found.setdefault(word, set())
                     if len(seen) < 2:
                         seen.add(key)
-    memo["_stem_mentions"] = found
+    memo[top] = found
     return found
 
 
