@@ -79,18 +79,18 @@ def unloaded_module(run, src: PythonSource) -> bool:
       `hubconf.py` or other file a tool loads by name (`_ENTRY_FILES`); and its module-scope code only
       defines (imports, defs, classes, assignments: a call statement or a loop is a script run by hand);
     * no file of the run imports it, and no other file under its project folder -- Python, shell, configs
-      (YAML, JSON, TOML, INI), notebooks, documentation -- spells the module's file stem as a word: an import statement (`from .clap import X`,
-      `import pkg.clap`), a string import (`importlib.import_module("pkg.clap")`, a registry's
+      (YAML, JSON, TOML, INI), notebooks, documentation -- spells the module's file stem as a word: an
+      import statement (`from .clap import X`, `import pkg.clap`), a string import (`importlib.import_module("pkg.clap")`, a registry's
       `custom_imports`, a Hydra `_target_`), a command line (`python -m pkg.clap`) or an entry point all spell it;
-    * no Python file of the run imports modules by a computed name while listing a folder (`os.listdir` /
-      `glob` / `pkgutil.iter_modules` beside `importlib.import_module(name)`: a plugin folder's auto-import, as
-      fairseq's `models/__init__.py` registers every model module it finds).
+    * no import of the run by a computed name can give it: `importlib.import_module(f"convert_{kind}_{name}")`
+      may load `convert_loader_megatron` (the name's literal pieces are matched, holes match anything), and a
+      name from a variable, a folder listing (a plugin folder's auto-import, as fairseq's `models/__init__.py`
+      registers every model module it finds) or a spec may load any module (`_computed_imports`).
 
     Then no code of the module ever runs in the repository, and a hazard there is no program's (a leftover
     experiment beside the module the model is built from). Limits: the words are searched in the files on disk
     under the module's project folder -- the folder holding its top-level package, else its own folder, so that
-    the verdict does not depend on what else is checked (a text outside it, or an importer that assembles the
-    stem from pieces, is not seen); a module of a distribution is still importable by its users -- where its
+    the verdict does not depend on what else is checked (a text outside it is not seen); a module of a distribution is still importable by its users -- where its
     package sits beside a setup file, nothing is decided."""
     if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
         return False
@@ -124,7 +124,7 @@ def _unloaded(run, src: PythonSource) -> bool:
             return False                  # a distribution's module: its users may import it
     if any(src in run.imports_of(other) for other in run.python if other is not src):
         return False                      # a file of the run imports it (an orphan script, a notebook's copy)
-    if _works_at_module_scope(src) or _auto_imports(run):
+    if _works_at_module_scope(src) or _may_import_by_computed_name(run, src):
         return False
     # the project folder of the module: the folder holding its top-level package, else its own folder
     scope = os.path.dirname(os.path.abspath(src.path))
@@ -224,40 +224,80 @@ def _defines_only(stmt: ast.stmt) -> bool:
     return False
 
 
-# calls that import a module by name, and calls that list a folder's files
+# calls that import a module by a name given as their first argument
 _IMPORT_BY_NAME = frozenset({"import_module", "__import__", "spec_from_file_location", "load_source", "run_path",
-                             "run_module", "SourceFileLoader", "find_spec", "load_module", "exec_module"})
-_LISTS_FILES = frozenset({"listdir", "scandir", "walk", "glob", "iglob", "rglob", "iterdir", "iter_modules",
-                          "walk_packages"})
+                             "run_module", "SourceFileLoader", "find_spec"})
+# calls that load a module object made elsewhere (by a spec, a loader): their module's name is not at hand
+_LOADS_MODULE = frozenset({"load_module", "exec_module", "module_from_spec"})
 
 
-def _auto_imports(run) -> bool:
-    """Does some Python file of the run import modules by a computed name and list a folder's files (a plugin
-    folder's auto-import), or walk packages (`pkgutil.walk_packages`)?"""
+def _computed_imports(run) -> list:
+    """What the run's Python files import by a computed name: for each such call a pattern of the module names
+    it can give (`f"convert_{kind}_{name}"` → `convert_.*_.*`), or None when any name can come (a variable, a
+    name from a folder listing, a module loaded from a spec). Memoised per run."""
     memo = run.__dict__
-    if "_auto_imports" not in memo:
-        memo["_auto_imports"] = any(_imports_listed_files(src) for src in run.python)
-    return memo["_auto_imports"]
+    if "_computed_imports" not in memo:
+        found: list = []
+        for src in run.python:
+            found.extend(_computed_in(src))
+        memo["_computed_imports"] = found
+    return memo["_computed_imports"]
 
 
-def _imports_listed_files(src: PythonSource) -> bool:
+def _computed_in(src: PythonSource) -> list:
     text = src.text
-    if not any(word in text for word in _IMPORT_BY_NAME):
-        return False
+    if not any(word in text for word in (*_IMPORT_BY_NAME, *_LOADS_MODULE)):
+        return []
     tree = _tree(src)
     if tree is None:
-        return True
-    computed = lists = False
+        return [None]
+    out: list = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if name in _IMPORT_BY_NAME and not (node.args and isinstance(node.args[0], ast.Constant)):
-            computed = True
-        elif name in _LISTS_FILES:
-            lists = True
-    return computed and lists
+        if name in _LOADS_MODULE:
+            out.append(None)
+        elif name in _IMPORT_BY_NAME:
+            if not node.args:
+                out.append(None)
+            elif not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                out.append(_name_pattern(node.args[0]))
+    return out
+
+
+def _name_pattern(node: ast.expr) -> Optional[re.Pattern]:
+    """A pattern of the names an f-string or a `+` of strings can make (holes match anything); None for
+    anything else (a variable: any name)."""
+    parts = _pieces(node)
+    if parts is None or not any(p for p in parts if p is not None):
+        return None
+    body = "".join(".*" if p is None else re.escape(p) for p in parts).lstrip("\\.")
+    return re.compile(r"(?:^|\.)" + body + r"$")
+
+
+def _pieces(node: ast.expr) -> Optional[list]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        out: list = []
+        for v in node.values:
+            out.append(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None)
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _pieces(node.left), _pieces(node.right)
+        return None if left is None and right is None else [*(left or [None]), *(right or [None])]
+    return [None]
+
+
+def _may_import_by_computed_name(run, src: PythonSource) -> bool:
+    """Can a computed-name import of the run give `src`'s module (`_computed_imports`)?"""
+    names = {src.module_name or "", posixpath.basename(src.path.replace("\\", "/"))[:-3]}
+    for pattern in _computed_imports(run):
+        if pattern is None or any(pattern.search(n) for n in names if n):
+            return True
+    return False
 
 
 _DISTRIBUTION_FILES = ("setup.py", "pyproject.toml", "setup.cfg")
