@@ -71,7 +71,8 @@ def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[st
 
 def unloaded_module(run, src: PythonSource) -> bool:
     """Can nothing load the module `src` (issue 30, class-never-instantiated)? The run has programs (launch
-    units), none of which imports `src`, and:
+    units), none of which imports `src` though one imports a module of its top-level package (outside
+    packages: of its folder) -- the programs that hold its package decide, not unrelated ones --, and:
 
     * `src` is no program of its own and nothing a tool starts by its file name: not an entry (launched, an
       `if __name__ == "__main__":` guard, training work at module scope), not a package's `__init__.py` /
@@ -82,7 +83,7 @@ def unloaded_module(run, src: PythonSource) -> bool:
       (YAML, JSON, TOML, INI), notebooks, documentation -- spells the module's file stem as a word: an
       import statement (`from .clap import X`, `import pkg.clap`), a string import (`importlib.import_module("pkg.clap")`, a registry's
       `custom_imports`, a Hydra `_target_`), a command line (`python -m pkg.clap`) or an entry point all spell it;
-    * no import of the run by a computed name can give it: `importlib.import_module(f"convert_{kind}_{name}")`
+    * no import by a computed name in a file of the run under that project folder can give it: `importlib.import_module(f"convert_{kind}_{name}")`
       may load `convert_loader_megatron` (the name's literal pieces are matched, holes match anything), and a
       name from a variable, a folder listing (a plugin folder's auto-import, as fairseq's `models/__init__.py`
       registers every model module it finds) or a spec may load any module (`_computed_imports`).
@@ -124,17 +125,35 @@ def _unloaded(run, src: PythonSource) -> bool:
             return False                  # a distribution's module: its users may import it
     if any(src in run.imports_of(other) for other in run.python if other is not src):
         return False                      # a file of the run imports it (an orphan script, a notebook's copy)
-    if _works_at_module_scope(src) or _may_import_by_computed_name(run, src):
-        return False
+    if not _beside_used_modules(run, src, root):
+        return False                      # no program uses its package: a library checked alone keeps its findings
     # the project folder of the module: the folder holding its top-level package, else its own folder
     scope = os.path.dirname(os.path.abspath(src.path))
     if root is not None:
         scope = os.path.dirname(os.path.abspath(root.rpartition(":")[0] or "."))
+    if _works_at_module_scope(src) or _may_import_by_computed_name(run, src, scope):
+        return False
     mentions = _stem_mentions(run, scope)
     if mentions is None:
         return False
     own = os.path.normcase(os.path.abspath(src.path))
     return not any(other != own for other in mentions.get(base[:-3], ()))
+
+
+def _beside_used_modules(run, src: PythonSource, root: Optional[str]) -> bool:
+    """Does a program of the run import a module of `src`'s top-level package (`root`), or, outside packages,
+    a module of `src`'s folder (an imported module, not a program's own entry)? Only then do the programs
+    that hold its package -- not unrelated ones checked beside it -- decide that `src` is never loaded."""
+    folder = posixpath.dirname(src.path.replace("\\", "/"))
+    for unit in run.units:
+        for f in unit.files:
+            if f is src or f is unit.entry:
+                continue
+            if root is not None and run._package_root(f) == root:
+                return True
+            if root is None and posixpath.dirname(f.path.replace("\\", "/")) == folder:
+                return True
+    return False
 
 
 # files whose text may name a module: code, launch scripts, configs, notebooks, documentation
@@ -231,17 +250,20 @@ _IMPORT_BY_NAME = frozenset({"import_module", "__import__", "spec_from_file_loca
 _LOADS_MODULE = frozenset({"load_module", "exec_module", "module_from_spec"})
 
 
-def _computed_imports(run) -> list:
-    """What the run's Python files import by a computed name: for each such call a pattern of the module names
-    it can give (`f"convert_{kind}_{name}"` → `convert_.*_.*`), or None when any name can come (a variable, a
-    name from a folder listing, a module loaded from a spec). Memoised per run."""
-    memo = run.__dict__
-    if "_computed_imports" not in memo:
+def _computed_imports(run, top: str) -> list:
+    """What the run's Python files under the folder `top` import by a computed name: for each such call a
+    pattern of the module names it can give (`f"convert_{kind}_{name}"` → `convert_.*_.*`), or None when any
+    name can come (a variable, a name from a folder listing, a module loaded from a spec). Memoised per run and
+    folder."""
+    memo = run.__dict__.setdefault("_computed_imports", {})
+    if top not in memo:
         found: list = []
+        prefix = top.rstrip(os.sep) + os.sep
         for src in run.python:
-            found.extend(_computed_in(src))
-        memo["_computed_imports"] = found
-    return memo["_computed_imports"]
+            if os.path.abspath(src.path).startswith(prefix):
+                found.extend(_computed_in(src))
+        memo[top] = found
+    return memo[top]
 
 
 def _computed_in(src: PythonSource) -> list:
@@ -291,10 +313,11 @@ def _pieces(node: ast.expr) -> Optional[list]:
     return [None]
 
 
-def _may_import_by_computed_name(run, src: PythonSource) -> bool:
-    """Can a computed-name import of the run give `src`'s module (`_computed_imports`)?"""
+def _may_import_by_computed_name(run, src: PythonSource, top: str) -> bool:
+    """Can a computed-name import of the run's files under `top` (the module's project folder) give `src`'s
+    module (`_computed_imports`)?"""
     names = {src.module_name or "", posixpath.basename(src.path.replace("\\", "/"))[:-3]}
-    for pattern in _computed_imports(run):
+    for pattern in _computed_imports(run, top):
         if pattern is None or any(pattern.search(n) for n in names if n):
             return True
     return False
