@@ -119,7 +119,7 @@ def unreached_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
     name, first = found
     if program.unloaded_module(where):
         return [unseen("program", f"nothing in the repository loads the module of `{name}` ({where.path}:{first}): "
-                                  f"no program imports it, no file of the checked folder spells its name "
+                                  f"no program imports it, no file of its project folder spells its name "
                                   f"`{where.path.replace(chr(92), '/').rsplit('/', 1)[-1][:-3]}` (an import, a "
                                   f"string import, a config, a command line), and no folder of modules is "
                                   f"auto-imported: its code never runs")]
