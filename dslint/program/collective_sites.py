@@ -34,6 +34,7 @@ from dslint.program.code_strings import called_names, runs_code_text
 from dslint.program import collective_switches as switches
 from dslint.program.statement_walks import argument_for as _argument_for, iter_returns, once_initialized_calls, \
     settled_flags, sole_binding
+from dslint.program.models.unset_switches import unset_switch
 from dslint.program.models.moe import MOE_NAME, TRAINER, builds_library_trainer, moe_facts, returns_moe_model
 from dslint.program.rank.function_summaries import ProjectTaint, code_of
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
@@ -412,8 +413,8 @@ class CollectiveSites:
         out = []
         for src in self.project.files_where("moe_layers", _may_make_moe_layer):    # on the outline: the others
             for call in src.facts.calls:                                            # are not parsed
-                if _is_moe_layer(call.callee):
-                    out.append((src, call.node))
+                if _is_moe_layer(call.callee) and unset_switch(self.project, src, src.span(call.node).line) is None:
+                    out.append((src, call.node))    # (not one built only under a keyword switch nothing sets)
         return out
 
     @cached_property

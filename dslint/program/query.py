@@ -140,6 +140,12 @@ class Program:
         from dslint.program.reach import unreached_definition
         return unreached_definition(self.view.run_program, src, line)
 
+    def unloaded_module(self, src: "PythonSource") -> bool:
+        """Can nothing of the run load the module `src` -- no program imports it, no file of the checked folder
+        spells its name, no plugin folder is auto-imported (`dslint.program.reach.unloaded_module`)?"""
+        from dslint.program.reach import unloaded_module
+        return unloaded_module(self.view.run_program, src)
+
     def dead_branch(self, src: "PythonSource", line: int):
         """The branch of `src` holding `line` that no execution takes -- an `if` whose test its data flow decides
         (`dslint.program.dead_branches.DeadBranch`) --, or None."""

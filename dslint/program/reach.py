@@ -29,6 +29,8 @@ from __future__ import annotations
 import ast
 import os
 import posixpath
+import re
+import stat
 from typing import Optional
 
 from dslint.program.outline import parse_tree
@@ -44,12 +46,17 @@ def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[st
     if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
         return None
     ctx = run.context_of(src)
-    if ctx is None or not ctx.units or any(u.entry is src for u in ctx.units):
+    if ctx is None or any(u.entry is src for u in ctx.units):
         return None
     outline = getattr(src, "outline", None)
     if outline is None:
         return None
     top = next(((name, first, last) for name, first, last in outline.tops if first <= line <= last), None)
+    if not ctx.units:
+        # a file no program imports: decided only when nothing can load the module at all (`unloaded_module`)
+        if not unloaded_module(run, src):
+            return None
+        return (top[0], top[1]) if top is not None else (src.module_name or posixpath.basename(src.path), 1)
     if top is None:
         return None                       # module-scope code: runs when the module is imported
     name, first, last = top
@@ -60,6 +67,260 @@ def unreached_definition(run, src: PythonSource, line: int) -> Optional[tuple[st
         hit = memo[key] = not _reached(run, src, name, first, last, ctx.files, importers=True) \
             and not published(run, src, name)
     return (name, first) if hit else None
+
+
+def unloaded_module(run, src: PythonSource) -> bool:
+    """Can nothing load the module `src` (issue 30, class-never-instantiated)? The run has programs (launch
+    units), none of which imports `src` though one imports a module of its top-level package (outside
+    packages: of its folder) -- the programs that hold its package decide, not unrelated ones --, and:
+
+    * `src` is no program of its own and nothing a tool starts by its file name: not an entry (launched, an
+      `if __name__ == "__main__":` guard, training work at module scope), not a package's `__init__.py` /
+      `__main__.py`, not a file pytest collects (`test_*.py`, `*_test.py`, `conftest.py`), no `setup.py`,
+      `hubconf.py` or other file a tool loads by name (`_ENTRY_FILES`); and its module-scope code only
+      defines (imports, defs, classes, assignments: a call statement or a loop is a script run by hand);
+    * no file of the run imports it, and no other file under its project folder -- Python, shell, configs
+      (YAML, JSON, TOML, INI), notebooks, documentation -- spells the module's file stem as a word: an
+      import statement (`from .clap import X`, `import pkg.clap`), a string import (`importlib.import_module("pkg.clap")`, a registry's
+      `custom_imports`, a Hydra `_target_`), a command line (`python -m pkg.clap`) or an entry point all spell it;
+    * no import by a computed name in a file of the run under that project folder can give it: `importlib.import_module(f"convert_{kind}_{name}")`
+      may load `convert_loader_megatron` (the name's literal pieces are matched, holes match anything), and a
+      name from a variable, a folder listing (a plugin folder's auto-import, as fairseq's `models/__init__.py`
+      registers every model module it finds) or a spec may load any module (`_computed_imports`).
+
+    Then no code of the module ever runs in the repository, and a hazard there is no program's (a leftover
+    experiment beside the module the model is built from). Limits: the words are searched in the files on disk
+    under the module's project folder -- the folder holding its top-level package, else its own folder, so that
+    the verdict does not depend on what else is checked (a text outside it is not seen); a module of a distribution is still importable by its users -- where its
+    package sits beside a setup file, nothing is decided."""
+    if run is None or not getattr(run, "units", None) or not isinstance(src, PythonSource):
+        return False
+    memo = run.__dict__.setdefault("_unloaded_memo", {})
+    hit = memo.get(id(src))
+    if hit is None:
+        hit = memo[id(src)] = _unloaded(run, src)
+    return hit
+
+
+# files a tool loads by their file name, not by an import: packages, pytest, setuptools, torch.hub, nox/invoke/
+# fabric task files, Sphinx, the interpreter's site hooks
+_ENTRY_FILES = ("__init__.py", "__main__.py", "conftest.py", "setup.py", "hubconf.py", "noxfile.py", "tasks.py",
+                "fabfile.py", "conf.py", "sitecustomize.py", "usercustomize.py")
+
+
+def _unloaded(run, src: PythonSource) -> bool:
+    path = src.path.replace("\\", "/")
+    base = posixpath.basename(path)
+    if not base.endswith(".py") or base in _ENTRY_FILES or base.startswith("test_") or base.endswith("_test.py"):
+        return False
+    if run.runs_by_itself(src) or not os.path.isfile(src.path):
+        return False
+    ctx = run.context_of(src)
+    if ctx is None or ctx.units:
+        return False
+    root = run._package_root(src)
+    if root is not None:
+        package, _, top = root.rpartition(":")
+        if _distribution_folder(run, posixpath.dirname(package), top):
+            return False                  # a distribution's module: its users may import it
+    if any(src in run.imports_of(other) for other in run.python if other is not src):
+        return False                      # a file of the run imports it (an orphan script, a notebook's copy)
+    if not _beside_used_modules(run, src, root):
+        return False                      # no program uses its package: a library checked alone keeps its findings
+    # the project folder of the module: the folder holding its top-level package, else its own folder
+    scope = os.path.dirname(os.path.abspath(src.path))
+    if root is not None:
+        scope = os.path.dirname(os.path.abspath(root.rpartition(":")[0] or "."))
+    if _works_at_module_scope(src) or _may_import_by_computed_name(run, src, scope):
+        return False
+    mentions = _stem_mentions(run, scope)
+    if mentions is None:
+        return False
+    own = os.path.normcase(os.path.abspath(src.path))
+    return not any(other != own for other in mentions.get(base[:-3], ()))
+
+
+def _beside_used_modules(run, src: PythonSource, root: Optional[str]) -> bool:
+    """Does a program of the run import a module of `src`'s top-level package (`root`), or, outside packages,
+    a module of `src`'s folder (an imported module, not a program's own entry)? Only then do the programs
+    that hold its package -- not unrelated ones checked beside it -- decide that `src` is never loaded."""
+    folder = posixpath.dirname(src.path.replace("\\", "/"))
+    for unit in run.units:
+        for f in unit.files:
+            if f is src or f is unit.entry:
+                continue
+            if root is not None and run._package_root(f) == root:
+                return True
+            if root is None and posixpath.dirname(f.path.replace("\\", "/")) == folder:
+                return True
+    return False
+
+
+# files whose text may name a module: code, launch scripts, configs, notebooks, documentation
+_TEXT_SUFFIXES = frozenset({".py", ".pyi", ".sh", ".bash", ".zsh", ".yaml", ".yml", ".json", ".jsonnet", ".toml",
+                            ".cfg", ".ini", ".conf", ".txt", ".md", ".rst", ".ipynb", ".slurm", ".sbatch", ".pbs",
+                            ".mk", ".env"})
+_TEXT_NAMES = frozenset({"Makefile", "Dockerfile", "Procfile", "Justfile"})
+_MAX_TEXT_BYTES = 2_000_000
+_MAX_WALKED = 200_000
+_STEM_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _stem_mentions(run, top: str) -> Optional[dict[str, set]]:
+    """Module file stem of the run's Python files → the files (absolute, at most two) under the folder `top`
+    (the module's project folder: what is decided does not depend on what else is checked) whose text spells it
+    as a word; None when that folder cannot be read whole (too many files). One walk per folder and run, only
+    for the stems the run's modules have."""
+    memo = run.__dict__.setdefault("_stem_mentions", {})
+    if top in memo:
+        return memo[top]
+    found: Optional[dict[str, set]] = None
+    if os.path.isdir(top):
+        stems = {posixpath.basename(s.path.replace("\\", "/"))[:-3] for s in run.python if s.path.endswith(".py")}
+        found, walked = {}, 0
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
+            walked += len(files)
+            if walked > _MAX_WALKED:
+                found = None
+                break
+            for name in files:
+                if name not in _TEXT_NAMES and os.path.splitext(name)[1].lower() not in _TEXT_SUFFIXES:
+                    continue
+                full = os.path.join(folder, name)
+                try:
+                    info = os.lstat(full)         # regular files only: no FIFO, device or link is opened
+                    if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_TEXT_BYTES:
+                        continue
+                    with open(full, encoding="utf-8", errors="ignore") as fh:
+                        words = set(_STEM_WORD.findall(fh.read(_MAX_TEXT_BYTES)))
+                except (OSError, ValueError):
+                    continue
+                key = os.path.normcase(full)
+                for word in words & stems:
+                    seen = found.setdefault(word, set())
+                    if len(seen) < 2:
+                        seen.add(key)
+    memo[top] = found
+    return found
+
+
+def _works_at_module_scope(src: PythonSource) -> bool:
+    """Does module-scope code of `src` do work beyond defining things -- a call as a statement (`main()`,
+    `dist.barrier()`), a loop or `with` block, an `if` whose body does more than import, assign or define (a
+    script run by hand, with no `__main__` guard) -- or call a function or class `src` defines?"""
+    tree = _tree(src)
+    if tree is None:
+        return True
+    own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    for stmt in tree.body:
+        if _defines_only(stmt):
+            continue
+        if isinstance(stmt, (ast.Expr, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If,
+                             ast.Try)):
+            return True
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own:
+                return True
+    return False
+
+
+def _defines_only(stmt: ast.stmt) -> bool:
+    """A module-scope statement that only defines: an import, a def or class, an assignment, a docstring, and
+    an `if`/`try` made of those (`if TYPE_CHECKING:`, `try: import x except ImportError: x = None`)."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                         ast.Pass)):
+        return True
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, ast.Constant)
+    if isinstance(stmt, ast.If):
+        return all(_defines_only(s) for s in (*stmt.body, *stmt.orelse))
+    if isinstance(stmt, ast.Try):
+        return all(_defines_only(s) for s in (*stmt.body, *stmt.orelse, *stmt.finalbody,
+                                              *(s for h in stmt.handlers for s in h.body)))
+    return False
+
+
+# calls that import a module by a name given as their first argument
+_IMPORT_BY_NAME = frozenset({"import_module", "__import__", "spec_from_file_location", "load_source", "run_path",
+                             "run_module", "SourceFileLoader", "find_spec"})
+# calls that load a module object made elsewhere (by a spec, a loader): their module's name is not at hand
+_LOADS_MODULE = frozenset({"load_module", "exec_module", "module_from_spec"})
+
+
+def _computed_imports(run, top: str) -> list:
+    """What the run's Python files under the folder `top` import by a computed name: for each such call a
+    pattern of the module names it can give (`f"convert_{kind}_{name}"` → `convert_.*_.*`), or None when any
+    name can come (a variable, a name from a folder listing, a module loaded from a spec). Memoised per run and
+    folder."""
+    memo = run.__dict__.setdefault("_computed_imports", {})
+    if top not in memo:
+        found: list = []
+        prefix = top.rstrip(os.sep) + os.sep
+        for src in run.python:
+            if os.path.abspath(src.path).startswith(prefix):
+                found.extend(_computed_in(src))
+        memo[top] = found
+    return memo[top]
+
+
+def _computed_in(src: PythonSource) -> list:
+    text = src.text
+    if not any(word in text for word in (*_IMPORT_BY_NAME, *_LOADS_MODULE)):
+        return []
+    tree = _tree(src)
+    if tree is None:
+        return [None]
+    out: list = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name in _LOADS_MODULE:
+            out.append(None)
+        elif name in _IMPORT_BY_NAME:
+            if not node.args:
+                out.append(None)
+            elif not (isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                out.append(_name_pattern(node.args[0]))
+    return out
+
+
+def _name_pattern(node: ast.expr) -> Optional[re.Pattern]:
+    """A pattern of the names an f-string or a `+` of strings can make (holes match anything); None for
+    anything else (a variable: any name)."""
+    parts = _pieces(node)
+    if parts is None or not any(p for p in parts if p is not None):
+        return None
+    body = "".join(".*" if p is None else re.escape(p) for p in parts).lstrip("\\.")
+    return re.compile(r"(?:^|\.)" + body + r"$")
+
+
+def _pieces(node: ast.expr) -> Optional[list]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        out: list = []
+        for v in node.values:
+            out.append(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else None)
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _pieces(node.left), _pieces(node.right)
+        return None if left is None and right is None else [*(left or [None]), *(right or [None])]
+    return [None]
+
+
+def _may_import_by_computed_name(run, src: PythonSource, top: str) -> bool:
+    """Can a computed-name import of the run's files under `top` (the module's project folder) give `src`'s
+    module (`_computed_imports`)?"""
+    names = {src.module_name or "", posixpath.basename(src.path.replace("\\", "/"))[:-3]}
+    for pattern in _computed_imports(run, top):
+        if pattern is None or any(pattern.search(n) for n in names if n):
+            return True
+    return False
 
 
 _DISTRIBUTION_FILES = ("setup.py", "pyproject.toml", "setup.cfg")

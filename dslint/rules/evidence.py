@@ -117,6 +117,12 @@ def unreached_clues(program: "Program", src: "AnySource", diag) -> list[Clue]:
     if not found:
         return []
     name, first = found
+    if program.unloaded_module(where):
+        return [unseen("program", f"nothing in the repository loads the module of `{name}` ({where.path}:{first}): "
+                                  f"no program imports it, no file of its project folder spells its name "
+                                  f"`{where.path.replace(chr(92), '/').rsplit('/', 1)[-1][:-3]}` (an import, a "
+                                  f"string import, a config, a command line), and no import by a computed name "
+                                  f"can give it, though the programs use its package: its code never runs")]
     return [unseen("program", f"no program of the run reaches `{name}` ({where.path}:{first}): no launched or "
                               f"self-running script, nor any file it imports, constructs, calls, subclasses or "
                               f"names it")]

@@ -378,7 +378,10 @@ class UnusedTrainableParam(Rule):
     `step()`, `deepspeed.initialize`, a Trainer, DDP/FSDP, accelerate) nor calls a function of another file that
     does (a unit test building a model to inspect its parameter groups), or when nothing in the run constructs or
     names the class at all and its file builds other models of the run and trains nothing (a test's leftover
-    stand-in).
+    stand-in). A class of a module that nothing can load -- the programs use its package but none imports it,
+    no other file of its project folder spells its file name (an import, a string import, a config, a command
+    line), no import by a computed name can give it (a leftover experiment beside the module the model is built
+    from) -- is unproven: hidden unless `--show-unproven`.
     """
 
     code = "DSL302"

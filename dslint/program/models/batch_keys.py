@@ -188,6 +188,56 @@ def _bindings(fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
     return out
 
 
+def _gradient_free(node: cst.BaseExpression) -> bool:
+    """`torch.no_grad()` / `torch.inference_mode()` (or the bare names imported from torch): a block whose
+    forwards make no gradient."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    parts: list[str] = []
+    while isinstance(func, cst.Attribute):
+        parts.append(func.attr.value)
+        func = func.value
+    if not isinstance(func, cst.Name):
+        return False
+    parts.append(func.value)
+    dotted = ".".join(reversed(parts))
+    return dotted in ("torch.no_grad", "torch.inference_mode", "no_grad", "inference_mode") and \
+        not (dotted.endswith("inference_mode") and node.args and not _is_true(node.args[0].value))
+
+
+def _is_true(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _binding_names(fn: cst.FunctionDef, name: str) -> set[int]:
+    """ids of the `Name` nodes through which `fn` binds `name` by assignment (plain or unpacking)."""
+    out: set[int] = set()
+
+    def collect(target: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name) and target.value == name:
+            out.add(id(target))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for e in target.elements:
+                collect(e.value)
+        elif isinstance(target, cst.StarredElement):
+            collect(target.value)
+
+    class Binds(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            collect(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if node.value is not None:
+                collect(node.target)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    cst_visit(fn, Binds())
+    return out
+
+
 def _string_is(node: cst.CSTNode, key: str) -> bool:
     return isinstance(node, cst.SimpleString) and node.evaluated_value == key
 
@@ -206,17 +256,28 @@ class _KeyWrites(cst.CSTVisitor):
         # ids of the tests that decide how many times a body runs, not which of two bodies does (a `for`'s or a
         # comprehension's iterable and filters, a `while`'s test)
         self.repeats: set[int] = set()
+        self.no_grad: list[Optional[cst.With]] = []     # the enclosing gradient-free `with` blocks (None: a function)
 
     # --- scopes and the tests that decide what runs -------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.locals.append(_bound_names(node))
         self.functions.append(node)
         self.tests.append(None)     # a function's body runs when it is called: the caller's tests are not seen
+        self.no_grad.append(None)
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.locals.pop()
         self.functions.pop()
         self.tests.pop()
+        self.no_grad.pop()
+
+    def visit_With(self, node: cst.With) -> None:
+        if any(_gradient_free(item.item) for item in node.items):
+            self.no_grad.append(node)
+
+    def leave_With(self, node: cst.With) -> None:
+        if self.no_grad and self.no_grad[-1] is node:
+            self.no_grad.pop()
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
@@ -278,7 +339,47 @@ class _KeyWrites(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if any(self._subscript_key(t.target) for t in node.targets):
+            if any(self._confined_without_gradient(t.target) for t in node.targets if self._subscript_key(t.target)):
+                self.writes.append(None)
+                return
             self._record(value=node.value)
+
+    def _confined_without_gradient(self, target: cst.Subscript) -> bool:
+        """Is the write a store into a mapping the function makes itself (a local bound by assignment, not a
+        parameter) inside a gradient-free block (`with torch.no_grad():` / `torch.inference_mode()`), and does the
+        function read that local only inside the block (after binding it)? Then the mapping feeds only forwards
+        that make no gradient (a generation path filling a cached input, VisCPM's `vision_hidden_states`): the
+        key's presence there decides no training step's reduction, and the write is no evidence about the
+        batches that train."""
+        # the outermost gradient-free block of the enclosing function (none across a function boundary)
+        starts = [i for i, b in enumerate(self.no_grad) if b is None]
+        blocks = self.no_grad[starts[-1] + 1:] if starts else []
+        if not blocks or not (isinstance(target.value, cst.Name) and self.functions):
+            return False
+        block = blocks[0]
+        name, fn = target.value.value, self.functions[-1]
+        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        params |= {st.name.value for st in (fn.params.star_arg, fn.params.star_kwarg) if isinstance(st, cst.Param)}
+        if name in params or not _binding_names(fn, name):
+            return False
+        inside: set[int] = set()
+
+        class Inside(cst.CSTVisitor):
+            def visit_Name(self, n: cst.Name) -> None:
+                inside.add(id(n))
+
+        cst_visit(block, Inside())
+        bound = _binding_names(fn, name)
+
+        class Outside(cst.CSTVisitor):
+            escapes = False
+
+            def visit_Name(self, n: cst.Name) -> None:
+                if n.value == name and id(n) not in inside and id(n) not in bound:
+                    Outside.escapes = True      # read outside the block (also by a nested function)
+
+        cst_visit(fn.body, Outside())
+        return not Outside.escapes
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None and self._subscript_key(node.target):

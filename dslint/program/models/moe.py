@@ -18,6 +18,7 @@ import libcst as cst
 from dslint.program.hyperparams import UNKNOWN_VALUE, Value, evaluate, memo
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources import PythonSource
+from dslint.program.models.unset_switches import unset_switch
 
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
@@ -93,7 +94,7 @@ def _build(project: "ProjectView") -> MoEFacts:
     # decided on the outline's resolved calls: the other files are not parsed
     for src in project.files_where("moe.ctor", _may_construct_moe):
         for call in src.facts.calls:
-            if is_moe_ctor(call.callee):
+            if _live_moe_ctor(project, src, call):
                 scope = src.facts.functions.get(call.scope)
                 settings, nodes = _settings(project, src, call, scope)
                 sites.append(MoESite(src, call, scope, settings, nodes))
@@ -109,7 +110,7 @@ def _build(project: "ProjectView") -> MoEFacts:
         # a function builds MoE layers only by calling MoE or a known holder class/builder by name
         for src in project.mentioning("MoE", *classes, *(f.rsplit(".", 1)[-1] for f in functions)):
             for qual, fn in src.facts.functions.items():
-                hits = [c for c in fn.calls if is_moe_ctor(c.callee) or (c.attr in classes and c.attr != "MoE")
+                hits = [c for c in fn.calls if _live_moe_ctor(project, src, c) or (c.attr in classes and c.attr != "MoE")
                         or _calls_builder(project, src, c, functions)]
                 if not hits:
                     continue
@@ -129,6 +130,15 @@ def _build(project: "ProjectView") -> MoEFacts:
                     classes.add(info.name)
                     changed = True
     return MoEFacts(sites, classes, functions, holder_sites)
+
+
+def _live_moe_ctor(project: "ProjectView", src: PythonSource, call: CallSite) -> bool:
+    """An MoE construction that may run: not one built only under a keyword switch nothing of the run sets
+    (`dslint.program.models.unset_switches`)."""
+    if not is_moe_ctor(call.callee):
+        return False
+    line = src.span(call.node).line
+    return not line or unset_switch(project, src, line) is None
 
 
 def _calls_builder(project: "ProjectView", src: PythonSource, call: CallSite, functions: set[str]) -> bool:
