@@ -567,7 +567,7 @@ def _truth_kept(e: Optional[cst.BaseExpression]) -> bool:
 
 def _path_join(e: cst.Call) -> bool:
     """`os.path.join(...)` spelled through the module (`os.path.join`, `osp.join` of `import os.path as osp`,
-    `path.join` of `from os import path`): by the call's spelling, resolved in `_joined_path`."""
+    `path.join` of `from os import path`): by the call's spelling, resolved in `RankTaint._call_truth`."""
     return isinstance(e.func, cst.Attribute) and e.func.attr.value == "join"
 
 
