@@ -550,11 +550,6 @@ def _rendered(origin: Optional[Origin], text: Optional[str]) -> Optional[Origin]
     return replace(origin, rendered=True, truth=True) if origin is not None and text else origin
 
 
-def _truth_alike(origin: Optional[Origin]) -> bool:
-    """Is the truth of a value with this origin the same on every rank: uniform, or `Origin.truth`?"""
-    return origin is None or origin.truth
-
-
 def _truth_kept(e: Optional[cst.BaseExpression]) -> bool:
     """Does binding `e` keep its value's `Origin.truth`? A name, a rendering, a concatenation, `a or b` / `a and
     b`, `os.path.join(...)` (whose eval set it); any other expression is a value of its own."""
@@ -752,7 +747,7 @@ class RankTaint:
                 return None     # `is_first_stage() and is_last_stage()`: the group holds one rank, on every rank
             if left is not None and not partial(left) and left.keys is None:
                 if left.truth and not ((isinstance(e, cst.BooleanOperation) or isinstance(e.operator, cst.Add)) and
-                                       _truth_alike(self.eval(e.right, env, cls))):
+                                       _truth_kept(e.left) and self._truth_alike_part(e.right, env, cls)):
                     # `a + b` / `a or b` / `a and b`: empty (false) alike when both parts are
                     return replace(left, truth=False)
                 return left
@@ -760,8 +755,9 @@ class RankTaint:
                 return None
             out = join(left, self.eval(e.right, env, cls), isinstance(e, cst.BooleanOperation)
                        and isinstance(e.operator, cst.Or))
-            if out is not None and out.truth and isinstance(e, cst.BinaryOperation) and \
-                    not isinstance(e.operator, cst.Add):
+            if out is not None and out.truth and (isinstance(e, cst.BinaryOperation) and
+                                                  not isinstance(e.operator, cst.Add) or not (
+                    self._truth_alike_part(e.left, env, cls) and self._truth_alike_part(e.right, env, cls))):
                 out = replace(out, truth=False)
             return out
         if isinstance(e, cst.UnaryOperation):
@@ -1692,17 +1688,26 @@ class RankTaint:
                     return out
         return out
 
+    def _truth_alike_part(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> bool:
+        """Is the truth of `e` the same on every rank: a uniform value, or a name / rendering / concatenation whose
+        eval says so (`Origin.truth`, `_truth_kept`)?"""
+        origin = self.eval(e, env, cls)
+        return origin is None or origin.truth and _truth_kept(e)
+
     def _call_truth(self, e: cst.Call, out: Optional[Origin], env: Env, cls: Optional[str]) -> Optional[Origin]:
-        """`Origin.truth` of a call's result: a rendering's (`"rank{}".format(rank)`, set by `_rendered`); a path
-        `os.path.join` makes of parts one of which is never empty -- literal text, a rendering of literal text
-        (`Origin.truth` of a name bound to one) -- is never empty either, whatever the rank wrote into it; any
-        other call's result is a value of its own, whose truth its arguments' says nothing of."""
+        """`Origin.truth` of a call's result: a rendering's (`"rank{}".format(rank)`, set by `_rendered`); the path
+        `os.path.join` makes is empty exactly when all its parts are: never empty when one part is literal text or
+        a rendering of literal text written there, and empty alike on every rank when each part's truth is alike
+        (uniform, or `Origin.truth` of a name bound to such a string: `os.path.join(root, name)` after `name =
+        f"{step}/rank_{rank}.pt"`); any other call's result is a value of its own, whose truth its arguments'
+        says nothing of."""
         if out is None:
             return out
-        if _path_join(e) and self.facts.resolve_expr(e.func) in _PATH_JOINS and any(
-                a.keyword is None and not a.star and (_nonempty_literal(a.value) or isinstance(a.value, cst.Name)
-                                                      and (o := self.eval(a.value, env, cls)) is not None and o.truth)
-                for a in e.args):
+        parts = [a for a in e.args if a.keyword is None]
+        if _path_join(e) and parts and not any(a.star for a in parts) and \
+                self.facts.resolve_expr(e.func) in _PATH_JOINS and (
+                    any(_nonempty_literal(a.value) for a in parts) or
+                    all(self._truth_alike_part(a.value, env, cls) for a in parts)):
             return replace(out, truth=True)
         if out.truth and not _renders(e):
             return replace(out, truth=False)
