@@ -395,6 +395,8 @@ class FlowWalk:
             return None
         if origin is not None and origin.kind == "item" and origin.rows and isinstance(e, (cst.Name, cst.Attribute)):
             return None                 # `if not padded:` of a list padded to the same length on every rank
+        if origin is not None and origin.truth and isinstance(e, cst.Name):
+            return None                 # `if not path:` of a path never empty on any rank (`Origin.truth`)
         if origin is not None and self.scope != MODULE_SCOPE and _none_test_of(e) and \
                 self.taint.analysis.uniform_none_local(self.taint.src, self.scope, e.left.value, e):
             return None                 # `loader is None` where every path the ranks share binds it alike
@@ -534,6 +536,9 @@ class FlowWalk:
         for env in envs:
             for k, v in env.items():
                 seen = merged.setdefault(k, v)
+                if seen is not v and seen.truth and not v.truth:
+                    # true alike on the paths that bind it so, maybe not on this one (`Origin.truth`)
+                    seen = merged[k] = replace(seen, truth=False)
                 if seen is not v and (seen.keys is not None or v.keys is not None or
                                       (seen.kind, seen.stream) == (v.kind, v.stream) and (
                                           seen.axes is not None and seen.axes != v.axes
@@ -1668,8 +1673,11 @@ class FlowWalk:
         a collective makes it uniform (`broadcast_object_list(payload)`, `uniformize`) or it is bound again. Inside
         the branch the value is the one of the ranks that run it: the branch's own hazards are the test's. Not a
         move of a value to a device (`model = model.to("meta")` on the non-main ranks): the same value elsewhere."""
-        origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False, items=None)
+        origin = replace(guard.origin, batch=False, opaque=False, elements=None, rows=False, items=None, truth=False)
         for name in _bound_names(bodies):
+            if (held := self.env.get(name)) is not None and held.truth:
+                # a path never empty on some ranks, another value on the others: its truth follows the test
+                self.env[name] = replace(held, truth=False)
             # a loader bound on some ranks only (`Origin.stream`): the object is alike where it exists, but whether
             # it exists (`loader is not None`) and what is drawn from it follow the test
             held = self.env.get(name)

@@ -273,6 +273,14 @@ class Origin:
     # affair, not the rank's (`opaque`, `RankTaint._rendered_name`). Kept by the name bound to the rendering itself
     # or copied from such a name (`bind`)
     rendered: bool = False
+    # whether it is true (empty or not) is the same on every rank, whatever its text: a string with literal text
+    # around the rank's part (`f"{step}/rank_{rank}.pt"`, `"r%d" % rank`) or a path joined onto such a string or
+    # onto literal text (`os.path.join(root, name)`) is never empty; `a or b` / `a and b` of such values and
+    # uniform ones, a concatenation of such strings, and the join of the branches of a uniform test that bind such
+    # values (`if path == "": path = os.path.join(root, f"rank_{rank}.pt")`) are alike too. Read only by a truth
+    # test of a name (`if not path:`, `FlowWalk.eval_test`); kept by a name bound to such an expression or copied
+    # from such a name (`bind`, `_truth_kept`), dropped by any other operation and by a rank-dependent join
+    truth: bool = False
     # of an `opaque` value: the origin whether it is None varies with -- a checked function that returns None
     # itself under a rank-dependent test (`FlowWalk._none_returned`), where its other returns are opaque; None:
     # whether it is None is the outside call's affair alone
@@ -349,6 +357,10 @@ def join(a: Optional[Origin], b: Optional[Origin], either: bool = False) -> Opti
     if a.present or b.present:
         # computed from both: whether it is None is no longer either one's (`Origin.present`)
         a, b = replace(a, present=False), replace(b, present=False)
+    if a.truth != b.truth:
+        # one part whose truth may vary: the whole's may too (`Origin.truth`; two such parts: a concatenation of
+        # strings whose emptiness is alike, `_truth_kept` says where that is kept)
+        a, b = replace(a, truth=False), replace(b, truth=False)
     if a.fields is not None or b.fields is not None:
         # a value computed from an object with per-field origins and another value is neither object
         a, b = replace(a, fields=None, object_class=None), replace(b, fields=None, object_class=None)
@@ -502,6 +514,8 @@ def element_of(origin: Optional[Origin]) -> Optional[Origin]:
         return out
     if origin is not None and origin.present:
         origin = replace(origin, present=False)     # the whole's None-ness says nothing of an element's
+    if origin is not None and origin.truth:
+        origin = replace(origin, truth=False)       # nor its truth an element's
     if origin is not None and origin.rows:
         return replace(origin, rows=False)
     if origin is not None and origin.stream:
@@ -556,7 +570,34 @@ def _template_text(e: Optional[cst.BaseExpression]) -> Optional[str]:
 def _rendered(origin: Optional[Origin], text: Optional[str]) -> Optional[Origin]:
     """The origin of a string that writes a value among other text (`text` non-empty): `Origin.rendered`. A
     template of the value alone (`f"{rank}"`, `"{}".format(rank)`) is the value itself, in other clothes."""
-    return replace(origin, rendered=True) if origin is not None and text else origin
+    return replace(origin, rendered=True, truth=True) if origin is not None and text else origin
+
+
+def _truth_kept(e: Optional[cst.BaseExpression]) -> bool:
+    """Does binding `e` keep its value's `Origin.truth`? A name, a rendering, a concatenation, `a or b` / `a and
+    b`, `os.path.join(...)` (whose eval set it); any other expression is a value of its own."""
+    if isinstance(e, (cst.Name, cst.FormattedString, cst.BooleanOperation)):
+        return True
+    if isinstance(e, cst.BinaryOperation):
+        return isinstance(e.operator, (cst.Add, cst.Modulo))
+    return isinstance(e, cst.Call) and (_renders(e) or _path_join(e))
+
+
+def _path_join(e: cst.Call) -> bool:
+    """`os.path.join(...)` spelled through the module (`os.path.join`, `osp.join` of `import os.path as osp`,
+    `path.join` of `from os import path`): by the call's spelling, resolved in `RankTaint._call_truth`."""
+    return isinstance(e.func, cst.Attribute) and e.func.attr.value == "join"
+
+
+_PATH_JOINS = frozenset({"os.path.join", "posixpath.join", "ntpath.join"})
+
+
+def _nonempty_literal(e: cst.BaseExpression) -> bool:
+    """A string literal with some text (`"ckpt"`, an f-string with literal text)."""
+    if isinstance(e, (cst.SimpleString, cst.ConcatenatedString)):
+        value = e.evaluated_value
+        return isinstance(value, (str, bytes)) and len(value) > 0
+    return isinstance(e, cst.FormattedString) and bool(_template_text(e))
 
 
 def _renders(e: Optional[cst.BaseExpression]) -> bool:
@@ -710,7 +751,7 @@ class RankTaint:
         if isinstance(e, cst.Subscript):
             return self._subscript(e, env, cls)
         if isinstance(e, cst.Call):
-            return self._call(e, env, cls)
+            return self._call_truth(e, self._call(e, env, cls), env, cls)
         if isinstance(e, cst.Comparison):
             return self._comparison(e, env, cls)
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, cst.Modulo) and \
@@ -728,16 +769,29 @@ class RankTaint:
                     isinstance(e.operator, cst.And) and single_rank_conjunction(self, e, env, cls):
                 return None     # `is_first_stage() and is_last_stage()`: the group holds one rank, on every rank
             if left is not None and not partial(left) and left.keys is None:
+                if left.truth and not ((isinstance(e, cst.BooleanOperation) or isinstance(e.operator, cst.Add)) and
+                                       _truth_kept(e.left) and self._truth_alike_part(e.right, env, cls)):
+                    # `a + b` / `a or b` / `a and b`: empty (false) alike when both parts are
+                    return replace(left, truth=False)
                 return left
             if left is None and isinstance(e, cst.BooleanOperation) and self._decides_alone(e):
                 return None
-            return join(left, self.eval(e.right, env, cls), isinstance(e, cst.BooleanOperation)
-                        and isinstance(e.operator, cst.Or))
+            out = join(left, self.eval(e.right, env, cls), isinstance(e, cst.BooleanOperation)
+                       and isinstance(e.operator, cst.Or))
+            if out is not None and out.truth and (isinstance(e, cst.BinaryOperation) and
+                                                  not isinstance(e.operator, cst.Add) or not (
+                    self._truth_alike_part(e.left, env, cls) and self._truth_alike_part(e.right, env, cls))):
+                out = replace(out, truth=False)
+            return out
         if isinstance(e, cst.UnaryOperation):
             hit = self.eval(e.expression, env, cls)
             if hit is not None and hit.batch and isinstance(e.operator, cst.Not) and \
                     isinstance(e.expression, (cst.Name, cst.Attribute, cst.Subscript)):
                 return None     # `not batch["images"]`: a field's presence or emptiness, the collator's
+            if hit is not None and hit.truth and isinstance(e.operator, cst.Not) and isinstance(e.expression, cst.Name):
+                return None     # `not path` of a path never empty (`Origin.truth`): false on every rank
+            if hit is not None and hit.truth:
+                hit = replace(hit, truth=False)
             return replace(hit, member=None) if hit is not None and hit.member else hit
         if isinstance(e, cst.IfExp):
             hit = self._any([e.test, e.body, e.orelse], env, cls)
@@ -1659,6 +1713,31 @@ class RankTaint:
                     return out
         return out
 
+    def _truth_alike_part(self, e: cst.BaseExpression, env: Env, cls: Optional[str]) -> bool:
+        """Is the truth of `e` the same on every rank: a uniform value, or a name / rendering / concatenation whose
+        eval says so (`Origin.truth`, `_truth_kept`)?"""
+        origin = self.eval(e, env, cls)
+        return origin is None or origin.truth and _truth_kept(e)
+
+    def _call_truth(self, e: cst.Call, out: Optional[Origin], env: Env, cls: Optional[str]) -> Optional[Origin]:
+        """`Origin.truth` of a call's result: a rendering's (`"rank{}".format(rank)`, set by `_rendered`); the path
+        `os.path.join` makes is empty exactly when all its parts are: never empty when one part is literal text or
+        a rendering of literal text written there, and empty alike on every rank when each part's truth is alike
+        (uniform, or `Origin.truth` of a name bound to such a string: `os.path.join(root, name)` after `name =
+        f"{step}/rank_{rank}.pt"`); any other call's result is a value of its own, whose truth its arguments'
+        says nothing of."""
+        if out is None:
+            return out
+        parts = [a for a in e.args if a.keyword is None]
+        if _path_join(e) and parts and not any(a.star for a in parts) and \
+                self.facts.resolve_expr(e.func) in _PATH_JOINS and (
+                    any(_nonempty_literal(a.value) for a in parts) or
+                    all(self._truth_alike_part(a.value, env, cls) for a in parts)):
+            return replace(out, truth=True)
+        if out.truth and not _renders(e):
+            return replace(out, truth=False)
+        return out
+
     def _placement_only(self, mapping: cst.BaseExpression, env: Env, cls: Optional[str]) -> bool:
         """Is a mapping spread into a call (`f(**kwargs)`) rank-varying only at literal keys that are placement
         keywords (`Origin.keys` within `PLACEMENT_KWARGS`: `kwargs["device"] = int(os.environ["LOCAL_RANK"])`)?
@@ -2115,6 +2194,8 @@ class RankTaint:
             origin = replace(origin, items=None)        # what a call makes of such an object iterates its own way
         if origin is not None and origin.rendered and not (isinstance(value, cst.Name) or _renders(value)):
             origin = replace(origin, rendered=False)    # computed from a rank's name: no longer that name
+        if origin is not None and origin.truth and not _truth_kept(value):
+            origin = replace(origin, truth=False)       # its truth is that expression's own (`Origin.truth`)
         if origin is not None and (value is not None or origin.affine is not None):
             form = affine_form(value, env, self.eval, cls) \
                 if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.Name)) else None
