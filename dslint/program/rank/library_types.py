@@ -20,6 +20,7 @@ import libcst as cst
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.statement_walks import iter_assigns, iter_returns, sub_statements
 from dslint.sources.cstwalk import children
+from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
@@ -404,6 +405,18 @@ def is_lightning_trainer_call(callee: str) -> bool:
     return last in _LIGHTNING_CONSTRUCTORS and head in _LIGHTNING_TRAINERS
 
 
+def _one_lightning_process(call: cst.Call) -> bool:
+    """A Lightning Trainer/Fabric construction that runs one process: `devices=1` (or a one-device list) and no
+    `num_nodes` other than 1, by literal keywords (Lightning's API: one device on one node is one process)."""
+    devices = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "devices"), None)
+    nodes = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num_nodes"), None)
+    if devices is None or any(a.star for a in call.args):
+        return False
+    value = literal_value(devices)
+    one = value == 1 or isinstance(value, (list, tuple)) and len(value) == 1
+    return one and (nodes is None or literal_value(nodes) == 1)
+
+
 class AccelerateTyping:
     """Which expressions of one file are accelerate process-state objects, typed by use: built by accelerate's
     constructors, returned by a checked function that builds one, bound so (every binding of a name in the file,
@@ -448,7 +461,7 @@ class AccelerateTyping:
         if attr in ENGINE_RANK_PROPERTIES and "deepspeed" in self.src.text and self._typed("engine", e.value, cls, 0):
             return "the DeepSpeed engine"
         if attr in LIGHTNING_RANK_PROPERTIES and "ightning" in self.src.text and \
-                self._typed("lightning", e.value, cls, 0):
+                self._typed("lightning", e.value, cls, 0) and not self._typed("lightning_one", e.value, cls, 0):
             return "Lightning's Trainer"
         if attr == "local_rank" and "deepspeed" in self.src.text and self._deepspeed_args(e.value):
             return "the arguments handed to deepspeed.initialize(args=...)"
@@ -567,6 +580,8 @@ class AccelerateTyping:
                 return callee.endswith("init_inference")
             if kind == "lightning" and is_lightning_trainer_call(callee):
                 return True
+            if kind == "lightning_one" and is_lightning_trainer_call(callee):
+                return _one_lightning_process(e)
             hit = self.project.function_for_callee(self.src, callee) if callee else None
             if hit is not None and hit[0].outline is not None:
                 # a checked function (of this file or another) whose every return is such an object
