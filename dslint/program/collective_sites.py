@@ -37,6 +37,7 @@ from dslint.program.statement_walks import argument_for as _argument_for, iter_r
 from dslint.program.models.unset_switches import unset_switch
 from dslint.program.models.moe import MOE_NAME, TRAINER, builds_library_trainer, moe_facts, returns_moe_model
 from dslint.program.rank.function_summaries import ProjectTaint, code_of
+from dslint.program.rank.library_types import accelerate_typing
 from dslint.program.facts import MODULE_SCOPE, CallSite, FunctionInfo
 from dslint.sources.literals import literal_value
 from dslint.program.project_view import ConfigView, version_tuple
@@ -113,6 +114,8 @@ ENGINE_ALWAYS = {"backward": "gradient all_reduce/reduce_scatter across data-par
                  "train_batch": "pipeline-parallel send/recv and gradient reduction",
                  "eval_batch": "pipeline-parallel send/recv"}
 ENGINE_Z3 = {"save_16bit_model", "save_fp16_model", "consolidated_16bit_state_dict"}
+LIGHTNING_SAVE = "Lightning's Trainer.save_checkpoint: the strategy's barrier on every rank (a collective save under " \
+    "DeepSpeed / sharded strategies)"
 TRAINER_ALWAYS = {"train": "Trainer.train runs DeepSpeed/DDP gradient reductions",
                   "evaluate": "Trainer.evaluate gathers predictions and metrics across ranks",
                   "predict": "Trainer.predict gathers predictions across ranks"}
@@ -700,6 +703,11 @@ class CollectiveSites:
                             evidence=self._bound_makers(src, owner, "trainer"))
             if last == "save_model":
                 return self._forward_site(src, call, "trainer", "Trainer.save_model gathers ZeRO-3 partitions")
+        if last == "save_checkpoint" and owner is not None and "ightning" in src.text and \
+                accelerate_typing(self.taint, src).is_lightning_trainer(owner, cls):
+            # Lightning's `Trainer.save_checkpoint` ends in `strategy.barrier("Trainer.save_checkpoint")` on every
+            # strategy (and the DeepSpeed / sharded strategies save collectively): a collective on its trainer
+            return Site(call, src, LIGHTNING_SAVE, True, "engine")
         if last in ENGINE_ALWAYS and (owner_role == "engine" or last in ("save_checkpoint", "load_checkpoint")
                                       and owner is not None and "deepspeed" in src.text
                                       and self.taint.call_source(src, callee, cls) is None):
@@ -1219,7 +1227,8 @@ class CollectiveSites:
                 or owner_role == "trainer" and (last in TRAINER_ALWAYS or last == "save_model") \
                 or owner_role == "engine" and (last in ENGINE_ALWAYS or last in ENGINE_Z3):
             return True
-        if last in ("save_checkpoint", "load_checkpoint") and attr and "deepspeed" in src.text:
+        if last in ("save_checkpoint", "load_checkpoint") and attr and "deepspeed" in src.text or \
+                last == "save_checkpoint" and attr and "ightning" in src.text:
             return True
         if self.role(last) in _MODEL_ROLES or attr and last == "module" and owner_role == "engine":
             return True

@@ -70,7 +70,7 @@ _RANK_ZERO_CALLS = {"is_main_process", "is_local_main_process", "is_world_proces
                     "is_rank_0", "is_rank0", "is_master", "is_master_process", "is_main"}
 _RANK_ID_ATTRS = {"local_rank", "global_rank", "rank", "process_index", "local_process_index", "global_rank_id",
                   "local_rank_id", "world_rank"}
-_RANK_ZERO_ATTRS = {"is_main_process", "is_local_main_process"}
+_RANK_ZERO_ATTRS = {"is_main_process", "is_local_main_process", "is_global_zero"}
 _RANK_ENV = RANK_ENV_KEYS - {"NODE_RANK", "GROUP_RANK", "CROSS_RANK"}
 _DIST_MODULES = ("torch.distributed", "deepspeed.comm", "deepspeed.")
 _MULTI = object()                # a name bound more than once in the body: no single value to read

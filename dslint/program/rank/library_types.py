@@ -20,6 +20,7 @@ import libcst as cst
 from dslint.program.facts import MODULE_SCOPE, dotted_name
 from dslint.program.statement_walks import iter_assigns, iter_returns, sub_statements
 from dslint.sources.cstwalk import children
+from dslint.sources.literals import literal_value
 
 if TYPE_CHECKING:
     from dslint.program.project_view import ProjectView
@@ -378,11 +379,42 @@ TRAINING_ARGS_RANK_PROPERTIES = frozenset({"local_rank", "process_index", "local
 #   a DeepSpeed engine (`DeepSpeedEngine.__init__` sets `self.global_rank = dist.get_rank()` and `local_rank`)
 ENGINE_RANK_PROPERTIES = frozenset({"global_rank", "local_rank"})
 _ENGINE_BUILDERS = ("deepspeed.initialize", "deepspeed.init_inference")
+#   a Lightning `Trainer` (pytorch_lightning / lightning trainer.py: `global_rank`, `local_rank`, `node_rank`,
+#   `is_global_zero` are properties of the strategy's process)
+LIGHTNING_RANK_PROPERTIES = frozenset({"global_rank", "local_rank", "node_rank", "is_global_zero"})
+# Lightning's Trainer class, by its resolved import paths, and its classmethod constructors
+_LIGHTNING_TRAINERS = frozenset({"pytorch_lightning.Trainer", "pytorch_lightning.trainer.Trainer",
+                                 "pytorch_lightning.trainer.trainer.Trainer", "lightning.Trainer",
+                                 "lightning.pytorch.Trainer", "lightning.pytorch.trainer.Trainer",
+                                 "lightning.pytorch.trainer.trainer.Trainer", "lightning.fabric.Fabric",
+                                 "lightning.Fabric", "lightning_fabric.Fabric"})
+_LIGHTNING_CONSTRUCTORS = ("from_argparse_args",)
 # the HF classes of training arguments (a subclass among the checked files is typed through its bases)
 _TRAINING_ARGS = ("TrainingArguments",)
 _TRAINING_ARGS_MODULES = ("transformers.", "trl.", "optimum.")
 # `HfArgumentParser` methods returning one instance per dataclass it was built with, in that order
 _PARSE_METHODS = {"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict"}
+
+
+def is_lightning_trainer_call(callee: str) -> bool:
+    """Does a call of `callee` (resolved through imports) build a Lightning Trainer (or Fabric): its constructor
+    or its `from_argparse_args` classmethod?"""
+    if callee in _LIGHTNING_TRAINERS:
+        return True
+    head, _, last = callee.rpartition(".")
+    return last in _LIGHTNING_CONSTRUCTORS and head in _LIGHTNING_TRAINERS
+
+
+def _one_lightning_process(call: cst.Call) -> bool:
+    """A Lightning Trainer/Fabric construction that runs one process: `devices=1` (or a one-device list) and no
+    `num_nodes` other than 1, by literal keywords (Lightning's API: one device on one node is one process)."""
+    devices = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "devices"), None)
+    nodes = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "num_nodes"), None)
+    if devices is None or any(a.star for a in call.args):
+        return False
+    value = literal_value(devices)
+    one = value == 1 or isinstance(value, (list, tuple)) and len(value) == 1
+    return one and (nodes is None or literal_value(nodes) == 1)
 
 
 class AccelerateTyping:
@@ -411,6 +443,13 @@ class AccelerateTyping:
             return False        # prefilter: neither Trainer nor TrainingArguments/HfArgumentParser is spelled
         return self._typed("args", e, cls, 0)
 
+    def is_lightning_trainer(self, e: cst.BaseExpression, cls: Optional[str] = None) -> bool:
+        """A Lightning `Trainer` (or Fabric): built by its constructor or `from_argparse_args`, bound so (every
+        binding of the name the read resolves to), returned so by a checked function, stored so on `self`."""
+        if "ightning" not in self.src.text:
+            return False        # prefilter: the file never spells lightning / Lightning
+        return self._typed("lightning", e, cls, 0)
+
     def rank_property(self, e: cst.Attribute, cls: Optional[str] = None) -> Optional[str]:
         """`e` (`receiver.attr`) read as a documented rank property of a typed library object: the class it is
         of, or None."""
@@ -421,6 +460,9 @@ class AccelerateTyping:
             return "TrainingArguments"
         if attr in ENGINE_RANK_PROPERTIES and "deepspeed" in self.src.text and self._typed("engine", e.value, cls, 0):
             return "the DeepSpeed engine"
+        if attr in LIGHTNING_RANK_PROPERTIES and "ightning" in self.src.text and \
+                self._typed("lightning", e.value, cls, 0) and not self._typed("lightning_one", e.value, cls, 0):
+            return "Lightning's Trainer"
         if attr == "local_rank" and "deepspeed" in self.src.text and self._deepspeed_args(e.value):
             return "the arguments handed to deepspeed.initialize(args=...)"
         return None
@@ -536,6 +578,10 @@ class AccelerateTyping:
                 return True
             if kind == "engine" and callee in _ENGINE_BUILDERS:
                 return callee.endswith("init_inference")
+            if kind == "lightning" and is_lightning_trainer_call(callee):
+                return True
+            if kind == "lightning_one" and is_lightning_trainer_call(callee):
+                return _one_lightning_process(e)
             hit = self.project.function_for_callee(self.src, callee) if callee else None
             if hit is not None and hit[0].outline is not None:
                 # a checked function (of this file or another) whose every return is such an object

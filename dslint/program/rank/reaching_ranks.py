@@ -54,6 +54,56 @@ def _is_none(e: Optional[cst.BaseExpression]) -> bool:
     return isinstance(e, cst.Name) and e.value == "None"
 
 
+# the builtin exception classes a handler catches StopIteration by
+_STOP_CATCHERS = frozenset({"StopIteration", "Exception", "BaseException"})
+
+
+def _catches_stop(handler: cst.ExceptHandler) -> bool:
+    """Does this handler catch StopIteration: bare, or by StopIteration or one of its (builtin) bases, alone or
+    in a tuple?"""
+    if handler.type is None:
+        return True
+    kinds = [el.value for el in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
+    return any(isinstance(k, cst.Name) and k.value in _STOP_CATCHERS for k in kinds)
+
+
+def _own_next_calls(stmts: Sequence[cst.CSTNode]) -> list[cst.Call]:
+    """The `next(it)` calls (one argument: no default) of these statements whose StopIteration leaves them: not
+    in a nested function, class or lambda, nor in the body of a nested `try` one of whose handlers catches it."""
+    out: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Try(self, node: cst.Try) -> bool:
+            if any(_catches_stop(h) for h in node.handlers):
+                for h in node.handlers:
+                    h.body.visit(self)
+                for part in (node.orelse, node.finalbody):
+                    if part is not None:
+                        part.visit(self)
+                return False
+            return True
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            if isinstance(node.func, cst.Name) and node.func.value == "next" and len(node.args) == 1 and \
+                    node.args[0].keyword is None and not node.args[0].star:
+                out.append(node)
+            return True
+
+    visitor = _Calls()
+    for stmt in stmts:
+        stmt.visit(visitor)
+    return out
+
+
 class FlowWalk:
     def __init__(self, taint: RankTaint, scope: str, env: Env, cls: Optional[str] = None,
                  guards: tuple[Guard, ...] = ()) -> None:
@@ -586,9 +636,11 @@ class FlowWalk:
             finally:
                 self._caught -= handled
             envs = [self.env]
+            ran_out = self._exhaustion(node)
             self._handling += 1
             try:
-                handled_envs = [self._branch(_body(handler.body), guards + tuple(pending))
+                handled_envs = [self._branch(_body(handler.body), guards + tuple(pending) + (
+                                    (ran_out,) if ran_out is not None and _catches_stop(handler) else ()))
                                 for handler in node.handlers]
             finally:
                 self._handling -= 1
@@ -604,6 +656,21 @@ class FlowWalk:
         if isinstance(node, cst.Match):
             return self.match_stmt(node, guards)
         return []          # FunctionDef / ClassDef: their own scopes
+
+    def _exhaustion(self, node: cst.Try) -> Optional[Guard]:
+        """The rank-dependent test a `try` body's `next(it)` makes (issue 30 item 8, MooER): `next` without a
+        default raises StopIteration when `it` runs out, and when `it` walks this rank's share of the data (a trip
+        count that varies: `TRIP_COUNT_KINDS`, not a display) the ranks run out at different passes -- a handler
+        that catches it (`except StopIteration`, `except Exception`, bare) runs on some ranks while the others go
+        on with the body: a branch on "this rank's iterator ran out", walked under that test. Only the body's own
+        statements count (not a nested function, nor a nested `try` that catches it first); the iterator is read
+        as the body left it."""
+        for call in _own_next_calls(_body(node.body)):
+            origin = self.eval_iter(call.args[0].value)
+            if origin is not None and origin.kind in TRIP_COUNT_KINDS and not is_display(origin):
+                return Guard("cond", replace(origin, batch=False, opaque=False), call,
+                             condition=f"`{code_of(call, 60)}` runs out (StopIteration)")
+        return None
 
     def small(self, node: cst.BaseSmallStatement, guards: tuple[Guard, ...]) -> list[Guard]:
         if isinstance(node, cst.Assign):

@@ -56,7 +56,7 @@ RANK_ENV_KEYS = {"RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "OMPI_COMM_WOR
 # attribute holds one is decided by provenance (`RankTaint._attribute`, `ProjectTaint.rank_fields`)
 RANK_ATTR_WORDS = {"local_rank", "global_rank", "node_rank", "world_rank", "process_index", "local_process_index",
                    "is_main_process", "is_local_main_process", "is_last_process", "should_save", "should_log",
-                   "dp_rank", "data_parallel_rank", "global_rank_id", "local_rank_id"}
+                   "dp_rank", "data_parallel_rank", "global_rank_id", "local_rank_id", "is_global_zero"}
 # functions/methods whose result is a rank id or a rank-0 test
 # (not get_global_rank(group, i): it maps a group rank to a global one, the same answer everywhere)
 RANK_CALLS = {"get_rank", "get_local_rank", "get_node_rank", "get_data_parallel_rank",
@@ -114,7 +114,7 @@ _STRUCTURE_CALLS = {"isinstance", "hasattr", "type", "callable", "keys", "is_ten
 _ENGINE_BUILDERS = {"initialize", "init_inference"}
 # keyword arguments that choose a loader's sampler
 _SAMPLER_KWARGS = {"sampler", "batch_sampler"}
-_RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "is_master", "is_main", "should_save",
+_RANKISH_NAMES = ("rank", "main_process", "process_index", "process_zero", "global_zero", "is_master", "is_main", "should_save",
                   "split_between", "RANK", "generate", "local_process", "_stage", "stage_id",
                   # the batches of the script's own data loaders (`RankTaint.loader_batch`): the words of the
                   # library APIs a loader comes from (`loader_flow`), never the name it is bound to
