@@ -43,13 +43,23 @@ def _cst_classify(facts, value, names):
     if callee.endswith(".from_pretrained") and callee.startswith("transformers.") and \
             not mf._is_moduleish(callee.rsplit(".", 1)[0]):
         return None
-    if last in names or last == "MoE" or callee.endswith("from_pretrained") or \
-            last.startswith(("build_", "make_", "create_")):
+    if last in names or last == "MoE" or callee.endswith("from_pretrained"):
         return "module", False
     return None
 
 
-def _cst_attrs(cls, names) -> dict:
+def _cst_kind(project, cls, value, names):
+    """`_cst_classify`, a call of a function of the run followed to what it returns (the ast facts' own
+    `_factory_kind` over the returns they recorded: what is compared here is the per-class pass)."""
+    kind = _cst_classify(cls.src.facts, value, names)
+    if kind is None and isinstance(value, cst.Call):
+        callee = cls.src.facts.resolve_expr(value.func) or ""
+        if callee and not callee.startswith(mf._LIBRARY_ROOTS):
+            kind = mf._factory_kind(project, cls.src, callee, cls, names)
+    return kind
+
+
+def _cst_attrs(cls, names, project) -> dict:
     """attr → (kind, frozen, ctor, method, statement) from the libcst tree, first creation wins."""
     out = {}
     for mname, method in cls.info.methods.items():
@@ -59,7 +69,7 @@ def _cst_attrs(cls, names) -> dict:
             for target, value in pairs:
                 if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
                         target.value.value == "self":
-                    kind = _cst_classify(cls.src.facts, value, names)
+                    kind = _cst_kind(project, cls, value, names)
                     if kind is not None and target.attr.value not in out:
                         out[target.attr.value] = (*kind, (dotted_name(value.func) or "").rsplit(".", 1)[-1],
                                                   mname, stmt)
@@ -68,7 +78,7 @@ def _cst_attrs(cls, names) -> dict:
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "register_parameter" \
                         and len(call.args) >= 2:
                     attr = literal_value(call.args[0].value)
-                    kind = _cst_classify(cls.src.facts, call.args[1].value, names)
+                    kind = _cst_kind(project, cls, call.args[1].value, names)
                     if isinstance(attr, str) and attr not in out and kind is not None:
                         out[attr] = (*kind, "", mname, stmt)
     return out
@@ -165,7 +175,7 @@ def test_ast_model_facts_match_libcst(corpus):
     project = ProjectView([s for s in sources if s.compiles])
     facts = mf.model_facts(project)
     names = set(facts.by_name)
-    reference = {id(cls): _cst_attrs(cls, names) for cls in facts.classes}
+    reference = {id(cls): _cst_attrs(cls, names, project) for cls in facts.classes}
     changed = True
     while changed:      # the op-wrapper pruning: a constructed class that creates nothing trainable
         changed = False
@@ -230,7 +240,7 @@ def test_statement_order_follows_libcst_blocks():
     project = ProjectView([PythonSource("m.py", text)])
     cls = mf.model_facts(project).classes[0]
     assert sorted(cls.attrs) == ["p", "q", "r", "u", "v", "z"]
-    reference = _cst_attrs(cls, set())
+    reference = _cst_attrs(cls, set(), project)
     for name, attr in cls.attrs.items():
         assert attr.statement is reference[name][4]
     assert cls.src.span(cls.attrs["q"].statement).line == 14       # breadth-first: the else block's own line

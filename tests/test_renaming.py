@@ -7,8 +7,14 @@ parameters, functions, methods, classes, attributes it assigns -- to a neutral t
 the case imports from a library and every attribute name of the libraries it talks to (torch, DeepSpeed,
 transformers, accelerate: `engine.step`, `Trainer.training_step` are the library's API, not the author's words),
 builtins, dunders, `self`/`cls`, pytest's `test_*`/`Test*`, import aliases and module names, and every name some string literal of the case
-spells whole (`"--local_rank"`, `getattr(x, "loader")`, dict keys: a string is data, not a name). A call keyword
-is renamed with the parameter it names when the callee is one of the case's own functions or classes.
+spells whole (`"--local_rank"`, `getattr(x, "loader")`, dict keys: a string is data, not a name) or as a component
+of a dotted parameter path (`n.startswith("vision.")` over `named_parameters()` names the attribute `vision`). A call
+keyword is renamed with the parameter it names, so that the renamed case is the same program: when the callee is one
+of the case's own functions or classes and declares it; when the callee is an object the case calls through a
+variable or field (`engine(ids, memory_ids=m)`, `self.head(q, encoder_states=m)`, `block(x, layer=i)`: a module
+whose forward is the case's) and the keyword is a parameter of one of the case's functions; and for a free-form
+library callable (`dict(images=x)` handed on as `**batch`, `SimpleNamespace(hidden=256)` read back as
+`config.hidden`). A library's callable keeps its keywords (`deepspeed.initialize(model=m)`, `x.sum(dim=1)`).
 
 A case that changes verdict is a decision taken on a name: fix the decision (data flow, resolved API meaning),
 or list the case in KNOWN with the deciding function (strict xfail: a fix makes the test fail until the entry
@@ -34,34 +40,18 @@ from test_fixtures import CASES, ROOT, _files, _options, _want
 KNOWN: dict[str, str] = {
     'config/key_read_by_own_deepspeed':
         "config_reads: a project's own DeepSpeed wrapper is recognised only when its entry is called as `<...>.deepspeed.initialize` (the renamed `initialize` of the project's package is not); to decide from what the wrapper hands the dict to (deepspeed.initialize / DeepSpeedConfig)",
-    'params/ids_or_embeddings_own_projection':
-        "not traced (since input_origins, dsl303ev): with names renamed the forward's inputs are no longer followed to a batch-fed call site, and DSL303 becomes unproven",
-    'collectives/callback_from_provider_gathered.py':
-        'not traced: renaming `summary_writer` (a keyword parameter of a nested callback the caller passes by keyword) adds a DSL101',
     'collectives/embedding_group_stage_ends.py':
         "not traced: renaming the `ranks` parameter of a project wrapper around dist.new_group (called with ranks=...) adds DSL103s: the group's members are read by torch's keyword name on the wrapper",
-    'params/decoder_head_initialised_passed_per_batch':
-        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`encoder_states`); not traced further",
-    'params/dummy_images_every_batch':
-        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`images`); not traced further",
-    'params/optional_input_passed_through':
-        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`token_type_ids`); not traced further",
-    'params/tower_left_out_of_optimizer':
-        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name (`vision`); not traced further",
-    'params/held_decoder_label_path':
-        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name; only a combination of renames changes it, not traced",
-    'params/held_decoder_nested_path':
-        "DSL303 (rules/params, models/modules): a module's use is read through a parameter or field name; only a combination of renames changes it, not traced",
-    'params/llava_text_only_batches':
-        'models/modules._classify: a callee named build_*/make_*/create_* is taken to build a module (renamed, the project factory is not followed to what it returns)',
-    'params/same_name_encoder_in_list':
-        'models/modules: attributes are matched by name across classes (`layer`)',
     'params/unused_param_model_inspected':
         'DSL302: renaming the class `Example` adds findings; not traced',
 }
 
 _KEEP = {"self", "cls", "_"}
 _IDENT = re.compile(r"-*([A-Za-z_][A-Za-z0-9_]*)")
+_PATH_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|")
+# library callables whose keywords are free-form fields or keys, not parameters of their own: a field is read back
+# by attribute (`config.hidden`) or handed on with `**` to the case's own forward (`engine(**batch)`)
+_FREE_FORM = {"dict", "SimpleNamespace", "Namespace", "EasyDict", "edict"}
 
 
 @lru_cache(maxsize=1)
@@ -127,12 +117,14 @@ class _Defined(cst.CSTVisitor):
         self.attr_receivers: dict[str, set[str]] = {}
         self.params: dict[str, set[str]] = {}
         self.bases: dict[str, list[str]] = {}
+        self.attr_defs: set[str] = set()       # attributes the case assigns (`self.head = ...`)
 
     def _target(self, t):
         if isinstance(t, cst.Name):
             self.defs.add(t.value)
         elif isinstance(t, cst.Attribute):
             self.defs.add(t.attr.value)
+            self.attr_defs.add(t.attr.value)
         elif isinstance(t, (cst.Tuple, cst.List)):
             for el in t.elements:
                 self._target(el.value)
@@ -203,9 +195,20 @@ class _Defined(cst.CSTVisitor):
         return False
 
     def visit_SimpleString(self, n):
-        m = _IDENT.fullmatch(n.evaluated_value if isinstance(n.evaluated_value, str) else "")
+        text = n.evaluated_value if isinstance(n.evaluated_value, str) else ""
+        m = _IDENT.fullmatch(text)
         if m:
             self.strings.add(m.group(1))
+        elif "." in text:
+            # a parameter path, `"vision."` / `"model.layers.0.weight"` (a name filter over `named_parameters()`):
+            # it spells the attributes it walks
+            parts = text.split(".")
+            if all(_PATH_PART.fullmatch(p) for p in parts) and any(p and not p.isdigit() for p in parts):
+                self.strings.update(p for p in parts if p and not p.isdigit())
+
+    @property
+    def all_params(self) -> set[str]:
+        return {p for ps in self.params.values() for p in ps}
 
 
 def _param_names(fn: cst.FunctionDef) -> set[str]:
@@ -215,9 +218,11 @@ def _param_names(fn: cst.FunctionDef) -> set[str]:
 
 class _Rename(cst.CSTTransformer):
     def __init__(self, table: dict[str, str], callables: set[str], project_modules: set[str],
-                 keywords: Optional[dict[str, set[str]]] = None):
+                 keywords: Optional[dict[str, set[str]]] = None, all_params: frozenset = frozenset(),
+                 attr_defs: frozenset = frozenset(), lib: frozenset = frozenset()):
         self.table, self.callables, self.project_modules = table, callables, project_modules
         self.keywords = keywords
+        self.all_params, self.attr_defs, self.lib = all_params, attr_defs, lib
         self._library_aliases: set[str] = set()
 
     def _new(self, name: str) -> str:
@@ -230,10 +235,20 @@ class _Rename(cst.CSTTransformer):
         return n.with_changes(attr=cst.Name(self._new(o.attr.value)))
 
     def leave_Arg(self, o, n):
-        # a keyword names the callee's parameter: renamed with it only when the callee is the case's own and
-        # declares it (a class of the case on a library base, `Mine(model=m)`, names the library's parameter)
-        return n if o.keyword is None or o.keyword.value in self.table and self._own_callee and (
-            self.keywords is None or o.keyword.value in self._stack[-1][1]) else n.with_changes(keyword=o.keyword)
+        # a keyword names the callee's parameter: renamed with it when the callee is the case's own and declares it
+        # (a class of the case on a library base, `Mine(model=m)`, names the library's parameter); when the callee
+        # is an object the case calls through a variable or field (`engine(ids, memory_ids=m)`, `self.head(q,
+        # encoder_states=m)`, `block(x, layer=i)`: a module of the case whose forward declares it) and the keyword
+        # is a parameter of one of the case's functions; and for a free-form library callable (`dict(images=x)`,
+        # `SimpleNamespace(hidden=256)`), whose keywords are fields the case reads back by its own names.
+        # A library's callable keeps its keywords (`deepspeed.initialize(model=m)`, `x.sum(dim=1)`).
+        if o.keyword is None or o.keyword.value not in self.table or not self._stack:
+            return n.with_changes(keyword=o.keyword) if o.keyword is not None else n
+        mode, declared = self._stack[-1]
+        word = o.keyword.value
+        rename = (mode == "own" and (self.keywords is None or word in declared)) or mode == "free" or \
+            (mode == "object" and word in self.all_params)
+        return n if rename else n.with_changes(keyword=o.keyword)
 
     def visit_Import(self, node):
         # names a library import binds (`import torch.distributed as dist`): `dist.broadcast(..., src=...)` calls
@@ -259,8 +274,17 @@ class _Rename(cst.CSTTransformer):
         last = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else None
         library = isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and \
             f.value.value in self._library_aliases
-        self._stack.append((last in self.callables and not library,
-                            self.keywords.get(last, set()) if self.keywords else set()))
+        if last in self.callables and not library:
+            mode = "own"
+        elif last in _FREE_FORM:
+            mode = "free"
+        elif library or last is None or (isinstance(f, cst.Name) and (
+                last in self._library_aliases or hasattr(builtins, last))) or (
+                isinstance(f, cst.Attribute) and last in self.lib and last not in self.attr_defs):
+            mode = "library"
+        else:
+            mode = "object"
+        self._stack.append((mode, self.keywords.get(last, set()) if self.keywords else set()))
 
     def leave_Call(self, o, n):
         self._stack.pop()
@@ -268,7 +292,7 @@ class _Rename(cst.CSTTransformer):
 
     @property
     def _own_callee(self) -> bool:
-        return bool(self._stack) and self._stack[-1][0]
+        return bool(self._stack) and self._stack[-1][0] == "own"
 
     _stack: list
 
@@ -301,7 +325,8 @@ def rename_case(files: list[Path], base: Path, only: Optional[set[str]] = None) 
     table = {d: f"v{i}" for i, d in enumerate(names) if only is None or d in only}
     out = {}
     for f, tree in trees.items():
-        t = _Rename(table, seen.callables, modules, {c: seen.keywords_of(c) for c in seen.callables})
+        t = _Rename(table, seen.callables, modules, {c: seen.keywords_of(c) for c in seen.callables},
+                    frozenset(seen.all_params), frozenset(seen.attr_defs), lib)
         t._stack = []
         out[f] = tree.visit(t).code
     return out

@@ -72,6 +72,10 @@ class Outline:
     # the per-file model facts (dslint.program.models.modules.file_model_facts), built from the same tree
     model_classes: dict = field(default_factory=dict)
     freezing: Optional[object] = None
+    # the constructions each function of the file returns (`modules.file_model_facts`): qualified name →
+    # ((plain kind, kind as a module class of the run, callee's short name, resolved callee), ...) -- what
+    # `self.x = make(cfg)` creates is what `make` returns
+    returned_constructions: dict = field(default_factory=dict)
     # what the launch units are built from (dslint.program.units): every module an import statement names, as
     # absolute dotted names (`from a import b` gives "a.b"; a relative import resolved against the package),
     # whether the module has an `if __name__ == "__main__":` guard

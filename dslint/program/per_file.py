@@ -54,7 +54,7 @@ def outline_of(src: "PythonSource") -> Optional[Outline]:
     out = build_outline(tree, src.package)
     # the model facts' per-file part reads this same tree: CPython parses each file once per run (and the
     # outline workers of a big run build it in parallel)
-    out.model_classes, out.freezing = file_model_facts(tree, src.text, src.path, out)
+    out.model_classes, out.freezing, out.returned_constructions = file_model_facts(tree, src.text, src.path, out)
     if builds_engine(out) or "_previous_scopes" in src.__dict__:
         # the role analysis reads every file that builds an engine (`RoleAnalysis._load`): it takes this
         # tree instead of parsing the text again (kept only for those files, and only until then); and a

@@ -348,8 +348,12 @@ def _build(project: "ProjectView") -> ModelFacts:
         raw = cls.src.outline.model_classes[cls.qualname]
         cls.span, cls.dynamic, cls.methods = raw.span, raw.dynamic, raw.methods
         cls.created_classes = set(raw.created & names)
-        for attr, plain, project_class, last, ctor, mname, index, line in raw.attrs:
+    for cls in classes:     # once every class's bases and methods are known (`_factory_kind` walks the mro)
+        raw = cls.src.outline.model_classes[cls.qualname]
+        for attr, plain, project_class, last, factory, ctor, mname, index, line in raw.attrs:
             kind = project_class if last in names else plain
+            if kind is None and factory and attr not in cls.attrs:
+                kind = _factory_kind(project, cls.src, factory, cls, names)
             if kind is not None and attr not in cls.attrs:
                 cls.attrs[attr] = ModuleAttr(cls, attr, kind[0], mname, index, line, kind[1], ctor)
     # a checked class that creates nothing trainable (an op wrapper) is not a trainable submodule
@@ -403,7 +407,8 @@ class RawClass:
     methods: frozenset
     created: frozenset          # short names of the resolved callees of its methods' own calls
     # self.<attr> = <call> candidates in `_build`'s order: (attr, kind when the callee's short name `last` is no
-    # module class of the run, kind when it is, last, ctor, method, statement index, line)
+    # module class of the run, kind when it is, last, the resolved callee when a function of the run it calls
+    # may decide by its returns -- `_factory_kind` -- else "", ctor, method, statement index, line)
     attrs: list
     getters: dict = field(default_factory=dict)     # `def m(self): return self.x` → {"m": "x"}
 
@@ -416,8 +421,9 @@ def _getter(fn: ast.AST) -> Optional[str]:
 
 
 def file_model_facts(tree: ast.Module, text: str, path: str, outline: Outline
-                     ) -> tuple[dict[str, RawClass], Optional[Freezing]]:
-    """The per-file part of the model facts: every class's `RawClass`, and the file's freezing statements."""
+                     ) -> tuple[dict[str, RawClass], Optional[Freezing], dict]:
+    """The per-file part of the model facts: every class's `RawClass`, the file's freezing statements, and the
+    constructions its functions return (`_file_returns`)."""
     classes: dict[str, RawClass] = {}
     defs = _class_defs(tree)
     if defs:
@@ -463,19 +469,110 @@ def file_model_facts(tree: ast.Module, text: str, path: str, outline: Outline
             if not lines_at or lines_at[-1] != line:
                 lines_at.append(line)
         _FreezeCollector(freezing, path, lines_at).visit(tree)
-    return classes, freezing
+    return classes, freezing, _file_returns(tree, outline)
 
 
 def _attr_candidate(outline: Outline, value: ast.expr) -> Optional[tuple]:
     """`_classify` of `value` both ways its callee's short name may turn out (a module class of the run or
-    not), and that name; None when it creates nothing trainable either way."""
+    not), that name, and the resolved callee when it may be a function of the run whose returns decide
+    (`_factory_kind`); None when it creates nothing trainable any way."""
     if type(value) is not ast.Call:
         return None
-    last = (outline.resolve(dotted_name(value.func)) or "").rsplit(".", 1)[-1]
+    callee = outline.resolve(dotted_name(value.func)) or ""
+    last = callee.rsplit(".", 1)[-1]
     plain, project_class = _classify(outline, value, set()), _classify(outline, value, {last})
-    if plain is None and project_class is None:
+    # a call of a function (not a library's: torch's are classified above) may return a construction
+    factory = callee if callee and plain is None and not callee.startswith(_LIBRARY_ROOTS) else ""
+    if plain is None and project_class is None and not factory:
         return None
-    return plain, project_class, last
+    return plain, project_class, last, factory
+
+
+_LIBRARY_ROOTS = ("torch.", "nn.", "transformers.", "numpy.", "np.", "math.", "os.", "deepspeed.", "super().",
+                  "super.")
+
+
+def _returned_constructions(fn: ast.AST, outline: Outline) -> tuple:
+    """What a function's `return`s construct: `_attr_candidate` of each returned call, a returned local name
+    followed to the calls assigned to it in the function (`proj = nn.Sequential(*mods); return proj`)."""
+    returns = []
+    assigned: dict[str, list] = {}
+    todo = list(fn.body)
+    while todo:         # statements only (a return or an assignment is one), not into nested definitions
+        node = todo.pop()
+        kind = type(node)
+        if kind is ast.Return:
+            if node.value is not None:
+                returns.append(node.value)
+        elif kind is ast.Assign:
+            if type(node.value) is ast.Call:
+                for target in node.targets:
+                    if type(target) is ast.Name:
+                        assigned.setdefault(target.id, []).append(node.value)
+        elif kind not in _DEFS:
+            for name in _SCOPE_BLOCKS:
+                block = getattr(node, name, None)
+                if block:
+                    todo.extend(block)
+    if not returns:
+        return ()
+    out = []
+    for value in returns:
+        calls = [value] if type(value) is ast.Call else assigned.get(value.id, []) if type(value) is ast.Name \
+            else []
+        for call in calls:
+            candidate = _attr_candidate(outline, call)
+            if candidate is not None:
+                out.append(candidate)
+    return tuple(out)
+
+
+def _file_returns(tree: ast.Module, outline: Outline) -> dict:
+    """`_returned_constructions` of the file's functions and methods, by qualified name (those returning a
+    call only)."""
+    out = {}
+    stack: list[tuple[ast.AST, tuple]] = [(tree, ())]
+    while stack:
+        node, scopes = stack.pop()
+        if isinstance(node, _DEFS):
+            scopes = (*scopes, node.name)
+            if type(node) is not ast.ClassDef:
+                found = _returned_constructions(node, outline)
+                if found:
+                    out[".".join(scopes)] = found
+                continue
+        kids = [k for name in _SCOPE_BLOCKS for k in getattr(node, name, None) or ()]
+        stack.extend((k, scopes) for k in kids)
+    return out
+
+
+def _factory_kind(project: "ProjectView", src: "PythonSource", callee: str, owner: Optional["ModuleClass"],
+                  names: set, depth: int = 0) -> Optional[tuple[str, bool]]:
+    """(kind, frozen) of what a function of the run that `callee` resolves to returns -- a torch layer, a module
+    class of the run, a pretrained model, another such function's result (a method of `owner` for
+    `self.m(...)`) --, None when none of its returns constructs something trainable or it is not found."""
+    if depth > 4 or not callee:
+        return None
+    hits: list[tuple["PythonSource", str]] = []
+    if callee.startswith("self.") and callee.count(".") == 1 and owner is not None:
+        method = callee[5:]
+        for cls in owner.mro():
+            if method in cls.methods:
+                hits.append((cls.src, f"{cls.qualname}.{method}"))
+                break
+    elif not callee.startswith("self."):
+        hit = project.function_for_callee(src, callee)
+        if hit is not None:
+            hits.append(hit)
+    for where, qual in hits:
+        outline = where.outline
+        for plain, project_class, last, inner in (outline.returned_constructions.get(qual, ()) if outline else ()):
+            kind = project_class if last in names else plain
+            if kind is None and inner:
+                kind = _factory_kind(project, where, inner, owner if where is src else None, names, depth + 1)
+            if kind is not None:
+                return kind
+    return None
 
 
 # --- CPython ast helpers: the same facts as the libcst passes they replaced (tests/test_model_facts.py) ----
@@ -636,8 +733,8 @@ def _classify(outline: Outline, value: ast.expr, project_names: set[str]) -> Opt
         return None     # a transformers tokenizer, processor, config: no parameters (`_is_moduleish`)
     if last in project_names or last == "MoE" or callee.endswith("from_pretrained"):
         return "module", False
-    if last.startswith(("build_", "make_", "create_")):
-        return "module", False
+    # a project function that builds the module (`self.mm_projector = build_vision_projector(cfg)`) is followed
+    # to what it returns in `_build` (`_factory_kind`), whatever its name
     return None
 
 
