@@ -1573,14 +1573,14 @@ class FlowWalk:
         if isinstance(sent, cst.Name) or not isinstance(body, cst.IndentedBlock):
             return None
         text = code_of(sent)
-        read = {n.value for n in _names_in(sent)}
+        read = {n.value for n in name_nodes(sent)}
         bound: dict[str, list] = {}
         for node in iter_assigns(body):
             for t in node.targets:
-                for n in _names_in(t.target):
+                for n in name_nodes(t.target):
                     bound.setdefault(n.value, []).append(node.value if isinstance(t.target, cst.Name) else None)
         for target in _other_targets(body):
-            for n in _names_in(target):
+            for n in name_nodes(target):
                 bound.setdefault(n.value, []).append(None)
         for name, values in bound.items():
             if len(values) == 1 and values[0] is not None and code_of(values[0]) == text and \
@@ -1595,9 +1595,9 @@ class FlowWalk:
         if not isinstance(test, cst.Name) or info is None or test.value in info.params:
             return test
         values = [node.value for node in iter_assigns(info.node.body) for t in node.targets
-                  if any(n.value == test.value for n in _names_in(t.target))]
+                  if any(n.value == test.value for n in name_nodes(t.target))]
         if len(values) == 1 and all(isinstance(t.target, cst.Name) for node in iter_assigns(info.node.body)
-                                    for t in node.targets if any(n.value == test.value for n in _names_in(t.target))):
+                                    for t in node.targets if any(n.value == test.value for n in name_nodes(t.target))):
             return values[0]
         return test
 
@@ -2748,18 +2748,6 @@ def serialized_into(facts, call: cst.Call) -> Optional[tuple[str, str]]:
 
 # builtins that compute from their arguments alone (`_derived_payload`)
 _PAYLOAD_BUILTINS = frozenset({"len", "enumerate", "zip", "range", "int", "float", "bool", "tuple", "list"})
-
-
-def _names_in(node: cst.CSTNode) -> list:
-    """Every `cst.Name` in `node` (a target or an expression), itself included."""
-    out: list = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.append(n)
-
-    node.visit(_Collect())
-    return out
 
 
 
